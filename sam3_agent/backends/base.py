@@ -1,0 +1,70 @@
+"""The two interfaces the agent depends on.
+
+A :class:`Segmenter` follows segment-anything's predictor: the expensive image embedding is
+computed once (:meth:`Segmenter.embed`) and answers many phrase queries. ``embed`` returns a
+handle instead of storing the image on the segmenter, so one segmenter can serve many
+concurrent sessions (batch evaluation) without a shared "current image".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from sam3_agent.detections import Detections
+from sam3_agent.images import RGBImage
+from sam3_agent.messages import ChatMessage, ChatResponse, ToolSpec
+
+
+@runtime_checkable
+class ImageEmbedding(Protocol):
+    """One image whose features are computed; segment any number of phrases against it."""
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the image in pixels."""
+        ...
+
+    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+        """Segment each phrase; one :class:`Detections` per phrase, in order.
+
+        Masks are at the image's full resolution, boxes XYXY in pixels. Detections scoring
+        below ``score_threshold`` may be dropped by the backend; the agent's post-processing
+        (:func:`sam3_agent.masks.postprocess`) applies the threshold again regardless.
+
+        Raises:
+            SegmenterError: the backend failed (OOM, service unreachable).
+        """
+        ...
+
+
+@runtime_checkable
+class Segmenter(Protocol):
+    """SAM 3 (or a stand-in) as the agent sees it."""
+
+    def embed(self, image: RGBImage) -> ImageEmbedding:
+        """Compute (or fetch from a cache) the features of an ``(H, W, 3)`` uint8 RGB image."""
+        ...
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A multimodal chat model. Implementations must be safe to call concurrently."""
+
+    @property
+    def name(self) -> str:
+        """The model's name as recorded in results and cache keys."""
+        ...
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        """Answer one conversation.
+
+        ``tools`` is given only with native tool calling; the reply's structured calls then
+        arrive in :attr:`ChatResponse.tool_calls`.
+
+        Raises:
+            ChatModelError: the backend failed after its own retries.
+        """
+        ...
