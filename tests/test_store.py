@@ -1,0 +1,95 @@
+"""The run directory's results store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sam3_agent.errors import UserError
+from sam3_agent.evaluation.store import ResultStore, SampleResult, reading, sample_dir_name
+
+CONFIG = {"dataset": "reasonseg", "split": "val", "mode": "agent", "model": "m", "shard": None}
+
+
+def _result(sid: str, *, status: str = "masks", infra: bool = False) -> SampleResult:
+    return SampleResult(
+        id=sid,
+        split="val",
+        tags=("short",),
+        no_target=False,
+        image_path="/x.jpg",
+        query="q",
+        status=status,
+        intersection=1,
+        union=4,
+        pred_area=1,
+        gt_area=4,
+        failure="ChatModelError: down" if infra else None,
+        infra_error=infra,
+        prediction={"size": [2, 2], "counts": "04"},
+    )
+
+
+@pytest.mark.parametrize(
+    "sample_id", ["val/a#0", "../../etc/passwd", "a" * 500, "..", "", "val/\u00e9t\u00e9 ?*:"]
+)
+def test_sample_dir_name_is_safe(sample_id: str) -> None:
+    name = sample_dir_name(sample_id)
+    assert "/" not in name and "\\" not in name
+    assert not name.startswith(".")
+    assert len(name) <= 80 + 11
+    assert name == sample_dir_name(sample_id)  # stable
+
+
+def test_sample_dir_names_do_not_collide_on_unsafe_characters() -> None:
+    names = {sample_dir_name(i) for i in ("val/a:b", "val/a/b", "val/a?b", "val_a_b")}
+    assert len(names) == 4
+
+
+def test_commit_and_read_back(tmp_path: Path) -> None:
+    with ResultStore.create_or_resume(tmp_path / "run", CONFIG) as store:
+        store.commit(_result("b"))
+        store.commit(_result("a", status="failed", infra=True))
+        store.set_planned(7)
+    with reading(tmp_path / "run") as store:
+        results = store.results()
+        assert [r.id for r in results] == ["a", "b"]
+        assert results[0].failed and results[0].infra_error
+        assert results[1] == _result("b")
+        assert store.finished_ids() == {"a", "b"}
+        assert store.finished_ids(include_infra_errors=False) == {"b"}
+        assert store.planned() == 7
+        assert store.config() == CONFIG
+
+
+def test_same_id_is_stored_once(tmp_path: Path) -> None:
+    with ResultStore.create_or_resume(tmp_path, CONFIG) as store:
+        store.commit(_result("a", status="failed", infra=True))
+        store.commit(_result("a"))
+        assert store.count() == 1
+        assert store.results()[0].status == "masks"
+
+
+def test_commit_is_visible_to_another_connection_at_once(tmp_path: Path) -> None:
+    writer = ResultStore.create_or_resume(tmp_path, CONFIG)
+    writer.commit(_result("a"))
+    with reading(tmp_path) as reader:
+        assert reader.finished_ids() == {"a"}
+    writer.close()
+
+
+def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
+    ResultStore.create_or_resume(tmp_path, CONFIG).close()
+    with pytest.raises(UserError) as info:
+        ResultStore.create_or_resume(tmp_path, {**CONFIG, "split": "test", "model": "other"})
+    message = str(info.value)
+    assert "different settings" in message
+    assert "split: 'val' (run directory) vs 'test' (now)" in message
+    assert "model: 'm' (run directory) vs 'other' (now)" in message
+    ResultStore.create_or_resume(tmp_path, dict(CONFIG)).close()  # same settings: fine
+
+
+def test_not_a_run_directory(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not a run directory"):
+        ResultStore.open_existing(tmp_path)
