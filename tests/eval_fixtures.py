@@ -30,7 +30,7 @@ import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from PIL import Image
@@ -84,7 +84,7 @@ PLAN: dict[str, Planned] = {
     "the lonely square": Planned(IMG2, (), "no_mask"),
 }
 
-EXPECTED = {
+EXPECTED: dict[str, dict[str, Any]] = {
     "reasonseg": {
         "count": 4,
         "gIoU": 0.3,

@@ -1,0 +1,462 @@
+"""Concurrent, resumable evaluation of dataset samples.
+
+Samples run ``concurrency`` at a time on one event loop. They are ordered by image, and the
+segmenter is wrapped in :class:`SharedEmbeddings`, so every image is read once and its SAM 3
+backbone runs once however many queries it has. Each finished sample is scored and committed
+to the :class:`~sam3_agent.evaluation.store.ResultStore` at once; a rerun skips what is
+stored. An infrastructure failure on one sample (MLLM endpoint down, SAM 3 out of memory,
+unreadable image) is stored as a failed sample and the run goes on; anything else stops the
+run, keeping what was committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from sam3_agent.backends.base import ImageEmbedding, Segmenter
+from sam3_agent.detections import BoolArray, encode_rle
+from sam3_agent.errors import (
+    ChatModelError,
+    DatasetError,
+    ImageLoadError,
+    SegmenterError,
+    UserError,
+)
+from sam3_agent.evaluation.datasets import Sample
+from sam3_agent.evaluation.metrics import score_mask
+from sam3_agent.evaluation.store import ResultStore, SampleResult, sample_dir_name
+from sam3_agent.images import RGBImage, image_digest, load_image
+
+logger = logging.getLogger(__name__)
+
+SAMPLES_DIR = "samples"
+DEFAULT_CONCURRENCY = 8
+"""Sized for one OpenAI-compatible endpoint (a vLLM server batches this many well)."""
+
+# Failures of one sample that must not stop a run of thousands.
+SAMPLE_FAILURES: tuple[type[Exception], ...] = (ChatModelError, SegmenterError, ImageLoadError)
+
+
+# --------------------------------------------------------------------------- sharding
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n`` (0-based shard index).
+
+    Raises:
+        UserError: not of that form.
+    """
+    try:
+        index_text, count_text = text.split("/")
+        index, count = int(index_text), int(count_text)
+    except ValueError as e:
+        raise UserError(f"--shard must look like i/n (e.g. 0/4), got {text!r}") from e
+    if count < 1 or not 0 <= index < count:
+        raise UserError(f"--shard i/n needs 0 <= i < n, got {text!r}")
+    return index, count
+
+
+def shard_of(sample: Sample, count: int) -> int:
+    """The shard a sample belongs to: a stable hash of its image's file name.
+
+    Hashing the image (not the sample) keeps every query of an image in one shard, so no
+    two machines pay the same image's backbone.
+    """
+    digest = hashlib.sha256(sample.image_path.name.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def select_shard(samples: Sequence[Sample], index: int, count: int) -> list[Sample]:
+    """The samples of shard ``index`` of ``count`` (all of them when ``count`` is 1)."""
+    if count == 1:
+        return list(samples)
+    return [s for s in samples if shard_of(s, count) == index]
+
+
+# --------------------------------------------------------------------------- shared embeddings
+
+
+@dataclass
+class _EmbeddingEntry:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    embedding: ImageEmbedding | None = None
+
+
+class SharedEmbeddings:
+    """A :class:`Segmenter` that embeds each image once while the runner holds it.
+
+    Keyed by the image's content digest, so copies of the same pixels share one embedding.
+    Concurrent requests for one image wait for the first instead of running the backbone
+    twice. The runner calls :meth:`release` when an image's last sample is done.
+    """
+
+    def __init__(self, inner: Segmenter) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._entries: dict[str, _EmbeddingEntry] = {}
+
+    def embed(self, image: RGBImage) -> ImageEmbedding:
+        key = image_digest(image)
+        with self._lock:
+            entry = self._entries.setdefault(key, _EmbeddingEntry())
+        with entry.lock:
+            if entry.embedding is None:
+                entry.embedding = self.inner.embed(image)
+            return entry.embedding
+
+    def release(self, digest: str) -> None:
+        """Forget the embedding of the image with this content digest."""
+        with self._lock:
+            self._entries.pop(digest, None)
+
+    @property
+    def held(self) -> int:
+        """Images whose embedding is held now."""
+        with self._lock:
+            return len(self._entries)
+
+
+# --------------------------------------------------------------------------- predictors
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a predictor answered for one sample.
+
+    Attributes:
+        status: ``masks``, ``no_mask`` or ``failed`` (the agent gave up).
+        mask: ``(H, W)`` bool union of the predicted masks, None when there are none.
+        artifacts: the per-sample directory written, if any.
+        extra: JSON-safe details kept in the store (usage breakdown, timings).
+    """
+
+    status: str
+    mask: BoolArray | None
+    rounds: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    failure: str | None = None
+    artifacts: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Predictor(Protocol):
+    """Answers one query on one image."""
+
+    @property
+    def model(self) -> str:
+        """What produced the predictions, for run settings and reports."""
+        ...
+
+    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
+        """Segment ``query`` on an ``(H, W, 3)`` uint8 image.
+
+        ``output_dir`` is this sample's own directory for artifacts (may be left unused).
+
+        Raises:
+            ChatModelError, SegmenterError: the backend failed for this sample.
+        """
+        ...
+
+
+class AgentPredictor:
+    """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample."""
+
+    def __init__(self, agent: Any, model: str) -> None:
+        self.agent = agent
+        self._model = model
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
+        result = await self.agent.arun(image, query, output_dir=output_dir)
+        has_masks = result.status == "masks" and len(result.detections) > 0
+        total = result.usage.total
+        return Prediction(
+            status=result.status,
+            mask=result.detections.union() if has_masks else None,
+            rounds=result.rounds,
+            prompt_tokens=total.prompt_tokens,
+            completion_tokens=total.completion_tokens,
+            calls=total.calls,
+            failure=result.failure,
+            artifacts=output_dir,
+            extra={
+                "usage": result.usage.to_dict(),
+                "timings_s": {k: round(float(v), 4) for k, v in result.timings.items()},
+                "phrases_tried": list(result.phrases_tried),
+            },
+        )
+
+
+class Sam3OnlyPredictor:
+    """SAM 3 alone, the raw query as its phrase: the baseline without an MLLM.
+
+    The prediction is the union of the masks that survive post-processing (score threshold,
+    overlap removal).
+    """
+
+    def __init__(
+        self,
+        segmenter: Segmenter,
+        model: str,
+        *,
+        score_threshold: float = 0.5,
+        overlap_threshold: float = 0.3,
+    ) -> None:
+        self.segmenter = segmenter
+        self._model = model
+        self.score_threshold = score_threshold
+        self.overlap_threshold = overlap_threshold
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def _predict_sync(self, image: RGBImage, query: str) -> Prediction:
+        from sam3_agent.masks import postprocess
+
+        detections = self.segmenter.embed(image).segment([query], self.score_threshold)[0]
+        kept = postprocess(
+            detections,
+            score_threshold=self.score_threshold,
+            overlap_threshold=self.overlap_threshold,
+        )
+        if len(kept) == 0:
+            return Prediction(status="no_mask", mask=None, extra={"masks": 0})
+        return Prediction(status="masks", mask=kept.union(), extra={"masks": len(kept)})
+
+    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
+        # The segmenter is synchronous and heavy: keep the event loop free for other samples.
+        return await asyncio.to_thread(self._predict_sync, image, query)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class ProgressListener(Protocol):
+    """Told about the run's progress (a progress bar, a test probe)."""
+
+    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+        """``total`` samples in this run, of which ``already_done`` were stored before."""
+        ...
+
+    def update(self, result: SampleResult) -> None:
+        """``result`` was just committed."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Counts of one :func:`evaluate` call."""
+
+    total: int
+    skipped: int
+    evaluated: int
+    failed: int
+
+
+@dataclass
+class _HeldImage:
+    task: asyncio.Task[tuple[RGBImage, str]]
+    remaining: int
+
+
+class _ImageHolder:
+    """Loads each image once, shares it among its samples, lets go after the last one."""
+
+    def __init__(self, counts: dict[Path, int], shared: SharedEmbeddings | None) -> None:
+        self._counts = counts
+        self._held: dict[Path, _HeldImage] = {}
+        self._shared = shared
+
+    async def get(self, path: Path) -> RGBImage:
+        held = self._held.get(path)
+        if held is None:
+            task = asyncio.ensure_future(asyncio.to_thread(_load_with_digest, path))
+            held = self._held[path] = _HeldImage(task, self._counts[path])
+        # shield: a cancelled sample must not cancel the load other samples wait on.
+        image, _ = await asyncio.shield(held.task)
+        return image
+
+    def done(self, path: Path) -> None:
+        held = self._held.get(path)
+        if held is None:
+            return
+        held.remaining -= 1
+        if held.remaining > 0:
+            return
+        del self._held[path]
+        if held.task.done() and not held.task.cancelled() and held.task.exception() is None:
+            _, digest = held.task.result()
+            if self._shared is not None:
+                self._shared.release(digest)
+
+    def cancel_all(self) -> None:
+        for held in self._held.values():
+            held.task.cancel()
+
+
+def _load_with_digest(path: Path) -> tuple[RGBImage, str]:
+    image = load_image(path)
+    return image, image_digest(image)
+
+
+def _rle_or_none(mask: BoolArray | None) -> dict[str, Any] | None:
+    return None if mask is None or not mask.any() else encode_rle(mask)
+
+
+async def evaluate(
+    samples: Sequence[Sample],
+    store: ResultStore,
+    predictor: Predictor,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shared: SharedEmbeddings | None = None,
+    progress: ProgressListener | None = None,
+    retry_failed: bool = False,
+) -> RunOutcome:
+    """Evaluate every sample not yet in ``store``, committing each as it finishes.
+
+    Args:
+        samples: the samples of this run (any order; they are run grouped by image).
+        store: where results go; its stored samples are skipped.
+        predictor: the agent or the SAM 3-only baseline.
+        concurrency: samples in flight at once.
+        shared: the segmenter wrapper the predictor uses, so an image's embedding is
+            released when its last sample is done.
+        progress: told about each committed sample.
+        retry_failed: evaluate again the samples stored as infrastructure failures.
+
+    Raises:
+        UserError: ``concurrency`` < 1.
+        DatasetError: a sample's ground truth is broken (the run stops; commits are kept).
+        asyncio.CancelledError: the run was cancelled (Ctrl-C); commits are kept.
+    """
+    if concurrency < 1:
+        raise UserError(f"--concurrency must be >= 1, got {concurrency}")
+    done_ids = store.finished_ids(include_infra_errors=not retry_failed)
+    todo = sorted(
+        (s for s in samples if s.id not in done_ids), key=lambda s: (str(s.image_path), s.id)
+    )
+    wanted = {s.id for s in samples}
+    if progress is not None:
+        previous = [r for r in store.results() if r.id in wanted and r.id in done_ids]
+        progress.start(len(samples), previous)
+    logger.info(
+        "%d samples: %d already stored, %d to evaluate",
+        len(samples),
+        len(samples) - len(todo),
+        len(todo),
+    )
+    counts: dict[Path, int] = {}
+    for s in todo:
+        counts[s.image_path] = counts.get(s.image_path, 0) + 1
+    holder = _ImageHolder(counts, shared)
+    queue = iter(todo)
+    failed = 0
+    evaluated = 0
+
+    async def worker() -> None:
+        nonlocal failed, evaluated
+        for sample in queue:
+            try:
+                result = await _evaluate_one(sample, holder, predictor, store.run_dir)
+            finally:
+                holder.done(sample.image_path)
+            store.commit(result)
+            evaluated += 1
+            failed += int(result.failed)
+            if progress is not None:
+                progress.update(result)
+
+    await _run_workers([worker for _ in range(min(concurrency, max(1, len(todo))))])
+    holder.cancel_all()
+    return RunOutcome(
+        total=len(samples), skipped=len(samples) - len(todo), evaluated=evaluated, failed=failed
+    )
+
+
+async def _run_workers(workers: Sequence[Callable[[], Any]]) -> None:
+    """Run the workers; the first error (or a cancellation) stops all and propagates."""
+    tasks = [asyncio.ensure_future(w()) for w in workers]
+    try:
+        finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in finished:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _evaluate_one(
+    sample: Sample, holder: _ImageHolder, predictor: Predictor, run_dir: Path
+) -> SampleResult:
+    rel_dir = Path(SAMPLES_DIR) / sample_dir_name(sample.id)
+    started = time.perf_counter()
+    infra_error = False
+    try:
+        image = await holder.get(sample.image_path)
+        prediction = await predictor.predict(image, sample.query, run_dir / rel_dir)
+    except SAMPLE_FAILURES as e:
+        logger.warning("sample %s failed: %s: %s", sample.id, type(e).__name__, e)
+        prediction = Prediction(status="failed", mask=None, failure=f"{type(e).__name__}: {e}")
+        infra_error = True
+    elapsed = time.perf_counter() - started
+    return await asyncio.to_thread(
+        _score_and_pack, sample, prediction, infra_error, elapsed, rel_dir
+    )
+
+
+def _score_and_pack(
+    sample: Sample, prediction: Prediction, infra_error: bool, elapsed: float, rel_dir: Path
+) -> SampleResult:
+    gt = sample.load_gt()
+    mask = prediction.mask
+    if mask is not None and mask.shape != gt.image_size:
+        raise DatasetError(
+            f"sample {sample.id}: image {sample.image_path} is {mask.shape[0]}x{mask.shape[1]} "
+            f"pixels but its ground truth is {gt.image_size[0]}x{gt.image_size[1]}"
+        )
+    pred = mask if mask is not None else np.zeros(gt.image_size, dtype=bool)
+    score = score_mask(pred, gt.mask, gt.ignore)
+    return SampleResult(
+        id=sample.id,
+        split=sample.split,
+        tags=sample.tags,
+        no_target=sample.no_target,
+        image_path=str(sample.image_path),
+        query=sample.query,
+        status=prediction.status,
+        intersection=score.intersection,
+        union=score.union,
+        pred_area=score.pred_area,
+        gt_area=score.gt_area,
+        rounds=prediction.rounds,
+        prompt_tokens=prediction.prompt_tokens,
+        completion_tokens=prediction.completion_tokens,
+        calls=prediction.calls,
+        time_s=round(elapsed, 4),
+        failure=prediction.failure,
+        infra_error=infra_error,
+        prediction=_rle_or_none(pred),
+        ground_truth=_rle_or_none(gt.mask),
+        ignore=_rle_or_none(gt.ignore),
+        artifacts=str(rel_dir) if prediction.artifacts is not None else None,
+        extra=prediction.extra,
+    )

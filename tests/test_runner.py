@@ -1,0 +1,271 @@
+"""The evaluation runner with a SAM 3-style predictor over the fake segmenter.
+
+The agent itself is exercised end to end in ``test_cli_evaluate.py``; here a small
+predictor (segment the raw query, union of all masks) isolates the runner: ordering,
+sharing, failures, commits and resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sam3_agent.errors import DatasetError, UserError
+from sam3_agent.evaluation.datasets import Sample, load_samples
+from sam3_agent.evaluation.metrics import breakdown
+from sam3_agent.evaluation.runner import (
+    Prediction,
+    SharedEmbeddings,
+    evaluate,
+    parse_shard,
+    select_shard,
+    shard_of,
+)
+from sam3_agent.evaluation.store import ResultStore, SampleResult
+from sam3_agent.images import RGBImage
+from tests.eval_fixtures import EXPECTED, PLAN, make_segmenter, write_grefcoco, write_reasonseg
+from tests.fakes import FakeSegmenter
+
+CONFIG = {"dataset": "test", "split": "val", "mode": "sam3-only"}
+
+
+class UnionPredictor:
+    """Segments the raw query and predicts the union of every mask (no post-processing)."""
+
+    model = "fake"
+
+    def __init__(self, segmenter: SharedEmbeddings, delay_s: float = 0.0) -> None:
+        self.segmenter = segmenter
+        self.delay_s = delay_s
+        self.queries: list[str] = []
+
+    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
+        self.queries.append(query)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        detections = self.segmenter.embed(image).segment([query], 0.5)[0]
+        if len(detections) == 0:
+            return Prediction(status="no_mask", mask=None)
+        return Prediction(status="masks", mask=detections.union())
+
+
+class StopAfter:
+    """A progress listener that fails after ``k`` commits: a crash at a chosen moment."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.seen = 0
+        self.total = 0
+        self.previous: list[str] = []
+
+    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+        self.total = total
+        self.previous = [r.id for r in already_done]
+
+    def update(self, result: SampleResult) -> None:
+        self.seen += 1
+        if self.seen >= self.k:
+            raise KeyboardInterrupt  # what Ctrl-C raises; BaseException, like a kill
+
+
+def _run(
+    samples: Sequence[Sample],
+    run_dir: Path,
+    *,
+    segmenter: FakeSegmenter | None = None,
+    concurrency: int = 4,
+    progress: Any = None,
+    retry_failed: bool = False,
+) -> tuple[list[SampleResult], UnionPredictor, SharedEmbeddings]:
+    shared = SharedEmbeddings(segmenter or make_segmenter())
+    predictor = UnionPredictor(shared)
+    with ResultStore.create_or_resume(run_dir, CONFIG) as store:
+        asyncio.run(
+            evaluate(
+                samples,
+                store,
+                predictor,
+                concurrency=concurrency,
+                shared=shared,
+                progress=progress,
+                retry_failed=retry_failed,
+            )
+        )
+        return store.results(), predictor, shared
+
+
+def _comparable(results: Sequence[SampleResult]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.to_json().items() if k != "time_s"} for r in results]
+
+
+@pytest.fixture
+def reasonseg(tmp_path: Path) -> list[Sample]:
+    return load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
+
+
+def test_metrics_of_a_full_run(reasonseg: list[Sample], tmp_path: Path) -> None:
+    results, _, _ = _run(reasonseg, tmp_path / "run")
+    b = breakdown(r.scored() for r in results)
+    want = EXPECTED["reasonseg"]
+    assert b.overall.count == want["count"]
+    assert b.overall.giou == pytest.approx(want["gIoU"])
+    assert b.overall.ciou == pytest.approx(want["cIoU"])
+    assert (b.tags["short"].giou, b.tags["short"].ciou) == pytest.approx(want["short"])
+    assert (b.tags["long"].giou, b.tags["long"].ciou) == pytest.approx(want["long"])
+    assert b.overall.precision == pytest.approx(want["pr"])
+    assert [i for i, _ in b.failed] == ["val/d#0"]
+
+
+def test_infrastructure_failure_is_stored_and_the_run_goes_on(
+    reasonseg: list[Sample], tmp_path: Path
+) -> None:
+    results, _, _ = _run(reasonseg, tmp_path / "run", concurrency=1)
+    by_id = {r.id: r for r in results}
+    failed = by_id["val/d#0"]
+    assert failed.status == "failed" and failed.infra_error
+    assert failed.failure == "SegmenterError: scripted SAM 3 failure"
+    assert (failed.intersection, failed.union, failed.prediction) == (0, 100, None)
+    assert by_id["val/b#0"].status == "masks"
+    assert len(results) == 4
+
+
+def test_each_image_is_embedded_once_and_released(tmp_path: Path) -> None:
+    samples = load_samples("grefcoco", write_grefcoco(tmp_path / "g"), "val")
+    segmenter = make_segmenter()
+    _, predictor, shared = _run(samples, tmp_path / "run", segmenter=segmenter, concurrency=4)
+    assert len({s.image_path for s in samples}) == 2
+    assert segmenter.embed_calls == 2
+    assert shared.held == 0
+    assert len(predictor.queries) == 4
+
+
+def test_samples_run_grouped_by_image(tmp_path: Path) -> None:
+    samples = load_samples("grefcoco", write_grefcoco(tmp_path / "g"), "val")
+    mixed = [samples[0], samples[2], samples[1], samples[3]]  # images 1, 2, 1, 2
+    _, predictor, _ = _run(mixed, tmp_path / "run", concurrency=1)
+    by_query = {s.query: s.image_path for s in samples}
+    images = [by_query[q] for q in predictor.queries]
+    assert images == sorted(images)
+
+
+def test_killed_run_resumes_to_the_uninterrupted_result(
+    reasonseg: list[Sample], tmp_path: Path
+) -> None:
+    whole, _, _ = _run(reasonseg, tmp_path / "whole")
+    stopper = StopAfter(2)
+    with pytest.raises(KeyboardInterrupt):
+        _run(reasonseg, tmp_path / "resumed", concurrency=2, progress=stopper)
+    with ResultStore.create_or_resume(tmp_path / "resumed", CONFIG) as store:
+        assert store.count() == 2  # exactly what was committed before the stop
+        first = store.finished_ids()
+    again = StopAfter(99)
+    resumed, predictor, _ = _run(reasonseg, tmp_path / "resumed", progress=again)
+    assert sorted(again.previous) == sorted(first)
+    assert again.total == 4 and again.seen == 2
+    assert not set(predictor.queries) & {s.query for s in reasonseg if s.id in first}
+    assert _comparable(resumed) == _comparable(whole)
+
+
+def test_cancellation_keeps_commits(reasonseg: list[Sample], tmp_path: Path) -> None:
+    shared = SharedEmbeddings(make_segmenter())
+    predictor = UnionPredictor(shared, delay_s=0.01)
+
+    class CancelAfterFirst(StopAfter):
+        def __init__(self, task: asyncio.Task[Any]) -> None:
+            super().__init__(99)
+            self.task = task
+
+        def update(self, result: SampleResult) -> None:
+            self.task.cancel()
+
+    async def main(store: ResultStore) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        await evaluate(
+            reasonseg,
+            store,
+            predictor,
+            concurrency=1,
+            shared=shared,
+            progress=CancelAfterFirst(task),
+        )
+
+    with ResultStore.create_or_resume(tmp_path / "run", CONFIG) as store:
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(main(store))
+        assert store.count() == 1
+    results, _, _ = _run(reasonseg, tmp_path / "run")
+    assert len(results) == 4
+
+
+def test_retry_failed_evaluates_infrastructure_failures_again(
+    reasonseg: list[Sample], tmp_path: Path
+) -> None:
+    _run(reasonseg, tmp_path / "run")
+    fixed = make_segmenter()
+    fixed.results.pop("the query that breaks the endpoint")  # SAM 3 is back: finds nothing
+    results, predictor, _ = _run(reasonseg, tmp_path / "run", segmenter=fixed)
+    assert predictor.queries == []  # a plain rerun skips stored failures
+    results, predictor, _ = _run(reasonseg, tmp_path / "run", segmenter=fixed, retry_failed=True)
+    assert predictor.queries == ["the query that breaks the endpoint"]
+    assert {r.id: r.status for r in results}["val/d#0"] == "no_mask"
+
+
+def test_broken_ground_truth_stops_the_run_keeping_commits(tmp_path: Path) -> None:
+    root = write_reasonseg(tmp_path / "rs")
+    samples = load_samples("reasonseg", root, "val")
+    (root / "val" / "c.json").write_text("{broken")
+    with ResultStore.create_or_resume(tmp_path / "run", CONFIG) as store:
+        shared = SharedEmbeddings(make_segmenter())
+        with pytest.raises(DatasetError, match=r"c\.json.*val/c"):
+            asyncio.run(evaluate(samples, store, UnionPredictor(shared), concurrency=1))
+        assert store.finished_ids() == {"val/a#0", "val/b#0"}
+
+
+def test_mask_size_mismatch_is_a_dataset_error(reasonseg: list[Sample], tmp_path: Path) -> None:
+    segmenter = make_segmenter()
+    segmenter.results["the left block"] = PLAN["top left cat"].detections()  # a 30x50 mask
+    with pytest.raises(DatasetError, match=r"val/a#0.*ground truth is 40x60"):
+        _run(reasonseg, tmp_path / "run", segmenter=segmenter)
+
+
+def test_shards_partition_samples_by_image(tmp_path: Path) -> None:
+    samples = load_samples("grefcoco", write_grefcoco(tmp_path / "g"), "val")
+    samples = samples + load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
+    shards = [select_shard(samples, i, 3) for i in range(3)]
+    assert sorted(s.id for shard in shards for s in shard) == sorted(s.id for s in samples)
+    for i, shard in enumerate(shards):
+        for s in shard:
+            assert shard_of(s, 3) == i
+    assert select_shard(samples, 0, 1) == samples
+    assert [s.id for s in select_shard(samples, 1, 3)] == [s.id for s in shards[1]]
+
+
+@pytest.mark.parametrize("text", ["3", "a/b", "3/3", "-1/2", "0/0", "1/2/3"])
+def test_parse_shard_rejects(text: str) -> None:
+    with pytest.raises(UserError, match="--shard"):
+        parse_shard(text)
+
+
+def test_parse_shard() -> None:
+    assert parse_shard("2/4") == (2, 4)
+
+
+def test_concurrency_must_be_positive(reasonseg: list[Sample], tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="--concurrency"):
+        _run(reasonseg, tmp_path / "run", concurrency=0)
+
+
+def test_shared_embeddings_compute_once_per_content() -> None:
+    segmenter = FakeSegmenter()
+    shared = SharedEmbeddings(segmenter)
+    image = np.zeros((4, 4, 3), dtype=np.uint8)
+    first = shared.embed(image)
+    assert shared.embed(image.copy()) is first
+    shared.release("unknown")
+    assert segmenter.embed_calls == 1 and shared.held == 1
