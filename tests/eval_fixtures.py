@@ -25,6 +25,7 @@ gRefCOCO val:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 from collections.abc import Sequence
@@ -38,6 +39,7 @@ from pycocotools import mask as mask_utils
 
 from sam3_agent.detections import Detections
 from sam3_agent.errors import ChatModelError, SegmenterError
+from sam3_agent.evaluation.runner import Prediction, SharedEmbeddings
 from sam3_agent.images import RGBImage
 from sam3_agent.messages import ChatMessage
 from tests.fakes import FakeSegmenter, ScriptedChatModel, square_mask, tool
@@ -347,3 +349,23 @@ def make_segmenter() -> FakeSegmenter:
 def make_chat_model(delay_s: float = 0.0, replies: int = 500) -> ScriptedChatModel:
     """An MLLM answering every planned query (``replies`` main calls in all)."""
     return ScriptedChatModel(replies=[scripted_reply] * replies, delay_s=delay_s)
+
+
+class UnionPredictor:
+    """Segments the raw query and predicts the union of every mask (no post-processing)."""
+
+    model = "fake"
+
+    def __init__(self, segmenter: SharedEmbeddings, delay_s: float = 0.0) -> None:
+        self.segmenter = segmenter
+        self.delay_s = delay_s
+        self.queries: list[str] = []
+
+    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
+        self.queries.append(query)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        detections = self.segmenter.embed(image).segment([query], 0.5)[0]
+        if len(detections) == 0:
+            return Prediction(status="no_mask", mask=None)
+        return Prediction(status="masks", mask=detections.union())

@@ -19,7 +19,6 @@ from sam3_agent.errors import DatasetError, UserError
 from sam3_agent.evaluation.datasets import Sample, load_samples
 from sam3_agent.evaluation.metrics import breakdown
 from sam3_agent.evaluation.runner import (
-    Prediction,
     SharedEmbeddings,
     evaluate,
     parse_shard,
@@ -27,31 +26,17 @@ from sam3_agent.evaluation.runner import (
     shard_of,
 )
 from sam3_agent.evaluation.store import ResultStore, SampleResult
-from sam3_agent.images import RGBImage
-from tests.eval_fixtures import EXPECTED, PLAN, make_segmenter, write_grefcoco, write_reasonseg
+from tests.eval_fixtures import (
+    EXPECTED,
+    PLAN,
+    UnionPredictor,
+    make_segmenter,
+    write_grefcoco,
+    write_reasonseg,
+)
 from tests.fakes import FakeSegmenter
 
 CONFIG = {"dataset": "test", "split": "val", "mode": "sam3-only"}
-
-
-class UnionPredictor:
-    """Segments the raw query and predicts the union of every mask (no post-processing)."""
-
-    model = "fake"
-
-    def __init__(self, segmenter: SharedEmbeddings, delay_s: float = 0.0) -> None:
-        self.segmenter = segmenter
-        self.delay_s = delay_s
-        self.queries: list[str] = []
-
-    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
-        self.queries.append(query)
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        detections = self.segmenter.embed(image).segment([query], 0.5)[0]
-        if len(detections) == 0:
-            return Prediction(status="no_mask", mask=None)
-        return Prediction(status="masks", mask=detections.union())
 
 
 class StopAfter:
