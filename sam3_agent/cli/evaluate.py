@@ -1,0 +1,397 @@
+"""``sam3-agent eval`` and ``sam3-agent report``: batch evaluation on published datasets.
+
+Registered in :mod:`sam3_agent.cli.main` as ``app.command("eval")(eval_command)`` and
+``app.command("report")(report_command)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
+from sam3_agent.cli.options import (
+    BackendOptions,
+    CacheOpt,
+    CheckConcurrencyOpt,
+    DeviceOpt,
+    DtypeOpt,
+    LlmApiKeyOpt,
+    LlmModelOpt,
+    LlmOpt,
+    LlmTimeoutOpt,
+    LlmUrlOpt,
+    MaxCorrectionsOpt,
+    MaxImageSideOpt,
+    MaxRoundsOpt,
+    ReplayOpt,
+    Sam3ModelOpt,
+    Sam3TokenOpt,
+    Sam3UrlOpt,
+    ScoreThresholdOpt,
+    ToolProtocolOpt,
+)
+from sam3_agent.config import AgentConfig
+from sam3_agent.errors import Sam3AgentError
+from sam3_agent.evaluation.datasets import Sample, load_samples
+from sam3_agent.evaluation.metrics import RunningMetrics
+from sam3_agent.evaluation.report import ReportFiles, write_report
+from sam3_agent.evaluation.runner import (
+    DEFAULT_CONCURRENCY,
+    AgentPredictor,
+    Predictor,
+    RunOutcome,
+    Sam3OnlyPredictor,
+    SharedEmbeddings,
+    evaluate,
+    parse_shard,
+    select_shard,
+)
+from sam3_agent.evaluation.store import ResultStore, SampleResult
+
+logger = logging.getLogger(__name__)
+
+DATA = "Dataset"
+RUN = "Run"
+
+
+class DatasetChoice(str, Enum):
+    reasonseg = "reasonseg"
+    refcoco = "refcoco"
+    refcoco_plus = "refcoco+"
+    refcocog = "refcocog"
+    grefcoco = "grefcoco"
+
+
+class ModeChoice(str, Enum):
+    agent = "agent"
+    sam3_only = "sam3-only"
+
+
+# Settings that do not change any prediction, so a resumed run may change them freely.
+_NOT_IDENTITY = ("check_concurrency",)
+
+
+class _ProgressBar:
+    """A rich progress bar on stderr with ETA, running gIoU / cIoU and failures."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]eval"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=console,
+        )
+        self._task: TaskID | None = None
+        self._running = RunningMetrics()
+
+    def _stats(self) -> str:
+        r = self._running
+        giou = "–" if r.giou is None else f"{100 * r.giou:.1f}"
+        ciou = "–" if r.ciou is None else f"{100 * r.ciou:.1f}"
+        return f"gIoU {giou}  cIoU {ciou}  failed {r.failed}"
+
+    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+        for r in already_done:
+            self._running.add(r.scored())
+        self._progress.start()
+        self._task = self._progress.add_task(
+            "eval", total=total, completed=len(already_done), stats=self._stats()
+        )
+
+    def update(self, result: SampleResult) -> None:
+        self._running.add(result.scored())
+        if self._task is not None:
+            self._progress.update(self._task, advance=1, stats=self._stats())
+
+    def stop(self) -> None:
+        self._progress.stop()
+
+
+def _fail(console: Console, message: str, code: int = 1) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def _print_summary(files: ReportFiles) -> None:
+    console = Console()
+    for m in files.methods:
+        overall = m.metrics.overall
+        console.print(
+            f"{m.label}: {overall.count} samples, gIoU {_pct(overall.giou)}, "
+            f"cIoU {_pct(overall.ciou)}, failed {overall.failed}",
+            highlight=False,
+        )
+    console.print(f"report: {files.report_md}", highlight=False)
+
+
+def eval_command(
+    dataset: Annotated[
+        DatasetChoice, typer.Option("--dataset", help="Dataset format.", rich_help_panel=DATA)
+    ],
+    root: Annotated[Path, typer.Option("--root", help="Dataset directory.", rich_help_panel=DATA)],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Run directory: results, per-sample artifacts, report.",
+            rich_help_panel=RUN,
+        ),
+    ],
+    split: Annotated[
+        str, typer.Option("--split", help="Split to evaluate.", rich_help_panel=DATA)
+    ] = "val",
+    images: Annotated[
+        Path | None,
+        typer.Option(
+            "--images",
+            help="COCO train2014 image directory (refer datasets; found under --root if omitted).",
+            rich_help_panel=DATA,
+        ),
+    ] = None,
+    all_texts: Annotated[
+        bool,
+        typer.Option(
+            "--all-texts",
+            help="ReasonSeg: evaluate every text of an image, not only the first.",
+            rich_help_panel=DATA,
+        ),
+    ] = False,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            help="Only the first N samples (in dataset order).",
+            rich_help_panel=DATA,
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            help="i/n: evaluate shard i (0-based) of n; split by image, stable across runs.",
+            rich_help_panel=RUN,
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency", min=1, help="Samples evaluated at the same time.", rich_help_panel=RUN
+        ),
+    ] = DEFAULT_CONCURRENCY,
+    mode: Annotated[
+        ModeChoice,
+        typer.Option(
+            "--mode",
+            help="agent: MLLM + SAM 3; sam3-only: SAM 3 with the raw query as phrase.",
+            rich_help_panel=RUN,
+        ),
+    ] = ModeChoice.agent,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="Evaluate again the samples stored as infrastructure failures.",
+            rich_help_panel=RUN,
+        ),
+    ] = False,
+    progress: Annotated[
+        bool,
+        typer.Option(
+            "--progress/--no-progress", help="Progress bar on stderr.", rich_help_panel=RUN
+        ),
+    ] = True,
+    sam3: Sam3ModelOpt = DEFAULT_SAM3_MODEL,
+    sam3_url: Sam3UrlOpt = None,
+    sam3_token: Sam3TokenOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    llm: LlmOpt = None,
+    llm_url: LlmUrlOpt = None,
+    llm_model: LlmModelOpt = None,
+    llm_api_key: LlmApiKeyOpt = None,
+    llm_timeout: LlmTimeoutOpt = 120.0,
+    tool_protocol: ToolProtocolOpt = "tags",
+    cache: CacheOpt = None,
+    replay: ReplayOpt = False,
+    max_rounds: MaxRoundsOpt = AgentConfig.max_rounds,
+    max_corrections: MaxCorrectionsOpt = AgentConfig.max_corrections,
+    check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
+    score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
+    max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
+) -> None:
+    """Evaluate on a dataset; rerun the same command to resume after a stop."""
+    err = Console(stderr=True)
+    backends = BackendOptions(
+        sam3=sam3,
+        sam3_url=sam3_url,
+        sam3_token=sam3_token,
+        device=device,
+        dtype=dtype,
+        llm=llm,
+        llm_url=llm_url,
+        llm_model=llm_model,
+        llm_api_key=llm_api_key,
+        llm_timeout=llm_timeout,
+        tool_protocol=tool_protocol,
+        cache=cache,
+        replay=replay,
+    )
+    bar = _ProgressBar(err) if progress else None
+    try:
+        agent_config = AgentConfig(
+            max_rounds=max_rounds,
+            max_corrections=max_corrections,
+            check_concurrency=check_concurrency,
+            score_threshold=score_threshold,
+            max_image_side=max_image_side,
+            tool_protocol="native" if tool_protocol == "native" else "tags",
+        )
+        shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
+        samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)
+        if limit is not None:
+            samples = samples[:limit]
+        samples = select_shard(samples, shard_index, shard_count)
+        outcome = _run(
+            samples,
+            out=out,
+            backends=backends,
+            agent_config=agent_config,
+            identity={
+                "dataset": dataset.value,
+                "split": split,
+                "mode": mode.value,
+                "all_texts": all_texts,
+                "shard": f"{shard_index}/{shard_count}" if shard_count > 1 else None,
+            },
+            sam3_only=mode is ModeChoice.sam3_only,
+            concurrency=concurrency,
+            retry_failed=retry_failed,
+            bar=bar,
+        )
+        files = write_report([out], out)
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.stop()
+        err.print(
+            f"interrupted: finished samples are kept in {out}; run the same command to resume.",
+            highlight=False,
+        )
+        raise typer.Exit(130) from None
+    except Sam3AgentError as e:
+        if bar is not None:
+            bar.stop()
+        raise _fail(err, str(e)) from None
+    err.print(
+        f"{outcome.evaluated} evaluated, {outcome.skipped} already stored, {outcome.failed} failed",
+        highlight=False,
+    )
+    _print_summary(files)
+
+
+def _run(
+    samples: list[Sample],
+    *,
+    out: Path,
+    backends: BackendOptions,
+    agent_config: AgentConfig,
+    identity: dict[str, Any],
+    sam3_only: bool,
+    concurrency: int,
+    retry_failed: bool,
+    bar: _ProgressBar | None,
+) -> RunOutcome:
+    chat_model = None if sam3_only else backends.build_chat_model()
+    settings = {k: v for k, v in agent_config.to_dict().items() if k not in _NOT_IDENTITY}
+    if sam3_only:
+        settings = {k: settings[k] for k in ("score_threshold", "overlap_threshold")}
+    config = {
+        **identity,
+        "model": None if chat_model is None else chat_model.name,
+        "sam3": backends.sam3_url or backends.sam3,
+        "agent": settings,
+    }
+    # Check the run directory before loading SAM 3: a refusal should not cost minutes.
+    with ResultStore.create_or_resume(out, config) as store:
+        store.set_planned(len(samples))
+        shared = SharedEmbeddings(backends.build_segmenter())
+        predictor: Predictor
+        if chat_model is None:
+            predictor = Sam3OnlyPredictor(
+                shared,
+                str(config["sam3"]),
+                score_threshold=agent_config.score_threshold,
+                overlap_threshold=agent_config.overlap_threshold,
+            )
+        else:
+            from sam3_agent.agent import Sam3Agent
+
+            agent = Sam3Agent(shared, chat_model, config=agent_config)
+            predictor = AgentPredictor(agent, chat_model.name)
+        try:
+            return asyncio.run(
+                evaluate(
+                    samples,
+                    store,
+                    predictor,
+                    concurrency=concurrency,
+                    shared=shared,
+                    progress=bar,
+                    retry_failed=retry_failed,
+                )
+            )
+        finally:
+            if bar is not None:
+                bar.stop()
+
+
+def report_command(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Run directories (shards or runs to compare).")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Where to write the report (default: the only RUN_DIR)."),
+    ] = None,
+    gallery: Annotated[
+        int, typer.Option("--gallery", min=0, help="Worst samples shown per method.")
+    ] = 6,
+) -> None:
+    """Write metrics.json, report.md, the IoU histogram and a gallery for run directories."""
+    err = Console(stderr=True)
+    if out is None:
+        if len(run_dirs) != 1:
+            raise _fail(err, "with several run directories, say where the report goes: --out DIR")
+        out = run_dirs[0]
+    try:
+        files = write_report(run_dirs, out, gallery_size=gallery)
+    except Sam3AgentError as e:
+        raise _fail(err, str(e)) from None
+    _print_summary(files)
+
+
+__all__ = ["eval_command", "report_command"]
