@@ -127,7 +127,9 @@ class Sam3Agent:
         try:
             final, failure = await self._loop(session, on_round)
         except Sam3AgentError as e:
-            result = self._result(session, query, image_path, None, f"{type(e).__name__}: {e}", started)
+            result = self._result(
+                session, query, image_path, None, f"{type(e).__name__}: {e}", started
+            )
             self._write(result, out, raw)
             raise
         finally:
@@ -163,7 +165,9 @@ class Sam3Agent:
                 call=parsed.call,
                 phrase=outcome.phrase,
             )
-            self._record(session, context_messages=context, response=response, parsed=parsed, step=step)
+            self._record(
+                session, context_messages=context, response=response, parsed=parsed, step=step
+            )
             if on_round is not None:
                 on_round(_event(step))
             if outcome.final is not None:

@@ -147,7 +147,6 @@ def _decode_call(payload: str) -> tuple[ToolCall | None, str]:
     return ToolCall(name, params), ""
 
 
-
 Verdict = Literal["accept", "reject"]
 
 

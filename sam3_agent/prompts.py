@@ -30,12 +30,12 @@ def _feedback_module() -> Any:
     return _ENV.get_template("feedback.j2").module
 
 
-def feedback(name: str, **variables: Any) -> str:
-    """One of the tool-result and corrective messages in ``prompts/feedback.j2``."""
-    macro = getattr(_feedback_module(), name, None)
+def feedback(message: str, /, **variables: Any) -> str:
+    """One of the tool-result and corrective messages (macros in ``prompts/feedback.j2``)."""
+    macro = getattr(_feedback_module(), message, None)
     if macro is None:
-        raise KeyError(f"no feedback message named {name!r} in prompts/feedback.j2")
+        raise KeyError(f"no feedback message named {message!r} in prompts/feedback.j2")
     missing = [a for a in macro.arguments if a not in variables]
     if missing:
-        raise jinja2.UndefinedError(f"feedback {name!r} is missing variables {missing}")
+        raise jinja2.UndefinedError(f"feedback {message!r} is missing variables {missing}")
     return str(macro(**variables)).strip()

@@ -75,9 +75,7 @@ def build_context(system_prompt: str, task: TaskStep, steps: Sequence[ActionStep
     )
     messages = [ChatMessage.text("system", system_prompt), first_user]
     keep = kept_indices(steps)
-    with_image = max(
-        (i for i in keep if steps[i].observation.image is not None), default=None
-    )
+    with_image = max((i for i in keep if steps[i].observation.image is not None), default=None)
     replaced = []
     for i in keep:
         step = steps[i]

@@ -110,9 +110,7 @@ class Session:
             embedding = await self.start()
         with self.timed("segment"):
             raw = (
-                await asyncio.to_thread(
-                    embedding.segment, [phrase], self.config.score_threshold
-                )
+                await asyncio.to_thread(embedding.segment, [phrase], self.config.score_threshold)
             )[0]
             detections = await asyncio.to_thread(
                 postprocess,

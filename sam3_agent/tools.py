@@ -113,7 +113,9 @@ async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> Tool
         )
     detections = await session.segment(phrase)
     if len(detections) == 0:
-        return ToolOutcome("segment", Observation(prompts.feedback("no_masks", phrase=phrase)), phrase=phrase)
+        return ToolOutcome(
+            "segment", Observation(prompts.feedback("no_masks", phrase=phrase)), phrase=phrase
+        )
     image = await session.show_masks(detections)
     text = prompts.feedback("masks_found", phrase=phrase, count=len(detections))
     dropped = prompts.feedback("masks_image_dropped", count=len(detections))
@@ -128,8 +130,11 @@ async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
     kept_numbers = [i + 1 for i, ok in enumerate(keep) if ok]
     if not kept_numbers:
         session.clear_masks()
-        return ToolOutcome("examine", Observation(prompts.feedback("all_rejected", total=len(current))))
+        return ToolOutcome(
+            "examine", Observation(prompts.feedback("all_rejected", total=len(current)))
+        )
     survivors = current[[n - 1 for n in kept_numbers]]
+    session.current = survivors
     image = await session.show_masks(survivors)
     text = prompts.feedback("examined", total=len(current), kept=kept_numbers)
     dropped = prompts.feedback("masks_image_dropped", count=len(survivors))
@@ -143,9 +148,7 @@ async def _select_masks_and_return(session: Session, params: SelectMasksParams) 
 
 
 async def _report_no_mask(session: Session, params: NoParams) -> ToolOutcome:
-    return ToolOutcome(
-        "final", Observation(""), final=Final("no_mask", session.empty_detections())
-    )
+    return ToolOutcome("final", Observation(""), final=Final("no_mask", session.empty_detections()))
 
 
 TOOLS: dict[str, Tool] = {
@@ -190,9 +193,7 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             name="report_no_mask",
-            description=(
-                "Finish without masks, when nothing in the image matches the request."
-            ),
+            description=("Finish without masks, when nothing in the image matches the request."),
             params=NoParams,
             parameters_text="none; pass an empty object.",
             example={},
