@@ -156,20 +156,21 @@ class Session:
                 verdict_retries=self.config.verdict_retries,
                 record=records.append,
             )
-        for result in results:
-            self.usage.checks = self.usage.checks + result.usage
-            self.usage.cached_calls += result.cached_calls
-            self.checks_used += len(result.replies)
+        for check in results:
+            self.usage.checks = self.usage.checks + check.usage
+            self.usage.cached_calls += check.cached_calls
+            self.checks_used += len(check.replies)
         for record in sorted(records, key=lambda r: (r["mask"], r["attempt"])):
             messages = record.pop("messages")
             record.pop("started_s")
-            forced = next(r.forced for r in results if r.number == record["mask"])
+            result = results[record["mask"] - 1]
+            last_attempt = record["attempt"] == len(result.replies)
             self.trace.record(
                 {
                     "kind": "check",
                     "round": self.round,
                     **record,
-                    "forced_reject": forced and record["verdict"] is None,
+                    "forced_reject": result.forced and last_attempt,
                     "context": self.trace.messages(messages, system_ref="checker_prompt.txt"),
                 }
             )
