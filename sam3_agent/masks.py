@@ -43,7 +43,10 @@ def postprocess(
         raise ValueError(f"overlap_threshold must be in [0, 1], got {overlap_threshold}")
     candidates = np.flatnonzero(detections.scores >= score_threshold)
     masks = detections.masks
-    boxes = tight_boxes(masks[candidates]) if candidates.size else np.zeros((0, 4), np.float32)
+    # One mask at a time: indexing all candidates at once would copy them.
+    boxes = np.zeros((candidates.size, 4), dtype=np.float32)
+    for row, i in enumerate(candidates.tolist()):
+        boxes[row] = tight_boxes(masks[i][None])[0]
     nonempty = boxes[:, 2] > boxes[:, 0]
     candidates, boxes = candidates[nonempty], boxes[nonempty]
     # Stable sort on the negated score: equal scores keep their input order.

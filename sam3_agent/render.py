@@ -362,10 +362,14 @@ def _fill(canvas: RGBImage, placed: _Placed, color: Color) -> None:
     if h == 0:
         return
     region = canvas[placed.y : placed.y + h, placed.x : placed.x + w]
-    selected = placed.crop.astype(bool)
-    pixels = region[selected].astype(np.uint16)
-    tint = np.asarray(color, dtype=np.uint16) * FILL_ALPHA_256 + 128
-    region[selected] = ((pixels * (256 - FILL_ALPHA_256) + tint) >> 8).astype(np.uint8)
+    tinted = np.empty_like(region)
+    tinted[:] = color
+    alpha = FILL_ALPHA_256 / 256
+    cv2.addWeighted(region, 1.0 - alpha, tinted, alpha, 0.0, dst=tinted)
+    # Masked copy into a contiguous buffer (OpenCV writes in place only there), then back.
+    blended = region.copy()
+    cv2.copyTo(tinted, placed.crop, blended)
+    region[...] = blended
 
 
 def _outline(canvas: RGBImage, placed: _Placed, color: Color, thickness: int) -> None:
