@@ -49,7 +49,9 @@ Sam3TokenOpt = Annotated[
 ]
 DeviceOpt = Annotated[
     str,
-    typer.Option(help="Device for in-process models: auto, cpu, cuda, cuda:1.", rich_help_panel=BACKENDS),
+    typer.Option(
+        help="Device for in-process models: auto, cpu, cuda, cuda:1.", rich_help_panel=BACKENDS
+    ),
 ]
 DtypeOpt = Annotated[
     str,
