@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from fakes import FakeSegmenter, ScriptedChatModel, square_mask, tool
 from PIL import Image
 from pycocotools import mask as mask_utils
 
@@ -42,7 +43,6 @@ from sam3_agent.errors import ChatModelError, SegmenterError
 from sam3_agent.evaluation.runner import Prediction, SharedEmbeddings
 from sam3_agent.images import RGBImage
 from sam3_agent.messages import ChatMessage
-from tests.fakes import FakeSegmenter, ScriptedChatModel, square_mask, tool
 
 Answer = Literal["select", "no_mask", "error"]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from eval_fixtures import write_grefcoco, write_reasonseg, write_refcoco
+from fakes import square_mask
 
 from sam3_agent.errors import DatasetError, UserError
 from sam3_agent.evaluation.datasets import load_samples
-from tests.eval_fixtures import write_grefcoco, write_reasonseg, write_refcoco
-from tests.fakes import square_mask
 
 
 @pytest.fixture

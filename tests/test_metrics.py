@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fakes import square_mask
 
 from sam3_agent.evaluation.metrics import (
     RunningMetrics,
@@ -13,7 +14,6 @@ from sam3_agent.evaluation.metrics import (
     score_mask,
     summarize,
 )
-from tests.fakes import square_mask
 
 
 def _s(

@@ -9,14 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PIL import Image
-
-from sam3_agent.errors import UserError
-from sam3_agent.evaluation.datasets import Sample, load_samples
-from sam3_agent.evaluation.report import write_report
-from sam3_agent.evaluation.runner import SharedEmbeddings, evaluate, select_shard
-from sam3_agent.evaluation.store import ResultStore
-from tests.eval_fixtures import (
+from eval_fixtures import (
     EXPECTED,
     UnionPredictor,
     make_segmenter,
@@ -24,6 +17,13 @@ from tests.eval_fixtures import (
     write_reasonseg,
     write_refcoco,
 )
+from PIL import Image
+
+from sam3_agent.errors import UserError
+from sam3_agent.evaluation.datasets import Sample, load_samples
+from sam3_agent.evaluation.report import write_report
+from sam3_agent.evaluation.runner import SharedEmbeddings, evaluate, select_shard
+from sam3_agent.evaluation.store import ResultStore
 
 
 def _config(dataset: str, **extra: Any) -> dict[str, Any]:

@@ -14,6 +14,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from eval_fixtures import (
+    EXPECTED,
+    PLAN,
+    UnionPredictor,
+    make_segmenter,
+    write_grefcoco,
+    write_reasonseg,
+)
+from fakes import FakeSegmenter
 
 from sam3_agent.errors import DatasetError, UserError
 from sam3_agent.evaluation.datasets import Sample, load_samples
@@ -26,15 +35,6 @@ from sam3_agent.evaluation.runner import (
     shard_of,
 )
 from sam3_agent.evaluation.store import ResultStore, SampleResult
-from tests.eval_fixtures import (
-    EXPECTED,
-    PLAN,
-    UnionPredictor,
-    make_segmenter,
-    write_grefcoco,
-    write_reasonseg,
-)
-from tests.fakes import FakeSegmenter
 
 CONFIG = {"dataset": "test", "split": "val", "mode": "sam3-only"}
 

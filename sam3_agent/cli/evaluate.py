@@ -26,6 +26,7 @@ from rich.progress import (
 )
 
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
+from sam3_agent.cli.console import err_console, one_line_errors, setup_logging
 from sam3_agent.cli.options import (
     BackendOptions,
     CacheOpt,
@@ -48,7 +49,7 @@ from sam3_agent.cli.options import (
     ToolProtocolOpt,
 )
 from sam3_agent.config import AgentConfig
-from sam3_agent.errors import Sam3AgentError
+from sam3_agent.errors import UserError
 from sam3_agent.evaluation.datasets import Sample, load_samples
 from sam3_agent.evaluation.metrics import RunningMetrics
 from sam3_agent.evaluation.report import ReportFiles, write_report
@@ -127,25 +128,19 @@ class _ProgressBar:
         self._progress.stop()
 
 
-def _fail(console: Console, message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(code)
-
-
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
 def _print_summary(files: ReportFiles) -> None:
-    console = Console()
+    console = Console(highlight=False)
     for m in files.methods:
         overall = m.metrics.overall
         console.print(
             f"{m.label}: {overall.count} samples, gIoU {_pct(overall.giou)}, "
             f"cIoU {_pct(overall.ciou)}, failed {overall.failed}",
-            highlight=False,
         )
-    console.print(f"report: {files.report_md}", highlight=False)
+    console.print(f"report: {files.report_md}")
 
 
 def eval_command(
@@ -243,9 +238,14 @@ def eval_command(
     check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
-    """Evaluate on a dataset; rerun the same command to resume after a stop."""
-    err = Console(stderr=True)
+    """Evaluate on a dataset; rerun the same command to resume after a stop.
+
+    Exit codes: 0 done (failed samples are counted, not fatal), 1 backend error, 2 bad input
+    or dataset, 130 interrupted (finished samples are kept).
+    """
+    setup_logging(verbose)
     backends = BackendOptions(
         sam3=sam3,
         sam3_url=sam3_url,
@@ -261,54 +261,49 @@ def eval_command(
         cache=cache,
         replay=replay,
     )
-    bar = _ProgressBar(err) if progress else None
-    try:
-        agent_config = AgentConfig(
-            max_rounds=max_rounds,
-            max_corrections=max_corrections,
-            check_concurrency=check_concurrency,
-            score_threshold=score_threshold,
-            max_image_side=max_image_side,
-            tool_protocol="native" if tool_protocol == "native" else "tags",
-        )
-        shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
-        samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)
-        if limit is not None:
-            samples = samples[:limit]
-        samples = select_shard(samples, shard_index, shard_count)
-        outcome = _run(
-            samples,
-            out=out,
-            backends=backends,
-            agent_config=agent_config,
-            identity={
-                "dataset": dataset.value,
-                "split": split,
-                "mode": mode.value,
-                "all_texts": all_texts,
-                "shard": f"{shard_index}/{shard_count}" if shard_count > 1 else None,
-            },
-            sam3_only=mode is ModeChoice.sam3_only,
-            concurrency=concurrency,
-            retry_failed=retry_failed,
-            bar=bar,
-        )
-        files = write_report([out], out)
-    except KeyboardInterrupt:
-        if bar is not None:
-            bar.stop()
-        err.print(
-            f"interrupted: finished samples are kept in {out}; run the same command to resume.",
-            highlight=False,
-        )
-        raise typer.Exit(130) from None
-    except Sam3AgentError as e:
-        if bar is not None:
-            bar.stop()
-        raise _fail(err, str(e)) from None
-    err.print(
+    bar = _ProgressBar(err_console) if progress else None
+    with one_line_errors():
+        try:
+            agent_config = AgentConfig(
+                max_rounds=max_rounds,
+                max_corrections=max_corrections,
+                check_concurrency=check_concurrency,
+                score_threshold=score_threshold,
+                max_image_side=max_image_side,
+                tool_protocol="native" if tool_protocol == "native" else "tags",
+            )
+            shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
+            samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)
+            if limit is not None:
+                samples = samples[:limit]
+            samples = select_shard(samples, shard_index, shard_count)
+            outcome = _run(
+                samples,
+                out=out,
+                backends=backends,
+                agent_config=agent_config,
+                identity={
+                    "dataset": dataset.value,
+                    "split": split,
+                    "mode": mode.value,
+                    "all_texts": all_texts,
+                    "shard": f"{shard_index}/{shard_count}" if shard_count > 1 else None,
+                },
+                sam3_only=mode is ModeChoice.sam3_only,
+                concurrency=concurrency,
+                retry_failed=retry_failed,
+                bar=bar,
+            )
+            files = write_report([out], out)
+        except KeyboardInterrupt:
+            err_console.print(
+                f"[yellow]interrupted[/yellow]: finished samples are kept in {out}; "
+                "run the same command to resume.",
+                soft_wrap=True,
+            )
+            raise typer.Exit(130) from None
+    err_console.print(
         f"{outcome.evaluated} evaluated, {outcome.skipped} already stored, {outcome.failed} failed",
-        highlight=False,
     )
     _print_summary(files)
 
@@ -380,17 +375,20 @@ def report_command(
     gallery: Annotated[
         int, typer.Option("--gallery", min=0, help="Worst samples shown per method.")
     ] = 6,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
-    """Write metrics.json, report.md, the IoU histogram and a gallery for run directories."""
-    err = Console(stderr=True)
-    if out is None:
-        if len(run_dirs) != 1:
-            raise _fail(err, "with several run directories, say where the report goes: --out DIR")
-        out = run_dirs[0]
-    try:
+    """Write metrics.json, report.md, the IoU histogram and a gallery for run directories.
+
+    Several directories are merged: shards of one run, or runs of other splits or models
+    (one table row per model and mode).
+    """
+    setup_logging(verbose)
+    with one_line_errors():
+        if out is None:
+            if len(run_dirs) != 1:
+                raise UserError("with several run directories, say where the report goes: --out")
+            out = run_dirs[0]
         files = write_report(run_dirs, out, gallery_size=gallery)
-    except Sam3AgentError as e:
-        raise _fail(err, str(e)) from None
     _print_summary(files)
 
 

@@ -414,7 +414,8 @@ async def _evaluate_one(
         image = await holder.get(sample.image_path)
         prediction = await predictor.predict(image, sample.query, run_dir / rel_dir)
     except SAMPLE_FAILURES as e:
-        logger.warning("sample %s failed: %s: %s", sample.id, type(e).__name__, e)
+        # INFO, not WARNING: the progress bar counts failures and the report lists them.
+        logger.info("sample %s failed: %s: %s", sample.id, type(e).__name__, e)
         prediction = Prediction(status="failed", mask=None, failure=f"{type(e).__name__}: {e}")
         infra_error = True
     elapsed = time.perf_counter() - started

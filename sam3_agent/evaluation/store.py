@@ -11,10 +11,8 @@ silently report metrics of neither.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import re
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -25,6 +23,7 @@ from typing import Any
 
 from sam3_agent.errors import UserError
 from sam3_agent.evaluation.metrics import SampleScore, ScoredSample
+from sam3_agent.outputs import safe_name
 
 logger = logging.getLogger(__name__)
 
@@ -42,19 +41,14 @@ CREATE TABLE IF NOT EXISTS samples (
 );
 """
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
+def sample_dir_name(sample_id: str) -> str:
+    """The directory name of a sample's artifacts, made by the package's one safe-name helper.
 
-def sample_dir_name(sample_id: str, max_len: int = 80) -> str:
-    """A file-system-safe, collision-free directory name for a sample id.
-
-    Unsafe characters collapse to ``_``, leading dots are dropped and the length is bounded;
-    a short hash of the exact id is appended, so ids that differ only in unsafe characters
-    (``a/b`` and ``a:b``) still get different directories.
+    No path separators or ``..``, bounded length; ids that differ only in unsafe characters
+    (``a/b`` and ``a:b``) get a hash of the exact id appended, so they never share a directory.
     """
-    readable = _UNSAFE.sub("_", sample_id).lstrip("._")[:max_len].rstrip("._") or "sample"
-    digest = hashlib.sha256(sample_id.encode("utf-8")).hexdigest()[:10]
-    return f"{readable}-{digest}"
+    return safe_name(sample_id, max_len=80)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,51 @@
+"""``eval`` / ``report`` with the fake backends, for tests and scripts in other processes.
+
+``python tests/eval_cli_driver.py [--delay S] eval --dataset ... --out ...`` runs the real
+commands with :func:`eval_fixtures.make_segmenter` and a scripted chat model whose every
+call waits ``S`` seconds; a test can kill it part-way and check what survives.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from eval_fixtures import make_chat_model, make_segmenter
+
+from sam3_agent.backends.base import ChatModel, Segmenter
+from sam3_agent.cli.evaluate import eval_command, report_command
+from sam3_agent.cli.options import BackendOptions
+
+
+def make_app() -> typer.Typer:
+    """A throwaway app with the two commands, registered as the main app does."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command("eval")(eval_command)
+    app.command("report")(report_command)
+    return app
+
+
+def use_fake_backends(delay_s: float = 0.0) -> None:
+    """Make every BackendOptions build the fixtures' fakes (for a process of its own)."""
+
+    def build_segmenter(self: BackendOptions) -> Segmenter:
+        return make_segmenter()
+
+    def build_chat_model(self: BackendOptions) -> ChatModel:
+        return make_chat_model(delay_s=delay_s)
+
+    BackendOptions.build_segmenter = build_segmenter  # type: ignore[method-assign]
+    BackendOptions.build_chat_model = build_chat_model  # type: ignore[method-assign]
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    delay = 0.0
+    if args[:1] == ["--delay"]:
+        delay, args = float(args[1]), args[2:]
+    use_fake_backends(delay)
+    make_app()(args)

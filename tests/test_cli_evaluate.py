@@ -1,0 +1,297 @@
+"""``sam3-agent eval`` and ``report`` end to end: the real agent, fake SAM 3, scripted MLLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eval_cli_driver import make_app
+from eval_fixtures import (
+    EXPECTED,
+    make_chat_model,
+    make_segmenter,
+    scripted_reply,
+    write_grefcoco,
+    write_reasonseg,
+    write_refcoco,
+)
+from fakes import FakeSegmenter, ScriptedChatModel
+from typer.testing import CliRunner
+
+from sam3_agent.cli.options import BackendOptions
+from sam3_agent.evaluation.store import ResultStore, reading, sample_dir_name
+
+runner = CliRunner()
+app = make_app()
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Fresh fakes per command run; ``made`` lists every backend built."""
+    made: dict[str, Any] = {"segmenters": [], "chats": [], "options": []}
+
+    def build_segmenter(self: BackendOptions) -> FakeSegmenter:
+        made["options"].append(self)
+        made["segmenters"].append(make_segmenter())
+        return made["segmenters"][-1]
+
+    def build_chat_model(self: BackendOptions) -> ScriptedChatModel:
+        made["chats"].append(make_chat_model())
+        return made["chats"][-1]
+
+    monkeypatch.setattr(BackendOptions, "build_segmenter", build_segmenter)
+    monkeypatch.setattr(BackendOptions, "build_chat_model", build_chat_model)
+    return made
+
+
+def _eval(*args: str) -> Any:
+    return runner.invoke(app, ["eval", "--no-progress", *args])
+
+
+def _overall(run: Path) -> dict[str, Any]:
+    doc = json.loads((run / "metrics.json").read_text())
+    return dict(doc["methods"][0]["metrics"]["overall"])
+
+
+def _stored(run: Path) -> list[dict[str, Any]]:
+    with reading(run) as store:
+        return [
+            {k: v for k, v in r.to_json().items() if k not in ("time_s", "extra")}
+            for r in store.results()
+        ]
+
+
+def test_eval_reasonseg_with_the_agent(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    run = tmp_path / "run"
+    result = _eval("--dataset", "reasonseg", "--root", str(root), "--out", str(run))
+    assert result.exit_code == 0, result.output
+    overall = _overall(run)
+    want = EXPECTED["reasonseg"]
+    assert overall["count"] == want["count"]
+    assert overall["gIoU"] == pytest.approx(want["gIoU"])
+    assert overall["cIoU"] == pytest.approx(want["cIoU"])
+    assert overall["failed"] == 1
+    doc = json.loads((run / "metrics.json").read_text())
+    tags = doc["methods"][0]["metrics"]["splits"]["val"]["tags"]
+    assert (tags["short"]["gIoU"], tags["short"]["cIoU"]) == pytest.approx(want["short"])
+    assert (tags["long"]["gIoU"], tags["long"]["cIoU"]) == pytest.approx(want["long"])
+    assert doc["methods"][0]["label"] == "scripted + SAM 3 agent"
+
+    stored = {r["id"]: r for r in _stored(run)}
+    assert stored["val/d#0"]["failure"] == "ChatModelError: scripted endpoint failure"
+    assert stored["val/b#0"]["rounds"] == 2 and stored["val/b#0"]["calls"] == 2
+    assert stored["val/c#0"]["status"] == "no_mask"
+    for sid in ("val/a#0", "val/b#0", "val/c#0"):
+        artifacts = run / "samples" / sample_dir_name(sid)
+        assert stored[sid]["artifacts"] == f"samples/{sample_dir_name(sid)}"
+        for name in ("result.json", "overlay.png", "trace.jsonl"):
+            assert (artifacts / name).is_file(), (sid, name)
+
+    md = (run / "report.md").read_text()
+    assert "| scripted + SAM 3 agent | 10.0 | 15.8 | 50.0 | 80.0 | 30.0 | 48.7 |" in md
+    assert (run / "iou_hist.png").is_file()
+    assert "gIoU 30.0, cIoU 48.7, failed 1" in result.stdout
+    assert fakes["segmenters"][0].embed_calls == 4  # one per image
+
+
+def test_eval_refcoco_sam3_only_needs_no_chat_model(
+    tmp_path: Path, fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_chat(self: BackendOptions) -> None:
+        raise AssertionError("sam3-only must not build a chat model")
+
+    monkeypatch.setattr(BackendOptions, "build_chat_model", no_chat)
+    root = write_refcoco(tmp_path / "refer")
+    run = tmp_path / "run"
+    result = _eval(
+        "--dataset", "refcoco", "--root", str(root), "--out", str(run), "--mode", "sam3-only"
+    )
+    assert result.exit_code == 0, result.output
+    overall = _overall(run)
+    assert overall["gIoU"] == pytest.approx(EXPECTED["refcoco"]["gIoU"])
+    assert overall["cIoU"] == pytest.approx(EXPECTED["refcoco"]["cIoU"])
+    phrases = fakes["segmenters"][0].phrases  # the raw queries, in any order (threads)
+    assert sorted(phrases) == ["center person", "man in the middle", "top left cat"]
+    assert fakes["segmenters"][0].embed_calls == 2
+    assert not (run / "samples").exists()
+
+
+@pytest.mark.parametrize("mode", ["agent", "sam3-only"])
+def test_eval_grefcoco(tmp_path: Path, fakes: dict[str, Any], mode: str) -> None:
+    root = write_grefcoco(tmp_path / "grefer")
+    run = tmp_path / "run"
+    result = _eval("--dataset", "grefcoco", "--root", str(root), "--out", str(run), "--mode", mode)
+    assert result.exit_code == 0, result.output
+    overall = _overall(run)
+    for key in ("gIoU", "cIoU", "N-acc", "T-acc"):
+        assert overall[key] == pytest.approx(EXPECTED["grefcoco"][key]), key
+    assert "| 50.0 | 50.0 | 50.0 | 50.0 |" in (run / "report.md").read_text()
+
+
+def test_rerun_skips_finished_and_refuses_other_settings(
+    tmp_path: Path, fakes: dict[str, Any]
+) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    run = tmp_path / "run"
+    args = ["--dataset", "reasonseg", "--root", str(root), "--out", str(run)]
+    assert _eval(*args).exit_code == 0
+    first = _stored(run)
+    again = _eval(*args, "--concurrency", "2")  # concurrency is not part of the identity
+    assert again.exit_code == 0, again.output
+    assert "0 evaluated, 4 already stored" in again.stderr
+    assert fakes["chats"][1].calls == []
+    assert _stored(run) == first
+
+    refused = _eval(*args, "--mode", "sam3-only")
+    assert refused.exit_code == 2
+    assert "different settings" in refused.stderr
+    assert "mode: 'agent' (run directory) vs 'sam3-only' (now)" in refused.stderr
+    refused = _eval(*args, "--max-rounds", "3")
+    assert refused.exit_code == 2 and "max_rounds" in refused.stderr
+    assert len(fakes["segmenters"]) == 2  # refused before SAM 3 was loaded
+
+
+def test_limit_and_all_texts(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    run = tmp_path / "run"
+    common = ["--dataset", "reasonseg", "--root", str(root), "--out", str(run), "--all-texts"]
+    assert _eval(*common, "--limit", "2").exit_code == 0
+    assert [r["id"] for r in _stored(run)] == ["val/a#0", "val/a#1"]
+    assert _overall(run)["gIoU"] == pytest.approx((0.2 + 1.0) / 2)
+    assert fakes["segmenters"][0].embed_calls == 1  # both texts of image a share one embedding
+    result = _eval(*common)  # a larger limit continues the same run
+    assert result.exit_code == 0, result.output
+    assert "3 evaluated, 2 already stored" in result.stderr
+    assert _overall(run)["count"] == 5
+
+
+def test_shards_then_report_equal_one_run(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    root = write_refcoco(tmp_path / "refer")
+    common = ["--dataset", "refcoco", "--root", str(root)]
+    assert _eval(*common, "--out", str(tmp_path / "whole")).exit_code == 0
+    for i in range(2):
+        out = str(tmp_path / f"shard{i}")
+        assert _eval(*common, "--out", out, "--shard", f"{i}/2").exit_code == 0
+    result = runner.invoke(
+        app,
+        [
+            "report",
+            str(tmp_path / "shard0"),
+            str(tmp_path / "shard1"),
+            "--out",
+            str(tmp_path / "r"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    merged = json.loads((tmp_path / "r" / "metrics.json").read_text())["methods"]
+    whole = json.loads((tmp_path / "whole" / "metrics.json").read_text())["methods"]
+    assert len(merged) == 1
+    assert merged[0]["metrics"] == whole[0]["metrics"]
+    assert "3 samples, gIoU 46.4, cIoU 53.8" in result.stdout
+
+
+def test_report_command_errors(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert result.exit_code == 2 and "--out" in result.stderr
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "not a run directory" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_broken_dataset_is_one_clean_line(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    (root / "val" / "b.json").write_text("{")
+    result = _eval("--dataset", "reasonseg", "--root", str(root), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2
+    assert "b.json" in result.stderr and "val/b" in result.stderr
+    assert "Traceback" not in result.output
+    bad_shard = _eval(
+        "--dataset", "reasonseg", "--root", str(root), "--out", str(tmp_path / "o"),
+        "--shard", "2/2",
+    )  # fmt: skip
+    assert bad_shard.exit_code == 2 and "--shard" in bad_shard.stderr
+
+
+def _count(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=5) as con:
+            return int(con.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0  # not created yet
+
+
+def test_killed_process_resumes_to_the_uninterrupted_result(
+    tmp_path: Path, fakes: dict[str, Any]
+) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    common = ["--dataset", "reasonseg", "--root", str(root), "--all-texts", "--concurrency", "1"]
+    assert _eval(*common, "--out", str(tmp_path / "whole")).exit_code == 0
+
+    run = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "eval_cli_driver.py"), "--delay", "0.3", "eval",
+         "--no-progress", *common, "--out", str(run)],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        # Each sample takes 1-2 scripted calls of 0.3 s: kill right after the first commit.
+        while _count(run / "results.sqlite") < 1 and proc.poll() is None:
+            time.sleep(0.01)
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    survived = _count(run / "results.sqlite")
+    assert 1 <= survived < 5
+
+    result = _eval(*common, "--out", str(run))
+    assert result.exit_code == 0, result.output
+    assert f"{5 - survived} evaluated, {survived} already stored" in result.stderr
+    assert _stored(run) == _stored(tmp_path / "whole")
+    whole_metrics = json.loads((tmp_path / "whole" / "metrics.json").read_text())["methods"]
+    resumed_metrics = json.loads((run / "metrics.json").read_text())["methods"]
+    assert resumed_metrics[0]["metrics"] == whole_metrics[0]["metrics"]
+    with ResultStore.open_existing(run) as store:
+        assert store.count() == 5
+
+
+def test_ctrl_c_keeps_committed_samples(
+    tmp_path: Path, fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = 0
+
+    def reply_then_interrupt(messages: Any) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # sample a took two calls; Ctrl-C lands during sample b
+            raise KeyboardInterrupt
+        return scripted_reply(messages)
+
+    monkeypatch.setattr(
+        BackendOptions,
+        "build_chat_model",
+        lambda self: ScriptedChatModel(replies=[reply_then_interrupt] * 20),
+    )
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    run = tmp_path / "run"
+    args = ["--dataset", "reasonseg", "--root", str(root), "--out", str(run), "--concurrency", "1"]
+    result = _eval(*args)
+    assert result.exit_code == 130
+    assert "run the same command to resume" in result.stderr
+    assert [r["id"] for r in _stored(run)] == ["val/a#0"]
+    monkeypatch.setattr(BackendOptions, "build_chat_model", lambda self: make_chat_model())
+    result = _eval(*args)
+    assert result.exit_code == 0, result.output
+    assert "3 evaluated, 1 already stored" in result.stderr
