@@ -136,8 +136,12 @@ def _shape(label: str, points: list[list[int]]) -> dict[str, object]:
     }
 
 
-def write_reasonseg(root: Path, split: str = "val") -> Path:
-    """ReasonSeg in the LISA layout: ``root/<split>/<name>.jpg`` + ``<name>.json``."""
+def write_reasonseg(root: Path, split: str = "val", copies: int = 1) -> Path:
+    """ReasonSeg in the LISA layout: ``root/<split>/<name>.jpg`` + ``<name>.json``.
+
+    ``copies`` > 1 repeats the four images (``a``, ``a_1``, ...) with distinct pixels, for
+    benchmarks that need more samples with the same known answers.
+    """
     folder = root / split
     folder.mkdir(parents=True, exist_ok=True)
     docs = {
@@ -159,17 +163,19 @@ def write_reasonseg(root: Path, split: str = "val") -> Path:
             [_shape("target", _rect(0, 30, 9, 39))],
         ),
     }
-    for shade, (name, (texts, is_sentence, shapes)) in enumerate(docs.items()):
-        _save_image(folder / f"{name}.jpg", RS, 40 * shade + 20)
-        doc = {
-            "text": texts,
-            "is_sentence": is_sentence,
-            "shapes": shapes,
-            "imagePath": f"{name}.jpg",
-            "imageHeight": RS[0],
-            "imageWidth": RS[1],
-        }
-        (folder / f"{name}.json").write_text(json.dumps(doc))
+    for copy in range(copies):
+        for shade, (base, (texts, is_sentence, shapes)) in enumerate(docs.items()):
+            name = base if copy == 0 else f"{base}_{copy}"
+            _save_image(folder / f"{name}.jpg", RS, (40 * shade + 20 + 7 * copy) % 256)
+            doc = {
+                "text": texts,
+                "is_sentence": is_sentence,
+                "shapes": shapes,
+                "imagePath": f"{name}.jpg",
+                "imageHeight": RS[0],
+                "imageWidth": RS[1],
+            }
+            (folder / f"{name}.json").write_text(json.dumps(doc))
     return root
 
 
