@@ -295,3 +295,12 @@ def test_ctrl_c_keeps_committed_samples(
     result = _eval(*args)
     assert result.exit_code == 0, result.output
     assert "3 evaluated, 1 already stored" in result.stderr
+
+
+def test_progress_bar_reports_running_metrics(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    args = ["--dataset", "reasonseg", "--root", str(root), "--out", str(tmp_path / "run")]
+    result = runner.invoke(app, ["eval", *args])
+    assert result.exit_code == 0, result.output
+    assert "4/4" in result.stderr
+    assert "gIoU 30.0  cIoU 48.7  failed 1" in result.stderr
