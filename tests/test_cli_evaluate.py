@@ -98,7 +98,7 @@ def test_eval_reasonseg_with_the_agent(tmp_path: Path, fakes: dict[str, Any]) ->
             assert (artifacts / name).is_file(), (sid, name)
 
     md = (run / "report.md").read_text()
-    assert "| scripted + SAM 3 agent | 10.0 | 15.8 | 50.0 | 80.0 | 30.0 | 48.7 |" in md
+    assert "| scripted + SAM 3 agent | 30.0 | 48.7 |" in md
     assert (run / "iou_hist.png").is_file()
     assert "gIoU 30.0, cIoU 48.7, failed 1" in result.stdout
     assert fakes["segmenters"][0].embed_calls == 4  # one per image

@@ -73,9 +73,8 @@ def test_reasonseg_report(tmp_path: Path) -> None:
 
     md = files.report_md.read_text()
     assert "## ReasonSeg" in md
-    assert "| method | val short gIoU | val short cIoU | val long gIoU |" in md
-    # short 10.0 / 15.8, long 50.0 / 80.0, overall 30.0 / 48.7
-    assert "| 10.0 | 15.8 | 50.0 | 80.0 | 30.0 | 48.7 |" in md
+    assert "| method | val gIoU | val cIoU |" in md
+    assert "| SAM 3 only (fake-sam3) | 30.0 | 48.7 |" in md
     assert "| SAM 3 only (fake-sam3) | val | 25.0 | 25.0 | 25.0 | 25.0 | 25.0 |" in md
     assert "`val/d#0`: SegmenterError: scripted SAM 3 failure" in md
     assert "![IoU histogram](iou_hist.png)" in md
@@ -88,6 +87,29 @@ def test_reasonseg_report(tmp_path: Path) -> None:
         assert path.parent == run / "gallery"
         assert Image.open(path).size[0] > 60
         assert f"gallery/{path.name}" in md
+
+
+def test_reasonseg_table_has_the_paper_layout(tmp_path: Path) -> None:
+    root = write_reasonseg(tmp_path / "rs")
+    write_reasonseg(root, split="test")
+    runs = [
+        _run(
+            load_samples("reasonseg", root, split),
+            tmp_path / split,
+            _config("reasonseg", split=split),
+        )
+        for split in ("test", "val")
+    ]
+    md = write_report(runs, tmp_path / "out").report_md.read_text()
+    header = (
+        "| method | val gIoU | val cIoU | test short gIoU | test short cIoU | test long gIoU "
+        "| test long cIoU | test overall gIoU | test overall cIoU |"
+    )
+    assert header in md
+    # val overall 30.0 / 48.7; test short 10.0 / 15.8, long 50.0 / 80.0, overall 30.0 / 48.7
+    assert (
+        "| SAM 3 only (fake-sam3) | 30.0 | 48.7 | 10.0 | 15.8 | 50.0 | 80.0 | 30.0 | 48.7 |" in md
+    )
 
 
 def test_grefcoco_report_has_n_acc_and_t_acc(tmp_path: Path) -> None:
@@ -161,3 +183,17 @@ def test_gallery_skips_missing_images(tmp_path: Path) -> None:
     files = write_report([run], run)
     assert files.gallery == []
     assert "Worst samples" not in files.report_md.read_text()
+
+
+def test_each_dataset_gets_its_section_and_labels_stay_plain(tmp_path: Path) -> None:
+    rs = load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
+    gref = load_samples("grefcoco", write_grefcoco(tmp_path / "g"), "val")
+    runs = [
+        _run(rs, tmp_path / "rs_run", _config("reasonseg")),
+        _run(gref, tmp_path / "g_run", _config("grefcoco")),
+    ]
+    files = write_report(runs, tmp_path / "out")
+    md = files.report_md.read_text()
+    assert md.index("## ReasonSeg") < md.index("## gRefCOCO")
+    assert "[2]" not in md
+    assert [m.label for m in files.methods] == ["SAM 3 only (fake-sam3)"] * 2

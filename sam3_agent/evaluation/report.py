@@ -123,10 +123,12 @@ def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
     methods = []
     labels: dict[str, int] = {}
     for group in groups.values():
+        # Rows of one table need distinct labels; other datasets' tables may reuse them.
         label = _label(group["config"])
-        labels[label] = labels.get(label, 0) + 1
-        if labels[label] > 1:
-            label = f"{label} [{labels[label]}]"
+        key = f"{group['config'].get('dataset')}\0{label}"
+        labels[key] = labels.get(key, 0) + 1
+        if labels[key] > 1:
+            label = f"{label} [{labels[key]}]"
         methods.append(
             Method(
                 label=label,
@@ -222,7 +224,8 @@ def _main_columns(dataset: str, methods: Sequence[Method]) -> list[tuple[str, st
     """``(column group title, split, tag)`` in paper order."""
     columns: list[tuple[str, str, str | None]] = []
     for split in _ordered_splits(methods):
-        if dataset == "reasonseg":
+        # As in the LISA paper: ReasonSeg val overall only, test as short / long / overall.
+        if dataset == "reasonseg" and split != "val":
             tags = {t for m in methods for t in m.metrics.split_tags.get(split, {})}
             for tag in ("short", "long"):
                 if tag in tags:
