@@ -144,7 +144,9 @@ def encode_rle(mask: BoolArray) -> dict[str, Any]:
 def decode_rle(rle: dict[str, Any]) -> BoolArray:
     """Inverse of :func:`encode_rle`; accepts ``counts`` as str or bytes."""
     counts = rle["counts"]
-    coco = {"size": list(rle["size"]), "counts": counts.encode() if isinstance(counts, str) else counts}
+    if isinstance(counts, str):
+        counts = counts.encode()
+    coco = {"size": list(rle["size"]), "counts": counts}
     return np.asarray(mask_utils.decode(coco), dtype=bool)
 
 

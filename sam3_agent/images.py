@@ -11,7 +11,7 @@ import hashlib
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
 
 import cv2
 import numpy as np
@@ -23,7 +23,7 @@ from sam3_agent.errors import ImageLoadError
 RGBImage = npt.NDArray[np.uint8]
 """An ``(H, W, 3)`` uint8 RGB image."""
 
-ImageInput = Union[str, Path, Image.Image, np.ndarray]
+ImageInput = str | Path | Image.Image | np.ndarray
 """What the public API accepts as an image: a path, a PIL image, or an ``(H, W, 3)`` array."""
 
 # Refuse decompression bombs (a few KB of PNG that inflate to gigabytes) with a clear error.
@@ -67,7 +67,8 @@ def load_image(image: ImageInput) -> RGBImage:
         if arr.shape[0] == 0 or arr.shape[1] == 0:
             raise ImageLoadError(f"image array is empty: shape {arr.shape}")
         return np.ascontiguousarray(arr[:, :, :3])
-    raise ImageLoadError(f"unsupported image type {type(image).__name__}; pass a path, PIL or array")
+    kind = type(image).__name__
+    raise ImageLoadError(f"unsupported image type {kind}; pass a path, PIL image or array")
 
 
 def _pil_to_rgb(pil: Image.Image) -> RGBImage:

@@ -7,7 +7,7 @@ transformers chat template); the agent never builds provider-specific dicts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from sam3_agent.images import EncodedImage
 
@@ -24,7 +24,7 @@ class ImagePart:
     image: EncodedImage
 
 
-Part = Union[TextPart, ImagePart]
+Part = TextPart | ImagePart
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ the ones the test hands over.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -79,9 +80,8 @@ class ScriptedChatModel:
 
 def tool(name: str, **params: object) -> str:
     """A well-formed reply calling ``name`` with ``params``."""
-    import json
-
-    return f'<think>Working on it.</think>\n<tool>{{"name": "{name}", "parameters": {json.dumps(params)}}}</tool>'
+    call = json.dumps({"name": name, "parameters": params})
+    return f"<think>Working on it.</think>\n<tool>{call}</tool>"
 
 
 def square_mask(h: int, w: int, y0: int, x0: int, size: int) -> np.ndarray:

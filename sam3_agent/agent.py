@@ -1,0 +1,284 @@
+"""The agent loop: the MLLM calls tools on SAM 3 until it selects masks or gives up.
+
+One :class:`Sam3Agent` is built once with its two backends and answers many requests;
+each request gets its own :class:`~sam3_agent.session.Session`. Model mistakes never
+raise: they become corrective messages, bounded by ``max_corrections``. Infrastructure
+failures raise a :class:`~sam3_agent.errors.Sam3AgentError` subclass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sam3_agent import prompts, tools
+from sam3_agent.backends.base import ChatModel, Segmenter
+from sam3_agent.config import AgentConfig
+from sam3_agent.errors import Sam3AgentError, UserError
+from sam3_agent.images import ImageInput, load_image
+from sam3_agent.messages import ChatResponse
+from sam3_agent.outputs import Trace, atomic_write_json, write_png
+from sam3_agent.parsing import ParsedReply, parse_native, parse_reply
+from sam3_agent.pruning import build_context
+from sam3_agent.render import overlay
+from sam3_agent.result import AgentResult
+from sam3_agent.session import Session
+from sam3_agent.steps import ActionStep, Observation, TaskStep
+from sam3_agent.tools import Final, ToolMistake, ToolOutcome
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    """What the CLI's status line shows after each main round."""
+
+    round: int
+    tool: str | None
+    kind: str
+    summary: str
+
+
+RoundCallback = Callable[[RoundEvent], None]
+
+
+class Sam3Agent:
+    """An MLLM that segments what a request describes, using SAM 3 as a tool.
+
+    Example::
+
+        agent = Sam3Agent(segmenter, chat_model, AgentConfig(max_rounds=5))
+        result = agent.run("photo.jpg", "the leftmost child", output_dir="out/")
+    """
+
+    def __init__(
+        self, segmenter: Segmenter, chat_model: ChatModel, config: AgentConfig | None = None
+    ) -> None:
+        self.segmenter = segmenter
+        self.chat_model = chat_model
+        self.config = config or AgentConfig()
+        # Rendered once: the same bytes open every conversation, so servers can cache them.
+        self.system_prompt = prompts.render("system", tools=tools.tool_docs())
+        self.checker_prompt = prompts.render("checker_system")
+        self._tool_specs = tools.tool_specs() if self.config.tool_protocol == "native" else None
+
+    def run(
+        self,
+        image: ImageInput,
+        query: str,
+        *,
+        output_dir: str | Path | None = None,
+        on_round: RoundCallback | None = None,
+    ) -> AgentResult:
+        """Blocking form of :meth:`arun`; also works where an event loop is already running."""
+        coro_args = (image, query)
+        kwargs: dict[str, Any] = {"output_dir": output_dir, "on_round": on_round}
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(*coro_args, **kwargs))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, self.arun(*coro_args, **kwargs)).result()
+
+    async def arun(
+        self,
+        image: ImageInput,
+        query: str,
+        *,
+        output_dir: str | Path | None = None,
+        on_round: RoundCallback | None = None,
+    ) -> AgentResult:
+        """Answer ``query`` on ``image`` (a path, PIL image or ``(H, W, 3)`` uint8 array).
+
+        With ``output_dir``, ``result.json``, ``overlay.png`` and ``trace.jsonl`` are written
+        there (also when the session fails, and before an infrastructure error propagates).
+
+        Raises:
+            UserError: empty query. ImageLoadError: unreadable image.
+            ChatModelError, SegmenterError: a backend failed.
+        """
+        if not query or not query.strip():
+            raise UserError("the query is empty")
+        started = time.perf_counter()
+        raw = load_image(image)
+        out = Path(output_dir) if output_dir is not None else None
+        trace = Trace(out)
+        trace.save_text("system_prompt.txt", self.system_prompt)
+        trace.save_text("checker_prompt.txt", self.checker_prompt)
+        session = Session(
+            config=self.config,
+            segmenter=self.segmenter,
+            chat_model=self.chat_model,
+            image=raw,
+            query=query,
+            checker_prompt=self.checker_prompt,
+            trace=trace,
+        )
+        session.start()
+        image_path = str(image) if isinstance(image, (str, Path)) else None
+        final: Final | None = None
+        failure: str | None = None
+        try:
+            final, failure = await self._loop(session, on_round)
+        except Sam3AgentError as e:
+            result = self._result(
+                session, query, image_path, None, f"{type(e).__name__}: {e}", started
+            )
+            self._write(result, out, raw)
+            raise
+        finally:
+            await session.close()
+        result = self._result(session, query, image_path, final, failure, started)
+        self._write(result, out, raw)
+        return result
+
+    async def _loop(
+        self, session: Session, on_round: RoundCallback | None
+    ) -> tuple[Final | None, str | None]:
+        task = TaskStep(session.query, session.task_image)
+        steps: list[ActionStep] = []
+        corrections = 0
+        while True:
+            if session.round >= self.config.max_rounds:
+                return None, f"max_rounds ({self.config.max_rounds}) reached without an answer"
+            context = build_context(self.system_prompt, task, steps)
+            session.round += 1
+            with session.timed("chat"):
+                response = await self.chat_model.complete(context.messages, tools=self._tool_specs)
+            session.usage.main = session.usage.main + response.usage
+            session.usage.cached_calls += int(response.cached)
+            parsed = self._parse(response)
+            outcome = await self._act(session, parsed)
+            if outcome.kind == "correction":
+                corrections += 1
+            step = ActionStep(
+                round=session.round,
+                reply=parsed.stored_text,
+                kind=outcome.kind,
+                observation=outcome.observation,
+                call=parsed.call,
+                phrase=outcome.phrase,
+            )
+            self._record(
+                session, context_messages=context, response=response, parsed=parsed, step=step
+            )
+            if on_round is not None:
+                on_round(_event(step))
+            if outcome.final is not None:
+                return outcome.final, None
+            steps.append(step)
+            if corrections > self.config.max_corrections:
+                return None, (
+                    f"the model made {corrections} mistakes; the budget is "
+                    f"{self.config.max_corrections} (last: {outcome.observation.text[:120]})"
+                )
+
+    def _parse(self, response: ChatResponse) -> ParsedReply:
+        truncated = response.finish_reason == "length"
+        if self.config.tool_protocol == "native":
+            return parse_native(response.text, response.tool_calls, truncated=truncated)
+        return parse_reply(response.text, truncated=truncated)
+
+    async def _act(self, session: Session, parsed: ParsedReply) -> ToolOutcome:
+        try:
+            if parsed.call is None:
+                kind = parsed.mistake or "no_tool"
+                args = {"detail": parsed.detail} if kind == "invalid_json" else {}
+                raise ToolMistake(prompts.feedback(kind, **args))
+            return await tools.execute(session, parsed.call)
+        except ToolMistake as mistake:
+            return ToolOutcome("correction", Observation(str(mistake)))
+
+    def _record(
+        self,
+        session: Session,
+        *,
+        context_messages: Any,
+        response: ChatResponse,
+        parsed: ParsedReply,
+        step: ActionStep,
+    ) -> None:
+        trace = session.trace
+        if not trace.enabled:
+            return
+        context = context_messages
+        trace.record(
+            {
+                "kind": "main",
+                "round": step.round,
+                "context": trace.messages(context.messages, system_ref="system_prompt.txt"),
+                "pruning": {
+                    "kept_rounds": context.kept_rounds,
+                    "dropped_rounds": context.dropped_rounds,
+                    "images_replaced_by_text": context.images_replaced,
+                    "tried_phrases_note": context.tried_phrases,
+                },
+                "reply": response.text,
+                "reasoning": response.reasoning,
+                "thinking": parsed.thinking,
+                "finish_reason": response.finish_reason,
+                "cut_after_first_tool": parsed.cut,
+                "tool_call": (
+                    {"name": parsed.call.name, "parameters": parsed.call.parameters}
+                    if parsed.call
+                    else None
+                ),
+                "outcome": {
+                    "kind": step.kind,
+                    "text": step.observation.text,
+                    "image": (
+                        trace.save_image(step.observation.image)
+                        if step.observation.image is not None
+                        else None
+                    ),
+                },
+                "usage": response.usage.to_dict(),
+                "cached": response.cached,
+            }
+        )
+
+    def _result(
+        self,
+        session: Session,
+        query: str,
+        image_path: str | None,
+        final: Final | None,
+        failure: str | None,
+        started: float,
+    ) -> AgentResult:
+        h, w = session.image.shape[:2]
+        timings = dict(session.timings)
+        timings["total"] = time.perf_counter() - started
+        return AgentResult(
+            query=query,
+            status="failed" if final is None else final.status,
+            detections=session.empty_detections() if final is None else final.detections,
+            image_size=(h, w),
+            rounds=session.round,
+            usage=session.usage,
+            timings=timings,
+            model=self.chat_model.name,
+            image_path=image_path,
+            failure=failure,
+            phrases_tried=list(session.phrases),
+        )
+
+    @staticmethod
+    def _write(result: AgentResult, out: Path | None, image: Any) -> None:
+        if out is None:
+            return
+        result.output_dir = out
+        atomic_write_json(out / "result.json", result.to_json())
+        write_png(out / "overlay.png", overlay(image, result.detections))
+
+
+def _event(step: ActionStep) -> RoundEvent:
+    tool = step.call.name if step.call else None
+    summary = step.observation.text.split(". ")[0] if step.observation.text else tool or ""
+    return RoundEvent(round=step.round, tool=tool, kind=step.kind, summary=summary)

@@ -1,0 +1,70 @@
+"""Settings of one agent, as a frozen dataclass with a docstring per field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from sam3_agent.errors import UserError
+
+ToolProtocol = Literal["tags", "native"]
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """How an agent session runs. Every field has a safe default."""
+
+    max_rounds: int = 100
+    """Main-conversation MLLM calls allowed per session (mask checks are not counted here).
+    When spent, the session ends with status ``failed``."""
+
+    max_corrections: int = 10
+    """Corrective messages (model mistakes) allowed per session before it ends as ``failed``."""
+
+    max_mask_checks: int = 200
+    """Isolated mask-check calls allowed per session (their own budget, reported in usage).
+    When spent, ``examine_each_mask`` is refused and the model must decide without it."""
+
+    check_concurrency: int = 8
+    """Mask checks that may run at the same time."""
+
+    verdict_retries: int = 1
+    """How often a checker reply without a clear verdict is asked again before counting
+    as Reject."""
+
+    score_threshold: float = 0.5
+    """SAM 3 detections scoring below this are dropped."""
+
+    overlap_threshold: float = 0.3
+    """A mask overlapping an already kept, higher-scoring mask by more than this share of the
+    smaller mask's area is dropped."""
+
+    max_image_side: int = 1024
+    """Images sent to the MLLM are downscaled so their longer side is at most this."""
+
+    jpeg_quality: int = 90
+    """JPEG quality of images sent to the MLLM."""
+
+    tool_protocol: ToolProtocol = "tags"
+    """``tags``: tool calls written as ``<tool>{json}</tool>`` in the reply text.
+    ``native``: tools declared through the API and returned as structured calls."""
+
+    def __post_init__(self) -> None:
+        positive = ("max_rounds", "check_concurrency", "max_image_side")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_corrections", "max_mask_checks", "verdict_retries"):
+            if getattr(self, name) < 0:
+                raise UserError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("score_threshold", "overlap_threshold"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise UserError(f"{name} must be in [0, 1], got {value}")
+        if not 1 <= self.jpeg_quality <= 100:
+            raise UserError(f"jpeg_quality must be in [1, 100], got {self.jpeg_quality}")
+        if self.tool_protocol not in ("tags", "native"):
+            raise UserError(f"tool_protocol must be 'tags' or 'native', got {self.tool_protocol!r}")
+
+    def to_dict(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -1,0 +1,126 @@
+"""Files a run leaves behind: safe names, atomic writes, the trace, result.json, overlay.png.
+
+Every path is built from a directory the caller chose plus a name that went through
+:func:`safe_name`, so nothing a user or model writes can escape the run directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import cv2
+
+from sam3_agent.images import EncodedImage, RGBImage
+from sam3_agent.messages import ChatMessage, ImagePart, TextPart
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(text: str, *, max_len: int = 64) -> str:
+    """A file name made from ``text``: only ``[A-Za-z0-9._-]``, no ``..``, bounded length.
+
+    Different inputs that would collapse to the same name (``"a/b"`` and ``"a b"``) get a
+    short hash of the original appended, so names stay distinct.
+    """
+    cleaned = _UNSAFE.sub("_", text).strip("._-")
+    cleaned = re.sub(r"\.{2,}", ".", cleaned) or "x"
+    if cleaned != text or len(cleaned) > max_len:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+        cleaned = f"{cleaned[: max(1, max_len - 9)]}-{digest}"
+    return cleaned
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, document: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def write_png(path: Path, image: RGBImage) -> None:
+    ok, buf = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise OSError(f"could not encode {path.name} as PNG")
+    atomic_write_bytes(path, buf.tobytes())
+
+
+class Trace:
+    """``trace.jsonl`` (one record per MLLM call) and the images it references.
+
+    With ``directory=None`` nothing is written; the agent calls it the same way. Images are
+    written once each under ``images/``; the system prompts once as text files.
+    """
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self._written: set[str] = set()
+        self._lock = threading.Lock()
+        if directory is not None:
+            (directory / "images").mkdir(parents=True, exist_ok=True)
+            (directory / "trace.jsonl").write_text("")
+
+    @property
+    def enabled(self) -> bool:
+        return self.directory is not None
+
+    def save_text(self, name: str, text: str) -> str:
+        """Write ``text`` once as ``name``; return the reference used in records."""
+        name = safe_name(name)
+        if self.directory is not None and name not in self._written:
+            atomic_write_bytes(self.directory / name, text.encode())
+            self._written.add(name)
+        return name
+
+    def save_image(self, image: EncodedImage) -> str:
+        """Write the image's bytes once under ``images/``; return its relative path."""
+        rel = f"images/{safe_name(image.name)}"
+        if self.directory is not None and rel not in self._written:
+            atomic_write_bytes(self.directory / rel, image.data)
+            self._written.add(rel)
+        return rel
+
+    def messages(
+        self, messages: Sequence[ChatMessage], *, system_ref: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The context as sent, JSON-ready: images by file name, the system prompt by file."""
+        out: list[dict[str, Any]] = []
+        for m in messages:
+            if m.role == "system" and system_ref is not None:
+                out.append({"role": "system", "content": [{"type": "file", "file": system_ref}]})
+                continue
+            content: list[dict[str, Any]] = []
+            for part in m.parts:
+                if isinstance(part, ImagePart):
+                    content.append({"type": "image", "file": self.save_image(part.image)})
+                elif isinstance(part, TextPart):
+                    content.append({"type": "text", "text": part.text})
+            out.append({"role": m.role, "content": content})
+        return out
+
+    def record(self, record: dict[str, Any]) -> None:
+        if self.directory is None:
+            return
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        with self._lock, open(self.directory / "trace.jsonl", "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()

@@ -1,0 +1,193 @@
+"""The state of one agent session and the services its tools use.
+
+A :class:`Session` owns what changes during one request: the current masks, the phrases
+tried, the budgets, usage and timings. Tool handlers (:mod:`sam3_agent.tools`) read and
+change it only through these methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from sam3_agent import prompts
+from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter
+from sam3_agent.config import AgentConfig
+from sam3_agent.detections import Detections
+from sam3_agent.examine import CheckRequest, check_all
+from sam3_agent.images import EncodedImage, RGBImage
+from sam3_agent.masks import postprocess
+from sam3_agent.outputs import Trace
+from sam3_agent.render import Renderer
+from sam3_agent.result import Usage
+from sam3_agent.tools import ToolMistake
+
+logger = logging.getLogger(__name__)
+
+
+class Session:
+    """One request: an image, a query, and everything that changes while answering it."""
+
+    def __init__(
+        self,
+        *,
+        config: AgentConfig,
+        segmenter: Segmenter,
+        chat_model: ChatModel,
+        image: RGBImage,
+        query: str,
+        checker_prompt: str,
+        trace: Trace,
+    ) -> None:
+        self.config = config
+        self.chat_model = chat_model
+        self.image = image
+        self.query = query
+        self.trace = trace
+        self._segmenter = segmenter
+        self._checker_prompt = checker_prompt
+        self._embedding: asyncio.Future[ImageEmbedding] | None = None
+        self.renderer = Renderer(image, config.max_image_side)
+        self.task_image = self._encode(self.renderer.display_image, "input")
+        self.phrases: list[str] = []
+        self.current: Detections | None = None
+        self.round = 0
+        self.checks_used = 0
+        self.usage = Usage()
+        self.timings: defaultdict[str, float] = defaultdict(float)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> asyncio.Future[ImageEmbedding]:
+        """Start computing the image features while the model reads the request."""
+        if self._embedding is None:
+            self._embedding = asyncio.ensure_future(asyncio.to_thread(self._embed))
+        return self._embedding
+
+    def _embed(self) -> ImageEmbedding:
+        started = time.perf_counter()
+        embedding = self._segmenter.embed(self.image)
+        self.timings["embed"] += time.perf_counter() - started
+        return embedding
+
+    async def close(self) -> None:
+        """Collect the feature computation if nobody awaited it (the model gave up early)."""
+        if self._embedding is not None and not self._embedding.cancelled():
+            with contextlib.suppress(Exception):
+                await self._embedding
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[phase] += time.perf_counter() - started
+
+    # -- masks -------------------------------------------------------------------------
+
+    def empty_detections(self) -> Detections:
+        h, w = self.image.shape[:2]
+        return Detections.empty(h, w)
+
+    def require_masks(self, tool_name: str) -> Detections:
+        """The current masks; a :class:`ToolMistake` when there are none."""
+        if self.current is None or len(self.current) == 0:
+            raise ToolMistake(prompts.feedback("no_current_masks", name=tool_name))
+        return self.current
+
+    def clear_masks(self) -> None:
+        self.current = None
+
+    async def segment(self, phrase: str) -> Detections:
+        """SAM 3 on ``phrase``, post-processed (SPEC §3); becomes the current masks."""
+        with self.timed("embed_wait"):
+            embedding = await self.start()
+        with self.timed("segment"):
+            raw = (
+                await asyncio.to_thread(embedding.segment, [phrase], self.config.score_threshold)
+            )[0]
+            detections = await asyncio.to_thread(
+                postprocess,
+                raw,
+                score_threshold=self.config.score_threshold,
+                overlap_threshold=self.config.overlap_threshold,
+            )
+        self.phrases.append(phrase)
+        self.current = detections if len(detections) else None
+        return detections
+
+    async def show_masks(self, detections: Detections) -> EncodedImage:
+        """The numbered render of ``detections``, encoded once and saved to the trace."""
+        with self.timed("render"):
+            image = await asyncio.to_thread(
+                lambda: self._encode(self.renderer.numbered(detections), f"r{self.round:03d}_masks")
+            )
+        self.trace.save_image(image)
+        return image
+
+    def _encode(self, image: RGBImage, name: str) -> EncodedImage:
+        return EncodedImage.encode(image, name, quality=self.config.jpeg_quality)
+
+    # -- checks ------------------------------------------------------------------------
+
+    @property
+    def checks_left(self) -> int:
+        return self.config.max_mask_checks - self.checks_used
+
+    async def check_masks(self, detections: Detections) -> list[bool]:
+        """Run one isolated check per mask; True where the checker accepted it."""
+        with self.timed("render"):
+            requests = await asyncio.to_thread(self._check_requests, detections)
+        records: list[dict[str, Any]] = []
+        with self.timed("checks"):
+            results = await check_all(
+                self.chat_model,
+                system_prompt=self._checker_prompt,
+                raw_image=self.task_image,
+                query=self.query,
+                requests=requests,
+                concurrency=self.config.check_concurrency,
+                verdict_retries=self.config.verdict_retries,
+                record=records.append,
+            )
+        for check in results:
+            self.usage.checks = self.usage.checks + check.usage
+            self.usage.cached_calls += check.cached_calls
+            self.checks_used += len(check.replies)
+        for record in sorted(records, key=lambda r: (r["mask"], r["attempt"])):
+            messages = record.pop("messages")
+            record.pop("started_s")
+            result = results[record["mask"] - 1]
+            last_attempt = record["attempt"] == len(result.replies)
+            self.trace.record(
+                {
+                    "kind": "check",
+                    "round": self.round,
+                    **record,
+                    "forced_reject": result.forced and last_attempt,
+                    "context": self.trace.messages(messages, system_ref="checker_prompt.txt"),
+                }
+            )
+        return [r.accepted for r in results]
+
+    def _check_requests(self, detections: Detections) -> list[CheckRequest]:
+        total = len(detections)
+        return [
+            CheckRequest(
+                number=i + 1,
+                total=total,
+                mask_image=self._encode(
+                    self.renderer.single(detections, i), f"r{self.round:03d}_check{i + 1:02d}"
+                ),
+                zoom_image=self._encode(
+                    self.renderer.zoom(detections, i), f"r{self.round:03d}_check{i + 1:02d}_zoom"
+                ),
+            )
+            for i in range(total)
+        ]

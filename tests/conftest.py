@@ -1,0 +1,37 @@
+"""Shared fixtures. Test doubles themselves live in ``tests/fakes.py``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakes import square_mask  # noqa: E402
+
+from sam3_agent.detections import Detections  # noqa: E402
+
+H, W = 240, 320
+
+
+@pytest.fixture
+def image() -> np.ndarray:
+    """A deterministic ``(240, 320, 3)`` uint8 RGB test image."""
+    rng = np.random.default_rng(0)
+    return (rng.random((H, W, 3)) * 255).astype(np.uint8)
+
+
+@pytest.fixture
+def three_cats() -> Detections:
+    """Three separate square masks scored 0.9, 0.8, 0.7 (so numbered 1, 2, 3)."""
+    masks = np.stack(
+        [
+            square_mask(H, W, 10, 10, 40),
+            square_mask(H, W, 100, 150, 50),
+            square_mask(H, W, 180, 20, 30),
+        ]
+    )
+    return Detections.from_masks(masks, [0.9, 0.8, 0.7])

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import pytest
+
+from sam3_agent.messages import NativeToolCall
+from sam3_agent.parsing import ToolCall, parse_native, parse_reply, parse_verdict
+
+SEG = '<tool>{"name": "segment_phrase", "parameters": {"text_prompt": "cat"}}</tool>'
+
+
+def test_first_call_is_parsed_and_the_rest_cut() -> None:
+    second = '<tool>{"name": "report_no_mask", "parameters": {}}</tool>'
+    parsed = parse_reply(f"<think>look</think>{SEG}\nthen {second}")
+    assert parsed.call == ToolCall("segment_phrase", {"text_prompt": "cat"})
+    assert parsed.stored_text.endswith(SEG)
+    assert parsed.cut is not None and "report_no_mask" in parsed.cut
+    assert parsed.thinking == "look"
+
+
+def test_tool_tags_inside_thinking_are_not_executed() -> None:
+    reply = (
+        '<think>maybe <tool>{"name": "segment_phrase", "parameters": {"text_prompt": "x"}}'
+        '</tool> no</think><tool>{"name": "report_no_mask", "parameters": {}}</tool>'
+    )
+    assert parse_reply(reply).call == ToolCall("report_no_mask", {})
+
+
+def test_lone_closing_think_tag_marks_the_end_of_reasoning() -> None:
+    parsed = parse_reply(f"reasoning from the template</think>{SEG}")
+    assert parsed.thinking == "reasoning from the template"
+    assert parsed.call is not None
+
+
+@pytest.mark.parametrize(
+    ("reply", "truncated", "mistake"),
+    [
+        ("I will segment the cat.", False, "no_tool"),
+        ("<think>thinking about <tool> tags", False, "no_tool"),
+        ('<tool>{"name": "report_no_mask"', False, "unclosed_tool"),
+        ('<tool>{"name": "report_no_mask"', True, "truncated"),
+        ("<think>long thoughts", True, "truncated"),
+        ("<tool>{name: segment_phrase}</tool>", False, "invalid_json"),
+        ("<tool>[1, 2]</tool>", False, "invalid_json"),
+        ('<tool>{"parameters": {}}</tool>', False, "invalid_json"),
+        ('<tool>{"name": "x", "parameters": [1]}</tool>', False, "invalid_json"),
+        ('<tool>{"name": "x", "args": {}}</tool>', False, "invalid_json"),
+    ],
+)
+def test_protocol_mistakes_are_named(reply: str, truncated: bool, mistake: str) -> None:
+    parsed = parse_reply(reply, truncated=truncated)
+    assert parsed.call is None
+    assert parsed.mistake == mistake
+
+
+def test_json_error_detail_is_kept_for_the_correction() -> None:
+    parsed = parse_reply("<tool>{name: 1}</tool>")
+    assert "position" in parsed.detail
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        '```json\n{"name": "report_no_mask", "parameters": {}}\n```',
+        '{"name": "report_no_mask"}',
+        '{"name": "report_no_mask", "parameters": null}',
+    ],
+)
+def test_lenient_forms_that_are_unambiguous(payload: str) -> None:
+    assert parse_reply(f"<tool>{payload}</tool>").call == ToolCall("report_no_mask", {})
+
+
+def test_native_calls_take_the_first_and_record_the_rest() -> None:
+    calls = (
+        NativeToolCall("segment_phrase", '{"text_prompt": "cat"}'),
+        NativeToolCall("report_no_mask", "{}"),
+    )
+    parsed = parse_native("thinking", calls)
+    assert parsed.call == ToolCall("segment_phrase", {"text_prompt": "cat"})
+    assert parsed.cut is not None and "report_no_mask" in parsed.cut
+    assert parsed.stored_text.startswith("thinking<tool>")
+
+
+def test_native_invalid_arguments_are_a_mistake() -> None:
+    parsed = parse_native("", (NativeToolCall("segment_phrase", "{oops"),))
+    assert parsed.mistake == "invalid_json"
+
+
+def test_native_without_calls_falls_back_to_tags() -> None:
+    assert parse_native(SEG, ()).call == ToolCall("segment_phrase", {"text_prompt": "cat"})
+
+
+@pytest.mark.parametrize(
+    ("text", "verdict"),
+    [
+        ("<verdict>Accept</verdict>", "accept"),
+        ("<verdict>accept</verdict>", "accept"),
+        ("<verdict>REJECT</verdict>", "reject"),
+        ("<verdict> I accept this mask. </verdict>", "accept"),
+        ("<verdict>Rejected</verdict>", "reject"),
+        ("<think><verdict>Accept</verdict>?</think><verdict>Reject</verdict>", "reject"),
+        ("<verdict>Accept</verdict> hmm <verdict>Reject</verdict>", "reject"),
+        ("<verdict>accept or reject</verdict>", None),
+        ("<verdict>maybe</verdict>", None),
+        ("Accept", None),
+        ("", None),
+    ],
+)
+def test_verdicts(text: str, verdict: str | None) -> None:
+    assert parse_verdict(text) == verdict
