@@ -343,6 +343,14 @@ async def test_one_client_per_instance(model: OpenAIChatModel, monkeypatch: pyte
         await model.complete(conversation())
 
 
+def test_one_event_loop_after_another(server: ScriptedServer):
+    """Sam3Agent.run uses asyncio.run per request: a closed loop's pool must not be reused."""
+    chat = OpenAIChatModel("m", base_url=server.base_url, max_retries=0)
+    for i in range(3):
+        server.script = [Reply(text=f"run {i}")]
+        assert asyncio.run(chat.complete(conversation())).text == f"run {i}"
+
+
 def test_environment_fallbacks(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")

@@ -15,6 +15,7 @@ import logging
 import os
 import random
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -160,11 +161,33 @@ class OpenAIChatModel:
         self._rng = random.Random(seed)
         self._image_cache_size = image_cache_size
         self._data_urls: OrderedDict[str, str] = OrderedDict()
-        key = api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
-        self._client = openai.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
-        )
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+        self._client = self._new_client()
+        # The loop the client's pooled connections belong to; set by the first request.
+        self._client_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
         self.endpoint = str(self._client.base_url).rstrip("/")
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        # max_retries=0: the retry policy is ours (see complete), not the client's.
+        return openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
+        )
+
+    def _client_for_running_loop(self) -> openai.AsyncOpenAI:
+        """The instance's client; a fresh one only when a new event loop shows up.
+
+        Pooled connections belong to the loop that opened them, so a client cannot outlive
+        its loop: a caller that runs ``asyncio.run`` once per request (``Sam3Agent.run``)
+        would otherwise fail with "Event loop is closed" on its second request.
+        """
+        loop = asyncio.get_running_loop()
+        if self._client_loop is None:
+            self._client_loop = weakref.ref(loop)
+        elif self._client_loop() is not loop:
+            logger.debug("new event loop: new HTTP client for %s", self.endpoint)
+            self._client = self._new_client()
+            self._client_loop = weakref.ref(loop)
+        return self._client
 
     @property
     def name(self) -> str:
@@ -200,13 +223,12 @@ class OpenAIChatModel:
                 the message names the endpoint and the last failure.
         """
         request = self._request(messages, tools)
+        client = self._client_for_running_loop()
         attempts = self.retry.max_retries + 1
         for attempt in range(1, attempts + 1):
             started = time.monotonic()
             try:
-                completion = await self._client.chat.completions.create(
-                    **request, timeout=self.timeout_s
-                )
+                completion = await client.chat.completions.create(**request, timeout=self.timeout_s)
             except openai.OpenAIError as e:
                 failure = self._classify(e)
                 if not failure.retryable:
