@@ -55,22 +55,45 @@ class ParsedReply:
     detail: str = ""
 
 
-def _thinking_end(text: str) -> tuple[int, str | None]:
-    """Where the reasoning part of ``text`` ends, and the reasoning itself.
+def _thinking_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` spans of reasoning in ``text``, tags included.
 
-    Reasoning is ``<think>...</think>`` at any position, or everything before a lone
-    ``</think>`` (chat templates that open the think block in the prompt). Tool tags inside
-    reasoning are never executed.
+    Reasoning is each ``<think>...</think>`` block (an unclosed one runs to the end), and
+    everything before a leading lone ``</think>`` (chat templates that open the block in
+    the prompt). Tool tags inside reasoning are never executed.
     """
-    close = text.rfind(THINK_CLOSE)
-    if close == -1:
-        open_at = text.find(THINK_OPEN)
-        if open_at != -1:  # unclosed <think>: the whole rest is reasoning
-            return len(text), text[open_at + len(THINK_OPEN) :]
-        return 0, None
-    open_at = text.find(THINK_OPEN)
-    start = open_at + len(THINK_OPEN) if -1 < open_at < close else 0
-    return close + len(THINK_CLOSE), text[start:close].strip()
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    first_open, first_close = text.find(THINK_OPEN), text.find(THINK_CLOSE)
+    if first_close != -1 and (first_open == -1 or first_close < first_open):
+        pos = first_close + len(THINK_CLOSE)
+        spans.append((0, pos))
+    while (open_at := text.find(THINK_OPEN, pos)) != -1:
+        close_at = text.find(THINK_CLOSE, open_at)
+        end = len(text) if close_at == -1 else close_at + len(THINK_CLOSE)
+        spans.append((open_at, end))
+        pos = end
+    return spans
+
+
+def _thinking_text(text: str, spans: list[tuple[int, int]]) -> str | None:
+    parts = []
+    for start, end in spans:
+        chunk = text[start:end]
+        for tag in (THINK_OPEN, THINK_CLOSE):
+            chunk = chunk.replace(tag, "")
+        parts.append(chunk.strip())
+    return "\n".join(parts) if parts else None
+
+
+def _find_outside(text: str, needle: str, start: int, spans: list[tuple[int, int]]) -> int:
+    """First index of ``needle`` at or after ``start`` that is not inside a span."""
+    while (at := text.find(needle, start)) != -1:
+        inside = next((end for s, end in spans if s <= at < end), None)
+        if inside is None:
+            return at
+        start = inside
+    return -1
 
 
 def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
@@ -79,8 +102,9 @@ def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
     ``truncated`` says the backend stopped at its token limit; it only changes the wording
     of the mistake when no complete call is found.
     """
-    body_start, thinking = _thinking_end(text)
-    open_at = text.find(TOOL_OPEN, body_start)
+    spans = _thinking_spans(text)
+    thinking = _thinking_text(text, spans)
+    open_at = _find_outside(text, TOOL_OPEN, 0, spans)
     if open_at == -1:
         if truncated:
             return ParsedReply(text, thinking=thinking, mistake="truncated")
@@ -112,7 +136,7 @@ def parse_native(
         return parse_reply(text, truncated=truncated)
     first, rest = calls[0], calls[1:]
     cut = "".join(f"{c.name}({c.arguments})" for c in rest) or None
-    _, thinking = _thinking_end(text)
+    thinking = _thinking_text(text, _thinking_spans(text))
     try:
         arguments = json.loads(first.arguments) if first.arguments.strip() else {}
     except json.JSONDecodeError as e:
@@ -156,8 +180,9 @@ def parse_verdict(text: str) -> Verdict | None:
     Case-insensitive and tolerant of extra words inside the tag (``<verdict>I accept
     it.</verdict>``) as long as exactly one of accept/reject is named. None when unclear.
     """
-    body_start, _ = _thinking_end(text)
-    tags = _VERDICT.findall(text[body_start:])
+    spans = _thinking_spans(text)
+    outside = "".join(text[a:b] for a, b in _gaps(spans, len(text)))
+    tags = _VERDICT.findall(outside)
     if not tags:
         return None
     words = set(re.findall(r"[a-z]+", tags[-1].lower()))
@@ -166,3 +191,12 @@ def parse_verdict(text: str) -> Verdict | None:
     if accept == reject:
         return None
     return "accept" if accept else "reject"
+
+
+def _gaps(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
+    gaps, pos = [], 0
+    for start, end in spans:
+        gaps.append((pos, start))
+        pos = end
+    gaps.append((pos, length))
+    return gaps

@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fakes import square_mask  # noqa: E402
+from fakes import square_mask
 
-from sam3_agent.detections import Detections  # noqa: E402
+from sam3_agent.detections import Detections
 
 H, W = 240, 320
 

@@ -107,3 +107,14 @@ def test_native_without_calls_falls_back_to_tags() -> None:
 )
 def test_verdicts(text: str, verdict: str | None) -> None:
     assert parse_verdict(text) == verdict
+
+
+def test_several_think_blocks_around_tool_calls() -> None:
+    reply = (
+        "<think>a</think>"
+        '<tool>{"name": "segment_phrase", "parameters": {"text_prompt": "cat"}}</tool>'
+        '<think>b</think><tool>{"name": "report_no_mask", "parameters": {}}</tool>'
+    )
+    parsed = parse_reply(reply)
+    assert parsed.call == ToolCall("segment_phrase", {"text_prompt": "cat"})
+    assert parsed.cut is not None and "report_no_mask" in parsed.cut
