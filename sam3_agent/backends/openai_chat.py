@@ -225,7 +225,9 @@ class OpenAIChatModel:
         request = self._request(messages, tools)
         client = self._client_for_running_loop()
         attempts = self.retry.max_retries + 1
-        for attempt in range(1, attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             started = time.monotonic()
             try:
                 completion = await client.chat.completions.create(**request, timeout=self.timeout_s)
@@ -236,7 +238,7 @@ class OpenAIChatModel:
                         f"MLLM endpoint {self.endpoint} (model {self._model}): "
                         f"{failure.description}"
                     ) from e
-                if attempt == attempts:
+                if attempt >= attempts:
                     raise ChatModelError(
                         f"MLLM endpoint {self.endpoint} (model {self._model}) failed "
                         f"{attempts} times; last failure: {failure.description}"
@@ -254,7 +256,6 @@ class OpenAIChatModel:
                 continue
             logger.debug("MLLM reply from %s in %.2f s", self.endpoint, time.monotonic() - started)
             return self._response(completion)
-        raise AssertionError("unreachable: the retry loop returns or raises")
 
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None
