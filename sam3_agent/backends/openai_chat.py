@@ -169,8 +169,15 @@ class OpenAIChatModel:
 
     def _new_client(self) -> openai.AsyncOpenAI:
         # max_retries=0: the retry policy is ours (see complete), not the client's.
+        # An explicit DefaultAsyncHttpxClient (openai's own defaults) because the client it
+        # builds otherwise schedules its aclose() on whatever loop runs when it is garbage
+        # collected, which fails noisily once we replaced it after its loop closed.
         return openai.AsyncOpenAI(
-            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self.timeout_s,
+            max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(timeout=self.timeout_s),
         )
 
     def _client_for_running_loop(self) -> openai.AsyncOpenAI:
