@@ -155,3 +155,13 @@ def test_dtype_resolution(device: str, dtype: str, expected: torch.dtype):
 def test_bad_device_or_dtype(device: str, dtype: str):
     with pytest.raises(UserError):
         resolve_dtype(dtype, resolve_device(device))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+async def test_cuda_bfloat16(tiny_dir: Path, offline: None):
+    on_gpu = TransformersChatModel.from_pretrained(str(tiny_dir), device="cuda", max_new_tokens=4)
+    assert on_gpu._model.device.type == "cuda"
+    assert on_gpu._model.dtype == torch.bfloat16
+    response = await on_gpu.complete(conversation(image(6)))
+    assert response.usage.completion_tokens >= 1

@@ -182,10 +182,11 @@ class TransformersChatModel:
                 "the in-process transformers backend has no native tool calling; "
                 "use --tool-protocol tags"
             )
-        conversation = [_template_message(m) for m in messages]
-        return await asyncio.to_thread(self._generate, conversation)
+        return await asyncio.to_thread(self._generate, list(messages))
 
-    def _generate(self, conversation: list[dict[str, Any]]) -> ChatResponse:
+    def _generate(self, messages: list[ChatMessage]) -> ChatResponse:
+        # Images are decoded here, in the worker thread, not on the event loop.
+        conversation = [_template_message(m) for m in messages]
         with self._lock:
             inputs = self._processor.apply_chat_template(
                 conversation,
