@@ -1,5 +1,18 @@
-"""sam3-agent: a multimodal LLM that uses SAM 3 as a tool to segment what a person describes."""
+"""sam3-agent: a multimodal LLM that uses SAM 3 as a tool to segment what a person describes.
+
+The one call most applications need::
+
+    from sam3_agent import Sam3Agent
+    result = Sam3Agent(segmenter, chat_model).run("photo.jpg", "the leftmost child")
+"""
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+from sam3_agent.agent import RoundEvent, Sam3Agent  # noqa: E402
+from sam3_agent.config import AgentConfig  # noqa: E402
+from sam3_agent.detections import Detections  # noqa: E402
+from sam3_agent.result import AgentResult  # noqa: E402
+
+__all__ = ["AgentConfig", "AgentResult", "Detections", "RoundEvent", "Sam3Agent", "__version__"]
