@@ -10,9 +10,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from sam3_agent.agent import RoundEvent, Sam3Agent  # noqa: E402
-from sam3_agent.config import AgentConfig  # noqa: E402
-from sam3_agent.detections import Detections  # noqa: E402
-from sam3_agent.result import AgentResult  # noqa: E402
+from sam3_agent.agent import RoundEvent, Sam3Agent
+from sam3_agent.config import AgentConfig
+from sam3_agent.detections import Detections
+from sam3_agent.result import AgentResult
 
 __all__ = ["AgentConfig", "AgentResult", "Detections", "RoundEvent", "Sam3Agent", "__version__"]

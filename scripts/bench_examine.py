@@ -4,22 +4,32 @@ The chat model answers every request after a fixed latency (200 ms by default), 
 remote endpoint; SAM 3 is replaced by a segmenter that returns N fixed masks on a real
 photo. Both runs go through the real agent; only ``check_concurrency`` differs.
 
-    python scripts/bench_examine.py [--masks 8] [--latency 0.2] [--repeats 3]
+With ``--http`` the latency comes from a scripted OpenAI-compatible server on 127.0.0.1
+(``tests/openai_server.py``) and the agent talks to it through ``OpenAIChatModel``, so the
+figure includes the real HTTP client, JSON and base64 image payloads.
+
+    python scripts/bench_examine.py [--masks 8] [--latency 0.2] [--repeats 3] [--http]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from skimage import data
 
 from sam3_agent.agent import Sam3Agent
+from sam3_agent.backends.base import ChatModel
+from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.config import AgentConfig
 from sam3_agent.detections import Detections
 from sam3_agent.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
@@ -29,9 +39,21 @@ def _call(name: str, **parameters: object) -> str:
     return "<tool>" + json.dumps({"name": name, "parameters": parameters}) + "</tool>"
 
 
+def planned_reply(system_text: str, n_messages: int, last_text: str) -> str:
+    """The fixed plan: segment, examine, select mask 1; every check accepts."""
+    if "<verdict>" in system_text:
+        return "<verdict>Accept</verdict>"
+    rounds_done = (n_messages - 2) // 2
+    if rounds_done == 0:
+        return _call("segment_phrase", text_prompt="thing")
+    if "examine_each_mask checked" not in last_text:
+        return _call("examine_each_mask")
+    return _call("select_masks_and_return", final_answer_masks=[1])
+
+
 @dataclass
 class LatencyChatModel:
-    """Waits ``latency_s`` per request, then follows a fixed plan; checks always accept."""
+    """Waits ``latency_s`` per request, then follows :func:`planned_reply`."""
 
     latency_s: float
     name: str = "latency-model"
@@ -40,15 +62,31 @@ class LatencyChatModel:
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> ChatResponse:
         await asyncio.sleep(self.latency_s)
-        usage = TokenUsage(1000, 20, 1)
-        if "<verdict>" in messages[0].joined_text:
-            return ChatResponse("<verdict>Accept</verdict>", usage)
-        rounds_done = (len(messages) - 2) // 2
-        if rounds_done == 0:
-            return ChatResponse(_call("segment_phrase", text_prompt="thing"), usage)
-        if "examine_each_mask checked" not in messages[-1].joined_text:
-            return ChatResponse(_call("examine_each_mask"), usage)
-        return ChatResponse(_call("select_masks_and_return", final_answer_masks=[1]), usage)
+        text = planned_reply(messages[0].joined_text, len(messages), messages[-1].joined_text)
+        return ChatResponse(text, TokenUsage(1000, 20, 1))
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content)
+
+
+@contextlib.contextmanager
+def http_chat_model(latency_s: float) -> Iterator[ChatModel]:
+    """OpenAIChatModel against the scripted test server on 127.0.0.1 (``latency_s`` per call)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from openai_server import Reply, ScriptedServer, serve
+
+    def respond(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        text = planned_reply(
+            _text(messages[0]["content"]), len(messages), _text(messages[-1]["content"])
+        )
+        return Reply(text=text, usage=(1000, 20))
+
+    with serve(ScriptedServer(responder=respond, latency_s=latency_s)) as server:
+        yield OpenAIChatModel("bench-vlm", base_url=server.base_url, api_key="bench")
 
 
 @dataclass
@@ -92,20 +130,31 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per MLLM call")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="serve the latency from a local OpenAI-compatible server and use OpenAIChatModel",
+    )
     args = parser.parse_args()
 
     image = data.astronaut()
     segmenter = FixedMasks(grid_masks(image, args.masks))
-    chat = LatencyChatModel(args.latency)
     times = {}
-    for label, concurrency in (("concurrent", args.concurrency), ("sequential", 1)):
-        agent = Sam3Agent(segmenter, chat, AgentConfig(check_concurrency=concurrency))
-        times[label] = statistics.median(
-            checks_wall_time(agent, image) for _ in range(args.repeats)
+    with contextlib.ExitStack() as stack:
+        chat: ChatModel = (
+            stack.enter_context(http_chat_model(args.latency))
+            if args.http
+            else LatencyChatModel(args.latency)
         )
+        for label, concurrency in (("concurrent", args.concurrency), ("sequential", 1)):
+            agent = Sam3Agent(segmenter, chat, AgentConfig(check_concurrency=concurrency))
+            times[label] = statistics.median(
+                checks_wall_time(agent, image) for _ in range(args.repeats)
+            )
     ratio = times["concurrent"] / times["sequential"]
     print(
-        f"examine_each_mask, {args.masks} masks, {args.latency * 1000:.0f} ms per call: "
+        f"examine_each_mask{' over HTTP' if args.http else ''}, {args.masks} masks, "
+        f"{args.latency * 1000:.0f} ms per call: "
         f"concurrent (pool {args.concurrency}) {times['concurrent']:.2f} s, "
         f"sequential {times['sequential']:.2f} s, ratio {ratio:.2f}"
     )

@@ -27,7 +27,7 @@ import cv2
 import numpy as np
 
 from sam3_agent.detections import Detections, tight_boxes
-from sam3_agent.images import EncodedImage, RGBImage
+from sam3_agent.images import EncodedImage, RGBImage, downscale
 from sam3_agent.masks import postprocess, remove_overlaps
 from sam3_agent.render import Renderer
 
@@ -211,6 +211,25 @@ def main() -> None:
             f"agent's own work per round at {row.size}, {row.masks} masks: "
             f"segment {row.segment_round * 1e3:.0f} ms, examine {row.examine_round * 1e3:.0f} ms "
             f"({verdict} the {BUDGET_S * 1e3:.0f} ms budget)"
+        )
+    print_image_tokens()
+
+
+def qwen_image_tokens(height: int, width: int, factor: int = 28) -> int:
+    """Image tokens of one image under Qwen2.5-VL's resize rule (28 px per token side)."""
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    return (h // factor) * (w // factor)
+
+
+def print_image_tokens() -> None:
+    """What downscaling to the default 1,024 max side saves per image sent."""
+    for height, width in ((1008, 1008), (2000, 3000), (3024, 4032)):
+        small = downscale(np.zeros((height, width, 3), dtype=np.uint8), 1024).shape
+        print(
+            f"image tokens per image at {width}x{height}: "
+            f"{qwen_image_tokens(height, width)} as is, "
+            f"{qwen_image_tokens(small[0], small[1])} at {small[1]}x{small[0]} (sent)"
         )
 
 

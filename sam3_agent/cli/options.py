@@ -73,8 +73,8 @@ LlmUrlOpt = Annotated[
     str | None,
     typer.Option(
         "--llm-url",
-        envvar="OPENAI_BASE_URL",
-        help="OpenAI-compatible endpoint (vLLM, hosted API), e.g. http://localhost:8000/v1.",
+        help="OpenAI-compatible endpoint (vLLM, hosted API), e.g. http://localhost:8000/v1. "
+        "Default: OPENAI_BASE_URL when set and --llm is not given.",
         rich_help_panel=BACKENDS,
     ),
 ]
@@ -189,4 +189,6 @@ class BackendOptions:
             cache=str(self.cache) if self.cache else None,
             replay=self.replay,
             timeout_s=self.llm_timeout,
+            device=self.device,
+            dtype=self.dtype,
         )

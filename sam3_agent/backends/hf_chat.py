@@ -1,0 +1,241 @@
+"""An in-process vision-language model through ``transformers``: the embedded default.
+
+For a user with one GPU and no inference server. The processor's own chat template turns
+our messages (with PIL images) into model inputs; nothing is preprocessed by hand. One
+model serves one request at a time: ``generate`` runs in a worker thread behind a lock,
+so the event loop stays free while concurrent callers queue up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from sam3_agent.errors import UserError, WeightsUnavailableError
+from sam3_agent.messages import (
+    ChatMessage,
+    ChatResponse,
+    ImagePart,
+    TextPart,
+    TokenUsage,
+    ToolSpec,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HF_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
+"""The MLLM loaded in-process when no endpoint is configured (about 16 GB in bfloat16)."""
+
+DEFAULT_MAX_NEW_TOKENS = 2048
+"""Completion tokens per request for the in-process model."""
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+
+def resolve_device(device: str) -> torch.device:
+    """``"auto"`` is the first CUDA device when there is one, else the CPU.
+
+    Raises:
+        UserError: ``device`` is not a torch device name.
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, ValueError) as e:
+        raise UserError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from e
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """``"auto"`` is bfloat16 on CUDA and float32 on the CPU.
+
+    Raises:
+        UserError: ``dtype`` is not one of auto, float32, bfloat16, float16.
+    """
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}; use auto, {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+class TransformersChatModel:
+    """A ``transformers`` image-text-to-text model (Qwen2.5-VL, Qwen3-VL, ...) as a ChatModel.
+
+    Build it with :meth:`from_pretrained`. Safe to call concurrently: requests are served
+    one at a time by the single model.
+
+    Args:
+        model: a loaded ``AutoModelForImageTextToText`` model, in eval mode, on its device.
+        processor: the matching ``AutoProcessor`` (with a chat template).
+        name: recorded in results and cache keys (the hub id or directory given).
+        max_new_tokens: completion token limit per request.
+        temperature: 0 for greedy decoding, else sampling at this temperature.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        processor: Any,
+        *,
+        name: str,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        temperature: float = 0.0,
+    ) -> None:
+        if max_new_tokens < 1:
+            raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise UserError(f"temperature must be >= 0, got {temperature}")
+        self._model = model
+        self._processor = processor
+        self._name = name
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_id_or_dir: str,
+        device: str = "auto",
+        dtype: str = "auto",
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        temperature: float = 0.0,
+    ) -> TransformersChatModel:
+        """Load model and processor from the hub cache or a ``save_pretrained`` directory.
+
+        Honours ``HF_HUB_OFFLINE`` and ``HF_TOKEN`` as ``transformers`` does.
+
+        Raises:
+            WeightsUnavailableError: the weights are missing, gated, or cannot be fetched
+                (offline); the message says what to do.
+            UserError: bad ``device`` / ``dtype``.
+        """
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        torch_device = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, torch_device)
+        local = Path(model_id_or_dir).expanduser()
+        looks_local = model_id_or_dir.startswith((".", "/", "~")) or local.exists()
+        if looks_local and not local.is_dir():
+            raise WeightsUnavailableError(
+                f"no model directory at {local}: pass a directory written by save_pretrained "
+                f"(or `hf download <id> --local-dir DIR`), or a hub id such as {DEFAULT_HF_MODEL}"
+            )
+        source = str(local) if looks_local else model_id_or_dir
+        try:
+            processor = AutoProcessor.from_pretrained(source)
+            model: Any = AutoModelForImageTextToText.from_pretrained(source, dtype=torch_dtype)
+        except OSError as e:
+            raise WeightsUnavailableError(
+                f"cannot load the MLLM weights {source!r}: {_first_line(e)}. "
+                f"Download them where there is network access (`hf download {source}`; set "
+                "HF_TOKEN and accept the licence on the hub for gated models), pass a local "
+                "directory with --llm hf:<dir>, or use an OpenAI-compatible endpoint with "
+                "--llm-url."
+            ) from e
+        except ValueError as e:
+            raise WeightsUnavailableError(
+                f"{source!r} is not an image-text-to-text model transformers can load: "
+                f"{_first_line(e)}"
+            ) from e
+        model = model.to(torch_device).eval()
+        logger.info("loaded MLLM %s on %s as %s", source, torch_device, torch_dtype)
+        return cls(
+            model,
+            processor,
+            name=model_id_or_dir,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+        )
+
+    @property
+    def name(self) -> str:
+        """The hub id or directory the model was loaded from."""
+        return self._name
+
+    @property
+    def generation_params(self) -> dict[str, Any]:
+        """Everything besides the messages that shapes a reply (part of cache keys)."""
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature}
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        """Generate a reply in a worker thread; see :class:`ChatModel`.
+
+        Raises:
+            UserError: ``tools`` were given (this backend speaks the tag protocol only).
+        """
+        if tools:
+            raise UserError(
+                "the in-process transformers backend has no native tool calling; "
+                "use --tool-protocol tags"
+            )
+        return await asyncio.to_thread(self._generate, list(messages))
+
+    def _generate(self, messages: list[ChatMessage]) -> ChatResponse:
+        # Images are decoded here, in the worker thread, not on the event loop.
+        conversation = [_template_message(m) for m in messages]
+        with self._lock:
+            inputs = self._processor.apply_chat_template(
+                conversation,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+                return_tensors="pt",
+            ).to(self._model.device)
+            prompt_length = int(inputs["input_ids"].shape[1])
+            sampling: dict[str, Any] = (
+                {"do_sample": True, "temperature": self.temperature}
+                if self.temperature > 0
+                else {"do_sample": False}
+            )
+            with torch.inference_mode():
+                output = self._model.generate(
+                    **inputs, max_new_tokens=self.max_new_tokens, **sampling
+                )
+        generated = output[0, prompt_length:]
+        text = self._processor.batch_decode(generated[None], skip_special_tokens=True)[0]
+        finish_reason = "stop"
+        if len(generated) >= self.max_new_tokens and not self._is_eos(int(generated[-1])):
+            finish_reason = "length"
+        return ChatResponse(
+            text=text,
+            usage=TokenUsage(
+                prompt_tokens=prompt_length, completion_tokens=len(generated), calls=1
+            ),
+            finish_reason=finish_reason,
+        )
+
+    def _is_eos(self, token: int) -> bool:
+        eos = self._model.generation_config.eos_token_id
+        if eos is None:
+            return False
+        return token in (eos if isinstance(eos, (list, tuple)) else [eos])
+
+
+def _template_message(message: ChatMessage) -> dict[str, Any]:
+    """A message in the processor chat-template format, images as PIL."""
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            content.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            content.append({"type": "image", "image": part.image.to_pil()})
+    return {"role": message.role, "content": content}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,425 @@
+"""An OpenAI-compatible chat endpoint (vLLM, hosted APIs) as a :class:`ChatModel`.
+
+One :class:`openai.AsyncOpenAI` client is made per instance and reused for every request, so
+connections are pooled and concurrent calls overlap. The retry policy is ours, not the
+client's (the client is built with ``max_retries=0``): 429, 5xx, timeouts and dropped
+connections are retried with exponential backoff and jitter, honouring ``Retry-After``;
+other 4xx answers (bad key, bad request) fail at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import os
+import random
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import openai
+
+from sam3_agent.errors import ChatModelError, UserError
+from sam3_agent.images import EncodedImage
+from sam3_agent.messages import (
+    ChatMessage,
+    ChatResponse,
+    ImagePart,
+    NativeToolCall,
+    TextPart,
+    TokenUsage,
+    ToolSpec,
+)
+
+logger = logging.getLogger(__name__)
+
+ToolProtocol = Literal["tags", "native"]
+TOOL_PROTOCOLS: tuple[str, ...] = ("tags", "native")
+
+DEFAULT_MAX_TOKENS = 4096
+"""Completion tokens per request; reasoning models may need more (pass ``max_tokens``)."""
+
+# Key-less local servers (vLLM without --api-key) still need some key for the client to start.
+PLACEHOLDER_API_KEY = "EMPTY"
+
+# Statuses worth retrying: request timeout, rate limit, and every server-side failure.
+RETRYABLE_STATUSES = frozenset({408, 429})
+
+SleepFn = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait before retrying a failed request.
+
+    Attributes:
+        max_retries: retries after the first attempt (so ``max_retries + 1`` attempts).
+        backoff_base_s: ceiling of the first backoff; it doubles with every retry.
+        backoff_cap_s: largest backoff ceiling.
+        max_retry_after_s: a server's ``Retry-After`` is honoured up to this many seconds.
+    """
+
+    max_retries: int = 5
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    max_retry_after_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise UserError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.backoff_base_s < 0 or self.backoff_cap_s < 0:
+            raise UserError("backoff_base_s and backoff_cap_s must be >= 0")
+
+    def delay(self, retry: int, retry_after_s: float | None, rng: random.Random) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based).
+
+        The server's ``Retry-After`` wins when given (clamped to ``[0, max_retry_after_s]``);
+        otherwise a random wait in ``[ceiling / 2, ceiling]`` with
+        ``ceiling = min(backoff_cap_s, backoff_base_s * 2 ** (retry - 1))``, so that clients
+        rejected together do not come back together.
+        """
+        if retry_after_s is not None:
+            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
+        ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2.0 ** (retry - 1))
+        return rng.uniform(ceiling / 2.0, ceiling)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """One failed attempt, as the retry loop needs it."""
+
+    description: str
+    retryable: bool
+    retry_after_s: float | None = None
+
+
+class OpenAIChatModel:
+    """A chat model behind an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+
+    Safe to call concurrently from one event loop; requests overlap on the shared client.
+
+    Args:
+        model: the model name at the endpoint (also this backend's :attr:`name`).
+        base_url: e.g. ``http://localhost:8000/v1``; falls back to ``OPENAI_BASE_URL``,
+            then to the OpenAI API.
+        api_key: falls back to ``OPENAI_API_KEY``, then to a placeholder for key-less
+            local servers.
+        timeout_s: limit for one request (each attempt), in seconds.
+        max_retries: retries after the first attempt on 429 / 5xx / timeout / connection
+            errors.
+        max_tokens: completion token limit sent with each request; ``None`` sends none.
+        temperature: sampling temperature; ``None`` leaves the server's default.
+        tool_protocol: ``"tags"`` (tool calls written as ``<tool>`` tags in the text, no
+            ``tools`` parameter sent) or ``"native"`` (the API's structured tool calls).
+        backoff_base_s, backoff_cap_s: see :class:`RetryPolicy`.
+        image_cache_size: how many images keep their base64 data URL between requests.
+        sleep: the coroutine used to wait between retries (tests record the waits).
+        seed: seeds the jitter, for reproducible tests.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        temperature: float | None = 0.0,
+        tool_protocol: str = "tags",
+        *,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 30.0,
+        image_cache_size: int = 64,
+        sleep: SleepFn = asyncio.sleep,
+        seed: int | None = None,
+    ) -> None:
+        if not model:
+            raise UserError("an MLLM model name is required for the endpoint (--llm-model)")
+        if tool_protocol not in TOOL_PROTOCOLS:
+            raise UserError(
+                f"tool_protocol must be one of {', '.join(TOOL_PROTOCOLS)}, got {tool_protocol!r}"
+            )
+        if timeout_s <= 0:
+            raise UserError(f"timeout_s must be > 0, got {timeout_s}")
+        if image_cache_size < 1:
+            raise UserError(f"image_cache_size must be >= 1, got {image_cache_size}")
+        self._model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.timeout_s = float(timeout_s)
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.tool_protocol: str = tool_protocol
+        self.retry = RetryPolicy(
+            max_retries=max_retries, backoff_base_s=backoff_base_s, backoff_cap_s=backoff_cap_s
+        )
+        self._sleep = sleep
+        self._rng = random.Random(seed)
+        self._image_cache_size = image_cache_size
+        self._data_urls: OrderedDict[str, str] = OrderedDict()
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+        self._client = self._new_client()
+        # The loop the client's pooled connections belong to; set by the first request.
+        self._client_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
+        self.endpoint = str(self._client.base_url).rstrip("/")
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        # max_retries=0: the retry policy is ours (see complete), not the client's.
+        # An explicit DefaultAsyncHttpxClient (openai's own defaults) because the client it
+        # builds otherwise schedules its aclose() on whatever loop runs when it is garbage
+        # collected, which fails noisily once we replaced it after its loop closed.
+        return openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self.timeout_s,
+            max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(timeout=self.timeout_s),
+        )
+
+    def _client_for_running_loop(self) -> openai.AsyncOpenAI:
+        """The instance's client; a fresh one only when a new event loop shows up.
+
+        Pooled connections belong to the loop that opened them, so a client cannot outlive
+        its loop: a caller that runs ``asyncio.run`` once per request (``Sam3Agent.run``)
+        would otherwise fail with "Event loop is closed" on its second request.
+        """
+        loop = asyncio.get_running_loop()
+        if self._client_loop is None:
+            self._client_loop = weakref.ref(loop)
+        elif self._client_loop() is not loop:
+            logger.debug("new event loop: new HTTP client for %s", self.endpoint)
+            self._client = self._new_client()
+            self._client_loop = weakref.ref(loop)
+        return self._client
+
+    @property
+    def name(self) -> str:
+        """The model name at the endpoint."""
+        return self._model
+
+    @property
+    def generation_params(self) -> dict[str, Any]:
+        """Everything besides the messages that shapes a reply (part of cache keys)."""
+        return {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "tool_protocol": self.tool_protocol,
+        }
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+        await self._client.close()
+
+    async def __aenter__(self) -> OpenAIChatModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        """Send one conversation, retrying transient failures; see :class:`ChatModel`.
+
+        Raises:
+            ChatModelError: a non-retryable answer (401, 400, ...), or the retries ran out;
+                the message names the endpoint and the last failure.
+        """
+        request = self._request(messages, tools)
+        client = self._client_for_running_loop()
+        attempts = self.retry.max_retries + 1
+        attempt = 0
+        while True:
+            attempt += 1
+            started = time.monotonic()
+            try:
+                completion = await client.chat.completions.create(**request, timeout=self.timeout_s)
+            except openai.OpenAIError as e:
+                failure = self._classify(e)
+                if not failure.retryable:
+                    raise ChatModelError(
+                        f"MLLM endpoint {self.endpoint} (model {self._model}): "
+                        f"{failure.description}"
+                    ) from e
+                if attempt >= attempts:
+                    raise ChatModelError(
+                        f"MLLM endpoint {self.endpoint} (model {self._model}) failed "
+                        f"{attempts} times; last failure: {failure.description}"
+                    ) from e
+                wait = self.retry.delay(attempt, failure.retry_after_s, self._rng)
+                logger.warning(
+                    "MLLM request to %s failed (%s); retry %d/%d in %.2f s",
+                    self.endpoint,
+                    failure.description,
+                    attempt,
+                    self.retry.max_retries,
+                    wait,
+                )
+                await self._sleep(wait)
+                continue
+            logger.debug("MLLM reply from %s in %.2f s", self.endpoint, time.monotonic() - started)
+            return self._response(completion)
+
+    def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self._model,
+            "messages": [self._message(m) for m in messages],
+        }
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        if self.tool_protocol == "native" and tools:
+            request["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+        elif tools:
+            logger.debug("tool_protocol is 'tags': %d tool specs not sent", len(tools))
+        return request
+
+    def _message(self, message: ChatMessage) -> dict[str, Any]:
+        if not message.images:
+            # Plain strings for text-only messages: some servers accept nothing else for
+            # system and assistant turns.
+            return {"role": message.role, "content": message.joined_text}
+        content: list[dict[str, Any]] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                content.append({"type": "text", "text": part.text})
+            elif isinstance(part, ImagePart):
+                content.append(
+                    {"type": "image_url", "image_url": {"url": self._data_url(part.image)}}
+                )
+        return {"role": message.role, "content": content}
+
+    def _data_url(self, image: EncodedImage) -> str:
+        """The image's base64 data URL, encoded once per image while it stays in use."""
+        url = self._data_urls.get(image.sha256)
+        if url is not None:
+            self._data_urls.move_to_end(image.sha256)
+            return url
+        url = image.data_url()
+        self._data_urls[image.sha256] = url
+        if len(self._data_urls) > self._image_cache_size:
+            self._data_urls.popitem(last=False)
+        return url
+
+    def _classify(self, error: openai.OpenAIError) -> _Failure:
+        if isinstance(error, openai.APITimeoutError):
+            return _Failure(f"no answer within {self.timeout_s:g} s (timeout)", retryable=True)
+        if isinstance(error, openai.APIConnectionError):
+            cause = error.__cause__
+            detail = f"{type(cause).__name__}: {cause}" if cause else str(error)
+            return _Failure(f"connection failed ({detail})", retryable=True)
+        if isinstance(error, openai.APIStatusError):
+            status = error.status_code
+            text = f"HTTP {status}: {_error_text(error)}"
+            if status in RETRYABLE_STATUSES or status >= 500:
+                return _Failure(text, retryable=True, retry_after_s=_retry_after(error.response))
+            return _Failure(_explain_status(status, text), retryable=False)
+        return _Failure(f"{type(error).__name__}: {error}", retryable=False)
+
+    def _response(self, completion: Any) -> ChatResponse:
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            raise ChatModelError(
+                f"MLLM endpoint {self.endpoint} (model {self._model}) answered without choices"
+            )
+        choice = choices[0]
+        message = choice.message
+        usage = completion.usage
+        return ChatResponse(
+            text=message.content or "",
+            usage=TokenUsage(
+                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                calls=1,
+            ),
+            reasoning=_reasoning(message),
+            finish_reason=choice.finish_reason or "stop",
+            tool_calls=_tool_calls(message),
+        )
+
+
+def _reasoning(message: Any) -> str | None:
+    """The separate reasoning channel: vLLM/DeepSeek ``reasoning_content``, or ``reasoning``."""
+    extra = getattr(message, "model_extra", None) or {}
+    for key in ("reasoning_content", "reasoning"):
+        value = extra.get(key) if key in extra else getattr(message, key, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _tool_calls(message: Any) -> tuple[NativeToolCall, ...]:
+    calls = []
+    for call in getattr(message, "tool_calls", None) or ():
+        function = getattr(call, "function", None)
+        if function is None:
+            logger.warning("ignoring a non-function tool call of type %r", call.type)
+            continue
+        calls.append(NativeToolCall(name=function.name, arguments=function.arguments or ""))
+    return tuple(calls)
+
+
+def _error_text(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+    return error.message
+
+
+def _explain_status(status: int, text: str) -> str:
+    hints = {
+        400: "the endpoint refused the request (does the model accept images, and this many?)",
+        401: "the endpoint refused the API key (set --llm-api-key or OPENAI_API_KEY)",
+        403: "the API key may not use this model",
+        404: "no such model or path (check --llm-model, and that the URL ends in /v1)",
+        413: "the request is too large (fewer or smaller images)",
+    }
+    hint = hints.get(status)
+    return f"{text} - {hint}" if hint else text
+
+
+def _retry_after(response: Any) -> float | None:
+    """Seconds the server asks us to wait: ``retry-after-ms``, or ``Retry-After`` in seconds
+    or as an HTTP date. ``None`` when absent or unreadable."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return float(millis) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,237 @@
+"""An opt-in SQLite cache of chat completions, for cheap reruns and deterministic replay.
+
+A request is keyed by the sha256 of a canonical JSON of: the model name, the messages (each
+image replaced by the sha256 of its encoded bytes), the tool specs, and the generation
+parameters the inner model exposes as ``generation_params``. Identical requests in later
+runs (or other processes) are answered from the file without calling the model.
+
+Decisions:
+
+* A hit is a :class:`ChatResponse` with ``cached=True`` and ``usage = TokenUsage(0, 0, 0)``:
+  no request was made and no token spent, so summed usage is what the run cost. The
+  tokens the answer originally cost stay in the database row (``prompt_tokens``,
+  ``completion_tokens``) and are summed per instance in :attr:`CachedChatModel.stats`
+  (``saved``).
+* Every answer is stored, including ones cut off by the token limit: replay must
+  reproduce the run as it happened. Failed requests (exceptions) are not stored.
+* Several processes may share one file: WAL journal, a busy timeout, and
+  ``INSERT OR IGNORE`` (the first answer stored for a key wins; a concurrent duplicate
+  is dropped). Each operation opens its own short-lived connection in a worker thread,
+  so a writer waiting on a lock never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.backends.base import ChatModel
+from sam3_agent.errors import ReplayMissError, UserError
+from sam3_agent.messages import (
+    ChatMessage,
+    ChatResponse,
+    ImagePart,
+    NativeToolCall,
+    TextPart,
+    TokenUsage,
+    ToolSpec,
+)
+
+logger = logging.getLogger(__name__)
+
+CACHE_FORMAT = 1
+"""Part of every key: bump it when the key or the stored record changes meaning."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    response TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    created_at REAL NOT NULL
+)
+"""
+
+
+def request_key(
+    model_name: str,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec] | None,
+    generation_params: dict[str, Any],
+) -> str:
+    """The sha256 hex digest identifying one request; stable across processes and runs."""
+    payload = {
+        "format": CACHE_FORMAT,
+        "model": model_name,
+        "params": generation_params,
+        "tools": None
+        if tools is None
+        else [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in tools
+        ],
+        "messages": [{"role": m.role, "parts": [_part_key(p) for p in m.parts]} for m in messages],
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _part_key(part: TextPart | ImagePart) -> dict[str, str]:
+    if isinstance(part, TextPart):
+        return {"text": part.text}
+    return {"image_sha256": part.image.sha256}
+
+
+@dataclass
+class CacheStats:
+    """What the cache did for one :class:`CachedChatModel`.
+
+    Attributes:
+        hits: requests answered from the file.
+        misses: requests passed to the inner model (and stored).
+        saved: the original usage of the answers served from the file.
+    """
+
+    hits: int = 0
+    misses: int = 0
+    saved: TokenUsage = field(default_factory=TokenUsage)
+
+
+class CachedChatModel:
+    """Wraps a :class:`ChatModel` with the response cache in the SQLite file ``path``.
+
+    Args:
+        inner: the model asked on a miss.
+        path: the SQLite file; created (with its directory) unless ``replay`` is on.
+        replay: a miss raises :class:`ReplayMissError` instead of calling ``inner``.
+        busy_timeout_s: how long a writer waits for another process's lock.
+
+    Raises:
+        UserError: the file cannot be opened, or ``replay`` is on and it does not exist.
+    """
+
+    def __init__(
+        self,
+        inner: ChatModel,
+        path: str | Path,
+        replay: bool = False,
+        *,
+        busy_timeout_s: float = 30.0,
+    ) -> None:
+        self.inner = inner
+        self.path = Path(path).expanduser()
+        self.replay = replay
+        self.busy_timeout_s = busy_timeout_s
+        self.stats = CacheStats()
+        self._stats_lock = threading.Lock()
+        if replay and not self.path.is_file():
+            raise UserError(f"replay needs an existing response cache; {self.path} does not exist")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(self._connect()) as db, db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(_SCHEMA)
+        except (sqlite3.Error, OSError) as e:
+            raise UserError(f"cannot open the response cache {self.path}: {e}") from e
+
+    @property
+    def name(self) -> str:
+        """The inner model's name."""
+        return self.inner.name
+
+    @property
+    def generation_params(self) -> dict[str, Any]:
+        """The inner model's generation parameters (part of every key)."""
+        return dict(getattr(self.inner, "generation_params", {}) or {})
+
+    def key(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
+        """The cache key of a request to this model."""
+        return request_key(self.name, messages, tools, self.generation_params)
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        """Answer from the cache, or ask the inner model and store its answer.
+
+        Raises:
+            ReplayMissError: replay is on and the cache has no answer for this request.
+            ChatModelError: the inner model failed (nothing is stored).
+        """
+        key = self.key(messages, tools)
+        hit = await asyncio.to_thread(self._get, key)
+        if hit is not None:
+            response, original = hit
+            with self._stats_lock:
+                self.stats.hits += 1
+                self.stats.saved = self.stats.saved + original
+            logger.debug("response cache hit %s for %s", key[:12], self.name)
+            return response
+        if self.replay:
+            raise ReplayMissError(
+                f"replay: the response cache {self.path} has no answer for this request to "
+                f"{self.name} (key {key[:12]}); run once without --replay to record it"
+            )
+        response = await self.inner.complete(messages, tools=tools)
+        await asyncio.to_thread(self._put, key, response)
+        with self._stats_lock:
+            self.stats.misses += 1
+        return response
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=self.busy_timeout_s)
+        db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+        return db
+
+    def _get(self, key: str) -> tuple[ChatResponse, TokenUsage] | None:
+        with closing(self._connect()) as db:
+            row = db.execute(
+                "SELECT response, prompt_tokens, completion_tokens FROM responses WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        record = json.loads(row[0])
+        response = ChatResponse(
+            text=record["text"],
+            usage=TokenUsage(0, 0, 0),
+            reasoning=record.get("reasoning"),
+            finish_reason=record.get("finish_reason", "stop"),
+            tool_calls=tuple(
+                NativeToolCall(c["name"], c["arguments"]) for c in record["tool_calls"]
+            ),
+            cached=True,
+        )
+        return response, TokenUsage(int(row[1]), int(row[2]), 1)
+
+    def _put(self, key: str, response: ChatResponse) -> None:
+        record = {
+            "text": response.text,
+            "reasoning": response.reasoning,
+            "finish_reason": response.finish_reason,
+            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in response.tool_calls],
+        }
+        with closing(self._connect()) as db, db:
+            db.execute(
+                "INSERT OR IGNORE INTO responses "
+                "(key, model, response, prompt_tokens, completion_tokens, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    self.name,
+                    json.dumps(record, ensure_ascii=False),
+                    response.usage.prompt_tokens,
+                    response.usage.completion_tokens,
+                    time.time(),
+                ),
+            )

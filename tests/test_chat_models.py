@@ -1,0 +1,114 @@
+"""build_chat_model: which backend each combination of options gives, and which it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import huggingface_hub.constants
+import pytest
+from tiny_qwen import save_tiny_qwen
+
+from sam3_agent.backends import chat_models
+from sam3_agent.backends.chat_models import DEFAULT_HF_MODEL, build_chat_model
+from sam3_agent.backends.hf_chat import TransformersChatModel
+from sam3_agent.backends.openai_chat import OpenAIChatModel
+from sam3_agent.backends.response_cache import CachedChatModel
+from sam3_agent.errors import UserError
+from sam3_agent.messages import ChatMessage
+
+
+class Loaded:
+    """What a stubbed TransformersChatModel.from_pretrained was asked to load."""
+
+    def __init__(self, model_id_or_dir: str, **kwargs: Any) -> None:
+        self.name = model_id_or_dir
+        self.kwargs = kwargs
+
+
+@pytest.fixture(autouse=True)
+def no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        chat_models.TransformersChatModel, "from_pretrained", lambda m, **kw: Loaded(m, **kw)
+    )
+
+
+def test_default_is_the_in_process_default_model(loads: None):
+    built = build_chat_model()
+    assert isinstance(built, Loaded)
+    assert built.name == DEFAULT_HF_MODEL == "Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+def test_hf_prefix_loads_in_process(loads: None):
+    built = build_chat_model(llm="hf:/models/qwen", device="cpu", dtype="float32")
+    assert isinstance(built, Loaded)
+    assert (built.name, built.kwargs) == ("/models/qwen", {"device": "cpu", "dtype": "float32"})
+
+
+def test_url_and_model_give_an_endpoint():
+    built = build_chat_model(
+        url="http://127.0.0.1:8000/v1", model="qwen3-vl", api_key="k", timeout_s=7
+    )
+    assert isinstance(built, OpenAIChatModel)
+    assert (built.name, built.endpoint, built.timeout_s) == (
+        "qwen3-vl",
+        "http://127.0.0.1:8000/v1",
+        7.0,
+    )
+
+
+def test_endpoint_from_environment(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8001/v1")
+    built = build_chat_model(model="m", tool_protocol="native")
+    assert isinstance(built, OpenAIChatModel)
+    assert built.endpoint == "http://127.0.0.1:8001/v1"
+    assert built.tool_protocol == "native"
+
+
+def test_cache_wraps_and_replay_reads(tmp_path: Path):
+    path = tmp_path / "cache.sqlite"
+    built = build_chat_model(url="http://127.0.0.1:9/v1", model="m", cache=str(path))
+    assert isinstance(built, CachedChatModel)
+    assert isinstance(built.inner, OpenAIChatModel)
+    assert built.name == "m" and not built.replay
+    replaying = build_chat_model(
+        url="http://127.0.0.1:9/v1", model="m", cache=str(path), replay=True
+    )
+    assert isinstance(replaying, CachedChatModel) and replaying.replay
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"replay": True}, "--cache"),
+        ({"replay": True, "cache": "/nonexistent/c.sqlite"}, "does not exist"),
+        ({"llm": "hf:x", "url": "http://127.0.0.1:9/v1"}, "not both"),
+        ({"llm": "hf:x", "model": "m"}, "--llm-model"),
+        ({"llm": "qwen"}, "hf:"),
+        ({"llm": "hf:"}, "hf:"),
+        ({"llm": "hf:x", "tool_protocol": "native"}, "tag protocol"),
+        ({"tool_protocol": "native"}, "tag protocol"),
+        ({"url": "http://127.0.0.1:9/v1"}, "--llm-model is required"),
+        ({"tool_protocol": "json"}, "--tool-protocol"),
+    ],
+)
+def test_contradictory_options(loads: None, options: dict[str, Any], message: str):
+    with pytest.raises(UserError, match=message):
+        build_chat_model(**options)
+
+
+async def test_hf_route_loads_a_real_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    directory = save_tiny_qwen(tmp_path / "tiny")
+    built = build_chat_model(llm=f"hf:{directory}", device="cpu", cache=str(tmp_path / "c.db"))
+    assert isinstance(built, CachedChatModel)
+    assert isinstance(built.inner, TransformersChatModel)
+    response = await built.complete([ChatMessage.text("user", "hi")])
+    assert response.usage.calls == 1 and not response.cached

@@ -1,0 +1,241 @@
+"""CachedChatModel: keys, hits without tokens, replay, and many writers on one file."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sam3_agent.backends.response_cache import CachedChatModel, request_key
+from sam3_agent.errors import ChatModelError, ReplayMissError, UserError
+from sam3_agent.images import EncodedImage
+from sam3_agent.messages import (
+    ChatMessage,
+    ChatResponse,
+    ImagePart,
+    NativeToolCall,
+    TextPart,
+    TokenUsage,
+    ToolSpec,
+)
+
+
+@dataclass
+class EchoModel:
+    """Answers with the last message's text; counts calls. Importable by worker processes."""
+
+    name: str = "echo"
+    generation_params: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.0})
+    calls: int = 0
+    fail: bool = False
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        self.calls += 1
+        if self.fail:
+            raise ChatModelError("endpoint down")
+        return ChatResponse(
+            text=f"echo: {messages[-1].joined_text}",
+            usage=TokenUsage(100, 10, 1),
+            reasoning="because",
+            finish_reason="length",
+            tool_calls=(NativeToolCall("segment_phrase", '{"text_prompt": "cat"}'),),
+        )
+
+
+def image(seed: int) -> EncodedImage:
+    pixels = np.random.default_rng(seed).integers(0, 255, (16, 16, 3), dtype=np.uint8)
+    return EncodedImage.encode(pixels, f"img{seed}")
+
+
+def conversation(text: str = "cat", seed: int = 0) -> list[ChatMessage]:
+    return [
+        ChatMessage.text("system", "sys"),
+        ChatMessage("user", (ImagePart(image(seed)), TextPart(text))),
+    ]
+
+
+TOOL = ToolSpec("report_no_mask", "Nothing matches.", {"type": "object", "properties": {}})
+
+
+async def test_hit_is_cached_and_free(tmp_path: Path):
+    inner = EchoModel()
+    cache = CachedChatModel(inner, tmp_path / "c.sqlite")
+    first = await cache.complete(conversation())
+    second = await cache.complete(conversation())
+    assert inner.calls == 1
+    assert not first.cached and first.usage == TokenUsage(100, 10, 1)
+    assert second.cached and second.usage == TokenUsage(0, 0, 0)
+    assert (second.text, second.reasoning, second.finish_reason, second.tool_calls) == (
+        first.text,
+        first.reasoning,
+        first.finish_reason,
+        first.tool_calls,
+    )
+    assert (cache.stats.hits, cache.stats.misses) == (1, 1)
+    assert cache.stats.saved == TokenUsage(100, 10, 1)
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        assert db.execute("SELECT prompt_tokens, completion_tokens FROM responses").fetchall() == [
+            (100, 10)
+        ]
+
+
+async def test_cache_persists_across_instances(tmp_path: Path):
+    path = tmp_path / "deep" / "dir" / "c.sqlite"
+    await CachedChatModel(EchoModel(), path).complete(conversation())
+    inner = EchoModel()
+    response = await CachedChatModel(inner, path).complete(conversation())
+    assert response.cached and inner.calls == 0
+
+
+def test_images_are_keyed_by_content_not_identity():
+    a = conversation(seed=1)
+    same_bytes = conversation(seed=1)
+    assert a[1].images[0] is not same_bytes[1].images[0]
+    assert request_key("m", a, None, {}) == request_key("m", same_bytes, None, {})
+    assert request_key("m", a, None, {}) != request_key("m", conversation(seed=2), None, {})
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["model", "text", "role", "image", "tools", "params", "image-order"],
+)
+def test_every_part_of_the_request_is_in_the_key(change: str):
+    base: dict[str, Any] = {
+        "model_name": "m",
+        "messages": conversation(),
+        "tools": None,
+        "generation_params": {"temperature": 0.0},
+    }
+    other = dict(base)
+    if change == "model":
+        other["model_name"] = "m2"
+    elif change == "text":
+        other["messages"] = conversation("dog")
+    elif change == "role":
+        other["messages"] = [ChatMessage.text("user", "sys"), conversation()[1]]
+    elif change == "image":
+        other["messages"] = conversation(seed=5)
+    elif change == "tools":
+        other["tools"] = [TOOL]
+    elif change == "params":
+        other["generation_params"] = {"temperature": 0.7}
+    elif change == "image-order":
+        two = (ImagePart(image(1)), ImagePart(image(2)))
+        base["messages"] = [ChatMessage("user", two)]
+        other["messages"] = [ChatMessage("user", two[::-1])]
+    assert request_key(**base) != request_key(**other)
+
+
+async def test_generation_params_of_inner_model_change_the_key(tmp_path: Path):
+    path = tmp_path / "c.sqlite"
+    await CachedChatModel(EchoModel(), path).complete(conversation())
+    hot = EchoModel(generation_params={"temperature": 1.0})
+    await CachedChatModel(hot, path).complete(conversation())
+    assert hot.calls == 1
+
+
+async def test_replay_hit_and_miss(tmp_path: Path):
+    path = tmp_path / "c.sqlite"
+    await CachedChatModel(EchoModel(), path).complete(conversation("cat"), tools=[TOOL])
+    inner = EchoModel()
+    replay = CachedChatModel(inner, path, replay=True)
+    assert (await replay.complete(conversation("cat"), tools=[TOOL])).cached
+    with pytest.raises(ReplayMissError, match="without --replay"):
+        await replay.complete(conversation("dog"), tools=[TOOL])
+    with pytest.raises(ReplayMissError):
+        await replay.complete(conversation("cat"))
+    assert inner.calls == 0
+
+
+def test_replay_without_a_cache_file(tmp_path: Path):
+    with pytest.raises(UserError, match="does not exist"):
+        CachedChatModel(EchoModel(), tmp_path / "missing.sqlite", replay=True)
+
+
+def test_unopenable_cache_is_a_user_error(tmp_path: Path):
+    with pytest.raises(UserError, match="cannot open"):
+        CachedChatModel(EchoModel(), tmp_path)
+
+
+async def test_failures_are_not_cached(tmp_path: Path):
+    path = tmp_path / "c.sqlite"
+    with pytest.raises(ChatModelError):
+        await CachedChatModel(EchoModel(fail=True), path).complete(conversation())
+    inner = EchoModel()
+    assert not (await CachedChatModel(inner, path).complete(conversation())).cached
+
+
+def test_wal_mode(tmp_path: Path):
+    CachedChatModel(EchoModel(), tmp_path / "c.sqlite")
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def write_many(path: str, worker: int, count: int) -> int:
+    """One writer: ``count`` requests, half shared with every other writer. Returns misses."""
+    cache = CachedChatModel(EchoModel(), path)
+
+    async def run() -> None:
+        await asyncio.gather(
+            *(
+                cache.complete(conversation(f"shared {i}" if i % 2 else f"w{worker} {i}"))
+                for i in range(count)
+            )
+        )
+
+    asyncio.run(run())
+    return cache.stats.misses
+
+
+def expected_texts(workers: int, count: int) -> set[str]:
+    return {f"shared {i}" if i % 2 else f"w{w} {i}" for w in range(workers) for i in range(count)}
+
+
+async def check_all_replayable(path: Path, texts: set[str]) -> None:
+    replay = CachedChatModel(EchoModel(), path, replay=True)
+    for text in sorted(texts):
+        response = await replay.complete(conversation(text))
+        assert response.cached and response.text == f"echo: {text}"
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == len(texts)
+
+
+async def test_concurrent_writer_threads(tmp_path: Path):
+    path = tmp_path / "c.sqlite"
+    workers, count = 6, 20
+    errors: list[BaseException] = []
+
+    def target(worker: int) -> None:
+        try:
+            write_many(str(path), worker, count)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=target, args=(w,)) for w in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    await check_all_replayable(path, expected_texts(workers, count))
+
+
+async def test_concurrent_writer_processes(tmp_path: Path):
+    path = tmp_path / "c.sqlite"
+    workers, count = 3, 30
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers) as pool:
+        misses = pool.starmap(write_many, [(str(path), w, count) for w in range(workers)])
+    assert sum(misses) >= len(expected_texts(workers, count))
+    # Keys computed in other processes match ours: everything replays here.
+    await check_all_replayable(path, expected_texts(workers, count))
