@@ -159,6 +159,13 @@ def test_rerun_skips_finished_and_refuses_other_settings(
     refused = _eval(*args, "--max-rounds", "3")
     assert refused.exit_code == 2 and "max_rounds" in refused.stderr
     assert len(fakes["segmenters"]) == 2  # refused before SAM 3 was loaded
+    chats_built = len(fakes["chats"])
+    refused = _eval(*args, "--llm-model", "other-vlm")
+    assert refused.exit_code == 2
+    assert "model: 'scripted' (run directory) vs 'other-vlm' (now)" in refused.stderr
+    assert len(fakes["chats"]) == chats_built  # the name came from the flag: nothing loaded
+    resumed = _eval(*args, "--llm-model", "scripted")  # the same model, named by flag
+    assert resumed.exit_code == 0 and "0 evaluated, 4 already stored" in resumed.stderr
 
 
 def test_limit_and_all_texts(tmp_path: Path, fakes: dict[str, Any]) -> None:

@@ -246,6 +246,8 @@ def eval_command(
     or dataset, 130 interrupted (finished samples are kept).
     """
     setup_logging(verbose)
+    if tool_protocol not in ("tags", "native"):
+        raise typer.BadParameter("must be 'tags' or 'native'", param_hint="--tool-protocol")
     backends = BackendOptions(
         sam3=sam3,
         sam3_url=sam3_url,
@@ -308,6 +310,15 @@ def eval_command(
     _print_summary(files)
 
 
+def _model_name_from_flags(backends: BackendOptions) -> str | None:
+    """The chat model's name as its backend will report it, when the flags alone say it."""
+    if backends.llm and backends.llm.startswith("hf:") and backends.llm[3:].strip():
+        return backends.llm[3:].strip()
+    if backends.llm_model and not backends.llm:
+        return backends.llm_model
+    return None
+
+
 def _run(
     samples: list[Sample],
     *,
@@ -320,19 +331,26 @@ def _run(
     retry_failed: bool,
     bar: _ProgressBar | None,
 ) -> RunOutcome:
-    chat_model = None if sam3_only else backends.build_chat_model()
+    # The model's name is part of the run's identity. When the flags say it, the run
+    # directory is checked before any model is loaded: a refusal should not cost minutes.
+    model_name = None if sam3_only else _model_name_from_flags(backends)
+    chat_model = None
+    if not sam3_only and model_name is None:
+        chat_model = backends.build_chat_model()
+        model_name = chat_model.name
     settings = {k: v for k, v in agent_config.to_dict().items() if k not in _NOT_IDENTITY}
     if sam3_only:
         settings = {k: settings[k] for k in ("score_threshold", "overlap_threshold")}
     config = {
         **identity,
-        "model": None if chat_model is None else chat_model.name,
+        "model": model_name,
         "sam3": backends.sam3_url or backends.sam3,
         "agent": settings,
     }
-    # Check the run directory before loading SAM 3: a refusal should not cost minutes.
     with ResultStore.create_or_resume(out, config) as store:
         store.set_planned(len(samples))
+        if not sam3_only and chat_model is None:
+            chat_model = backends.build_chat_model()
         shared = SharedEmbeddings(backends.build_segmenter())
         predictor: Predictor
         if chat_model is None:
@@ -346,7 +364,7 @@ def _run(
             from sam3_agent.agent import Sam3Agent
 
             agent = Sam3Agent(shared, chat_model, config=agent_config)
-            predictor = AgentPredictor(agent, chat_model.name)
+            predictor = AgentPredictor(agent, str(model_name))
         try:
             return asyncio.run(
                 evaluate(
