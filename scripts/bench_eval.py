@@ -67,8 +67,8 @@ def _text(content: Any) -> str:
 def http_chat_model(latency_s: float) -> Iterator[ChatModel]:
     """OpenAIChatModel against the scripted server, answering like the fixtures' MLLM."""
     from openai_server import Reply, ScriptedServer, serve
-    from sam3_agent.backends.openai_chat import OpenAIChatModel
 
+    from sam3_agent.backends.openai_chat import OpenAIChatModel
     from sam3_agent.errors import ChatModelError
 
     def respond(body: dict[str, Any]) -> Reply:

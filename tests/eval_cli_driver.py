@@ -17,15 +17,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from eval_fixtures import make_chat_model, make_segmenter
 
 from sam3_agent.backends.base import ChatModel, Segmenter
-from sam3_agent.cli.evaluate import eval_command, report_command
+from sam3_agent.cli.main import app
 from sam3_agent.cli.options import BackendOptions
 
 
 def make_app() -> typer.Typer:
-    """A throwaway app with the two commands, registered as the main app does."""
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command("eval")(eval_command)
-    app.command("report")(report_command)
+    """The real ``sam3-agent`` application (the fakes come from :func:`use_fake_backends`)."""
     return app
 
 

@@ -242,8 +242,8 @@ def eval_command(
 ) -> None:
     """Evaluate on a dataset; rerun the same command to resume after a stop.
 
-    Exit codes: 0 done (failed samples are counted, not fatal), 1 backend error, 2 bad input
-    or dataset, 130 interrupted (finished samples are kept).
+    Exit codes: 0 done (failed samples are counted, not fatal), 1 backend error,
+    2 bad input or dataset, 130 interrupted (finished samples are kept).
     """
     setup_logging(verbose)
     if tool_protocol not in ("tags", "native"):

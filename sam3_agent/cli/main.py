@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from sam3_agent import __version__
+from sam3_agent.cli.evaluate import eval_command, report_command
 from sam3_agent.cli.run import run_command
 
 app = typer.Typer(
@@ -34,3 +35,5 @@ def main(
 
 
 app.command("run")(run_command)
+app.command("eval")(eval_command)
+app.command("report")(report_command)
