@@ -47,6 +47,7 @@ from sam3_agent.cli.options import (
     Sam3UrlOpt,
     ScoreThresholdOpt,
     ToolProtocolOpt,
+    config_from_flags,
 )
 from sam3_agent.config import AgentConfig
 from sam3_agent.errors import UserError
@@ -246,8 +247,6 @@ def eval_command(
     2 bad input or dataset, 130 interrupted (finished samples are kept).
     """
     setup_logging(verbose)
-    if tool_protocol not in ("tags", "native"):
-        raise typer.BadParameter("must be 'tags' or 'native'", param_hint="--tool-protocol")
     backends = BackendOptions(
         sam3=sam3,
         sam3_url=sam3_url,
@@ -266,13 +265,13 @@ def eval_command(
     bar = _ProgressBar(err_console) if progress else None
     with one_line_errors():
         try:
-            agent_config = AgentConfig(
+            agent_config = config_from_flags(
                 max_rounds=max_rounds,
                 max_corrections=max_corrections,
                 check_concurrency=check_concurrency,
                 score_threshold=score_threshold,
                 max_image_side=max_image_side,
-                tool_protocol="native" if tool_protocol == "native" else "tags",
+                tool_protocol=tool_protocol,
             )
             shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
             samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)

@@ -16,6 +16,7 @@ import typer
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.backends.chat_models import build_chat_model
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, build_segmenter
+from sam3_agent.config import AgentConfig, ToolProtocol
 
 BACKENDS = "Backends"
 AGENT = "Agent"
@@ -96,7 +97,7 @@ LlmTimeoutOpt = Annotated[
     typer.Option("--llm-timeout", help="Seconds per MLLM request.", rich_help_panel=BACKENDS),
 ]
 ToolProtocolOpt = Annotated[
-    str,
+    ToolProtocol,
     typer.Option(
         "--tool-protocol",
         help="tags: tool calls as <tool>{json}</tool> in the reply; native: the API's "
@@ -166,7 +167,7 @@ class BackendOptions:
     llm_model: str | None = None
     llm_api_key: str | None = None
     llm_timeout: float = 120.0
-    tool_protocol: str = "tags"
+    tool_protocol: ToolProtocol = "tags"
     cache: Path | None = None
     replay: bool = False
 
@@ -192,3 +193,23 @@ class BackendOptions:
             device=self.device,
             dtype=self.dtype,
         )
+
+
+def config_from_flags(
+    *,
+    max_rounds: int,
+    max_corrections: int,
+    check_concurrency: int,
+    score_threshold: float,
+    max_image_side: int,
+    tool_protocol: ToolProtocol,
+) -> AgentConfig:
+    """The :class:`AgentConfig` for the agent flags every command shares."""
+    return AgentConfig(
+        max_rounds=max_rounds,
+        max_corrections=max_corrections,
+        check_concurrency=check_concurrency,
+        score_threshold=score_threshold,
+        max_image_side=max_image_side,
+        tool_protocol=tool_protocol,
+    )

@@ -32,8 +32,8 @@ from sam3_agent.cli.options import (
     Sam3UrlOpt,
     ScoreThresholdOpt,
     ToolProtocolOpt,
+    config_from_flags,
 )
-from sam3_agent.config import AgentConfig
 from sam3_agent.images import load_image
 from sam3_agent.outputs import safe_name
 
@@ -85,16 +85,14 @@ def run_command(
     """
     setup_logging(verbose)
     with one_line_errors():
-        if tool_protocol not in ("tags", "native"):
-            raise typer.BadParameter("must be 'tags' or 'native'", param_hint="--tool-protocol")
         load_image(image)  # a wrong path or corrupt file fails now, not after loading models
-        config = AgentConfig(
+        config = config_from_flags(
             max_rounds=max_rounds,
             max_corrections=max_corrections,
             check_concurrency=check_concurrency,
             score_threshold=score_threshold,
             max_image_side=max_image_side,
-            tool_protocol="native" if tool_protocol == "native" else "tags",
+            tool_protocol=tool_protocol,
         )
         backends = BackendOptions(
             sam3=sam3,
