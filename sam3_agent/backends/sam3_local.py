@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
 from sam3_agent.detections import Detections
 from sam3_agent.errors import SegmenterError, UserError, WeightsUnavailableError
 from sam3_agent.images import RGBImage, image_digest
@@ -234,11 +235,7 @@ class Sam3Segmenter:
             UserError: not an ``(H, W, 3)`` uint8 array.
             SegmenterError: the backbone failed (e.g. out of memory).
         """
-        if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3:
-            shape = getattr(image, "shape", type(image).__name__)
-            raise UserError(f"embed needs an (H, W, 3) uint8 RGB array, got {shape}")
-        if image.dtype != np.uint8:
-            raise UserError(f"embed needs a uint8 image, got dtype {image.dtype}")
+        check_rgb_image(image)
         digest = image_digest(image)
         size = (int(image.shape[0]), int(image.shape[1]))
         return Sam3Embedding(self, digest, size, self._features_for(digest, image))
@@ -282,7 +279,9 @@ class Sam3Segmenter:
             _torch_failures("image backbone", self._device),
             torch.inference_mode(),
         ):
-            inputs = self._processor(images=image, return_tensors="pt")
+            # torch warns on read-only arrays (PIL-backed ones are); the copy is negligible.
+            pixels = image if image.flags.writeable else image.copy()
+            inputs = self._processor(images=pixels, return_tensors="pt")
             pixel_values = inputs["pixel_values"].to(self._device, dtype=self._dtype)
             out = self._model.get_vision_features(pixel_values=pixel_values)
             # Keep only what forward() reads; the ViT's last hidden state is not needed again.
@@ -298,13 +297,7 @@ class Sam3Segmenter:
         phrases: Sequence[str],
         score_threshold: float,
     ) -> list[Detections]:
-        if isinstance(phrases, str):
-            raise UserError("phrases must be a sequence of strings, not one string")
-        if not 0.0 <= score_threshold <= 1.0:
-            raise UserError(f"score_threshold must be in [0, 1], got {score_threshold}")
-        for phrase in phrases:
-            if not isinstance(phrase, str) or not phrase.strip():
-                raise UserError(f"each phrase must be a non-empty string, got {phrase!r}")
+        check_segment_args(phrases, score_threshold)
         results: list[Detections] = []
         step = self._max_phrase_batch
         for start in range(0, len(phrases), step):
