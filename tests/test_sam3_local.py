@@ -291,3 +291,25 @@ def test_plain_constructor_accepts_in_memory_model() -> None:
     seg = Sam3Segmenter(model, processor, device="cpu", cache_size=1)
     (det,) = seg.embed(make_image(5)).segment(["a cat"], 0.0)
     assert det.masks.shape == (8, 120, 90)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only default")
+def test_auto_device_without_cuda_is_cpu_float32(tiny_sam3_dir: Path, offline: None) -> None:
+    seg = Sam3Segmenter.from_pretrained(tiny_sam3_dir)
+    assert (seg.device.type, seg.dtype) == ("cpu", torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_defaults_to_bfloat16_and_agrees_with_cpu(tiny_sam3_dir: Path, offline: None) -> None:
+    gpu = Sam3Segmenter.from_pretrained(tiny_sam3_dir)
+    assert (gpu.device.type, gpu.dtype) == ("cuda", torch.bfloat16)
+    cpu = Sam3Segmenter.from_pretrained(tiny_sam3_dir, device="cpu")
+    image = make_image(0)
+    got = gpu.embed(image).segment(PHRASES, 0.0)
+    want = cpu.embed(image).segment(PHRASES, 0.0)
+    for g, w in zip(got, want, strict=True):
+        assert g.masks.shape == w.masks.shape
+        np.testing.assert_allclose(g.scores, w.scores, atol=0.02)
+        agreement = (g.masks == w.masks).mean()
+        assert agreement > 0.9
