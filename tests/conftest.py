@@ -35,3 +35,11 @@ def three_cats() -> Detections:
         ]
     )
     return Detections.from_masks(masks, [0.9, 0.8, 0.7])
+
+
+@pytest.fixture(scope="session")
+def tiny_sam3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding a tiny random SAM 3 model + processor (``save_pretrained``)."""
+    from tiny_sam3 import save_tiny_sam3
+
+    return save_tiny_sam3(tmp_path_factory.mktemp("tiny_sam3"))

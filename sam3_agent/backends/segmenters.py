@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from sam3_agent.backends.base import Segmenter
-from sam3_agent.errors import UserError
 
 DEFAULT_SAM3_MODEL = "facebook/sam3"
 
@@ -16,6 +15,22 @@ def build_segmenter(
     device: str = "auto",
     dtype: str = "auto",
     cache_size: int = 8,
+    timeout_s: float = 120.0,
+    retries: int = 3,
 ) -> Segmenter:
-    """An in-process SAM 3 (``model``: hub id or local dir) or, with ``url``, a remote one."""
-    raise UserError("the SAM 3 backends are not wired yet")  # replaced by the SAM 3 issue
+    """An in-process SAM 3 (``model``: hub id or local dir) or, with ``url``, a remote one.
+
+    ``device``, ``dtype`` and ``cache_size`` apply in-process; ``token``, ``timeout_s`` and
+    ``retries`` apply to the service at ``url`` (``sam3-agent serve-sam3``).
+
+    Raises:
+        WeightsUnavailableError: in-process weights missing, gated or offline.
+        UserError: a bad device, dtype or URL.
+    """
+    if url:
+        from sam3_agent.backends.sam3_remote import RemoteSegmenter
+
+        return RemoteSegmenter(url, token, timeout_s=timeout_s, retries=retries)
+    from sam3_agent.backends.sam3_local import Sam3Segmenter
+
+    return Sam3Segmenter.from_pretrained(model, device=device, dtype=dtype, cache_size=cache_size)

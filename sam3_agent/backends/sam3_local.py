@@ -1,0 +1,387 @@
+"""SAM 3 in this process, through ``transformers`` (``Sam3Model`` + ``Sam3Processor``).
+
+The image backbone is most of SAM 3's cost (about 28 of 32 s per call on a CPU). So, as in
+segment-anything's predictor, :meth:`Sam3Segmenter.embed` runs it once per image and
+returns a handle whose :meth:`~Sam3Embedding.segment` answers any number of phrases from
+those features, several phrases in one forward. Features are kept in an LRU cache keyed by
+the image's content hash, so a batch evaluation asking several queries about one image pays
+for the backbone once, and concurrent embeds of one image compute it once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
+from sam3_agent.detections import Detections
+from sam3_agent.errors import SegmenterError, UserError, WeightsUnavailableError
+from sam3_agent.images import RGBImage, image_digest
+
+if TYPE_CHECKING:
+    from transformers import Sam3Model, Sam3Processor
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "facebook/sam3"
+LICENCE_URL = "https://huggingface.co/facebook/sam3"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` is the first CUDA device when there is one, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, ValueError) as e:
+        raise UserError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from e
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device {device!r} asked for, but torch sees no CUDA device")
+    return resolved
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """``auto`` is bfloat16 on CUDA and float32 elsewhere."""
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype not in _DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}; use auto, {', '.join(_DTYPES)}")
+    return _DTYPES[dtype]
+
+
+def _hub_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` is set now (huggingface_hub reads it only at import)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _weights_error(model: str, cause: BaseException) -> WeightsUnavailableError:
+    hint = (
+        "HF_HUB_OFFLINE is set, so only weights already in the local cache or a local "
+        "directory can be used. "
+        if _hub_offline()
+        else ""
+    )
+    return WeightsUnavailableError(
+        f"cannot load SAM 3 weights from {model!r} ({type(cause).__name__}: "
+        f"{str(cause).splitlines()[0] if str(cause) else 'no detail'}). {hint}"
+        f"The facebook/sam3 weights are gated: accept the licence on {LICENCE_URL}, then set "
+        "HF_TOKEN to a token of that account (or run `hf auth login`); or pass the path of a "
+        "local directory holding the weights and processor files."
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _Features:
+    """What ``Sam3Model.forward`` needs from the backbone for one image (batch size 1)."""
+
+    fpn_hidden_states: tuple[torch.Tensor, ...]
+    fpn_position_encoding: tuple[torch.Tensor, ...]
+
+
+class Sam3Embedding:
+    """One image with its backbone features computed; segment any number of phrases.
+
+    Holds the features itself, so it stays valid after the segmenter's cache evicts them.
+    """
+
+    def __init__(
+        self, owner: Sam3Segmenter, digest: str, image_size: tuple[int, int], features: _Features
+    ) -> None:
+        self._owner = owner
+        self._features = features
+        self.digest = digest
+        """Content hash of the image (:func:`sam3_agent.images.image_digest`)."""
+        self._image_size = image_size
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the image in pixels."""
+        return self._image_size
+
+    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+        """One :class:`Detections` per phrase, in order, keeping scores ``> score_threshold``.
+
+        Masks are ``(N, H, W)`` bool at the image's resolution, boxes ``(N, 4)`` XYXY pixels,
+        scores ``(N,)`` in ``[0, 1]`` (detection score times presence score), in the model's
+        query order.
+
+        Raises:
+            UserError: an empty phrase or a threshold outside ``[0, 1]``.
+            SegmenterError: the forward failed (e.g. out of memory).
+        """
+        return self._owner._segment(self._features, self._image_size, phrases, score_threshold)
+
+
+class Sam3Segmenter:
+    """SAM 3 in this process; implements :class:`sam3_agent.backends.base.Segmenter`.
+
+    Thread-safe: one lock serialises model work (the processor's tokenizer is not safe to
+    share across threads, and one forward already uses every core or the whole GPU).
+    """
+
+    def __init__(
+        self,
+        model: Sam3Model,
+        processor: Sam3Processor,
+        *,
+        device: str | torch.device | None = None,
+        cache_size: int = 8,
+        max_phrase_batch: int = 16,
+        mask_threshold: float = 0.5,
+    ) -> None:
+        """Wrap a loaded model and processor.
+
+        Args:
+            model: a ``Sam3Model``; moved to ``device`` and put in eval mode, dtype kept.
+            processor: the matching ``Sam3Processor``.
+            device: where to run; ``None`` keeps the model where it is.
+            cache_size: images whose backbone features are kept (LRU); 0 disables the cache.
+            max_phrase_batch: phrases per forward; longer lists are split.
+            mask_threshold: probability above which a mask pixel is on.
+        """
+        if cache_size < 0:
+            raise UserError(f"cache_size must be >= 0, got {cache_size}")
+        if max_phrase_batch < 1:
+            raise UserError(f"max_phrase_batch must be >= 1, got {max_phrase_batch}")
+        if device is not None:
+            # transformers' decorator on PreTrainedModel.to confuses mypy; the call is plain.
+            model = model.to(torch.device(device))  # type: ignore[arg-type]
+        self._model = model.eval()
+        self._processor = processor
+        self._device = next(model.parameters()).device
+        self._dtype = next(model.parameters()).dtype
+        self._cache_size = cache_size
+        self._max_phrase_batch = max_phrase_batch
+        self._mask_threshold = mask_threshold
+        self._model_lock = threading.Lock()
+        self._cache_lock = threading.Lock()
+        self._cache: OrderedDict[str, _Features] = OrderedDict()
+        self._pending: dict[str, Future[_Features]] = {}
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model: str | Path = DEFAULT_MODEL,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        cache_size: int = 8,
+        max_phrase_batch: int = 16,
+    ) -> Sam3Segmenter:
+        """Load SAM 3 from a hub id (default ``facebook/sam3``) or a local directory.
+
+        ``device``: ``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
+        ``dtype``: ``auto`` (bfloat16 on CUDA, float32 elsewhere), ``float32``,
+        ``bfloat16``, ``float16``.
+
+        Raises:
+            WeightsUnavailableError: weights missing, gated, or offline; says what to do.
+            UserError: bad device or dtype.
+        """
+        from huggingface_hub.errors import HfHubHTTPError
+        from transformers import Sam3Model, Sam3Processor
+
+        torch_device = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, torch_device)
+        name = str(model)
+        if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
+            raise _weights_error(name, FileNotFoundError(f"no directory {name}"))
+        source = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
+        offline = _hub_offline()
+        try:
+            processor = Sam3Processor.from_pretrained(source, local_files_only=offline)
+            sam3 = Sam3Model.from_pretrained(source, dtype=torch_dtype, local_files_only=offline)
+        except (OSError, ValueError, HfHubHTTPError) as e:
+            raise _weights_error(name, e) from e
+        logger.info("loaded SAM 3 from %s on %s as %s", name, torch_device, torch_dtype)
+        return cls(
+            sam3,
+            processor,
+            device=torch_device,
+            cache_size=cache_size,
+            max_phrase_batch=max_phrase_batch,
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._dtype
+
+    @property
+    def cached_images(self) -> list[str]:
+        """Digests of the images whose features are cached, least recently used first."""
+        with self._cache_lock:
+            return list(self._cache)
+
+    def embed(self, image: RGBImage) -> Sam3Embedding:
+        """Backbone features of an ``(H, W, 3)`` uint8 RGB image, from the cache if there.
+
+        Raises:
+            UserError: not an ``(H, W, 3)`` uint8 array.
+            SegmenterError: the backbone failed (e.g. out of memory).
+        """
+        check_rgb_image(image)
+        digest = image_digest(image)
+        size = (int(image.shape[0]), int(image.shape[1]))
+        return Sam3Embedding(self, digest, size, self._features_for(digest, image))
+
+    def _features_for(self, digest: str, image: RGBImage) -> _Features:
+        with self._cache_lock:
+            cached = self._cache.get(digest)
+            if cached is not None:
+                self._cache.move_to_end(digest)
+                logger.debug("backbone cache hit %s", digest[:12])
+                return cached
+            pending = self._pending.get(digest)
+            computing = pending is None
+            if pending is None:
+                pending = Future()
+                self._pending[digest] = pending
+        if not computing:
+            # Another thread is computing this image's features: wait for its result.
+            return pending.result()
+        try:
+            features = self._compute_features(image)
+        except BaseException as e:
+            pending.set_exception(e)
+            with self._cache_lock:
+                del self._pending[digest]
+            raise
+        with self._cache_lock:
+            del self._pending[digest]
+            if self._cache_size > 0:
+                self._cache[digest] = features
+                while len(self._cache) > self._cache_size:
+                    evicted, _ = self._cache.popitem(last=False)
+                    logger.debug("backbone cache evicted %s", evicted[:12])
+        pending.set_result(features)
+        return features
+
+    def _compute_features(self, image: RGBImage) -> _Features:
+        logger.debug("running the SAM 3 backbone on a %dx%d image", image.shape[1], image.shape[0])
+        with (
+            self._model_lock,
+            _torch_failures("image backbone", self._device),
+            torch.inference_mode(),
+        ):
+            # torch warns on read-only arrays (PIL-backed ones are); the copy is negligible.
+            pixels = image if image.flags.writeable else image.copy()
+            inputs = self._processor(images=pixels, return_tensors="pt")
+            pixel_values = inputs["pixel_values"].to(self._device, dtype=self._dtype)
+            out = self._model.get_vision_features(pixel_values=pixel_values)
+            # Keep only what forward() reads; the ViT's last hidden state is not needed again.
+            return _Features(
+                fpn_hidden_states=tuple(out.fpn_hidden_states),
+                fpn_position_encoding=tuple(out.fpn_position_encoding),
+            )
+
+    def _segment(
+        self,
+        features: _Features,
+        image_size: tuple[int, int],
+        phrases: Sequence[str],
+        score_threshold: float,
+    ) -> list[Detections]:
+        check_segment_args(phrases, score_threshold)
+        results: list[Detections] = []
+        step = self._max_phrase_batch
+        for start in range(0, len(phrases), step):
+            chunk = list(phrases[start : start + step])
+            results.extend(self._segment_batch(features, image_size, chunk, score_threshold))
+        return results
+
+    def _segment_batch(
+        self,
+        features: _Features,
+        image_size: tuple[int, int],
+        phrases: list[str],
+        score_threshold: float,
+    ) -> list[Detections]:
+        from transformers.models.sam3.modeling_sam3 import (
+            Sam3ImageSegmentationOutput,
+            Sam3VisionEncoderOutput,
+        )
+
+        batch = len(phrases)
+        with (
+            self._model_lock,
+            _torch_failures("phrase decoder", self._device),
+            torch.inference_mode(),
+        ):
+            text = self._processor(text=phrases, return_tensors="pt")
+            vision = Sam3VisionEncoderOutput(
+                fpn_hidden_states=_expand(features.fpn_hidden_states, batch),
+                fpn_position_encoding=_expand(features.fpn_position_encoding, batch),
+            )
+            out = self._model(
+                vision_embeds=vision,
+                input_ids=text["input_ids"].to(self._device),
+                attention_mask=text["attention_mask"].to(self._device),
+            )
+            # Post-process in float32: bfloat16 sigmoid/interpolation shifts mask edges.
+            as_float = Sam3ImageSegmentationOutput(
+                pred_masks=out.pred_masks.float(),
+                pred_boxes=out.pred_boxes.float(),
+                pred_logits=out.pred_logits.float(),
+                presence_logits=(
+                    None if out.presence_logits is None else out.presence_logits.float()
+                ),
+            )
+            processed: list[dict[str, Any]] = self._processor.post_process_instance_segmentation(
+                as_float,
+                threshold=score_threshold,
+                mask_threshold=self._mask_threshold,
+                target_sizes=[image_size] * batch,
+            )
+            return [_to_detections(p, image_size) for p in processed]
+
+
+def _expand(tensors: tuple[torch.Tensor, ...], batch: int) -> tuple[torch.Tensor, ...]:
+    """Repeat batch-1 feature maps along the batch axis (a view, no copy)."""
+    return tuple(t.expand(batch, *t.shape[1:]) for t in tensors)
+
+
+def _to_detections(result: dict[str, Any], image_size: tuple[int, int]) -> Detections:
+    masks = result["masks"]
+    if masks.numel() == 0:
+        return Detections.empty(*image_size)
+    height, width = image_size
+    boxes = result["boxes"].cpu().numpy().astype(np.float32)
+    np.clip(boxes[:, 0::2], 0, width, out=boxes[:, 0::2])
+    np.clip(boxes[:, 1::2], 0, height, out=boxes[:, 1::2])
+    return Detections(
+        masks=masks.bool().cpu().numpy(),
+        boxes=boxes,
+        scores=result["scores"].cpu().numpy().astype(np.float32),
+    )
+
+
+@contextmanager
+def _torch_failures(stage: str, device: torch.device) -> Iterator[None]:
+    """Turn torch failures inside model work into :class:`SegmenterError` (``from e``)."""
+    try:
+        yield
+    except torch.OutOfMemoryError as e:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        raise SegmenterError(
+            f"SAM 3 ran out of memory on {device} in the {stage}; use a smaller "
+            "--cache-size, fewer phrases per call, or a larger device"
+        ) from e
+    except RuntimeError as e:
+        raise SegmenterError(f"SAM 3 failed in the {stage}: {e}") from e

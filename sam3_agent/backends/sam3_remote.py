@@ -1,0 +1,272 @@
+"""SAM 3 through the HTTP service (``sam3-agent serve-sam3``).
+
+:class:`RemoteSegmenter` implements the same :class:`~sam3_agent.backends.base.Segmenter`
+Protocol as the in-process backend. It keeps one ``httpx.Client`` (one connection pool)
+for its lifetime, uploads each image once (PNG, lossless, so the server's content hash
+equals ours), and retries connection failures, timeouts and 5xx answers with exponential
+backoff before raising :class:`~sam3_agent.errors.SegmenterError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import cv2
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
+from sam3_agent.detections import Detections
+from sam3_agent.errors import SegmenterError, UserError
+from sam3_agent.images import RGBImage, image_digest
+from sam3_agent.service.schemas import ErrorCode, SegmentResponse, UploadResponse
+
+logger = logging.getLogger(__name__)
+
+_Model = TypeVar("_Model", bound=BaseModel)
+# Ids of images this client uploaded, to skip re-uploads; the server may still evict them.
+_KNOWN_UPLOADS = 1024
+
+
+class RemoteEmbedding:
+    """An image uploaded to the service; segments phrases there.
+
+    Keeps a reference to the pixels so it can upload them again if the server evicted them.
+    """
+
+    def __init__(
+        self, owner: RemoteSegmenter, image: RGBImage, image_id: str, image_size: tuple[int, int]
+    ) -> None:
+        self._owner = owner
+        self._image = image
+        self.image_id = image_id
+        """The server's id of the image (its content hash)."""
+        self._image_size = image_size
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the image in pixels."""
+        return self._image_size
+
+    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+        """One :class:`Detections` per phrase, in order, computed by the service.
+
+        Masks ``(N, H, W)`` bool at the image's resolution, boxes ``(N, 4)`` XYXY pixels.
+
+        Raises:
+            UserError: a bare string, a blank phrase, or a threshold outside ``[0, 1]``.
+            SegmenterError: the service failed or refused after retries.
+        """
+        check_segment_args(phrases, score_threshold)
+        if not phrases:
+            return []
+        return self._owner._segment(self, list(phrases), score_threshold)
+
+    def _reuploaded(self) -> str:
+        self.image_id = self._owner._upload(self._image, image_digest(self._image))
+        return self.image_id
+
+
+class RemoteSegmenter:
+    """A SAM 3 service as a :class:`~sam3_agent.backends.base.Segmenter`. Thread-safe."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 120.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
+
+        Args:
+            token: bearer token, when the service requires one.
+            timeout_s: per request; a first request on a new image includes its backbone.
+            retries: extra attempts after a connection error, timeout or 5xx answer.
+            backoff_s: wait before the first retry; doubles for each further one.
+            transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+        """
+        parsed = httpx.URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise UserError(f"SAM 3 service URL must be http(s)://host[:port], got {url!r}")
+        if retries < 0 or timeout_s <= 0 or backoff_s < 0:
+            raise UserError("retries and backoff_s must be >= 0 and timeout_s > 0")
+        self.url = str(parsed).rstrip("/")
+        self._retries = retries
+        self._backoff_s = backoff_s
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
+        )
+        self._uploaded: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> RemoteSegmenter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def embed(self, image: RGBImage) -> RemoteEmbedding:
+        """Upload an ``(H, W, 3)`` uint8 RGB image unless this client already did.
+
+        The backbone runs on the server at the first segment request for the image.
+
+        Raises:
+            UserError: not an ``(H, W, 3)`` uint8 array.
+            SegmenterError: the upload failed or was refused.
+        """
+        check_rgb_image(image)
+        digest = image_digest(image)
+        with self._lock:
+            image_id = self._uploaded.get(digest)
+            if image_id is not None:
+                self._uploaded.move_to_end(digest)
+        if image_id is None:
+            image_id = self._upload(image, digest)
+        return RemoteEmbedding(self, image, image_id, (int(image.shape[0]), int(image.shape[1])))
+
+    def _upload(self, image: RGBImage, digest: str) -> str:
+        ok, png = cv2.imencode(
+            ".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 1]
+        )
+        if not ok:
+            raise SegmenterError("could not encode the image as PNG for upload")
+        response = self._send(
+            "POST",
+            "/v1/images",
+            content=png.tobytes(),
+            headers={"Content-Type": "image/png"},
+        )
+        self._raise_for_error(response, "upload")
+        uploaded = self._parse(UploadResponse, response)
+        with self._lock:
+            self._uploaded[digest] = uploaded.image_id
+            while len(self._uploaded) > _KNOWN_UPLOADS:
+                self._uploaded.popitem(last=False)
+        logger.debug("uploaded image %s", uploaded.image_id[:12])
+        return uploaded.image_id
+
+    def _segment(
+        self, embedding: RemoteEmbedding, phrases: list[str], score_threshold: float
+    ) -> list[Detections]:
+        def request(image_id: str) -> httpx.Response:
+            body = {"image_id": image_id, "phrases": phrases, "score_threshold": score_threshold}
+            return self._send("POST", "/v1/segment", json=body)
+
+        response = request(embedding.image_id)
+        if _error_code(response) == ErrorCode.UNKNOWN_IMAGE:
+            logger.info("server evicted image %s; uploading it again", embedding.image_id[:12])
+            response = request(embedding._reuploaded())
+        self._raise_for_error(response, "segment")
+        parsed = self._parse(SegmentResponse, response)
+        if len(parsed.results) != len(phrases) or tuple(parsed.image_size) != embedding.image_size:
+            raise SegmenterError(
+                f"SAM 3 service answered {len(parsed.results)} results for an image of "
+                f"{parsed.image_size}; expected {len(phrases)} for {embedding.image_size}"
+            )
+        try:
+            return [
+                Detections.from_coco_rle(
+                    [m.model_dump() for m in result.masks],
+                    result.boxes,
+                    result.scores,
+                    embedding.image_size,
+                )
+                for result in parsed.results
+            ]
+        except (ValueError, KeyError) as e:
+            raise SegmenterError(f"SAM 3 service sent malformed masks: {e}") from e
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request, retried on connection errors, timeouts and 5xx answers."""
+        delay = self._backoff_s
+        attempts = self._retries + 1
+        for attempt in range(1, attempts + 1):
+            cause: Exception | None = None
+            try:
+                response = self._client.request(method, path, **kwargs)
+            except httpx.TransportError as e:
+                cause = e
+                failure = f"{type(e).__name__}: {e}"
+            else:
+                if response.status_code < 500:
+                    return response
+                failure = f"HTTP {response.status_code}: {_error_message(response)}"
+            if attempt == attempts:
+                raise SegmenterError(
+                    f"SAM 3 service at {self.url} failed {attempts} time(s) on {path}: {failure}"
+                ) from cause
+            logger.warning(
+                "SAM 3 service %s%s failed (%s); retry %d/%d in %.2fs",
+                self.url,
+                path,
+                failure,
+                attempt,
+                self._retries,
+                delay,
+            )
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _raise_for_error(self, response: httpx.Response, what: str) -> None:
+        if response.status_code < 400:
+            return
+        message = _error_message(response)
+        if response.status_code == 401:
+            raise SegmenterError(
+                f"SAM 3 service at {self.url} refused the token ({message}); pass the server's "
+                "token (--sam3-token or SAM3_AGENT_TOKEN)"
+            )
+        raise SegmenterError(
+            f"SAM 3 service at {self.url} refused the {what} request "
+            f"(HTTP {response.status_code}): {message}"
+        )
+
+    def _parse(self, model: type[_Model], response: httpx.Response) -> _Model:
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as e:
+            raise SegmenterError(
+                f"SAM 3 service at {self.url} sent an unexpected answer: {e.error_count()} "
+                f"problem(s), first: {e.errors()[0]['msg']}"
+            ) from e
+
+
+def _error_body(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    code = _error_body(response).get("code") if response.status_code == 404 else None
+    return code if isinstance(code, str) else None
+
+
+def _error_message(response: httpx.Response) -> str:
+    error = _error_body(response).get("error")
+    if isinstance(error, str):
+        return error
+    return response.text[:200] or response.reason_phrase

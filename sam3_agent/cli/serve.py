@@ -1,0 +1,100 @@
+"""``sam3-agent serve-sam3``: host SAM 3 over HTTP for agents on other machines.
+
+Registered by ``sam3_agent.cli.main`` as ``app.command("serve-sam3")(serve_sam3)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
+from sam3_agent.cli.options import DeviceOpt, DtypeOpt
+from sam3_agent.errors import Sam3AgentError
+from sam3_agent.service.app import DEFAULT_MAX_PIXELS, DEFAULT_MAX_UPLOAD_BYTES, MIB
+from sam3_agent.service.server import TOKEN_ENV, check_bind_security
+
+SERVICE = "Service"
+
+ModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        help="SAM 3 weights: a Hugging Face hub id (gated: accept the licence, set HF_TOKEN) "
+        "or a local directory.",
+    ),
+]
+HostOpt = Annotated[
+    str,
+    typer.Option(
+        help="Address to listen on. Anything but loopback requires a token.",
+        rich_help_panel=SERVICE,
+    ),
+]
+PortOpt = Annotated[int, typer.Option(help="Port to listen on.", rich_help_panel=SERVICE)]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar=TOKEN_ENV,
+        help="Bearer token clients must send (required unless listening on loopback).",
+        rich_help_panel=SERVICE,
+    ),
+]
+CacheSizeOpt = Annotated[
+    int,
+    typer.Option(
+        "--cache-size",
+        help="Images whose backbone features stay cached (LRU).",
+        rich_help_panel=SERVICE,
+    ),
+]
+MaxUploadOpt = Annotated[
+    float,
+    typer.Option(
+        "--max-upload-mb", help="Largest image file accepted, in MiB.", rich_help_panel=SERVICE
+    ),
+]
+MaxPixelsOpt = Annotated[
+    int,
+    typer.Option("--max-pixels", help="Largest width x height accepted.", rich_help_panel=SERVICE),
+]
+
+
+def serve_sam3(
+    model: ModelOpt = DEFAULT_SAM3_MODEL,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8100,
+    token: TokenOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    cache_size: CacheSizeOpt = 8,
+    max_upload_mb: MaxUploadOpt = DEFAULT_MAX_UPLOAD_BYTES / MIB,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+) -> None:
+    """Serve SAM 3 over HTTP (agents use it with --sam3-url)."""
+    from sam3_agent.backends.sam3_local import Sam3Segmenter
+    from sam3_agent.service import server
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if max_upload_mb <= 0 or max_pixels <= 0:
+            raise typer.BadParameter("--max-upload-mb and --max-pixels must be positive")
+        # Refuse an unsafe bind before spending a minute loading weights.
+        check_bind_security(host, token)
+        segmenter = Sam3Segmenter.from_pretrained(
+            model, device=device, dtype=dtype, cache_size=cache_size
+        )
+        server.serve(
+            segmenter,
+            host=host,
+            port=port,
+            token=token or None,
+            max_upload_bytes=int(max_upload_mb * MIB),
+            max_pixels=max_pixels,
+        )
+    except Sam3AgentError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(code=1) from e

@@ -1,0 +1,315 @@
+"""The in-process SAM 3 backend, on a tiny random model (no weights needed)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from sam3_agent.backends.base import ImageEmbedding, Segmenter
+from sam3_agent.backends.sam3_local import Sam3Segmenter
+from sam3_agent.backends.segmenters import build_segmenter
+from sam3_agent.detections import Detections
+from sam3_agent.errors import SegmenterError, UserError, WeightsUnavailableError
+from sam3_agent.images import image_digest
+
+PHRASES = ["a cat", "the red car", "person on the left"]
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def segmenter(tiny_sam3_dir: Path, offline: None) -> Sam3Segmenter:
+    return Sam3Segmenter.from_pretrained(tiny_sam3_dir, device="cpu", cache_size=2)
+
+
+def make_image(seed: int, height: int = 120, width: int = 90) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+
+
+def count_backbone_runs(segmenter: Sam3Segmenter, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Wrap the model's ``get_vision_features``; the returned list grows by one per run."""
+    model = segmenter._model
+    original: Callable[..., Any] = model.get_vision_features
+    runs: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model, "get_vision_features", counted)
+    return runs
+
+
+def assert_same(a: Detections, b: Detections) -> None:
+    assert len(a) == len(b)
+    np.testing.assert_array_equal(a.masks, b.masks)
+    np.testing.assert_allclose(a.boxes, b.boxes, rtol=0, atol=1e-3)
+    np.testing.assert_allclose(a.scores, b.scores, rtol=0, atol=1e-5)
+
+
+def test_loads_offline_on_cpu_as_float32(segmenter: Sam3Segmenter) -> None:
+    assert isinstance(segmenter, Segmenter)
+    assert segmenter.device.type == "cpu"
+    assert segmenter.dtype == torch.float32
+
+
+def test_output_shapes_and_types(segmenter: Sam3Segmenter) -> None:
+    embedding = segmenter.embed(make_image(0, 120, 90))
+    assert isinstance(embedding, ImageEmbedding)
+    assert embedding.image_size == (120, 90)
+    results = embedding.segment(PHRASES, score_threshold=0.0)
+    assert len(results) == len(PHRASES)
+    for det in results:
+        assert isinstance(det, Detections)
+        assert len(det) == 8  # every query of the tiny model passes a 0.0 threshold
+        assert det.masks.shape == (8, 120, 90)
+        assert det.masks.dtype == np.bool_
+        assert det.boxes.shape == (8, 4)
+        assert det.boxes.dtype == np.float32
+        assert ((det.scores > 0) & (det.scores <= 1)).all()
+        x1, y1, x2, y2 = det.boxes.T
+        assert (x1 <= x2).all() and (y1 <= y2).all()
+        assert (det.boxes >= 0).all() and (x2 <= 90).all() and (y2 <= 120).all()
+
+
+def test_threshold_drops_low_scores(segmenter: Sam3Segmenter) -> None:
+    embedding = segmenter.embed(make_image(0))
+    everything = embedding.segment(["a cat"], 0.0)[0]
+    cut = float(np.median(everything.scores))
+    kept = embedding.segment(["a cat"], cut)[0]
+    assert len(kept) == int((everything.scores > cut).sum())
+    assert embedding.segment(["a cat"], 1.0)[0].masks.shape == (0, 120, 90)
+
+
+def test_backbone_runs_once_for_several_phrases(
+    segmenter: Sam3Segmenter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = count_backbone_runs(segmenter, monkeypatch)
+    image = make_image(1)
+    embedding = segmenter.embed(image)
+    embedding.segment(PHRASES, 0.0)
+    embedding.segment(["another phrase"], 0.0)
+    segmenter.embed(image.copy()).segment(PHRASES, 0.0)  # same pixels: a cache hit
+    assert len(runs) == 1
+
+
+def test_cached_and_uncached_results_are_identical(
+    segmenter: Sam3Segmenter, tiny_sam3_dir: Path
+) -> None:
+    image = make_image(2)
+    first = segmenter.embed(image).segment(PHRASES, 0.0)
+    cached = segmenter.embed(image).segment(PHRASES, 0.0)
+    uncached = Sam3Segmenter.from_pretrained(tiny_sam3_dir, device="cpu", cache_size=0)
+    fresh = uncached.embed(image).segment(PHRASES, 0.0)
+    assert uncached.cached_images == []
+    for a, b, c in zip(first, cached, fresh, strict=True):
+        assert_same(a, b)
+        assert_same(a, c)
+
+
+def test_phrase_batch_equals_phrases_one_by_one(segmenter: Sam3Segmenter) -> None:
+    embedding = segmenter.embed(make_image(3))
+    batched = embedding.segment(PHRASES, 0.0)
+    for phrase, det in zip(PHRASES, batched, strict=True):
+        assert_same(det, embedding.segment([phrase], 0.0)[0])
+
+
+def test_long_phrase_lists_are_split_into_batches(tiny_sam3_dir: Path, offline: None) -> None:
+    small = Sam3Segmenter.from_pretrained(tiny_sam3_dir, device="cpu", max_phrase_batch=2)
+    embedding = small.embed(make_image(3))
+    for det, phrase in zip(embedding.segment(PHRASES, 0.0), PHRASES, strict=True):
+        assert_same(det, embedding.segment([phrase], 0.0)[0])
+
+
+def test_lru_eviction(segmenter: Sam3Segmenter, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = count_backbone_runs(segmenter, monkeypatch)
+    a, b, c = make_image(10), make_image(11), make_image(12)
+    segmenter.embed(a)
+    segmenter.embed(b)
+    segmenter.embed(a)  # a becomes the most recently used
+    segmenter.embed(c)  # evicts b (cache_size=2)
+    assert segmenter.cached_images == [image_digest(a), image_digest(c)]
+    assert len(runs) == 3
+    segmenter.embed(a)
+    assert len(runs) == 3
+    segmenter.embed(b)
+    assert len(runs) == 4
+
+
+def test_embedding_outlives_eviction(segmenter: Sam3Segmenter) -> None:
+    image = make_image(20)
+    embedding = segmenter.embed(image)
+    before = embedding.segment(["a cat"], 0.0)[0]
+    segmenter.embed(make_image(21))
+    segmenter.embed(make_image(22))
+    assert image_digest(image) not in segmenter.cached_images
+    assert_same(before, embedding.segment(["a cat"], 0.0)[0])
+
+
+def test_concurrent_embeds_of_one_image_compute_once(
+    segmenter: Sam3Segmenter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = segmenter._model
+    original = model.get_vision_features
+    runs: list[int] = []
+    entered = threading.Event()
+    release = threading.Event()
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        entered.set()
+        release.wait(timeout=10)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model, "get_vision_features", slow)
+    image = make_image(30)
+    results: list[list[Detections]] = []
+
+    def work() -> None:
+        results.append(segmenter.embed(image).segment(["a cat"], 0.0))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    assert entered.wait(timeout=10)
+    release.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(runs) == 1
+    assert len(results) == 4
+    for r in results[1:]:
+        assert_same(results[0][0], r[0])
+
+
+def test_failed_backbone_is_not_cached(
+    segmenter: Sam3Segmenter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = segmenter._model
+    original = model.get_vision_features
+    calls: list[int] = []
+
+    def oom_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model, "get_vision_features", oom_once)
+    image = make_image(40)
+    with pytest.raises(SegmenterError, match="out of memory") as info:
+        segmenter.embed(image)
+    assert isinstance(info.value.__cause__, torch.OutOfMemoryError)
+    assert segmenter.cached_images == []
+    assert len(segmenter.embed(image).segment(["a cat"], 0.0)[0]) == 8
+
+
+def test_oom_in_phrase_decoder_is_segmenter_error(
+    segmenter: Sam3Segmenter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedding = segmenter.embed(make_image(41))
+
+    def oom(*args: Any, **kwargs: Any) -> Any:
+        raise torch.OutOfMemoryError("out of memory")
+
+    monkeypatch.setattr(segmenter, "_model", oom)
+    with pytest.raises(SegmenterError, match="out of memory"):
+        embedding.segment(["a cat"], 0.5)
+
+
+@pytest.mark.parametrize(
+    ("phrases", "threshold", "message"),
+    [
+        ("a cat", 0.5, "not one string"),
+        (["a cat", "  "], 0.5, "non-empty"),
+        (["a cat"], 1.5, r"\[0, 1\]"),
+    ],
+)
+def test_bad_segment_arguments(
+    segmenter: Sam3Segmenter, phrases: Any, threshold: float, message: str
+) -> None:
+    with pytest.raises(UserError, match=message):
+        segmenter.embed(make_image(0)).segment(phrases, threshold)
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        np.zeros((10, 10), np.uint8),
+        np.zeros((10, 10, 3), np.float32),
+        np.zeros((10, 10, 4), np.uint8),
+    ],
+)
+def test_bad_images(segmenter: Sam3Segmenter, image: np.ndarray) -> None:
+    with pytest.raises(UserError):
+        segmenter.embed(image)
+
+
+def test_empty_phrase_list(segmenter: Sam3Segmenter) -> None:
+    assert segmenter.embed(make_image(0)).segment([], 0.5) == []
+
+
+def test_missing_weights_offline_give_one_clear_error(offline: None) -> None:
+    with pytest.raises(WeightsUnavailableError) as info:
+        Sam3Segmenter.from_pretrained("sam3-agent-tests/no-such-model", device="cpu")
+    message = str(info.value)
+    assert "https://huggingface.co/facebook/sam3" in message
+    assert "HF_TOKEN" in message
+    assert "HF_HUB_OFFLINE" in message
+    assert "local directory" in message
+
+
+def test_missing_local_directory(tmp_path: Path, offline: None) -> None:
+    with pytest.raises(WeightsUnavailableError, match="local directory"):
+        Sam3Segmenter.from_pretrained(str(tmp_path / "nothing-here"), device="cpu")
+
+
+@pytest.mark.parametrize(("device", "dtype"), [("tpu-9000", "auto"), ("cpu", "float8")])
+def test_bad_device_or_dtype(tiny_sam3_dir: Path, device: str, dtype: str) -> None:
+    with pytest.raises(UserError):
+        Sam3Segmenter.from_pretrained(tiny_sam3_dir, device=device, dtype=dtype)
+
+
+def test_build_segmenter_loads_in_process(tiny_sam3_dir: Path, offline: None) -> None:
+    seg = build_segmenter(model=str(tiny_sam3_dir), device="cpu", cache_size=3)
+    assert isinstance(seg, Sam3Segmenter)
+    assert seg.embed(make_image(0)).image_size == (120, 90)
+
+
+def test_plain_constructor_accepts_in_memory_model() -> None:
+    from tiny_sam3 import tiny_model_and_processor
+
+    model, processor = tiny_model_and_processor()
+    seg = Sam3Segmenter(model, processor, device="cpu", cache_size=1)
+    (det,) = seg.embed(make_image(5)).segment(["a cat"], 0.0)
+    assert det.masks.shape == (8, 120, 90)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only default")
+def test_auto_device_without_cuda_is_cpu_float32(tiny_sam3_dir: Path, offline: None) -> None:
+    seg = Sam3Segmenter.from_pretrained(tiny_sam3_dir)
+    assert (seg.device.type, seg.dtype) == ("cpu", torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_defaults_to_bfloat16_and_agrees_with_cpu(tiny_sam3_dir: Path, offline: None) -> None:
+    gpu = Sam3Segmenter.from_pretrained(tiny_sam3_dir)
+    assert (gpu.device.type, gpu.dtype) == ("cuda", torch.bfloat16)
+    cpu = Sam3Segmenter.from_pretrained(tiny_sam3_dir, device="cpu")
+    image = make_image(0)
+    got = gpu.embed(image).segment(PHRASES, 0.0)
+    want = cpu.embed(image).segment(PHRASES, 0.0)
+    for g, w in zip(got, want, strict=True):
+        assert g.masks.shape == w.masks.shape
+        np.testing.assert_allclose(g.scores, w.scores, atol=0.02)
+        agreement = (g.masks == w.masks).mean()
+        assert agreement > 0.9
