@@ -54,7 +54,7 @@ def build_chat_model(
         cache: an SQLite file caching responses.
         replay: with ``cache``: a request not in the cache is an error.
         timeout_s: seconds per endpoint request.
-        device, dtype: for the in-process model (see :func:`hf_chat.resolve_dtype`).
+        device, dtype: for the in-process model (see :func:`torch_runtime.resolve_dtype`).
 
     Raises:
         UserError: contradictory or malformed options.

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
 from sam3_agent.errors import UserError, WeightsUnavailableError
 from sam3_agent.messages import (
     ChatMessage,
@@ -34,40 +35,6 @@ DEFAULT_HF_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 
 DEFAULT_MAX_NEW_TOKENS = 2048
 """Completion tokens per request for the in-process model."""
-
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
-
-
-def resolve_device(device: str) -> torch.device:
-    """``"auto"`` is the first CUDA device when there is one, else the CPU.
-
-    Raises:
-        UserError: ``device`` is not a torch device name.
-    """
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        return torch.device(device)
-    except (RuntimeError, ValueError) as e:
-        raise UserError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from e
-
-
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """``"auto"`` is bfloat16 on CUDA and float32 on the CPU.
-
-    Raises:
-        UserError: ``dtype`` is not one of auto, float32, bfloat16, float16.
-    """
-    if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype {dtype!r}; use auto, {', '.join(DTYPES)}")
-    return DTYPES[dtype]
-
 
 class TransformersChatModel:
     """A ``transformers`` image-text-to-text model (Qwen2.5-VL, Qwen3-VL, ...) as a ChatModel.

@@ -11,7 +11,6 @@ for the backbone once, and concurrent embeds of one image compute it once.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
+from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
 from sam3_agent.detections import Detections
 from sam3_agent.errors import SegmenterError, UserError, WeightsUnavailableError
 from sam3_agent.images import RGBImage, image_digest
@@ -36,41 +36,13 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "facebook/sam3"
 LICENCE_URL = "https://huggingface.co/facebook/sam3"
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def resolve_device(device: str) -> torch.device:
-    """``auto`` is the first CUDA device when there is one, else the CPU."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, ValueError) as e:
-        raise UserError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from e
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"device {device!r} asked for, but torch sees no CUDA device")
-    return resolved
-
-
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """``auto`` is bfloat16 on CUDA and float32 elsewhere."""
-    if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if dtype not in _DTYPES:
-        raise UserError(f"unknown dtype {dtype!r}; use auto, {', '.join(_DTYPES)}")
-    return _DTYPES[dtype]
-
-
-def _hub_offline() -> bool:
-    """Whether ``HF_HUB_OFFLINE`` is set now (huggingface_hub reads it only at import)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _weights_error(model: str, cause: BaseException) -> WeightsUnavailableError:
     hint = (
         "HF_HUB_OFFLINE is set, so only weights already in the local cache or a local "
         "directory can be used. "
-        if _hub_offline()
+        if hub_offline()
         else ""
     )
     return WeightsUnavailableError(
@@ -199,7 +171,7 @@ class Sam3Segmenter:
         if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
             raise _weights_error(name, FileNotFoundError(f"no directory {name}"))
         source = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
-        offline = _hub_offline()
+        offline = hub_offline()
         try:
             processor = Sam3Processor.from_pretrained(source, local_files_only=offline)
             sam3 = Sam3Model.from_pretrained(source, dtype=torch_dtype, local_files_only=offline)
