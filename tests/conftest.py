@@ -43,3 +43,22 @@ def tiny_sam3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tiny_sam3 import save_tiny_sam3
 
     return save_tiny_sam3(tmp_path_factory.mktemp("tiny_sam3"))
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding a tiny random Qwen2.5-VL model + processor (``save_pretrained``)."""
+    import torch
+    from tiny_qwen import save_tiny_qwen
+
+    torch.manual_seed(0)
+    return save_tiny_qwen(tmp_path_factory.mktemp("tiny_qwen"))
+
+
+@pytest.fixture
+def hf_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline as ``HF_HUB_OFFLINE=1`` makes it (huggingface_hub reads it at import)."""
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
