@@ -25,7 +25,7 @@ from sam3_agent.images import ImageInput, load_image
 from sam3_agent.messages import ChatResponse
 from sam3_agent.outputs import Trace, atomic_write_json, write_png
 from sam3_agent.parsing import ParsedReply, parse_native, parse_reply
-from sam3_agent.pruning import build_context
+from sam3_agent.pruning import Context, build_context
 from sam3_agent.render import overlay
 from sam3_agent.result import AgentResult
 from sam3_agent.session import Session
@@ -165,9 +165,7 @@ class Sam3Agent:
                 call=parsed.call,
                 phrase=outcome.phrase,
             )
-            self._record(
-                session, context_messages=context, response=response, parsed=parsed, step=step
-            )
+            self._record(session, context=context, response=response, parsed=parsed, step=step)
             if on_round is not None:
                 on_round(_event(step))
             if outcome.final is not None:
@@ -199,7 +197,7 @@ class Sam3Agent:
         self,
         session: Session,
         *,
-        context_messages: Any,
+        context: Context,
         response: ChatResponse,
         parsed: ParsedReply,
         step: ActionStep,
@@ -207,7 +205,6 @@ class Sam3Agent:
         trace = session.trace
         if not trace.enabled:
             return
-        context = context_messages
         trace.record(
             {
                 "kind": "main",

@@ -11,7 +11,6 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sam3_agent import prompts
 from sam3_agent.backends.base import ChatModel
@@ -46,7 +45,19 @@ class CheckResult:
         return self.verdict == "accept"
 
 
-CallRecorder = Callable[[dict[str, Any]], None]
+@dataclass(frozen=True)
+class CheckCall:
+    """One checker request and its answer, for the trace."""
+
+    number: int
+    attempt: int
+    messages: list[ChatMessage]
+    response: ChatResponse
+    verdict: Verdict | None
+    latency_s: float
+
+
+CallRecorder = Callable[[CheckCall], None]
 
 
 async def check_one(
@@ -83,19 +94,7 @@ async def check_one(
         result.cached_calls += int(response.cached)
         result.replies.append(response.text)
         verdict = parse_verdict(response.text)
-        record(
-            {
-                "mask": request.number,
-                "attempt": attempt + 1,
-                "messages": messages,
-                "reply": response.text,
-                "reasoning": response.reasoning,
-                "verdict": verdict,
-                "usage": response.usage.to_dict(),
-                "latency_s": round(elapsed, 4),
-                "started_s": started,
-            }
-        )
+        record(CheckCall(request.number, attempt + 1, messages, response, verdict, elapsed))
         if verdict is not None:
             result.verdict = verdict
             return result

@@ -13,13 +13,12 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
 
 from sam3_agent import prompts
 from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter
 from sam3_agent.config import AgentConfig
 from sam3_agent.detections import Detections
-from sam3_agent.examine import CheckRequest, check_all
+from sam3_agent.examine import CheckCall, CheckRequest, CheckResult, check_all
 from sam3_agent.images import EncodedImage, RGBImage
 from sam3_agent.masks import postprocess
 from sam3_agent.outputs import Trace
@@ -144,7 +143,7 @@ class Session:
         """Run one isolated check per mask; True where the checker accepted it."""
         with self.timed("render"):
             requests = await asyncio.to_thread(self._check_requests, detections)
-        records: list[dict[str, Any]] = []
+        calls: list[CheckCall] = []
         with self.timed("checks"):
             results = await check_all(
                 self.chat_model,
@@ -154,27 +153,35 @@ class Session:
                 requests=requests,
                 concurrency=self.config.check_concurrency,
                 verdict_retries=self.config.verdict_retries,
-                record=records.append,
+                record=calls.append,
             )
         for check in results:
             self.usage.checks = self.usage.checks + check.usage
             self.usage.cached_calls += check.cached_calls
             self.checks_used += len(check.replies)
-        for record in sorted(records, key=lambda r: (r["mask"], r["attempt"])):
-            messages = record.pop("messages")
-            record.pop("started_s")
-            result = results[record["mask"] - 1]
-            last_attempt = record["attempt"] == len(result.replies)
-            self.trace.record(
-                {
-                    "kind": "check",
-                    "round": self.round,
-                    **record,
-                    "forced_reject": result.forced and last_attempt,
-                    "context": self.trace.messages(messages, system_ref="checker_prompt.txt"),
-                }
-            )
+        for call in sorted(calls, key=lambda c: (c.number, c.attempt)):
+            self._trace_check(call, results[call.number - 1])
         return [r.accepted for r in results]
+
+    def _trace_check(self, call: CheckCall, result: CheckResult) -> None:
+        if not self.trace.enabled:
+            return
+        self.trace.record(
+            {
+                "kind": "check",
+                "round": self.round,
+                "mask": call.number,
+                "attempt": call.attempt,
+                "context": self.trace.messages(call.messages, system_ref="checker_prompt.txt"),
+                "reply": call.response.text,
+                "reasoning": call.response.reasoning,
+                "verdict": call.verdict,
+                "forced_reject": result.forced and call.attempt == len(result.replies),
+                "usage": call.response.usage.to_dict(),
+                "cached": call.response.cached,
+                "latency_s": round(call.latency_s, 4),
+            }
+        )
 
     def _check_requests(self, detections: Detections) -> list[CheckRequest]:
         total = len(detections)
