@@ -64,7 +64,9 @@ class Sam3Agent:
         self.chat_model = chat_model
         self.config = config or AgentConfig()
         # Rendered once: the same bytes open every conversation, so servers can cache them.
-        self.system_prompt = prompts.render("system", tools=tools.tool_docs())
+        self.system_prompt = prompts.render(
+            "system", tools=tools.tool_docs(), protocol=self.config.tool_protocol
+        )
         self.checker_prompt = prompts.render("checker_system")
         self._tool_specs = tools.tool_specs() if self.config.tool_protocol == "native" else None
 

@@ -18,7 +18,7 @@ from sam3_agent.detections import Detections
 from sam3_agent.images import RGBImage
 from sam3_agent.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
 
-Reply = str | Callable[[Sequence[ChatMessage]], str]
+Reply = str | ChatResponse | Callable[[Sequence[ChatMessage]], str]
 CHECK_MASK_NUMBER = re.compile(r"mask\s+#?(\d+)", re.IGNORECASE)
 
 
@@ -32,7 +32,8 @@ class ScriptedChatModel:
     """Answers the main conversation from a queue, and mask checks from ``verdicts``.
 
     Attributes:
-        replies: main-conversation replies in order (str, or a function of the messages).
+        replies: main-conversation replies in order: text, a whole ChatResponse (native tool
+            calls, finish reasons), or a function of the messages giving text.
         verdicts: mask number (1-based, as shown to the checker) -> checker reply; a
             missing number answers ``default_verdict``.
         delay_s: simulated latency per call (``asyncio.sleep``, so concurrency is real).
@@ -49,6 +50,7 @@ class ScriptedChatModel:
     calls: list[list[ChatMessage]] = field(default_factory=list)
     main_calls: list[list[ChatMessage]] = field(default_factory=list)
     check_calls: list[list[ChatMessage]] = field(default_factory=list)
+    tools_seen: list[list[ToolSpec] | None] = field(default_factory=list)
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
@@ -63,7 +65,10 @@ class ScriptedChatModel:
         self.main_calls.append(list(messages))
         if not self.replies:
             raise AssertionError("ScriptedChatModel ran out of scripted replies")
+        self.tools_seen.append(list(tools) if tools else None)
         reply = self.replies.pop(0)
+        if isinstance(reply, ChatResponse):
+            return reply
         text = reply(messages) if callable(reply) else reply
         return ChatResponse(text=text, usage=usage)
 

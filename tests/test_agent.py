@@ -542,3 +542,38 @@ async def test_arun_inside_an_event_loop(image: np.ndarray, three_cats: Detectio
     # The blocking form also works while a loop is running (notebooks).
     agent2, _, _ = make_agent([tool("report_no_mask")], three_cats)
     assert agent2.run(image, "x").status == "no_mask"
+
+
+def test_native_tool_protocol(image: np.ndarray, three_cats: Detections) -> None:
+    from sam3_agent.messages import ChatResponse, NativeToolCall
+
+    def native(name: str, arguments: str) -> ChatResponse:
+        return ChatResponse("<think>ok</think>", tool_calls=(NativeToolCall(name, arguments),))
+
+    agent, chat, _ = make_agent(
+        [
+            native("segment_phrase", '{"text_prompt": "cat"}'),
+            native("select_masks_and_return", "{oops"),
+            native("select_masks_and_return", '{"final_answer_masks": [2]}'),
+        ],
+        three_cats,
+        tool_protocol="native",
+    )
+    result = agent.run(image, "cat")
+    assert result.status == "masks" and result.detections.scores.tolist() == pytest.approx([0.8])
+    assert all(t is not None and len(t) == 4 for t in chat.tools_seen)
+    assert "could not be read" in last_user_text(chat.main_calls[2])
+    assert "tool-calling interface" in chat.main_calls[0][0].joined_text
+    # The stored assistant turn carries the call in tag form for the next context.
+    assert "segment_phrase" in chat.main_calls[1][2].joined_text
+
+
+def test_reply_cut_by_the_token_limit_is_a_mistake(image: np.ndarray, three_cats: Detections) -> None:
+    from sam3_agent.messages import ChatResponse
+
+    agent, chat, _ = make_agent(
+        [ChatResponse("<think>so many thoughts", finish_reason="length"), tool("report_no_mask")],
+        three_cats,
+    )
+    assert agent.run(image, "cat").status == "no_mask"
+    assert "cut off by the length limit" in last_user_text(chat.main_calls[1])
