@@ -254,3 +254,22 @@ def test_shared_embeddings_compute_once_per_content() -> None:
     assert shared.embed(image.copy()) is first
     shared.release("unknown")
     assert segmenter.embed_calls == 1 and shared.held == 1
+
+
+async def test_sam3_only_is_the_union_of_every_mask_above_threshold() -> None:
+    from fakes import FakeSegmenter, square_mask
+
+    from sam3_agent.detections import Detections
+    from sam3_agent.evaluation.runner import Sam3OnlyPredictor
+
+    big = square_mask(40, 40, 0, 0, 20)
+    overlapping = square_mask(40, 40, 5, 5, 20)  # would be dropped by overlap removal
+    weak = square_mask(40, 40, 30, 30, 5)
+    detections = Detections.from_masks(np.stack([big, overlapping, weak]), [0.9, 0.8, 0.3])
+    predictor = Sam3OnlyPredictor(FakeSegmenter({"the box": detections}), "sam3")
+    image = np.zeros((40, 40, 3), dtype=np.uint8)
+    prediction = await predictor.predict(image, "the box", Path("unused"))
+    assert prediction.status == "masks" and prediction.mask is not None
+    np.testing.assert_array_equal(prediction.mask, big | overlapping)
+    nothing = await predictor.predict(image, "something else", Path("unused"))
+    assert nothing.status == "no_mask" and nothing.mask is None

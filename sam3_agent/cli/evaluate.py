@@ -25,6 +25,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from sam3_agent.agent import Sam3Agent
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.cli.console import err_console, one_line_errors, setup_logging
 from sam3_agent.cli.options import (
@@ -339,7 +340,7 @@ def _run(
         model_name = chat_model.name
     settings = {k: v for k, v in agent_config.to_dict().items() if k not in _NOT_IDENTITY}
     if sam3_only:
-        settings = {k: settings[k] for k in ("score_threshold", "overlap_threshold")}
+        settings = {"score_threshold": settings["score_threshold"]}
     config = {
         **identity,
         "model": model_name,
@@ -357,11 +358,8 @@ def _run(
                 shared,
                 str(config["sam3"]),
                 score_threshold=agent_config.score_threshold,
-                overlap_threshold=agent_config.overlap_threshold,
             )
         else:
-            from sam3_agent.agent import Sam3Agent
-
             agent = Sam3Agent(shared, chat_model, config=agent_config)
             predictor = AgentPredictor(agent, str(model_name))
         try:

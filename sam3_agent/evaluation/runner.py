@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from sam3_agent.agent import Sam3Agent
 from sam3_agent.backends.base import ImageEmbedding, Segmenter
 from sam3_agent.detections import BoolArray, encode_rle
 from sam3_agent.errors import (
@@ -173,7 +174,7 @@ class Predictor(Protocol):
 class AgentPredictor:
     """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample."""
 
-    def __init__(self, agent: Any, model: str) -> None:
+    def __init__(self, agent: Sam3Agent, model: str) -> None:
         self.agent = agent
         self._model = model
 
@@ -203,39 +204,25 @@ class AgentPredictor:
 
 
 class Sam3OnlyPredictor:
-    """SAM 3 alone, the raw query as its phrase: the baseline without an MLLM.
+    """SAM 3 alone, the raw query as its phrase: the paper's baseline without an MLLM.
 
-    The prediction is the union of the masks that survive post-processing (score threshold,
-    overlap removal).
+    The prediction is the union of every mask scoring at least ``score_threshold``; no
+    overlap removal (it changes nothing a union could see but the dropped masks' pixels).
     """
 
-    def __init__(
-        self,
-        segmenter: Segmenter,
-        model: str,
-        *,
-        score_threshold: float = 0.5,
-        overlap_threshold: float = 0.3,
-    ) -> None:
+    def __init__(self, segmenter: Segmenter, model: str, *, score_threshold: float = 0.5) -> None:
         self.segmenter = segmenter
         self._model = model
         self.score_threshold = score_threshold
-        self.overlap_threshold = overlap_threshold
 
     @property
     def model(self) -> str:
         return self._model
 
     def _predict_sync(self, image: RGBImage, query: str) -> Prediction:
-        from sam3_agent.masks import postprocess
-
         detections = self.segmenter.embed(image).segment([query], self.score_threshold)[0]
-        kept = postprocess(
-            detections,
-            score_threshold=self.score_threshold,
-            overlap_threshold=self.overlap_threshold,
-        )
-        if len(kept) == 0:
+        kept = detections[detections.scores >= self.score_threshold]
+        if len(kept) == 0 or not kept.masks.any():
             return Prediction(status="no_mask", mask=None, extra={"masks": 0})
         return Prediction(status="masks", mask=kept.union(), extra={"masks": len(kept)})
 
