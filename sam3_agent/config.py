@@ -8,6 +8,7 @@ from typing import Literal
 from sam3_agent.errors import UserError
 
 ToolProtocol = Literal["tags", "native"]
+TOOL_PROTOCOLS: tuple[ToolProtocol, ...] = ("tags", "native")
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class AgentConfig:
                 raise UserError(f"{name} must be in [0, 1], got {value}")
         if not 1 <= self.jpeg_quality <= 100:
             raise UserError(f"jpeg_quality must be in [1, 100], got {self.jpeg_quality}")
-        if self.tool_protocol not in ("tags", "native"):
+        if self.tool_protocol not in TOOL_PROTOCOLS:
             raise UserError(f"tool_protocol must be 'tags' or 'native', got {self.tool_protocol!r}")
 
     def to_dict(self) -> dict[str, object]:

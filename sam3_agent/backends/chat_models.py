@@ -19,8 +19,9 @@ from pathlib import Path
 
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.backends.hf_chat import DEFAULT_HF_MODEL, TransformersChatModel
-from sam3_agent.backends.openai_chat import TOOL_PROTOCOLS, OpenAIChatModel
+from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.backends.response_cache import CachedChatModel
+from sam3_agent.config import TOOL_PROTOCOLS
 from sam3_agent.errors import UserError
 
 logger = logging.getLogger(__name__)

@@ -19,10 +19,11 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import openai
 
+from sam3_agent.config import TOOL_PROTOCOLS
 from sam3_agent.errors import ChatModelError, UserError
 from sam3_agent.images import EncodedImage
 from sam3_agent.messages import (
@@ -37,8 +38,6 @@ from sam3_agent.messages import (
 
 logger = logging.getLogger(__name__)
 
-ToolProtocol = Literal["tags", "native"]
-TOOL_PROTOCOLS: tuple[str, ...] = ("tags", "native")
 
 DEFAULT_MAX_TOKENS = 4096
 """Completion tokens per request; reasoning models may need more (pass ``max_tokens``)."""
