@@ -108,20 +108,11 @@ class Sam3Agent:
         if not query or not query.strip():
             raise UserError("the query is empty")
         started = time.perf_counter()
-        raw = load_image(image)
         out = Path(output_dir) if output_dir is not None else None
-        trace = Trace(out)
-        trace.save_text("system_prompt.txt", self.system_prompt)
-        trace.save_text("checker_prompt.txt", self.checker_prompt)
-        session = Session(
-            config=self.config,
-            segmenter=self.segmenter,
-            chat_model=self.chat_model,
-            image=raw,
-            query=query,
-            checker_prompt=self.checker_prompt,
-            trace=trace,
-        )
+        # Decoding, downscaling and encoding a large photo takes a while: keep the event loop
+        # free for the other sessions of a batch evaluation.
+        session = await asyncio.to_thread(self._new_session, image, query, out)
+        raw = session.image
         session.start()
         image_path = str(image) if isinstance(image, (str, Path)) else None
         final: Final | None = None
@@ -139,6 +130,21 @@ class Sam3Agent:
         result = self._result(session, query, image_path, final, failure, started)
         self._write(result, out, raw)
         return result
+
+    def _new_session(self, image: ImageInput, query: str, out: Path | None) -> Session:
+        pixels = load_image(image)  # first, so a bad image leaves no output directory behind
+        trace = Trace(out)
+        trace.save_text("system_prompt.txt", self.system_prompt)
+        trace.save_text("checker_prompt.txt", self.checker_prompt)
+        return Session(
+            config=self.config,
+            segmenter=self.segmenter,
+            chat_model=self.chat_model,
+            image=pixels,
+            query=query,
+            checker_prompt=self.checker_prompt,
+            trace=trace,
+        )
 
     async def _loop(
         self, session: Session, on_round: RoundCallback | None

@@ -577,3 +577,10 @@ def test_reply_cut_by_the_token_limit_is_a_mistake(image: np.ndarray, three_cats
     )
     assert agent.run(image, "cat").status == "no_mask"
     assert "cut off by the length limit" in last_user_text(chat.main_calls[1])
+
+
+def test_bad_image_leaves_no_output_directory(three_cats: Detections, tmp_path: Path) -> None:
+    agent, _, _ = make_agent([], three_cats)
+    with pytest.raises(ImageLoadError):
+        agent.run(tmp_path / "missing.png", "cat", output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
