@@ -10,6 +10,7 @@ import base64
 import hashlib
 import io
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -130,10 +131,22 @@ class EncodedImage:
         h, w = image.shape[:2]
         return cls(name=name + ext, data=buf.tobytes(), mime=mime, width=w, height=h)
 
-    def data_url(self) -> str:
-        """``data:<mime>;base64,...``; computed on each call, so callers should cache it."""
+    # The derived forms backends need are computed on first use and kept with the image, so
+    # an image sent in many rounds (the raw photo, every round) is converted once.
+
+    @cached_property
+    def _data_url(self) -> str:
         return f"data:{self.mime};base64,{base64.b64encode(self.data).decode('ascii')}"
 
-    def to_pil(self) -> Image.Image:
+    @cached_property
+    def _pil(self) -> Image.Image:
         with Image.open(io.BytesIO(self.data)) as pil:
             return pil.convert("RGB")
+
+    def data_url(self) -> str:
+        """``data:<mime>;base64,...``, base64-encoded once per image."""
+        return self._data_url
+
+    def to_pil(self) -> Image.Image:
+        """The decoded RGB image, decoded once per image and shared: do not modify it."""
+        return self._pil

@@ -61,3 +61,10 @@ def test_encoding_once_and_hashing() -> None:
     assert jpg.data_url().startswith("data:image/jpeg;base64,")
     assert image_digest(img) == image_digest(img.copy())
     assert image_digest(img) != image_digest(img[:, :10])
+
+
+def test_derived_forms_are_computed_once_per_image() -> None:
+    img = EncodedImage.encode(np.full((10, 20, 3), 7, dtype=np.uint8), "a")
+    assert img.data_url() is img.data_url()
+    assert img.to_pil() is img.to_pil()
+    assert img.to_pil().size == (20, 10)

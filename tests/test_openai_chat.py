@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from openai_server import Reply, ScriptedServer, max_overlap, serve
 
+import sam3_agent.images as images_module
 from sam3_agent.backends.openai_chat import OpenAIChatModel, RetryPolicy
 from sam3_agent.errors import ChatModelError, UserError
 from sam3_agent.images import EncodedImage
@@ -109,30 +110,20 @@ async def test_images_arrive_as_data_urls_in_order(model: OpenAIChatModel, serve
 async def test_each_image_is_base64_encoded_once(
     model: OpenAIChatModel, server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ):
-    encoded: list[str] = []
-    original = EncodedImage.data_url
+    encoded: list[int] = []
+    original = images_module.base64.b64encode
 
-    def counting(self: EncodedImage) -> str:
-        encoded.append(self.sha256)
-        return original(self)
+    def counting(data: bytes) -> bytes:
+        encoded.append(len(data))
+        return original(data)
 
-    monkeypatch.setattr(EncodedImage, "data_url", counting)
+    monkeypatch.setattr(images_module.base64, "b64encode", counting)
     raw, render = image(1), image(2)
     for _ in range(3):
         await model.complete(conversation(raw, render))
     await asyncio.gather(*(model.complete(conversation(raw)) for _ in range(4)))
-    assert sorted(encoded) == sorted([raw.sha256, render.sha256])
+    assert sorted(encoded) == sorted([len(raw.data), len(render.data)])
     assert len(server.completions) == 7
-
-
-async def test_data_url_cache_is_bounded(server: ScriptedServer):
-    chat = OpenAIChatModel("m", base_url=server.base_url, image_cache_size=2)
-    try:
-        for seed in range(5):
-            await chat.complete(conversation(image(seed)))
-        assert len(chat._data_urls) == 2
-    finally:
-        await chat.aclose()
 
 
 async def test_reasoning_content_is_separate(model: OpenAIChatModel, server: ScriptedServer):

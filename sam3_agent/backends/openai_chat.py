@@ -16,7 +16,6 @@ import os
 import random
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,6 @@ import openai
 
 from sam3_agent.config import TOOL_PROTOCOLS
 from sam3_agent.errors import ChatModelError, UserError
-from sam3_agent.images import EncodedImage
 from sam3_agent.messages import (
     ChatMessage,
     ChatResponse,
@@ -115,7 +113,6 @@ class OpenAIChatModel:
         tool_protocol: ``"tags"`` (tool calls written as ``<tool>`` tags in the text, no
             ``tools`` parameter sent) or ``"native"`` (the API's structured tool calls).
         backoff_base_s, backoff_cap_s: see :class:`RetryPolicy`.
-        image_cache_size: how many images keep their base64 data URL between requests.
         sleep: the coroutine used to wait between retries (tests record the waits).
         seed: seeds the jitter, for reproducible tests.
     """
@@ -133,7 +130,6 @@ class OpenAIChatModel:
         *,
         backoff_base_s: float = 0.5,
         backoff_cap_s: float = 30.0,
-        image_cache_size: int = 64,
         sleep: SleepFn = asyncio.sleep,
         seed: int | None = None,
     ) -> None:
@@ -145,8 +141,6 @@ class OpenAIChatModel:
             )
         if timeout_s <= 0:
             raise UserError(f"timeout_s must be > 0, got {timeout_s}")
-        if image_cache_size < 1:
-            raise UserError(f"image_cache_size must be >= 1, got {image_cache_size}")
         self._model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.timeout_s = float(timeout_s)
@@ -158,8 +152,6 @@ class OpenAIChatModel:
         )
         self._sleep = sleep
         self._rng = random.Random(seed)
-        self._image_cache_size = image_cache_size
-        self._data_urls: OrderedDict[str, str] = OrderedDict()
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
         self._client = self._new_client()
         # The loop the client's pooled connections belong to; set by the first request.
@@ -300,22 +292,8 @@ class OpenAIChatModel:
             if isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, ImagePart):
-                content.append(
-                    {"type": "image_url", "image_url": {"url": self._data_url(part.image)}}
-                )
+                content.append({"type": "image_url", "image_url": {"url": part.image.data_url()}})
         return {"role": message.role, "content": content}
-
-    def _data_url(self, image: EncodedImage) -> str:
-        """The image's base64 data URL, encoded once per image while it stays in use."""
-        url = self._data_urls.get(image.sha256)
-        if url is not None:
-            self._data_urls.move_to_end(image.sha256)
-            return url
-        url = image.data_url()
-        self._data_urls[image.sha256] = url
-        if len(self._data_urls) > self._image_cache_size:
-            self._data_urls.popitem(last=False)
-        return url
 
     def _classify(self, error: openai.OpenAIError) -> _Failure:
         if isinstance(error, openai.APITimeoutError):
