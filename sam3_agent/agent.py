@@ -105,8 +105,7 @@ class Sam3Agent:
             UserError: empty query. ImageLoadError: unreadable image.
             ChatModelError, SegmenterError: a backend failed.
         """
-        if not query or not query.strip():
-            raise UserError("the query is empty")
+        check_query(query)
         started = time.perf_counter()
         out = Path(output_dir) if output_dir is not None else None
         # Decoding, downscaling and encoding a large photo takes a while: keep the event loop
@@ -281,6 +280,12 @@ class Sam3Agent:
         result.output_dir = out
         atomic_write_json(out / "result.json", result.to_json())
         write_png(out / "overlay.png", overlay(image, result.detections))
+
+
+def check_query(query: str) -> None:
+    """Raise :class:`UserError` for a query the agent cannot work on (empty or blank)."""
+    if not query or not query.strip():
+        raise UserError("the query is empty")
 
 
 def _event(step: ActionStep) -> RoundEvent:

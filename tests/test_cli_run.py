@@ -144,3 +144,15 @@ def test_bad_option_values(photo: Path, backends: dict[str, object]) -> None:
 def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.startswith("sam3-agent ")
+
+
+def test_empty_query_fails_before_any_model_loads(
+    photo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_models(self: BackendOptions) -> object:
+        raise AssertionError("models must not be built for a bad query")
+
+    monkeypatch.setattr(BackendOptions, "build_segmenter", no_models)
+    monkeypatch.setattr(BackendOptions, "build_chat_model", no_models)
+    result = runner.invoke(app, ["run", str(photo), "   "])
+    assert result.exit_code == 2 and "query is empty" in result.stderr

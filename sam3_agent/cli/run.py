@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from sam3_agent.agent import RoundEvent, Sam3Agent
+from sam3_agent.agent import RoundEvent, Sam3Agent, check_query
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.cli.console import err_console, one_line_errors, setup_logging
 from sam3_agent.cli.options import (
@@ -85,7 +85,9 @@ def run_command(
     """
     setup_logging(verbose)
     with one_line_errors():
-        load_image(image)  # a wrong path or corrupt file fails now, not after loading models
+        # Bad input fails now, not after minutes of loading models.
+        check_query(query)
+        load_image(image)
         config = config_from_flags(
             max_rounds=max_rounds,
             max_corrections=max_corrections,
