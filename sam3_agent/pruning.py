@@ -8,7 +8,9 @@
 The anchor comes from the parsed tool call (:attr:`ActionStep.kind`), never from a text
 search, and a refused duplicate phrase is a correction, not an anchor, so the image of the
 masks that are still current is never dropped while they stay selectable. Of the kept
-rounds only the newest image is sent; older ones become a line of text. So the context
+rounds only the image of the masks that can still be selected is sent (the latest executed
+segment or examine, when it has one); older ones become a line of text, and when no mask is
+selectable (all rejected, none found) no image of masks is sent at all. So the context
 holds at most two images and at most ``2 + 2 * 3`` messages, however long the session.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from sam3_agent import prompts
 from sam3_agent.messages import ChatMessage, ImagePart, TextPart
-from sam3_agent.steps import ActionStep, TaskStep
+from sam3_agent.steps import ActionStep, TaskStep, current_masks_index
 
 MAX_KEPT_ROUNDS = 3
 MAX_MESSAGES = 2 + 2 * MAX_KEPT_ROUNDS
@@ -75,11 +77,11 @@ def build_context(system_prompt: str, task: TaskStep, steps: Sequence[ActionStep
     )
     messages = [ChatMessage.text("system", system_prompt), first_user]
     keep = kept_indices(steps)
-    with_image = max((i for i in keep if steps[i].observation.image is not None), default=None)
+    with_image = current_masks_index(steps)
     replaced = []
     for i in keep:
         step = steps[i]
-        messages.extend(step.messages(with_image=i == with_image))
+        messages.extend(step.messages(with_image=i == with_image, masks_gone=with_image is None))
         if step.observation.image is not None and i != with_image:
             replaced.append(step.round)
     kept_set = set(keep)

@@ -7,6 +7,7 @@ to the model. Pruning therefore never mutates anything.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,20 +25,24 @@ refused or unreadable, answered with a corrective message."""
 class Observation:
     """The user message that answers one reply.
 
-    ``image_dropped_text`` stands in for ``image`` when pruning shows a newer image instead.
+    ``image_dropped_text`` stands in for ``image`` when the context shows a newer image
+    instead; ``image_gone_text`` when no masks can be selected any more (every mask was
+    rejected, or the latest phrase found none), so no image of masks is shown at all.
     """
 
     text: str
     image: EncodedImage | None = None
     image_dropped_text: str = ""
+    image_gone_text: str = ""
 
-    def message(self, *, with_image: bool) -> ChatMessage:
+    def message(self, *, with_image: bool, masks_gone: bool = False) -> ChatMessage:
         parts: list[Part] = []
         if self.image is not None:
+            stand_in = self.image_gone_text if masks_gone else self.image_dropped_text
             if with_image:
                 parts.append(ImagePart(self.image))
-            elif self.image_dropped_text:
-                parts.append(TextPart(self.image_dropped_text + "\n"))
+            elif stand_in:
+                parts.append(TextPart(stand_in + "\n"))
         parts.append(TextPart(self.text))
         return ChatMessage("user", tuple(parts))
 
@@ -70,7 +75,27 @@ class ActionStep:
     call: ToolCall | None = None
     phrase: str | None = None
 
-    def messages(self, *, with_image: bool) -> tuple[ChatMessage, ChatMessage]:
+    def messages(
+        self, *, with_image: bool, masks_gone: bool = False
+    ) -> tuple[ChatMessage, ChatMessage]:
         return ChatMessage.text("assistant", self.reply), self.observation.message(
-            with_image=with_image
+            with_image=with_image, masks_gone=masks_gone
         )
+
+    @property
+    def changes_masks(self) -> bool:
+        """True when this round replaced the current masks (executed segment or examine)."""
+        return self.kind in ("segment", "examine")
+
+
+def current_masks_index(steps: Sequence[ActionStep]) -> int | None:
+    """Index of the step whose observation shows the masks that can still be selected.
+
+    That is the latest executed ``segment_phrase`` or ``examine_each_mask``, when it came
+    with an image. None when no masks are selectable (nothing segmented, nothing found,
+    every mask rejected): then no image of masks may be shown at all.
+    """
+    for i in range(len(steps) - 1, -1, -1):
+        if steps[i].changes_masks:
+            return i if steps[i].observation.image is not None else None
+    return None

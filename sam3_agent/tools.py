@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sam3_agent import prompts
 from sam3_agent.detections import Detections
+from sam3_agent.images import EncodedImage
 from sam3_agent.messages import ToolSpec
 from sam3_agent.parsing import ToolCall
 from sam3_agent.steps import Observation, StepKind
@@ -105,6 +106,16 @@ def mask_numbers_to_indices(numbers: Sequence[int], count: int) -> list[int]:
     return sorted({n - 1 for n in numbers})
 
 
+def _masks_observation(text: str, image: EncodedImage, count: int) -> Observation:
+    """A result showing ``count`` numbered masks, with the stand-ins used when it is hidden."""
+    return Observation(
+        text,
+        image,
+        image_dropped_text=prompts.feedback("masks_image_dropped", count=count),
+        image_gone_text=prompts.feedback("masks_image_gone", count=count),
+    )
+
+
 async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> ToolOutcome:
     phrase = params.text_prompt
     if normalize_phrase(phrase) in {normalize_phrase(p) for p in session.phrases}:
@@ -118,8 +129,7 @@ async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> Tool
         )
     image = await session.show_masks(detections)
     text = prompts.feedback("masks_found", phrase=phrase, count=len(detections))
-    dropped = prompts.feedback("masks_image_dropped", count=len(detections))
-    return ToolOutcome("segment", Observation(text, image, dropped), phrase=phrase)
+    return ToolOutcome("segment", _masks_observation(text, image, len(detections)), phrase=phrase)
 
 
 async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
@@ -137,8 +147,7 @@ async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
     session.current = survivors
     image = await session.show_masks(survivors)
     text = prompts.feedback("examined", total=len(current), kept=kept_numbers)
-    dropped = prompts.feedback("masks_image_dropped", count=len(survivors))
-    return ToolOutcome("examine", Observation(text, image, dropped))
+    return ToolOutcome("examine", _masks_observation(text, image, len(survivors)))
 
 
 async def _select_masks_and_return(session: Session, params: SelectMasksParams) -> ToolOutcome:

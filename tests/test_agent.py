@@ -194,6 +194,10 @@ def test_examine_all_rejected_clears_masks(image: np.ndarray, three_cats: Detect
     assert result.status == "no_mask"
     assert "rejected every one" in last_user_text(chat.main_calls[2])
     assert "there are none" in last_user_text(chat.main_calls[3])
+    for messages in chat.main_calls[2:]:
+        # No stale image: the rejected masks cannot be selected, so their image is gone.
+        assert sum(len(m.images) for m in messages) == 1
+        assert "no longer shown" in messages[3].joined_text
 
 
 def test_unclear_verdict_is_asked_again_once_then_rejected(

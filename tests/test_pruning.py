@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from sam3_agent.images import EncodedImage
 from sam3_agent.parsing import ToolCall
-from sam3_agent.pruning import MAX_MESSAGES, anchor_index, build_context, kept_indices
-from sam3_agent.steps import ActionStep, Observation, StepKind, TaskStep
+from sam3_agent.pruning import MAX_MESSAGES, anchor_index, build_context
+from sam3_agent.steps import ActionStep, Observation, StepKind, TaskStep, current_masks_index
 
 SYSTEM = "system prompt"
 _PIXELS = np.zeros((4, 4, 3), dtype=np.uint8)
@@ -23,7 +23,7 @@ def step(i: int, kind: StepKind, *, image: bool = False, phrase: str | None = No
         round=i,
         reply=f"reply {i}",
         kind=kind,
-        observation=Observation(f"result {i}", shown, f"[image {i} dropped]"),
+        observation=Observation(f"result {i}", shown, f"[image {i} dropped]", f"[image {i} gone]"),
         call=call,
         phrase=phrase,
     )
@@ -62,6 +62,25 @@ def test_older_images_become_text_after_examine() -> None:
     assert context.images_replaced == [1]
     assert "[image 1 dropped]" in context.messages[3].joined_text
     assert context.messages[5].images
+
+
+def test_no_stale_image_after_every_mask_was_rejected() -> None:
+    steps = [
+        step(1, "segment", image=True, phrase="cat"),
+        step(2, "examine"),  # every mask rejected: no image, no current masks
+        step(3, "correction"),
+    ]
+    context = build_context(SYSTEM, TASK, steps)
+    assert context.kept_rounds == [1, 2, 3]
+    assert sum(len(m.images) for m in context.messages) == 1  # the raw image only
+    assert "[image 1 gone]" in context.messages[3].joined_text
+    assert "dropped" not in context.messages[3].joined_text
+
+
+def test_no_stale_image_after_a_phrase_found_nothing() -> None:
+    steps = [step(1, "segment", image=True, phrase="cat"), step(2, "segment", phrase="dog")]
+    context = build_context(SYSTEM, TASK, steps)
+    assert sum(len(m.images) for m in context.messages) == 1
 
 
 def test_corrections_before_any_segment_keep_only_the_latest() -> None:
@@ -127,9 +146,8 @@ def test_invariants_over_random_histories(spec: list[tuple[str, bool]]) -> None:
         assert context.tried_phrases == expected
     # Every round is either kept or dropped.
     assert sorted(context.kept_rounds + context.dropped_rounds) == [s.round for s in steps]
-    # The newest kept image is the one shown.
-    imaged = [steps[i] for i in kept_indices(steps) if steps[i].observation.image is not None]
-    if imaged:
-        assert messages[-1].images or any(
-            m.images == [imaged[-1].observation.image] for m in messages
-        )
+    # The selectable masks' image is shown, and no other image of masks.
+    shown = [img for m in messages[2:] for img in m.images]
+    current = current_masks_index(steps)
+    expected_images = [] if current is None else [steps[current].observation.image]
+    assert shown == expected_images
