@@ -20,12 +20,14 @@ from typing import Any
 from sam3_agent import prompts, tools
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.config import AgentConfig
+from sam3_agent.context import Context, ContextBudgetError, ContextPolicy, History, counter_for
+from sam3_agent.context.registry import PolicyInputs, build_policy, check_backend
+from sam3_agent.context.summary import DigestCall
 from sam3_agent.errors import Sam3AgentError, UserError
 from sam3_agent.images import ImageInput, load_image
 from sam3_agent.messages import ChatResponse
 from sam3_agent.outputs import Trace, atomic_write_json, write_png
 from sam3_agent.parsing import ParsedReply, parse_native, parse_reply
-from sam3_agent.pruning import Context, build_context
 from sam3_agent.render import overlay
 from sam3_agent.result import AgentResult
 from sam3_agent.session import Session
@@ -69,6 +71,8 @@ class Sam3Agent:
         )
         self.checker_prompt = prompts.render("checker_system")
         self._tool_specs = tools.tool_specs() if self.config.tool_protocol == "native" else None
+        check_backend(self.config, chat_model)  # e.g. attention without transformers: refuse now
+        self.token_counter = counter_for(chat_model)
 
     def run(
         self,
@@ -143,6 +147,7 @@ class Sam3Agent:
             query=query,
             checker_prompt=self.checker_prompt,
             trace=trace,
+            token_counter=self.token_counter,
         )
 
     async def _loop(
@@ -150,11 +155,58 @@ class Sam3Agent:
     ) -> tuple[Final | None, str | None]:
         task = TaskStep(session.query, session.task_image)
         steps: list[ActionStep] = []
+        policy = self._context_policy(session)
+        try:
+            return await self._rounds(session, on_round, task, steps, policy)
+        finally:
+            aclose = getattr(policy, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def _context_policy(self, session: Session) -> ContextPolicy:
+        session.usage.estimate_source = self.token_counter.source
+
+        def on_digest(call: DigestCall) -> None:
+            session.usage.digests = session.usage.digests + call.response.usage
+            session.usage.cached_calls += int(call.response.cached)
+            tokens = self.token_counter.messages(call.messages)
+            session.usage.add_estimate("digests", tokens.text, tokens.image)
+            if session.trace.enabled:
+                session.trace.record(
+                    {
+                        "kind": "digest",
+                        "round": session.round,
+                        "rounds_condensed": list(call.rounds),
+                        "blocking": call.blocking,
+                        "context": session.trace.messages(call.messages),
+                        "reply": call.response.text,
+                        "usage": call.response.usage.to_dict(),
+                        "tokens_estimate": tokens.to_dict(),
+                        "latency_s": round(call.latency_s, 4),
+                    }
+                )
+
+        return build_policy(
+            PolicyInputs(self.config, self.token_counter, self.chat_model, on_digest)
+        )
+
+    async def _rounds(
+        self,
+        session: Session,
+        on_round: RoundCallback | None,
+        task: TaskStep,
+        steps: list[ActionStep],
+        policy: ContextPolicy,
+    ) -> tuple[Final | None, str | None]:
         corrections = 0
         while True:
             if session.round >= self.config.max_rounds:
                 return None, f"max_rounds ({self.config.max_rounds}) reached without an answer"
-            context = build_context(self.system_prompt, task, steps)
+            try:
+                with session.timed("context"):
+                    context = await policy.build(History(self.system_prompt, task, steps))
+            except ContextBudgetError as e:
+                return None, str(e)
             session.round += 1
             with session.timed("chat"):
                 response = await self.chat_model.complete(context.messages, tools=self._tool_specs)
@@ -209,6 +261,8 @@ class Sam3Agent:
         parsed: ParsedReply,
         step: ActionStep,
     ) -> None:
+        tokens = self.token_counter.messages(context.messages)
+        session.usage.add_estimate("main", tokens.text, tokens.image)
         trace = session.trace
         if not trace.enabled:
             return
@@ -243,6 +297,14 @@ class Sam3Agent:
                     ),
                 },
                 "usage": response.usage.to_dict(),
+                "tokens_estimate": {
+                    **tokens.to_dict(),
+                    "per_message": self.token_counter.per_message(context.messages),
+                    "source": self.token_counter.source,
+                },
+                "context_policy": (
+                    context.eviction.to_dict() if context.eviction is not None else None
+                ),
                 "cached": response.cached,
             }
         )

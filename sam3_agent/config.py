@@ -9,6 +9,18 @@ from sam3_agent.errors import UserError
 
 ToolProtocol = Literal["tags", "native"]
 TOOL_PROTOCOLS: tuple[ToolProtocol, ...] = ("tags", "native")
+CONTEXT_POLICIES: tuple[str, ...] = (
+    "sam3",
+    "keep-all",
+    "fifo",
+    "decay",
+    "summary",
+    "hierarchical",
+    "attention",
+    "auto",
+)
+"""Names of the context policies (:mod:`sam3_agent.context`), the default first."""
+STEP_KINDS_WEIGHTED = ("segment", "examine", "correction")
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,36 @@ class AgentConfig:
     """``tags``: tool calls written as ``<tool>{json}</tool>`` in the reply text.
     ``native``: tools declared through the API and returned as structured calls."""
 
+    context_policy: str = "sam3"
+    """How each main call's context is chosen from the history (:mod:`sam3_agent.context`):
+    ``sam3`` (three-part pruning), ``keep-all``, ``fifo``, ``decay``, ``summary``,
+    ``hierarchical``, ``attention`` (in-process transformers MLLM only), ``auto``."""
+
+    max_context_tokens: int = 32768
+    """The model's context window in tokens. Every call's messages fit this minus
+    ``context_reserve_tokens``; a session whose pinned context cannot fit ends as
+    ``failed`` before the call."""
+
+    context_reserve_tokens: int = 1024
+    """Tokens kept free for the reply."""
+
+    context_watermark: float = 0.7
+    """Share of the budget at which ``hierarchical`` starts archiving and ``auto``
+    switches to it."""
+
+    decay_rate: float = 0.15
+    """``decay``: a round's score is ``weight(kind) * exp(-decay_rate * age_in_rounds)``."""
+
+    decay_weights: tuple[tuple[str, float], ...] = (
+        ("segment", 1.0),
+        ("examine", 1.5),
+        ("correction", 0.3),
+    )
+    """``decay``: weight per step kind (segment, examine, correction)."""
+
+    attention_window: int = 3
+    """``attention``: calls over which each round's attention mass is averaged."""
+
     def __post_init__(self) -> None:
         positive = ("max_rounds", "check_concurrency", "max_image_side")
         for name in positive:
@@ -66,6 +108,35 @@ class AgentConfig:
             raise UserError(f"jpeg_quality must be in [1, 100], got {self.jpeg_quality}")
         if self.tool_protocol not in TOOL_PROTOCOLS:
             raise UserError(f"tool_protocol must be 'tags' or 'native', got {self.tool_protocol!r}")
+        self._check_context()
+
+    def _check_context(self) -> None:
+        if self.context_policy not in CONTEXT_POLICIES:
+            raise UserError(
+                f"context_policy must be one of {', '.join(CONTEXT_POLICIES)}, "
+                f"got {self.context_policy!r}"
+            )
+        if self.context_reserve_tokens < 0:
+            raise UserError(
+                f"context_reserve_tokens must be >= 0, got {self.context_reserve_tokens}"
+            )
+        if self.max_context_tokens <= self.context_reserve_tokens:
+            raise UserError(
+                f"max_context_tokens ({self.max_context_tokens}) must exceed the reply reserve "
+                f"({self.context_reserve_tokens} tokens)"
+            )
+        if not 0.0 < self.context_watermark <= 1.0:
+            raise UserError(f"context_watermark must be in (0, 1], got {self.context_watermark}")
+        if self.decay_rate < 0:
+            raise UserError(f"decay_rate must be >= 0, got {self.decay_rate}")
+        for kind, weight in self.decay_weights:
+            if kind not in STEP_KINDS_WEIGHTED or weight < 0:
+                raise UserError(
+                    f"decay_weights: expected kinds {', '.join(STEP_KINDS_WEIGHTED)} with "
+                    f"weights >= 0, got {kind!r}={weight}"
+                )
+        if self.attention_window < 1:
+            raise UserError(f"attention_window must be >= 1, got {self.attention_window}")
 
     def to_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -10,6 +10,8 @@ from sam3_agent import __version__
 from sam3_agent.detections import Detections
 from sam3_agent.messages import TokenUsage
 
+ESTIMATE_PARTS = ("main", "checks", "digests")
+
 Status = Literal["masks", "no_mask", "failed"]
 
 
@@ -19,19 +21,41 @@ class Usage:
 
     main: TokenUsage = field(default_factory=TokenUsage)
     checks: TokenUsage = field(default_factory=TokenUsage)
+    digests: TokenUsage = field(default_factory=TokenUsage)
+    """Calls the ``summary`` context policy made to condense evicted rounds."""
     cached_calls: int = 0
     """Calls answered from the response cache (no tokens spent)."""
+    estimated: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {part: {"text": 0, "image": 0} for part in ESTIMATE_PARTS}
+    )
+    """Prompt tokens counted by :mod:`sam3_agent.context.tokens` on what was sent, per part
+    (``main``, ``checks``, ``digests``), text and image apart."""
+    estimate_source: str = "estimate"
+    """``estimate`` or ``tokenizer:<model>``: how text tokens were counted."""
 
     @property
     def total(self) -> TokenUsage:
-        return self.main + self.checks
+        return self.main + self.checks + self.digests
+
+    def add_estimate(self, part: str, text: int, image: int) -> None:
+        """Add one request's counted prompt tokens to ``part``."""
+        self.estimated[part]["text"] += text
+        self.estimated[part]["image"] += image
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "main": self.main.to_dict(),
             "checks": self.checks.to_dict(),
+            "digests": self.digests.to_dict(),
             "total": self.total.to_dict(),
             "cached_calls": self.cached_calls,
+            "estimated_prompt_tokens": {
+                "source": self.estimate_source,
+                **{
+                    part: {**v, "total": v["text"] + v["image"]}
+                    for part, v in self.estimated.items()
+                },
+            },
         }
 
 

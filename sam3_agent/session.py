@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from sam3_agent import prompts
 from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter
 from sam3_agent.config import AgentConfig
+from sam3_agent.context.tokens import TokenCounter
 from sam3_agent.detections import Detections
 from sam3_agent.examine import CheckCall, CheckRequest, CheckResult, check_all
 from sam3_agent.images import EncodedImage, RGBImage
@@ -42,12 +43,14 @@ class Session:
         query: str,
         checker_prompt: str,
         trace: Trace,
+        token_counter: TokenCounter | None = None,
     ) -> None:
         self.config = config
         self.chat_model = chat_model
         self.image = image
         self.query = query
         self.trace = trace
+        self.token_counter = token_counter or TokenCounter()
         self._segmenter = segmenter
         self._checker_prompt = checker_prompt
         self._embedding: asyncio.Future[ImageEmbedding] | None = None
@@ -160,6 +163,8 @@ class Session:
             self.usage.cached_calls += check.cached_calls
             self.checks_used += len(check.replies)
         for call in sorted(calls, key=lambda c: (c.number, c.attempt)):
+            tokens = self.token_counter.messages(call.messages)
+            self.usage.add_estimate("checks", tokens.text, tokens.image)
             self._trace_check(call, results[call.number - 1])
         return [r.accepted for r in results]
 
@@ -178,6 +183,7 @@ class Session:
                 "verdict": call.verdict,
                 "forced_reject": result.forced and call.attempt == len(result.replies),
                 "usage": call.response.usage.to_dict(),
+                "tokens_estimate": self.token_counter.messages(call.messages).to_dict(),
                 "cached": call.response.cached,
                 "latency_s": round(call.latency_s, 4),
             }

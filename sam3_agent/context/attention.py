@@ -1,0 +1,139 @@
+"""``attention``: rank earlier rounds by how much the model attended to them; evict the least.
+
+Only the in-process ``transformers`` MLLM can say where its attention went: it implements
+:class:`AttentionSource`, giving after each call the share of the attention (of the
+position that starts the reply, averaged over heads and layers) that fell on each message
+sent. Every other backend is refused when the policy is built (:func:`require_source`).
+
+After each main call the policy maps the messages back to their rounds and smooths each
+round's mass over the last :attr:`AttentionPolicy.window` calls that showed it. When the
+history no longer fits, the rounds with the lowest smoothed mass leave first; a round the
+model has not seen yet counts as most attended, so a fresh round is never the first to go.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from sam3_agent.context.base import (
+    Budget,
+    Context,
+    Costs,
+    Evicted,
+    History,
+    Selection,
+    check_pinned,
+    evict_in_order,
+    finish,
+)
+from sam3_agent.context.tokens import TokenCounter
+from sam3_agent.errors import UserError
+
+DEFAULT_WINDOW = 3
+"""Calls over which a round's attention mass is averaged."""
+
+
+@runtime_checkable
+class AttentionSource(Protocol):
+    """A chat model that reports where its attention went in its latest call."""
+
+    def last_message_attention(self) -> list[float] | None:
+        """Share of attention per message of the latest request (sums to about 1), or None."""
+        ...
+
+
+def require_source(chat_model: Any) -> AttentionSource:
+    """``chat_model`` as an :class:`AttentionSource`, or a one-line :class:`UserError`."""
+    inner = getattr(chat_model, "inner", chat_model)
+    for candidate in (chat_model, inner):
+        if isinstance(candidate, AttentionSource) and getattr(
+            candidate, "supports_attention", True
+        ):
+            return candidate
+    name = getattr(chat_model, "name", type(chat_model).__name__)
+    raise UserError(
+        f"--context-policy attention needs the in-process transformers MLLM (--llm hf:...); "
+        f"the MLLM backend {name!r} does not report attention"
+    )
+
+
+class AttentionPolicy:
+    """Evict the least attended rounds first.
+
+    Attributes:
+        window: calls a round's mass is averaged over.
+        masses: round number -> recent attention masses, newest last.
+    """
+
+    name = "attention"
+
+    def __init__(
+        self,
+        budget: Budget,
+        counter: TokenCounter,
+        source: AttentionSource,
+        window: int = DEFAULT_WINDOW,
+    ) -> None:
+        if window < 1:
+            raise UserError(f"the attention window must be >= 1, got {window}")
+        self.budget = budget
+        self.counter = counter
+        self.source = source
+        self.window = window
+        self.masses: dict[int, deque[float]] = {}
+        self._last_rounds: list[int] | None = None
+
+    def observe(self, per_message: Sequence[float], kept_rounds: Sequence[int]) -> None:
+        """Add one call's attention: messages 2, 3 are the first kept round, and so on."""
+        for k, round_number in enumerate(kept_rounds):
+            start = 2 + 2 * k
+            if start >= len(per_message):
+                break
+            mass = sum(per_message[start : start + 2])
+            self.masses.setdefault(round_number, deque(maxlen=self.window)).append(mass)
+
+    def smoothed(self, round_number: int) -> float:
+        seen = self.masses.get(round_number)
+        return float("inf") if not seen else sum(seen) / len(seen)
+
+    async def build(self, history: History) -> Context:
+        started = time.perf_counter()
+        if self._last_rounds is not None:
+            per_message = self.source.last_message_attention()
+            if per_message is not None:
+                self.observe(per_message, self._last_rounds)
+        costs = Costs(self.counter, history)
+        check_pinned(costs, self.budget, self.name)
+        steps = history.steps
+        everything = list(range(len(steps)))
+        kept: list[int] = everything
+        evicted: list[Evicted] = []
+        scores: dict[int, float] | None = None
+        if costs.full() > self.budget.limit:
+            smoothed = {s.round: self.smoothed(s.round) for s in steps}
+            order = sorted(everything, key=lambda i: (smoothed[steps[i].round], i))
+            finite = {r: s for r, s in smoothed.items() if s != float("inf")}
+            kept, evicted = evict_in_order(
+                costs,
+                everything,
+                order,
+                self.budget.limit,
+                "budget: least attended",
+                scores=finite,
+            )
+            scores = finite
+        context = finish(
+            history,
+            Selection(kept),
+            policy=self.name,
+            budget=self.budget,
+            costs=costs,
+            evicted=evicted,
+            started=started,
+            scores=scores,
+        )
+        self._last_rounds = context.kept_rounds
+        return context

@@ -1,0 +1,252 @@
+"""``summary``: evicted rounds are replaced by a digest the MLLM writes in its own call.
+
+Rounds leave oldest first, as in ``fifo``, when the history outgrows the budget. Each run
+of evicted rounds not yet covered is condensed by one extra call to the same model with
+its own prompt (``prompts/digest_system.j2`` and ``digest_user.j2``: phrases tried and
+what they gave, verdicts, the request's constraints, mistakes, open questions; negations
+and numbers verbatim). The digests replace the rounds in the first user message.
+
+* A digest is never summarised again: it is level 1 and only rounds are ever condensed.
+  When the digests themselves no longer fit, the oldest digest is dropped.
+* Digest calls and their tokens are reported apart (the ``on_digest`` callback; the agent
+  adds them to ``usage.digests``), never mixed with the main conversation's.
+* While the main call of a round is in flight, the rounds that the next call will most
+  likely evict (the context grows by about one round per call) are condensed in the
+  background; the next ``build`` only waits when that guess fell short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sam3_agent import prompts
+from sam3_agent.backends.base import ChatModel
+from sam3_agent.context.base import (
+    Budget,
+    Context,
+    Costs,
+    Evicted,
+    History,
+    Selection,
+    check_pinned,
+    finish,
+)
+from sam3_agent.context.tokens import TokenCounter
+from sam3_agent.messages import ChatMessage, ChatResponse
+from sam3_agent.steps import ActionStep
+
+logger = logging.getLogger(__name__)
+
+MAX_DIGEST_TOKENS = 200
+"""A digest longer than this (after the model wrote it) is cut to it."""
+
+DIGEST_TAG = re.compile(r"<digest>(.*?)(?:</digest>|$)", re.DOTALL | re.IGNORECASE)
+THINK_TAG = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Digest:
+    """The condensed text of some rounds. ``level`` 1: written from rounds, never from digests."""
+
+    rounds: tuple[int, ...]
+    text: str
+    level: int = 1
+
+    def note(self) -> str:
+        first, last = self.rounds[0], self.rounds[-1]
+        span = f"round {first}" if first == last else f"rounds {first}-{last}"
+        return f"[{span}] {self.text}"
+
+
+@dataclass(frozen=True)
+class DigestCall:
+    """One digest call, as reported to ``on_digest``."""
+
+    rounds: tuple[int, ...]
+    messages: list[ChatMessage]
+    response: ChatResponse
+    blocking: bool
+    latency_s: float
+
+
+DigestSink = Callable[[DigestCall], None]
+
+
+def digest_messages(query: str, steps: Sequence[ActionStep], max_tokens: int) -> list[ChatMessage]:
+    """The digest request for ``steps`` (text only: images are not condensed)."""
+    rounds = [
+        {"round": s.round, "reply": s.reply.strip(), "result": s.observation.text.strip()}
+        for s in steps
+    ]
+    return [
+        ChatMessage.text("system", prompts.render("digest_system", max_words=max_tokens * 2 // 3)),
+        ChatMessage.text("user", prompts.render("digest_user", query=query, rounds=rounds)),
+    ]
+
+
+def digest_text(reply: str, counter: TokenCounter, max_tokens: int) -> str:
+    """The digest inside a reply's ``<digest>`` tag (or the bare reply), cut to ``max_tokens``."""
+    reply = THINK_TAG.sub("", reply)
+    match = DIGEST_TAG.search(reply)
+    text = " ".join((match.group(1) if match else reply).split())
+    while text and counter.text(text) > max_tokens:
+        text = text[: int(len(text) * 0.9)].rstrip()
+    return text or "(the digest came back empty)"
+
+
+class SummaryPolicy:
+    """Oldest rounds out, each run condensed by the model.
+
+    Attributes:
+        digests: every digest written so far, oldest first.
+        digest_calls / digest_blocking: calls made, and how many the next call waited on.
+    """
+
+    name = "summary"
+
+    def __init__(
+        self,
+        budget: Budget,
+        counter: TokenCounter,
+        chat_model: ChatModel,
+        *,
+        on_digest: DigestSink | None = None,
+        max_digest_tokens: int = MAX_DIGEST_TOKENS,
+    ) -> None:
+        self.budget = budget
+        self.counter = counter
+        self.chat_model = chat_model
+        self.on_digest = on_digest
+        self.max_digest_tokens = max_digest_tokens
+        self.digests: list[Digest] = []
+        self.digest_calls = 0
+        self.digest_blocking = 0
+        self._pending: asyncio.Task[Digest] | None = None
+
+    async def aclose(self) -> None:
+        """Cancel a background digest nobody will read (the session ended)."""
+        if self._pending is not None and not self._pending.done():
+            self._pending.cancel()
+        self._pending = None
+
+    async def build(self, history: History) -> Context:
+        started = time.perf_counter()
+        waited = 0.0
+        if self._pending is not None:
+            wait_start = time.perf_counter()
+            self.digests.append(await self._pending)
+            waited = time.perf_counter() - wait_start
+            self._pending = None
+        steps = history.steps
+        costs = Costs(self.counter, history)
+        check_pinned(costs, self.budget, self.name)
+        evict = self._evicted_prefix(costs, self.budget.limit)
+        blocking: list[int] = []
+        uncovered = [steps[i] for i in evict if steps[i].round not in self._covered(evict, steps)]
+        if uncovered:
+            blocking = [s.round for s in uncovered]
+            self.digests.append(await self._digest(history, uncovered, blocking=True))
+            # The digest may be longer than the allowance: evict again with its true size.
+            evict = self._evicted_prefix(costs, self.budget.limit)
+        shown = self._shown(evict, steps)
+        kept = [i for i in range(len(steps)) if i not in set(evict)]
+        dropped_digests: list[Digest] = []
+        while shown and costs.total(kept, costs.note_tokens((), self._notes(shown))) > (
+            self.budget.limit
+        ):
+            dropped_digests.append(shown.pop(0))
+        evicted = [
+            Evicted(steps[i].round, "budget: oldest first, condensed into a digest") for i in evict
+        ]
+        self._start_speculative(history, costs, evict)
+        return finish(
+            history,
+            Selection(kept, (), self._notes(shown)),
+            policy=self.name,
+            budget=self.budget,
+            costs=costs,
+            evicted=evicted,
+            started=started,
+            digests={
+                "shown": [{"rounds": list(d.rounds), "level": d.level} for d in shown],
+                "dropped": [list(d.rounds) for d in dropped_digests],
+                "blocking_call_rounds": blocking,
+                "waited_for_background_ms": round(waited * 1e3, 3),
+                "calls_total": self.digest_calls,
+            },
+        )
+
+    def _notes(self, shown: Sequence[Digest]) -> list[str]:
+        if not shown:
+            return []
+        return [prompts.macro("context_notes", "digests", texts=[d.note() for d in shown])]
+
+    def _covered(self, evict: Sequence[int], steps: Sequence[ActionStep]) -> set[int]:
+        return {r for d in self._shown(evict, steps) for r in d.rounds}
+
+    def _shown(self, evict: Sequence[int], steps: Sequence[ActionStep]) -> list[Digest]:
+        """Digests all of whose rounds are evicted (a digest never stands beside its rounds)."""
+        evicted_rounds = {steps[i].round for i in evict}
+        return [d for d in self.digests if set(d.rounds) <= evicted_rounds]
+
+    def _evicted_prefix(self, costs: Costs, limit: int) -> list[int]:
+        """Oldest unprotected rounds that must go so the rest plus the digests fit ``limit``."""
+        steps = costs.history.steps
+        protected = costs.protected()
+        keep = set(range(len(steps)))
+        evict: list[int] = []
+        for i in range(len(steps)):
+            notes = self._notes(self._shown(evict, steps))
+            allowance = costs.note_tokens((), notes)
+            if not notes and evict:
+                allowance = self.max_digest_tokens + 40
+            if costs.total(sorted(keep)) + allowance <= limit:
+                break
+            if i in protected:
+                continue
+            keep.discard(i)
+            evict.append(i)
+        return evict
+
+    def _start_speculative(self, history: History, costs: Costs, evict: Sequence[int]) -> None:
+        """Condense, in the background, what the next call will likely evict."""
+        steps = history.steps
+        if not steps:
+            return
+        growth = costs.rounds[-1]
+        likely = self._evicted_prefix(costs, self.budget.limit - growth)
+        covered = {r for d in self.digests for r in d.rounds}
+        ahead = [steps[i] for i in likely if i not in set(evict) and steps[i].round not in covered]
+        if ahead:
+            self._pending = asyncio.ensure_future(self._digest(history, ahead, blocking=False))
+
+    async def _digest(
+        self, history: History, steps: Sequence[ActionStep], *, blocking: bool
+    ) -> Digest:
+        messages = digest_messages(history.task.query, steps, self.max_digest_tokens)
+        started = time.perf_counter()
+        response = await self.chat_model.complete(messages)
+        latency = time.perf_counter() - started
+        self.digest_calls += 1
+        self.digest_blocking += int(blocking)
+        rounds = tuple(s.round for s in steps)
+        if self.on_digest is not None:
+            self.on_digest(DigestCall(rounds, messages, response, blocking, latency))
+        logger.debug("digest of rounds %s (%s)", rounds, "blocking" if blocking else "background")
+        return Digest(rounds, digest_text(response.text, self.counter, self.max_digest_tokens))
+
+
+def digest_usage(calls: Sequence[DigestCall]) -> dict[str, Any]:
+    """Totals of some digest calls (for benchmarks and tests)."""
+    return {
+        "calls": len(calls),
+        "blocking": sum(c.blocking for c in calls),
+        "prompt_tokens": sum(c.response.usage.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.response.usage.completion_tokens for c in calls),
+    }
