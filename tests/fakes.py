@@ -27,6 +27,11 @@ def is_check_request(messages: Sequence[ChatMessage]) -> bool:
     return "<verdict>" in messages[0].joined_text
 
 
+def is_digest_request(messages: Sequence[ChatMessage]) -> bool:
+    """The summary policy's digest calls carry a system prompt naming the digest tag."""
+    return "<digest>" in messages[0].joined_text
+
+
 @dataclass
 class ScriptedChatModel:
     """Answers the main conversation from a queue, and mask checks from ``verdicts``.
@@ -36,6 +41,7 @@ class ScriptedChatModel:
             calls, finish reasons), or a function of the messages giving text.
         verdicts: mask number (1-based, as shown to the checker) -> checker reply; a
             missing number answers ``default_verdict``.
+        digest_reply: the answer to every digest request of the summary context policy.
         delay_s: simulated latency per call (``asyncio.sleep``, so concurrency is real).
         calls: every message list received, main and checks, in arrival order.
     """
@@ -43,6 +49,7 @@ class ScriptedChatModel:
     replies: list[Reply] = field(default_factory=list)
     verdicts: dict[int, str | list[str]] = field(default_factory=dict)
     default_verdict: str = "Looks right. <verdict>Accept</verdict>"
+    digest_reply: str = "<digest>Earlier rounds tried other phrases.</digest>"
     delay_s: float = 0.0
     name: str = "scripted"
     prompt_tokens: int = 100
@@ -50,6 +57,7 @@ class ScriptedChatModel:
     calls: list[list[ChatMessage]] = field(default_factory=list)
     main_calls: list[list[ChatMessage]] = field(default_factory=list)
     check_calls: list[list[ChatMessage]] = field(default_factory=list)
+    digest_calls: list[list[ChatMessage]] = field(default_factory=list)
     tools_seen: list[list[ToolSpec] | None] = field(default_factory=list)
 
     async def complete(
@@ -62,6 +70,9 @@ class ScriptedChatModel:
         if is_check_request(messages):
             self.check_calls.append(list(messages))
             return ChatResponse(text=self._verdict(messages), usage=usage)
+        if is_digest_request(messages):
+            self.digest_calls.append(list(messages))
+            return ChatResponse(text=self.digest_reply, usage=usage)
         self.main_calls.append(list(messages))
         if not self.replies:
             raise AssertionError("ScriptedChatModel ran out of scripted replies")

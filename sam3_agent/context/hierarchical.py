@@ -115,7 +115,10 @@ class HierarchicalPolicy:
                 evicted.append(Evicted(steps[i].round, "budget: working round moved to archive"))
                 current = total()
         # The archive keeps its own budget: past it, the oldest lines go.
-        archive_budget = int(limit * ARCHIVE_SHARE)
+        without_archive = costs.total(sorted(kept)) + self._note_cost(
+            tried_before(steps, sorted(kept)), []
+        )
+        archive_budget = min(int(limit * ARCHIVE_SHARE), limit - without_archive - NOTE_OVERHEAD)
         shown = sorted(archived)
         while shown and sum(line_cost[i] for i in shown) > archive_budget:
             dropped = shown.pop(0)

@@ -1,0 +1,59 @@
+"""Histories for context-policy tests: built from compact specs, images of chosen sizes.
+
+Images carry arbitrary bytes: policies and token counts only read their size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sam3_agent.context.base import History
+from sam3_agent.images import EncodedImage
+from sam3_agent.parsing import ToolCall
+from sam3_agent.steps import ActionStep, Observation, StepKind, TaskStep
+
+SYSTEM = "You segment things. " * 40
+
+
+def image(name: str, side: int = 448) -> EncodedImage:
+    return EncodedImage(name=f"{name}.jpg", data=name.encode(), mime="image/jpeg", width=side, height=side)
+
+
+def task(query: str = "only the cats on the left", side: int = 448) -> TaskStep:
+    return TaskStep(query, image("input", side))
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One round: its kind, whether it shows masks, and how long its texts are (words)."""
+
+    kind: StepKind
+    shows_masks: bool = False
+    words: int = 20
+
+
+def make_steps(specs: Sequence[Spec], side: int = 448) -> list[ActionStep]:
+    steps = []
+    for i, spec in enumerate(specs, start=1):
+        phrase = f"phrase {i}" if spec.kind == "segment" else None
+        shown = image(f"r{i}", side) if spec.shows_masks and spec.kind != "correction" else None
+        call = ToolCall("segment_phrase", {"text_prompt": phrase}) if phrase else None
+        filler = " ".join(f"w{i}" for _ in range(spec.words))
+        steps.append(
+            ActionStep(
+                round=i,
+                reply=f"<think>{filler}</think> reply {i}",
+                kind=spec.kind,
+                observation=Observation(
+                    f"result {i}. {filler}", shown, f"[image {i} dropped]", f"[image {i} gone]"
+                ),
+                call=call,
+                phrase=phrase,
+            )
+        )
+    return steps
+
+
+def history(specs: Sequence[Spec], side: int = 448, query: str = "only the cats on the left") -> History:
+    return History(SYSTEM, task(query, side), make_steps(specs, side))
