@@ -1,12 +1,15 @@
 """Histories for context-policy tests: built from compact specs, images of chosen sizes.
 
-Images carry arbitrary bytes: policies and token counts only read their size.
+Images are real (blank) JPEGs of the chosen size, encoded once per name and size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from sam3_agent.context.base import History
 from sam3_agent.images import EncodedImage
@@ -16,8 +19,9 @@ from sam3_agent.steps import ActionStep, Observation, StepKind, TaskStep
 SYSTEM = "You segment things. " * 40
 
 
+@lru_cache(maxsize=512)
 def image(name: str, side: int = 448) -> EncodedImage:
-    return EncodedImage(name=f"{name}.jpg", data=name.encode(), mime="image/jpeg", width=side, height=side)
+    return EncodedImage.encode(np.zeros((side, side, 3), dtype=np.uint8), name)
 
 
 def task(query: str = "only the cats on the left", side: int = 448) -> TaskStep:
@@ -55,5 +59,7 @@ def make_steps(specs: Sequence[Spec], side: int = 448) -> list[ActionStep]:
     return steps
 
 
-def history(specs: Sequence[Spec], side: int = 448, query: str = "only the cats on the left") -> History:
+def history(
+    specs: Sequence[Spec], side: int = 448, query: str = "only the cats on the left"
+) -> History:
     return History(SYSTEM, task(query, side), make_steps(specs, side))

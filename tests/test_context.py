@@ -34,9 +34,12 @@ class FakeAttention:
     """Attention that favours later messages (deterministic)."""
 
     def __init__(self) -> None:
-        self.requests: list[int] = []
+        self.recording = False
 
-    def last_message_attention(self) -> list[float] | None:
+    def record_attention(self) -> None:
+        self.recording = True
+
+    def last_message_attention(self, messages: object = None) -> list[float] | None:
         n = 12
         weights = [float(i + 1) for i in range(n)]
         return [w / sum(weights) for w in weights]

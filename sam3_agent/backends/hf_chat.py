@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,9 @@ DEFAULT_HF_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 
 DEFAULT_MAX_NEW_TOKENS = 2048
 """Completion tokens per request for the in-process model."""
+
+ATTENTION_REQUESTS_KEPT = 32
+"""Recent requests whose attention per message is remembered (checks run concurrently)."""
 
 class TransformersChatModel:
     """A ``transformers`` image-text-to-text model (Qwen2.5-VL, Qwen3-VL, ...) as a ChatModel.
@@ -69,6 +73,8 @@ class TransformersChatModel:
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self._lock = threading.Lock()
+        self._record_attention = False
+        self._attention: OrderedDict[tuple[int, ...], list[float]] = OrderedDict()
 
     @classmethod
     def from_pretrained(
@@ -132,6 +138,39 @@ class TransformersChatModel:
         return self._name
 
     @property
+    def tokenizer(self) -> Any:
+        """The model's own tokenizer (used to count the tokens of a context exactly)."""
+        return getattr(self._processor, "tokenizer", None)
+
+    supports_attention = True
+    """This backend can report where its attention went (the ``attention`` context policy)."""
+
+    def record_attention(self) -> None:
+        """From now on, also measure each request's attention per message.
+
+        Costs one extra forward pass over the prompt per call, with eager attention (the
+        fused kernels do not return attention weights).
+        """
+        if not self._record_attention:
+            self._model.set_attn_implementation("eager")
+            self._record_attention = True
+
+    def last_message_attention(
+        self, messages: Sequence[ChatMessage] | None = None
+    ) -> list[float] | None:
+        """Share of attention per message of a recent request (sums to 1), or None.
+
+        The share is that of the position that starts the reply, averaged over layers and
+        heads. ``messages`` names the request (concurrent mask checks share the model); the
+        latest request when None. None when recording is off or the request is unknown.
+        """
+        if not self._attention:
+            return None
+        if messages is None:
+            return next(reversed(self._attention.values()))
+        return self._attention.get(_request_key(messages))
+
+    @property
     def generation_params(self) -> dict[str, Any]:
         """Everything besides the messages that shapes a reply (part of cache keys)."""
         return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature}
@@ -172,6 +211,8 @@ class TransformersChatModel:
                 output = self._model.generate(
                     **inputs, max_new_tokens=self.max_new_tokens, **sampling
                 )
+                if self._record_attention:
+                    self._remember_attention(messages, inputs)
         generated = output[0, prompt_length:]
         text = self._processor.batch_decode(generated[None], skip_special_tokens=True)[0]
         finish_reason = "stop"
@@ -185,11 +226,44 @@ class TransformersChatModel:
             finish_reason=finish_reason,
         )
 
+    def _remember_attention(self, messages: Sequence[ChatMessage], inputs: Any) -> None:
+        shares = self._message_attention(inputs, len(messages))
+        if shares is None:
+            return
+        self._attention[_request_key(messages)] = shares
+        while len(self._attention) > ATTENTION_REQUESTS_KEPT:
+            self._attention.popitem(last=False)
+
+    def _message_attention(self, inputs: Any, n_messages: int) -> list[float] | None:
+        """Attention of the reply's first position on each message's tokens, normalised."""
+        out = self._model(**inputs, output_attentions=True)
+        if not out.attentions:
+            return None
+        last_row = torch.stack([a[0, :, -1, :].float() for a in out.attentions])  # (L, H, T)
+        mass = last_row.mean(dim=(0, 1))  # (T,)
+        start_id = self.tokenizer.convert_tokens_to_ids("<|im_start|>") if self.tokenizer else None
+        ids = inputs["input_ids"][0].tolist()
+        starts = [i for i, t in enumerate(ids) if t == start_id]
+        # One <|im_start|> per message, plus the one opening the reply.
+        if len(starts) != n_messages + 1:
+            logger.debug("attention: %d message starts for %d messages", len(starts), n_messages)
+            return None
+        spans = [float(mass[a:b].sum()) for a, b in zip(starts, starts[1:], strict=False)]
+        total = sum(spans)
+        return [x / total for x in spans] if total > 0 else None
+
     def _is_eos(self, token: int) -> bool:
         eos = self._model.generation_config.eos_token_id
         if eos is None:
             return False
         return token in (eos if isinstance(eos, (list, tuple)) else [eos])
+
+
+def _request_key(messages: Sequence[ChatMessage]) -> tuple[int, ...]:
+    """Identifies a request by its messages' roles, texts and images."""
+    return tuple(
+        hash((m.role, m.joined_text, tuple(i.sha256 for i in m.images))) for m in messages
+    )
 
 
 def _template_message(message: ChatMessage) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from sam3_agent.context.base import (
 )
 from sam3_agent.context.tokens import TokenCounter
 from sam3_agent.errors import UserError
+from sam3_agent.messages import ChatMessage
 
 DEFAULT_WINDOW = 3
 """Calls over which a round's attention mass is averaged."""
@@ -40,8 +41,14 @@ DEFAULT_WINDOW = 3
 class AttentionSource(Protocol):
     """A chat model that reports where its attention went in its latest call."""
 
-    def last_message_attention(self) -> list[float] | None:
-        """Share of attention per message of the latest request (sums to about 1), or None."""
+    def record_attention(self) -> None:
+        """Start measuring attention on every request."""
+        ...
+
+    def last_message_attention(
+        self, messages: Sequence[ChatMessage] | None = None
+    ) -> list[float] | None:
+        """Share of attention per message of request ``messages`` (sums to 1), or None."""
         ...
 
 
@@ -84,7 +91,8 @@ class AttentionPolicy:
         self.source = source
         self.window = window
         self.masses: dict[int, deque[float]] = {}
-        self._last_rounds: list[int] | None = None
+        self._last: tuple[list[ChatMessage], list[int]] | None = None
+        source.record_attention()
 
     def observe(self, per_message: Sequence[float], kept_rounds: Sequence[int]) -> None:
         """Add one call's attention: messages 2, 3 are the first kept round, and so on."""
@@ -101,10 +109,11 @@ class AttentionPolicy:
 
     async def build(self, history: History) -> Context:
         started = time.perf_counter()
-        if self._last_rounds is not None:
-            per_message = self.source.last_message_attention()
+        if self._last is not None:
+            messages, rounds = self._last
+            per_message = self.source.last_message_attention(messages)
             if per_message is not None:
-                self.observe(per_message, self._last_rounds)
+                self.observe(per_message, rounds)
         costs = Costs(self.counter, history)
         check_pinned(costs, self.budget, self.name)
         steps = history.steps
@@ -135,5 +144,5 @@ class AttentionPolicy:
             started=started,
             scores=scores,
         )
-        self._last_rounds = context.kept_rounds
+        self._last = (context.messages, context.kept_rounds)
         return context
