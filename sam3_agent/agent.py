@@ -333,7 +333,18 @@ class Sam3Agent:
             image_path=image_path,
             failure=failure,
             phrases_tried=list(session.phrases),
+            context=self._context_settings(),
         )
+
+    def _context_settings(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "policy": c.context_policy,
+            "max_context_tokens": c.max_context_tokens,
+            "reserve_tokens": c.context_reserve_tokens,
+            "watermark": c.context_watermark,
+            "token_count": self.token_counter.source,
+        }
 
     @staticmethod
     def _write(result: AgentResult, out: Path | None, image: Any) -> None:

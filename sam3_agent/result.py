@@ -84,6 +84,8 @@ class AgentResult:
     failure: str | None = None
     phrases_tried: list[str] = field(default_factory=list)
     output_dir: Path | None = None
+    context: dict[str, Any] | None = None
+    """The context policy and budget the session ran with (``result.json``'s ``context``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``result.json`` document; masks as COCO RLE, boxes XYXY in pixels."""
@@ -103,6 +105,7 @@ class AgentResult:
             "rounds": self.rounds,
             "phrases_tried": self.phrases_tried,
             "usage": self.usage.to_dict(),
+            "context": self.context,
             "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
             "model": self.model,
             "version": __version__,

@@ -13,6 +13,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +249,7 @@ class TransformersChatModel:
         if len(starts) != n_messages + 1:
             logger.debug("attention: %d message starts for %d messages", len(starts), n_messages)
             return None
-        spans = [float(mass[a:b].sum()) for a, b in zip(starts, starts[1:], strict=False)]
+        spans = [float(mass[a:b].sum()) for a, b in pairwise(starts)]
         total = sum(spans)
         return [x / total for x in spans] if total > 0 else None
 
