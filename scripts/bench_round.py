@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from sam3_agent.context.tokens import qwen_image_tokens
 from sam3_agent.detections import Detections, tight_boxes
 from sam3_agent.images import EncodedImage, RGBImage, downscale
 from sam3_agent.masks import postprocess, remove_overlaps
@@ -213,13 +214,6 @@ def main() -> None:
             f"({verdict} the {BUDGET_S * 1e3:.0f} ms budget)"
         )
     print_image_tokens()
-
-
-def qwen_image_tokens(height: int, width: int, factor: int = 28) -> int:
-    """Image tokens of one image under Qwen2.5-VL's resize rule (28 px per token side)."""
-    h = max(factor, round(height / factor) * factor)
-    w = max(factor, round(width / factor) * factor)
-    return (h // factor) * (w // factor)
 
 
 def print_image_tokens() -> None:

@@ -38,7 +38,7 @@ def test_every_policy_runs_a_session_and_logs_its_decisions(
 ) -> None:
     # Tight enough that the later rounds need eviction (keep-all gets room: it cannot evict).
     budget = 4000 if policy == "keep-all" else 2800
-    document, records, chat = run(
+    document, records, _ = run(
         image, three_cats, MISTAKES, tmp_path, context_policy=policy, max_context_tokens=budget
     )
     assert document["status"] == "masks"

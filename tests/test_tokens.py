@@ -1,0 +1,88 @@
+"""Token accounting: the Qwen-VL image rules, the text estimate, the tokenizer lookup."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sam3_agent.context.tokens import (
+    IMAGE_MARKERS,
+    MESSAGE_OVERHEAD,
+    QWEN3_CELL,
+    TokenCounter,
+    counter_for,
+    image_cell_for,
+    qwen_image_tokens,
+)
+from sam3_agent.images import EncodedImage
+from sam3_agent.messages import ChatMessage, ImagePart, TextPart
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "tokens"),
+    [
+        (1008, 1008, 1296),  # SPEC §8: the original's cost per 1008² image
+        (2000, 3000, 7597),
+        (3024, 4032, 15552),
+        (683, 1024, 37 * 24),  # a 1,024 px photo as sent: 896 tokens
+        (10, 10, 4),  # tiny images are scaled up to the processor's minimum (56x56)
+    ],
+)
+def test_qwen25_rule(height: int, width: int, tokens: int) -> None:
+    assert qwen_image_tokens(height, width) == tokens
+
+
+def test_qwen3_uses_32_pixel_cells() -> None:
+    assert image_cell_for("Qwen/Qwen3-VL-8B-Instruct") == QWEN3_CELL
+    assert image_cell_for("Qwen/Qwen2.5-VL-7B-Instruct") == 28
+    assert image_cell_for("gpt-4o") == 28  # the documented fallback
+    assert qwen_image_tokens(1024, 1024, QWEN3_CELL) == 32 * 32
+
+
+@given(st.integers(1, 20000), st.integers(1, 20000))
+def test_image_tokens_stay_within_the_processor_bounds(height: int, width: int) -> None:
+    tokens = qwen_image_tokens(height, width)
+    assert 1 <= tokens <= 16384
+
+
+def test_text_estimate_and_message_overhead() -> None:
+    counter = TokenCounter()
+    assert counter.text("") == 0
+    assert counter.text("abcd" * 10) == 10
+    assert counter.text("é") == math.ceil(2 / 4)  # bytes, not characters
+    image = EncodedImage(name="x.jpg", data=b"x", mime="image/jpeg", width=1008, height=1008)
+    message = ChatMessage("user", (ImagePart(image), TextPart("abcd" * 3)))
+    tokens = counter.message(message)
+    assert tokens.image == 1296 + IMAGE_MARKERS
+    assert tokens.text == 3 + MESSAGE_OVERHEAD
+    assert counter.per_message([message, message]) == [tokens.total, tokens.total]
+
+
+class _Tokenizer:
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return list(range(len(text.split())))
+
+
+class _ModelWithTokenizer:
+    name = "Qwen/Qwen3-VL-8B-Instruct"
+    tokenizer = _Tokenizer()
+
+
+class _Endpoint:
+    name = "some-hosted-model"
+
+
+def test_counter_uses_the_model_tokenizer_when_there_is_one() -> None:
+    counter = counter_for(_ModelWithTokenizer())
+    assert counter.source == "tokenizer:Qwen/Qwen3-VL-8B-Instruct"
+    assert counter.text("one two three") == 3
+    assert counter.image_cell == QWEN3_CELL
+
+
+def test_counter_falls_back_to_the_estimate_offline() -> None:
+    counter = counter_for(_Endpoint())
+    assert counter.source == "estimate"
+    assert counter.text("abcdefgh") == 2
