@@ -32,6 +32,7 @@ from sam3_agent.cli.options import (
     BackendOptions,
     CacheOpt,
     CheckConcurrencyOpt,
+    ContextPolicyOpt,
     DeviceOpt,
     DtypeOpt,
     LlmApiKeyOpt,
@@ -39,6 +40,7 @@ from sam3_agent.cli.options import (
     LlmOpt,
     LlmTimeoutOpt,
     LlmUrlOpt,
+    MaxContextTokensOpt,
     MaxCorrectionsOpt,
     MaxImageSideOpt,
     MaxRoundsOpt,
@@ -49,6 +51,7 @@ from sam3_agent.cli.options import (
     ScoreThresholdOpt,
     ToolProtocolOpt,
     config_from_flags,
+    with_context_flags,
 )
 from sam3_agent.config import AgentConfig
 from sam3_agent.errors import UserError
@@ -239,6 +242,8 @@ def eval_command(
     max_corrections: MaxCorrectionsOpt = AgentConfig.max_corrections,
     check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
+    context_policy: ContextPolicyOpt = AgentConfig.context_policy,
+    max_context_tokens: MaxContextTokensOpt = AgentConfig.max_context_tokens,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
@@ -273,6 +278,12 @@ def eval_command(
                 score_threshold=score_threshold,
                 max_image_side=max_image_side,
                 tool_protocol=tool_protocol,
+            )
+            agent_config = with_context_flags(
+                agent_config,
+                backends,
+                context_policy=context_policy,
+                max_context_tokens=max_context_tokens,
             )
             shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
             samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)

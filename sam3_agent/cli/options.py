@@ -7,7 +7,8 @@ Each command declares ``sam3: Sam3ModelOpt = DEFAULT_SAM3_MODEL`` etc., then cal
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,8 @@ import typer
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.backends.chat_models import build_chat_model
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, build_segmenter
-from sam3_agent.config import AgentConfig, ToolProtocol
+from sam3_agent.config import CONTEXT_POLICIES, AgentConfig, ToolProtocol
+from sam3_agent.errors import UserError
 
 BACKENDS = "Backends"
 AGENT = "Agent"
@@ -213,3 +215,56 @@ def config_from_flags(
         max_image_side=max_image_side,
         tool_protocol=tool_protocol,
     )
+
+
+# -- context policy (one self-contained block: the flags, and what they change) ----------
+
+CONTEXT = "Context"
+
+ContextPolicyOpt = Annotated[
+    str,
+    typer.Option(
+        "--context-policy",
+        help="How each call's context is chosen from the history: "
+        + ", ".join(CONTEXT_POLICIES)
+        + " (attention: in-process --llm hf:... only). See README 'Context policies'.",
+        rich_help_panel=CONTEXT,
+    ),
+]
+MaxContextTokensOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-context-tokens",
+        help="The MLLM's context window; every call fits it minus a reply reserve "
+        f"({AgentConfig.context_reserve_tokens} tokens).",
+        rich_help_panel=CONTEXT,
+    ),
+]
+
+
+def with_context_flags(
+    config: AgentConfig,
+    backends: BackendOptions,
+    *,
+    context_policy: str,
+    max_context_tokens: int,
+) -> AgentConfig:
+    """``config`` with the context flags applied, checked before any model loads.
+
+    Raises:
+        UserError: unknown policy, a budget no larger than the reserve, or ``attention``
+            with an MLLM that is not the in-process transformers backend.
+    """
+    config = replace(config, context_policy=context_policy, max_context_tokens=max_context_tokens)
+    if context_policy == "attention" and not _in_process_mllm(backends):
+        raise UserError(
+            "--context-policy attention needs the in-process transformers MLLM "
+            "(--llm hf:<model>); an endpoint does not report attention"
+        )
+    return config
+
+
+def _in_process_mllm(backends: BackendOptions) -> bool:
+    if backends.llm is not None:
+        return True
+    return not (backends.llm_url or os.environ.get("OPENAI_BASE_URL") or backends.llm_model)

@@ -16,6 +16,7 @@ from sam3_agent.cli.options import (
     BackendOptions,
     CacheOpt,
     CheckConcurrencyOpt,
+    ContextPolicyOpt,
     DeviceOpt,
     DtypeOpt,
     LlmApiKeyOpt,
@@ -23,6 +24,7 @@ from sam3_agent.cli.options import (
     LlmOpt,
     LlmTimeoutOpt,
     LlmUrlOpt,
+    MaxContextTokensOpt,
     MaxCorrectionsOpt,
     MaxImageSideOpt,
     MaxRoundsOpt,
@@ -33,7 +35,9 @@ from sam3_agent.cli.options import (
     ScoreThresholdOpt,
     ToolProtocolOpt,
     config_from_flags,
+    with_context_flags,
 )
+from sam3_agent.config import AgentConfig
 from sam3_agent.images import load_image
 from sam3_agent.outputs import safe_name
 
@@ -75,6 +79,8 @@ def run_command(
     max_corrections: MaxCorrectionsOpt = 10,
     check_concurrency: CheckConcurrencyOpt = 8,
     score_threshold: ScoreThresholdOpt = 0.5,
+    context_policy: ContextPolicyOpt = AgentConfig.context_policy,
+    max_context_tokens: MaxContextTokensOpt = AgentConfig.max_context_tokens,
     max_image_side: MaxImageSideOpt = 1024,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
@@ -110,6 +116,12 @@ def run_command(
             tool_protocol=tool_protocol,
             cache=cache,
             replay=replay,
+        )
+        config = with_context_flags(
+            config,
+            backends,
+            context_policy=context_policy,
+            max_context_tokens=max_context_tokens,
         )
         out_dir = out or default_out_dir(image, query)
         with err_console.status("loading models...") as status:

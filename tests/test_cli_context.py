@@ -1,0 +1,52 @@
+"""The context flags of run and eval: shown in --help, refused at once when wrong."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from sam3_agent.cli.main import app
+from sam3_agent.config import CONTEXT_POLICIES, AgentConfig
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_help_lists_the_context_flags(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    assert "--context-policy" in result.output and "--max-context-tokens" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--context-policy", "lru"], "context_policy must be one of"),
+        (["--max-context-tokens", "100"], "must exceed the reply reserve"),
+        (
+            [
+                "--context-policy",
+                "attention",
+                "--llm-url",
+                "http://127.0.0.1:9/v1",
+                "--llm-model",
+                "m",
+            ],
+            "needs the in-process transformers MLLM",
+        ),
+    ],
+)
+def test_bad_context_flags_fail_before_any_model_loads(
+    flags: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    result = runner.invoke(app, ["run", "assets/astronaut.jpg", "the flag", *flags])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_policy_is_part_of_the_eval_run_settings() -> None:
+    settings = AgentConfig(context_policy="fifo", max_context_tokens=8192).to_dict()
+    assert settings["context_policy"] == "fifo" and settings["max_context_tokens"] == 8192
+    assert AgentConfig().context_policy == CONTEXT_POLICIES[0] == "sam3"
