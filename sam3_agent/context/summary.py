@@ -128,6 +128,8 @@ class SummaryPolicy:
         self.digest_calls = 0
         self.digest_blocking = 0
         self._pending: asyncio.Task[Digest] | None = None
+        self._evicted: set[int] = set()
+        self._dropped_rounds: set[int] = set()
 
     async def aclose(self) -> None:
         """Cancel a background digest nobody will read (the session ended)."""
@@ -146,21 +148,27 @@ class SummaryPolicy:
         steps = history.steps
         costs = Costs(self.counter, history)
         check_pinned(costs, self.budget, self.name)
-        evict = self._evicted_prefix(costs, self.budget.limit)
+        # Once evicted, a round stays out: its digest stands for it from then on.
+        evict = [i for i, s in enumerate(steps) if s.round in self._evicted]
+        evict = self._evict_more(costs, evict, self.budget.limit, self.budget.watermark_tokens)
         blocking: list[int] = []
-        uncovered = [steps[i] for i in evict if steps[i].round not in self._covered(evict, steps)]
+        covered = self._covered_rounds()
+        uncovered = [steps[i] for i in evict if steps[i].round not in covered]
         if uncovered:
             blocking = [s.round for s in uncovered]
             self.digests.append(await self._digest(history, uncovered, blocking=True))
-            # The digest may be longer than the allowance: evict again with its true size.
-            evict = self._evicted_prefix(costs, self.budget.limit)
-        shown = self._shown(evict, steps)
+        self._evicted.update(steps[i].round for i in evict)
+        # A digest written ahead stays hidden until all of its rounds have left.
+        shown = [d for d in self.digests if set(d.rounds) <= self._evicted]
         kept = [i for i in range(len(steps)) if i not in set(evict)]
         dropped_digests: list[Digest] = []
         while shown and costs.total(kept, costs.note_tokens((), self._notes(shown))) > (
             self.budget.limit
         ):
             dropped_digests.append(shown.pop(0))
+        # A dropped digest is gone for good: its rounds are never condensed again.
+        self._dropped_rounds.update(r for d in dropped_digests for r in d.rounds)
+        self.digests = [d for d in self.digests if d not in dropped_digests]
         evicted = [
             Evicted(steps[i].round, "budget: oldest first, condensed into a digest") for i in evict
         ]
@@ -182,37 +190,44 @@ class SummaryPolicy:
             },
         )
 
+    def _covered_rounds(self) -> set[int]:
+        return {r for d in self.digests for r in d.rounds} | self._dropped_rounds
+
     def _notes(self, shown: Sequence[Digest]) -> list[str]:
         if not shown:
             return []
         return [prompts.macro("context_notes", "digests", texts=[d.note() for d in shown])]
 
-    def _covered(self, evict: Sequence[int], steps: Sequence[ActionStep]) -> set[int]:
-        return {r for d in self._shown(evict, steps) for r in d.rounds}
+    def _evict_more(self, costs: Costs, evict: Sequence[int], limit: int, target: int) -> list[int]:
+        """``evict`` plus the oldest unprotected rounds needed to fit.
 
-    def _shown(self, evict: Sequence[int], steps: Sequence[ActionStep]) -> list[Digest]:
-        """Digests all of whose rounds are evicted (a digest never stands beside its rounds)."""
-        evicted_rounds = {steps[i].round for i in evict}
-        return [d for d in self.digests if set(d.rounds) <= evicted_rounds]
-
-    def _evicted_prefix(self, costs: Costs, limit: int) -> list[int]:
-        """Oldest unprotected rounds that must go so the rest plus the digests fit ``limit``."""
+        Nothing more goes while the context fits ``limit``; once it does not, rounds go
+        until it fits ``target`` (the watermark), so one digest condenses several rounds.
+        A new digest is reckoned at its maximum size until it is written.
+        """
         steps = costs.history.steps
+        out = list(evict)
         protected = costs.protected()
-        keep = set(range(len(steps)))
-        evict: list[int] = []
-        for i in range(len(steps)):
-            notes = self._notes(self._shown(evict, steps))
+        covered = self._covered_rounds()
+
+        def total() -> int:
+            kept = [i for i in range(len(steps)) if i not in set(out)]
+            gone = {steps[i].round for i in out}
+            notes = self._notes([d for d in self.digests if set(d.rounds) <= gone])
             allowance = costs.note_tokens((), notes)
-            if not notes and evict:
-                allowance = self.max_digest_tokens + 40
-            if costs.total(sorted(keep)) + allowance <= limit:
+            if any(steps[i].round not in covered for i in out):
+                allowance += self.max_digest_tokens + 40
+            return costs.total(kept) + allowance
+
+        if total() <= limit:
+            return out
+        for i in range(len(steps)):
+            if total() <= target:
                 break
-            if i in protected:
+            if i in protected or i in out:
                 continue
-            keep.discard(i)
-            evict.append(i)
-        return evict
+            out.append(i)
+        return sorted(out)
 
     def _start_speculative(self, history: History, costs: Costs, evict: Sequence[int]) -> None:
         """Condense, in the background, what the next call will likely evict."""
@@ -220,8 +235,10 @@ class SummaryPolicy:
         if not steps:
             return
         growth = costs.rounds[-1]
-        likely = self._evicted_prefix(costs, self.budget.limit - growth)
-        covered = {r for d in self.digests for r in d.rounds}
+        likely = self._evict_more(
+            costs, evict, self.budget.limit - growth, self.budget.watermark_tokens - growth
+        )
+        covered = self._covered_rounds()
         ahead = [steps[i] for i in likely if i not in set(evict) and steps[i].round not in covered]
         if ahead:
             self._pending = asyncio.ensure_future(self._digest(history, ahead, blocking=False))
