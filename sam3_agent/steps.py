@@ -1,8 +1,8 @@
 """The agent's history as typed steps; chat messages are derived from them.
 
 As in smolagents, the conversation is never stored as raw messages: each round is an
-:class:`ActionStep`, and :mod:`sam3_agent.pruning` turns the steps into the context sent
-to the model. Pruning therefore never mutates anything.
+:class:`ActionStep`, and a context policy (:mod:`sam3_agent.context`) turns the steps into
+the context sent to the model. Policies therefore never mutate anything.
 """
 
 from __future__ import annotations

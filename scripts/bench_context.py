@@ -136,7 +136,7 @@ def make_world(seed: int) -> World:
     if not any(t.kind == target and t.left for t in things):  # the answer is never empty
         col, row = 0, 0
         things[0] = Thing(target, True, (8, 8, 108, 108), things[0].score)
-    n_decoys = int(rng.integers(7, 20))
+    n_decoys = int(rng.integers(7, 32))
     decoys: dict[str, list[int]] = {}
     others = [i for i, t in enumerate(things) if t.kind != target]
     for d in range(n_decoys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -86,3 +87,23 @@ def test_counter_falls_back_to_the_estimate_offline() -> None:
     counter = counter_for(_Endpoint())
     assert counter.source == "estimate"
     assert counter.text("abcdefgh") == 2
+
+
+def test_counter_reads_a_tokenizer_from_the_local_hub_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tiny_qwen import build_tokenizer
+
+    build_tokenizer().save_pretrained(tmp_path)
+    found = str(tmp_path / "tokenizer.json")
+    monkeypatch.setattr(
+        "huggingface_hub.try_to_load_from_cache",
+        lambda repo_id, filename: found if repo_id == "Qwen/Qwen3-VL-8B-Instruct" else None,
+    )
+
+    class Endpoint:
+        name = "Qwen/Qwen3-VL-8B-Instruct"
+
+    counter = counter_for(Endpoint())
+    assert counter.source == "tokenizer:Qwen/Qwen3-VL-8B-Instruct"
+    assert counter.text("abc") == len(build_tokenizer().encode("abc", add_special_tokens=False))

@@ -69,7 +69,7 @@ class HierarchicalPolicy:
     async def build(self, history: History) -> Context:
         return self.build_sync(history)
 
-    def build_sync(self, history: History, **extra: object) -> Context:
+    def build_sync(self, history: History) -> Context:
         started = time.perf_counter()
         steps = history.steps
         costs = Costs(self.counter, history)
@@ -92,28 +92,24 @@ class HierarchicalPolicy:
 
         limit, watermark = self.budget.limit, self.budget.watermark_tokens
         current = total()
-        passed_watermark = current > watermark
-        evicted: list[Evicted] = []
-        if passed_watermark:
-            older = [i for i in everything if i < core_start]
-            for i in older:
-                if current <= watermark:
-                    break
-                if i in protected:
-                    continue
-                kept.discard(i)
-                archived.append(i)
-                evicted.append(Evicted(steps[i].round, "watermark: moved to archive"))
-                current = total()
-            for i in everything[core_start:]:
-                if current <= limit:
-                    break
-                if i in protected:
-                    continue
-                kept.discard(i)
-                archived.append(i)
-                evicted.append(Evicted(steps[i].round, "budget: working round moved to archive"))
-                current = total()
+        reasons: dict[int, str] = {}
+        if current > watermark:
+            # Older rounds go first, down to the watermark; the latest search's rounds only
+            # when the hard limit requires it.
+            stages = (
+                (everything[:core_start], watermark, "watermark: moved to archive"),
+                (everything[core_start:], limit, "budget: working round moved to archive"),
+            )
+            for candidates, target, reason in stages:
+                for i in candidates:
+                    if current <= target:
+                        break
+                    if i in protected:
+                        continue
+                    kept.discard(i)
+                    archived.append(i)
+                    reasons[i] = reason
+                    current = total()
         # The archive keeps its own budget: past it, the oldest lines go.
         without_archive = costs.total(sorted(kept)) + self._note_cost(
             tried_before(steps, sorted(kept)), []
@@ -121,13 +117,8 @@ class HierarchicalPolicy:
         archive_budget = min(int(limit * ARCHIVE_SHARE), limit - without_archive - NOTE_OVERHEAD)
         shown = sorted(archived)
         while shown and sum(line_cost[i] for i in shown) > archive_budget:
-            dropped = shown.pop(0)
-            evicted = [
-                Evicted(e.round, "archive over its budget: line dropped")
-                if e.round == steps[dropped].round
-                else e
-                for e in evicted
-            ]
+            reasons[shown.pop(0)] = "archive over its budget: line dropped"
+        evicted = [Evicted(steps[i].round, reason) for i, reason in reasons.items()]
         tried = tried_before(steps, sorted(kept))
         note = archive_note([lines[i] for i in shown])
         selection = Selection(sorted(kept), tried, [note] if note else [])
@@ -150,7 +141,6 @@ class HierarchicalPolicy:
             evicted=evicted,
             started=started,
             zones=zones,
-            **extra,  # type: ignore[arg-type]
         )
 
     def _note_cost(

@@ -1,4 +1,4 @@
-"""Three-part pruning as a pure function, with property tests over random histories."""
+"""The sam3 policy's three-part pruning as a pure function, property-tested over random histories."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from sam3_agent.images import EncodedImage
 from sam3_agent.parsing import ToolCall
-from sam3_agent.pruning import MAX_MESSAGES, anchor_index, build_context
+from sam3_agent.context.sam3 import MAX_MESSAGES, anchor_index, build_context
 from sam3_agent.steps import ActionStep, Observation, StepKind, TaskStep, current_masks_index
 
 SYSTEM = "system prompt"
