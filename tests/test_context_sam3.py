@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sam3_agent.context.sam3 import MAX_MESSAGES, anchor_index, build_context
 from sam3_agent.images import EncodedImage
 from sam3_agent.parsing import ToolCall
-from sam3_agent.context.sam3 import MAX_MESSAGES, anchor_index, build_context
 from sam3_agent.steps import ActionStep, Observation, StepKind, TaskStep, current_masks_index
 
 SYSTEM = "system prompt"
