@@ -21,8 +21,8 @@ from sam3_agent import prompts, tools
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.config import AgentConfig
 from sam3_agent.context import Context, ContextBudgetError, ContextPolicy, History, counter_for
+from sam3_agent.context.accounting import digest_recorder
 from sam3_agent.context.registry import PolicyInputs, build_policy, check_backend
-from sam3_agent.context.summary import DigestCall
 from sam3_agent.errors import Sam3AgentError, UserError
 from sam3_agent.images import ImageInput, load_image
 from sam3_agent.messages import ChatResponse
@@ -165,30 +165,11 @@ class Sam3Agent:
 
     def _context_policy(self, session: Session) -> ContextPolicy:
         session.usage.estimate_source = self.token_counter.source
-
-        def on_digest(call: DigestCall) -> None:
-            session.usage.digests = session.usage.digests + call.response.usage
-            session.usage.cached_calls += int(call.response.cached)
-            tokens = self.token_counter.messages(call.messages)
-            session.usage.add_estimate("digests", tokens.text, tokens.image)
-            if session.trace.enabled:
-                session.trace.record(
-                    {
-                        "kind": "digest",
-                        "round": session.round,
-                        "rounds_condensed": list(call.rounds),
-                        "blocking": call.blocking,
-                        "context": session.trace.messages(call.messages),
-                        "reply": call.response.text,
-                        "usage": call.response.usage.to_dict(),
-                        "tokens_estimate": tokens.to_dict(),
-                        "latency_s": round(call.latency_s, 4),
-                    }
-                )
-
-        return build_policy(
-            PolicyInputs(self.config, self.token_counter, self.chat_model, on_digest)
+        on_digest = digest_recorder(
+            session.usage, session.trace, self.token_counter, lambda: session.round
         )
+        inputs = PolicyInputs(self.config, self.token_counter, self.chat_model, on_digest)
+        return build_policy(inputs)
 
     async def _rounds(
         self,

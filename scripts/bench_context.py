@@ -15,6 +15,9 @@ simulated MLLM that acts only on what its context shows:
   is in its context; without it, it selects every target;
 * it makes mistakes (replies with no tool call) at seeded rounds.
 
+Every run has the same budgets (80 rounds, 20 corrections): each session of the suite
+fits them when nothing is evicted, and a refused repeat counts as a correction.
+
 Mask checks are answered by an oracle (accept the targets, reject the rest): they sit
 outside the main context and are the same for every policy. Digest calls (``summary``)
 are answered by a faithful extractor of the quoted phrases and results; ``attention``
@@ -59,6 +62,10 @@ from sam3_agent.session import Session
 from sam3_agent.steps import current_masks_index
 
 IMAGE_H, IMAGE_W = 384, 512
+MAX_ROUNDS = 80
+MAX_CORRECTIONS = 20
+"""The agent's budgets in every run: a session of the suite fits them when nothing is
+evicted; a policy that makes the model repeat refused phrases spends corrections."""
 CONSTRAINT = "on the left"
 QUOTED = re.compile(r'"([^"]{1,60})"')
 CHECK_NUMBER = re.compile(r"mask\s+#?(\d+)", re.IGNORECASE)
@@ -427,8 +434,8 @@ def run_session(world: World, policy: str, budget: int) -> Outcome:
     config = AgentConfig(
         context_policy=policy,
         max_context_tokens=budget,
-        max_rounds=80,
-        max_corrections=80,
+        max_rounds=MAX_ROUNDS,
+        max_corrections=MAX_CORRECTIONS,
         max_image_side=512,
     )
     agent = BenchAgent(world, config)
