@@ -30,7 +30,8 @@ Measures, per policy and budget, over the suite:
 * recall: share of key facts present in each context (the request, its constraint,
   every phrase tried so far, the current masks' image, the latest verdicts);
 * ms/round: the policy's own time per call (from the eviction records), and digest
-  calls per session (how many the next call had to wait for);
+  calls per session (in brackets: calls a main call had to wait for; the others were
+  written while the previous main call was in flight);
 * tokens/session: prompt tokens of the main calls plus digest calls, counted by
   :mod:`sam3_agent.context.tokens` (mask checks excluded: no policy changes them).
 
@@ -349,14 +350,18 @@ class RecallProbe:
     found: int = 0
     facts: int = 0
     latency_s: list[float] = field(default_factory=list)
+    waited_digests: int = 0
 
     def __post_init__(self) -> None:
         self.name = self.inner.name
 
     async def build(self, history: History) -> Context:
         context = await self.inner.build(history)
-        if context.eviction is not None:
-            self.latency_s.append(context.eviction.latency_s)
+        record = context.eviction
+        if record is not None:
+            self.latency_s.append(record.latency_s)
+            if record.digests and record.digests["blocking_call_rounds"]:
+                self.waited_digests += 1
         self._score(history, context)
         return context
 
@@ -427,6 +432,7 @@ class Outcome:
     facts: int
     latency_s: list[float]
     digest_calls: int
+    waited_digests: int
     tokens: int
 
 
@@ -455,6 +461,7 @@ def run_session(world: World, policy: str, budget: int) -> Outcome:
         facts=probe.facts,
         latency_s=probe.latency_s,
         digest_calls=result.usage.digests.calls,
+        waited_digests=probe.waited_digests,
         tokens=tokens,
     )
 
@@ -487,7 +494,7 @@ def main() -> None:
     )
     header = (
         f"| {'policy':<12} | {'budget':>6} | {'accuracy':>8} | {'recall':>6} | "
-        f"{'ms/round':>8} | {'digests/session':>15} | {'tokens/session':>14} | "
+        f"{'ms/round':>8} | {'digests (waited)':>16} | {'tokens/session':>14} | "
         f"{'rounds':>6} | {'failed':>6} |"
     )
     print(header)
@@ -497,12 +504,16 @@ def main() -> None:
             outcomes = [run_session(w, policy, budget) for w in worlds]
             latencies = [x for o in outcomes for x in o.latency_s]
             recall = sum(o.found for o in outcomes) / max(1, sum(o.facts for o in outcomes))
+            digests = (
+                f"{statistics.mean(o.digest_calls for o in outcomes):.1f} "
+                f"({statistics.mean(o.waited_digests for o in outcomes):.1f})"
+            )
             print(
                 f"| {policy:<12} | {budget // 1024:>5}k | "
                 f"{sum(o.correct for o in outcomes) / len(outcomes):>8.0%} | "
                 f"{recall:>6.0%} | "
                 f"{statistics.mean(latencies) * 1e3 if latencies else 0.0:>8.2f} | "
-                f"{statistics.mean(o.digest_calls for o in outcomes):>15.1f} | "
+                f"{digests:>16} | "
                 f"{statistics.mean(o.tokens for o in outcomes):>14,.0f} | "
                 f"{statistics.mean(o.rounds for o in outcomes):>6.1f} | "
                 f"{sum(o.failed for o in outcomes):>6} |",

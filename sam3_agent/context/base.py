@@ -18,7 +18,7 @@ sums and the budget check are shared here, so every policy keeps the same invari
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -260,7 +260,7 @@ class Costs:
         """Rounds no policy may evict: the one showing the selectable masks."""
         return set() if self.current is None else {self.current}
 
-    def total(self, kept: Sequence[int], head_extra: int = 0) -> int:
+    def total(self, kept: Iterable[int], head_extra: int = 0) -> int:
         return self.head + head_extra + sum(self.rounds[i] for i in set(kept))
 
     def full(self) -> int:

@@ -35,6 +35,7 @@ from sam3_agent.context.base import (
     evict_in_order,
     finish,
     render,
+    tried_before,
 )
 from sam3_agent.context.tokens import TokenCounter
 from sam3_agent.steps import ActionStep, TaskStep
@@ -116,10 +117,15 @@ class Sam3Policy:
         selection, evicted = sam3_selection(history.steps)
         note = costs.note_tokens(selection.tried_phrases)
         check_pinned(costs, self.budget, self.name, note)
+        # Evicting for the budget may add phrases to the note: reckon with the longest note.
+        longest = costs.note_tokens(tried_before(history.steps, sorted(costs.protected())))
         kept, more = evict_in_order(
-            costs, selection.kept, sorted(selection.kept), self.budget.limit, "budget", note
+            costs, selection.kept, sorted(selection.kept), self.budget.limit, "budget", longest
         )
-        selection = Selection(kept, selection.tried_phrases)
+        if more:  # a search round left for the budget: its phrase joins the note
+            selection = Selection(kept, tried_before(history.steps, kept))
+        else:
+            selection = Selection(kept, selection.tried_phrases)
         return finish(
             history,
             selection,
