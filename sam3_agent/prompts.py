@@ -26,21 +26,16 @@ def render(template: str, **variables: Any) -> str:
 
 
 @cache
-def _module(template: str) -> Any:
-    return _ENV.get_template(f"{template}.j2").module
-
-
-def macro(template: str, message: str, /, **variables: Any) -> str:
-    """Render macro ``message`` of ``prompts/<template>.j2``; every argument is required."""
-    found = getattr(_module(template), message, None)
-    if found is None:
-        raise KeyError(f"no message named {message!r} in prompts/{template}.j2")
-    missing = [a for a in found.arguments if a not in variables]
-    if missing:
-        raise jinja2.UndefinedError(f"{template} {message!r} is missing variables {missing}")
-    return str(found(**variables)).strip()
+def _feedback_module() -> Any:
+    return _ENV.get_template("feedback.j2").module
 
 
 def feedback(message: str, /, **variables: Any) -> str:
     """One of the tool-result and corrective messages (macros in ``prompts/feedback.j2``)."""
-    return macro("feedback", message, **variables)
+    macro = getattr(_feedback_module(), message, None)
+    if macro is None:
+        raise KeyError(f"no feedback message named {message!r} in prompts/feedback.j2")
+    missing = [a for a in macro.arguments if a not in variables]
+    if missing:
+        raise jinja2.UndefinedError(f"feedback {message!r} is missing variables {missing}")
+    return str(macro(**variables)).strip()

@@ -54,7 +54,7 @@ def archive_line(step: ActionStep) -> str:
 
 
 def archive_note(lines: Sequence[str]) -> str:
-    return prompts.macro("context_notes", "archive", lines=list(lines)) if lines else ""
+    return prompts.render("context_archive", lines=list(lines)) if lines else ""
 
 
 class HierarchicalPolicy:

@@ -196,7 +196,7 @@ class SummaryPolicy:
     def _notes(self, shown: Sequence[Digest]) -> list[str]:
         if not shown:
             return []
-        return [prompts.macro("context_notes", "digests", texts=[d.note() for d in shown])]
+        return [prompts.render("context_digests", texts=[d.note() for d in shown])]
 
     def _evict_more(self, costs: Costs, evict: Sequence[int], limit: int, target: int) -> list[int]:
         """``evict`` plus the oldest unprotected rounds needed to fit.
