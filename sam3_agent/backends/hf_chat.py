@@ -41,6 +41,7 @@ DEFAULT_MAX_NEW_TOKENS = 2048
 ATTENTION_REQUESTS_KEPT = 32
 """Recent requests whose attention per message is remembered (checks run concurrently)."""
 
+
 class TransformersChatModel:
     """A ``transformers`` image-text-to-text model (Qwen2.5-VL, Qwen3-VL, ...) as a ChatModel.
 
@@ -262,9 +263,7 @@ class TransformersChatModel:
 
 def _request_key(messages: Sequence[ChatMessage]) -> tuple[int, ...]:
     """Identifies a request by its messages' roles, texts and images."""
-    return tuple(
-        hash((m.role, m.joined_text, tuple(i.sha256 for i in m.images))) for m in messages
-    )
+    return tuple(hash((m.role, m.joined_text, tuple(i.sha256 for i in m.images))) for m in messages)
 
 
 def _template_message(message: ChatMessage) -> dict[str, Any]:
