@@ -83,6 +83,14 @@ def test_counter_uses_the_model_tokenizer_when_there_is_one() -> None:
     assert counter.image_cell == QWEN3_CELL
 
 
+def test_counter_finds_the_tokenizer_behind_the_response_cache() -> None:
+    class Cached:
+        name = "Qwen/Qwen3-VL-8B-Instruct"
+        inner = _ModelWithTokenizer()
+
+    assert counter_for(Cached()).text("one two") == 2
+
+
 def test_counter_falls_back_to_the_estimate_offline() -> None:
     counter = counter_for(_Endpoint())
     assert counter.source == "estimate"

@@ -157,12 +157,15 @@ class TokenCounter:
 def counter_for(chat_model: Any) -> TokenCounter:
     """The best :class:`TokenCounter` for ``chat_model`` that needs no network.
 
-    Uses the in-process model's tokenizer (``chat_model.tokenizer``), else tokenizer files
+    Uses the in-process model's tokenizer (``chat_model.tokenizer``, also behind the
+    response cache), else tokenizer files
     already in the local hub cache for the model's name, else the estimate.
     """
     name = str(getattr(chat_model, "name", ""))
     cell = image_cell_for(name)
     tokenizer = getattr(chat_model, "tokenizer", None)
+    if tokenizer is None:  # behind the response cache, the in-process model is ``inner``
+        tokenizer = getattr(getattr(chat_model, "inner", None), "tokenizer", None)
     if tokenizer is None:
         tokenizer = _cached_tokenizer(name)
     if tokenizer is None:
