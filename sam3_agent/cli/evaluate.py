@@ -42,6 +42,7 @@ from sam3_agent.cli.options import (
     MaxCorrectionsOpt,
     MaxImageSideOpt,
     MaxRoundsOpt,
+    PromptsOpt,
     ReplayOpt,
     Sam3ModelOpt,
     Sam3TokenOpt,
@@ -67,6 +68,7 @@ from sam3_agent.evaluation.runner import (
     select_shard,
 )
 from sam3_agent.evaluation.store import ResultStore, SampleResult
+from sam3_agent.prompts import load_prompt_set
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +90,7 @@ class ModeChoice(str, Enum):
 
 
 # Settings that do not change any prediction, so a resumed run may change them freely.
-_NOT_IDENTITY = ("check_concurrency",)
+_NOT_IDENTITY = ("check_concurrency", "prompts_dir")
 
 
 class _ProgressBar:
@@ -240,6 +242,7 @@ def eval_command(
     check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
+    prompts: PromptsOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Evaluate on a dataset; rerun the same command to resume after a stop.
@@ -273,6 +276,7 @@ def eval_command(
                 score_threshold=score_threshold,
                 max_image_side=max_image_side,
                 tool_protocol=tool_protocol,
+                prompts_dir=prompts,
             )
             shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
             samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)
@@ -339,6 +343,8 @@ def _run(
         chat_model = backends.build_chat_model()
         model_name = chat_model.name
     settings = {k: v for k, v in agent_config.to_dict().items() if k not in _NOT_IDENTITY}
+    # The prompts' content, not where they lie, makes runs comparable.
+    settings["prompts"] = load_prompt_set(agent_config.prompts_dir).identity()
     if sam3_only:
         settings = {"score_threshold": settings["score_threshold"]}
     config = {

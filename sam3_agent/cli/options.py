@@ -17,6 +17,7 @@ from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.backends.chat_models import build_chat_model
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, build_segmenter
 from sam3_agent.config import AgentConfig, ToolProtocol
+from sam3_agent.prompts import load_prompt_set
 
 BACKENDS = "Backends"
 AGENT = "Agent"
@@ -152,6 +153,16 @@ MaxImageSideOpt = Annotated[
     ),
 ]
 
+PromptsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prompts",
+        help="A directory holding another prompt set (the templates of prompts/); checked "
+        "before any model loads. Default: the prompt set shipped with sam3-agent.",
+        rich_help_panel=AGENT,
+    ),
+]
+
 
 @dataclass(frozen=True)
 class BackendOptions:
@@ -203,13 +214,21 @@ def config_from_flags(
     score_threshold: float,
     max_image_side: int,
     tool_protocol: ToolProtocol,
+    prompts_dir: Path | None = None,
 ) -> AgentConfig:
-    """The :class:`AgentConfig` for the agent flags every command shares."""
-    return AgentConfig(
+    """The :class:`AgentConfig` for the agent flags every command shares.
+
+    Raises:
+        UserError: a setting is out of range, or the prompt set cannot be used.
+    """
+    config = AgentConfig(
         max_rounds=max_rounds,
         max_corrections=max_corrections,
         check_concurrency=check_concurrency,
         score_threshold=score_threshold,
         max_image_side=max_image_side,
         tool_protocol=tool_protocol,
+        prompts_dir=prompts_dir,
     )
+    load_prompt_set(prompts_dir)  # a broken set fails now, not after the models load
+    return config

@@ -26,6 +26,7 @@ from sam3_agent.cli.options import (
     MaxCorrectionsOpt,
     MaxImageSideOpt,
     MaxRoundsOpt,
+    PromptsOpt,
     ReplayOpt,
     Sam3ModelOpt,
     Sam3TokenOpt,
@@ -76,6 +77,7 @@ def run_command(
     check_concurrency: CheckConcurrencyOpt = 8,
     score_threshold: ScoreThresholdOpt = 0.5,
     max_image_side: MaxImageSideOpt = 1024,
+    prompts: PromptsOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
@@ -95,6 +97,7 @@ def run_command(
             score_threshold=score_threshold,
             max_image_side=max_image_side,
             tool_protocol=tool_protocol,
+            prompts_dir=prompts,
         )
         backends = BackendOptions(
             sam3=sam3,

@@ -269,9 +269,11 @@ def _dataset_section(
     pr_rows = []
     for m in methods:
         for split in _ordered_splits([m]):
-            s = m.metrics.splits[split]
-            pr_rows.append([m.label, split, *(_pct(s.precision[t]) for t in PR_THRESHOLDS)])
-    lines += ["### Precision (% of samples with IoU above the threshold)", ""]
+            pr = m.metrics.splits[split].precision or {}
+            pr_rows.append([m.label, split, *(_pct(pr.get(t)) for t in PR_THRESHOLDS)])
+    # ReLA's Pr@ counts target samples only: an empty answer to a no-target sample is no hit.
+    scope = "target samples" if grefcoco else "samples"
+    lines += [f"### Precision (% of {scope} with IoU at or above the threshold)", ""]
     lines += [_table(pr_header, pr_rows), ""]
 
     run_header = ["method", "samples", "failed", "mean rounds", "tokens / sample", "s / sample"]
