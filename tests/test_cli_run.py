@@ -136,7 +136,7 @@ def test_backend_failure_is_one_clean_line(
 
 def test_bad_option_values(photo: Path, backends: dict[str, object]) -> None:
     result = runner.invoke(app, ["run", str(photo), "x", "--max-rounds", "0"])
-    assert result.exit_code == 2 and "max_rounds must be >= 1" in result.stderr
+    assert result.exit_code == 2 and "--max-rounds must be >= 1" in result.stderr
     result = runner.invoke(app, ["run", str(photo), "x", "--tool-protocol", "xml"])
     assert result.exit_code == 2
 

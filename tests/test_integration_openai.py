@@ -82,7 +82,7 @@ def server() -> Iterator[ScriptedServer]:
 @pytest.fixture
 def segmenter(monkeypatch: pytest.MonkeyPatch) -> FakeSegmenter:
     fake = FakeSegmenter({"cat": eight_cats()})
-    monkeypatch.setattr(options, "build_segmenter", lambda **kwargs: fake)
+    monkeypatch.setattr(options.BackendOptions, "build_segmenter", lambda self: fake)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     return fake
