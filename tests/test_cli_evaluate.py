@@ -311,3 +311,55 @@ def test_progress_bar_reports_running_metrics(tmp_path: Path, fakes: dict[str, A
     assert result.exit_code == 0, result.output
     assert "4/4" in result.stderr
     assert "gIoU 30.0  cIoU 48.7  failed 1" in result.stderr
+
+
+def test_progress_in_a_log_file_is_plain_whole_lines(
+    tmp_path: Path, fakes: dict[str, Any]
+) -> None:
+    """Not a terminal (CliRunner's stderr is a buffer): one plain line at the start, one at
+    the end, no control characters, and no line wrapped at 80 columns."""
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    args = ["--dataset", "reasonseg", "--root", str(root), "--out", str(tmp_path / ("r" * 60))]
+    result = runner.invoke(app, ["eval", *args])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    progress = [line for line in lines if line.startswith("eval ")]
+    assert progress[0].startswith("eval 0/4 (0%)")
+    assert progress[-1].startswith("eval 4/4 (100%)")
+    assert progress[-1].endswith("gIoU 30.0  cIoU 48.7  failed 1")
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr
+    (summary,) = [line for line in result.stdout.splitlines() if "samples, gIoU" in line]
+    assert summary.endswith("failed 1")
+    assert any(line.startswith("report: ") and line.endswith("report.md") for line in result.stdout.splitlines())
+
+
+def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from sam3_agent.cli.evaluate import _PlainProgress
+
+    now = [0.0]
+    buffer = io.StringIO()
+    progress = _PlainProgress(Console(file=buffer, width=40), interval_s=10.0, clock=lambda: now[0])
+    progress._running = SimpleNamespace(add=lambda s: None, giou=0.5, ciou=0.25, failed=0)
+    sample = SimpleNamespace(scored=lambda: None)
+    progress.start(total=5, already_done=[])
+    lines = []
+    for step in (1.0, 2.0, 12.0, 13.0):
+        now[0] = step
+        progress.update(sample)  # type: ignore[arg-type]
+        lines.append(buffer.getvalue().count("\n"))
+    assert lines == [1, 1, 2, 2]  # the start line, then one once 10 s have passed
+    progress.stop()
+    last = buffer.getvalue().splitlines()[-1]
+    assert last == "eval 4/5 (80%) elapsed 0:00:13 eta 0:00:03 gIoU 50.0  cIoU 25.0  failed 0"
+
+
+def test_help_default_concurrency_is_the_runners() -> None:
+    from sam3_agent.cli.evaluate import DEFAULT_CONCURRENCY
+    from sam3_agent.evaluation import runner as runner_module
+
+    assert DEFAULT_CONCURRENCY == runner_module.DEFAULT_CONCURRENCY
