@@ -313,9 +313,7 @@ def test_progress_bar_reports_running_metrics(tmp_path: Path, fakes: dict[str, A
     assert "gIoU 30.0  cIoU 48.7  failed 1" in result.stderr
 
 
-def test_progress_in_a_log_file_is_plain_whole_lines(
-    tmp_path: Path, fakes: dict[str, Any]
-) -> None:
+def test_progress_in_a_log_file_is_plain_whole_lines(tmp_path: Path, fakes: dict[str, Any]) -> None:
     """Not a terminal (CliRunner's stderr is a buffer): one plain line at the start, one at
     the end, no control characters, and no line wrapped at 80 columns."""
     root = write_reasonseg(tmp_path / "ReasonSeg")
@@ -330,7 +328,10 @@ def test_progress_in_a_log_file_is_plain_whole_lines(
     assert "\x1b" not in result.stderr and "\r" not in result.stderr
     (summary,) = [line for line in result.stdout.splitlines() if "samples, gIoU" in line]
     assert summary.endswith("failed 1")
-    assert any(line.startswith("report: ") and line.endswith("report.md") for line in result.stdout.splitlines())
+    assert any(
+        line.startswith("report: ") and line.endswith("report.md")
+        for line in result.stdout.splitlines()
+    )
 
 
 def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
