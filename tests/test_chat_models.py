@@ -15,6 +15,7 @@ from sam3_agent.backends.chat_models import (
     build_chat_model,
     check_chat_options,
 )
+from sam3_agent.backends import memory
 from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
@@ -42,10 +43,19 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(TransformersChatModel, "from_pretrained", lambda m, **kw: Loaded(m, **kw))
 
 
-def test_default_is_the_in_process_default_model(loads: None):
-    built = build_chat_model()
+@pytest.mark.parametrize(
+    ("available_gb", "expected"),
+    [(1000, "Qwen/Qwen3-VL-4B-Instruct"), (12, "Qwen/Qwen3-VL-2B-Instruct")],
+)
+def test_default_is_the_machines_default_model(
+    loads: None, monkeypatch: pytest.MonkeyPatch, available_gb: int, expected: str
+):
+    reading = memory.MemoryReading("cpu", available_gb * 10**9, available_gb * 10**9)
+    monkeypatch.setattr(memory, "read_memory", lambda device: reading)
+    built = build_chat_model(device="cpu", dtype="bfloat16")
     assert isinstance(built, Loaded)
-    assert built.name == DEFAULT_HF_MODEL == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert built.name == expected
+    assert DEFAULT_HF_MODEL == "Qwen/Qwen3-VL-8B-Instruct"
 
 
 def test_hf_prefix_loads_in_process(loads: None):
@@ -134,7 +144,7 @@ def test_check_chat_options_says_which_backend_and_loads_nothing(
         raise AssertionError("checking options must not load a model")
 
     monkeypatch.setattr(TransformersChatModel, "from_pretrained", no_load)
-    assert check_chat_options() == ChatChoice("hf", DEFAULT_HF_MODEL)
+    assert check_chat_options() == ChatChoice("hf", DEFAULT_HF_MODEL, default=True)
     assert check_chat_options(llm="hf:/m") == ChatChoice("hf", "/m")
     assert check_chat_options(url="http://h:1/v1", model="q") == ChatChoice(
         "endpoint", "q", "http://h:1/v1"

@@ -26,10 +26,13 @@ from eval_fixtures import (
 from fakes import FakeSegmenter, ScriptedChatModel
 from typer.testing import CliRunner
 
+from sam3_agent.backends import memory
+from sam3_agent.backends.memory import GPU_DEFAULT_MLLM, SMALL_DEFAULT_MLLMS
 from sam3_agent.cli.options import BackendOptions
 from sam3_agent.evaluation.store import ResultStore, reading, sample_dir_name
 
 runner = CliRunner()
+PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
 app = make_app()
 REPO = Path(__file__).resolve().parent.parent
 
@@ -50,6 +53,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setattr(BackendOptions, "build_segmenter", build_segmenter)
     monkeypatch.setattr(BackendOptions, "build_chat_model", build_chat_model)
+    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
     return made
 
 
@@ -85,7 +89,10 @@ def test_eval_reasonseg_with_the_agent(tmp_path: Path, fakes: dict[str, Any]) ->
     tags = doc["methods"][0]["metrics"]["splits"]["val"]["tags"]
     assert (tags["short"]["gIoU"], tags["short"]["cIoU"]) == pytest.approx(want["short"])
     assert (tags["long"]["gIoU"], tags["long"]["cIoU"]) == pytest.approx(want["long"])
-    assert doc["methods"][0]["label"] == "scripted + SAM 3 agent"
+    # No MLLM named: the machine's default (made explicit before loading) names the run.
+    model = doc["methods"][0]["config"]["model"]
+    assert model in (GPU_DEFAULT_MLLM, *SMALL_DEFAULT_MLLMS)
+    assert doc["methods"][0]["label"] == f"{model} + SAM 3 agent"
 
     stored = {r["id"]: r for r in _stored(run)}
     assert stored["val/d#0"]["failure"] == "ChatModelError: scripted endpoint failure"
@@ -98,7 +105,7 @@ def test_eval_reasonseg_with_the_agent(tmp_path: Path, fakes: dict[str, Any]) ->
             assert (artifacts / name).is_file(), (sid, name)
 
     md = (run / "report.md").read_text()
-    assert "| scripted + SAM 3 agent | 30.0 | 48.7 |" in md
+    assert f"| {model} + SAM 3 agent | 30.0 | 48.7 |" in md
     assert (run / "iou_hist.png").is_file()
     assert "gIoU 30.0, cIoU 48.7, failed 1" in result.stdout
     assert fakes["segmenters"][0].embed_calls == 4  # one per image
@@ -160,11 +167,12 @@ def test_rerun_skips_finished_and_refuses_other_settings(
     assert refused.exit_code == 2 and "max_rounds" in refused.stderr
     assert len(fakes["segmenters"]) == 2  # refused before SAM 3 was loaded
     chats_built = len(fakes["chats"])
+    default = json.loads((run / "metrics.json").read_text())["methods"][0]["config"]["model"]
     refused = _eval(*args, "--llm-model", "other-vlm")
     assert refused.exit_code == 2
-    assert "model: 'scripted' (run directory) vs 'other-vlm' (now)" in refused.stderr
+    assert f"model: {default!r} (run directory) vs 'other-vlm' (now)" in refused.stderr
     assert len(fakes["chats"]) == chats_built  # the name came from the flag: nothing loaded
-    resumed = _eval(*args, "--llm-model", "scripted")  # the same model, named by flag
+    resumed = _eval(*args, "--llm", f"hf:{default}")  # the same model, named by flag
     assert resumed.exit_code == 0 and "0 evaluated, 4 already stored" in resumed.stderr
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from PIL import Image
 from typer.testing import CliRunner
 
+from sam3_agent.backends import memory
 from sam3_agent.cli import outdir
 from sam3_agent.cli.main import app
 from sam3_agent.cli.options import BackendOptions
@@ -21,6 +22,7 @@ from sam3_agent.detections import Detections, decode_rle
 from sam3_agent.errors import ChatModelError
 
 runner = CliRunner()
+PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
 
 
 @pytest.fixture
@@ -43,6 +45,7 @@ def backends(monkeypatch: pytest.MonkeyPatch, three_cats: Detections) -> dict[st
 
     monkeypatch.setattr(BackendOptions, "build_segmenter", build_segmenter)
     monkeypatch.setattr(BackendOptions, "build_chat_model", lambda self: made["chat"])
+    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
     return made
 
 

@@ -5,7 +5,9 @@ Which backend:
 * ``llm="hf:<hub id or dir>"``: :class:`TransformersChatModel` in this process.
 * ``url`` and/or ``model`` (or ``OPENAI_BASE_URL`` in the environment): an
   :class:`OpenAIChatModel` at that endpoint.
-* neither: :class:`TransformersChatModel` with :data:`DEFAULT_HF_MODEL`.
+* neither: :class:`TransformersChatModel` with the default for this machine
+  (:func:`sam3_agent.backends.memory.choose_default_mllm`: Qwen3-VL 8B on a GPU with room
+  for it, a smaller Qwen3-VL elsewhere).
 
 With ``cache`` the model is wrapped in a :class:`CachedChatModel`. Options that contradict
 each other raise :class:`UserError` from :func:`check_chat_options` before any weights are
@@ -22,18 +24,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from sam3_agent.backends.generation import GenerationSettings
+from sam3_agent.backends.memory import GPU_DEFAULT_MLLM
 from sam3_agent.config import TOOL_PROTOCOLS
 from sam3_agent.errors import UserError
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel
+    from sam3_agent.backends.memory import DefaultChoice
 
 logger = logging.getLogger(__name__)
 
 HF_PREFIX = "hf:"
 
-DEFAULT_HF_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
-"""The MLLM loaded in-process when no endpoint is configured (about 16 GB in bfloat16)."""
+DEFAULT_HF_MODEL = GPU_DEFAULT_MLLM
+"""The in-process MLLM on a GPU with room for it (about 18 GB in bfloat16); smaller
+machines get a smaller default (see :func:`sam3_agent.backends.memory.choose_default_mllm`)."""
 
 __all__ = ["DEFAULT_HF_MODEL", "ChatChoice", "build_chat_model", "check_chat_options"]
 
@@ -46,11 +51,14 @@ class ChatChoice:
         kind: ``endpoint`` (OpenAI-compatible) or ``hf`` (in-process transformers).
         model: the model name at the endpoint, or the hub id / directory to load.
         url: the endpoint's base URL (``None``: the OpenAI API); ``None`` for ``hf``.
+        default: no MLLM was named: ``model`` is :data:`DEFAULT_HF_MODEL`, to be replaced
+            by the default for the machine.
     """
 
     kind: Literal["endpoint", "hf"]
     model: str
     url: str | None = None
+    default: bool = False
 
 
 def check_chat_options(
@@ -120,7 +128,7 @@ def _choose(*, llm: str | None, url: str | None, model: str | None) -> ChatChoic
                 "there, e.g. Qwen/Qwen3-VL-8B-Instruct)"
             )
         return ChatChoice("endpoint", model, endpoint)
-    return ChatChoice("hf", DEFAULT_HF_MODEL)
+    return ChatChoice("hf", DEFAULT_HF_MODEL, default=True)
 
 
 def build_chat_model(
@@ -181,12 +189,25 @@ def build_chat_model(
     else:
         from sam3_agent.backends.hf_chat import TransformersChatModel
 
-        logger.info("MLLM: loading %s in-process", choice.model)
+        model_id = default_mllm(device, dtype).model if choice.default else choice.model
+        logger.info("MLLM: loading %s in-process", model_id)
         inner = TransformersChatModel.from_pretrained(
-            choice.model, device=device, dtype=dtype, generation=generation
+            model_id, device=device, dtype=dtype, generation=generation
         )
     if cache:
         from sam3_agent.backends.response_cache import CachedChatModel
 
         return CachedChatModel(inner, cache, replay=replay)
     return inner
+
+
+def default_mllm(device: str, dtype: str) -> DefaultChoice:
+    """The default in-process MLLM for this machine (logged with the reason)."""
+    from sam3_agent.backends import memory
+    from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
+
+    torch_device = resolve_device(device)
+    dtype_name = auto_dtype_name(torch_device.type) if dtype == "auto" else dtype
+    choice = memory.choose_default_mllm(memory.read_memory(torch_device), dtype_name)
+    logger.warning("MLLM: %s (%s)", choice.model, choice.reason)
+    return choice

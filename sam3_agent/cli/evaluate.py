@@ -35,6 +35,7 @@ from sam3_agent.cli.options import (
     MaxImageSideOpt,
     MaxRoundsOpt,
     MaxTokensOpt,
+    MemoryCheckOpt,
     ReplayOpt,
     Sam3ModelOpt,
     Sam3TokenOpt,
@@ -45,6 +46,7 @@ from sam3_agent.cli.options import (
     ToolProtocolOpt,
     check_writable_dir,
     config_from_flags,
+    plan_models,
 )
 from sam3_agent.config import AgentConfig
 from sam3_agent.errors import UserError
@@ -309,6 +311,7 @@ def eval_command(
     max_tokens: MaxTokensOpt = None,
     seed: SeedOpt = None,
     llm_extra: LlmExtraOpt = None,
+    memory_check: MemoryCheckOpt = True,
     tool_protocol: ToolProtocolOpt = "tags",
     cache: CacheOpt = None,
     replay: ReplayOpt = False,
@@ -367,6 +370,10 @@ def eval_command(
             if limit is not None:
                 samples = samples[:limit]
             samples = select_shard(samples, shard_index, shard_count)
+            plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
+            backends = plan.backends
+            if plan.note:
+                err_console.print(plan.note, markup=False)
             outcome = _run(
                 samples,
                 out=out,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -29,6 +29,7 @@ from sam3_agent.errors import UserError
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel, Segmenter
+    from sam3_agent.backends.memory import MemoryReading
 
 BACKENDS = "Backends"
 AGENT = "Agent"
@@ -69,9 +70,8 @@ DeviceOpt = Annotated[
 DtypeOpt = Annotated[
     str,
     typer.Option(
-        help="dtype for in-process models: auto (bfloat16 on CUDA, float32 on CPU), "
-        + ", ".join(DTYPE_NAMES[1:])
-        + ".",
+        help="dtype for in-process models: auto (bfloat16 on CUDA, and on a CPU that computes "
+        "it natively; else float32), " + ", ".join(DTYPE_NAMES[1:]) + ".",
         rich_help_panel=BACKENDS,
     ),
 ]
@@ -164,6 +164,15 @@ LlmExtraOpt = Annotated[
         help="JSON object merged into each request body, e.g. "
         '\'{"chat_template_kwargs": {"enable_thinking": true}}\'; in-process only '
         "chat_template_kwargs is read.",
+        rich_help_panel=BACKENDS,
+    ),
+]
+MemoryCheckOpt = Annotated[
+    bool,
+    typer.Option(
+        "--memory-check/--no-memory-check",
+        help="Before loading in-process models, refuse those that would not fit in the "
+        "memory available (estimated from their config.json).",
         rich_help_panel=BACKENDS,
     ),
 ]
@@ -300,6 +309,100 @@ class BackendOptions:
             dtype=self.dtype,
             generation=self.generation(),
         )
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """What :func:`plan_models` decided.
+
+    Attributes:
+        backends: the options to build with (a default MLLM made explicit as ``llm``).
+        note: one line for the user: which default MLLM and why (``None``: none chosen).
+    """
+
+    backends: BackendOptions
+    note: str | None = None
+
+
+def plan_models(
+    backends: BackendOptions,
+    *,
+    chat: bool = True,
+    memory_check: bool = True,
+    reading: MemoryReading | None = None,
+) -> ModelPlan:
+    """Choose the default MLLM for this machine and check that the in-process models fit,
+    before any weight is downloaded (see :mod:`sam3_agent.backends.memory`).
+
+    Args:
+        backends: validated options (:meth:`BackendOptions.validate`).
+        chat: whether an MLLM is needed (not for SAM 3 alone).
+        memory_check: refuse models that would not fit; ``False`` only estimates.
+        reading: the device's memory (tests pass a fake one); read from the device if
+            ``None``.
+
+    Raises:
+        UserError: the models would not fit (one line: the numbers and the ways out), or
+            CUDA was asked for where there is none.
+    """
+    from sam3_agent.backends import memory
+    from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
+
+    choice = None
+    if chat:
+        choice = check_chat_options(
+            llm=backends.llm, url=backends.llm_url, model=backends.llm_model
+        )
+    mllm_here = choice is not None and choice.kind == "hf"
+    sam3_here = backends.sam3_url is None
+    if not (mllm_here or sam3_here):
+        return ModelPlan(backends)
+    device = resolve_device(backends.device)
+    dtype = auto_dtype_name(device.type) if backends.dtype == "auto" else backends.dtype
+    reading = reading or memory.read_memory(device)
+    footprints = []
+    if sam3_here:
+        sam3 = memory.footprint(backends.sam3, "sam3", dtype)
+        footprints += [sam3] if sam3 else []
+    note = None
+    if mllm_here and choice is not None:
+        model = choice.model
+        if choice.default:
+            default = memory.choose_default_mllm(reading, dtype, footprints)
+            model = default.model
+            note = (
+                f"MLLM: {model} in {dtype}, in this process ({default.reason}); "
+                "choose another with --llm hf:ID or --llm-url"
+            )
+            backends = replace(backends, llm=f"hf:{model}")
+        mllm = memory.footprint(model, "mllm", dtype)
+        footprints += [mllm] if mllm else []
+    if memory_check:
+        ways_out = _ways_out(mllm_here, sam3_here, dtype, device.type)
+        memory.check_fits(footprints, reading, ways_out)
+    return ModelPlan(backends, note)
+
+
+def _ways_out(mllm_here: bool, sam3_here: bool, dtype: str, device_type: str) -> str:
+    ways = []
+    if mllm_here:
+        ways += [
+            "an OpenAI-compatible server (--llm-url URL --llm-model NAME)",
+            f"a smaller --llm hf:{_smallest_default()}",
+        ]
+    if sam3_here:
+        ways.append("a SAM 3 service (--sam3-url)")
+    if dtype == "float32":
+        slower = ", slower on this CPU" if device_type == "cpu" else ""
+        ways.append(f"--dtype bfloat16 (half the memory{slower})")
+    ways.append("--no-memory-check if the estimate is wrong")
+    return "ways out: " + ", ".join(ways)
+
+
+def _smallest_default() -> str:
+    from sam3_agent.backends.memory import SMALL_DEFAULT_MLLMS
+
+    return SMALL_DEFAULT_MLLMS[-1]
 
 
 def config_from_flags(

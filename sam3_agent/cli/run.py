@@ -31,6 +31,7 @@ from sam3_agent.cli.options import (
     MaxImageSideOpt,
     MaxRoundsOpt,
     MaxTokensOpt,
+    MemoryCheckOpt,
     ReplayOpt,
     Sam3ModelOpt,
     Sam3TokenOpt,
@@ -40,6 +41,7 @@ from sam3_agent.cli.options import (
     TemperatureOpt,
     ToolProtocolOpt,
     config_from_flags,
+    plan_models,
 )
 from sam3_agent.cli.outdir import check_run_dir, claim_default_run_dir, clear_run_dir
 from sam3_agent.config import AgentConfig
@@ -101,6 +103,7 @@ def run_command(
     max_tokens: MaxTokensOpt = None,
     seed: SeedOpt = None,
     llm_extra: LlmExtraOpt = None,
+    memory_check: MemoryCheckOpt = True,
     tool_protocol: ToolProtocolOpt = "tags",
     cache: CacheOpt = None,
     replay: ReplayOpt = False,
@@ -159,6 +162,11 @@ def run_command(
         formats = parse_exports(export)
         check_query(query)
         pixels = load_image(image)
+        # Which default MLLM, and do the models fit: before any download, any directory.
+        plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
+        backends = plan.backends
+        if plan.note:
+            err_console.print(plan.note, markup=False)
         # Only now is anything written: a bad image leaves no output directory behind.
         if out is None:
             out_dir = claim_default_run_dir(safe_name(f"{image.stem}-{query}", max_len=64))
