@@ -9,13 +9,13 @@ import huggingface_hub.constants
 import pytest
 from tiny_qwen import save_tiny_qwen
 
+from sam3_agent.backends import memory
 from sam3_agent.backends.chat_models import (
     DEFAULT_HF_MODEL,
     ChatChoice,
     build_chat_model,
     check_chat_options,
 )
-from sam3_agent.backends import memory
 from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
