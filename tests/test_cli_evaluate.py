@@ -372,3 +372,50 @@ def test_help_default_concurrency_is_the_runners() -> None:
     from sam3_agent.evaluation import runner as runner_module
 
     assert DEFAULT_CONCURRENCY == runner_module.DEFAULT_CONCURRENCY
+
+
+def test_preset_sets_dataset_split_mode_and_is_recorded(
+    tmp_path: Path, fakes: dict[str, Any]
+) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    write_reasonseg(root, split="test")
+    common = ["--root", str(root), "--llm-url", "http://127.0.0.1:9/v1"]
+    common += ["--llm-model", "Qwen/Qwen2.5-VL-7B-Instruct"]
+    for preset in ("reasonseg-val", "reasonseg-test"):
+        result = _eval("--preset", preset, *common, "--out", str(tmp_path / preset))
+        assert result.exit_code == 0, result.output
+        with reading(tmp_path / preset) as store:
+            config = store.config() or {}
+        assert (config["preset"], config["dataset"], config["mode"]) == (
+            preset,
+            "reasonseg",
+            "agent",
+        )
+        assert config["split"] == preset.split("-")[1]
+    report = runner.invoke(
+        app,
+        ["report", str(tmp_path / "reasonseg-val"), str(tmp_path / "reasonseg-test"),
+         "--out", str(tmp_path / "report")],
+    )  # fmt: skip
+    assert report.exit_code == 0, report.output
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| SAM 3 Agent, Qwen2.5-VL 7B (published) | 62.2 |" in md
+    assert "| Qwen/Qwen2.5-VL-7B-Instruct + SAM 3 agent | Qwen2.5-VL 7B | val | gIoU |" in md
+
+
+def test_preset_contradictions_and_overrides(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    out = ["--root", str(root), "--out", str(tmp_path / "o")]
+    refused = _eval("--preset", "reasonseg-val", "--dataset", "refcoco", *out)
+    assert refused.exit_code == 2 and "contradicts" in refused.stderr
+    refused = _eval("--preset", "reasonseg-val", "--split", "test", *out)
+    assert refused.exit_code == 2 and "--split 'test'" in refused.stderr
+    missing = _eval(*out)
+    assert missing.exit_code == 2 and "--dataset NAME (or --preset NAME)" in missing.stderr
+    unknown = _eval("--preset", "coco-val", *out)
+    assert unknown.exit_code == 2
+    baseline = _eval("--preset", "reasonseg-val", "--mode", "sam3-only", *out)
+    assert baseline.exit_code == 0, baseline.output
+    assert fakes["chats"] == []  # SAM 3 alone: no MLLM built
+    with reading(tmp_path / "o") as store:
+        assert (store.config() or {})["mode"] == "sam3-only"

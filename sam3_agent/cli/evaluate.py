@@ -50,6 +50,7 @@ from sam3_agent.cli.options import (
 )
 from sam3_agent.config import AgentConfig
 from sam3_agent.errors import UserError
+from sam3_agent.evaluation.presets import PRESETS, apply_preset, get_preset
 
 if TYPE_CHECKING:
     from sam3_agent.evaluation.datasets import Sample
@@ -69,6 +70,11 @@ class DatasetChoice(str, Enum):
     refcoco_plus = "refcoco+"
     refcocog = "refcocog"
     grefcoco = "grefcoco"
+
+
+PresetChoice = Enum(  # type: ignore[misc]  # the values come from the presets' data
+    "PresetChoice", {name: name for name in PRESETS}, type=str
+)
 
 
 class ModeChoice(str, Enum):
@@ -221,9 +227,6 @@ def _print_summary(files: ReportFiles) -> None:
 
 
 def eval_command(
-    dataset: Annotated[
-        DatasetChoice, typer.Option("--dataset", help="Dataset format.", rich_help_panel=DATA)
-    ],
     root: Annotated[Path, typer.Option("--root", help="Dataset directory.", rich_help_panel=DATA)],
     out: Annotated[
         Path,
@@ -233,9 +236,23 @@ def eval_command(
             rich_help_panel=RUN,
         ),
     ],
+    dataset: Annotated[
+        DatasetChoice | None,
+        typer.Option("--dataset", help="Dataset format.", rich_help_panel=DATA),
+    ] = None,
+    preset: Annotated[
+        PresetChoice | None,
+        typer.Option(
+            "--preset",
+            help="One of the SAM 3 paper's evaluations: sets --dataset, --split and --mode "
+            "(the README lists them).",
+            rich_help_panel=DATA,
+        ),
+    ] = None,
     split: Annotated[
-        str, typer.Option("--split", help="Split to evaluate.", rich_help_panel=DATA)
-    ] = "val",
+        str | None,
+        typer.Option("--split", help="Split to evaluate (default: val).", rich_help_panel=DATA),
+    ] = None,
     images: Annotated[
         Path | None,
         typer.Option(
@@ -276,13 +293,13 @@ def eval_command(
         ),
     ] = DEFAULT_CONCURRENCY,
     mode: Annotated[
-        ModeChoice,
+        ModeChoice | None,
         typer.Option(
             "--mode",
-            help="agent: MLLM + SAM 3; sam3-only: SAM 3 with the raw query as phrase.",
+            help="agent: MLLM + SAM 3 (default); sam3-only: SAM 3 with the raw query as phrase.",
             rich_help_panel=RUN,
         ),
-    ] = ModeChoice.agent,
+    ] = None,
     retry_failed: Annotated[
         bool,
         typer.Option(
@@ -347,7 +364,15 @@ def eval_command(
         seed=seed,
         llm_extra=llm_extra,
     )
-    sam3_only = mode is ModeChoice.sam3_only
+    with one_line_errors():
+        chosen = get_preset(preset.value) if preset else None
+        dataset_name, split, mode_name = apply_preset(
+            chosen,
+            dataset=dataset.value if dataset else None,
+            split=split,
+            mode=mode.value if mode else None,
+        )
+    sam3_only = mode_name == ModeChoice.sam3_only.value
     with one_line_errors():
         try:
             # Every flag and path first: a refusal must not cost minutes of loading models.
@@ -366,7 +391,7 @@ def eval_command(
             from sam3_agent.evaluation.runner import parse_shard, select_shard
 
             shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
-            samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)
+            samples = load_samples(dataset_name, root, split, images=images, all_texts=all_texts)
             if limit is not None:
                 samples = samples[:limit]
             samples = select_shard(samples, shard_index, shard_count)
@@ -380,11 +405,13 @@ def eval_command(
                 backends=backends,
                 agent_config=agent_config,
                 identity={
-                    "dataset": dataset.value,
+                    "dataset": dataset_name,
                     "split": split,
-                    "mode": mode.value,
+                    "mode": mode_name,
                     "all_texts": all_texts,
                     "shard": f"{shard_index}/{shard_count}" if shard_count > 1 else None,
+                    # Only when given: runs made before presets existed keep their identity.
+                    **({"preset": chosen.name} if chosen else {}),
                 },
                 sam3_only=sam3_only,
                 concurrency=concurrency,
