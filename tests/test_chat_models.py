@@ -45,7 +45,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     ("available_gb", "expected"),
-    [(1000, "Qwen/Qwen3-VL-4B-Instruct"), (12, "Qwen/Qwen3-VL-2B-Instruct")],
+    [(1000, "Qwen/Qwen3-VL-4B-Instruct"), (10, "Qwen/Qwen3-VL-2B-Instruct")],
 )
 def test_default_is_the_machines_default_model(
     loads: None, monkeypatch: pytest.MonkeyPatch, available_gb: int, expected: str
