@@ -65,11 +65,12 @@ class Sam3Agent:
         self.segmenter = segmenter
         self.chat_model = chat_model
         self.config = config or AgentConfig()
+        self.prompts = prompts.load_prompt_set(self.config.prompts_dir)
         # Rendered once: the same bytes open every conversation, so servers can cache them.
-        self.system_prompt = prompts.render(
+        self.system_prompt = self.prompts.render(
             "system", tools=tools.tool_docs(), protocol=self.config.tool_protocol
         )
-        self.checker_prompt = prompts.render("checker_system")
+        self.checker_prompt = self.prompts.render("checker_system")
         self._tool_specs = tools.tool_specs() if self.config.tool_protocol == "native" else None
         check_backend(self.config, chat_model)  # e.g. attention without transformers: refuse now
         self.token_counter = counter_for(chat_model)
@@ -93,6 +94,22 @@ class Sam3Agent:
             return pool.submit(asyncio.run, self.arun(*coro_args, **kwargs)).result()
 
     async def arun(
+        self,
+        image: ImageInput,
+        query: str,
+        *,
+        output_dir: str | Path | None = None,
+        on_round: RoundCallback | None = None,
+    ) -> AgentResult:
+        """Answer ``query`` on ``image``; see :meth:`_arun`.
+
+        The session's tool results, corrections, checks and context render with this agent's
+        prompt set (``config.prompts_dir``), whatever other agents run alongside.
+        """
+        with prompts.using(self.prompts):
+            return await self._arun(image, query, output_dir=output_dir, on_round=on_round)
+
+    async def _arun(
         self,
         image: ImageInput,
         query: str,
@@ -315,6 +332,7 @@ class Sam3Agent:
             failure=failure,
             phrases_tried=list(session.phrases),
             context=self._context_settings(),
+            prompts=self.prompts.describe(),
         )
 
     def _context_settings(self) -> dict[str, Any]:

@@ -421,3 +421,53 @@ def _label(
     cv2.putText(
         canvas, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
     )
+
+
+LEGEND_MAX_ROWS = 12
+"""Masks listed one per row in a legend; the rest are summed up in one more row."""
+LEGEND_QUERY_CHARS = 60
+"""The query is cut to this many characters in a legend."""
+
+
+def legend(canvas: RGBImage, query: str, detections: Detections) -> RGBImage:
+    """A copy of ``canvas`` (an :func:`overlay` of ``detections``) with a legend in its
+    top-left corner: the query, then one row per mask with its colour, 1-based number and
+    score (masks in ``detections`` order, as numbered on the overlay).
+
+    The legend is drawn with OpenCV's ASCII font: other characters of the query show as
+    ``?``. Sizes follow :class:`_Style`, so the legend grows with the canvas.
+    """
+    out = np.array(canvas, dtype=np.uint8, copy=True, order="C")
+    style = _Style.for_canvas(out)
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    shown = query if len(query) <= LEGEND_QUERY_CHARS else query[: LEGEND_QUERY_CHARS - 3] + "..."
+    shown = shown.encode("ascii", "replace").decode("ascii").replace("\n", " ")
+    rows: list[tuple[str, Color | None]] = [(f"query: {shown}", None)]
+    scores = detections.scores.tolist()
+    for i, score in enumerate(scores[:LEGEND_MAX_ROWS]):
+        rows.append((f"{i + 1}: score {score:.2f}", mask_color(i)))
+    if len(scores) > LEGEND_MAX_ROWS:
+        rows.append((f"... {len(scores) - LEGEND_MAX_ROWS} more", None))
+    if not scores:
+        rows.append(("no mask", None))
+    sizes = [cv2.getTextSize(t, font, style.font_scale, style.font_thickness) for t, _ in rows]
+    row_h = max(h + base for (_, h), base in sizes) + style.padding
+    swatch = row_h - style.padding
+    width = max(w for (w, _), _ in sizes) + swatch + 4 * style.padding
+    height = row_h * len(rows) + 2 * style.padding
+    canvas_h, canvas_w = out.shape[:2]
+    x1, y1 = min(width, canvas_w), min(height, canvas_h)
+    # A darkened box, not an opaque one: what lies under the legend stays faintly visible.
+    region = out[:y1, :x1].astype(np.uint16)
+    out[:y1, :x1] = (region * 3 // 10).astype(np.uint8)
+    for row, ((text, color), ((_, text_h), _)) in enumerate(zip(rows, sizes, strict=True)):
+        top = style.padding + row * row_h
+        x = style.padding
+        if color is not None:
+            cv2.rectangle(out, (x, top), (x + swatch, top + swatch), color, thickness=cv2.FILLED)
+            x += swatch + style.padding
+        origin = (x, top + text_h)
+        cv2.putText(
+            out, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
+        )
+    return out

@@ -70,6 +70,8 @@ class AgentResult:
         rounds: main-conversation MLLM calls made.
         timings: seconds per phase (``total``, ``chat``, ``checks``, ``segment``, ``render``).
         output_dir: where result.json / overlay.png / trace.jsonl were written, if anywhere.
+        prompts: the prompt set the session used: ``name``, ``path`` and ``version`` (a
+            content hash of its templates).
     """
 
     query: str
@@ -86,6 +88,7 @@ class AgentResult:
     output_dir: Path | None = None
     context: dict[str, Any] | None = None
     """The context policy and budget the session ran with (``result.json``'s ``context``)."""
+    prompts: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``result.json`` document; masks as COCO RLE, boxes XYXY in pixels."""
@@ -108,5 +111,6 @@ class AgentResult:
             "context": self.context,
             "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
             "model": self.model,
+            "prompts": self.prompts,
             "version": __version__,
         }

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
 from sam3_agent.cli.main import app
+from sam3_agent.cli.options import BackendOptions
 from sam3_agent.config import CONTEXT_POLICIES, AgentConfig
 
 runner = CliRunner()
@@ -21,8 +24,11 @@ def test_help_lists_the_context_flags(command: str) -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--context-policy", "lru"], "context_policy must be one of"),
-        (["--max-context-tokens", "100"], "must exceed the reply reserve"),
+        (["--context-policy", "lru"], "--context-policy must be one of"),
+        (
+            ["--max-context-tokens", "100"],
+            "--max-context-tokens (100) must exceed the reply reserve",
+        ),
         (
             [
                 "--context-policy",
@@ -36,14 +42,30 @@ def test_help_lists_the_context_flags(command: str) -> None:
         ),
     ],
 )
+@pytest.mark.parametrize("command", ["run", "eval"])
 def test_bad_context_flags_fail_before_any_model_loads(
-    flags: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+    command: str,
+    flags: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    result = runner.invoke(app, ["run", "assets/astronaut.jpg", "the flag", *flags])
-    assert result.exit_code == 2
+
+    def no_models(self: BackendOptions) -> None:
+        raise AssertionError("a model was built before the flags were checked")
+
+    monkeypatch.setattr(BackendOptions, "build_segmenter", no_models)
+    monkeypatch.setattr(BackendOptions, "build_chat_model", no_models)
+    if command == "run":
+        args = ["run", "assets/astronaut.jpg", "the flag", "--out", str(tmp_path / "out")]
+    else:
+        args = ["eval", "--dataset", "reasonseg", "--root", str(tmp_path), "--out", str(tmp_path)]
+    result = runner.invoke(app, [*args, *flags])
+    assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_policy_is_part_of_the_eval_run_settings() -> None:

@@ -139,11 +139,28 @@ class CachedChatModel:
             raise UserError(f"replay needs an existing response cache; {self.path} does not exist")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(self._connect()) as db, db:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute(_SCHEMA)
+            self._create()
         except (sqlite3.Error, OSError) as e:
             raise UserError(f"cannot open the response cache {self.path}: {e}") from e
+
+    def _create(self) -> None:
+        # Switching a new file to WAL takes an exclusive lock for which SQLite does not call
+        # the busy handler, so writers opening one fresh file together can get "database is
+        # locked" at once. Retry that for the busy timeout, like any other lock wait.
+        deadline = time.monotonic() + self.busy_timeout_s
+        delay = 0.005
+        while True:
+            try:
+                with closing(self._connect()) as db, db:
+                    if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                        db.execute("PRAGMA journal_mode=WAL")
+                    db.execute(_SCHEMA)
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
 
     @property
     def name(self) -> str:
