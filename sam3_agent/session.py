@@ -123,12 +123,15 @@ class Session:
 
     async def show_masks(self, detections: Detections) -> EncodedImage:
         """The numbered render of ``detections``, encoded once and saved to the trace."""
+        name = f"r{self.round:03d}_masks"
+
+        def render() -> EncodedImage:
+            image = self._encode(self.renderer.numbered(detections), name)
+            self.trace.save_image(image)
+            return image
+
         with self.timed("render"):
-            image = await asyncio.to_thread(
-                lambda: self._encode(self.renderer.numbered(detections), f"r{self.round:03d}_masks")
-            )
-        self.trace.save_image(image)
-        return image
+            return await asyncio.to_thread(render)
 
     def _encode(self, image: RGBImage, name: str) -> EncodedImage:
         return EncodedImage.encode(image, name, quality=self.config.jpeg_quality)
@@ -159,8 +162,11 @@ class Session:
             self.usage.checks = self.usage.checks + check.usage
             self.usage.cached_calls += check.cached_calls
             self.checks_used += len(check.replies)
-        for call in sorted(calls, key=lambda c: (c.number, c.attempt)):
-            self._trace_check(call, results[call.number - 1])
+        if self.trace.enabled:
+            ordered = sorted(calls, key=lambda c: (c.number, c.attempt))
+            await asyncio.to_thread(
+                lambda: [self._trace_check(c, results[c.number - 1]) for c in ordered]
+            )
         return [r.accepted for r in results]
 
     def _trace_check(self, call: CheckCall, result: CheckResult) -> None:
