@@ -181,7 +181,11 @@ class Sam3Agent:
                 # Image saves and the record's write are file work: off the event loop, awaited
                 # here so records keep their order.
                 await asyncio.to_thread(
-                    self._record, session, context=context, response=response, parsed=parsed,
+                    self._record,
+                    session,
+                    context=context,
+                    response=response,
+                    parsed=parsed,
                     step=step,
                 )
             if on_round is not None:

@@ -22,7 +22,9 @@ from sam3_agent.images import EncodedImage, RGBImage
 from sam3_agent.messages import ChatMessage, ImagePart, TextPart
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# Escaped in JSON text: lone surrogates (no UTF-8 form) and the line breaks JSON leaves
+# raw (U+0085, U+2028, U+2029), which would split a trace.jsonl record for str.splitlines.
+_ESCAPED = re.compile("[\ud800-\udfff\x85\u2028\u2029]")
 _MAX_DEPTH = 64
 """Nesting kept when a document is too deep for the JSON encoder (see :func:`json_text`)."""
 
@@ -36,16 +38,17 @@ def utf8(text: str) -> bytes:
 def json_text(document: Any, *, indent: int | None = None) -> str:
     """``document`` as JSON text that any UTF-8 writer accepts, whatever strings it holds.
 
-    Non-ASCII stays readable; lone surrogates become ``\\uXXXX`` escapes (valid JSON that
-    reads back to the same string). A document the encoder refuses (nested deeper than
-    Python's recursion limit, an integer too long to print) is written with those values
-    replaced by a short description rather than not at all.
+    Non-ASCII stays readable; lone surrogates and the Unicode line breaks become ``\\uXXXX``
+    escapes (valid JSON that reads back to the same string; one record stays one line). A
+    document the encoder refuses (nested deeper than Python's recursion limit, an integer
+    too long to print) is written with those values replaced by a short description rather
+    than not at all.
     """
     try:
         text = json.dumps(document, indent=indent, ensure_ascii=False)
     except (ValueError, RecursionError, TypeError):
         text = json.dumps(_shallow(document, _MAX_DEPTH), indent=indent, ensure_ascii=False)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _shallow(value: Any, depth: int) -> Any:

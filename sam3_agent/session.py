@@ -164,9 +164,12 @@ class Session:
             self.checks_used += len(check.replies)
         if self.trace.enabled:
             ordered = sorted(calls, key=lambda c: (c.number, c.attempt))
-            await asyncio.to_thread(
-                lambda: [self._trace_check(c, results[c.number - 1]) for c in ordered]
-            )
+
+            def write_records() -> None:
+                for call in ordered:
+                    self._trace_check(call, results[call.number - 1])
+
+            await asyncio.to_thread(write_records)
         return [r.accepted for r in results]
 
     def _trace_check(self, call: CheckCall, result: CheckResult) -> None:

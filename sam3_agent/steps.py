@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sam3_agent.images import EncodedImage
 from sam3_agent import prompts
+from sam3_agent.images import EncodedImage
 from sam3_agent.messages import ChatMessage, ImagePart, NativeToolCall, Part, TextPart
 from sam3_agent.parsing import ToolCall
 

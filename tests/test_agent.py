@@ -579,7 +579,9 @@ def test_native_tool_protocol(image: np.ndarray, three_cats: Detections) -> None
     assert chat.main_calls[2][6].tool_call_id == refused.tool_calls[0].id != first.tool_calls[0].id
 
 
-def test_reply_cut_by_the_token_limit_is_a_mistake(image: np.ndarray, three_cats: Detections) -> None:
+def test_reply_cut_by_the_token_limit_is_a_mistake(
+    image: np.ndarray, three_cats: Detections
+) -> None:
     from sam3_agent.messages import ChatResponse
 
     agent, chat, _ = make_agent(
@@ -646,7 +648,9 @@ def test_lone_surrogates_from_model_and_user_are_written(
     assert "cat \udc00" in records[1]["outcome"]["text"]  # type: ignore[index]
 
 
-def test_outputs_follow_the_umask(image: np.ndarray, three_cats: Detections, tmp_path: Path) -> None:
+def test_outputs_follow_the_umask(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path
+) -> None:
     import os
     import stat
 

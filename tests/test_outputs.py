@@ -69,3 +69,10 @@ def test_trace_accepts_any_text(tmp_path: Path) -> None:
     ref = trace.save_text("q \ud800.txt", "query \ud800")
     assert json.loads((tmp_path / "trace.jsonl").read_text("utf-8")) == {"reply": "\udcff"}
     assert (tmp_path / ref).read_bytes().decode("utf-8") == "query \\ud800"
+
+
+def test_one_trace_record_is_one_line_for_any_line_splitter(tmp_path: Path) -> None:
+    trace = Trace(tmp_path)
+    trace.record({"reply": "a\x85b\u2028c\u2029d\x0be"})
+    lines = (tmp_path / "trace.jsonl").read_text("utf-8").splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["reply"] == "a\x85b\u2028c\u2029d\x0be"

@@ -134,7 +134,9 @@ DEEP = "[" * 2000 + "]" * 2000
     ids=["4301-digit integer", "2000 nested brackets"],
 )
 def test_json_python_cannot_read_is_a_mistake_in_both_protocols(parameters: str) -> None:
-    tagged = parse_reply(f'<tool>{{"name": "select_masks_and_return", "parameters": {parameters}}}</tool>')
+    tagged = parse_reply(
+        f'<tool>{{"name": "select_masks_and_return", "parameters": {parameters}}}</tool>'
+    )
     assert tagged.mistake == "invalid_json" and tagged.call is None
     assert 0 < len(tagged.detail) < 100
     native = parse_native("", (NativeToolCall("select_masks_and_return", parameters),))
