@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from sam3_agent.detections import BoolArray, Detections, tight_boxes
+from sam3_agent.detections import BoolArray, Detections
 from sam3_agent.images import RGBImage, downscale
 
 Color = tuple[int, int, int]
@@ -87,7 +87,7 @@ class _Placed:
 
 @dataclass(frozen=True)
 class _Prepared:
-    """What every render of one Detections object shares.
+    """What every render of one Detections object shares (and a selection from it reuses).
 
     ``boxes``: ``(N, 4)`` int tight XYXY boxes at full resolution (exclusive ``x2``/``y2``).
     ``display``: each mask at display size. ``anchors``: label centres in display pixels.
@@ -219,16 +219,30 @@ class Renderer:
             )
         with self._lock:
             cached = self._cache.get(detections)
+            origin = detections.origin
+            parent = None if origin is None else self._cache.get(origin[0])
         if cached is not None:
             return cached
-        height, width = self.image_size
-        display_h, display_w = self._display.shape[:2]
-        boxes = tight_boxes(detections.masks).astype(np.int64)
-        display = [
-            _downscale_mask(mask, box, display_w / width, display_h / height, display_w, display_h)
-            for mask, box in zip(detections.masks, boxes.tolist(), strict=True)
-        ]
-        prepared = _Prepared(boxes=boxes, display=display, anchors=[_anchor(p) for p in display])
+        if parent is not None and origin is not None:
+            # Selected from masks already prepared (the survivors of a check): reuse them.
+            picks = origin[1].tolist()
+            prepared = _Prepared(
+                boxes=parent.boxes[origin[1]],
+                display=[parent.display[i] for i in picks],
+                anchors=[parent.anchors[i] for i in picks],
+            )
+        else:
+            height, width = self.image_size
+            display_h, display_w = self._display.shape[:2]
+            boxes = detections.mask_boxes
+            sx, sy = display_w / width, display_h / height
+            display = [
+                _downscale_mask(mask, box, sx, sy, display_w, display_h)
+                for mask, box in zip(detections.masks, boxes.tolist(), strict=True)
+            ]
+            prepared = _Prepared(
+                boxes=boxes, display=display, anchors=[_anchor(p) for p in display]
+            )
         with self._lock:
             self._cache[detections] = prepared
         return prepared
@@ -246,7 +260,7 @@ def overlay(image: RGBImage, detections: Detections) -> RGBImage:
     style = _Style.for_canvas(canvas)
     placed = []
     for mask, (x0, y0, x1, y1) in zip(
-        detections.masks, tight_boxes(detections.masks).astype(np.int64).tolist(), strict=True
+        detections.masks, detections.mask_boxes.tolist(), strict=True
     ):
         placed.append(_Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0))
     for i, p in enumerate(placed):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -701,3 +702,42 @@ def test_an_empty_reply_is_answered_as_empty(image: np.ndarray, three_cats: Dete
     assert agent.run(image, "cat").status == "no_mask"
     correction = last_user_text(chat.main_calls[1])
     assert "was empty" in correction and "after your reasoning" not in correction
+
+
+def test_no_file_work_on_the_event_loop(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Overlay, result.json, trace records and image saves all run in worker threads: a
+    batch evaluation shares the loop between sessions."""
+    import asyncio
+
+    import sam3_agent.agent as agent_module
+    import sam3_agent.outputs as outputs_module
+
+    on_loop: list[str] = []
+
+    def off_loop(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                asyncio.get_running_loop()
+                on_loop.append(name)
+            except RuntimeError:
+                pass
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(
+        outputs_module,
+        "atomic_write_bytes",
+        off_loop("atomic_write_bytes", outputs_module.atomic_write_bytes),
+    )
+    monkeypatch.setattr(agent_module, "write_png", off_loop("write_png", agent_module.write_png))
+    monkeypatch.setattr(
+        outputs_module.Trace, "record", off_loop("record", outputs_module.Trace.record)
+    )
+    replies = [tool("segment_phrase", text_prompt="cat"), tool("examine_each_mask"), SELECT_1]
+    agent, _, _ = make_agent(replies, three_cats)
+    assert agent.run(image, "cat", output_dir=tmp_path).status == "masks"
+    assert (tmp_path / "overlay.png").exists()
+    assert on_loop == []

@@ -7,7 +7,7 @@ import gc
 import numpy as np
 import pytest
 
-from sam3_agent.detections import Detections
+from sam3_agent.detections import Detections, tight_boxes
 from sam3_agent.images import RGBImage, downscale
 from sam3_agent.render import (
     LABEL_BACKGROUND,
@@ -265,3 +265,51 @@ def test_mask_colors_are_distinct_and_stable() -> None:
     assert len(set(colors)) == 60
     assert colors == [mask_color(i) for i in range(60)]
     assert all(0 <= c <= 255 for color in colors for c in color)
+
+
+def test_a_selection_reuses_the_prepared_masks_of_its_parent(
+    renderer: Renderer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sam3_agent.render as render_module
+
+    detections = Detections.from_masks(np.stack(MASKS), [0.9, 0.8, 0.7])
+    calls: list[int] = []
+    original = render_module._downscale_mask
+    monkeypatch.setattr(
+        render_module,
+        "_downscale_mask",
+        lambda *args: calls.append(1) or original(*args),
+    )
+    renderer.numbered(detections)
+    survivors = detections[[0, 2]]
+    image = renderer.numbered(survivors)
+    assert len(calls) == len(MASKS)  # the survivors were not downscaled again
+    fresh = Detections(survivors.masks, survivors.boxes, survivors.scores)
+    np.testing.assert_array_equal(image, Renderer(make_image(), MAX_SIDE).numbered(fresh))
+
+
+def test_renders_never_scan_masks_for_boxes_again(
+    image: RGBImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Post-processing computes the tight boxes; renders, zooms, a selection and the
+    overlay all reuse them."""
+    import sam3_agent.detections as detections_module
+    from sam3_agent.masks import postprocess
+
+    raw = Detections(np.stack(MASKS), np.zeros((3, 4)), [0.9, 0.8, 0.7])
+    kept = postprocess(raw, overlap_threshold=0.9)
+
+    def no_scan(masks: np.ndarray) -> np.ndarray:
+        raise AssertionError("tight boxes recomputed")
+
+    monkeypatch.setattr(detections_module, "tight_boxes", no_scan)
+    renderer = Renderer(image, max_side=MAX_SIDE)
+    renderer.numbered(kept)
+    for i in range(len(kept)):
+        renderer.single(kept, i)
+        renderer.zoom(kept, i)
+    survivors = kept[[0, 2]]
+    renderer.numbered(survivors)
+    overlay(image, survivors)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(kept.mask_boxes, tight_boxes(kept.masks).astype(np.int64))
