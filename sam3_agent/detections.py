@@ -123,17 +123,24 @@ class Detections:
         return None if parent is None else (parent, origin[1])
 
     def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Detections:
-        """Select detections by int, slice, list of 0-based indices or boolean array."""
+        """Select detections by int, slice, list of 0-based indices or boolean array.
+
+        An evenly spaced ascending selection (one mask, a run, every other one) shares the
+        masks' memory instead of copying them; any other selection copies the masks chosen.
+        """
         if isinstance(index, int | np.integer):
             index = [int(index)]
-        index_array = index if isinstance(index, slice) else np.asarray(index)
+        index_array: slice | np.ndarray = index if isinstance(index, slice) else np.asarray(index)
         if isinstance(index_array, np.ndarray):
             if index_array.dtype == np.bool_ and index_array.shape != (len(self),):
                 raise IndexError(
                     f"boolean index must have shape ({len(self)},), got {index_array.shape}"
                 )
+            if index_array.dtype == np.bool_:
+                index_array = np.flatnonzero(index_array)
             if index_array.size == 0:
                 index_array = np.zeros((0,), dtype=np.int64)
+            index_array = as_view_index(index_array.astype(np.int64), len(self))
         selected = Detections(
             masks=self.masks[index_array],
             boxes=self.boxes[index_array],
@@ -180,6 +187,21 @@ class Detections:
             boxes=np.concatenate([d.boxes for d in items]),
             scores=np.concatenate([d.scores for d in items]),
         )
+
+
+def as_view_index(indices: IntArray, count: int) -> slice | IntArray:
+    """A slice selecting the same items as ``indices`` (0-based, into ``count`` items) when
+    they are an evenly spaced ascending run, so arrays are viewed rather than copied;
+    ``indices`` itself otherwise (negative or out-of-range ones included, so that indexing
+    still raises)."""
+    if indices.size == 0 or indices.min() < 0 or indices.max() >= count:
+        return indices
+    if indices.size == 1:
+        return slice(int(indices[0]), int(indices[0]) + 1)
+    steps = np.diff(indices)
+    if steps[0] > 0 and np.all(steps == steps[0]):
+        return slice(int(indices[0]), int(indices[-1]) + 1, int(steps[0]))
+    return indices
 
 
 def encode_rle(mask: BoolArray) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def postprocess(
     candidates, boxes = candidates[order], boxes[order]
     int_boxes = boxes.astype(np.int64)
     kept = remove_overlaps(masks, candidates, int_boxes, overlap_threshold)
-    return detections[_as_index(candidates[kept])].with_mask_boxes(int_boxes[kept])
+    return detections[candidates[kept]].with_mask_boxes(int_boxes[kept])
 
 
 def remove_overlaps(
@@ -103,15 +103,3 @@ def remove_overlaps(
         else:
             kept.append(j)
     return np.asarray(kept, dtype=np.int64)
-
-
-def _as_index(indices: IntArray) -> slice | IntArray:
-    """A slice when ``indices`` is an evenly spaced ascending run, so masks are not copied."""
-    if indices.size == 0:
-        return indices
-    if indices.size == 1:
-        return slice(int(indices[0]), int(indices[0]) + 1)
-    steps = np.diff(indices)
-    if steps[0] > 0 and np.all(steps == steps[0]):
-        return slice(int(indices[0]), int(indices[-1]) + 1, int(steps[0]))
-    return indices

@@ -380,6 +380,9 @@ def _fill(canvas: RGBImage, placed: _Placed, color: Color) -> None:
     tinted[:] = color
     alpha = FILL_ALPHA_256 / 256
     cv2.addWeighted(region, 1.0 - alpha, tinted, alpha, 0.0, dst=tinted)
+    if region.flags.c_contiguous:
+        cv2.copyTo(tinted, placed.crop, region)
+        return
     # Masked copy into a contiguous buffer (OpenCV writes in place only there), then back.
     blended = region.copy()
     cv2.copyTo(tinted, placed.crop, blended)

@@ -8,8 +8,10 @@ change it only through these methods.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -103,6 +105,11 @@ class Session:
     def clear_masks(self) -> None:
         self.current = None
 
+    async def select(self, detections: Detections, indices: list[int]) -> Detections:
+        """``detections[indices]`` (0-based), made off the event loop: a selection that is not
+        an evenly spaced run copies full-resolution masks, tens of milliseconds on a photo."""
+        return await asyncio.to_thread(detections.__getitem__, indices)
+
     async def segment(self, phrase: str) -> Detections:
         """SAM 3 on ``phrase``, post-processed (SPEC §3); becomes the current masks."""
         with self.timed("embed_wait"):
@@ -193,17 +200,42 @@ class Session:
         )
 
     def _check_requests(self, detections: Detections) -> list[CheckRequest]:
-        total = len(detections)
-        return [
-            CheckRequest(
-                number=i + 1,
-                total=total,
-                mask_image=self._encode(
-                    self.renderer.single(detections, i), f"r{self.round:03d}_check{i + 1:02d}"
-                ),
-                zoom_image=self._encode(
-                    self.renderer.zoom(detections, i), f"r{self.round:03d}_check{i + 1:02d}_zoom"
-                ),
-            )
-            for i in range(total)
-        ]
+        return check_requests(
+            self.renderer,
+            detections,
+            prefix=f"r{self.round:03d}",
+            quality=self.config.jpeg_quality,
+        )
+
+
+RENDER_WORKERS = min(4, os.cpu_count() or 1)
+"""Threads rendering and encoding check images at once (OpenCV releases the GIL there)."""
+
+
+def check_requests(
+    renderer: Renderer,
+    detections: Detections,
+    *,
+    prefix: str,
+    quality: int,
+    workers: int = RENDER_WORKERS,
+) -> list[CheckRequest]:
+    """What each mask's check shows (mask numbers 1-based, in order), rendered and encoded
+    on ``workers`` threads: one mask's images are independent of the others'."""
+    total = len(detections)
+
+    def one(i: int) -> CheckRequest:
+        name = f"{prefix}_check{i + 1:02d}"
+        return CheckRequest(
+            number=i + 1,
+            total=total,
+            mask_image=EncodedImage.encode(renderer.single(detections, i), name, quality=quality),
+            zoom_image=EncodedImage.encode(
+                renderer.zoom(detections, i), f"{name}_zoom", quality=quality
+            ),
+        )
+
+    if workers <= 1 or total <= 1:
+        return [one(i) for i in range(total)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, range(total)))

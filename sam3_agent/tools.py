@@ -135,7 +135,7 @@ async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
         return ToolOutcome(
             "examine", Observation(prompts.feedback("all_rejected", total=len(current)))
         )
-    survivors = current[[n - 1 for n in kept_numbers]]
+    survivors = await session.select(current, [n - 1 for n in kept_numbers])
     session.current = survivors
     image = await session.show_masks(survivors)
     text = prompts.feedback("examined", total=len(current), kept=kept_numbers)
@@ -146,7 +146,8 @@ async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
 async def _select_masks_and_return(session: Session, params: SelectMasksParams) -> ToolOutcome:
     current = session.require_masks("select_masks_and_return")
     indices = mask_numbers_to_indices(params.final_answer_masks, len(current))
-    return ToolOutcome("final", Observation(""), final=Final("masks", current[indices]))
+    selected = await session.select(current, indices)
+    return ToolOutcome("final", Observation(""), final=Final("masks", selected))
 
 
 async def _report_no_mask(session: Session, params: NoParams) -> ToolOutcome:
