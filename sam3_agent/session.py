@@ -12,6 +12,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -55,6 +56,7 @@ class Session:
         self._embedding: asyncio.Future[ImageEmbedding] | None = None
         self.renderer = Renderer(image, config.max_image_side)
         self.task_image = self._encode(self.renderer.display_image, "input")
+        self._contexts = ContextImages(self.renderer, config.jpeg_quality, self.task_image)
         self.phrases: list[str] = []
         self.current: Detections | None = None
         self.round = 0
@@ -158,7 +160,6 @@ class Session:
             results = await check_all(
                 self.chat_model,
                 system_prompt=self._checker_prompt,
-                raw_image=self.task_image,
                 query=self.query,
                 requests=requests,
                 concurrency=self.config.check_concurrency,
@@ -205,11 +206,39 @@ class Session:
             detections,
             prefix=f"r{self.round:03d}",
             quality=self.config.jpeg_quality,
+            contexts=self._contexts,
         )
 
 
 RENDER_WORKERS = min(4, os.cpu_count() or 1)
 """Threads rendering and encoding check images at once (OpenCV releases the GIL there)."""
+
+
+class ContextImages:
+    """The plain image encoded once per context size, shared by every check that uses it
+    (and by later rounds). Safe to use from several threads."""
+
+    def __init__(
+        self, renderer: Renderer, quality: int, display: EncodedImage | None = None
+    ) -> None:
+        """``display``: the display-size image, when already encoded."""
+        self._renderer = renderer
+        self._quality = quality
+        self._encoded: dict[int, EncodedImage] = {}
+        if display is not None:
+            self._encoded[max(renderer.display_image.shape[:2])] = display
+        self._lock = threading.Lock()
+
+    def get(self, side: int) -> EncodedImage:
+        with self._lock:
+            cached = self._encoded.get(side)
+        if cached is None:
+            cached = EncodedImage.encode(
+                self._renderer.context(side), f"input_{side}", quality=self._quality
+            )
+            with self._lock:
+                cached = self._encoded.setdefault(side, cached)
+        return cached
 
 
 def check_requests(
@@ -218,18 +247,24 @@ def check_requests(
     *,
     prefix: str,
     quality: int,
+    contexts: ContextImages | None = None,
     workers: int = RENDER_WORKERS,
 ) -> list[CheckRequest]:
     """What each mask's check shows (mask numbers 1-based, in order), rendered and encoded
     on ``workers`` threads: one mask's images are independent of the others'."""
     total = len(detections)
+    plain = contexts or ContextImages(renderer, quality)
 
     def one(i: int) -> CheckRequest:
         name = f"{prefix}_check{i + 1:02d}"
+        side = renderer.context_side(detections, i)
         return CheckRequest(
             number=i + 1,
             total=total,
-            mask_image=EncodedImage.encode(renderer.single(detections, i), name, quality=quality),
+            raw_image=plain.get(side),
+            mask_image=EncodedImage.encode(
+                renderer.single(detections, i, side), name, quality=quality
+            ),
             zoom_image=EncodedImage.encode(
                 renderer.zoom(detections, i), f"{name}_zoom", quality=quality
             ),

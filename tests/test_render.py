@@ -14,6 +14,8 @@ from sam3_agent.render import (
     LABEL_TEXT,
     PALETTE,
     ZOOM_GAP,
+    ZOOM_PANEL_MAX,
+    ZOOM_PANEL_MIN,
     Renderer,
     mask_color,
     overlay,
@@ -172,8 +174,9 @@ def test_zoom_of_a_three_pixel_mask_is_visible(shape: tuple[int, int], max_side:
     mask[0, h // 3, w // 3 : w // 3 + 3] = True
     renderer = Renderer(make_image(h, w), max_side=max_side)
     out = renderer.zoom(Detections.from_masks(mask, [0.9]), 0)
-    assert max(out.shape[:2]) == max_side - 1 or max(out.shape[:2]) == max_side
-    assert min(out.shape[:2]) >= max_side // 3
+    # A small region is enlarged to ZOOM_PANEL_MIN a panel, within max_side in all.
+    assert max(out.shape[:2]) <= max_side
+    assert out.shape[0] >= min(ZOOM_PANEL_MIN, (max_side - ZOOM_GAP) // 2) - 1
     panel_w = (out.shape[1] - ZOOM_GAP) // 2
     marked = changed(out[:, panel_w + ZOOM_GAP :], out[:, :panel_w])
     assert marked.sum() >= 9  # the mask is enlarged, not a speck
@@ -313,3 +316,36 @@ def test_renders_never_scan_masks_for_boxes_again(
     overlay(image, survivors)
     monkeypatch.undo()
     np.testing.assert_array_equal(kept.mask_boxes, tight_boxes(kept.masks).astype(np.int64))
+
+
+@pytest.mark.parametrize(
+    ("box_side", "expected"),
+    [(20, (ZOOM_PANEL_MIN, ZOOM_PANEL_MIN)), (200, (300, 300)), (1200, (ZOOM_PANEL_MAX,) * 2)],
+    ids=["small-enlarged", "own-resolution", "large-reduced"],
+)
+def test_close_up_is_no_larger_than_the_region_warrants(
+    box_side: int, expected: tuple[int, int]
+) -> None:
+    h, w = 2000, 3000
+    mask = np.zeros((1, h, w), dtype=bool)
+    mask[0, 500 : 500 + box_side, 700 : 700 + box_side] = True
+    out = Renderer(make_image(h, w), 1024).zoom(Detections.from_masks(mask, [0.9]), 0)
+    panel_w = (out.shape[1] - ZOOM_GAP) // 2
+    # The crop is the box grown by a quarter on each side (at least ZOOM_MIN_SIDE).
+    assert (out.shape[0], panel_w) == pytest.approx(expected, abs=1)
+
+
+@pytest.mark.parametrize(
+    ("box_side", "side"), [(8, 1024), (120, 672), (200, 448)], ids=["tiny", "small", "large"]
+)
+def test_context_views_are_as_small_as_keeps_the_mask_visible(box_side: int, side: int) -> None:
+    h, w = 2000, 3000
+    mask = np.zeros((1, h, w), dtype=bool)
+    mask[0, 900 : 900 + box_side, 1400 : 1400 + box_side] = True
+    detections = Detections.from_masks(mask, [0.9])
+    renderer = Renderer(make_image(h, w), 1024)
+    assert renderer.context_side(detections, 0) == side
+    view = renderer.single(detections, 0, side)
+    assert max(view.shape[:2]) == side
+    assert changed(view, renderer.context(side)).any()
+    assert renderer.context(side) is renderer.context(side)  # made once per size
