@@ -75,10 +75,12 @@ CONTEXT_SIDES: tuple[int, ...] = (448, 672)
 """Longer sides tried, smallest first, for a check's whole-image views (the image, and the
 image with the mask drawn); the display size when none fits. 448 and 672 are multiples of
 Qwen-VL's 28-pixel token grid."""
-CONTEXT_MIN_MASK_SIDE = 24
+CONTEXT_MIN_MASK_SIDE = 12
 """A context view is small enough once the mask's box keeps this many pixels on its shorter
-side there. Measured (``scripts/bench_round.py``, visibility table): a mask downscaled to
-24 px and back keeps a median IoU of about 0.97 with itself (0.95 at 16 px, 0.91 at 8)."""
+side there. The whole-image views show where the mask lies; the close-up shows its shape.
+Measured (``scripts/bench_tokens.py``): a mask shown at 12 px and scaled back keeps a median
+IoU of 0.94 with itself (0.97 at 24 px), and at 1008x1008 the session's tokens fall from
+0.49x the original's (24 px) to 0.39x (12 px)."""
 
 
 def mask_color(index: int) -> Color:

@@ -17,8 +17,8 @@ def test_check_images_are_sized_for_their_mask() -> None:
     masks = np.stack(
         [
             square_mask(h, w, 100, 100, 400),
-            square_mask(h, w, 600, 600, 20),
-            square_mask(h, w, 700, 50, 45),
+            square_mask(h, w, 600, 600, 10),
+            square_mask(h, w, 700, 50, 20),
         ]
     )
     detections = Detections.from_masks(masks, [0.9, 0.8, 0.7])
