@@ -248,11 +248,13 @@ class Renderer:
 
         region_h, region_w = image_region.shape[:2]
         shrink = panel_w <= region_w and panel_h <= region_h
-        image_interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
-        plain: RGBImage = np.asarray(
-            cv2.resize(image_region, (panel_w, panel_h), interpolation=image_interp),
-            dtype=np.uint8,
-        )
+        if shrink:
+            plain: RGBImage = _shrink(image_region, panel_w, panel_h)
+        else:
+            plain = np.asarray(
+                cv2.resize(image_region, (panel_w, panel_h), interpolation=cv2.INTER_LINEAR),
+                dtype=np.uint8,
+            )
         panel_mask = _resize_mask(mask_region, panel_w, panel_h)
         placed = _Placed(panel_mask, 0, 0)
 
@@ -385,8 +387,12 @@ def _resize_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.
     """A 0/1 mask region resized to ``(height, width)``: area-averaged and rounded when
     shrinking, nearest when growing; keeps one pixel if the region has any."""
     shrink = width <= region.shape[1] and height <= region.shape[0]
-    interp = cv2.INTER_AREA if shrink else cv2.INTER_NEAREST
-    out = cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=interp)
+    if shrink:
+        out = _shrink(region, width, height)
+    else:
+        out = cv2.resize(
+            np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_NEAREST
+        )
     if not out.any():
         ys, xs = np.nonzero(region)
         if ys.size:
@@ -408,6 +414,31 @@ def _rescale(placed: _Placed, factor: float, canvas_w: int, canvas_h: int) -> _P
     x1 = max(x0 + 1, min(canvas_w, math.ceil((placed.x + w) * factor)))
     y1 = max(y0 + 1, min(canvas_h, math.ceil((placed.y + h) * factor)))
     return _Placed(_resize_mask(placed.crop, x1 - x0, y1 - y0), x0, y0)
+
+
+def _shrink(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
+    """``region`` reduced to ``(height, width)``, area-averaged.
+
+    OpenCV's area resampling is fast only for whole-number ratios (ten times slower
+    otherwise), so the largest whole-number part of the reduction is done that way and the
+    rest, under 2x, by bilinear interpolation, which does not alias at such ratios. On a 0/1
+    mask the result is 0/1 again (each output pixel rounds its area's mean).
+    """
+    src_h, src_w = region.shape[:2]
+    factor = min(src_w // width, src_h // height)
+    if factor >= 2:
+        trimmed = np.ascontiguousarray(
+            region[: (src_h // factor) * factor, : (src_w // factor) * factor]
+        )
+        region = cv2.resize(
+            trimmed, (src_w // factor, src_h // factor), interpolation=cv2.INTER_AREA
+        )
+    if region.shape[1] == width and region.shape[0] == height:
+        return np.asarray(region, dtype=np.uint8)
+    return np.asarray(
+        cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_LINEAR),
+        dtype=np.uint8,
+    )
 
 
 def _paste(placed: _Placed, x0: int, y0: int, width: int, height: int) -> npt.NDArray[np.uint8]:
