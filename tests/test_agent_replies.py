@@ -24,6 +24,9 @@ from sam3_agent.detections import Detections
 from sam3_agent.messages import ChatResponse, NativeToolCall
 
 H, W = 48, 64
+# Any code point, lone surrogates included (st.text() leaves them out by default).
+ANY_CHARACTER = st.one_of(st.characters(), st.characters(categories=["Cs"]))
+ANY_TEXT = st.text(ANY_CHARACTER)
 CAT = '{"name": "segment_phrase", "parameters": {"text_prompt": "cat"}}'
 FRAGMENTS = [
     "<tool>",
@@ -52,14 +55,14 @@ FRAGMENTS = [
 ]
 
 fragment_text = st.lists(
-    st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=20)), max_size=8
+    st.one_of(st.sampled_from(FRAGMENTS), st.text(ANY_CHARACTER, max_size=20)), max_size=8
 ).map("".join)
-reply_text = st.one_of(st.text(), fragment_text)
+reply_text = st.one_of(ANY_TEXT, fragment_text)
 native_call = st.builds(
     NativeToolCall,
     name=st.one_of(
         st.sampled_from(["segment_phrase", "examine_each_mask", "select_masks_and_return"]),
-        st.text(max_size=30),
+        st.text(ANY_CHARACTER, max_size=30),
     ),
     arguments=reply_text,
 )
