@@ -23,7 +23,7 @@ from sam3_agent.config import AgentConfig
 from sam3_agent.echo import echo
 from sam3_agent.errors import Sam3AgentError, UserError
 from sam3_agent.images import ImageInput, load_image
-from sam3_agent.messages import ChatResponse
+from sam3_agent.messages import ChatResponse, NativeToolCall
 from sam3_agent.outputs import Trace, atomic_write_json, write_png
 from sam3_agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.pruning import Context, build_context
@@ -167,15 +167,19 @@ class Sam3Agent:
             outcome = await self._act(session, parsed)
             if outcome.kind == "correction":
                 corrections += 1
+            # A native call is replayed as a structured call next to the visible text.
+            reply = response.text if parsed.native_call is not None else parsed.stored_text
+            native_call = parsed.native_call
+            if outcome.kind == "correction":
+                reply, native_call = _bounded_replay(reply, native_call)
             step = ActionStep(
                 round=session.round,
-                # A native call is replayed as a structured call next to the visible text.
-                reply=response.text if parsed.native_call is not None else parsed.stored_text,
+                reply=reply,
                 kind=outcome.kind,
                 observation=outcome.observation,
                 call=parsed.call,
                 phrase=outcome.phrase,
-                native_call=parsed.native_call,
+                native_call=native_call,
             )
             if session.trace.enabled:
                 # Image saves and the record's write are file work: off the event loop, awaited
@@ -306,6 +310,19 @@ def check_query(query: str) -> None:
     """Raise :class:`UserError` for a query the agent cannot work on (empty or blank)."""
     if not query or not query.strip():
         raise UserError("the query is empty")
+
+
+REPLAY_LIMIT = 2000
+"""Characters of a refused reply replayed in later contexts (the trace keeps all of it)."""
+
+
+def _bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, NativeToolCall | None]:
+    """A refused reply as later contexts show it: cut to :data:`REPLAY_LIMIT` characters, so
+    a megabyte the model wrote once is not sent back with every following round. A native
+    call's arguments that long are replayed as ``{}`` (they must stay valid JSON)."""
+    if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
+        call = NativeToolCall(echo(call.name), "{}", id=call.id)
+    return echo(reply, REPLAY_LIMIT), call
 
 
 def _event(step: ActionStep) -> RoundEvent:

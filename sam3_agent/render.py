@@ -390,8 +390,11 @@ def _resize_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.
     if shrink:
         out = _shrink(region, width, height)
     else:
-        out = cv2.resize(
-            np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_NEAREST
+        out = np.asarray(
+            cv2.resize(
+                np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_NEAREST
+            ),
+            dtype=np.uint8,
         )
     if not out.any():
         ys, xs = np.nonzero(region)
@@ -430,8 +433,9 @@ def _shrink(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArr
         trimmed = np.ascontiguousarray(
             region[: (src_h // factor) * factor, : (src_w // factor) * factor]
         )
-        region = cv2.resize(
-            trimmed, (src_w // factor, src_h // factor), interpolation=cv2.INTER_AREA
+        region = np.asarray(
+            cv2.resize(trimmed, (src_w // factor, src_h // factor), interpolation=cv2.INTER_AREA),
+            dtype=np.uint8,
         )
     if region.shape[1] == width and region.shape[0] == height:
         return np.asarray(region, dtype=np.uint8)
