@@ -20,9 +20,10 @@ from typing import Any
 from sam3_agent import prompts, tools
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.config import AgentConfig
+from sam3_agent.echo import echo
 from sam3_agent.errors import Sam3AgentError, UserError
 from sam3_agent.images import ImageInput, load_image
-from sam3_agent.messages import ChatResponse
+from sam3_agent.messages import ChatResponse, NativeToolCall
 from sam3_agent.outputs import Trace, atomic_write_json, write_png
 from sam3_agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.pruning import Context, build_context
@@ -139,12 +140,14 @@ class Sam3Agent:
             result = self._result(
                 session, query, image_path, None, f"{type(e).__name__}: {e}", started
             )
-            self._write(result, out, raw)
+            await asyncio.to_thread(self._write, result, out, raw)
             raise
         finally:
             await session.close()
         result = self._result(session, query, image_path, final, failure, started)
-        self._write(result, out, raw)
+        # A full-size overlay's PNG encode and fsync take a second on a large photo: off the
+        # event loop, which the other sessions of a batch evaluation share.
+        await asyncio.to_thread(self._write, result, out, raw)
         return result
 
     def _new_session(self, image: ImageInput, query: str, out: Path | None) -> Session:
@@ -177,19 +180,35 @@ class Sam3Agent:
                 response = await self.chat_model.complete(context.messages, tools=self._tool_specs)
             session.usage.main = session.usage.main + response.usage
             session.usage.cached_calls += int(response.cached)
-            parsed = self._parse(response)
+            parsed = self._parse(response, session.round)
             outcome = await self._act(session, parsed)
             if outcome.kind == "correction":
                 corrections += 1
+            # A native call is replayed as a structured call next to the visible text.
+            reply = response.text if parsed.native_call is not None else parsed.stored_text
+            native_call = parsed.native_call
+            if outcome.kind == "correction":
+                reply, native_call = _bounded_replay(reply, native_call)
             step = ActionStep(
                 round=session.round,
-                reply=parsed.stored_text,
+                reply=reply,
                 kind=outcome.kind,
                 observation=outcome.observation,
                 call=parsed.call,
                 phrase=outcome.phrase,
+                native_call=native_call,
             )
-            self._record(session, context=context, response=response, parsed=parsed, step=step)
+            if session.trace.enabled:
+                # Image saves and the record's write are file work: off the event loop, awaited
+                # here so records keep their order.
+                await asyncio.to_thread(
+                    self._record,
+                    session,
+                    context=context,
+                    response=response,
+                    parsed=parsed,
+                    step=step,
+                )
             if on_round is not None:
                 on_round(_event(step))
             if outcome.final is not None:
@@ -201,17 +220,21 @@ class Sam3Agent:
                     f"{self.config.max_corrections} (last: {outcome.observation.text[:120]})"
                 )
 
-    def _parse(self, response: ChatResponse) -> ParsedReply:
+    def _parse(self, response: ChatResponse, round_number: int) -> ParsedReply:
         truncated = response.finish_reason == "length"
         if self.config.tool_protocol == "native":
-            return parse_native(response.text, response.tool_calls, truncated=truncated)
+            # Our own id, the same in every run, so replayed contexts hit the response cache.
+            call_id = f"call{round_number:05d}"
+            return parse_native(
+                response.text, response.tool_calls, truncated=truncated, call_id=call_id
+            )
         return parse_reply(response.text, truncated=truncated)
 
     async def _act(self, session: Session, parsed: ParsedReply) -> ToolOutcome:
         try:
             if parsed.call is None:
                 kind = parsed.mistake or "no_tool"
-                args = {"detail": parsed.detail} if kind == "invalid_json" else {}
+                args = {"detail": echo(parsed.detail)} if kind == "invalid_json" else {}
                 raise ToolMistake(prompts.feedback(kind, **args))
             return await tools.execute(session, parsed.call)
         except ToolMistake as mistake:
@@ -245,6 +268,7 @@ class Sam3Agent:
                 "thinking": parsed.thinking,
                 "finish_reason": response.finish_reason,
                 "cut_after_first_tool": parsed.cut,
+                "ignored_after_json": parsed.ignored,
                 "tool_call": (
                     {"name": parsed.call.name, "parameters": parsed.call.parameters}
                     if parsed.call
@@ -304,6 +328,19 @@ def check_query(query: str) -> None:
     """Raise :class:`UserError` for a query the agent cannot work on (empty or blank)."""
     if not query or not query.strip():
         raise UserError("the query is empty")
+
+
+REPLAY_LIMIT = 2000
+"""Characters of a refused reply replayed in later contexts (the trace keeps all of it)."""
+
+
+def _bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, NativeToolCall | None]:
+    """A refused reply as later contexts show it: cut to :data:`REPLAY_LIMIT` characters, so
+    a megabyte the model wrote once is not sent back with every following round. A native
+    call's arguments that long are replayed as ``{}`` (they must stay valid JSON)."""
+    if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
+        call = NativeToolCall(echo(call.name), "{}", id=call.id)
+    return echo(reply, REPLAY_LIMIT), call
 
 
 def _event(step: ActionStep) -> RoundEvent:
