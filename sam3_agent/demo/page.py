@@ -12,7 +12,13 @@ from typing import Any
 
 import gradio as gr
 
-from sam3_agent.demo.sessions import DemoRunner, Update, annotations, load_display_image
+from sam3_agent.demo.sessions import (
+    DemoRunner,
+    Update,
+    annotations,
+    image_error,
+    load_display_image,
+)
 from sam3_agent.demo.views import EMPTY_ROUNDS, result_summary, rounds_html, status_html
 from sam3_agent.errors import ImageLoadError
 
@@ -91,7 +97,7 @@ def build_page(
         try:
             image = load_display_image(image_path)
         except ImageLoadError as e:
-            return None, status_html("error", f"ImageLoadError: {e}")
+            return None, status_html("error", image_error(image_path, e))
         return (image, []), status_html("idle", "Image ready. Say what to segment and press Run.")
 
     async def run(

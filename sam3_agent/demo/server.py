@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEMO_TOKEN_ENV = "SAM3_AGENT_DEMO_TOKEN"
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLE_QUERIES = {"astronaut.jpg": "the flag on her sleeve", "coffee.jpg": "the cup"}
 

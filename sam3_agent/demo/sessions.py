@@ -157,7 +157,10 @@ class DemoRunner:
                 raise UserError("this page is already running a request; stop it first")
             # Read before any model work, so a broken upload answers at once.
             await asyncio.to_thread(load_image, image_path)
-        except (UserError, ImageLoadError) as e:
+        except ImageLoadError as e:
+            yield Update("error", message=image_error(image_path, e))
+            return
+        except UserError as e:
             yield Update("error", message=_one_line(e))
             return
 
@@ -214,6 +217,14 @@ class DemoRunner:
         result = task.result()
         files = await asyncio.to_thread(_downloads, out, result)
         return Update("done", rounds, "", result, files, out)
+
+
+def image_error(image_path: str | Path | None, error: ImageLoadError) -> str:
+    """The page's message for an upload that cannot be read: the file's own name, not the
+    server's temporary path, and not the decoder's internals."""
+    name = Path(image_path).name if image_path is not None else "the image"
+    logger.info("unreadable upload %s: %s", name, error)
+    return f"cannot read the image {name}: it is not an image file this demo can decode"
 
 
 def _one_line(error: BaseException) -> str:
