@@ -16,15 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
-
-pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
-gradio_client = pytest.importorskip("gradio_client")
-
 from demo_fixtures import COFFEE, QUERY, CoffeeScript, coffee_runner, serve_app, wait_for
 from openai_server import ScriptedServer, max_overlap, serve
 
 from sam3_agent.agent import STOPPED
 from sam3_agent.demo.server import create_app
+
+pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
+gradio_client = pytest.importorskip("gradio_client")
 
 ROUNDS, STATUS, FINAL, FILES = range(4)
 
