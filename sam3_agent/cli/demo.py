@@ -51,7 +51,8 @@ def check_demo_flags(host: str, port: int, token: str | None, concurrency: int) 
             ``host`` without a token.
     """
     if importlib.util.find_spec("gradio") is None:
-        raise UserError('the demo needs gradio: pip install "sam3-agent[demo]"')
+        # No brackets: the console reads them as markup.
+        raise UserError('the demo needs gradio: pip install gradio (the "demo" extra)')
     if not 1 <= port <= 65535:
         raise UserError(f"--port must be in 1..65535, got {port}")
     if concurrency < 1:

@@ -15,7 +15,7 @@ import gradio as gr
 from sam3_agent.demo.sessions import (
     DemoRunner,
     Update,
-    annotations,
+    final_annotations,
     image_error,
     load_display_image,
 )
@@ -78,7 +78,7 @@ def _outputs(update: Update, image_path: str | None) -> tuple[Any, ...]:
     result = update.result
     if result is None or image_path is None:  # not reachable: done always has a result
         return rounds, status_html("error", "the session ended without a result"), None, files
-    shown = annotations(image_path, result)
+    shown = final_annotations(image_path, result)
     kind = "done" if result.status != "failed" else "error"
     return rounds, status_html(kind, result_summary(result)), (shown.image, shown.masks), files
 

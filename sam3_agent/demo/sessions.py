@@ -71,7 +71,7 @@ def load_display_image(path: str | Path) -> RGBImage:
     return downscale(load_image(path), DISPLAY_SIDE)
 
 
-def annotations(image_path: str | Path, result: AgentResult) -> Annotations:
+def final_annotations(image_path: str | Path, result: AgentResult) -> Annotations:
     """The final masks of ``result`` on the image it was computed on, at display size."""
     display = load_display_image(image_path)
     h, w = display.shape[:2]
