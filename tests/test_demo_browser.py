@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 from demo_fixtures import COFFEE, QUERY, REPO, CoffeeScript, coffee_runner, serve_app
 from openai_server import ScriptedServer, serve
+from PIL import Image
 
 from sam3_agent.demo.server import bundled_examples, create_app
 
@@ -90,6 +91,13 @@ class OffsiteRequests:
             self.offsite.append(request.url)
 
 
+def save_small(png: Path) -> None:
+    """Re-save a screenshot with a 256-colour palette: a third of the bytes in the repo."""
+    with Image.open(png) as shot:
+        small = shot.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(png, optimize=True)
+
+
 def open_page(browser: Any, url: str) -> tuple[Any, Any, OffsiteRequests]:
     context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
     page = context.new_page()
@@ -133,7 +141,7 @@ def test_upload_run_watch_the_rounds_and_download(
         screenshot = REPO / os.environ.get(SCREENSHOT_ENV, tmp_path / "demo.png")
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshot), full_page=True)
-        assert screenshot.stat().st_size > 0
+        save_small(screenshot)
         assert requests.offsite == []
     finally:
         context.close()
@@ -153,6 +161,24 @@ def test_an_unreadable_image_shows_a_message(browser: Any, demo_url: str, tmp_pa
         page.locator("#s3a-run").click()
         page.locator("#s3a-status .s3a-status-error", has_text="cannot read").wait_for()
         assert "Traceback" not in page.content()
+        assert requests.offsite == []
+    finally:
+        context.close()
+
+
+def test_stop_ends_a_session_on_the_page(browser: Any, demo_url: str, server: ScriptedServer):
+    server.responder = CoffeeScript(hold=2)  # the model never answers round 2
+    context, page, requests = open_page(browser, demo_url)
+    try:
+        page.locator("#s3a-image input[type=file]").set_input_files(str(COFFEE))
+        page.locator("#s3a-status .s3a-status", has_text="Image ready").wait_for()
+        page.locator("#s3a-query textarea").fill(QUERY)
+        page.locator("#s3a-run").click()
+        page.locator("#s3a-rounds .s3a-round").first.wait_for()
+        page.locator("#s3a-stop").click()
+        page.locator("#s3a-status .s3a-status-stopped").wait_for()
+        assert page.locator("#s3a-rounds .s3a-round").count() == 1
+        assert page.locator('#s3a-files a[download="result.json"]').count() == 1
         assert requests.offsite == []
     finally:
         context.close()

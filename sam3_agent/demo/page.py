@@ -108,9 +108,9 @@ def build_page(
             yield _outputs(update, image_path)
 
     def stop(request: gr.Request) -> str:
-        if runner.stop(_key(request)):
-            return status_html("running", "stopping...")
-        return status_html("idle", "nothing is running")
+        # The running request's own stream shows "stopped" on the page; this answer is for
+        # API callers only, so the two never race for the status line.
+        return "stopping" if runner.stop(_key(request)) else "nothing is running"
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as page:
         gr.Markdown(
@@ -164,5 +164,6 @@ def build_page(
                 show_progress="minimal",
             )
         # Outside the queue: a stop must not wait behind the requests it is meant to end.
-        stop_button.click(stop, None, [status], api_name="stop", queue=False)
+        stop_answer = gr.Textbox(visible=False)
+        stop_button.click(stop, None, [stop_answer], api_name="stop", queue=False)
     return page
