@@ -153,10 +153,11 @@ class DemoRunner:
             if image_path is None:
                 raise UserError("upload an image (or pick an example) first")
             check_query(query)
-            if key in self._running:
-                raise UserError("this page is already running a request; stop it first")
             # Read before any model work, so a broken upload answers at once.
             await asyncio.to_thread(load_image, image_path)
+            # Checked after the last await, so two requests of one page cannot both pass.
+            if key in self._running:
+                raise UserError("this page is already running a request; stop it first")
         except ImageLoadError as e:
             yield Update("error", message=image_error(image_path, e))
             return
