@@ -13,7 +13,7 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,8 @@ from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.config import AgentConfig
 from sam3_agent.echo import echo
 from sam3_agent.errors import Sam3AgentError, UserError
-from sam3_agent.images import ImageInput, load_image
-from sam3_agent.messages import ChatResponse, NativeToolCall
+from sam3_agent.images import EncodedImage, ImageInput, load_image
+from sam3_agent.messages import ChatResponse, NativeToolCall, TokenUsage
 from sam3_agent.outputs import Trace, atomic_write_json, write_png
 from sam3_agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.pruning import Context, build_context
@@ -36,14 +36,58 @@ from sam3_agent.tools import Final, ToolMistake, ToolOutcome
 logger = logging.getLogger(__name__)
 
 
+STOPPED = "stopped before the session ended"
+"""The ``failure`` of a session whose task was cancelled (a stop button, a closed page)."""
+
+
+@dataclass(frozen=True)
+class MaskCheck:
+    """One mask's isolated check in an ``examine_each_mask`` round.
+
+    Attributes:
+        number: the mask's 1-based number on the image shown before the check.
+        accepted: the checker's verdict (a reply without a clear verdict counts as Reject).
+        reply: the checker's last reply, reasoning included.
+        mask_image: the whole image with only this mask drawn, as the checker saw it.
+        zoom_image: the close-up of the mask beside the raw crop, as the checker saw it.
+    """
+
+    number: int
+    accepted: bool
+    reply: str
+    mask_image: EncodedImage
+    zoom_image: EncodedImage
+
+
 @dataclass(frozen=True)
 class RoundEvent:
-    """What the CLI's status line shows after each main round."""
+    """One finished main round, as the CLI's status line and the web demo show it.
+
+    Attributes:
+        round: 1-based number of the main MLLM call.
+        tool: the tool called, None when the reply had no readable call.
+        kind: how the round ended: ``segment``, ``examine``, ``final`` or ``correction``.
+        summary: the first sentence of what went back to the model.
+        reasoning: the model's reasoning (its reasoning channel, else its ``<think>`` text).
+        parameters: the tool call's parameters as the model wrote them.
+        observation: the whole message sent back to the model ("" after a final tool).
+        image: the numbered masks image sent back, when there was one.
+        checks: the per-mask verdicts of an ``examine_each_mask`` round, in mask order.
+        usage: tokens of this round: its main call plus its mask checks.
+        seconds: wall time of the round, the model's answer and the tool's work.
+    """
 
     round: int
     tool: str | None
     kind: str
     summary: str
+    reasoning: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    observation: str = ""
+    image: EncodedImage | None = None
+    checks: tuple[MaskCheck, ...] = ()
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    seconds: float = 0.0
 
 
 RoundCallback = Callable[[RoundEvent], None]
@@ -136,10 +180,11 @@ class Sam3Agent:
         failure: str | None = None
         try:
             final, failure = await self._loop(session, on_round)
-        except Sam3AgentError as e:
-            result = self._result(
-                session, query, image_path, None, f"{type(e).__name__}: {e}", started
-            )
+        except (Sam3AgentError, asyncio.CancelledError) as e:
+            # A stopped session (its task cancelled) also leaves what it has on disk.
+            stopped = isinstance(e, asyncio.CancelledError)
+            reason = STOPPED if stopped else f"{type(e).__name__}: {e}"
+            result = self._result(session, query, image_path, None, reason, started)
             await asyncio.to_thread(self._write, result, out, raw)
             raise
         finally:
@@ -176,6 +221,7 @@ class Sam3Agent:
                 return None, f"max_rounds ({self.config.max_rounds}) reached without an answer"
             context = build_context(self.system_prompt, task, steps)
             session.round += 1
+            round_started = time.perf_counter()
             with session.timed("chat"):
                 response = await self.chat_model.complete(context.messages, tools=self._tool_specs)
             session.usage.main = session.usage.main + response.usage
@@ -210,7 +256,8 @@ class Sam3Agent:
                     step=step,
                 )
             if on_round is not None:
-                on_round(_event(step))
+                seconds = time.perf_counter() - round_started
+                on_round(_event(step, response, parsed, session, seconds))
             if outcome.final is not None:
                 return outcome.final, None
             steps.append(step)
@@ -343,7 +390,36 @@ def _bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, Nativ
     return echo(reply, REPLAY_LIMIT), call
 
 
-def _event(step: ActionStep) -> RoundEvent:
+def _event(
+    step: ActionStep,
+    response: ChatResponse,
+    parsed: ParsedReply,
+    session: Session,
+    seconds: float,
+) -> RoundEvent:
     tool = step.call.name if step.call else None
     summary = step.observation.text.split(". ")[0] if step.observation.text else tool or ""
-    return RoundEvent(round=step.round, tool=tool, kind=step.kind, summary=summary)
+    checks: list[MaskCheck] = []
+    usage = response.usage
+    if step.kind == "examine":  # only an executed examine_each_mask ran checks this round
+        for request, result in session.last_checks:
+            reply = result.replies[-1] if result.replies else ""
+            checks.append(
+                MaskCheck(
+                    request.number, result.accepted, reply, request.mask_image, request.zoom_image
+                )
+            )
+            usage = usage + result.usage
+    return RoundEvent(
+        round=step.round,
+        tool=tool,
+        kind=step.kind,
+        summary=summary,
+        reasoning=(response.reasoning or parsed.thinking or "").strip(),
+        parameters=dict(step.call.parameters) if step.call else {},
+        observation=step.observation.text,
+        image=step.observation.image,
+        checks=tuple(checks),
+        usage=usage,
+        seconds=seconds,
+    )

@@ -18,6 +18,12 @@ from sam3_agent.messages import NativeToolCall
 TOOL_OPEN, TOOL_CLOSE = "<tool>", "</tool>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 _DECODER = json.JSONDecoder()
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects a tool call may have. A real call nests two or
+three levels; checking our own limit keeps the outcome independent of the interpreter's
+recursion limit, which other libraries in the process may raise."""
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _VERDICT = re.compile(r"<verdict>(.*?)</verdict>", re.IGNORECASE | re.DOTALL)
 
@@ -214,6 +220,8 @@ def decode_json(payload: str) -> Decoded:
     with one stray ``}`` still runs. Every way decoding can fail, Python's limits on digits
     and nesting included, becomes a short ``problem`` for the corrective message.
     """
+    if _nesting_depth(payload) > MAX_JSON_DEPTH:
+        return Decoded(problem="it is nested too deeply to read")
     try:
         value, end = _DECODER.raw_decode(payload)
     except json.JSONDecodeError as e:
@@ -225,6 +233,18 @@ def decode_json(payload: str) -> Decoded:
         return Decoded(problem="it holds a number with more digits than can be read")
     rest = payload[end:]
     return Decoded(value=value, ignored=rest if rest.strip() else None)
+
+
+def _nesting_depth(payload: str) -> int:
+    """The deepest bracket nesting of ``payload`` outside JSON strings (an upper bound when
+    the text is not valid JSON, which is then refused anyway)."""
+    if payload.count("[") + payload.count("{") <= MAX_JSON_DEPTH:
+        return 0
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_JSON_STRING.sub("", payload)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _encode(value: Any) -> str:

@@ -61,6 +61,8 @@ class Session:
         self.current: Detections | None = None
         self.round = 0
         self.checks_used = 0
+        self.last_checks: list[tuple[CheckRequest, CheckResult]] = []
+        """The latest examine_each_mask: what each checker saw and its verdict."""
         self.usage = Usage()
         self.timings: defaultdict[str, float] = defaultdict(float)
 
@@ -166,6 +168,7 @@ class Session:
                 verdict_retries=self.config.verdict_retries,
                 record=calls.append,
             )
+        self.last_checks = list(zip(requests, results, strict=True))
         for check in results:
             self.usage.checks = self.usage.checks + check.usage
             self.usage.cached_calls += check.cached_calls

@@ -172,3 +172,22 @@ def test_any_text_parses_without_raising(text: str) -> None:
         assert (parsed.call is None) != (parsed.mistake is None)
     parsed = parse_native(text, (NativeToolCall(text, text),))
     assert (parsed.call is None) != (parsed.mistake is None)
+
+
+def test_deep_nesting_is_refused_whatever_the_recursion_limit():
+    """Some libraries raise the interpreter's recursion limit; our own depth limit decides."""
+    import sys
+
+    from sam3_agent.parsing import MAX_JSON_DEPTH, decode_json
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        deep = "[" * 2000 + "]" * 2000
+        assert decode_json(deep).problem == "it is nested too deeply to read"
+        ok = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+        assert decode_json(ok).problem == ""
+        # Brackets inside strings are text, not nesting.
+        assert decode_json(json.dumps({"text_prompt": "[" * 5000})).problem == ""
+    finally:
+        sys.setrecursionlimit(old)
