@@ -5,6 +5,7 @@ Images are real (blank) JPEGs of the chosen size, encoded once per name and size
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -13,6 +14,7 @@ import numpy as np
 
 from sam3_agent.context.base import History
 from sam3_agent.images import EncodedImage
+from sam3_agent.messages import NativeToolCall
 from sam3_agent.parsing import ToolCall
 from sam3_agent.steps import ActionStep, Observation, StepKind, TaskStep
 
@@ -37,13 +39,22 @@ class Spec:
     words: int = 20
 
 
-def make_steps(specs: Sequence[Spec], side: int = 448) -> list[ActionStep]:
+def make_steps(specs: Sequence[Spec], side: int = 448, native: bool = False) -> list[ActionStep]:
+    """``native``: rounds as ``--tool-protocol native`` records them (a structured call beside
+    the visible text, answered by a tool message and, with an image, a user message)."""
     steps = []
     for i, spec in enumerate(specs, start=1):
         phrase = f"phrase {i}" if spec.kind == "segment" else None
         shown = image(f"r{i}", side) if spec.shows_masks and spec.kind != "correction" else None
         call = ToolCall("segment_phrase", {"text_prompt": phrase}) if phrase else None
         filler = " ".join(f"w{i}" for _ in range(spec.words))
+        native_call = None
+        if native:
+            name = {"segment": "segment_phrase", "examine": "examine_each_mask"}.get(
+                spec.kind, "unknown_tool"
+            )
+            arguments = json.dumps({"text_prompt": phrase} if phrase else {"detail": filler})
+            native_call = NativeToolCall(name, arguments, id=f"call{i:05d}")
         steps.append(
             ActionStep(
                 round=i,
@@ -54,12 +65,16 @@ def make_steps(specs: Sequence[Spec], side: int = 448) -> list[ActionStep]:
                 ),
                 call=call,
                 phrase=phrase,
+                native_call=native_call,
             )
         )
     return steps
 
 
 def history(
-    specs: Sequence[Spec], side: int = 448, query: str = "only the cats on the left"
+    specs: Sequence[Spec],
+    side: int = 448,
+    query: str = "only the cats on the left",
+    native: bool = False,
 ) -> History:
-    return History(SYSTEM, task(query, side), make_steps(specs, side))
+    return History(SYSTEM, task(query, side), make_steps(specs, side, native))

@@ -104,3 +104,34 @@ def test_keep_all_ends_with_a_budget_failure_when_the_history_outgrows_it(
     )
     assert document["status"] == "failed" and "keep-all" in document["failure"]
     assert 1 < len(chat.main_calls) < len(replies)
+
+
+@pytest.mark.parametrize("protocol", ["tags", "native"])
+def test_tokens_are_estimated_without_an_output_directory(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path, protocol: str
+) -> None:
+    """The estimate is usage, not trace: a session that writes no files still counts it, and
+    it counts the same as the trace of an identical session."""
+    from sam3_agent.messages import ChatResponse, NativeToolCall
+
+    def reply(name: str, **parameters: object) -> object:
+        if protocol == "tags":
+            return tool(name, **parameters)
+        return ChatResponse("", tool_calls=(NativeToolCall(name, json.dumps(parameters)),))
+
+    replies = [
+        reply("segment_phrase", text_prompt="cat"),
+        reply("examine_each_mask"),
+        reply("select_masks_and_return", final_answer_masks=[1]),
+    ]
+
+    def session(out: Path | None) -> dict[str, dict[str, int]]:
+        chat = ScriptedChatModel(replies=list(replies))  # type: ignore[arg-type]
+        seg = FakeSegmenter({"cat": three_cats})
+        agent = Sam3Agent(seg, chat, AgentConfig(tool_protocol=protocol))  # type: ignore[arg-type]
+        return agent.run(image, "only the cats", output_dir=out).usage.estimated
+
+    quiet, traced = session(None), session(tmp_path)
+    assert quiet == traced
+    assert quiet["main"]["text"] > 0 and quiet["main"]["image"] > 0
+    assert quiet["checks"]["image"] > 0

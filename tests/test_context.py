@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sam3_agent.config import CONTEXT_POLICIES, AgentConfig
-from sam3_agent.context.attention import AttentionPolicy, require_source
+from sam3_agent.context.attention import AttentionPolicy, require_source, round_sizes
 from sam3_agent.context.auto import AutoPolicy
 from sam3_agent.context.base import Budget, ContextBudgetError, Costs, History, record_of
 from sam3_agent.context.decay import DecayPolicy
@@ -20,7 +20,7 @@ from sam3_agent.context.fifo import FifoPolicy
 from sam3_agent.context.hierarchical import HierarchicalPolicy
 from sam3_agent.context.keep_all import KeepAllPolicy
 from sam3_agent.context.registry import POLICIES, PolicyInputs, build_policy
-from sam3_agent.context.sam3 import Sam3Policy
+from sam3_agent.context.sam3 import MAX_MESSAGES, Sam3Policy
 from sam3_agent.context.summary import DigestCall, SummaryPolicy
 from sam3_agent.context.tokens import TokenCounter
 from sam3_agent.errors import UserError
@@ -71,6 +71,7 @@ specs = st.lists(
 )
 
 
+@pytest.mark.parametrize("protocol", ["tags", "native"])
 @pytest.mark.parametrize("name", CONTEXT_POLICIES)
 @settings(max_examples=25, deadline=None)
 @given(
@@ -79,12 +80,13 @@ specs = st.lists(
     side=st.sampled_from([224, 448, 672]),
 )
 def test_invariants_over_random_sessions(
-    name: str, spec: list[Spec], max_tokens: int, side: int
+    name: str, protocol: str, spec: list[Spec], max_tokens: int, side: int
 ) -> None:
     """Every policy, every call of a session: the invariants of sam3_agent.context.base."""
     budget = Budget(max_tokens, reserve_tokens=256)
     policy = make_policy(name, budget)
-    full = history(spec, side)
+    native = protocol == "native"
+    full = history(spec, side, native=native)
 
     async def session() -> None:
         for n in range(len(full.steps) + 1):
@@ -106,10 +108,26 @@ def test_invariants_over_random_sessions(
             current = current_masks_index(h.steps)
             expected = [] if current is None else [h.steps[current].observation.image]
             assert images_after_request(messages) == expected  # selectable masks, none stale
-            assert [m.role for m in messages[2:]] == ["assistant", "user"] * (
-                (len(messages) - 2) // 2
-            )
             record = record_of(context)
+            # Rounds whole and in order, each starting at its reply: (assistant, user) with
+            # tags; (assistant, tool) and a user message with the image, natively.
+            kept = [i for i, s in enumerate(h.steps) if s.round in record.kept_rounds]
+            rounds = [
+                h.steps[i].messages(with_image=i == current, masks_gone=current is None)
+                for i in kept
+            ]
+            assert messages[2:] == [m for r in rounds for m in r]
+            assert round_sizes(messages) == [len(r) for r in rounds]
+            for r in rounds:
+                roles = [m.role for m in r]
+                if native:
+                    assert roles in (["assistant", "tool"], ["assistant", "tool", "user"])
+                    assert r[1].tool_call_id == r[0].tool_calls[0].id
+                else:
+                    assert roles == ["assistant", "user"]
+            assert len(messages) <= 2 + 2 * len(kept) + int(native)
+            if name == "sam3":
+                assert len(messages) <= MAX_MESSAGES
             assert COUNTER.messages(messages).total == record.tokens_after.total
             assert record.tokens_after.total <= budget.limit
             assert record.kept_rounds == sorted(record.kept_rounds)
@@ -297,6 +315,30 @@ def test_attention_evicts_the_least_attended_round() -> None:
     evicted = [e.round for e in record.evicted]
     assert evicted[0] == 2 and 3 not in evicted[:1]
     assert record.scores is not None and record.scores[2] == 0.0
+
+
+class ShareOfEachMessage:
+    """Attention that puts message j's share at j (of the request it is asked about)."""
+
+    def record_attention(self) -> None:
+        pass
+
+    def last_message_attention(self, messages: Sequence[ChatMessage] | None = None) -> list[float]:
+        return [float(j) for j in range(len(messages or ()))]
+
+
+def test_attention_maps_native_rounds_of_three_messages() -> None:
+    """A native round showing its image is assistant, tool, user: all three are its mass."""
+    policy = AttentionPolicy(Budget(20000), COUNTER, ShareOfEachMessage())
+    specs = [Spec("segment", True), Spec("correction"), Spec("examine", True)]
+    h = history(specs, native=True)
+    context = build(policy, h)
+    roles = [m.role for m in context.messages]
+    assert roles == ["system", "user"] + ["assistant", "tool"] * 2 + ["assistant", "tool", "user"]
+    assert round_sizes(context.messages) == [2, 2, 3]
+    build(policy, h)  # reads the attention of the call above
+    assert policy.smoothed(1) == 2 + 3 and policy.smoothed(2) == 4 + 5
+    assert policy.smoothed(3) == 6 + 7 + 8
 
 
 def test_sam3_policy_matches_the_pure_pruning() -> None:

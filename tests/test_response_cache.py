@@ -285,3 +285,35 @@ def test_other_errors_while_creating_are_not_retried(tmp_path: Path, monkeypatch
     with pytest.raises(UserError, match="disk I/O error"):
         CachedChatModel(EchoModel(), tmp_path / "c.sqlite")
     assert calls["n"] == 1
+
+
+def test_native_replays_are_in_the_key() -> None:
+    call = NativeToolCall("segment_phrase", '{"text_prompt": "cat"}', id="call00001")
+    replay = [
+        *conversation(),
+        ChatMessage("assistant", (), tool_calls=(call,)),
+        ChatMessage("tool", (TextPart("3 masks"),), tool_call_id="call00001"),
+    ]
+    as_text = [
+        *conversation(),
+        ChatMessage("assistant", ()),
+        ChatMessage("tool", (TextPart("3 masks"),)),
+    ]
+    other_id = [
+        *replay[:2],
+        ChatMessage(
+            "assistant", (), tool_calls=(NativeToolCall(call.name, call.arguments, id="call00002"),)
+        ),
+        replay[3],
+    ]
+    keys = {request_key("m", m, None, {}) for m in (replay, as_text, other_id)}
+    assert len(keys) == 3
+
+
+async def test_lone_surrogates_are_keyed_and_stored(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    await CachedChatModel(EchoModel(), path).complete(conversation("dog \ud83d"))
+    inner = EchoModel()
+    response = await CachedChatModel(inner, path).complete(conversation("dog \ud83d"))
+    assert response.cached and inner.calls == 0
+    assert response.text == "echo: dog \ud83d"

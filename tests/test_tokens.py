@@ -13,13 +13,15 @@ from sam3_agent.context.tokens import (
     IMAGE_MARKERS,
     MESSAGE_OVERHEAD,
     QWEN3_CELL,
+    TOOL_CALL_OVERHEAD,
+    TOOL_RESULT_OVERHEAD,
     TokenCounter,
     counter_for,
     image_cell_for,
     qwen_image_tokens,
 )
 from sam3_agent.images import EncodedImage
-from sam3_agent.messages import ChatMessage, ImagePart, TextPart
+from sam3_agent.messages import ChatMessage, ImagePart, NativeToolCall, TextPart
 
 
 @pytest.mark.parametrize(
@@ -60,6 +62,24 @@ def test_text_estimate_and_message_overhead() -> None:
     assert tokens.image == 1296 + IMAGE_MARKERS
     assert tokens.text == 3 + MESSAGE_OVERHEAD
     assert counter.per_message([message, message]) == [tokens.total, tokens.total]
+
+
+def test_lone_surrogates_are_counted_not_raised() -> None:
+    assert TokenCounter().text("ab\ud83d") == math.ceil(5 / 4)  # a surrogate is 3 bytes
+
+    def strict_len(text: str) -> int:  # like a tokenizer: valid UTF-8 only
+        return len(text.encode("utf-8"))
+
+    assert TokenCounter(encode_len=strict_len).text("ab\ud83d") == 3
+
+
+def test_native_tool_calls_and_results_are_counted() -> None:
+    counter = TokenCounter()
+    call = NativeToolCall("abcd" * 2, '{"a": 1}', id="call00001")  # 8 bytes each: 2 + 2
+    assistant = ChatMessage("assistant", (), tool_calls=(call,))
+    assert counter.message(assistant).text == MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD + 2 + 2
+    result = ChatMessage("tool", (TextPart("abcd"),), tool_call_id="call00001")
+    assert counter.message(result).text == MESSAGE_OVERHEAD + TOOL_RESULT_OVERHEAD + 1
 
 
 class _Tokenizer:

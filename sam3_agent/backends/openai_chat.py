@@ -14,6 +14,7 @@ import email.utils
 import logging
 import os
 import random
+import re
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -317,14 +318,42 @@ class OpenAIChatModel:
         return request
 
     def _message(self, message: ChatMessage) -> dict[str, Any]:
+        """One message in the chat-completions wire format.
+
+        Native tool calls travel as an assistant message's ``tool_calls`` and ``tool``
+        messages answering them by id. Text is sent as UTF-8, so a lone surrogate a model
+        wrote (which cannot be encoded) goes back as U+FFFD.
+        """
+        if message.role == "tool":
+            return {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id or "",
+                "content": _wire_text(message.joined_text),
+            }
+        if message.tool_calls:
+            return {
+                "role": message.role,
+                "content": _wire_text(message.joined_text) or None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": _wire_text(call.name),
+                            "arguments": _wire_text(call.arguments),
+                        },
+                    }
+                    for call in message.tool_calls
+                ],
+            }
         if not message.images:
             # Plain strings for text-only messages: some servers accept nothing else for
             # system and assistant turns.
-            return {"role": message.role, "content": message.joined_text}
+            return {"role": message.role, "content": _wire_text(message.joined_text)}
         content: list[dict[str, Any]] = []
         for part in message.parts:
             if isinstance(part, TextPart):
-                content.append({"type": "text", "text": part.text})
+                content.append({"type": "text", "text": _wire_text(part.text)})
             elif isinstance(part, ImagePart):
                 content.append({"type": "image_url", "image_url": {"url": part.image.data_url()}})
         return {"role": message.role, "content": content}
@@ -370,6 +399,14 @@ def _one_line(text: str, limit: int = 500) -> str:
     """Whitespace collapsed to single spaces, cut to ``limit`` characters."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _wire_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD, so the request encodes as UTF-8."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _reasoning(message: Any) -> str | None:

@@ -64,6 +64,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "serve_sam3",
         "Serve SAM 3 over HTTP (agents use it with --sam3-url).",
     ),
+    "demo": LazyCommand(
+        "sam3_agent.cli.demo",
+        "demo_command",
+        "Serve a web page: upload an image, say what to segment, watch each round.",
+    ),
 }
 
 

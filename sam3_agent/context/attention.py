@@ -52,6 +52,22 @@ class AttentionSource(Protocol):
         ...
 
 
+def round_sizes(messages: Sequence[ChatMessage]) -> list[int]:
+    """Messages per kept round of a rendered context, in order.
+
+    Every round starts at its assistant message (:func:`~sam3_agent.context.base.render`);
+    what follows until the next one (a user answer, or a ``tool`` answer and the user
+    message with its image) belongs to it.
+    """
+    sizes: list[int] = []
+    for message in messages[2:]:
+        if message.role == "assistant" or not sizes:
+            sizes.append(1)
+        else:
+            sizes[-1] += 1
+    return sizes
+
+
 def require_source(chat_model: Any) -> AttentionSource:
     """``chat_model`` as an :class:`AttentionSource`, or a one-line :class:`UserError`."""
     inner = getattr(chat_model, "inner", chat_model)
@@ -94,14 +110,24 @@ class AttentionPolicy:
         self._last: tuple[list[ChatMessage], list[int]] | None = None
         source.record_attention()
 
-    def observe(self, per_message: Sequence[float], kept_rounds: Sequence[int]) -> None:
-        """Add one call's attention: messages 2, 3 are the first kept round, and so on."""
-        for k, round_number in enumerate(kept_rounds):
-            start = 2 + 2 * k
+    def observe(
+        self,
+        per_message: Sequence[float],
+        kept_rounds: Sequence[int],
+        round_sizes: Sequence[int] | None = None,
+    ) -> None:
+        """Add one call's attention. Messages 0 and 1 are the system prompt and the request;
+        then come the kept rounds in order, ``round_sizes[k]`` messages each (default 2: the
+        reply and its answer; a native round showing an image has 3, see :func:`round_sizes`).
+        """
+        sizes = [2] * len(kept_rounds) if round_sizes is None else round_sizes
+        start = 2
+        for round_number, size in zip(kept_rounds, sizes, strict=True):
             if start >= len(per_message):
                 break
-            mass = sum(per_message[start : start + 2])
+            mass = sum(per_message[start : start + size])
             self.masses.setdefault(round_number, deque(maxlen=self.window)).append(mass)
+            start += size
 
     def smoothed(self, round_number: int) -> float:
         seen = self.masses.get(round_number)
@@ -113,7 +139,7 @@ class AttentionPolicy:
             messages, rounds = self._last
             per_message = self.source.last_message_attention(messages)
             if per_message is not None:
-                self.observe(per_message, rounds)
+                self.observe(per_message, rounds, round_sizes(messages))
         costs = Costs(self.counter, history)
         check_pinned(costs, self.budget, self.name)
         steps = history.steps

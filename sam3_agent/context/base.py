@@ -7,7 +7,9 @@ sums and the budget check are shared here, so every policy keeps the same invari
 
 * the system prompt is sent byte for byte as given;
 * the first user message always carries the raw image and the request;
-* rounds are sent whole (assistant reply + its answer), in order, so roles alternate;
+* rounds are sent whole, in order: the assistant reply and its answer (a user message; with
+  native tool calls a ``tool`` message, followed by a user message when it shows an image),
+  so every round starts at its assistant message;
 * of the masks images only the one of the masks that can still be selected is shown
   (:func:`~sam3_agent.steps.current_masks_index`); that round is never evicted. Every
   other masks image becomes a line of text. So a call has at most two images;

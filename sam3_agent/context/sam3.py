@@ -11,7 +11,7 @@ masks that are still current is never dropped while they stay selectable. Of the
 rounds only the image of the masks that can still be selected is sent (the latest executed
 segment or examine, when it has one); older ones become a line of text, and when no mask is
 selectable (all rejected, none found) no image of masks is sent at all. So the context
-holds at most two images and at most ``2 + 2 * 3`` messages, however long the session.
+holds at most two images and at most :data:`MAX_MESSAGES` messages, however long the session.
 
 Phrases executed before the anchor are named in a note in the first user message, in the
 order they were tried, so the model knows what failed after its history is gone. With a
@@ -41,7 +41,10 @@ from sam3_agent.context.tokens import TokenCounter
 from sam3_agent.steps import ActionStep, TaskStep
 
 MAX_KEPT_ROUNDS = 3
-MAX_MESSAGES = 2 + 2 * MAX_KEPT_ROUNDS
+MAX_MESSAGES = 2 + 2 * MAX_KEPT_ROUNDS + 1
+"""System prompt and request, two messages per kept round (the reply and its answer), and
+one more with native tool calls: the user message carrying the image after the tool result,
+which only the round showing the selectable masks has (9)."""
 
 
 def anchor_index(steps: Sequence[ActionStep]) -> int | None:

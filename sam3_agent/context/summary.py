@@ -81,13 +81,21 @@ DigestSink = Callable[[DigestCall], None]
 def digest_messages(query: str, steps: Sequence[ActionStep], max_tokens: int) -> list[ChatMessage]:
     """The digest request for ``steps`` (text only: images are not condensed)."""
     rounds = [
-        {"round": s.round, "reply": s.reply.strip(), "result": s.observation.text.strip()}
+        {"round": s.round, "reply": _reply_text(s), "result": s.observation.text.strip()}
         for s in steps
     ]
     return [
         ChatMessage.text("system", prompts.render("digest_system", max_words=max_tokens * 2 // 3)),
         ChatMessage.text("user", prompts.render("digest_user", query=query, rounds=rounds)),
     ]
+
+
+def _reply_text(step: ActionStep) -> str:
+    """The reply as the digest reads it; a native call (outside the reply's text) included."""
+    call = step.native_call
+    if call is None:
+        return step.reply.strip()
+    return f"{step.reply.strip()} {call.name} {call.arguments}".strip()
 
 
 def digest_text(reply: str, counter: TokenCounter, max_tokens: int) -> str:

@@ -8,7 +8,9 @@ hub cache for the endpoint's model name). Otherwise a documented estimate is use
   average 3.5–4.5 bytes per token on English prose and JSON; the estimate leans towards
   over-counting so a budget computed with it is safe.
 * every message adds :data:`MESSAGE_OVERHEAD` tokens for its role markers
-  (``<|im_start|>role\\n ... <|im_end|>\\n`` in ChatML).
+  (``<|im_start|>role\\n ... <|im_end|>\\n`` in ChatML); a native tool call counts its name
+  and arguments plus :data:`TOOL_CALL_OVERHEAD`, a ``tool`` message
+  :data:`TOOL_RESULT_OVERHEAD` more.
 
 Images are counted by the model family's rule on the size actually sent (the encoded
 image's width and height): Qwen2.5-VL resizes each side to a multiple of 28 px
@@ -33,6 +35,13 @@ logger = logging.getLogger(__name__)
 
 MESSAGE_OVERHEAD = 4
 """Role markers per message (``<|im_start|>``, the role, a newline, ``<|im_end|>``)."""
+
+TOOL_CALL_OVERHEAD = 12
+"""A native tool call's wrapping besides its name and arguments (Qwen's chat template writes
+``<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>``)."""
+
+TOOL_RESULT_OVERHEAD = 4
+"""A ``tool`` message's wrapping (``<tool_response>\\n ... \\n</tool_response>``)."""
 
 IMAGE_MARKERS = 2
 """``<|vision_start|>`` and ``<|vision_end|>`` around each image's tokens."""
@@ -120,8 +129,9 @@ class TokenCounter:
         if not text:
             return 0
         if self.encode_len is not None:
-            return self.encode_len(text)
-        return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)
+            return self.encode_len(_encodable(text))
+        # Lone surrogates (any string a model or user wrote) count as the 3 bytes each they take.
+        return math.ceil(len(text.encode("utf-8", "surrogatepass")) / BYTES_PER_TOKEN)
 
     def text(self, text: str) -> int:
         """Tokens of ``text`` (no message overhead)."""
@@ -132,8 +142,13 @@ class TokenCounter:
         return qwen_image_tokens(height, width, self.image_cell) + IMAGE_MARKERS
 
     def message(self, message: ChatMessage) -> Tokens:
-        """Tokens of one message, role markers included."""
+        """Tokens of one message, role markers included (and native tool calls, replayed
+        as the chat template writes them)."""
         text = MESSAGE_OVERHEAD
+        if message.role == "tool":
+            text += TOOL_RESULT_OVERHEAD
+        for call in message.tool_calls:
+            text += TOOL_CALL_OVERHEAD + self.text(call.name) + self.text(call.arguments)
         image = 0
         for part in message.parts:
             if isinstance(part, TextPart):
@@ -152,6 +167,15 @@ class TokenCounter:
     def per_message(self, messages: Sequence[ChatMessage]) -> list[int]:
         """Total tokens of each message, in order (for the trace and the inspector)."""
         return [self.message(m).total for m in messages]
+
+
+def _encodable(text: str) -> str:
+    """``text`` with lone surrogates replaced: tokenizers take valid UTF-8 only."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def counter_for(chat_model: Any) -> TokenCounter:
