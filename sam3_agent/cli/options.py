@@ -16,7 +16,7 @@ import typer
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.backends.chat_models import build_chat_model
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, build_segmenter
-from sam3_agent.config import AgentConfig, ToolProtocol
+from sam3_agent.config import DEFAULT_MAX_PIXELS, AgentConfig, ToolProtocol
 
 BACKENDS = "Backends"
 AGENT = "Agent"
@@ -151,6 +151,14 @@ MaxImageSideOpt = Annotated[
         rich_help_panel=AGENT,
     ),
 ]
+MaxPixelsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-pixels",
+        help="Largest input image, in width x height pixels (checked before decoding).",
+        rich_help_panel=AGENT,
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -203,6 +211,7 @@ def config_from_flags(
     score_threshold: float,
     max_image_side: int,
     tool_protocol: ToolProtocol,
+    max_image_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> AgentConfig:
     """The :class:`AgentConfig` for the agent flags every command shares."""
     return AgentConfig(
@@ -212,4 +221,5 @@ def config_from_flags(
         score_threshold=score_threshold,
         max_image_side=max_image_side,
         tool_protocol=tool_protocol,
+        max_image_pixels=max_image_pixels,
     )

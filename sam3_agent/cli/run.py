@@ -25,6 +25,7 @@ from sam3_agent.cli.options import (
     LlmUrlOpt,
     MaxCorrectionsOpt,
     MaxImageSideOpt,
+    MaxPixelsOpt,
     MaxRoundsOpt,
     ReplayOpt,
     Sam3ModelOpt,
@@ -34,6 +35,7 @@ from sam3_agent.cli.options import (
     ToolProtocolOpt,
     config_from_flags,
 )
+from sam3_agent.config import DEFAULT_MAX_PIXELS
 from sam3_agent.images import load_image
 from sam3_agent.outputs import safe_name
 
@@ -76,6 +78,7 @@ def run_command(
     check_concurrency: CheckConcurrencyOpt = 8,
     score_threshold: ScoreThresholdOpt = 0.5,
     max_image_side: MaxImageSideOpt = 1024,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
@@ -87,7 +90,6 @@ def run_command(
     with one_line_errors():
         # Bad input fails now, not after minutes of loading models.
         check_query(query)
-        load_image(image)
         config = config_from_flags(
             max_rounds=max_rounds,
             max_corrections=max_corrections,
@@ -95,7 +97,9 @@ def run_command(
             score_threshold=score_threshold,
             max_image_side=max_image_side,
             tool_protocol=tool_protocol,
+            max_image_pixels=max_pixels,
         )
+        load_image(image, max_pixels=config.max_image_pixels)
         backends = BackendOptions(
             sam3=sam3,
             sam3_url=sam3_url,
