@@ -56,8 +56,8 @@ def _write_photo(path: Path, megapixels: float) -> tuple[int, int]:
     import cv2
 
     pixels = megapixels * 1e6
-    width = int(round((pixels * ASPECT[0] / ASPECT[1]) ** 0.5))
-    height = int(round(pixels / width))
+    width = round((pixels * ASPECT[0] / ASPECT[1]) ** 0.5)
+    height = round(pixels / width)
     image = _pattern(height, width)
     cv2.imwrite(str(path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 90])
     return height, width
