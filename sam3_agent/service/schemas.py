@@ -11,9 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
+
 MAX_PHRASES = 32
 """Phrases one segment request may carry."""
-MAX_PHRASE_CHARS = 300
 
 ImageId = str
 IMAGE_ID_PATTERN = r"^[0-9a-f]{64}$"
