@@ -38,7 +38,14 @@ array (see :func:`load_image` for the dtypes and shapes)."""
 
 # The pixel limit is checked from the file header, before any pixel is decoded, so a few KB
 # of PNG declaring gigapixels (a decompression bomb) is refused at once.
-__all__ = ["DEFAULT_MAX_PIXELS", "EncodedImage", "ImageInput", "RGBImage", "load_image"]
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "EncodedImage",
+    "ImageInput",
+    "ImageTooLargeError",
+    "RGBImage",
+    "load_image",
+]
 
 BACKGROUND = (255, 255, 255)
 """Colour transparent pixels are composited onto (white, as most viewers show them)."""
@@ -166,9 +173,13 @@ def _pil_bomb_check_off() -> Iterator[None]:
                 Image.MAX_IMAGE_PIXELS = _bomb_saved
 
 
+class ImageTooLargeError(ImageLoadError):
+    """The image has more pixels than the limit allows (read from its header)."""
+
+
 def _check_pixels(width: int, height: int, max_pixels: int, name: str) -> None:
     if width * height > max_pixels:
-        raise ImageLoadError(
+        raise ImageTooLargeError(
             f"image too large: {name} is {width}x{height} = {width * height} pixels, over the "
             f"limit of {max_pixels} (raise it with --max-pixels / max_image_pixels)"
         )

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
+from sam3_agent.service.wire import RleOrder
 
 MAX_PHRASES = 32
 """Phrases one segment request may carry."""
@@ -64,17 +65,23 @@ class SegmentRequest(BaseModel):
     """An encoded image file (PNG, JPEG, ...) as base64, instead of an id."""
     phrases: list[str] = Field(min_length=1, max_length=MAX_PHRASES)
     """Noun phrases; one result per phrase, in order."""
-    score_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    score_threshold: float = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
     """Detections scoring at or below this are dropped."""
+    rle_order: RleOrder = "coco"
+    """How masks are encoded (:data:`sam3_agent.service.wire.RleOrder`)."""
 
     @field_validator("phrases")
     @classmethod
-    def _phrases_not_blank(cls, phrases: list[str]) -> list[str]:
+    def _phrases_are_text(cls, phrases: list[str]) -> list[str]:
         for phrase in phrases:
             if not phrase.strip():
                 raise ValueError("phrases must not be blank")
             if len(phrase) > MAX_PHRASE_CHARS:
                 raise ValueError(f"a phrase may have at most {MAX_PHRASE_CHARS} characters")
+            if any(0xD800 <= ord(c) <= 0xDFFF for c in phrase):
+                raise ValueError("phrases must be valid Unicode (a lone surrogate was sent)")
+            if any(ord(c) < 32 and c not in "\t\n\r" for c in phrase):
+                raise ValueError("phrases must not hold control characters")
         return phrases
 
     @model_validator(mode="after")
@@ -85,12 +92,16 @@ class SegmentRequest(BaseModel):
 
 
 class RleMask(BaseModel):
+    """COCO RLE; ``size`` is ``[H, W]``, or ``[W, H]`` with ``rle_order="rows"``."""
+
     size: tuple[int, int]
     counts: str
 
 
 class PhraseResult(BaseModel):
     phrase: str
+    used_phrase: str | None = None
+    """The phrase as SAM 3 read it (cut to its text encoder's limit); None: not reported."""
     masks: list[RleMask]
     boxes: list[tuple[float, float, float, float]]
     scores: list[float]
