@@ -36,6 +36,7 @@ DEFAULT_HF_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 DEFAULT_MAX_NEW_TOKENS = 2048
 """Completion tokens per request for the in-process model."""
 
+
 class TransformersChatModel:
     """A ``transformers`` image-text-to-text model (Qwen2.5-VL, Qwen3-VL, ...) as a ChatModel.
 

@@ -45,6 +45,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.errors import ImageLoadError, SegmenterError, UserError
 from sam3_agent.images import ImageTooLargeError, RGBImage, image_digest, load_image
+from sam3_agent.service.limits import (
+    DEFAULT_MAX_CONCURRENT_DECODES,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_MAX_STORED_BYTES,
+    DEFAULT_MAX_STORED_IMAGES,
+    DEFAULT_MAX_UPLOAD_BYTES,
+)
 from sam3_agent.service.schemas import (
     ErrorCode,
     HealthResponse,
@@ -58,12 +65,6 @@ from sam3_agent.service.wire import RAW_RGB_MIME, RleOrder, decode_raw, encode_m
 
 logger = logging.getLogger(__name__)
 
-MIB = 1024 * 1024
-DEFAULT_MAX_UPLOAD_BYTES = 64 * MIB
-DEFAULT_MAX_PIXELS = 50_000_000
-DEFAULT_MAX_STORED_IMAGES = 64
-DEFAULT_MAX_STORED_BYTES = 2048 * MIB
-DEFAULT_MAX_CONCURRENT_DECODES = 2
 # Masks held at once while answering one segment request, in pixels (bool: bytes).
 _MASK_BUDGET_PIXELS = 256_000_000
 # A JSON body carries the image as base64 (4/3 of the bytes) plus the phrases.

@@ -12,7 +12,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
-from sam3_agent.service.wire import RleOrder
+
+RleOrder = Literal["coco", "rows"]
+"""``coco``: standard COCO RLE of each ``(H, W)`` mask (``size`` ``[H, W]``, runs down the
+columns). ``rows``: COCO RLE of each mask's transpose (``size`` ``[W, H]``, runs along the
+rows): see :mod:`sam3_agent.service.wire`."""
+
+RAW_RGB_MIME = "application/x-sam3-rgb8"
+"""Content type of an upload holding ``H * W * 3`` bytes of RGB, rows top to bottom;
+``height`` and ``width`` go in the query string."""
+
+TOKEN_ENV = "SAM3_AGENT_TOKEN"
+"""The environment variable ``serve-sam3`` and the client read the bearer token from."""
 
 MAX_PHRASES = 32
 """Phrases one segment request may carry."""

@@ -15,20 +15,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from pycocotools import mask as mask_utils
 
-RleOrder = Literal["coco", "rows"]
-"""``coco``: standard COCO RLE of each ``(H, W)`` mask (``size`` ``[H, W]``, runs down the
-columns). ``rows``: COCO RLE of each mask's transpose (``size`` ``[W, H]``, runs along the
-rows)."""
+from sam3_agent.service.schemas import RAW_RGB_MIME, RleOrder
 
-RAW_RGB_MIME = "application/x-sam3-rgb8"
-"""Content type of an upload holding ``H * W * 3`` bytes of RGB, rows top to bottom;
-``height`` and ``width`` go in the query string."""
+__all__ = [
+    "RAW_RGB_MIME",
+    "RleOrder",
+    "decode_masks",
+    "decode_raw",
+    "encode_masks",
+    "encode_raw",
+]
 
 BoolMasks = npt.NDArray[np.bool_]
 
