@@ -131,11 +131,12 @@ def _load_file(
     source: Path | io.BytesIO, name: str, max_pixels: int, exif_orientation: bool
 ) -> RGBImage:
     try:
-        with _pil_bomb_check_off(), Image.open(source) as pil:
-            _check_pixels(pil.width, pil.height, max_pixels, name)
-            pil.load()
-            if exif_orientation and _orientation(pil) not in (None, 1):
-                pil = ImageOps.exif_transpose(pil)
+        with _pil_bomb_check_off(), Image.open(source) as opened:
+            _check_pixels(opened.width, opened.height, max_pixels, name)
+            opened.load()
+            pil: Image.Image = opened
+            if exif_orientation and _orientation(opened) not in (None, 1):
+                pil = ImageOps.exif_transpose(opened)
             return _pil_to_rgb(pil)
     except ImageLoadError:
         raise

@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar
 
 import cv2
 import httpx
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
@@ -235,7 +236,13 @@ class RemoteSegmenter:
                 masks = decode_masks(
                     [m.model_dump() for m in result.masks], "rows", embedding.image_size
                 )
-                out.append(Detections(masks=masks, boxes=result.boxes, scores=result.scores))
+                out.append(
+                    Detections(
+                        masks=masks,
+                        boxes=np.asarray(result.boxes, dtype=np.float32).reshape(-1, 4),
+                        scores=np.asarray(result.scores, dtype=np.float32),
+                    )
+                )
                 embedding._remember(phrase, result.used_phrase)
         except (ValueError, KeyError, TypeError) as e:
             raise SegmenterError(f"SAM 3 service sent malformed masks: {e}") from e
