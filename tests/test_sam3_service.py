@@ -844,3 +844,11 @@ def test_cli_bounds_the_decodes_and_the_store(
     assert call["max_concurrent_decodes"] == 3
     bad = CliRunner().invoke(cli, [*args[:4], "--max-concurrent-decodes", "0"])
     assert bad.exit_code == 2 and len(captured_serve) == 1  # refused before serving
+
+
+def test_readme_never_puts_the_service_token_on_a_command_line() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if line.lstrip().startswith("sam3-agent ")]
+    assert any("serve-sam3" in line for line in commands)
+    assert not [line for line in commands if "--token" in line or "--sam3-token" in line]
+    assert "SAM3_AGENT_TOKEN" in readme
