@@ -281,3 +281,36 @@ def test_cli_refuses_a_bomb_in_one_line_with_exit_2(tmp_path: Path) -> None:
         app, ["run", str(small), "a dog", "--max-pixels", "999", "--out", str(tmp_path / "p")]
     )
     assert result.exit_code == 2 and "over the limit of 999" in result.output
+
+
+def test_agent_segments_and_reports_the_displayed_frame(tmp_path: Path) -> None:
+    import json
+
+    from fakes import FakeSegmenter, ScriptedChatModel, tool
+
+    from sam3_agent.agent import Sam3Agent
+    from sam3_agent.config import AgentConfig
+
+    path = tmp_path / "phone.jpg"
+    path.write_bytes(_with_orientation(np.zeros((400, 600, 3), np.uint8), 6, "JPEG"))
+    seen: list[tuple[int, ...]] = []
+
+    def record(image: np.ndarray) -> object:
+        from sam3_agent.detections import Detections
+
+        seen.append(image.shape)
+        return Detections.empty(*image.shape[:2])
+
+    segmenter = FakeSegmenter({"child": record})  # type: ignore[dict-item]
+    chat = ScriptedChatModel(
+        replies=[tool("segment_phrase", text_prompt="child"), tool("report_no_mask")]
+    )
+    result = Sam3Agent(segmenter, chat).run(path, "the leftmost child", output_dir=tmp_path / "o")
+    assert seen == [(600, 400, 3)]
+    assert result.image_size == (600, 400)
+    written = json.loads((tmp_path / "o" / "result.json").read_text())
+    assert written["image"]["height"] == 600 and written["image"]["width"] == 400
+
+    small = Sam3Agent(FakeSegmenter(), ScriptedChatModel(), AgentConfig(max_image_pixels=1000))
+    with pytest.raises(ImageLoadError, match="over the limit of 1000"):
+        small.run(path, "the leftmost child")
