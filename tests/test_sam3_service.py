@@ -852,3 +852,17 @@ def test_readme_never_puts_the_service_token_on_a_command_line() -> None:
     assert any("serve-sam3" in line for line in commands)
     assert not [line for line in commands if "--token" in line or "--sam3-token" in line]
     assert "SAM3_AGENT_TOKEN" in readme
+
+
+def test_any_client_side_http_failure_is_a_segmenter_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("sam3_agent.backends.sam3_remote.time.sleep", lambda s: None)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.DecodingError("bad gzip", request=request)
+
+    remote = RemoteSegmenter("http://127.0.0.1:9", "t", transport=httpx.MockTransport(handler))
+    with pytest.raises(SegmenterError, match="DecodingError") as caught:
+        remote.embed(make_image(31))
+    assert "\n" not in str(caught.value)

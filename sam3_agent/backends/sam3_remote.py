@@ -256,7 +256,7 @@ class RemoteSegmenter:
             cause: Exception | None = None
             try:
                 response = self._client.request(method, path, **kwargs)
-            except httpx.TransportError as e:
+            except httpx.HTTPError as e:  # connection, timeout, protocol, decoding, redirects
                 cause = e
                 failure = f"{type(e).__name__}: {e}"
             else:
