@@ -451,3 +451,23 @@ def test_any_library_failure_is_a_one_line_segmenter_error(
     with pytest.raises(SegmenterError, match="ValueError: Sequence length") as caught:
         embedding.segment(["a cat"], 0.5)
     assert "\n" not in str(caught.value)
+
+
+def test_large_photos_are_shrunk_before_the_processor_with_nearly_the_same_input(
+    segmenter: Sam3Segmenter,
+) -> None:
+    # A smooth scene, as photos are: area averaging then the processor's resize stays within
+    # a few grey levels of the processor's resize alone.
+    ys, xs = np.mgrid[0:1500, 0:1100]
+    image = np.stack(
+        [(ys * 255 // 1500), (xs * 255 // 1100), ((xs + ys) * 255 // 2600)], axis=-1
+    ).astype(np.uint8)
+    shrunk = segmenter._preshrink(image)
+    assert shrunk.shape == (448, 448, 3)  # twice the tiny model's 224-pixel input
+    processor = segmenter._processor
+    direct = processor(images=image, return_tensors="pt")["pixel_values"]
+    staged = processor(images=shrunk, return_tensors="pt")["pixel_values"]
+    std = torch.tensor(processor.image_processor.image_std).view(1, 3, 1, 1)
+    assert float(((direct - staged) * std).abs().max()) * 255 <= 3.0
+    small = make_image(1)
+    assert segmenter._preshrink(small) is small
