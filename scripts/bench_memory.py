@@ -141,7 +141,7 @@ def main() -> None:
     sizes = [float(s) for s in args.sizes.split(",")]
     print(
         f"{'MP':>5} {'H x W':>13} {'RGB MB':>8} {'fixed MB':>9} {'round MB':>9} "
-        f"{'ratio':>6} {'masks':>5} {'kept':>4} {'s':>6}"
+        f"{'ratio':>6} {'masks':>5} {'masks MB':>8} {'kept':>4} {'s':>6}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = save_tiny_sam3(Path(tmp) / "tiny_sam3")
@@ -171,10 +171,13 @@ def main() -> None:
             print(
                 f"{megapixels:>5g} {row['height']:>6}x{row['width']:<6} {rgb / 1e6:>8.0f} "
                 f"{row['fixed'] / 1e6:>9.0f} {extra / 1e6:>9.0f} {extra / rgb:>6.2f} "
-                f"{row['masks']:>5} {row['kept']:>4} {row['seconds']:>6.1f}"
+                f"{row['masks']:>5} {row['masks'] * rgb / 3e6:>8.0f} {row['kept']:>4} "
+                f"{row['seconds']:>6.1f}"
             )
             photo.unlink()
     print("ratio = (peak RSS of the round - fixed cost) / decoded RGB bytes; goal < 4")
+    print("masks MB = the segmenter's full-size bool masks (masks x H x W bytes): each adds")
+    print("1/3 to the ratio, so the floor is 1 + masks / 3 (the image itself plus its masks)")
 
 
 if __name__ == "__main__":
