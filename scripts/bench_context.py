@@ -179,6 +179,9 @@ class WorldSegmenter:
     def image_size(self) -> tuple[int, int]:
         return IMAGE_H, IMAGE_W
 
+    def used_phrase(self, phrase: str) -> str:
+        return phrase  # simulated phrases are short: never cut
+
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
         out = []
         for phrase in phrases:

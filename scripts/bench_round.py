@@ -274,6 +274,9 @@ class _BlobSegmenter:
     def segment(self, phrases: Any, score_threshold: float) -> list[Detections]:
         return [fresh(self.detections) for _ in phrases]
 
+    def used_phrase(self, phrase: str) -> str:
+        return phrase
+
 
 async def _session_with_probe(
     agent: Sam3Agent | None, image: RGBImage, out: Path, idle_s: float = 0.0

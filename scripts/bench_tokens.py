@@ -122,6 +122,9 @@ class FixedSegmenter:
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
         return [self.detections for _ in phrases]
 
+    def used_phrase(self, phrase: str) -> str:
+        return phrase
+
 
 def original_size(image: EncodedImage, height: int, width: int) -> tuple[int, int]:
     """The size the original sends in place of ``image`` (ours, by its name)."""

@@ -1,4 +1,4 @@
-"""The context flags of run and eval: shown in --help, refused at once when wrong."""
+"""The context flags of run, eval and demo: shown in --help, refused at once when wrong."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from sam3_agent.config import CONTEXT_POLICIES, AgentConfig
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("command", ["run", "eval"])
+@pytest.mark.parametrize("command", ["run", "eval", "demo"])
 def test_help_lists_the_context_flags(command: str) -> None:
     result = runner.invoke(app, [command, "--help"], terminal_width=200)
     assert result.exit_code == 0
@@ -42,7 +42,7 @@ def test_help_lists_the_context_flags(command: str) -> None:
         ),
     ],
 )
-@pytest.mark.parametrize("command", ["run", "eval"])
+@pytest.mark.parametrize("command", ["run", "eval", "demo"])
 def test_bad_context_flags_fail_before_any_model_loads(
     command: str,
     flags: list[str],
@@ -59,8 +59,10 @@ def test_bad_context_flags_fail_before_any_model_loads(
     monkeypatch.setattr(BackendOptions, "build_chat_model", no_models)
     if command == "run":
         args = ["run", "assets/astronaut.jpg", "the flag", "--out", str(tmp_path / "out")]
-    else:
+    elif command == "eval":
         args = ["eval", "--dataset", "reasonseg", "--root", str(tmp_path), "--out", str(tmp_path)]
+    else:
+        args = ["demo", "--out", str(tmp_path / "out")]
     result = runner.invoke(app, [*args, *flags])
     assert result.exit_code == 2, result.output
     assert message in result.output

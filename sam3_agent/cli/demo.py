@@ -18,6 +18,7 @@ from sam3_agent.cli.options import (
     BackendOptions,
     CacheOpt,
     CheckConcurrencyOpt,
+    ContextPolicyOpt,
     DeviceOpt,
     DtypeOpt,
     LlmApiKeyOpt,
@@ -26,6 +27,7 @@ from sam3_agent.cli.options import (
     LlmOpt,
     LlmTimeoutOpt,
     LlmUrlOpt,
+    MaxContextTokensOpt,
     MaxCorrectionsOpt,
     MaxImageSideOpt,
     MaxRoundsOpt,
@@ -40,6 +42,7 @@ from sam3_agent.cli.options import (
     SeedOpt,
     TemperatureOpt,
     ToolProtocolOpt,
+    check_context_backend,
     config_from_flags,
     plan_models,
 )
@@ -138,6 +141,8 @@ def demo_command(
     check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
+    context_policy: ContextPolicyOpt = AgentConfig.context_policy,
+    max_context_tokens: MaxContextTokensOpt = AgentConfig.max_context_tokens,
     prompts: PromptsOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
@@ -153,6 +158,8 @@ def demo_command(
             max_image_side=max_image_side,
             tool_protocol=tool_protocol,
             prompts_dir=prompts,
+            context_policy=context_policy,
+            max_context_tokens=max_context_tokens,
         )
         backends = BackendOptions(
             sam3=sam3,
@@ -174,6 +181,7 @@ def demo_command(
             llm_extra=llm_extra,
         )
         backends.validate()
+        check_context_backend(config, backends)
         # Which default MLLM, and do the models fit: before any download.
         plan = plan_models(backends, chat=True, memory_check=memory_check)
         backends = plan.backends

@@ -31,6 +31,7 @@ from sam3_agent.cli.options import (
     MaxContextTokensOpt,
     MaxCorrectionsOpt,
     MaxImageSideOpt,
+    MaxPixelsOpt,
     MaxRoundsOpt,
     MaxTokensOpt,
     MemoryCheckOpt,
@@ -48,7 +49,7 @@ from sam3_agent.cli.options import (
     plan_models,
 )
 from sam3_agent.cli.outdir import check_run_dir, claim_default_run_dir, clear_run_dir
-from sam3_agent.config import AgentConfig
+from sam3_agent.config import DEFAULT_MAX_PIXELS, AgentConfig
 
 if TYPE_CHECKING:
     from sam3_agent.result import AgentResult
@@ -119,6 +120,7 @@ def run_command(
     max_context_tokens: MaxContextTokensOpt = AgentConfig.max_context_tokens,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
     prompts: PromptsOpt = None,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
@@ -160,6 +162,7 @@ def run_command(
             prompts_dir=prompts,
             context_policy=context_policy,
             max_context_tokens=max_context_tokens,
+            max_image_pixels=max_pixels,
         )
         if not sam3_only:
             check_context_backend(config, backends)
@@ -173,7 +176,7 @@ def run_command(
 
         formats = parse_exports(export)
         check_query(query)
-        pixels = load_image(image)
+        pixels = load_image(image, max_pixels=config.max_image_pixels)
         # Which default MLLM, and do the models fit: before any download, any directory.
         plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
         backends = plan.backends

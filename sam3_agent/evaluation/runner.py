@@ -283,10 +283,12 @@ class _ImageHolder:
         self._held: dict[Path, _HeldImage] = {}
         self._shared = shared
 
-    async def get(self, path: Path) -> RGBImage:
+    async def get(self, path: Path, *, exif_orientation: bool = True) -> RGBImage:
         held = self._held.get(path)
         if held is None:
-            task = asyncio.ensure_future(asyncio.to_thread(_load_with_digest, path))
+            task = asyncio.ensure_future(
+                asyncio.to_thread(_load_with_digest, path, exif_orientation)
+            )
             held = self._held[path] = _HeldImage(task, self._counts[path])
         # shield: a cancelled sample must not cancel the load other samples wait on.
         image, _ = await asyncio.shield(held.task)
@@ -310,8 +312,8 @@ class _ImageHolder:
             held.task.cancel()
 
 
-def _load_with_digest(path: Path) -> tuple[RGBImage, str]:
-    image = load_image(path)
+def _load_with_digest(path: Path, exif_orientation: bool) -> tuple[RGBImage, str]:
+    image = load_image(path, exif_orientation=exif_orientation)
     return image, image_digest(image)
 
 
@@ -414,7 +416,7 @@ async def _evaluate_one(
     started = time.perf_counter()
     infra_error = False
     try:
-        image = await holder.get(sample.image_path)
+        image = await holder.get(sample.image_path, exif_orientation=sample.exif_orientation)
         prediction = await predictor.predict(image, sample.query, run_dir / rel_dir)
     except SAMPLE_FAILURES as e:
         # INFO, not WARNING: the progress bar counts failures and the report lists them.
