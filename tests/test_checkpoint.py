@@ -1,0 +1,269 @@
+"""The committed session state: JSON round trips, the journal, and refused resumes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fakes import FakeSegmenter, ScriptedChatModel, tool
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from sam3_agent.agent import Sam3Agent
+from sam3_agent.checkpoint import (
+    JOURNAL_FILE,
+    STATE_FILE,
+    Ending,
+    Journal,
+    SessionState,
+    read_journal,
+    request_key,
+)
+from sam3_agent.config import AgentConfig
+from sam3_agent.detections import Detections
+from sam3_agent.errors import ChatModelError, ResumeError
+from sam3_agent.images import EncodedImage
+from sam3_agent.messages import ChatMessage, ImagePart, TextPart, TokenUsage
+from sam3_agent.parsing import ToolCall
+from sam3_agent.result import Usage
+from sam3_agent.steps import ActionStep, Observation
+from sam3_agent.tools import Final
+
+H, W = 6, 7
+_rng = np.random.default_rng(1)
+IMAGES = [
+    EncodedImage.encode((_rng.random((5, 4, 3)) * 255).astype(np.uint8), f"r{i:03d}_masks")
+    for i in range(3)
+]
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+observations = st.builds(
+    Observation,
+    text=st.text(),
+    image=st.none() | st.sampled_from(IMAGES),
+    image_dropped_text=st.text(max_size=20),
+)
+steps = st.builds(
+    ActionStep,
+    round=st.integers(1, 500),
+    reply=st.text(),
+    kind=st.sampled_from(["segment", "examine", "correction"]),
+    observation=observations,
+    call=st.none()
+    | st.builds(
+        ToolCall, st.text(max_size=30), st.dictionaries(st.text(), json_values, max_size=3)
+    ),
+    phrase=st.none() | st.text(max_size=30),
+)
+
+
+@st.composite
+def detections(draw: st.DrawFn) -> Detections:
+    n = draw(st.integers(0, 4))
+    masks = draw(arrays(np.bool_, (n, H, W)))
+    scores = draw(arrays(np.float32, (n,), elements=st.floats(0, 1, width=32)))
+    return Detections.from_masks(masks, scores)
+
+
+token_usages = st.builds(
+    TokenUsage, st.integers(0, 10**7), st.integers(0, 10**6), st.integers(0, 99)
+)
+endings = st.none() | st.builds(
+    Ending,
+    final=st.none() | st.builds(Final, st.sampled_from(["masks", "no_mask"]), detections()),
+    failure=st.none() | st.text(),
+)
+states = st.builds(
+    SessionState,
+    round=st.integers(0, 500),
+    corrections=st.integers(0, 50),
+    steps=st.lists(steps, max_size=12),
+    phrases=st.lists(st.text(max_size=40), max_size=6),
+    current=st.none() | detections(),
+    checks_used=st.integers(0, 200),
+    usage=st.builds(Usage, token_usages, token_usages, st.integers(0, 50)),
+    timings=st.dictionaries(st.text(max_size=10), st.floats(0, 1e6)),
+    ending=endings,
+)
+
+
+def assert_same_detections(a: Detections | None, b: Detections | None) -> None:
+    assert (a is None) == (b is None)
+    if a is not None and b is not None:
+        assert np.array_equal(a.masks, b.masks)
+        assert np.array_equal(a.boxes, b.boxes)
+        assert np.array_equal(a.scores, b.scores)
+
+
+@settings(max_examples=60, deadline=None)
+@given(state=states)
+def test_state_round_trips_through_json_and_image_files(state: SessionState) -> None:
+    files: dict[str, bytes] = {}
+
+    def save(image: EncodedImage) -> str:
+        files[f"images/{image.name}"] = image.data
+        return f"images/{image.name}"
+
+    def load(doc: dict[str, Any]) -> EncodedImage:
+        data = files[doc["file"]]
+        return EncodedImage(doc["name"], data, doc["mime"], doc["width"], doc["height"])
+
+    text = json.dumps(state.to_json(save), ensure_ascii=False)
+    back = SessionState.from_json(json.loads(text), load_image=load, image_size=(H, W))
+    assert back.steps == state.steps
+    assert (back.round, back.corrections, back.checks_used) == (
+        state.round,
+        state.corrections,
+        state.checks_used,
+    )
+    assert back.phrases == state.phrases and back.timings == state.timings
+    assert back.usage.to_dict() == state.usage.to_dict()
+    assert_same_detections(back.current, state.current)
+    assert (back.ending is None) == (state.ending is None)
+    if back.ending is not None and state.ending is not None:
+        assert back.ending.failure == state.ending.failure
+        assert (back.ending.final is None) == (state.ending.final is None)
+        if back.ending.final is not None and state.ending.final is not None:
+            assert back.ending.final.status == state.ending.final.status
+            assert_same_detections(back.ending.final.detections, state.ending.final.detections)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(entries=st.lists(st.tuples(st.sampled_from(["chat", "segment"]), st.text(), json_values)))
+def test_journal_replays_entries_of_its_round_once_each(
+    tmp_path: Path, entries: list[tuple[str, str, Any]]
+) -> None:
+    path = tmp_path / JOURNAL_FILE
+    path.unlink(missing_ok=True)
+    writer = Journal(path, 4, [])
+    for kind, key, value in entries:
+        writer.append(kind, key, value)  # type: ignore[arg-type]
+    with open(path, "a") as f:
+        f.write('{"round": 4, "kind": "chat", "ke')  # torn by a kill mid-write
+    reader = Journal(path, 4, read_journal(path))
+    assert Journal(path, 5, read_journal(path)).replayable == 0  # another round's entries
+    for kind, key, value in entries:
+        assert reader.take(kind, key) == _jsonable(value)  # type: ignore[arg-type]
+    assert reader.replayable == 0
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def test_request_key_tells_images_apart_by_content() -> None:
+    a = ChatMessage("user", (ImagePart(IMAGES[0]), TextPart("q")))
+    b = ChatMessage("user", (ImagePart(IMAGES[1]), TextPart("q")))
+    assert request_key([a], None) != request_key([b], None)
+    assert request_key([a], None) == request_key([ChatMessage(a.role, a.parts)], None)
+
+
+# -- whole sessions -----------------------------------------------------------------------
+
+
+def _agent(three_cats: Detections, replies: list[str], **config: Any) -> Sam3Agent:
+    chat = ScriptedChatModel(replies=list(replies))
+    return Sam3Agent(FakeSegmenter({"cat": three_cats}), chat, AgentConfig(**config))
+
+
+REPLIES = [
+    tool("segment_phrase", text_prompt="cat"),
+    tool("select_masks_and_return", final_answer_masks=[1]),
+]
+
+
+def test_each_round_is_committed(tmp_path: Path, image: np.ndarray, three_cats: Detections) -> None:
+    _agent(three_cats, REPLIES).run(image, "a cat", output_dir=tmp_path)
+    saved = json.loads((tmp_path / STATE_FILE).read_text())
+    state = saved["state"]
+    assert state["round"] == 2 and state["phrases"] == ["cat"]
+    assert state["ending"]["final"]["status"] == "masks"
+    assert len(state["current"]["rle"]) == 3
+    assert state["steps"][0]["observation"]["image"]["file"] == "images/r001_masks.jpg"
+    assert saved["trace_bytes"] == (tmp_path / "trace.jsonl").stat().st_size
+    assert (tmp_path / JOURNAL_FILE).read_text() == ""  # the finished round's calls are gone
+
+
+def test_resume_of_a_finished_session_makes_no_call(
+    tmp_path: Path, image: np.ndarray, three_cats: Detections
+) -> None:
+    first = _agent(three_cats, REPLIES).run(image, "a cat", output_dir=tmp_path)
+    again_agent = _agent(three_cats, [])
+    again = again_agent.run(image, "a cat", output_dir=tmp_path, resume=True)
+    assert again_agent.chat_model.calls == []  # type: ignore[attr-defined]
+    assert again.to_json() | {"timings_s": None} == first.to_json() | {"timings_s": None}
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"query": "a dog"}, "the query differs ('a cat' at start, 'a dog' now)"),
+        ({"flip": True}, "the image differs"),
+        ({"max_rounds": 7}, "setting max_rounds differs (1 at start, 7 now)"),
+    ],
+)
+def test_a_different_request_is_refused_naming_the_difference(
+    tmp_path: Path,
+    image: np.ndarray,
+    three_cats: Detections,
+    change: dict[str, Any],
+    named: str,
+) -> None:
+    _agent(three_cats, REPLIES[:1], max_rounds=1).run(image, "a cat", output_dir=tmp_path)
+    before = (tmp_path / "trace.jsonl").read_bytes()
+    query = change.get("query", "a cat")
+    pixels = image[::-1].copy() if change.get("flip") else image
+    agent = _agent(three_cats, REPLIES[1:], max_rounds=change.get("max_rounds", 1))
+    with pytest.raises(ResumeError, match=re.escape(named)):
+        agent.run(pixels, query, output_dir=tmp_path, resume=True)
+    assert (tmp_path / "trace.jsonl").read_bytes() == before  # nothing touched
+
+
+def test_resume_needs_a_saved_session(
+    tmp_path: Path, image: np.ndarray, three_cats: Detections
+) -> None:
+    with pytest.raises(ResumeError, match="nothing to resume"):
+        _agent(three_cats, REPLIES).run(image, "a cat", output_dir=tmp_path, resume=True)
+
+
+def endpoint_down(messages: object) -> str:
+    raise ChatModelError("endpoint down")
+
+
+def test_a_resumed_session_keeps_the_prompts_it_started_with(
+    tmp_path: Path, image: np.ndarray, three_cats: Detections
+) -> None:
+    first = Sam3Agent(
+        FakeSegmenter({"cat": three_cats}), ScriptedChatModel(replies=[REPLIES[0], endpoint_down])
+    )
+    with pytest.raises(ChatModelError):
+        first.run(image, "a cat", output_dir=tmp_path)
+    # A later package version with other prompts: the session goes on with its own.
+    resumed = _agent(three_cats, REPLIES[1:])
+    resumed.system_prompt = "a different system prompt"
+    result = resumed.run(image, "a cat", output_dir=tmp_path, resume=True)
+    assert result.status == "masks" and result.rounds == 2
+    sent = resumed.chat_model.main_calls[0][0].joined_text  # type: ignore[attr-defined]
+    assert sent == (tmp_path / "system_prompt.txt").read_text() == first.system_prompt
+
+
+def test_an_edited_prompt_file_is_refused(
+    tmp_path: Path, image: np.ndarray, three_cats: Detections
+) -> None:
+    _agent(three_cats, REPLIES[:1], max_rounds=1).run(image, "a cat", output_dir=tmp_path)
+    (tmp_path / "checker_prompt.txt").write_text("tampered")
+    with pytest.raises(ResumeError, match=r"checker_prompt\.txt changed"):
+        _agent(three_cats, REPLIES[1:], max_rounds=1).run(
+            image, "a cat", output_dir=tmp_path, resume=True
+        )
