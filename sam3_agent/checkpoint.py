@@ -757,6 +757,19 @@ def check_fingerprint(
         raise ResumeError(f"cannot resume {directory}: " + "; ".join(differences))
 
 
-def committed_round(directory: Path) -> int:
-    """The last committed round of the session saved in ``directory`` (for messages)."""
-    return int(load_saved(directory)["state"]["round"])
+def check_resumable(directory: Path, *, query: str, image: RGBImage, config: AgentConfig) -> int:
+    """Check, before any model loads, that ``directory`` holds a session this request continues.
+
+    The MLLM's name is compared later, when the model is built. Returns the last committed
+    round.
+
+    Raises:
+        ResumeError: nothing to resume, damaged files, or a different image, query or settings.
+    """
+    saved = load_saved(directory)
+    now = Fingerprint.of(query=query, image=image, config=config, model="")
+    check_fingerprint(directory, saved, now, compare_model=False)
+    try:
+        return int(saved["state"]["round"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e}") from e

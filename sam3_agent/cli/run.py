@@ -11,6 +11,7 @@ import typer
 
 from sam3_agent.agent import RoundEvent, Sam3Agent, check_query
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
+from sam3_agent.checkpoint import check_resumable
 from sam3_agent.cli.console import err_console, one_line_errors, setup_logging
 from sam3_agent.cli.options import (
     BackendOptions,
@@ -34,6 +35,7 @@ from sam3_agent.cli.options import (
     ToolProtocolOpt,
     config_from_flags,
 )
+from sam3_agent.errors import UserError
 from sam3_agent.images import load_image
 from sam3_agent.outputs import safe_name
 
@@ -77,6 +79,14 @@ def run_command(
     score_threshold: ScoreThresholdOpt = 0.5,
     max_image_side: MaxImageSideOpt = 1024,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="Continue the interrupted session in this run directory, from its last "
+            "committed round (give the same IMAGE, QUERY and agent flags).",
+        ),
+    ] = None,
 ) -> None:
     """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
 
@@ -87,7 +97,7 @@ def run_command(
     with one_line_errors():
         # Bad input fails now, not after minutes of loading models.
         check_query(query)
-        load_image(image)
+        pixels = load_image(image)
         config = config_from_flags(
             max_rounds=max_rounds,
             max_corrections=max_corrections,
@@ -111,6 +121,12 @@ def run_command(
             cache=cache,
             replay=replay,
         )
+        if resume is not None:  # refuse a different request before any model loads
+            if out is not None and out.resolve() != resume.resolve():
+                raise UserError("--resume continues the session in its own directory; drop --out")
+            done = check_resumable(resume, query=query, image=pixels, config=config)
+            err_console.print(f"resuming {resume} after round {done}", soft_wrap=True)
+            out = resume
         out_dir = out or default_out_dir(image, query)
         with err_console.status("loading models...") as status:
             segmenter = backends.build_segmenter()
@@ -123,7 +139,9 @@ def run_command(
                 err_console.print(f"round {event.round}: {tool} - {event.summary}", soft_wrap=True)
                 status.update(f"round {event.round + 1}: asking {chat_model.name}...")
 
-            result = agent.run(image, query, output_dir=out_dir, on_round=on_round)
+            result = agent.run(
+                image, query, output_dir=out_dir, on_round=on_round, resume=resume is not None
+            )
 
     document = result.to_json()
     if json_output:
