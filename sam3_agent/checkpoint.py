@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -178,7 +178,7 @@ class SessionState:
             "phrases": list(self.phrases),
             "current": _detections_to_json(self.current),
             "checks_used": self.checks_used,
-            "usage": self.usage.to_dict(),
+            "usage": _usage_to_json(self.usage),
             "timings": dict(self.timings),
             "ending": _ending_to_json(self.ending),
         }
@@ -295,11 +295,36 @@ def _ending_from_json(doc: dict[str, Any] | None, image_size: tuple[int, int]) -
     )
 
 
-def _usage_from_json(doc: dict[str, Any]) -> Usage:
-    def tokens(d: dict[str, Any]) -> TokenUsage:
-        return TokenUsage(int(d["prompt_tokens"]), int(d["completion_tokens"]), int(d["calls"]))
+# Usage is stored field by field, not as its result.json form (which adds totals), so
+# counters a later version adds to it are kept too.
 
-    return Usage(tokens(doc["main"]), tokens(doc["checks"]), int(doc["cached_calls"]))
+
+def _usage_to_json(usage: Usage) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(usage):
+        value = getattr(usage, f.name)
+        if isinstance(value, TokenUsage):
+            value = {
+                "prompt_tokens": value.prompt_tokens,
+                "completion_tokens": value.completion_tokens,
+                "calls": value.calls,
+            }
+        out[f.name] = value
+    return out
+
+
+def _usage_from_json(doc: dict[str, Any]) -> Usage:
+    usage = Usage()
+    for f in fields(usage):
+        if f.name not in doc:
+            continue
+        value = doc[f.name]
+        if isinstance(getattr(usage, f.name), TokenUsage):
+            value = TokenUsage(
+                int(value["prompt_tokens"]), int(value["completion_tokens"]), int(value["calls"])
+            )
+        setattr(usage, f.name, value)
+    return usage
 
 
 # -- the journal of finished calls of the round in progress -----------------------------
