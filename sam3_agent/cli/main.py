@@ -8,6 +8,7 @@ import typer
 
 from sam3_agent import __version__
 from sam3_agent.cli.evaluate import eval_command, report_command
+from sam3_agent.cli.inspect import inspect_command
 from sam3_agent.cli.run import run_command
 from sam3_agent.cli.serve import serve_sam3
 
@@ -39,3 +40,4 @@ app.command("run")(run_command)
 app.command("eval")(eval_command)
 app.command("report")(report_command)
 app.command("serve-sam3")(serve_sam3)
+app.command("inspect")(inspect_command)
