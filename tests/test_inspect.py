@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from io import StringIO
@@ -252,7 +253,9 @@ hostile = st.one_of(
 )
 
 
-def hostile_session(s: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def hostile_session(
+    s: Callable[[st.SearchStrategy[Any]], Any],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     def part() -> dict[str, Any]:
         if s(st.booleans()):
             return {"type": "image", "file": s(hostile)}
