@@ -216,7 +216,9 @@ class Sam3Agent:
                         f"the model made {corrections} mistakes; the budget is "
                         f"{self.config.max_corrections} (last: {outcome.observation.text[:120]})"
                     ))  # fmt: skip
-            checkpoint.commit(session, steps, corrections, ending)
+            # Off the event loop: encoding masks and syncing files must not hold up the other
+            # sessions of a batch evaluation.
+            await asyncio.to_thread(checkpoint.commit, session, steps, corrections, ending)
             if on_round is not None:
                 on_round(_event(step))
             if ending is not None:

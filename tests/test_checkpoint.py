@@ -21,11 +21,12 @@ from sam3_agent.checkpoint import (
     Ending,
     Journal,
     SessionState,
+    coco_rle,
     read_journal,
     request_key,
 )
 from sam3_agent.config import AgentConfig
-from sam3_agent.detections import Detections
+from sam3_agent.detections import Detections, encode_rle
 from sam3_agent.errors import ChatModelError, ResumeError
 from sam3_agent.images import EncodedImage
 from sam3_agent.messages import ChatMessage, ImagePart, TextPart, TokenUsage
@@ -267,3 +268,21 @@ def test_an_edited_prompt_file_is_refused(
         _agent(three_cats, REPLIES[1:], max_rounds=1).run(
             image, "a cat", output_dir=tmp_path, resume=True
         )
+
+
+@settings(max_examples=200, deadline=None)
+@given(mask=arrays(np.bool_, st.tuples(st.integers(1, 9), st.integers(1, 9))))
+def test_masks_are_stored_as_the_same_coco_rle_pycocotools_writes(mask: np.ndarray) -> None:
+    assert coco_rle(mask) == encode_rle(mask)
+
+
+@pytest.mark.parametrize("fill", ["empty", "full", "full height", "corner"])
+def test_coco_rle_edges(fill: str) -> None:
+    mask = np.zeros((7, 5), dtype=bool)
+    if fill == "full":
+        mask[:] = True
+    elif fill == "full height":
+        mask[:, 1:4] = True
+    elif fill == "corner":
+        mask[-1, -1] = True
+    assert coco_rle(mask) == encode_rle(mask)

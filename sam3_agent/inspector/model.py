@@ -213,9 +213,17 @@ class _Loader:
             self.images[file] = self._read_image(file)
         return self.images[file]
 
+    def inside(self, file: str) -> Path | None:
+        """``file`` under the run directory, or None when it leaves it or cannot exist."""
+        try:
+            path = (self.directory / file).resolve()
+            return path if path.is_relative_to(self.root) and path.is_file() else None
+        except (OSError, ValueError):  # a NUL byte, a name too long, a loop of links
+            return None
+
     def _read_image(self, file: str) -> ImageRef:
-        path = (self.directory / file).resolve()
-        if not path.is_relative_to(self.root) or not path.is_file():
+        path = self.inside(file)
+        if path is None:
             return ImageRef(file)
         try:
             data = path.read_bytes()
@@ -235,9 +243,9 @@ class _Loader:
 
     def prompt(self, file: str) -> str | None:
         if file not in self.prompts:
-            path = (self.directory / file).resolve()
+            path = self.inside(file)
             text = None
-            if path.is_relative_to(self.root) and path.is_file():
+            if path is not None:
                 try:
                     text = path.read_bytes().decode("utf-8", "replace")
                 except OSError:
