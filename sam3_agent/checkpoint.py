@@ -374,7 +374,10 @@ def _usage_from_json(doc: dict[str, Any]) -> Usage:
 
 
 def request_key(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
-    """A digest of one chat request: roles, texts, image contents (by hash), tool specs."""
+    """A digest of one chat request: roles, texts, image contents (by hash), tool specs.
+
+    Any other field of a message (native tool calls, say) counts by its ``repr``.
+    """
     canonical = [
         [
             m.role,
@@ -383,6 +386,7 @@ def request_key(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | Non
                 for p in m.parts
                 if isinstance(p, ImagePart | TextPart)
             ],
+            [repr(getattr(m, f.name)) for f in fields(m) if f.name not in ("role", "parts")],
         ]
         for m in messages
     ]
@@ -401,7 +405,9 @@ def _response_to_json(response: ChatResponse) -> dict[str, Any]:
         ],
         "reasoning": response.reasoning,
         "finish_reason": response.finish_reason,
-        "tool_calls": [[c.name, c.arguments] for c in response.tool_calls],
+        "tool_calls": [
+            {f.name: getattr(c, f.name) for f in fields(c)} for c in response.tool_calls
+        ],
         "cached": response.cached,
     }
 
@@ -413,7 +419,7 @@ def _response_from_json(doc: dict[str, Any]) -> ChatResponse:
         usage=TokenUsage(int(prompt), int(completion), int(calls)),
         reasoning=doc["reasoning"],
         finish_reason=doc["finish_reason"],
-        tool_calls=tuple(NativeToolCall(n, a) for n, a in doc["tool_calls"]),
+        tool_calls=tuple(NativeToolCall(**c) for c in doc["tool_calls"]),
         cached=bool(doc["cached"]),
     )
 

@@ -34,7 +34,7 @@ VOID = {"meta", "img", "br", "hr", "link", "input", "source", "wbr"}
 ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "table", "tr", "td",
     "p", "nav", "a", "details", "summary", "pre", "section", "div", "ul", "li", "figure",
-    "img", "figcaption",
+    "img", "figcaption", "code",
 }  # fmt: skip
 
 
@@ -261,7 +261,15 @@ def hostile_session(
             return {"type": "image", "file": s(hostile)}
         return {"type": "text", "text": s(hostile)}
 
-    context = [{"role": s(hostile), "content": [part(), part()]} for _ in range(2)]
+    context = [
+        {
+            "role": s(hostile),
+            "content": [part(), part()],
+            "tool_calls": [{"id": s(hostile), "name": s(hostile), "arguments": s(hostile)}],
+            "tool_call_id": s(hostile),
+        }
+        for _ in range(2)
+    ]
     main = {
         "kind": "main",
         "round": 1,

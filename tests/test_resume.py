@@ -30,7 +30,7 @@ from sam3_agent.checkpoint import JOURNAL_FILE, STATE_FILE
 from sam3_agent.cli.main import app
 from sam3_agent.cli.options import BackendOptions
 from sam3_agent.config import AgentConfig
-from sam3_agent.messages import ChatMessage, ChatResponse, ToolSpec
+from sam3_agent.messages import ChatMessage, ChatResponse, NativeToolCall, ToolSpec
 from sam3_agent.result import AgentResult
 from sam3_agent.session import Session
 
@@ -134,6 +134,33 @@ def test_killed_after_sam3_answered_does_not_ask_sam3_again(
     assert segmenter.phrases == ["dog", "cat"]  # "cat" answered; the round never committed
     assert json.loads((out / STATE_FILE).read_text())["state"]["round"] == 1
     resume_and_compare(image, out, chat, segmenter, reference)
+
+
+def native(reply: str) -> ChatResponse:
+    """``reply`` (a tagged tool call) as a native tool call."""
+    call = json.loads(reply.split("<tool>")[1].split("</tool>")[0])
+    return ChatResponse(
+        "", tool_calls=(NativeToolCall(call["name"], json.dumps(call["parameters"])),)
+    )
+
+
+@pytest.mark.parametrize("at", [3, 5])
+def test_native_tool_calls_resume_too(tmp_path: Path, image: np.ndarray, at: int) -> None:
+    config = AgentConfig(tool_protocol="native")
+
+    def chat() -> ScriptedChatModel:
+        return ScriptedChatModel(replies=[native(r) for r in SCRIPT], verdicts=dict(VERDICTS))
+
+    expected = Sam3Agent(FakeSegmenter({"cat": cats}), chat(), config).run(
+        image, QUERY, output_dir=tmp_path / "ref"
+    )
+    scripted, segmenter, out = chat(), FakeSegmenter({"cat": cats}), tmp_path / "run"
+    with pytest.raises(Killed):
+        Sam3Agent(segmenter, KilledAt(scripted, at), config).run(image, QUERY, output_dir=out)  # type: ignore[arg-type]
+    resumed = Sam3Agent(segmenter, scripted, config).run(image, QUERY, output_dir=out, resume=True)
+    assert comparable(resumed.to_json()) == comparable(expected.to_json())
+    assert scripted.replies == [] and len(scripted.main_calls) == len(SCRIPT)
+    assert trace_records(out) == trace_records(tmp_path / "ref")
 
 
 # -- across processes: SIGKILL and ``sam3-agent run --resume`` ---------------------------

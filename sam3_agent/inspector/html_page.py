@@ -195,6 +195,8 @@ def _part(part: Part, images: _Images) -> str:
         return images.show(part.image)
     if part.kind == "file":
         return f'<p class="file">the prompt in {esc(part.text)} (shown at the top)</p>'
+    if part.kind == "call":
+        return f'<p class="call">native tool call: <code>{esc(part.text)}</code></p>'
     return f"<pre>{esc(part.text)}</pre>"
 
 

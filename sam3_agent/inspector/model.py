@@ -68,9 +68,10 @@ class ImageRef:
 
 @dataclass(frozen=True)
 class Part:
-    """One part of a message: text, an image, or a prompt file standing for the text."""
+    """One part of a message: text, an image, a prompt file standing for the text, or a
+    native tool call the message carries (``text`` holds it as ``name(arguments)``)."""
 
-    kind: Literal["text", "image", "file"]
+    kind: Literal["text", "image", "file", "call"]
     text: str = ""
     image: ImageRef | None = None
 
@@ -263,6 +264,7 @@ class _Loader:
         for i, message in enumerate(context):
             role = as_str(message, "role") or "?"
             parts = tuple(self._part(p) for p in as_list(message, "content") if isinstance(p, dict))
+            parts += _native_calls(message)
             tokens = counted[i] if use_counted else _estimate(parts, self)
             zone = _zone(i, role) if main else "call"
             views.append(
@@ -279,10 +281,21 @@ class _Loader:
         return Part("text", text=as_str(part, "text"))
 
 
+def _native_calls(message: dict[str, Any]) -> tuple[Part, ...]:
+    """Native tool calls an assistant message made, and the call a tool message answers."""
+    calls = tuple(
+        Part("call", text=f"{as_str(c, 'name')}({as_str(c, 'arguments')}) id {as_str(c, 'id')!r}")
+        for c in as_list(message, "tool_calls")
+        if isinstance(c, dict)
+    )
+    answered = as_str(message, "tool_call_id")
+    return calls + ((Part("call", text=f"answers call id {answered!r}"),) if answered else ())
+
+
 def _estimate(parts: tuple[Part, ...], loader: _Loader) -> int:
     tokens = MESSAGE_OVERHEAD
     for part in parts:
-        if part.kind == "text":
+        if part.kind in ("text", "call"):
             tokens += estimate_text_tokens(part.text)
         elif part.kind == "file":
             tokens += estimate_text_tokens(loader.prompt(part.text) or "")

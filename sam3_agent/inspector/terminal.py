@@ -111,6 +111,8 @@ def _parts(parts: tuple[Part, ...], limit: int | None) -> Text:
             out.append(plain(f"[image {part.image.label}] ", "magenta"))
         elif part.kind == "file":
             out.append(plain(f"[prompt file {part.text}] ", "magenta"))
+        elif part.kind == "call":
+            out.append(plain(f" [native tool call: {part.text}]", "cyan", limit))
         else:
             out.append(plain(part.text, "", limit))
     return out
