@@ -655,9 +655,15 @@ class Checkpoint:
         """
         saved = load_saved(directory)
         check_fingerprint(directory, saved, fingerprint)
-        system_prompt = _read_prompt(directory, SYSTEM_PROMPT_FILE, saved["prompts"]["system"])
-        checker_prompt = _read_prompt(directory, CHECKER_PROMPT_FILE, saved["prompts"]["checker"])
-        trace = ContinuedTrace(directory, int(saved["trace_bytes"]))
+        try:
+            hashes = {name: str(saved["prompts"][name]) for name in ("system", "checker")}
+            trace_bytes = int(saved["trace_bytes"])
+            int(saved["state"]["round"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
+        system_prompt = _read_prompt(directory, SYSTEM_PROMPT_FILE, hashes["system"])
+        checker_prompt = _read_prompt(directory, CHECKER_PROMPT_FILE, hashes["checker"])
+        trace = ContinuedTrace(directory, trace_bytes)
         checkpoint = cls(
             directory,
             trace=trace,
@@ -694,9 +700,9 @@ class Checkpoint:
             state = SessionState.from_json(
                 self._saved["state"], load_image=self._load_image, image_size=(h, w)
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ResumeError(
-                f"cannot resume {self.directory}: {STATE_FILE} is damaged: {e}"
+                f"cannot resume {self.directory}: {STATE_FILE} is damaged: {e!r}"
             ) from e
         session.round = state.round
         session.phrases = list(state.phrases)
@@ -837,7 +843,7 @@ def check_fingerprint(
     try:
         before = Fingerprint.from_json(saved["fingerprint"])
     except (KeyError, TypeError, ValueError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e}") from e
+        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
     differences = before.differences(now, compare_model=compare_model)
     if differences:
         raise ResumeError(f"cannot resume {directory}: " + "; ".join(differences))
@@ -858,4 +864,4 @@ def check_resumable(directory: Path, *, query: str, image: RGBImage, config: Age
     try:
         return int(saved["state"]["round"])
     except (KeyError, TypeError, ValueError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e}") from e
+        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e

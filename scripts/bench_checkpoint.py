@@ -13,7 +13,7 @@ For 1 / 20 / 50 synthetic masks at 1008x1008 and 3000x2000, prints medians of:
 and the ratio of commit + journal SAM 3 to the round's work. The MLLM and SAM 3 calls
 themselves (seconds) are not included: the ratio is an upper bound of the overhead.
 
-Usage: PYTHONPATH=.:tests python scripts/bench_checkpoint.py [--repeats N]
+Usage: PYTHONPATH=. python scripts/bench_checkpoint.py [--repeats N]
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -286,3 +287,27 @@ def test_coco_rle_edges(fill: str) -> None:
     elif fill == "corner":
         mask[-1, -1] = True
     assert coco_rle(mask) == encode_rle(mask)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda saved: saved.pop("trace_bytes"),
+        lambda saved: saved["state"].update(steps=[{"round": 1}]),
+        lambda saved: saved["state"].update(current={"rle": "x"}),
+        lambda saved: saved.update(prompts=None),
+    ],
+)
+def test_a_damaged_state_is_refused(
+    tmp_path: Path, image: np.ndarray, three_cats: Detections, damage: Callable[[dict], object]
+) -> None:
+    first = Sam3Agent(
+        FakeSegmenter({"cat": three_cats}), ScriptedChatModel(replies=[REPLIES[0], endpoint_down])
+    )
+    with pytest.raises(ChatModelError):
+        first.run(image, "a cat", output_dir=tmp_path)
+    saved = json.loads((tmp_path / STATE_FILE).read_text())
+    damage(saved)
+    (tmp_path / STATE_FILE).write_text(json.dumps(saved))
+    with pytest.raises(ResumeError, match="is damaged"):
+        _agent(three_cats, REPLIES[1:]).run(image, "a cat", output_dir=tmp_path, resume=True)
