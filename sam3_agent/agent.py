@@ -187,10 +187,12 @@ class Sam3Agent:
                 return None, f"max_rounds ({self.config.max_rounds}) reached without an answer"
             context = build_context(checkpoint.system_prompt, task, steps)
             session.round += 1
+            round_started = time.perf_counter()
             with session.timed("chat"):
                 response = await session.chat_model.complete(
                     context.messages, tools=self._tool_specs
                 )
+            chat_s = time.perf_counter() - round_started
             session.usage.main = session.usage.main + response.usage
             session.usage.cached_calls += int(response.cached)
             parsed = self._parse(response)
@@ -205,7 +207,10 @@ class Sam3Agent:
                 call=parsed.call,
                 phrase=outcome.phrase,
             )
-            self._record(session, context=context, response=response, parsed=parsed, step=step)
+            timing = {"latency_s": chat_s, "round_s": time.perf_counter() - round_started}
+            self._record(
+                session, context=context, response=response, parsed=parsed, step=step, **timing
+            )
             ending: Ending | None = None
             if outcome.final is not None:
                 ending = Ending(outcome.final, None)
@@ -248,6 +253,8 @@ class Sam3Agent:
         response: ChatResponse,
         parsed: ParsedReply,
         step: ActionStep,
+        latency_s: float = 0.0,
+        round_s: float = 0.0,
     ) -> None:
         trace = session.trace
         if not trace.enabled:
@@ -284,6 +291,8 @@ class Sam3Agent:
                 },
                 "usage": response.usage.to_dict(),
                 "cached": response.cached,
+                "latency_s": round(latency_s, 4),  # the MLLM call
+                "round_s": round(round_s, 4),  # the call and the tool, checks included
             }
         )
 

@@ -123,6 +123,7 @@ def test_terminal_shows_each_round_with_its_context_and_folded_checks(run_dir: P
     assert "3 mask check call(s): 2 accept, 1 reject" in round3
     assert "mask 2, attempt 1: reject" in round3
     assert "dropped rounds: 1 (three-part pruning)" in round3
+    assert "s with the tool" in round3 and "call " in round3  # the round's timings
     assert "[image images/r002_masks.jpg 320x240]" in round3
     only = runner.invoke(app, ["inspect", str(run_dir), "--round", "2"], env={"COLUMNS": "160"})
     assert "Round 2:" in only.stdout and "Round 1:" not in only.stdout

@@ -69,7 +69,8 @@ def comparable(result: dict[str, Any]) -> dict[str, Any]:
 
 def trace_records(directory: Path) -> list[dict[str, Any]]:
     lines = (directory / "trace.jsonl").read_text().splitlines()
-    return [{k: v for k, v in json.loads(line).items() if k != "latency_s"} for line in lines]
+    timings = ("latency_s", "round_s")
+    return [{k: v for k, v in json.loads(line).items() if k not in timings} for line in lines]
 
 
 def new_chat() -> ScriptedChatModel:

@@ -124,9 +124,8 @@ def _round(view: RoundView, images: _Images) -> str:
         f"<h2>{esc(round_title(view))}</h2>",
     ]
     if view.complete:
-        out.append(
-            f'<p class="usage">{esc(usage_line(view.usage, view.latency_s, view.cached))}</p>'
-        )
+        usage = usage_line(view.usage, view.latency_s, view.cached, view.round_s)
+        out.append(f'<p class="usage">{esc(usage)}</p>')
         out.append(_context(view, images))
         out.append('<div class="eviction"><h3>What the context left out</h3><ul>')
         out += [f"<li>{esc(line)}</li>" for line in eviction_lines(view)]

@@ -131,6 +131,7 @@ class RoundView:
     usage: dict[str, Any] = field(default_factory=dict)
     cached: bool = False
     latency_s: float | None = None
+    round_s: float | None = None
     checks: list[CallView] = field(default_factory=list)
     digests: list[CallView] = field(default_factory=list)
 
@@ -431,6 +432,7 @@ def _fill_main(view: RoundView, record: dict[str, Any], loader: _Loader) -> None
     view.usage = as_dict(record, "usage")
     view.cached = record.get("cached") is True
     view.latency_s = as_float(record, "latency_s")
+    view.round_s = as_float(record, "round_s")
 
 
 def _check(record: dict[str, Any], loader: _Loader) -> CallView:

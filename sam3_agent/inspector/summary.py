@@ -165,7 +165,13 @@ def checks_summary(view: RoundView) -> str:
     return f"{len(view.checks)} mask check call(s): {tally}; {seconds:.2f} s of calls"
 
 
-def usage_line(usage: dict[str, Any], latency_s: float | None, cached: bool = False) -> str:
+def usage_line(
+    usage: dict[str, Any],
+    latency_s: float | None,
+    cached: bool = False,
+    round_s: float | None = None,
+) -> str:
+    """Tokens and timings of one call (and of its whole round, when given)."""
     parts = []
     if usage:
         parts.append(
@@ -173,7 +179,9 @@ def usage_line(usage: dict[str, Any], latency_s: float | None, cached: bool = Fa
             f"completion {as_int(usage, 'completion_tokens')} tokens"
         )
     if latency_s is not None:
-        parts.append(f"{latency_s:.2f} s")
+        parts.append(f"call {latency_s:.2f} s")
+    if round_s is not None:
+        parts.append(f"round {round_s:.2f} s with the tool")
     if cached:
         parts.append("from the response cache")
     return "; ".join(parts) or "no usage recorded"

@@ -75,7 +75,7 @@ def _round(view: RoundView, limit: int | None, full: bool) -> Panel:
         body.append(plain(outcome, "green" if view.outcome_kind != "correction" else "red", limit))
         if view.outcome_image is not None:
             body.append(plain(f"  [image {view.outcome_image.label}]", "magenta"))
-        body.append(plain(usage_line(view.usage, view.latency_s, view.cached), "dim"))
+        body.append(plain(usage_line(view.usage, view.latency_s, view.cached, view.round_s), "dim"))
     else:
         body.extend(_call(d, limit) for d in view.digests)
     if view.checks:
