@@ -30,13 +30,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_round import blob_detections, photo
 
-from sam3_agent.checkpoint import (
-    Checkpoint,
-    Fingerprint,
-    Journal,
-    _detections_to_json,
-    _response_to_json,
-)
+from sam3_agent.checkpoint import Checkpoint, Fingerprint, Journal
+from sam3_agent.checkpoint.journal import response_to_json
+from sam3_agent.checkpoint.state import detections_to_json
 from sam3_agent.config import AgentConfig
 from sam3_agent.detections import Detections
 from sam3_agent.images import EncodedImage, RGBImage
@@ -95,7 +91,7 @@ def measure(image: RGBImage, raw: Detections, repeats: int) -> tuple[float, ...]
         ]
         session.round = 12
         journal = Journal(out / "calls.jsonl", 13, [])
-        answer = _response_to_json(ChatResponse("<think>" + "y" * 800 + "</think><tool>{}</tool>"))
+        answer = response_to_json(ChatResponse("<think>" + "y" * 800 + "</think><tool>{}</tool>"))
 
         def new_masks() -> None:  # as after a segment round: masks not encoded yet
             session.current = Detections(raw.masks, raw.boxes, raw.scores)
@@ -106,7 +102,7 @@ def measure(image: RGBImage, raw: Detections, repeats: int) -> tuple[float, ...]
         return (
             median_s(round_work, repeats),
             median_s(commit, repeats, setup=new_masks),
-            median_s(lambda: journal.append("segment", "k", [_detections_to_json(raw)]), repeats),
+            median_s(lambda: journal.append("segment", "k", [detections_to_json(raw)]), repeats),
             median_s(lambda: journal.append("chat", "k", answer), repeats),
         )
 
