@@ -134,6 +134,7 @@ class Sam3Agent:
             raise
         finally:
             await session.close()
+            checkpoint.close()  # the run directory is free for a resume
         result = self._result(session, query, image_path, final, failure, started)
         self._write(result, out, raw)
         return result

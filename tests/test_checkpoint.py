@@ -26,9 +26,10 @@ from sam3_agent.checkpoint import (
     read_journal,
     request_key,
 )
+from sam3_agent.checkpoint.store import DirectoryLock
 from sam3_agent.config import AgentConfig
 from sam3_agent.detections import Detections, encode_rle
-from sam3_agent.errors import ChatModelError, ResumeError
+from sam3_agent.errors import ChatModelError, ResumeError, UserError
 from sam3_agent.images import EncodedImage
 from sam3_agent.messages import ChatMessage, ImagePart, TextPart, TokenUsage
 from sam3_agent.parsing import ToolCall
@@ -311,3 +312,23 @@ def test_a_damaged_state_is_refused(
     (tmp_path / STATE_FILE).write_text(json.dumps(saved))
     with pytest.raises(ResumeError, match="is damaged"):
         _agent(three_cats, REPLIES[1:]).run(image, "a cat", output_dir=tmp_path, resume=True)
+
+
+def test_a_directory_in_use_by_a_running_session_is_refused(
+    tmp_path: Path, image: np.ndarray, three_cats: Detections
+) -> None:
+    first = Sam3Agent(
+        FakeSegmenter({"cat": three_cats}), ScriptedChatModel(replies=[REPLIES[0], endpoint_down])
+    )
+    with pytest.raises(ChatModelError):
+        first.run(image, "a cat", output_dir=tmp_path)
+    running = DirectoryLock(tmp_path, resuming=True)  # as another live process would hold it
+    try:
+        with pytest.raises(ResumeError, match="in use by another running session"):
+            _agent(three_cats, REPLIES[1:]).run(image, "a cat", output_dir=tmp_path, resume=True)
+        with pytest.raises(UserError, match="in use by another running session"):
+            _agent(three_cats, REPLIES).run(image, "a cat", output_dir=tmp_path)
+    finally:
+        running.close()
+    resumed = _agent(three_cats, REPLIES[1:]).run(image, "a cat", output_dir=tmp_path, resume=True)
+    assert resumed.status == "masks"

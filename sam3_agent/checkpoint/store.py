@@ -26,7 +26,7 @@ from sam3_agent.checkpoint.state import (
     detections_to_json,
 )
 from sam3_agent.detections import Detections
-from sam3_agent.errors import ResumeError
+from sam3_agent.errors import ResumeError, UserError
 from sam3_agent.images import EncodedImage, RGBImage
 from sam3_agent.outputs import Trace, atomic_write_json
 from sam3_agent.steps import ActionStep
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "session.json"
+LOCK_FILE = ".session.lock"
 SYSTEM_PROMPT_FILE = "system_prompt.txt"
 CHECKER_PROMPT_FILE = "checker_prompt.txt"
 FORMAT = 1
@@ -64,6 +65,33 @@ class ContinuedTrace(Trace):
             f.truncate(committed_bytes)
 
 
+class DirectoryLock:
+    """One session at a time in a run directory: an exclusive advisory lock on
+    ``.session.lock``, held until :meth:`close` (or until the process dies: the system
+    releases it, so a killed session never leaves its directory locked).
+
+    Raises:
+        UserError: another live process holds the directory (``ResumeError`` when resuming).
+    """
+
+    def __init__(self, directory: Path, *, resuming: bool) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._file = open(directory / LOCK_FILE, "a")  # noqa: SIM115 - held for the session
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks on this platform: nothing to hold
+            return
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            self._file.close()
+            message = f"{directory} is in use by another running session"
+            raise (ResumeError if resuming else UserError)(message) from e
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class Checkpoint:
     """The committed state of one session in its run directory (see the module docstring).
 
@@ -81,8 +109,10 @@ class Checkpoint:
         checker_prompt: str,
         fingerprint: Fingerprint | None,
         saved: dict[str, Any] | None = None,
+        lock: DirectoryLock | None = None,
     ) -> None:
         self.directory = directory
+        self._lock = lock
         self.trace = trace
         self.system_prompt = system_prompt
         self.checker_prompt = checker_prompt
@@ -119,20 +149,30 @@ class Checkpoint:
         system_prompt: str,
         checker_prompt: str,
     ) -> Checkpoint:
-        """A new session in ``directory``: an empty trace, the prompts saved, round 0 committed."""
-        # An earlier session's state must not describe this directory's new trace.
-        (directory / STATE_FILE).unlink(missing_ok=True)
-        trace = Trace(directory)
-        trace.save_text(SYSTEM_PROMPT_FILE, system_prompt)
-        trace.save_text(CHECKER_PROMPT_FILE, checker_prompt)
-        checkpoint = cls(
-            directory,
-            trace=trace,
-            system_prompt=system_prompt,
-            checker_prompt=checker_prompt,
-            fingerprint=fingerprint,
-        )
-        checkpoint._write(SessionState())
+        """A new session in ``directory``: an empty trace, the prompts saved, round 0 committed.
+
+        Raises:
+            UserError: another running session uses ``directory``.
+        """
+        lock = DirectoryLock(directory, resuming=False)
+        try:
+            # An earlier session's state must not describe this directory's new trace.
+            (directory / STATE_FILE).unlink(missing_ok=True)
+            trace = Trace(directory)
+            trace.save_text(SYSTEM_PROMPT_FILE, system_prompt)
+            trace.save_text(CHECKER_PROMPT_FILE, checker_prompt)
+            checkpoint = cls(
+                directory,
+                trace=trace,
+                system_prompt=system_prompt,
+                checker_prompt=checker_prompt,
+                fingerprint=fingerprint,
+                lock=lock,
+            )
+            checkpoint._write(SessionState())
+        except BaseException:
+            lock.close()
+            raise
         return checkpoint
 
     @classmethod
@@ -140,9 +180,22 @@ class Checkpoint:
         """Continue the session saved in ``directory``.
 
         Raises:
-            ResumeError: nothing to resume there, unreadable files, or ``fingerprint`` (the
-                image, query and settings given now) differs from the session's.
+            ResumeError: nothing to resume there, unreadable files, another process running
+                the session, or ``fingerprint`` (the image, query and settings given now)
+                differs from the session's.
         """
+        load_saved(directory)  # nothing to resume: say so before creating a lock file
+        lock = DirectoryLock(directory, resuming=True)
+        try:
+            return cls._resume_locked(directory, fingerprint, lock)
+        except BaseException:
+            lock.close()
+            raise
+
+    @classmethod
+    def _resume_locked(
+        cls, directory: Path, fingerprint: Fingerprint, lock: DirectoryLock
+    ) -> Checkpoint:
         saved = load_saved(directory)
         check_fingerprint(directory, saved, fingerprint)
         try:
@@ -161,6 +214,7 @@ class Checkpoint:
             checker_prompt=checker_prompt,
             fingerprint=fingerprint,
             saved=saved,
+            lock=lock,
         )
         journal = checkpoint._journal
         logger.info(
@@ -170,6 +224,12 @@ class Checkpoint:
             journal.replayable if journal else 0,
         )
         return checkpoint
+
+    def close(self) -> None:
+        """Let another process use the run directory (the session is over here)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     # -- the backends, journaled -----------------------------------------------------
 
