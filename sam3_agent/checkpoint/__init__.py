@@ -13,6 +13,7 @@ A run directory holds, next to ``result.json`` and ``trace.jsonl``:
 
 ``system_prompt.txt`` and ``checker_prompt.txt`` are the prompts the session started with;
 a resumed session reads them back, so it keeps its prompt set after the package's changes.
+``.session.lock`` keeps a second process out while a session runs.
 
 The agent loop uses one :class:`Checkpoint` per session: :meth:`Checkpoint.restore` at the
 start, :meth:`Checkpoint.commit` after each round. Without an output directory both do

@@ -158,6 +158,8 @@ class RunView:
     system_prompt: str | None
     checker_prompt: str | None
     committed_round: int | None
+    ended: bool = False
+    """The committed state says the session is over (nothing left to resume)."""
     notes: list[str] = field(default_factory=list)
     images: dict[str, ImageRef] = field(default_factory=dict)
 
@@ -395,7 +397,8 @@ def load_run(directory: Path) -> RunView:
             key=lambda c: (as_int(c.extra, "mask") or 0, as_int(c.extra, "attempt") or 0)
         )
     session = _read_json(directory / "session.json")
-    committed = as_int(as_dict(session, "state"), "round") if session else None
+    state = as_dict(session, "state")
+    committed = as_int(state, "round") if session else None
     return RunView(
         directory=directory,
         rounds=[rounds[n] for n in sorted(rounds)],
@@ -403,6 +406,7 @@ def load_run(directory: Path) -> RunView:
         system_prompt=loader.prompt("system_prompt.txt"),
         checker_prompt=loader.prompt("checker_prompt.txt"),
         committed_round=committed,
+        ended=bool(as_dict(state, "ending")),
         notes=loader.notes,
         images=loader.images,
     )

@@ -81,7 +81,8 @@ def run_facts(run: RunView) -> list[tuple[str, str]]:
     else:
         facts.append(("result", "no result.json: the session did not finish"))
     if run.committed_round is not None:
-        facts.append(("committed", f"round {run.committed_round} (session.json; resumable)"))
+        after = "the session ended" if run.ended else "resumable with run --resume"
+        facts.append(("committed", f"round {run.committed_round} in session.json; {after}"))
     return facts
 
 
