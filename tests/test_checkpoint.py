@@ -214,6 +214,10 @@ def test_resume_of_a_finished_session_makes_no_call(
         ({"query": "a dog"}, "the query differs ('a cat' at start, 'a dog' now)"),
         ({"flip": True}, "the image differs"),
         ({"max_rounds": 7}, "setting max_rounds differs (1 at start, 7 now)"),
+        (
+            {"model": "another-vlm"},
+            "setting model differs ('scripted' at start, 'another-vlm' now)",
+        ),
     ],
 )
 def test_a_different_request_is_refused_naming_the_difference(
@@ -228,6 +232,7 @@ def test_a_different_request_is_refused_naming_the_difference(
     query = change.get("query", "a cat")
     pixels = image[::-1].copy() if change.get("flip") else image
     agent = _agent(three_cats, REPLIES[1:], max_rounds=change.get("max_rounds", 1))
+    agent.chat_model.name = change.get("model", "scripted")  # type: ignore[misc]
     with pytest.raises(ResumeError, match=re.escape(named)):
         agent.run(pixels, query, output_dir=tmp_path, resume=True)
     assert (tmp_path / "trace.jsonl").read_bytes() == before  # nothing touched

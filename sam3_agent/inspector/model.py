@@ -10,10 +10,13 @@ receive only these views.
 Token counts per message come from the trace when it carries them (``tokens_estimate``
 with ``per_message``, written by the context policies); otherwise they are estimated here
 with :func:`estimate_text_tokens` and :func:`estimate_image_tokens` and marked as such.
+(Those estimates follow the agent's documented fallback rule; they serve traces written
+without counts, so they read only what such a trace holds.)
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass, field
@@ -317,8 +320,6 @@ def _zone(index: int, role: str) -> str:
 
 
 def _image_size(data: bytes) -> tuple[int | None, int | None]:
-    import io
-
     from PIL import Image, UnidentifiedImageError
 
     try:
