@@ -37,6 +37,12 @@ from sam3_agent.session import Session
 DRIVER = Path(__file__).with_name("resume_driver.py")
 ROOT = Path(__file__).parents[1]
 QUERY = "the two cats"
+# Remote backends by name (the fakes answer; nothing listens there), so no in-process model
+# is planned or sized; checks one at a time, so a kill can land between two of them.
+FAKE_BACKEND_FLAGS = [
+    "--sam3-url", "http://127.0.0.1:9", "--llm-url", "http://127.0.0.1:9/v1",
+    "--llm-model", "scripted", "--check-concurrency", "1",
+]  # fmt: skip
 CHAT_CALLS = len(SCRIPT) + 3  # three masks are checked
 
 
@@ -201,7 +207,7 @@ def run_cli(log: Path, *args: str) -> Any:
         segmenter = make_segmenter(log)
         patch.setattr(BackendOptions, "build_segmenter", lambda self: segmenter)
         patch.setattr(BackendOptions, "build_chat_model", lambda self: LoggedChatModel(log, 0.0))
-        return CliRunner().invoke(app, ["run", *args, "--check-concurrency", "1", "--json"])
+        return CliRunner().invoke(app, ["run", *args, *FAKE_BACKEND_FLAGS, "--json"])
 
 
 @pytest.mark.parametrize("point", list(KILL_POINTS))
@@ -230,7 +236,7 @@ def test_sigkilled_run_resumes_to_the_same_result(tmp_path: Path, photo: Path, p
     stderr = tmp_path / "killed.stderr"
     with stderr.open("w") as stderr_file:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [*command, "--out", str(out), "--check-concurrency", "1"],
+            [*command, "--out", str(out), *FAKE_BACKEND_FLAGS],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=stderr_file,
