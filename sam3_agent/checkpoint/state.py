@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from sam3_agent.detections import Detections
 from sam3_agent.images import EncodedImage, RGBImage, image_digest
-from sam3_agent.messages import TokenUsage
+from sam3_agent.messages import NativeToolCall, TokenUsage
 from sam3_agent.parsing import ToolCall
 from sam3_agent.result import Usage
 from sam3_agent.steps import ActionStep, Observation
@@ -188,7 +188,13 @@ def _step_to_json(step: ActionStep, save_image: Callable[[EncodedImage], str]) -
             "height": obs.image.height,
             "sha256": obs.image.sha256,
         }
+    extra = {
+        f.name: _extra_to_json(getattr(step, f.name))
+        for f in fields(step)
+        if f.name not in _STEP_FIELDS
+    }
     return {
+        "extra": extra,
         "round": step.round,
         "reply": step.reply,
         "kind": step.kind,
@@ -209,6 +215,12 @@ def _step_from_json(
 ) -> ActionStep:
     obs = doc["observation"]
     call = doc["call"]
+    known = {f.name for f in fields(ActionStep)}
+    extra = {
+        name: _extra_from_json(name, value)
+        for name, value in doc.get("extra", {}).items()
+        if name in known
+    }
     return ActionStep(
         round=int(doc["round"]),
         reply=str(doc["reply"]),
@@ -220,7 +232,28 @@ def _step_from_json(
         ),
         call=None if call is None else ToolCall(str(call["name"]), dict(call["parameters"])),
         phrase=doc["phrase"],
+        **extra,
     )
+
+
+_STEP_FIELDS = {"round", "reply", "kind", "observation", "call", "phrase"}
+"""The :class:`ActionStep` fields stored by name; any other is stored as an extra."""
+
+_EXTRA_TYPES: dict[str, type] = {"native_call": NativeToolCall}
+"""Extra step fields holding a dataclass, rebuilt from their fields on the way back."""
+
+
+def _extra_to_json(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in fields(value)}
+    return value
+
+
+def _extra_from_json(name: str, value: Any) -> Any:
+    kind = _EXTRA_TYPES.get(name)
+    if kind is None or value is None:
+        return value
+    return kind(**value)
 
 
 def coco_rle(mask: npt.NDArray[np.bool_]) -> dict[str, Any]:
