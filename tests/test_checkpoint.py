@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -19,10 +20,13 @@ from sam3_agent.agent import Sam3Agent
 from sam3_agent.checkpoint import (
     JOURNAL_FILE,
     STATE_FILE,
+    Checkpoint,
     Ending,
+    Fingerprint,
     Journal,
     SessionState,
     coco_rle,
+    load_saved,
     read_journal,
     request_key,
 )
@@ -337,3 +341,23 @@ def test_a_directory_in_use_by_a_running_session_is_refused(
         running.close()
     resumed = _agent(three_cats, REPLIES[1:]).run(image, "a cat", output_dir=tmp_path, resume=True)
     assert resumed.status == "masks"
+
+
+def test_any_string_a_model_or_user_wrote_is_committed_and_read_back(
+    tmp_path: Path, image: np.ndarray
+) -> None:
+    odd = "half an emoji \ud83d, a NUL \x00, a line separator \u2028 and </script>"
+    config = AgentConfig()
+    fingerprint = Fingerprint.of(query=odd, image=image, config=config, model="m")
+    checkpoint = Checkpoint.start(tmp_path, fingerprint, system_prompt="s", checker_prompt="c")
+    step = ActionStep(1, odd, "correction", Observation(odd), ToolCall(odd, {odd: [odd]}), odd)
+    session = SimpleNamespace(
+        round=1, phrases=[odd], current=None, checks_used=0, usage=Usage(), timings={odd: 1.0}
+    )
+    checkpoint.commit(session, [step], 1)  # type: ignore[arg-type]
+    checkpoint.close()
+    assert request_key([ChatMessage.text("user", odd)], None)  # a digest, not an error
+    saved = load_saved(tmp_path)
+    back = SessionState.from_json(saved["state"], load_image=lambda d: IMAGES[0], image_size=(H, W))
+    assert back.steps == [step] and back.phrases == [odd] and back.timings == {odd: 1.0}
+    assert Fingerprint.from_json(saved["fingerprint"]) == fingerprint

@@ -52,7 +52,8 @@ def request_key(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | Non
         for m in messages
     ]
     specs = [[t.name, t.description, t.parameters] for t in tools or ()]
-    blob = json.dumps([canonical, specs], sort_keys=True, ensure_ascii=False)
+    # ASCII JSON: a lone surrogate (from a reply or a query) is an escape, not an error.
+    blob = json.dumps([canonical, specs], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -28,7 +28,7 @@ from sam3_agent.checkpoint.state import (
 from sam3_agent.detections import Detections
 from sam3_agent.errors import ResumeError, UserError
 from sam3_agent.images import EncodedImage, RGBImage
-from sam3_agent.outputs import Trace, atomic_write_json
+from sam3_agent.outputs import Trace, atomic_write_bytes
 from sam3_agent.steps import ActionStep
 
 if TYPE_CHECKING:
@@ -298,20 +298,20 @@ class Checkpoint:
         with open(trace_path, "rb+") as f:
             os.fsync(f.fileno())
             trace_bytes = f.seek(0, os.SEEK_END)
-        atomic_write_json(
-            self.directory / STATE_FILE,
-            {
-                "format": FORMAT,
-                "version": __version__,
-                "fingerprint": self.fingerprint.to_json(),
-                "prompts": {
-                    "system": _sha256(self.system_prompt),
-                    "checker": _sha256(self.checker_prompt),
-                },
-                "trace_bytes": trace_bytes,
-                "state": state.to_json(self.trace.save_image, self._encode_masks),
+        document = {
+            "format": FORMAT,
+            "version": __version__,
+            "fingerprint": self.fingerprint.to_json(),
+            "prompts": {
+                "system": _sha256(self.system_prompt),
+                "checker": _sha256(self.checker_prompt),
             },
-        )
+            "trace_bytes": trace_bytes,
+            "state": state.to_json(self.trace.save_image, self._encode_masks),
+        }
+        # ASCII JSON: any string a model or user wrote (lone surrogates too) reads back as is.
+        text = json.dumps(document, indent=1) + "\n"
+        atomic_write_bytes(self.directory / STATE_FILE, text.encode("ascii"))
 
     def _encode_masks(self, detections: Detections | None) -> dict[str, Any] | None:
         if detections is None:
@@ -342,7 +342,7 @@ class Checkpoint:
 
 
 def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _inside(directory: Path, relative: str) -> Path:
