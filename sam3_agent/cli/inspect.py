@@ -30,8 +30,11 @@ def inspect_command(
         bool, typer.Option("--full", help="Print texts uncut and every check's reply.")
     ] = False,
 ) -> None:
-    """Show a session: the context each call got (by zone, tokens per message), what was
-    evicted and why, the reply, the tool outcome, timings, and the mask checks."""
+    """Show a session round by round from its run directory, in the terminal or as HTML.
+
+    Each round: the context each call got (by zone, tokens per message), what was evicted
+    and why, the reply, the tool outcome, timings, and the mask checks, folded.
+    """
     with one_line_errors():
         from sam3_agent.inspector import load_run
 
