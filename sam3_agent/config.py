@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Literal
 
 from sam3_agent.errors import UserError
 
 ToolProtocol = Literal["tags", "native"]
 TOOL_PROTOCOLS: tuple[ToolProtocol, ...] = ("tags", "native")
+
+DEFAULT_MAX_PIXELS = 120_000_000
+"""Largest ``width * height`` of an input image by default (a 12000 x 10000 photo)."""
 
 
 @dataclass(frozen=True)
@@ -46,12 +50,21 @@ class AgentConfig:
     jpeg_quality: int = 90
     """JPEG quality of images sent to the MLLM."""
 
+    max_image_pixels: int = DEFAULT_MAX_PIXELS
+    """Largest ``width * height`` of an input image; larger ones are refused from the file
+    header, before decoding (decompression bombs)."""
+
     tool_protocol: ToolProtocol = "tags"
     """``tags``: tool calls written as ``<tool>{json}</tool>`` in the reply text.
     ``native``: tools declared through the API and returned as structured calls."""
 
+    prompts_dir: Path | None = None
+    """A directory holding another prompt set (every template of the canonical ``prompts/``);
+    None: the canonical set. Checked when the agent is built (see
+    :func:`sam3_agent.prompts.load_prompt_set`)."""
+
     def __post_init__(self) -> None:
-        positive = ("max_rounds", "check_concurrency", "max_image_side")
+        positive = ("max_rounds", "check_concurrency", "max_image_side", "max_image_pixels")
         for name in positive:
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -68,4 +81,8 @@ class AgentConfig:
             raise UserError(f"tool_protocol must be 'tags' or 'native', got {self.tool_protocol!r}")
 
     def to_dict(self) -> dict[str, object]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The settings as JSON-safe values (paths as strings)."""
+        doc: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.prompts_dir is not None:
+            doc["prompts_dir"] = str(self.prompts_dir)
+        return doc

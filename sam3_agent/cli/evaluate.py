@@ -8,26 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-from sam3_agent.agent import Sam3Agent
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
-from sam3_agent.cli.console import err_console, one_line_errors, setup_logging
+from sam3_agent.cli.console import err_console, one_line_errors, out_console, setup_logging
 from sam3_agent.cli.options import (
     BackendOptions,
     CacheOpt,
@@ -35,6 +26,7 @@ from sam3_agent.cli.options import (
     DeviceOpt,
     DtypeOpt,
     LlmApiKeyOpt,
+    LlmExtraOpt,
     LlmModelOpt,
     LlmOpt,
     LlmTimeoutOpt,
@@ -42,31 +34,30 @@ from sam3_agent.cli.options import (
     MaxCorrectionsOpt,
     MaxImageSideOpt,
     MaxRoundsOpt,
+    MaxTokensOpt,
+    MemoryCheckOpt,
+    PromptsOpt,
     ReplayOpt,
     Sam3ModelOpt,
     Sam3TokenOpt,
     Sam3UrlOpt,
     ScoreThresholdOpt,
+    SeedOpt,
+    TemperatureOpt,
     ToolProtocolOpt,
+    check_writable_dir,
     config_from_flags,
+    plan_models,
 )
 from sam3_agent.config import AgentConfig
 from sam3_agent.errors import UserError
-from sam3_agent.evaluation.datasets import Sample, load_samples
-from sam3_agent.evaluation.metrics import RunningMetrics
-from sam3_agent.evaluation.report import ReportFiles, write_report
-from sam3_agent.evaluation.runner import (
-    DEFAULT_CONCURRENCY,
-    AgentPredictor,
-    Predictor,
-    RunOutcome,
-    Sam3OnlyPredictor,
-    SharedEmbeddings,
-    evaluate,
-    parse_shard,
-    select_shard,
-)
-from sam3_agent.evaluation.store import ResultStore, SampleResult
+from sam3_agent.evaluation.presets import PRESETS, apply_preset, get_preset
+
+if TYPE_CHECKING:
+    from sam3_agent.evaluation.datasets import Sample
+    from sam3_agent.evaluation.report import ReportFiles
+    from sam3_agent.evaluation.runner import RunOutcome
+    from sam3_agent.evaluation.store import SampleResult
 
 logger = logging.getLogger(__name__)
 
@@ -82,19 +73,49 @@ class DatasetChoice(str, Enum):
     grefcoco = "grefcoco"
 
 
+PresetChoice = Enum(  # type: ignore[misc]  # the values come from the presets' data
+    "PresetChoice", {name: name for name in PRESETS}, type=str
+)
+
+
 class ModeChoice(str, Enum):
     agent = "agent"
     sam3_only = "sam3-only"
 
 
 # Settings that do not change any prediction, so a resumed run may change them freely.
-_NOT_IDENTITY = ("check_concurrency",)
+_NOT_IDENTITY = ("check_concurrency", "prompts_dir")
+
+
+DEFAULT_CONCURRENCY = 8
+"""Samples at once (the runner's default, sized for one vLLM server; a test keeps the two
+equal, so ``--help`` needs no import of the runner)."""
+
+PLAIN_PROGRESS_INTERVAL_S = 30.0
+"""Seconds between progress lines when stderr is not a terminal (a log file)."""
+
+
+def _running_stats(running: Any) -> str:
+    giou = "–" if running.giou is None else f"{100 * running.giou:.1f}"
+    ciou = "–" if running.ciou is None else f"{100 * running.ciou:.1f}"
+    return f"gIoU {giou}  cIoU {ciou}  failed {running.failed}"
 
 
 class _ProgressBar:
     """A rich progress bar on stderr with ETA, running gIoU / cIoU and failures."""
 
     def __init__(self, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        from sam3_agent.evaluation.metrics import RunningMetrics
+
         self._progress = Progress(
             TextColumn("[bold]eval"),
             BarColumn(),
@@ -104,30 +125,92 @@ class _ProgressBar:
             TextColumn("{task.fields[stats]}"),
             console=console,
         )
-        self._task: TaskID | None = None
+        self._task: Any = None
         self._running = RunningMetrics()
-
-    def _stats(self) -> str:
-        r = self._running
-        giou = "–" if r.giou is None else f"{100 * r.giou:.1f}"
-        ciou = "–" if r.ciou is None else f"{100 * r.ciou:.1f}"
-        return f"gIoU {giou}  cIoU {ciou}  failed {r.failed}"
 
     def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
         for r in already_done:
             self._running.add(r.scored())
         self._progress.start()
         self._task = self._progress.add_task(
-            "eval", total=total, completed=len(already_done), stats=self._stats()
+            "eval", total=total, completed=len(already_done), stats=_running_stats(self._running)
         )
 
     def update(self, result: SampleResult) -> None:
         self._running.add(result.scored())
         if self._task is not None:
-            self._progress.update(self._task, advance=1, stats=self._stats())
+            self._progress.update(self._task, advance=1, stats=_running_stats(self._running))
 
     def stop(self) -> None:
         self._progress.stop()
+
+
+class _PlainProgress:
+    """Progress for a log file: one plain line at the start, then at most one line per
+    ``interval_s`` seconds, and one at the end; no cursor movement, no colour."""
+
+    def __init__(
+        self,
+        console: Console,
+        interval_s: float = PLAIN_PROGRESS_INTERVAL_S,
+        clock: Any = time.monotonic,
+    ) -> None:
+        from sam3_agent.evaluation.metrics import RunningMetrics
+
+        self._console = console
+        self._interval_s = interval_s
+        self._clock = clock
+        self._running = RunningMetrics()
+        self._total = 0
+        self._done = 0
+        self._resumed = 0
+        self._started = 0.0
+        self._last_line = 0.0
+
+    def _line(self) -> None:
+        now = self._clock()
+        self._last_line = now
+        elapsed = now - self._started
+        fresh = self._done - self._resumed
+        eta = "–"
+        if fresh > 0 and self._total > self._done:
+            eta = _clock_text(elapsed / fresh * (self._total - self._done))
+        percent = 100 * self._done / self._total if self._total else 100.0
+        self._console.print(
+            f"eval {self._done}/{self._total} ({percent:.0f}%) elapsed {_clock_text(elapsed)} "
+            f"eta {eta} {_running_stats(self._running)}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+        for r in already_done:
+            self._running.add(r.scored())
+        self._total = total
+        self._done = self._resumed = len(already_done)
+        self._started = self._clock()
+        self._line()
+
+    def update(self, result: SampleResult) -> None:
+        self._running.add(result.scored())
+        self._done += 1
+        if self._done >= self._total or self._clock() - self._last_line >= self._interval_s:
+            self._line()
+
+    def stop(self) -> None:
+        if self._last_line and self._done < self._total:
+            self._line()
+
+
+def _clock_text(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
+def make_progress(console: Console) -> _ProgressBar | _PlainProgress:
+    """A live bar on a terminal, plain periodic lines otherwise."""
+    return _ProgressBar(console) if console.is_terminal else _PlainProgress(console)
 
 
 def _pct(value: float | None) -> str:
@@ -135,20 +218,16 @@ def _pct(value: float | None) -> str:
 
 
 def _print_summary(files: ReportFiles) -> None:
-    console = Console(highlight=False)
     for m in files.methods:
         overall = m.metrics.overall
-        console.print(
+        out_console.print(
             f"{m.label}: {overall.count} samples, gIoU {_pct(overall.giou)}, "
             f"cIoU {_pct(overall.ciou)}, failed {overall.failed}",
         )
-    console.print(f"report: {files.report_md}")
+    out_console.print(f"report: {files.report_md}")
 
 
 def eval_command(
-    dataset: Annotated[
-        DatasetChoice, typer.Option("--dataset", help="Dataset format.", rich_help_panel=DATA)
-    ],
     root: Annotated[Path, typer.Option("--root", help="Dataset directory.", rich_help_panel=DATA)],
     out: Annotated[
         Path,
@@ -158,9 +237,23 @@ def eval_command(
             rich_help_panel=RUN,
         ),
     ],
+    dataset: Annotated[
+        DatasetChoice | None,
+        typer.Option("--dataset", help="Dataset format.", rich_help_panel=DATA),
+    ] = None,
+    preset: Annotated[
+        PresetChoice | None,
+        typer.Option(
+            "--preset",
+            help="One of the SAM 3 paper's evaluations: sets --dataset, --split and --mode "
+            "(the README lists them).",
+            rich_help_panel=DATA,
+        ),
+    ] = None,
     split: Annotated[
-        str, typer.Option("--split", help="Split to evaluate.", rich_help_panel=DATA)
-    ] = "val",
+        str | None,
+        typer.Option("--split", help="Split to evaluate (default: val).", rich_help_panel=DATA),
+    ] = None,
     images: Annotated[
         Path | None,
         typer.Option(
@@ -201,13 +294,13 @@ def eval_command(
         ),
     ] = DEFAULT_CONCURRENCY,
     mode: Annotated[
-        ModeChoice,
+        ModeChoice | None,
         typer.Option(
             "--mode",
-            help="agent: MLLM + SAM 3; sam3-only: SAM 3 with the raw query as phrase.",
+            help="agent: MLLM + SAM 3 (default); sam3-only: SAM 3 with the raw query as phrase.",
             rich_help_panel=RUN,
         ),
-    ] = ModeChoice.agent,
+    ] = None,
     retry_failed: Annotated[
         bool,
         typer.Option(
@@ -232,6 +325,11 @@ def eval_command(
     llm_model: LlmModelOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
     llm_timeout: LlmTimeoutOpt = 120.0,
+    temperature: TemperatureOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    seed: SeedOpt = None,
+    llm_extra: LlmExtraOpt = None,
+    memory_check: MemoryCheckOpt = True,
     tool_protocol: ToolProtocolOpt = "tags",
     cache: CacheOpt = None,
     replay: ReplayOpt = False,
@@ -240,6 +338,7 @@ def eval_command(
     check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
+    prompts: PromptsOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Evaluate on a dataset; rerun the same command to resume after a stop.
@@ -262,10 +361,25 @@ def eval_command(
         tool_protocol=tool_protocol,
         cache=cache,
         replay=replay,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        llm_extra=llm_extra,
     )
-    bar = _ProgressBar(err_console) if progress else None
+    with one_line_errors():
+        chosen = get_preset(preset.value) if preset else None
+        dataset_name, split, mode_name = apply_preset(
+            chosen,
+            dataset=dataset.value if dataset else None,
+            split=split,
+            mode=mode.value if mode else None,
+        )
+    sam3_only = mode_name == ModeChoice.sam3_only.value
     with one_line_errors():
         try:
+            # Every flag and path first: a refusal must not cost minutes of loading models.
+            backends.validate(chat=not sam3_only)
+            check_writable_dir(out, "--out")
             agent_config = config_from_flags(
                 max_rounds=max_rounds,
                 max_corrections=max_corrections,
@@ -273,28 +387,39 @@ def eval_command(
                 score_threshold=score_threshold,
                 max_image_side=max_image_side,
                 tool_protocol=tool_protocol,
+                prompts_dir=prompts,
             )
+            from sam3_agent.evaluation.datasets import load_samples
+            from sam3_agent.evaluation.report import write_report
+            from sam3_agent.evaluation.runner import parse_shard, select_shard
+
             shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
-            samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)
+            samples = load_samples(dataset_name, root, split, images=images, all_texts=all_texts)
             if limit is not None:
                 samples = samples[:limit]
             samples = select_shard(samples, shard_index, shard_count)
+            plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
+            backends = plan.backends
+            if plan.note:
+                err_console.print(plan.note, markup=False)
             outcome = _run(
                 samples,
                 out=out,
                 backends=backends,
                 agent_config=agent_config,
                 identity={
-                    "dataset": dataset.value,
+                    "dataset": dataset_name,
                     "split": split,
-                    "mode": mode.value,
+                    "mode": mode_name,
                     "all_texts": all_texts,
                     "shard": f"{shard_index}/{shard_count}" if shard_count > 1 else None,
+                    # Only when given: runs made before presets existed keep their identity.
+                    **({"preset": chosen.name} if chosen else {}),
                 },
-                sam3_only=mode is ModeChoice.sam3_only,
+                sam3_only=sam3_only,
                 concurrency=concurrency,
                 retry_failed=retry_failed,
-                bar=bar,
+                bar=make_progress(err_console) if progress else None,
             )
             files = write_report([out], out)
         except KeyboardInterrupt:
@@ -319,6 +444,17 @@ def _model_name_from_flags(backends: BackendOptions) -> str | None:
     return None
 
 
+def _generation_identity(backends: BackendOptions) -> dict[str, Any]:
+    """The generation flags that were given (they change predictions)."""
+    settings = backends.generation()
+    given = {
+        "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens,
+        **settings.key_params(),
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _run(
     samples: list[Sample],
     *,
@@ -329,8 +465,19 @@ def _run(
     sam3_only: bool,
     concurrency: int,
     retry_failed: bool,
-    bar: _ProgressBar | None,
+    bar: _ProgressBar | _PlainProgress | None,
 ) -> RunOutcome:
+    from sam3_agent.agent import Sam3Agent
+    from sam3_agent.evaluation.runner import (
+        AgentPredictor,
+        Predictor,
+        Sam3OnlyPredictor,
+        SharedEmbeddings,
+        evaluate,
+    )
+    from sam3_agent.evaluation.store import ResultStore
+    from sam3_agent.prompts import load_prompt_set
+
     # The model's name is part of the run's identity. When the flags say it, the run
     # directory is checked before any model is loaded: a refusal should not cost minutes.
     model_name = None if sam3_only else _model_name_from_flags(backends)
@@ -339,6 +486,8 @@ def _run(
         chat_model = backends.build_chat_model()
         model_name = chat_model.name
     settings = {k: v for k, v in agent_config.to_dict().items() if k not in _NOT_IDENTITY}
+    # The prompts' content, not where they lie, makes runs comparable.
+    settings["prompts"] = load_prompt_set(agent_config.prompts_dir).identity()
     if sam3_only:
         settings = {"score_threshold": settings["score_threshold"]}
     config = {
@@ -347,6 +496,10 @@ def _run(
         "sam3": backends.sam3_url or backends.sam3,
         "agent": settings,
     }
+    generation = _generation_identity(backends)
+    if generation and not sam3_only:
+        # Only when given: runs made before these flags existed keep their identity.
+        config["generation"] = generation
     with ResultStore.create_or_resume(out, config) as store:
         store.set_planned(len(samples))
         if not sam3_only and chat_model is None:
@@ -403,6 +556,8 @@ def report_command(
             if len(run_dirs) != 1:
                 raise UserError("with several run directories, say where the report goes: --out")
             out = run_dirs[0]
+        from sam3_agent.evaluation.report import write_report
+
         files = write_report(run_dirs, out, gallery_size=gallery)
     _print_summary(files)
 
