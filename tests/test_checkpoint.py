@@ -30,6 +30,7 @@ from sam3_agent.checkpoint import (
     read_journal,
     request_key,
 )
+from sam3_agent.checkpoint.journal import JournaledSegmenter
 from sam3_agent.checkpoint.store import DirectoryLock
 from sam3_agent.config import AgentConfig
 from sam3_agent.detections import Detections, encode_rle
@@ -361,3 +362,35 @@ def test_any_string_a_model_or_user_wrote_is_committed_and_read_back(
     back = SessionState.from_json(saved["state"], load_image=lambda d: IMAGES[0], image_size=(H, W))
     assert back.steps == [step] and back.phrases == [odd] and back.timings == {odd: 1.0}
     assert Fingerprint.from_json(saved["fingerprint"]) == fingerprint
+
+
+class CuttingEmbedding:
+    """A SAM 3 stand-in that reads only a phrase's first 5 characters."""
+
+    image_size = (H, W)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def segment(self, phrases: list[str], score_threshold: float) -> list[Detections]:
+        self.calls += 1
+        return [Detections.empty(H, W) for _ in phrases]
+
+    def used_phrase(self, phrase: str) -> str:
+        return phrase[:5]
+
+
+def test_a_replayed_sam3_result_keeps_how_the_phrase_was_read(tmp_path: Path) -> None:
+    path = tmp_path / JOURNAL_FILE
+    first = CuttingEmbedding()
+    live = JournaledSegmenter(SimpleNamespace(embed=lambda image: first), Journal(path, 1, []))  # type: ignore[arg-type]
+    embedding = live.embed(np.zeros((H, W, 3), np.uint8))
+    assert len(embedding.segment(["a long phrase"], 0.5)[0]) == 0
+    second = CuttingEmbedding()
+    second.used_phrase = lambda phrase: phrase  # type: ignore[method-assign]  # would not cut
+    replay = Journal(path, 1, read_journal(path))
+    resumed = JournaledSegmenter(SimpleNamespace(embed=lambda image: second), replay)  # type: ignore[arg-type]
+    again = resumed.embed(np.zeros((H, W, 3), np.uint8))
+    again.segment(["a long phrase"], 0.5)
+    assert second.calls == 0  # answered from the journal
+    assert again.used_phrase("a long phrase") == "a lon"  # type: ignore[attr-defined]

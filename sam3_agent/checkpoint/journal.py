@@ -191,9 +191,15 @@ class JournaledSegmenter:
 
 
 class _JournaledEmbedding:
+    """An embedding whose phrase results (and how the backend read each phrase) are journaled."""
+
     def __init__(self, inner: ImageEmbedding, journal: Journal) -> None:
         self.inner = inner
         self._journal = journal
+        self._used: dict[str, str] = {}
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.inner, attribute)
 
     @property
     def image_size(self) -> tuple[int, int]:
@@ -203,10 +209,24 @@ class _JournaledEmbedding:
         key = hashlib.sha256(json.dumps([list(phrases), score_threshold]).encode()).hexdigest()
         saved = self._journal.take("segment", key)
         if saved is not None:
+            self._used.update(saved["used"])
             return [
                 detections_from_json(d, self.image_size) or Detections.empty(*self.image_size)
-                for d in saved
+                for d in saved["detections"]
             ]
         results = self.inner.segment(phrases, score_threshold)
-        self._journal.append("segment", key, [detections_to_json(d) for d in results])
+        used = {p: self._inner_used(p) for p in phrases}
+        self._used.update(used)
+        value = {"detections": [detections_to_json(d) for d in results], "used": used}
+        self._journal.append("segment", key, value)
         return results
+
+    def used_phrase(self, phrase: str) -> str:
+        """``phrase`` as the backend read it when it segmented it (cut to its text limit),
+        also when that result came from the journal."""
+        return self._used.get(phrase) or self._inner_used(phrase)
+
+    def _inner_used(self, phrase: str) -> str:
+        # Backends that never cut a phrase need not say how they read it.
+        reader = getattr(self.inner, "used_phrase", None)
+        return str(reader(phrase)) if reader is not None else phrase
