@@ -19,7 +19,7 @@ from typing import Any
 
 from sam3_agent import prompts, tools
 from sam3_agent.backends.base import ChatModel, Segmenter
-from sam3_agent.checkpoint import Checkpoint, Ending, Fingerprint
+from sam3_agent.checkpoint import Checkpoint, Ending, Fingerprint, saved_prompt_set
 from sam3_agent.config import AgentConfig
 from sam3_agent.echo import echo
 from sam3_agent.errors import Sam3AgentError, UserError
@@ -150,10 +150,18 @@ class Sam3Agent:
         The session's tool results, corrections, checks and context render with this agent's
         prompt set (``config.prompts_dir``), whatever other agents run alongside.
         """
-        with prompts.using(self.prompts):
+        with prompts.using(self._session_prompts(output_dir, resume)):
             return await self._arun(
                 image, query, output_dir=output_dir, on_round=on_round, resume=resume
             )
+
+    def _session_prompts(self, output_dir: str | Path | None, resume: bool) -> prompts.PromptSet:
+        """This agent's prompt set; for a resumed session, the set it started with."""
+        if resume and output_dir is not None:
+            saved = saved_prompt_set(Path(output_dir))
+            if saved is not None:
+                return prompts.PromptSet(saved["name"], saved["path"], saved["sources"])
+        return self.prompts
 
     async def _arun(
         self,
@@ -240,7 +248,15 @@ class Sam3Agent:
         if resume:
             return Checkpoint.resume(out, fingerprint)
         return Checkpoint.start(
-            out, fingerprint, system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
+            out,
+            fingerprint,
+            system_prompt=self.system_prompt,
+            checker_prompt=self.checker_prompt,
+            prompt_set={
+                "name": self.prompts.name,
+                "path": self.prompts.path,
+                "sources": self.prompts.sources,
+            },
         )
 
     async def _loop(
@@ -411,7 +427,7 @@ class Sam3Agent:
             image_path=image_path,
             failure=failure,
             phrases_tried=list(session.phrases),
-            prompts=self.prompts.describe(),
+            prompts=prompts.active().describe(),  # a resumed session's own set
         )
 
     @staticmethod

@@ -30,6 +30,7 @@ from sam3_agent.checkpoint.store import (
     ContinuedTrace,
     check_resumable,
     load_saved,
+    saved_prompt_set,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "load_saved",
     "read_journal",
     "request_key",
+    "saved_prompt_set",
 ]

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 STATE_FILE = "session.json"
 LOCK_FILE = ".session.lock"
+PROMPT_SET_FILE = "prompt_set.json"
 SYSTEM_PROMPT_FILE = "system_prompt.txt"
 CHECKER_PROMPT_FILE = "checker_prompt.txt"
 FORMAT = 1
@@ -148,8 +149,12 @@ class Checkpoint:
         *,
         system_prompt: str,
         checker_prompt: str,
+        prompt_set: dict[str, Any] | None = None,
     ) -> Checkpoint:
         """A new session in ``directory``: an empty trace, the prompts saved, round 0 committed.
+
+        ``prompt_set`` (``{"name", "path", "sources"}``: every template's text) is kept in
+        ``prompt_set.json``, so a resumed session renders with the set it started with.
 
         Raises:
             UserError: another running session uses ``directory``.
@@ -161,6 +166,9 @@ class Checkpoint:
             trace = Trace(directory)
             trace.save_text(SYSTEM_PROMPT_FILE, system_prompt)
             trace.save_text(CHECKER_PROMPT_FILE, checker_prompt)
+            if prompt_set is not None:
+                text = json.dumps(prompt_set, indent=1) + "\n"
+                atomic_write_bytes(directory / PROMPT_SET_FILE, text.encode("ascii"))
             checkpoint = cls(
                 directory,
                 trace=trace,
@@ -415,3 +423,21 @@ def check_resumable(directory: Path, *, query: str, image: RGBImage, config: Age
         return int(saved["state"]["round"])
     except (KeyError, TypeError, ValueError) as e:
         raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
+
+
+def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
+    """The prompt set a session in ``directory`` started with (``{"name", "path",
+    "sources"}``), or None when it kept none.
+
+    Raises:
+        ResumeError: the file is there but unreadable or damaged.
+    """
+    path = directory / PROMPT_SET_FILE
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        sources = {str(k): str(v) for k, v in saved["sources"].items()}
+        return {"name": str(saved["name"]), "path": str(saved["path"]), "sources": sources}
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ResumeError(f"cannot resume {directory}: {PROMPT_SET_FILE} is damaged: {e!r}") from e
