@@ -156,4 +156,6 @@ class AgentConfig:
         doc: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.prompts_dir is not None:
             doc["prompts_dir"] = str(self.prompts_dir)
+        # As JSON reads it back (lists), so a stored copy compares equal to a fresh one.
+        doc["decay_weights"] = [[kind, weight] for kind, weight in self.decay_weights]
         return doc

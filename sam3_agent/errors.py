@@ -42,3 +42,7 @@ class WeightsUnavailableError(Sam3AgentError):
 
 class DatasetError(UserError):
     """A dataset file is unreadable or inconsistent. The message names the file and sample."""
+
+
+class ResumeError(UserError):
+    """A session cannot be resumed: nothing saved, damaged files, or a different request."""

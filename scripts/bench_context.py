@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from sam3_agent.agent import Sam3Agent
+from sam3_agent.checkpoint import Checkpoint
 from sam3_agent.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.context.base import Context, ContextPolicy, History
 from sam3_agent.context.summary import DigestCall
@@ -401,8 +402,10 @@ class BenchAgent(Sam3Agent):
         self.probe: RecallProbe | None = None
         self.digest_calls: list[DigestCall] = []
 
-    def _new_session(self, image: ImageInput, query: str, out: Path | None) -> Session:
-        session = super()._new_session(image, query, out)
+    def _new_session(
+        self, image: ImageInput, query: str, out: Path | None, resume: bool = False
+    ) -> tuple[Session, Checkpoint]:
+        session, checkpoint = super()._new_session(image, query, out, resume)
         perception, original = self.perception, session.show_masks
 
         async def show_masks(detections: Detections) -> EncodedImage:
@@ -415,7 +418,7 @@ class BenchAgent(Sam3Agent):
 
         session.show_masks = show_masks  # type: ignore[method-assign]
         self.model.session = session
-        return session
+        return session, checkpoint
 
     def _context_policy(self, session: Session) -> ContextPolicy:
         inner = super()._context_policy(session)
