@@ -1,0 +1,1 @@
+"""Batch engines behind one runner interface (see :mod:`sam3_agent.engines.base`)."""
