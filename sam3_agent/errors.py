@@ -42,3 +42,7 @@ class WeightsUnavailableError(Sam3AgentError):
 
 class DatasetError(UserError):
     """A dataset file is unreadable or inconsistent. The message names the file and sample."""
+
+
+class EngineError(Sam3AgentError):
+    """The batch engine itself failed (Ray could not start or lost work it cannot redo)."""

@@ -4,7 +4,8 @@ Which backend:
 
 * ``llm="hf:<hub id or dir>"``: :class:`TransformersChatModel` in this process.
 * ``url`` and/or ``model`` (or ``OPENAI_BASE_URL`` in the environment): an
-  :class:`OpenAIChatModel` at that endpoint.
+  :class:`OpenAIChatModel` at that endpoint; several URLs: one per endpoint behind a
+  :class:`~sam3_agent.backends.failover.FailoverChatModel`.
 * neither: :class:`TransformersChatModel` with :data:`DEFAULT_HF_MODEL`.
 
 With ``cache`` the model is wrapped in a :class:`CachedChatModel`. Options that contradict
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from sam3_agent.backends.base import ChatModel
+from sam3_agent.backends.failover import FailoverChatModel
 from sam3_agent.backends.hf_chat import DEFAULT_HF_MODEL, TransformersChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.backends.response_cache import CachedChatModel
@@ -34,7 +37,7 @@ __all__ = ["DEFAULT_HF_MODEL", "build_chat_model"]
 def build_chat_model(
     *,
     llm: str | None = None,
-    url: str | None = None,
+    url: str | Sequence[str] | None = None,
     model: str | None = None,
     api_key: str | None = None,
     tool_protocol: str = "tags",
@@ -48,7 +51,8 @@ def build_chat_model(
 
     Args:
         llm: ``"hf:<hub id or local dir>"``: an in-process model.
-        url: an OpenAI-compatible base URL (``.../v1``); ``OPENAI_BASE_URL`` when not given.
+        url: an OpenAI-compatible base URL (``.../v1``), or several serving the same model
+            (calls spread over them, failing over); ``OPENAI_BASE_URL`` when not given.
         model: the model name at the endpoint (required with an endpoint).
         api_key: the endpoint's key; ``OPENAI_API_KEY`` when not given.
         tool_protocol: ``"tags"`` or ``"native"`` (endpoints only).
@@ -84,10 +88,23 @@ def build_chat_model(
     return inner
 
 
+# With several endpoints a dead one should hand its call on quickly, not after the single
+# endpoint's full backoff; the other endpoints are the retry.
+FAILOVER_RETRIES_PER_ENDPOINT = 1
+
+
+def _urls(url: str | Sequence[str] | None) -> list[str]:
+    if url is None:
+        return []
+    if isinstance(url, str):
+        return [url] if url.strip() else []
+    return [u for u in url if u.strip()]
+
+
 def _build_inner(
     *,
     llm: str | None,
-    url: str | None,
+    url: str | Sequence[str] | None,
     model: str | None,
     api_key: str | None,
     tool_protocol: str,
@@ -109,7 +126,25 @@ def _build_inner(
         if not llm.startswith(HF_PREFIX) or not llm[len(HF_PREFIX) :].strip():
             raise UserError(f"--llm must look like 'hf:<hub id or local dir>', got {llm!r}")
         return _build_hf(llm[len(HF_PREFIX) :].strip(), tool_protocol, device, dtype)
-    endpoint = url or os.environ.get("OPENAI_BASE_URL") or None
+    urls = _urls(url)
+    if len(urls) > 1:
+        if not model:
+            raise UserError(f"--llm-model is required with the endpoints {', '.join(urls)}")
+        logger.info("MLLM: %s at %d endpoints: %s", model, len(urls), ", ".join(urls))
+        return FailoverChatModel(
+            [
+                OpenAIChatModel(
+                    model,
+                    base_url=u,
+                    api_key=api_key,
+                    timeout_s=timeout_s,
+                    max_retries=FAILOVER_RETRIES_PER_ENDPOINT,
+                    tool_protocol=tool_protocol,
+                )
+                for u in urls
+            ]
+        )
+    endpoint = (urls[0] if urls else None) or os.environ.get("OPENAI_BASE_URL") or None
     if endpoint or model:
         if not model:
             raise UserError(f"--llm-model is required with the endpoint {endpoint}")

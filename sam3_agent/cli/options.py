@@ -7,6 +7,7 @@ Each command declares ``sam3: Sam3ModelOpt = DEFAULT_SAM3_MODEL`` etc., then cal
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -71,11 +72,12 @@ LlmOpt = Annotated[
     ),
 ]
 LlmUrlOpt = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         "--llm-url",
         help="OpenAI-compatible endpoint (vLLM, hosted API), e.g. http://localhost:8000/v1. "
-        "Default: OPENAI_BASE_URL when set and --llm is not given.",
+        "Repeat for several servers of the same model: calls are spread over them and fail "
+        "over when one is down. Default: OPENAI_BASE_URL when set and --llm is not given.",
         rich_help_panel=BACKENDS,
     ),
 ]
@@ -163,7 +165,7 @@ class BackendOptions:
     device: str = "auto"
     dtype: str = "auto"
     llm: str | None = None
-    llm_url: str | None = None
+    llm_url: str | Sequence[str] | None = None  # several: spread and fail over
     llm_model: str | None = None
     llm_api_key: str | None = None
     llm_timeout: float = 120.0
