@@ -158,7 +158,8 @@ def test_rerun_skips_finished_and_refuses_other_settings(
     assert "mode: 'agent' (run directory) vs 'sam3-only' (now)" in refused.stderr
     refused = _eval(*args, "--max-rounds", "3")
     assert refused.exit_code == 2 and "max_rounds" in refused.stderr
-    assert len(fakes["segmenters"]) == 2  # refused before SAM 3 was loaded
+    # The rerun had nothing left to do and the refusals came first: SAM 3 loaded once.
+    assert len(fakes["segmenters"]) == 1
     chats_built = len(fakes["chats"])
     refused = _eval(*args, "--llm-model", "other-vlm")
     assert refused.exit_code == 2

@@ -25,9 +25,16 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from sam3_agent.agent import Sam3Agent
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.cli.console import err_console, one_line_errors, setup_logging
+from sam3_agent.cli.engine_options import (
+    EngineChoice,
+    EngineOpt,
+    GpusPerWorkerOpt,
+    RayAddressOpt,
+    WorkersOpt,
+    engine_options,
+)
 from sam3_agent.cli.options import (
     BackendOptions,
     CacheOpt,
@@ -50,19 +57,17 @@ from sam3_agent.cli.options import (
     ToolProtocolOpt,
     config_from_flags,
 )
+from sam3_agent.cli.workers import EvalWorkerFactory, require_model_name
 from sam3_agent.config import AgentConfig
+from sam3_agent.engines.base import EngineOptions, build_engine
+from sam3_agent.engines.driver import run_jobs
 from sam3_agent.errors import UserError
 from sam3_agent.evaluation.datasets import Sample, load_samples
 from sam3_agent.evaluation.metrics import RunningMetrics
 from sam3_agent.evaluation.report import ReportFiles, write_report
 from sam3_agent.evaluation.runner import (
     DEFAULT_CONCURRENCY,
-    AgentPredictor,
-    Predictor,
     RunOutcome,
-    Sam3OnlyPredictor,
-    SharedEmbeddings,
-    evaluate,
     parse_shard,
     select_shard,
 )
@@ -240,6 +245,11 @@ def eval_command(
     check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
+    # Engine flags (shared with `batch`, see cli/engine_options.py).
+    engine: EngineOpt = EngineChoice.local,
+    ray_address: RayAddressOpt = None,
+    workers: WorkersOpt = 1,
+    gpus_per_worker: GpusPerWorkerOpt = 0.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Evaluate on a dataset; rerun the same command to resume after a stop.
@@ -274,6 +284,13 @@ def eval_command(
                 max_image_side=max_image_side,
                 tool_protocol=tool_protocol,
             )
+            engine_opts = engine_options(
+                engine=engine,
+                concurrency=concurrency,
+                ray_address=ray_address,
+                workers=workers,
+                gpus_per_worker=gpus_per_worker,
+            )
             shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
             samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)
             if limit is not None:
@@ -292,7 +309,7 @@ def eval_command(
                     "shard": f"{shard_index}/{shard_count}" if shard_count > 1 else None,
                 },
                 sam3_only=mode is ModeChoice.sam3_only,
-                concurrency=concurrency,
+                engine_opts=engine_opts,
                 retry_failed=retry_failed,
                 bar=bar,
             )
@@ -310,15 +327,6 @@ def eval_command(
     _print_summary(files)
 
 
-def _model_name_from_flags(backends: BackendOptions) -> str | None:
-    """The chat model's name as its backend will report it, when the flags alone say it."""
-    if backends.llm and backends.llm.startswith("hf:") and backends.llm[3:].strip():
-        return backends.llm[3:].strip()
-    if backends.llm_model and not backends.llm:
-        return backends.llm_model
-    return None
-
-
 def _run(
     samples: list[Sample],
     *,
@@ -327,13 +335,13 @@ def _run(
     agent_config: AgentConfig,
     identity: dict[str, Any],
     sam3_only: bool,
-    concurrency: int,
+    engine_opts: EngineOptions,
     retry_failed: bool,
     bar: _ProgressBar | None,
 ) -> RunOutcome:
     # The model's name is part of the run's identity. When the flags say it, the run
     # directory is checked before any model is loaded: a refusal should not cost minutes.
-    model_name = None if sam3_only else _model_name_from_flags(backends)
+    model_name = None if sam3_only else require_model_name(backends, engine_opts.engine)
     chat_model = None
     if not sam3_only and model_name is None:
         chat_model = backends.build_chat_model()
@@ -349,27 +357,22 @@ def _run(
     }
     with ResultStore.create_or_resume(out, config) as store:
         store.set_planned(len(samples))
-        if not sam3_only and chat_model is None:
+        if not sam3_only and chat_model is None and engine_opts.engine == "local":
             chat_model = backends.build_chat_model()
-        shared = SharedEmbeddings(backends.build_segmenter())
-        predictor: Predictor
-        if chat_model is None:
-            predictor = Sam3OnlyPredictor(
-                shared,
-                str(config["sam3"]),
-                score_threshold=agent_config.score_threshold,
-            )
-        else:
-            agent = Sam3Agent(shared, chat_model, config=agent_config)
-            predictor = AgentPredictor(agent, str(model_name))
+        factory = EvalWorkerFactory(
+            backends,
+            agent_config,
+            sam3_only=sam3_only,
+            model=str(config["sam3"] if sam3_only else model_name),
+            chat_model=chat_model,
+        )
         try:
             return asyncio.run(
-                evaluate(
+                run_jobs(
                     samples,
                     store,
-                    predictor,
-                    concurrency=concurrency,
-                    shared=shared,
+                    build_engine(engine_opts),
+                    factory,
                     progress=bar,
                     retry_failed=retry_failed,
                 )

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from sam3_agent import __version__
+from sam3_agent.cli.batch import batch_command
 from sam3_agent.cli.evaluate import eval_command, report_command
 from sam3_agent.cli.run import run_command
 from sam3_agent.cli.serve import serve_sam3
@@ -37,5 +38,6 @@ def main(
 
 app.command("run")(run_command)
 app.command("eval")(eval_command)
+app.command("batch")(batch_command)
 app.command("report")(report_command)
 app.command("serve-sam3")(serve_sam3)

@@ -161,6 +161,9 @@ class RayEngine:
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
         context.print_on_execution_start = False
+        if not logger.isEnabledFor(logging.DEBUG):
+            # Ray Data logs every execution and its settings; our progress bar says enough.
+            logging.getLogger("ray.data").setLevel(logging.ERROR)
         groups = image_groups(jobs)
         items = [{"jobs": pickle.dumps(group)} for group in groups]
         # One block per image: each image is one task, streamed back the moment it is done.
