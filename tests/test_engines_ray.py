@@ -151,9 +151,7 @@ def test_eval_on_ray_equals_local(
     ]  # fmt: skip
     local = runner.invoke(app, [*common, "--out", str(tmp_path / "local")])
     assert local.exit_code == 0, local.output
-    on_ray = runner.invoke(
-        app, [*common, "--out", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2"]
-    )
+    on_ray = runner.invoke(app, [*common, "--out", str(tmp_path / "ray"), "--engine", "ray"])
     assert on_ray.exit_code == 0, on_ray.output
     assert _stored(tmp_path / "ray") == _stored(tmp_path / "local")
     metrics = [
@@ -186,7 +184,7 @@ def test_worker_killed_mid_run_resumes_to_the_same_store(
         with ResultStore.create_or_resume(out, config) as store:
             try:
                 outcome = asyncio.run(
-                    run_jobs(requests, store, RayEngine(workers=2, concurrency=2), factory)
+                    run_jobs(requests, store, RayEngine(workers=1, concurrency=2), factory)
                 )
             except EngineError:
                 # Ray gave up on the lost worker's task: a rerun must finish the job.
