@@ -86,7 +86,7 @@ async def test_every_endpoint_down_is_one_chat_model_error(two_servers: Servers)
     b.default = Reply.server_error(500)
     chat = FailoverChatModel([_endpoint(a), _endpoint(b)])
     kill_a.close()
-    with pytest.raises(ChatModelError, match="all 2 MLLM endpoints failed; last: .*500"):
+    with pytest.raises(ChatModelError, match=r"all 2 MLLM endpoints failed; last: .*500"):
         await chat.complete(HELLO)
 
 
