@@ -127,9 +127,7 @@ def test_local_engine_runs_every_job_and_reads_each_image_once(tmp_path: Path) -
     jobs = _jobs(paths, per_image=3)
     handler = ShapeHandler()
     with ResultStore.create_or_resume(tmp_path / "run", {"t": 1}) as store:
-        outcome = asyncio.run(
-            run_jobs(jobs, store, LocalEngine(concurrency=4), Prebuilt(handler))
-        )
+        outcome = asyncio.run(run_jobs(jobs, store, LocalEngine(concurrency=4), Prebuilt(handler)))
         stored = {r.id: r for r in store.results()}
     assert (outcome.total, outcome.evaluated, outcome.skipped, outcome.failed) == (9, 9, 0, 0)
     assert stored["img2#1"].extra == {"shape": [12, 12, 3]}

@@ -140,9 +140,7 @@ def test_batch_on_ray_equals_local(
         assert done["masks"] == want["masks"]
 
 
-def test_eval_on_ray_equals_local(
-    ray_address: str, tmp_path: Path, tiny_sam3_dir: Path
-) -> None:
+def test_eval_on_ray_equals_local(ray_address: str, tmp_path: Path, tiny_sam3_dir: Path) -> None:
     root = write_refcoco(tmp_path / "refer")
     common = [
         "eval", "--no-progress", "--dataset", "refcoco", "--root", str(root),

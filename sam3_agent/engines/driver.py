@@ -41,9 +41,7 @@ class RunOutcome:
     failed: int
 
 
-def pending_jobs(
-    jobs: Sequence[J], store: ResultStore, *, retry_failed: bool = False
-) -> list[J]:
+def pending_jobs(jobs: Sequence[J], store: ResultStore, *, retry_failed: bool = False) -> list[J]:
     """The jobs not yet in ``store``, ordered by image so an image's jobs run together.
 
     With ``retry_failed``, jobs stored as infrastructure failures count as not done.
