@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import pickle
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -189,18 +190,43 @@ class RayEngine:
         on_result: ResultCallback,
     ) -> None:
         connect(self.address)  # on this thread: ray.init wants the main thread
-        rows = await asyncio.to_thread(self._rows, jobs, factory, run_dir)
-        done = object()
-        while True:
+        loop = asyncio.get_running_loop()
+        arrivals: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop = threading.Event()
+
+        def post(kind: str, value: Any) -> None:
             try:
-                row: Any = await asyncio.to_thread(next, rows, done)
-            except Sam3AgentError:
-                raise
-            except Exception as e:
-                # Ray wraps what failed (a worker's bug, a cluster gone) in its own types.
-                raise EngineError(f"the Ray engine failed: {type(e).__name__}: {e}") from e
-            if row is done:
-                return
-            if row["error"]:
-                raise pickle.loads(row["error"])
-            on_result(SampleResult.from_json(json.loads(row["record"])))
+                loop.call_soon_threadsafe(arrivals.put_nowait, (kind, value))
+            except RuntimeError:
+                stop.set()  # the driver's loop is gone (interrupted): nobody is listening
+
+        def pump() -> None:
+            # A daemon thread, not the loop's executor: Ctrl-C must not wait for Ray's next row.
+            try:
+                for row in self._rows(jobs, factory, run_dir):
+                    if stop.is_set():
+                        return
+                    post("row", row)
+            except BaseException as e:
+                post("error", e)
+            else:
+                post("end", None)
+
+        threading.Thread(target=pump, name="ray-results", daemon=True).start()
+        try:
+            while True:
+                kind, value = await arrivals.get()
+                if kind == "end":
+                    return
+                if kind == "error":
+                    if isinstance(value, Sam3AgentError):
+                        raise value
+                    # Ray wraps what failed (a worker's bug, a cluster gone) in its own types.
+                    raise EngineError(
+                        f"the Ray engine failed: {type(value).__name__}: {value}"
+                    ) from value
+                if value["error"]:
+                    raise pickle.loads(value["error"])
+                on_result(SampleResult.from_json(json.loads(value["record"])))
+        finally:
+            stop.set()
