@@ -173,6 +173,13 @@ class BackendOptions:
     cache: Path | None = None
     replay: bool = False
 
+    def __post_init__(self) -> None:
+        # A repeatable flag arrives as a list: one URL stays a plain string, several a tuple.
+        urls = self.llm_url
+        if urls is not None and not isinstance(urls, str):
+            urls = tuple(urls)
+            object.__setattr__(self, "llm_url", urls[0] if len(urls) == 1 else urls or None)
+
     def build_segmenter(self) -> Segmenter:
         return build_segmenter(
             model=self.sam3,
