@@ -224,3 +224,30 @@ def test_ray_worker_udf_returns_records_and_errors_as_rows(tmp_path: Path) -> No
     rows = asyncio.run(broken({"jobs": [pickle.dumps(g) for g in groups]}))
     error = pickle.loads(rows["error"][0])
     assert isinstance(error, UserError) and "weights are missing" in str(error)
+
+
+@pytest.mark.parametrize("command", ["eval", "batch"])
+def test_eval_and_batch_share_the_engine_flags(tmp_path: Path, command: str) -> None:
+    from eval_fixtures import write_reasonseg
+    from typer.testing import CliRunner
+
+    from sam3_agent.cli.main import app
+
+    _images(tmp_path / "img", 1)
+    if command == "eval":
+        root = write_reasonseg(tmp_path / "rs")
+        target = ["eval", "--dataset", "reasonseg", "--root", str(root)]
+    else:
+        target = ["batch", str(tmp_path / "img"), "--query", "q"]
+    common = [*target, "--no-progress", "--out", str(tmp_path / "out")]
+    cases = [
+        (["--workers", "3"], "--workers applies to --engine ray"),
+        (["--gpus-per-worker", "1"], "--gpus-per-worker applies to --engine ray"),
+        (["--engine", "ray", "--workers", "0"], "--workers must be >= 1"),
+        (["--engine", "ray", "--llm-url", "http://127.0.0.1:9/v1"], "--engine ray loads the MLLM"),
+    ]
+    for flags, message in cases:
+        result = CliRunner().invoke(app, [*common, *flags])
+        assert result.exit_code == 2, (flags, result.output)
+        assert message in result.stderr, (flags, result.stderr)
+    assert not (tmp_path / "out").exists()
