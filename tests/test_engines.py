@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import pickle
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -113,13 +113,22 @@ def test_missing_ray_is_a_user_error_saying_how_to_install(
         import_ray()
 
 
-def test_the_cli_does_not_import_ray() -> None:
-    code = "import sys, sam3_agent.cli.main, sam3_agent.engines.base; print('ray' in sys.modules)"
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
-    assert out.stdout.strip() == "False"
+def test_only_the_ray_engine_imports_ray() -> None:
+    """``import ray`` appears in one module, inside functions: ``--help`` never pays for it."""
+    package = REPO / "sam3_agent"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(n == "ray" or n.startswith("ray.") for n in names):
+                found.append((path.relative_to(package).as_posix(), node.col_offset > 0))
+    assert found, "the Ray engine must import ray somewhere"
+    assert {where for where, _ in found} == {"engines/ray_engine.py"}
+    assert all(nested for _, nested in found)  # inside a function, never at module level
 
 
 def test_local_engine_runs_every_job_and_reads_each_image_once(tmp_path: Path) -> None:
