@@ -123,7 +123,10 @@ async def _run_workers(workers: Sequence[Callable[[], Any]]) -> None:
     try:
         finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in finished:
-            if not task.cancelled() and task.exception() is not None:
+            if task.cancelled():
+                # A job raised CancelledError: stop as on Ctrl-C, never as if all were done.
+                raise asyncio.CancelledError
+            if task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
     finally:
         for task in tasks:
