@@ -6,17 +6,52 @@ The one call most applications need::
     result = sam3_agent.segment("photo.jpg", "the leftmost child")
 
 For many requests, build the backends and a :class:`Sam3Agent` once and call ``run``.
+
+The names below are imported on first use: ``import sam3_agent`` (and so ``sam3-agent
+--help``) does not pay for numpy, OpenCV, torch or the HTTP clients.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from sam3_agent.agent import RoundEvent, Sam3Agent
-from sam3_agent.api import segment
-from sam3_agent.config import AgentConfig
-from sam3_agent.detections import Detections
-from sam3_agent.result import AgentResult
+if TYPE_CHECKING:
+    from sam3_agent.agent import RoundEvent, Sam3Agent
+    from sam3_agent.api import segment
+    from sam3_agent.config import AgentConfig
+    from sam3_agent.detections import Detections
+    from sam3_agent.result import AgentResult
+
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "AgentConfig": "sam3_agent.config",
+    "AgentResult": "sam3_agent.result",
+    "Detections": "sam3_agent.detections",
+    "RoundEvent": "sam3_agent.agent",
+    "Sam3Agent": "sam3_agent.agent",
+    "segment": "sam3_agent.api",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        # ``sam3_agent.api`` and the like, as when this package imported them eagerly.
+        if not name.startswith("_") and importlib.util.find_spec(f"sam3_agent.{name}"):
+            return importlib.import_module(f"sam3_agent.{name}")
+        raise AttributeError(f"module 'sam3_agent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
 
 __all__ = [
     "AgentConfig",

@@ -13,16 +13,17 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sam3_agent import prompts, tools
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.config import AgentConfig
+from sam3_agent.echo import echo
 from sam3_agent.errors import Sam3AgentError, UserError
-from sam3_agent.images import ImageInput, load_image
-from sam3_agent.messages import ChatResponse
+from sam3_agent.images import EncodedImage, ImageInput, load_image
+from sam3_agent.messages import ChatResponse, NativeToolCall, TokenUsage
 from sam3_agent.outputs import Trace, atomic_write_json, write_png
 from sam3_agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.pruning import Context, build_context
@@ -35,14 +36,58 @@ from sam3_agent.tools import Final, ToolMistake, ToolOutcome
 logger = logging.getLogger(__name__)
 
 
+STOPPED = "stopped before the session ended"
+"""The ``failure`` of a session whose task was cancelled (a stop button, a closed page)."""
+
+
+@dataclass(frozen=True)
+class MaskCheck:
+    """One mask's isolated check in an ``examine_each_mask`` round.
+
+    Attributes:
+        number: the mask's 1-based number on the image shown before the check.
+        accepted: the checker's verdict (a reply without a clear verdict counts as Reject).
+        reply: the checker's last reply, reasoning included.
+        mask_image: the whole image with only this mask drawn, as the checker saw it.
+        zoom_image: the close-up of the mask beside the raw crop, as the checker saw it.
+    """
+
+    number: int
+    accepted: bool
+    reply: str
+    mask_image: EncodedImage
+    zoom_image: EncodedImage
+
+
 @dataclass(frozen=True)
 class RoundEvent:
-    """What the CLI's status line shows after each main round."""
+    """One finished main round, as the CLI's status line and the web demo show it.
+
+    Attributes:
+        round: 1-based number of the main MLLM call.
+        tool: the tool called, None when the reply had no readable call.
+        kind: how the round ended: ``segment``, ``examine``, ``final`` or ``correction``.
+        summary: the first sentence of what went back to the model.
+        reasoning: the model's reasoning (its reasoning channel, else its ``<think>`` text).
+        parameters: the tool call's parameters as the model wrote them.
+        observation: the whole message sent back to the model ("" after a final tool).
+        image: the numbered masks image sent back, when there was one.
+        checks: the per-mask verdicts of an ``examine_each_mask`` round, in mask order.
+        usage: tokens of this round: its main call plus its mask checks.
+        seconds: wall time of the round, the model's answer and the tool's work.
+    """
 
     round: int
     tool: str | None
     kind: str
     summary: str
+    reasoning: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    observation: str = ""
+    image: EncodedImage | None = None
+    checks: tuple[MaskCheck, ...] = ()
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    seconds: float = 0.0
 
 
 RoundCallback = Callable[[RoundEvent], None]
@@ -63,11 +108,12 @@ class Sam3Agent:
         self.segmenter = segmenter
         self.chat_model = chat_model
         self.config = config or AgentConfig()
+        self.prompts = prompts.load_prompt_set(self.config.prompts_dir)
         # Rendered once: the same bytes open every conversation, so servers can cache them.
-        self.system_prompt = prompts.render(
+        self.system_prompt = self.prompts.render(
             "system", tools=tools.tool_docs(), protocol=self.config.tool_protocol
         )
-        self.checker_prompt = prompts.render("checker_system")
+        self.checker_prompt = self.prompts.render("checker_system")
         self._tool_specs = tools.tool_specs() if self.config.tool_protocol == "native" else None
 
     def run(
@@ -89,6 +135,22 @@ class Sam3Agent:
             return pool.submit(asyncio.run, self.arun(*coro_args, **kwargs)).result()
 
     async def arun(
+        self,
+        image: ImageInput,
+        query: str,
+        *,
+        output_dir: str | Path | None = None,
+        on_round: RoundCallback | None = None,
+    ) -> AgentResult:
+        """Answer ``query`` on ``image``; see :meth:`_arun`.
+
+        The session's tool results, corrections, checks and context render with this agent's
+        prompt set (``config.prompts_dir``), whatever other agents run alongside.
+        """
+        with prompts.using(self.prompts):
+            return await self._arun(image, query, output_dir=output_dir, on_round=on_round)
+
+    async def _arun(
         self,
         image: ImageInput,
         query: str,
@@ -118,16 +180,19 @@ class Sam3Agent:
         failure: str | None = None
         try:
             final, failure = await self._loop(session, on_round)
-        except Sam3AgentError as e:
-            result = self._result(
-                session, query, image_path, None, f"{type(e).__name__}: {e}", started
-            )
-            self._write(result, out, raw)
+        except (Sam3AgentError, asyncio.CancelledError) as e:
+            # A stopped session (its task cancelled) also leaves what it has on disk.
+            stopped = isinstance(e, asyncio.CancelledError)
+            reason = STOPPED if stopped else f"{type(e).__name__}: {e}"
+            result = self._result(session, query, image_path, None, reason, started)
+            await asyncio.to_thread(self._write, result, out, raw)
             raise
         finally:
             await session.close()
         result = self._result(session, query, image_path, final, failure, started)
-        self._write(result, out, raw)
+        # A full-size overlay's PNG encode and fsync take a second on a large photo: off the
+        # event loop, which the other sessions of a batch evaluation share.
+        await asyncio.to_thread(self._write, result, out, raw)
         return result
 
     def _new_session(self, image: ImageInput, query: str, out: Path | None) -> Session:
@@ -156,25 +221,43 @@ class Sam3Agent:
                 return None, f"max_rounds ({self.config.max_rounds}) reached without an answer"
             context = build_context(self.system_prompt, task, steps)
             session.round += 1
+            round_started = time.perf_counter()
             with session.timed("chat"):
                 response = await self.chat_model.complete(context.messages, tools=self._tool_specs)
             session.usage.main = session.usage.main + response.usage
             session.usage.cached_calls += int(response.cached)
-            parsed = self._parse(response)
+            parsed = self._parse(response, session.round)
             outcome = await self._act(session, parsed)
             if outcome.kind == "correction":
                 corrections += 1
+            # A native call is replayed as a structured call next to the visible text.
+            reply = response.text if parsed.native_call is not None else parsed.stored_text
+            native_call = parsed.native_call
+            if outcome.kind == "correction":
+                reply, native_call = _bounded_replay(reply, native_call)
             step = ActionStep(
                 round=session.round,
-                reply=parsed.stored_text,
+                reply=reply,
                 kind=outcome.kind,
                 observation=outcome.observation,
                 call=parsed.call,
                 phrase=outcome.phrase,
+                native_call=native_call,
             )
-            self._record(session, context=context, response=response, parsed=parsed, step=step)
+            if session.trace.enabled:
+                # Image saves and the record's write are file work: off the event loop, awaited
+                # here so records keep their order.
+                await asyncio.to_thread(
+                    self._record,
+                    session,
+                    context=context,
+                    response=response,
+                    parsed=parsed,
+                    step=step,
+                )
             if on_round is not None:
-                on_round(_event(step))
+                seconds = time.perf_counter() - round_started
+                on_round(_event(step, response, parsed, session, seconds))
             if outcome.final is not None:
                 return outcome.final, None
             steps.append(step)
@@ -184,17 +267,21 @@ class Sam3Agent:
                     f"{self.config.max_corrections} (last: {outcome.observation.text[:120]})"
                 )
 
-    def _parse(self, response: ChatResponse) -> ParsedReply:
+    def _parse(self, response: ChatResponse, round_number: int) -> ParsedReply:
         truncated = response.finish_reason == "length"
         if self.config.tool_protocol == "native":
-            return parse_native(response.text, response.tool_calls, truncated=truncated)
+            # Our own id, the same in every run, so replayed contexts hit the response cache.
+            call_id = f"call{round_number:05d}"
+            return parse_native(
+                response.text, response.tool_calls, truncated=truncated, call_id=call_id
+            )
         return parse_reply(response.text, truncated=truncated)
 
     async def _act(self, session: Session, parsed: ParsedReply) -> ToolOutcome:
         try:
             if parsed.call is None:
                 kind = parsed.mistake or "no_tool"
-                args = {"detail": parsed.detail} if kind == "invalid_json" else {}
+                args = {"detail": echo(parsed.detail)} if kind == "invalid_json" else {}
                 raise ToolMistake(prompts.feedback(kind, **args))
             return await tools.execute(session, parsed.call)
         except ToolMistake as mistake:
@@ -228,6 +315,7 @@ class Sam3Agent:
                 "thinking": parsed.thinking,
                 "finish_reason": response.finish_reason,
                 "cut_after_first_tool": parsed.cut,
+                "ignored_after_json": parsed.ignored,
                 "tool_call": (
                     {"name": parsed.call.name, "parameters": parsed.call.parameters}
                     if parsed.call
@@ -271,6 +359,7 @@ class Sam3Agent:
             image_path=image_path,
             failure=failure,
             phrases_tried=list(session.phrases),
+            prompts=self.prompts.describe(),
         )
 
     @staticmethod
@@ -288,7 +377,49 @@ def check_query(query: str) -> None:
         raise UserError("the query is empty")
 
 
-def _event(step: ActionStep) -> RoundEvent:
+REPLAY_LIMIT = 2000
+"""Characters of a refused reply replayed in later contexts (the trace keeps all of it)."""
+
+
+def _bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, NativeToolCall | None]:
+    """A refused reply as later contexts show it: cut to :data:`REPLAY_LIMIT` characters, so
+    a megabyte the model wrote once is not sent back with every following round. A native
+    call's arguments that long are replayed as ``{}`` (they must stay valid JSON)."""
+    if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
+        call = NativeToolCall(echo(call.name), "{}", id=call.id)
+    return echo(reply, REPLAY_LIMIT), call
+
+
+def _event(
+    step: ActionStep,
+    response: ChatResponse,
+    parsed: ParsedReply,
+    session: Session,
+    seconds: float,
+) -> RoundEvent:
     tool = step.call.name if step.call else None
     summary = step.observation.text.split(". ")[0] if step.observation.text else tool or ""
-    return RoundEvent(round=step.round, tool=tool, kind=step.kind, summary=summary)
+    checks: list[MaskCheck] = []
+    usage = response.usage
+    if step.kind == "examine":  # only an executed examine_each_mask ran checks this round
+        for request, result in session.last_checks:
+            reply = result.replies[-1] if result.replies else ""
+            checks.append(
+                MaskCheck(
+                    request.number, result.accepted, reply, request.mask_image, request.zoom_image
+                )
+            )
+            usage = usage + result.usage
+    return RoundEvent(
+        round=step.round,
+        tool=tool,
+        kind=step.kind,
+        summary=summary,
+        reasoning=(response.reasoning or parsed.thinking or "").strip(),
+        parameters=dict(step.call.parameters) if step.call else {},
+        observation=step.observation.text,
+        image=step.observation.image,
+        checks=tuple(checks),
+        usage=usage,
+        seconds=seconds,
+    )

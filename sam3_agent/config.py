@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Literal
 
 from sam3_agent.errors import UserError
@@ -50,6 +51,11 @@ class AgentConfig:
     """``tags``: tool calls written as ``<tool>{json}</tool>`` in the reply text.
     ``native``: tools declared through the API and returned as structured calls."""
 
+    prompts_dir: Path | None = None
+    """A directory holding another prompt set (every template of the canonical ``prompts/``);
+    None: the canonical set. Checked when the agent is built (see
+    :func:`sam3_agent.prompts.load_prompt_set`)."""
+
     def __post_init__(self) -> None:
         positive = ("max_rounds", "check_concurrency", "max_image_side")
         for name in positive:
@@ -68,4 +74,8 @@ class AgentConfig:
             raise UserError(f"tool_protocol must be 'tags' or 'native', got {self.tool_protocol!r}")
 
     def to_dict(self) -> dict[str, object]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The settings as JSON-safe values (paths as strings)."""
+        doc: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.prompts_dir is not None:
+            doc["prompts_dir"] = str(self.prompts_dir)
+        return doc

@@ -6,8 +6,10 @@ Modelled on supervision's ``Detections``: one dataclass, validated on constructi
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,7 @@ from pycocotools import mask as mask_utils
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
 
 
 def _validate(masks: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> None:
@@ -41,6 +44,11 @@ class Detections:
 
     Index 0 is the first mask; the model's 1-based mask numbers are converted in exactly one
     place (:func:`sam3_agent.tools.mask_numbers_to_indices`).
+
+    The tight boxes of the masks (:attr:`mask_boxes`) are computed at most once and travel
+    with every selection, so post-processing, renders and the overlay share them. A
+    selection also remembers what it was selected from (:attr:`origin`), so work done per
+    mask on the parent (display-size masks for renders) can be reused.
     """
 
     masks: BoolArray
@@ -80,23 +88,69 @@ class Detections:
         for i in range(len(self)):
             yield self.masks[i], self.boxes[i], float(self.scores[i])
 
+    @cached_property
+    def mask_boxes(self) -> IntArray:
+        """``(N, 4)`` int64 tight XYXY boxes of the masks in pixels (exclusive ``x2``/``y2``;
+        zeros for an empty mask). Unlike :attr:`boxes` (the segmenter's), these enclose
+        exactly the mask's pixels. Computed once per object, or handed over by
+        :meth:`with_mask_boxes` or a selection."""
+        return tight_boxes(self.masks).astype(np.int64)
+
+    def with_mask_boxes(self, boxes: np.ndarray) -> Detections:
+        """Attach already computed tight boxes (``(N, 4)`` int, as :attr:`mask_boxes`);
+        returns ``self``."""
+        boxes = np.asarray(boxes, dtype=np.int64).reshape(-1, 4)
+        if boxes.shape[0] != len(self):
+            raise ValueError(f"mask_boxes must have shape ({len(self)}, 4), got {boxes.shape}")
+        self.__dict__["mask_boxes"] = boxes
+        return self
+
+    @property
+    def mask_boxes_known(self) -> bool:
+        """Whether :attr:`mask_boxes` is already at hand (reading it then costs nothing)."""
+        return "mask_boxes" in self.__dict__
+
+    @property
+    def origin(self) -> tuple[Detections, IntArray] | None:
+        """``(parent, indices)`` when this object was selected from ``parent`` and the parent
+        still exists: mask ``i`` here is ``parent``'s mask ``indices[i]`` (0-based). None
+        otherwise (the reference is weak: a selection never keeps its parent's masks alive).
+        """
+        origin = self.__dict__.get("_origin")
+        if origin is None:
+            return None
+        parent = origin[0]()
+        return None if parent is None else (parent, origin[1])
+
     def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Detections:
-        """Select detections by int, slice, list of 0-based indices or boolean array."""
+        """Select detections by int, slice, list of 0-based indices or boolean array.
+
+        An evenly spaced ascending selection (one mask, a run, every other one) shares the
+        masks' memory instead of copying them; any other selection copies the masks chosen.
+        """
         if isinstance(index, int | np.integer):
             index = [int(index)]
-        index_array = index if isinstance(index, slice) else np.asarray(index)
+        index_array: slice | np.ndarray = index if isinstance(index, slice) else np.asarray(index)
         if isinstance(index_array, np.ndarray):
             if index_array.dtype == np.bool_ and index_array.shape != (len(self),):
                 raise IndexError(
                     f"boolean index must have shape ({len(self)},), got {index_array.shape}"
                 )
+            if index_array.dtype == np.bool_:
+                index_array = np.flatnonzero(index_array)
             if index_array.size == 0:
                 index_array = np.zeros((0,), dtype=np.int64)
-        return Detections(
+            index_array = as_view_index(index_array.astype(np.int64), len(self))
+        selected = Detections(
             masks=self.masks[index_array],
             boxes=self.boxes[index_array],
             scores=self.scores[index_array],
         )
+        if self.mask_boxes_known:
+            selected.__dict__["mask_boxes"] = self.mask_boxes[index_array]
+        positions = np.arange(len(self), dtype=np.int64)[index_array]
+        selected.__dict__["_origin"] = (weakref.ref(self), positions)
+        return selected
 
     def union(self) -> BoolArray:
         """The ``(H, W)`` bool union of all masks (all False when empty)."""
@@ -133,6 +187,21 @@ class Detections:
             boxes=np.concatenate([d.boxes for d in items]),
             scores=np.concatenate([d.scores for d in items]),
         )
+
+
+def as_view_index(indices: IntArray, count: int) -> slice | IntArray:
+    """A slice selecting the same items as ``indices`` (0-based, into ``count`` items) when
+    they are an evenly spaced ascending run, so arrays are viewed rather than copied;
+    ``indices`` itself otherwise (negative or out-of-range ones included, so that indexing
+    still raises)."""
+    if indices.size == 0 or indices.min() < 0 or indices.max() >= count:
+        return indices
+    if indices.size == 1:
+        return slice(int(indices[0]), int(indices[0]) + 1)
+    steps = np.diff(indices)
+    if steps[0] > 0 and np.all(steps == steps[0]):
+        return slice(int(indices[0]), int(indices[-1]) + 1, int(steps[0]))
+    return indices
 
 
 def encode_rle(mask: BoolArray) -> dict[str, Any]:

@@ -3,6 +3,11 @@
 Each check is a fresh conversation, [checker system prompt, user(raw image, query, the
 image with that one mask drawn, a close-up)], so checks are independent and run at the
 same time (bounded by a semaphore). Only their summary enters the main conversation.
+
+A check sends only what its judgement needs: the two whole-image views at the smallest
+size that still shows that mask clearly (:meth:`~sam3_agent.render.Renderer.context_side`),
+and a close-up at the region's own resolution within bounds; twenty checks carry most of a
+session's tokens, so each image is sized for its mask, not for the photo.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from sam3_agent.parsing import Verdict, parse_verdict
 
 @dataclass(frozen=True)
 class CheckRequest:
-    """What the checker sees for mask ``number`` (1-based, of ``total``)."""
+    """What the checker sees for mask ``number`` (1-based, of ``total``): the image and the
+    image with the mask drawn (both at the same, per-mask size), and the close-up."""
 
     number: int
     total: int
+    raw_image: EncodedImage
     mask_image: EncodedImage
     zoom_image: EncodedImage
 
@@ -64,7 +71,6 @@ async def check_one(
     chat_model: ChatModel,
     *,
     system_prompt: str,
-    raw_image: EncodedImage,
     query: str,
     request: CheckRequest,
     verdict_retries: int,
@@ -74,7 +80,7 @@ async def check_one(
     user = ChatMessage(
         "user",
         (
-            ImagePart(raw_image),
+            ImagePart(request.raw_image),
             ImagePart(request.mask_image),
             ImagePart(request.zoom_image),
             TextPart(
@@ -111,7 +117,6 @@ async def check_all(
     chat_model: ChatModel,
     *,
     system_prompt: str,
-    raw_image: EncodedImage,
     query: str,
     requests: Sequence[CheckRequest],
     concurrency: int,
@@ -126,7 +131,6 @@ async def check_all(
             return await check_one(
                 chat_model,
                 system_prompt=system_prompt,
-                raw_image=raw_image,
                 query=query,
                 request=request,
                 verdict_retries=verdict_retries,

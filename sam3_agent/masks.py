@@ -33,8 +33,10 @@ def postprocess(
     mask's area exceeds ``overlap_threshold`` with a mask already kept; order the kept
     masks by score, highest first (ties keep their input order).
 
-    The result keeps the segmenter's boxes and full-resolution masks; index 0 of the result
-    is the highest-scoring mask (shown to the model as number 1).
+    The result keeps the segmenter's boxes and full-resolution masks, and carries the tight
+    boxes computed here (:attr:`~sam3_agent.detections.Detections.mask_boxes`) so that no
+    later step scans the masks again; index 0 of the result is the highest-scoring mask
+    (shown to the model as number 1).
 
     Raises:
         ValueError: ``overlap_threshold`` outside ``[0, 1]``.
@@ -43,17 +45,21 @@ def postprocess(
         raise ValueError(f"overlap_threshold must be in [0, 1], got {overlap_threshold}")
     candidates = np.flatnonzero(detections.scores >= score_threshold)
     masks = detections.masks
-    # One mask at a time: indexing all candidates at once would copy them.
-    boxes = np.zeros((candidates.size, 4), dtype=np.float32)
-    for row, i in enumerate(candidates.tolist()):
-        boxes[row] = tight_boxes(masks[i][None])[0]
+    if detections.mask_boxes_known:
+        boxes = detections.mask_boxes[candidates].astype(np.float32)
+    else:
+        # One mask at a time: indexing all candidates at once would copy them.
+        boxes = np.zeros((candidates.size, 4), dtype=np.float32)
+        for row, i in enumerate(candidates.tolist()):
+            boxes[row] = tight_boxes(masks[i][None])[0]
     nonempty = boxes[:, 2] > boxes[:, 0]
     candidates, boxes = candidates[nonempty], boxes[nonempty]
     # Stable sort on the negated score: equal scores keep their input order.
     order = np.argsort(-detections.scores[candidates], kind="stable")
     candidates, boxes = candidates[order], boxes[order]
-    kept = remove_overlaps(masks, candidates, boxes.astype(np.int64), overlap_threshold)
-    return detections[_as_index(candidates[kept])]
+    int_boxes = boxes.astype(np.int64)
+    kept = remove_overlaps(masks, candidates, int_boxes, overlap_threshold)
+    return detections[candidates[kept]].with_mask_boxes(int_boxes[kept])
 
 
 def remove_overlaps(
@@ -97,15 +103,3 @@ def remove_overlaps(
         else:
             kept.append(j)
     return np.asarray(kept, dtype=np.int64)
-
-
-def _as_index(indices: IntArray) -> slice | IntArray:
-    """A slice when ``indices`` is an evenly spaced ascending run, so masks are not copied."""
-    if indices.size == 0:
-        return indices
-    if indices.size == 1:
-        return slice(int(indices[0]), int(indices[0]) + 1)
-    steps = np.diff(indices)
-    if steps[0] > 0 and np.all(steps == steps[0]):
-        return slice(int(indices[0]), int(indices[-1]) + 1, int(steps[0]))
-    return indices

@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from sam3_agent.images import EncodedImage
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
+"""``tool`` carries the result of a native tool call (see :attr:`ChatMessage.tool_call_id`)."""
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,17 @@ Part = TextPart | ImagePart
 
 @dataclass(frozen=True)
 class ChatMessage:
-    """One message: a role and an ordered tuple of text and image parts."""
+    """One message: a role and an ordered tuple of text and image parts.
+
+    With native tool calling, an ``assistant`` message may carry the ``tool_calls`` it made,
+    and a ``tool`` message answers the call whose id is ``tool_call_id`` (text only: OpenAI
+    tool messages cannot hold images, so an image result follows as a user message).
+    """
 
     role: Role
     parts: tuple[Part, ...]
+    tool_calls: tuple[NativeToolCall, ...] = ()
+    tool_call_id: str | None = None
 
     @classmethod
     def text(cls, role: Role, text: str) -> ChatMessage:
@@ -58,10 +66,15 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class NativeToolCall:
-    """A structured tool call returned by an API (``arguments`` is the raw JSON string)."""
+    """A structured tool call returned by an API (``arguments`` is the raw JSON string).
+
+    ``id`` names the call when it is replayed in a later request; the agent assigns it
+    (deterministically, per round), so it takes no part in equality.
+    """
 
     name: str
     arguments: str
+    id: str = field(default="", compare=False)
 
 
 @dataclass

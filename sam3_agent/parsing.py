@@ -12,10 +12,18 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sam3_agent.echo import echo_list
 from sam3_agent.messages import NativeToolCall
 
 TOOL_OPEN, TOOL_CLOSE = "<tool>", "</tool>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+_DECODER = json.JSONDecoder()
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects a tool call may have. A real call nests two or
+three levels; checking our own limit keeps the outcome independent of the interpreter's
+recursion limit, which other libraries in the process may raise."""
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _VERDICT = re.compile(r"<verdict>(.*?)</verdict>", re.IGNORECASE | re.DOTALL)
 
@@ -28,7 +36,13 @@ class ToolCall:
     parameters: dict[str, Any]
 
     def to_tag(self) -> str:
-        payload = json.dumps({"name": self.name, "parameters": self.parameters}, ensure_ascii=False)
+        """The call in tag form; parameters too deep or large to write back become ``{}``."""
+        try:
+            payload = json.dumps(
+                {"name": self.name, "parameters": self.parameters}, ensure_ascii=False
+            )
+        except (TypeError, ValueError, RecursionError):
+            payload = json.dumps({"name": self.name, "parameters": {}}, ensure_ascii=False)
         return f"{TOOL_OPEN}{payload}{TOOL_CLOSE}"
 
 
@@ -44,7 +58,13 @@ class ParsedReply:
         call: the first tool call, or None when there is a mistake.
         mistake: the kind of protocol mistake (``no_tool``, ``unclosed_tool``, ``truncated``,
             ``invalid_json``), or None.
-        detail: specifics of the mistake for the corrective message (e.g. the JSON error).
+        detail: specifics of the mistake for the corrective message (e.g. the JSON error),
+            bounded (see :mod:`sam3_agent.echo`).
+        ignored: characters inside the tool call after its first complete JSON value (a
+            stray ``}``, say): the call is accepted and these are only recorded.
+        native_call: with native tool calling, the executed call as it is replayed to the
+            API in later contexts (``arguments`` re-encoded from what was decoded, ``{}``
+            when nothing could be); None for the tag protocol or a reply without calls.
     """
 
     stored_text: str
@@ -53,6 +73,8 @@ class ParsedReply:
     thinking: str | None = None
     mistake: str | None = None
     detail: str = ""
+    ignored: str | None = None
+    native_call: NativeToolCall | None = None
 
 
 def _thinking_spans(text: str) -> list[tuple[int, int]]:
@@ -108,6 +130,8 @@ def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
     if open_at == -1:
         if truncated:
             return ParsedReply(text, thinking=thinking, mistake="truncated")
+        if not text.strip():
+            return ParsedReply(text, thinking=thinking, mistake="empty_reply")
         return ParsedReply(text, thinking=thinking, mistake="no_tool")
     close_at = text.find(TOOL_CLOSE, open_at)
     if close_at == -1:
@@ -120,48 +144,126 @@ def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
     fenced = _FENCE.match(payload)
     if fenced:
         payload = fenced.group(1)
-    call, problem = _decode_call(payload)
+    decoded = decode_json(payload)
+    if decoded.problem:
+        return ParsedReply(
+            stored, cut=cut, thinking=thinking, mistake="invalid_json", detail=decoded.problem
+        )
+    call, problem = _as_call(decoded.value)
     if call is None:
         return ParsedReply(
             stored, cut=cut, thinking=thinking, mistake="invalid_json", detail=problem
         )
-    return ParsedReply(stored, call=call, cut=cut, thinking=thinking)
+    return ParsedReply(stored, call=call, cut=cut, thinking=thinking, ignored=decoded.ignored)
 
 
 def parse_native(
-    text: str, calls: tuple[NativeToolCall, ...], *, truncated: bool = False
+    text: str,
+    calls: tuple[NativeToolCall, ...],
+    *,
+    truncated: bool = False,
+    call_id: str = "",
 ) -> ParsedReply:
-    """The same reading for structured (native) tool calls: only the first is executed."""
+    """The same reading for structured (native) tool calls: only the first is executed.
+
+    ``call_id`` names the executed call when it is replayed in later contexts (the API's
+    own ids differ from run to run, which would defeat the response cache).
+    """
     if not calls:
         return parse_reply(text, truncated=truncated)
     first, rest = calls[0], calls[1:]
     cut = "".join(f"{c.name}({c.arguments})" for c in rest) or None
     thinking = _thinking_text(text, _thinking_spans(text))
-    try:
-        arguments = json.loads(first.arguments) if first.arguments.strip() else {}
-    except json.JSONDecodeError as e:
+    decoded = decode_json(first.arguments.strip() or "{}")
+    if decoded.problem:
         stored = f"{text}{TOOL_OPEN}{first.arguments}{TOOL_CLOSE}"
+        replay = NativeToolCall(first.name, "{}", id=call_id)
         return ParsedReply(
-            stored, cut=cut, thinking=thinking, mistake="invalid_json", detail=f"{e.msg} at {e.pos}"
+            stored,
+            cut=cut,
+            thinking=thinking,
+            mistake="invalid_json",
+            detail=decoded.problem,
+            native_call=replay,
         )
+    arguments = decoded.value
+    replay = NativeToolCall(first.name, _encode(arguments), id=call_id)
     if not isinstance(arguments, dict):
         arguments = {"_": arguments}
     call = ToolCall(first.name, arguments)
-    return ParsedReply(f"{text}{call.to_tag()}", call=call, cut=cut, thinking=thinking)
+    return ParsedReply(
+        f"{text}{call.to_tag()}",
+        call=call,
+        cut=cut,
+        thinking=thinking,
+        ignored=decoded.ignored,
+        native_call=replay,
+    )
 
 
-def _decode_call(payload: str) -> tuple[ToolCall | None, str]:
+@dataclass(frozen=True)
+class Decoded:
+    """The first complete JSON value of a text, or why there is none.
+
+    ``problem`` is empty on success; ``ignored`` holds non-blank text after the value.
+    """
+
+    value: Any = None
+    problem: str = ""
+    ignored: str | None = None
+
+
+def decode_json(payload: str) -> Decoded:
+    """Decode the first complete JSON value of ``payload``; never raises.
+
+    Whatever follows the value is returned in ``ignored`` rather than refused, so a call
+    with one stray ``}`` still runs. Every way decoding can fail, Python's limits on digits
+    and nesting included, becomes a short ``problem`` for the corrective message.
+    """
+    if _nesting_depth(payload) > MAX_JSON_DEPTH:
+        return Decoded(problem="it is nested too deeply to read")
     try:
-        data = json.loads(payload)
+        value, end = _DECODER.raw_decode(payload)
     except json.JSONDecodeError as e:
-        return None, f"{e.msg} at position {e.pos}"
+        return Decoded(problem=f"{e.msg} at position {e.pos}")
+    except RecursionError:
+        return Decoded(problem="it is nested too deeply to read")
+    except ValueError:
+        # Python refuses integers of more than 4,300 digits (int_max_str_digits).
+        return Decoded(problem="it holds a number with more digits than can be read")
+    rest = payload[end:]
+    return Decoded(value=value, ignored=rest if rest.strip() else None)
+
+
+def _nesting_depth(payload: str) -> int:
+    """The deepest bracket nesting of ``payload`` outside JSON strings (an upper bound when
+    the text is not valid JSON, which is then refused anyway)."""
+    if payload.count("[") + payload.count("{") <= MAX_JSON_DEPTH:
+        return 0
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_JSON_STRING.sub("", payload)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _encode(value: Any) -> str:
+    """``value`` as JSON for replaying a call; ``{}`` when it cannot be written back."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return "{}"
+
+
+def _as_call(data: Any) -> tuple[ToolCall | None, str]:
     if not isinstance(data, dict):
         return None, "it is not a JSON object"
     extra = sorted(set(data) - {"name", "parameters"})
     if extra:
-        return None, f"unexpected keys {extra}; only 'name' and 'parameters' are allowed"
+        keys = ", ".join(repr(k) for k in echo_list(extra))
+        return None, f"unexpected keys {keys}; only 'name' and 'parameters' are allowed"
     name = data.get("name")
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str) or not name.strip():
         return None, "'name' must be a non-empty string"
     params = data.get("parameters", {})
     if params is None:

@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from sam3_agent.detections import BoolArray, Detections, tight_boxes
+from sam3_agent.detections import BoolArray, Detections
 from sam3_agent.images import RGBImage, downscale
 
 Color = tuple[int, int, int]
@@ -64,6 +64,23 @@ ZOOM_GAP = 6
 """White columns between the two halves of a zoom render."""
 LABEL_SEARCH_SIDE = 256
 """Label positions are searched on the mask subsampled to at most this many pixels a side."""
+ZOOM_PANEL_MIN = 224
+"""Smallest longer side of a close-up panel, in pixels: a small region is enlarged to this
+(8 Qwen-VL tokens), so the checker sees its shape and not a speck."""
+ZOOM_PANEL_MAX = 448
+"""Largest longer side of a close-up panel: a region bigger than this is shown reduced (the
+context views show it whole). Between the two, a region is shown at its own resolution:
+enlarging it further adds tokens, not detail."""
+CONTEXT_SIDES: tuple[int, ...] = (448, 672)
+"""Longer sides tried, smallest first, for a check's whole-image views (the image, and the
+image with the mask drawn); the display size when none fits. 448 and 672 are multiples of
+Qwen-VL's 28-pixel token grid."""
+CONTEXT_MIN_MASK_SIDE = 12
+"""A context view is small enough once the mask's box keeps this many pixels on its shorter
+side there. The whole-image views show where the mask lies; the close-up shows its shape.
+Measured (``scripts/bench_tokens.py``): a mask shown at 12 px and scaled back keeps a median
+IoU of 0.94 with itself (0.97 at 24 px), and at 1008x1008 the session's tokens fall from
+0.49x the original's (24 px) to 0.39x (12 px)."""
 
 
 def mask_color(index: int) -> Color:
@@ -87,7 +104,7 @@ class _Placed:
 
 @dataclass(frozen=True)
 class _Prepared:
-    """What every render of one Detections object shares.
+    """What every render of one Detections object shares (and a selection from it reuses).
 
     ``boxes``: ``(N, 4)`` int tight XYXY boxes at full resolution (exclusive ``x2``/``y2``).
     ``display``: each mask at display size. ``anchors``: label centres in display pixels.
@@ -120,6 +137,7 @@ class Renderer:
         self._display = display.copy() if display is self._image else display
         self._display.flags.writeable = False
         self._cache: weakref.WeakKeyDictionary[Detections, _Prepared] = weakref.WeakKeyDictionary()
+        self._contexts: dict[int, RGBImage] = {}
         self._lock = threading.Lock()
 
     @property
@@ -149,16 +167,51 @@ class Renderer:
             _label(canvas, str(i + 1), anchor, mask_color(i), style)
         return canvas
 
-    def single(self, detections: Detections, index: int) -> RGBImage:
-        """The whole image at display size with only the mask at 0-based ``index`` drawn
-        (its colour and outline, no number)."""
+    def single(self, detections: Detections, index: int, side: int | None = None) -> RGBImage:
+        """The whole image with only the mask at 0-based ``index`` drawn (its colour and
+        outline, no number), at :meth:`context` size ``side`` (display size by default)."""
         prepared = self._prepare(detections)
         _check_index(index, len(detections))
-        canvas = self._display.copy()
+        canvas = self.context(side).copy()
+        placed = prepared.display[index]
+        if canvas.shape != self._display.shape:
+            placed = _rescale(
+                placed, canvas.shape[1] / self._display.shape[1], canvas.shape[1], canvas.shape[0]
+            )
         color = mask_color(index)
-        _fill(canvas, prepared.display[index], color)
-        _outline(canvas, prepared.display[index], color, _Style.for_canvas(canvas).line)
+        _fill(canvas, placed, color)
+        _outline(canvas, placed, color, _Style.for_canvas(canvas).line)
         return canvas
+
+    def context(self, side: int | None = None) -> RGBImage:
+        """The whole image with its longer side ``side`` pixels (at most the display size;
+        ``None`` is the display size), made once per size. Read-only."""
+        if side is None or side >= max(self._display.shape[:2]):
+            return self._display
+        with self._lock:
+            cached = self._contexts.get(side)
+        if cached is None:
+            cached = downscale(self._display, side)
+            cached.flags.writeable = False
+            with self._lock:
+                self._contexts[side] = cached
+        return cached
+
+    def context_side(self, detections: Detections, index: int) -> int:
+        """The longer side for the whole-image views of the mask at 0-based ``index``: the
+        smallest of :data:`CONTEXT_SIDES` at which the mask's box keeps
+        :data:`CONTEXT_MIN_MASK_SIDE` pixels on its shorter side, else the display size."""
+        _check_index(index, len(detections))
+        x0, y0, x1, y1 = detections.mask_boxes[index].tolist()
+        shorter = min(x1 - x0, y1 - y0)
+        display_side = max(self._display.shape[:2])
+        full_side = max(self.image_size)
+        for side in CONTEXT_SIDES:
+            if side >= display_side:
+                break
+            if shorter * side / full_side >= CONTEXT_MIN_MASK_SIDE:
+                return side
+        return display_side
 
     def zoom(self, detections: Detections, index: int) -> RGBImage:
         """The neighbourhood of the mask at 0-based ``index``, twice side by side: on the left
@@ -166,15 +219,18 @@ class Renderer:
 
         The crop is the mask's box grown by :data:`ZOOM_MARGIN` on each side and at least
         :data:`ZOOM_MIN_SIDE` pixels a side (within the image), taken from the
-        full-resolution image and scaled, up or down, so that the result's longer side is
-        ``max_side``. Returns ``(h, w, 3)`` uint8 with ``max(h, w) <= max_side``.
+        full-resolution image. Each panel shows it at its own resolution, enlarged to
+        :data:`ZOOM_PANEL_MIN` or reduced to :data:`ZOOM_PANEL_MAX` on its longer side when
+        outside those, and never wider in all than ``max_side``. Returns ``(h, w, 3)`` uint8.
         """
         prepared = self._prepare(detections)
         _check_index(index, len(detections))
         height, width = self.image_size
         x0, y0, x1, y1 = _zoom_window(prepared.boxes[index].tolist(), width, height)
         crop_w, crop_h = x1 - x0, y1 - y0
-        scale = (self.max_side - ZOOM_GAP) / max(2 * crop_w, crop_h)
+        longer = max(crop_w, crop_h)
+        scale = min(max(1.0, ZOOM_PANEL_MIN / longer), ZOOM_PANEL_MAX / longer)
+        scale = min(scale, (self.max_side - ZOOM_GAP) / max(2 * crop_w, crop_h))
         panel_w, panel_h = max(1, math.floor(crop_w * scale)), max(1, math.floor(crop_h * scale))
 
         display_h, display_w = self._display.shape[:2]
@@ -192,11 +248,13 @@ class Renderer:
 
         region_h, region_w = image_region.shape[:2]
         shrink = panel_w <= region_w and panel_h <= region_h
-        image_interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
-        plain: RGBImage = np.asarray(
-            cv2.resize(image_region, (panel_w, panel_h), interpolation=image_interp),
-            dtype=np.uint8,
-        )
+        if shrink:
+            plain: RGBImage = _shrink(image_region, panel_w, panel_h)
+        else:
+            plain = np.asarray(
+                cv2.resize(image_region, (panel_w, panel_h), interpolation=cv2.INTER_LINEAR),
+                dtype=np.uint8,
+            )
         panel_mask = _resize_mask(mask_region, panel_w, panel_h)
         placed = _Placed(panel_mask, 0, 0)
 
@@ -219,16 +277,30 @@ class Renderer:
             )
         with self._lock:
             cached = self._cache.get(detections)
+            origin = detections.origin
+            parent = None if origin is None else self._cache.get(origin[0])
         if cached is not None:
             return cached
-        height, width = self.image_size
-        display_h, display_w = self._display.shape[:2]
-        boxes = tight_boxes(detections.masks).astype(np.int64)
-        display = [
-            _downscale_mask(mask, box, display_w / width, display_h / height, display_w, display_h)
-            for mask, box in zip(detections.masks, boxes.tolist(), strict=True)
-        ]
-        prepared = _Prepared(boxes=boxes, display=display, anchors=[_anchor(p) for p in display])
+        if parent is not None and origin is not None:
+            # Selected from masks already prepared (the survivors of a check): reuse them.
+            picks = origin[1].tolist()
+            prepared = _Prepared(
+                boxes=parent.boxes[origin[1]],
+                display=[parent.display[i] for i in picks],
+                anchors=[parent.anchors[i] for i in picks],
+            )
+        else:
+            height, width = self.image_size
+            display_h, display_w = self._display.shape[:2]
+            boxes = detections.mask_boxes
+            sx, sy = display_w / width, display_h / height
+            display = [
+                _downscale_mask(mask, box, sx, sy, display_w, display_h)
+                for mask, box in zip(detections.masks, boxes.tolist(), strict=True)
+            ]
+            prepared = _Prepared(
+                boxes=boxes, display=display, anchors=[_anchor(p) for p in display]
+            )
         with self._lock:
             self._cache[detections] = prepared
         return prepared
@@ -246,7 +318,7 @@ def overlay(image: RGBImage, detections: Detections) -> RGBImage:
     style = _Style.for_canvas(canvas)
     placed = []
     for mask, (x0, y0, x1, y1) in zip(
-        detections.masks, tight_boxes(detections.masks).astype(np.int64).tolist(), strict=True
+        detections.masks, detections.mask_boxes.tolist(), strict=True
     ):
         placed.append(_Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0))
     for i, p in enumerate(placed):
@@ -315,8 +387,15 @@ def _resize_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.
     """A 0/1 mask region resized to ``(height, width)``: area-averaged and rounded when
     shrinking, nearest when growing; keeps one pixel if the region has any."""
     shrink = width <= region.shape[1] and height <= region.shape[0]
-    interp = cv2.INTER_AREA if shrink else cv2.INTER_NEAREST
-    out = cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=interp)
+    if shrink:
+        out = _shrink(region, width, height)
+    else:
+        out = np.asarray(
+            cv2.resize(
+                np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_NEAREST
+            ),
+            dtype=np.uint8,
+        )
     if not out.any():
         ys, xs = np.nonzero(region)
         if ys.size:
@@ -325,6 +404,45 @@ def _resize_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.
             ox = min(width - 1, int(xs[mid] * width / region.shape[1]))
             out[oy, ox] = 1
     return np.asarray(out, dtype=np.uint8)
+
+
+def _rescale(placed: _Placed, factor: float, canvas_w: int, canvas_h: int) -> _Placed:
+    """``placed`` (on some canvas) scaled by ``factor`` onto a ``canvas_w`` x ``canvas_h``
+    canvas; a non-empty mask keeps at least one pixel."""
+    h, w = placed.crop.shape
+    if h == 0:
+        return placed
+    x0, y0 = math.floor(placed.x * factor), math.floor(placed.y * factor)
+    x0, y0 = min(x0, canvas_w - 1), min(y0, canvas_h - 1)
+    x1 = max(x0 + 1, min(canvas_w, math.ceil((placed.x + w) * factor)))
+    y1 = max(y0 + 1, min(canvas_h, math.ceil((placed.y + h) * factor)))
+    return _Placed(_resize_mask(placed.crop, x1 - x0, y1 - y0), x0, y0)
+
+
+def _shrink(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
+    """``region`` reduced to ``(height, width)``, area-averaged.
+
+    OpenCV's area resampling is fast only for whole-number ratios (ten times slower
+    otherwise), so the largest whole-number part of the reduction is done that way and the
+    rest, under 2x, by bilinear interpolation, which does not alias at such ratios. On a 0/1
+    mask the result is 0/1 again (each output pixel rounds its area's mean).
+    """
+    src_h, src_w = region.shape[:2]
+    factor = min(src_w // width, src_h // height)
+    if factor >= 2:
+        trimmed = np.ascontiguousarray(
+            region[: (src_h // factor) * factor, : (src_w // factor) * factor]
+        )
+        region = np.asarray(
+            cv2.resize(trimmed, (src_w // factor, src_h // factor), interpolation=cv2.INTER_AREA),
+            dtype=np.uint8,
+        )
+    if region.shape[1] == width and region.shape[0] == height:
+        return np.asarray(region, dtype=np.uint8)
+    return np.asarray(
+        cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_LINEAR),
+        dtype=np.uint8,
+    )
 
 
 def _paste(placed: _Placed, x0: int, y0: int, width: int, height: int) -> npt.NDArray[np.uint8]:
@@ -362,10 +480,15 @@ def _fill(canvas: RGBImage, placed: _Placed, color: Color) -> None:
     if h == 0:
         return
     region = canvas[placed.y : placed.y + h, placed.x : placed.x + w]
-    tinted = np.empty_like(region)
-    tinted[:] = color
     alpha = FILL_ALPHA_256 / 256
-    cv2.addWeighted(region, 1.0 - alpha, tinted, alpha, 0.0, dst=tinted)
+    # region * (1 - alpha) + color * alpha, as two OpenCV passes (filling an array with the
+    # colour first costs more than both).
+    tinted = cv2.addWeighted(region, 1.0 - alpha, region, 0.0, 0.0)
+    offset = (color[0] * alpha, color[1] * alpha, color[2] * alpha, 0.0)
+    cv2.add(tinted, offset, dst=tinted)  # type: ignore[call-overload]  # Scalar form, unstubbed
+    if region.flags.c_contiguous:
+        cv2.copyTo(tinted, placed.crop, region)
+        return
     # Masked copy into a contiguous buffer (OpenCV writes in place only there), then back.
     blended = region.copy()
     cv2.copyTo(tinted, placed.crop, blended)
@@ -421,3 +544,53 @@ def _label(
     cv2.putText(
         canvas, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
     )
+
+
+LEGEND_MAX_ROWS = 12
+"""Masks listed one per row in a legend; the rest are summed up in one more row."""
+LEGEND_QUERY_CHARS = 60
+"""The query is cut to this many characters in a legend."""
+
+
+def legend(canvas: RGBImage, query: str, detections: Detections) -> RGBImage:
+    """A copy of ``canvas`` (an :func:`overlay` of ``detections``) with a legend in its
+    top-left corner: the query, then one row per mask with its colour, 1-based number and
+    score (masks in ``detections`` order, as numbered on the overlay).
+
+    The legend is drawn with OpenCV's ASCII font: other characters of the query show as
+    ``?``. Sizes follow :class:`_Style`, so the legend grows with the canvas.
+    """
+    out = np.array(canvas, dtype=np.uint8, copy=True, order="C")
+    style = _Style.for_canvas(out)
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    shown = query if len(query) <= LEGEND_QUERY_CHARS else query[: LEGEND_QUERY_CHARS - 3] + "..."
+    shown = shown.encode("ascii", "replace").decode("ascii").replace("\n", " ")
+    rows: list[tuple[str, Color | None]] = [(f"query: {shown}", None)]
+    scores = detections.scores.tolist()
+    for i, score in enumerate(scores[:LEGEND_MAX_ROWS]):
+        rows.append((f"{i + 1}: score {score:.2f}", mask_color(i)))
+    if len(scores) > LEGEND_MAX_ROWS:
+        rows.append((f"... {len(scores) - LEGEND_MAX_ROWS} more", None))
+    if not scores:
+        rows.append(("no mask", None))
+    sizes = [cv2.getTextSize(t, font, style.font_scale, style.font_thickness) for t, _ in rows]
+    row_h = max(h + base for (_, h), base in sizes) + style.padding
+    swatch = row_h - style.padding
+    width = max(w for (w, _), _ in sizes) + swatch + 4 * style.padding
+    height = row_h * len(rows) + 2 * style.padding
+    canvas_h, canvas_w = out.shape[:2]
+    x1, y1 = min(width, canvas_w), min(height, canvas_h)
+    # A darkened box, not an opaque one: what lies under the legend stays faintly visible.
+    region = out[:y1, :x1].astype(np.uint16)
+    out[:y1, :x1] = (region * 3 // 10).astype(np.uint8)
+    for row, ((text, color), ((_, text_h), _)) in enumerate(zip(rows, sizes, strict=True)):
+        top = style.padding + row * row_h
+        x = style.padding
+        if color is not None:
+            cv2.rectangle(out, (x, top), (x + swatch, top + swatch), color, thickness=cv2.FILLED)
+            x += swatch + style.padding
+        origin = (x, top + text_h)
+        cv2.putText(
+            out, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
+        )
+    return out

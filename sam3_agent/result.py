@@ -46,6 +46,8 @@ class AgentResult:
         rounds: main-conversation MLLM calls made.
         timings: seconds per phase (``total``, ``chat``, ``checks``, ``segment``, ``render``).
         output_dir: where result.json / overlay.png / trace.jsonl were written, if anywhere.
+        prompts: the prompt set the session used: ``name``, ``path`` and ``version`` (a
+            content hash of its templates).
     """
 
     query: str
@@ -60,6 +62,7 @@ class AgentResult:
     failure: str | None = None
     phrases_tried: list[str] = field(default_factory=list)
     output_dir: Path | None = None
+    prompts: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``result.json`` document; masks as COCO RLE, boxes XYXY in pixels."""
@@ -81,5 +84,6 @@ class AgentResult:
             "usage": self.usage.to_dict(),
             "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
             "model": self.model,
+            "prompts": self.prompts,
             "version": __version__,
         }

@@ -8,8 +8,11 @@ change it only through these methods.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import os
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -53,10 +56,13 @@ class Session:
         self._embedding: asyncio.Future[ImageEmbedding] | None = None
         self.renderer = Renderer(image, config.max_image_side)
         self.task_image = self._encode(self.renderer.display_image, "input")
+        self._contexts = ContextImages(self.renderer, config.jpeg_quality, self.task_image)
         self.phrases: list[str] = []
         self.current: Detections | None = None
         self.round = 0
         self.checks_used = 0
+        self.last_checks: list[tuple[CheckRequest, CheckResult]] = []
+        """The latest examine_each_mask: what each checker saw and its verdict."""
         self.usage = Usage()
         self.timings: defaultdict[str, float] = defaultdict(float)
 
@@ -103,6 +109,11 @@ class Session:
     def clear_masks(self) -> None:
         self.current = None
 
+    async def select(self, detections: Detections, indices: list[int]) -> Detections:
+        """``detections[indices]`` (0-based), made off the event loop: a selection that is not
+        an evenly spaced run copies full-resolution masks, tens of milliseconds on a photo."""
+        return await asyncio.to_thread(detections.__getitem__, indices)
+
     async def segment(self, phrase: str) -> Detections:
         """SAM 3 on ``phrase``, post-processed (SPEC §3); becomes the current masks."""
         with self.timed("embed_wait"):
@@ -123,12 +134,15 @@ class Session:
 
     async def show_masks(self, detections: Detections) -> EncodedImage:
         """The numbered render of ``detections``, encoded once and saved to the trace."""
+        name = f"r{self.round:03d}_masks"
+
+        def render() -> EncodedImage:
+            image = self._encode(self.renderer.numbered(detections), name)
+            self.trace.save_image(image)
+            return image
+
         with self.timed("render"):
-            image = await asyncio.to_thread(
-                lambda: self._encode(self.renderer.numbered(detections), f"r{self.round:03d}_masks")
-            )
-        self.trace.save_image(image)
-        return image
+            return await asyncio.to_thread(render)
 
     def _encode(self, image: RGBImage, name: str) -> EncodedImage:
         return EncodedImage.encode(image, name, quality=self.config.jpeg_quality)
@@ -148,19 +162,25 @@ class Session:
             results = await check_all(
                 self.chat_model,
                 system_prompt=self._checker_prompt,
-                raw_image=self.task_image,
                 query=self.query,
                 requests=requests,
                 concurrency=self.config.check_concurrency,
                 verdict_retries=self.config.verdict_retries,
                 record=calls.append,
             )
+        self.last_checks = list(zip(requests, results, strict=True))
         for check in results:
             self.usage.checks = self.usage.checks + check.usage
             self.usage.cached_calls += check.cached_calls
             self.checks_used += len(check.replies)
-        for call in sorted(calls, key=lambda c: (c.number, c.attempt)):
-            self._trace_check(call, results[call.number - 1])
+        if self.trace.enabled:
+            ordered = sorted(calls, key=lambda c: (c.number, c.attempt))
+
+            def write_records() -> None:
+                for call in ordered:
+                    self._trace_check(call, results[call.number - 1])
+
+            await asyncio.to_thread(write_records)
         return [r.accepted for r in results]
 
     def _trace_check(self, call: CheckCall, result: CheckResult) -> None:
@@ -184,17 +204,76 @@ class Session:
         )
 
     def _check_requests(self, detections: Detections) -> list[CheckRequest]:
-        total = len(detections)
-        return [
-            CheckRequest(
-                number=i + 1,
-                total=total,
-                mask_image=self._encode(
-                    self.renderer.single(detections, i), f"r{self.round:03d}_check{i + 1:02d}"
-                ),
-                zoom_image=self._encode(
-                    self.renderer.zoom(detections, i), f"r{self.round:03d}_check{i + 1:02d}_zoom"
-                ),
+        return check_requests(
+            self.renderer,
+            detections,
+            prefix=f"r{self.round:03d}",
+            quality=self.config.jpeg_quality,
+            contexts=self._contexts,
+        )
+
+
+RENDER_WORKERS = min(4, os.cpu_count() or 1)
+"""Threads rendering and encoding check images at once (OpenCV releases the GIL there)."""
+
+
+class ContextImages:
+    """The plain image encoded once per context size, shared by every check that uses it
+    (and by later rounds). Safe to use from several threads."""
+
+    def __init__(
+        self, renderer: Renderer, quality: int, display: EncodedImage | None = None
+    ) -> None:
+        """``display``: the display-size image, when already encoded."""
+        self._renderer = renderer
+        self._quality = quality
+        self._encoded: dict[int, EncodedImage] = {}
+        if display is not None:
+            self._encoded[max(renderer.display_image.shape[:2])] = display
+        self._lock = threading.Lock()
+
+    def get(self, side: int) -> EncodedImage:
+        with self._lock:
+            cached = self._encoded.get(side)
+        if cached is None:
+            cached = EncodedImage.encode(
+                self._renderer.context(side), f"input_{side}", quality=self._quality
             )
-            for i in range(total)
-        ]
+            with self._lock:
+                cached = self._encoded.setdefault(side, cached)
+        return cached
+
+
+def check_requests(
+    renderer: Renderer,
+    detections: Detections,
+    *,
+    prefix: str,
+    quality: int,
+    contexts: ContextImages | None = None,
+    workers: int = RENDER_WORKERS,
+) -> list[CheckRequest]:
+    """What each mask's check shows (mask numbers 1-based, in order), rendered and encoded
+    on ``workers`` threads: one mask's images are independent of the others'."""
+    total = len(detections)
+    plain = contexts or ContextImages(renderer, quality)
+
+    def one(i: int) -> CheckRequest:
+        name = f"{prefix}_check{i + 1:02d}"
+        side = renderer.context_side(detections, i)
+        return CheckRequest(
+            number=i + 1,
+            total=total,
+            raw_image=plain.get(side),
+            mask_image=EncodedImage.encode(
+                renderer.single(detections, i, side), name, quality=quality
+            ),
+            zoom_image=EncodedImage.encode(
+                renderer.zoom(detections, i), f"{name}_zoom", quality=quality
+            ),
+        )
+
+    if workers <= 1 or total <= 1:
+        return [one(i) for i in range(total)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, range(total)))

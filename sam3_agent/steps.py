@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from sam3_agent import prompts
 from sam3_agent.images import EncodedImage
-from sam3_agent.messages import ChatMessage, ImagePart, Part, TextPart
+from sam3_agent.messages import ChatMessage, ImagePart, NativeToolCall, Part, TextPart
 from sam3_agent.parsing import ToolCall
 
 StepKind = Literal["segment", "examine", "final", "correction"]
@@ -41,6 +42,18 @@ class Observation:
         parts.append(TextPart(self.text))
         return ChatMessage("user", tuple(parts))
 
+    def tool_messages(self, call: NativeToolCall, *, with_image: bool) -> list[ChatMessage]:
+        """The answer to a native tool call: a ``tool`` message with the text, then, when the
+        image is shown, a ``user`` message holding it (OpenAI tool messages take text only)."""
+        text = self.text
+        if self.image is not None and not with_image and self.image_dropped_text:
+            text = f"{self.image_dropped_text}\n{text}"
+        messages = [ChatMessage("tool", (TextPart(text),), tool_call_id=call.id)]
+        if self.image is not None and with_image:
+            note = prompts.feedback("tool_result_image", name=call.name)
+            messages.append(ChatMessage("user", (ImagePart(self.image), TextPart(note))))
+        return messages
+
 
 @dataclass(frozen=True)
 class TaskStep:
@@ -61,6 +74,8 @@ class ActionStep:
         observation: the answer sent back to the model.
         call: the parsed tool call, None when the reply had none or was unreadable.
         phrase: the phrase, for an executed segment_phrase.
+        native_call: with native tool calling, the call as replayed to the API; ``reply``
+            is then the reply's visible text and the observation answers as a tool result.
     """
 
     round: int
@@ -69,8 +84,19 @@ class ActionStep:
     observation: Observation
     call: ToolCall | None = None
     phrase: str | None = None
+    native_call: NativeToolCall | None = None
 
-    def messages(self, *, with_image: bool) -> tuple[ChatMessage, ChatMessage]:
-        return ChatMessage.text("assistant", self.reply), self.observation.message(
-            with_image=with_image
-        )
+    def messages(self, *, with_image: bool) -> tuple[ChatMessage, ...]:
+        """The round as chat messages: the reply, then its answer.
+
+        Tag protocol: ``(assistant, user)``. Native tool calls: an assistant message with
+        the structured call, a ``tool`` message answering it by id, and a ``user`` message
+        with the image when it is shown.
+        """
+        if self.native_call is None:
+            return ChatMessage.text("assistant", self.reply), self.observation.message(
+                with_image=with_image
+            )
+        text = (TextPart(self.reply),) if self.reply else ()
+        assistant = ChatMessage("assistant", text, tool_calls=(self.native_call,))
+        return (assistant, *self.observation.tool_messages(self.native_call, with_image=with_image))

@@ -6,7 +6,6 @@ misuse a tool raises :class:`ToolMistake`, whose text goes back to the model ver
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sam3_agent import prompts
 from sam3_agent.detections import Detections
+from sam3_agent.echo import ECHO_LIMIT, echo, echo_list
 from sam3_agent.messages import ToolSpec
 from sam3_agent.parsing import ToolCall
 from sam3_agent.steps import Observation, StepKind
@@ -109,7 +109,9 @@ async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> Tool
     phrase = params.text_prompt
     if normalize_phrase(phrase) in {normalize_phrase(p) for p in session.phrases}:
         raise ToolMistake(
-            prompts.feedback("duplicate_phrase", phrase=phrase, tried=list(session.phrases))
+            prompts.feedback(
+                "duplicate_phrase", phrase=echo(phrase), tried=echo_list(session.phrases)
+            )
         )
     detections = await session.segment(phrase)
     if len(detections) == 0:
@@ -133,7 +135,7 @@ async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
         return ToolOutcome(
             "examine", Observation(prompts.feedback("all_rejected", total=len(current)))
         )
-    survivors = current[[n - 1 for n in kept_numbers]]
+    survivors = await session.select(current, [n - 1 for n in kept_numbers])
     session.current = survivors
     image = await session.show_masks(survivors)
     text = prompts.feedback("examined", total=len(current), kept=kept_numbers)
@@ -144,7 +146,8 @@ async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
 async def _select_masks_and_return(session: Session, params: SelectMasksParams) -> ToolOutcome:
     current = session.require_masks("select_masks_and_return")
     indices = mask_numbers_to_indices(params.final_answer_masks, len(current))
-    return ToolOutcome("final", Observation(""), final=Final("masks", current[indices]))
+    selected = await session.select(current, indices)
+    return ToolOutcome("final", Observation(""), final=Final("masks", selected))
 
 
 async def _report_no_mask(session: Session, params: NoParams) -> ToolOutcome:
@@ -222,23 +225,24 @@ def tool_specs() -> list[ToolSpec]:
 
 
 def _describe_errors(error: ValidationError) -> str:
+    """The validation problems in one line; every part the model wrote is bounded."""
     problems = []
     for e in error.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "parameters"
+        where = echo(".".join(str(p) for p in e["loc"]) or "parameters")
         if e["type"] == "extra_forbidden":
             problems.append(f"unexpected parameter '{where}'")
         elif e["type"] == "missing":
             problems.append(f"missing parameter '{where}'")
         else:
-            problems.append(f"'{where}' {e['msg'].lower()} (got {json.dumps(e.get('input'))})")
-    return "; ".join(problems)
+            problems.append(f"'{where}' {echo(e['msg'].lower())} (got {echo(e.get('input'))})")
+    return "; ".join(echo_list(problems, item_limit=2 * ECHO_LIMIT))
 
 
 async def execute(session: Session, call: ToolCall) -> ToolOutcome:
     """Validate ``call`` and run its handler. Raises :class:`ToolMistake` for model mistakes."""
     tool = TOOLS.get(call.name)
     if tool is None:
-        raise ToolMistake(prompts.feedback("unknown_tool", name=call.name, names=list(TOOLS)))
+        raise ToolMistake(prompts.feedback("unknown_tool", name=echo(call.name), names=list(TOOLS)))
     try:
         params = tool.params.model_validate(call.parameters)
     except ValidationError as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -564,11 +565,24 @@ def test_native_tool_protocol(image: np.ndarray, three_cats: Detections) -> None
     assert all(t is not None and len(t) == 4 for t in chat.tools_seen)
     assert "could not be read" in last_user_text(chat.main_calls[2])
     assert "tool-calling interface" in chat.main_calls[0][0].joined_text
-    # The stored assistant turn carries the call in tag form for the next context.
-    assert "segment_phrase" in chat.main_calls[1][2].joined_text
+    # Earlier calls are replayed as structured calls answered by tool messages (by id), the
+    # image in a user message after the tool result, never as <tool> text.
+    roles = [m.role for m in chat.main_calls[2]]
+    assert roles == ["system", "user", "assistant", "tool", "user", "assistant", "tool"]
+    first, answer, shown = chat.main_calls[2][2:5]
+    assert first.tool_calls == (NativeToolCall("segment_phrase", '{"text_prompt": "cat"}'),)
+    assert "<tool>" not in first.joined_text
+    assert answer.tool_call_id == first.tool_calls[0].id != ""
+    assert "3 masks" in answer.joined_text and not answer.images
+    assert len(shown.images) == 1
+    refused = chat.main_calls[2][5]
+    assert refused.tool_calls[0].arguments == "{}"  # unreadable arguments are not replayed
+    assert chat.main_calls[2][6].tool_call_id == refused.tool_calls[0].id != first.tool_calls[0].id
 
 
-def test_reply_cut_by_the_token_limit_is_a_mistake(image: np.ndarray, three_cats: Detections) -> None:
+def test_reply_cut_by_the_token_limit_is_a_mistake(
+    image: np.ndarray, three_cats: Detections
+) -> None:
     from sam3_agent.messages import ChatResponse
 
     agent, chat, _ = make_agent(
@@ -584,3 +598,146 @@ def test_bad_image_leaves_no_output_directory(three_cats: Detections, tmp_path: 
     with pytest.raises(ImageLoadError):
         agent.run(tmp_path / "missing.png", "cat", output_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def read_outputs(out: Path) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """result.json and every trace record, read back as strict UTF-8 JSON."""
+    result = json.loads((out / "result.json").read_bytes().decode("utf-8"))
+    lines = (out / "trace.jsonl").read_bytes().decode("utf-8").splitlines()
+    return result, [json.loads(line) for line in lines]
+
+
+@pytest.mark.parametrize("protocol", ["tags", "native"])
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"final_answer_masks": [' + "9" * 4301 + "]}", "[" * 2000 + "]" * 2000],
+    ids=["4301-digit integer", "2000 nested brackets"],
+)
+def test_json_python_cannot_decode_is_a_correction(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path, protocol: str, arguments: str
+) -> None:
+    from sam3_agent.messages import ChatResponse, NativeToolCall
+
+    if protocol == "native":
+        bad: object = ChatResponse("", tool_calls=(NativeToolCall("report_no_mask", arguments),))
+        done: object = ChatResponse("", tool_calls=(NativeToolCall("report_no_mask", "{}"),))
+    else:
+        bad = f'<tool>{{"name": "report_no_mask", "parameters": {arguments}}}</tool>'
+        done = tool("report_no_mask")
+    chat = ScriptedChatModel(replies=[bad, done])  # type: ignore[list-item]
+    agent = Sam3Agent(FakeSegmenter({}), chat, AgentConfig(tool_protocol=protocol))  # type: ignore[arg-type]
+    result = agent.run(image, "cat", output_dir=tmp_path)
+    assert result.status == "no_mask"
+    correction = last_user_text(chat.main_calls[1])
+    assert "could not be read" in correction and len(correction) < 1000
+    read_outputs(tmp_path)
+
+
+def test_lone_surrogates_from_model_and_user_are_written(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path
+) -> None:
+    agent, _, _ = make_agent(
+        ["dog \ud83d", tool("segment_phrase", text_prompt="cat \udc00"), tool("report_no_mask")],
+        three_cats,
+    )
+    result = agent.run(image, "the \ud83d cat", output_dir=tmp_path)
+    assert result.status == "no_mask"
+    document, records = read_outputs(tmp_path)
+    assert document["query"] == "the \ud83d cat"  # escaped on disk, the same string read back
+    assert records[0]["reply"] == "dog \ud83d"
+    # pydantic refuses the phrase (not valid Unicode); the correction echoes it, on disk too.
+    assert "cat \udc00" in records[1]["outcome"]["text"]  # type: ignore[index]
+
+
+def test_outputs_follow_the_umask(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path
+) -> None:
+    import os
+    import stat
+
+    agent, _, _ = make_agent([tool("segment_phrase", text_prompt="cat"), SELECT_1], three_cats)
+    agent.run(image, "cat", output_dir=tmp_path)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    expected = 0o666 & ~mask
+    for name in ("result.json", "overlay.png", "trace.jsonl", "system_prompt.txt"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == expected, name
+    for image_file in (tmp_path / "images").iterdir():
+        assert stat.S_IMODE(image_file.stat().st_mode) == expected
+
+
+def test_echoes_of_the_model_input_are_bounded(image: np.ndarray, three_cats: Detections) -> None:
+    huge = "x" * (1 << 20)
+    replies = [
+        tool("segment_phrase", text_prompt=huge),
+        tool(huge),
+        tool("select_masks_and_return", **{huge: 1}),
+        f'<tool>{{"name": "report_no_mask", "{huge}": 1}}</tool>',
+        tool("segment_phrase", text_prompt="cat"),
+        tool("select_masks_and_return", final_answer_masks=[huge]),
+        tool("report_no_mask"),
+    ]
+    agent, chat, _ = make_agent(replies, three_cats)
+    assert agent.run(image, "cat").status == "no_mask"
+    for call in chat.main_calls[1:]:
+        assert len(last_user_text(call)) < 2000
+        # Neither the corrections nor the replay of the refused replies grow with the input.
+        assert sum(len(m.joined_text) for m in call[1:]) < 20_000
+
+
+def test_a_stray_character_after_a_complete_call_costs_no_round(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path
+) -> None:
+    agent, _, _ = make_agent(
+        ['<tool>{"name": "report_no_mask", "parameters": {}}}</tool>'], three_cats
+    )
+    result = agent.run(image, "cat", output_dir=tmp_path)
+    assert result.status == "no_mask" and result.rounds == 1
+    _, records = read_outputs(tmp_path)
+    assert records[0]["ignored_after_json"] == "}"
+
+
+def test_an_empty_reply_is_answered_as_empty(image: np.ndarray, three_cats: Detections) -> None:
+    agent, chat, _ = make_agent(["", tool("report_no_mask")], three_cats)
+    assert agent.run(image, "cat").status == "no_mask"
+    correction = last_user_text(chat.main_calls[1])
+    assert "was empty" in correction and "after your reasoning" not in correction
+
+
+def test_no_file_work_on_the_event_loop(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Overlay, result.json, trace records and image saves all run in worker threads: a
+    batch evaluation shares the loop between sessions."""
+    import asyncio
+
+    import sam3_agent.agent as agent_module
+    import sam3_agent.outputs as outputs_module
+
+    on_loop: list[str] = []
+
+    def off_loop(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                asyncio.get_running_loop()
+                on_loop.append(name)
+            except RuntimeError:
+                pass
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(
+        outputs_module,
+        "atomic_write_bytes",
+        off_loop("atomic_write_bytes", outputs_module.atomic_write_bytes),
+    )
+    monkeypatch.setattr(agent_module, "write_png", off_loop("write_png", agent_module.write_png))
+    monkeypatch.setattr(
+        outputs_module.Trace, "record", off_loop("record", outputs_module.Trace.record)
+    )
+    replies = [tool("segment_phrase", text_prompt="cat"), tool("examine_each_mask"), SELECT_1]
+    agent, _, _ = make_agent(replies, three_cats)
+    assert agent.run(image, "cat", output_dir=tmp_path).status == "masks"
+    assert (tmp_path / "overlay.png").exists()
+    assert on_loop == []

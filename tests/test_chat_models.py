@@ -9,8 +9,14 @@ import huggingface_hub.constants
 import pytest
 from tiny_qwen import save_tiny_qwen
 
-from sam3_agent.backends import chat_models
-from sam3_agent.backends.chat_models import DEFAULT_HF_MODEL, build_chat_model
+from sam3_agent.backends import memory
+from sam3_agent.backends.chat_models import (
+    DEFAULT_HF_MODEL,
+    ChatChoice,
+    build_chat_model,
+    check_chat_options,
+)
+from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.backends.response_cache import CachedChatModel
@@ -34,21 +40,31 @@ def no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        chat_models.TransformersChatModel, "from_pretrained", lambda m, **kw: Loaded(m, **kw)
-    )
+    monkeypatch.setattr(TransformersChatModel, "from_pretrained", lambda m, **kw: Loaded(m, **kw))
 
 
-def test_default_is_the_in_process_default_model(loads: None):
-    built = build_chat_model()
+@pytest.mark.parametrize(
+    ("available_gb", "expected"),
+    [(1000, "Qwen/Qwen3-VL-4B-Instruct"), (10, "Qwen/Qwen3-VL-2B-Instruct")],
+)
+def test_default_is_the_machines_default_model(
+    loads: None, monkeypatch: pytest.MonkeyPatch, available_gb: int, expected: str
+):
+    reading = memory.MemoryReading("cpu", available_gb * 10**9, available_gb * 10**9)
+    monkeypatch.setattr(memory, "read_memory", lambda device: reading)
+    built = build_chat_model(device="cpu", dtype="bfloat16")
     assert isinstance(built, Loaded)
-    assert built.name == DEFAULT_HF_MODEL == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert built.name == expected
+    assert DEFAULT_HF_MODEL == "Qwen/Qwen3-VL-8B-Instruct"
 
 
 def test_hf_prefix_loads_in_process(loads: None):
     built = build_chat_model(llm="hf:/models/qwen", device="cpu", dtype="float32")
     assert isinstance(built, Loaded)
-    assert (built.name, built.kwargs) == ("/models/qwen", {"device": "cpu", "dtype": "float32"})
+    assert (built.name, built.kwargs) == (
+        "/models/qwen",
+        {"device": "cpu", "dtype": "float32", "generation": None},
+    )
 
 
 def test_url_and_model_give_an_endpoint():
@@ -96,6 +112,13 @@ def test_cache_wraps_and_replay_reads(tmp_path: Path):
         ({"tool_protocol": "native"}, "tag protocol"),
         ({"url": "http://127.0.0.1:9/v1"}, "--llm-model is required"),
         ({"tool_protocol": "json"}, "--tool-protocol"),
+        ({"url": "localhost:8000/v1", "model": "m"}, "http"),
+        ({"url": "http://127.0.0.1:9/v1", "model": "m", "timeout_s": float("nan")}, "timeout"),
+        ({"url": "http://127.0.0.1:9/v1", "model": "m", "timeout_s": 0}, "timeout"),
+        (
+            {"generation": GenerationSettings(extra_body={"top_k": 3})},
+            "only chat_template_kwargs",
+        ),
     ],
 )
 def test_contradictory_options(loads: None, options: dict[str, Any], message: str):
@@ -112,3 +135,31 @@ async def test_hf_route_loads_a_real_directory(tmp_path: Path, monkeypatch: pyte
     assert isinstance(built.inner, TransformersChatModel)
     response = await built.complete([ChatMessage.text("user", "hi")])
     assert response.usage.calls == 1 and not response.cached
+
+
+def test_check_chat_options_says_which_backend_and_loads_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    def no_load(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("checking options must not load a model")
+
+    monkeypatch.setattr(TransformersChatModel, "from_pretrained", no_load)
+    assert check_chat_options() == ChatChoice("hf", DEFAULT_HF_MODEL, default=True)
+    assert check_chat_options(llm="hf:/m") == ChatChoice("hf", "/m")
+    assert check_chat_options(url="http://h:1/v1", model="q") == ChatChoice(
+        "endpoint", "q", "http://h:1/v1"
+    )
+    several = ["http://h:1/v1", "http://h:2/v1"]
+    assert check_chat_options(url=several, model="q") == ChatChoice(
+        "endpoint", "q", "http://h:1/v1", urls=tuple(several)
+    )
+    assert check_chat_options(url=["http://h:1/v1"], model="q").urls == ()
+    with pytest.raises(UserError, match="http:// or https:// URL, got 'h:2'"):
+        check_chat_options(url=["http://h:1/v1", "h:2"], model="q")
+
+
+def test_generation_settings_reach_the_endpoint_model():
+    settings = GenerationSettings(temperature=0.7, max_tokens=99, seed=5)
+    built = build_chat_model(url="http://127.0.0.1:9/v1", model="m", generation=settings)
+    assert isinstance(built, OpenAIChatModel)
+    assert (built.temperature, built.max_tokens, built.generation.seed) == (0.7, 99, 5)

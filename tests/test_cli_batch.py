@@ -123,8 +123,12 @@ def test_usage_errors_are_one_line_before_any_model_loads(tmp_path: Path) -> Non
         ([str(tmp_path / "img"), "--out", out], "give the query with --query"),
         ([str(source), "--out", out, "--workers", "2"], "--workers applies to --engine ray"),
         ([str(source), "--out", out, "--ray-address", "auto"], "--ray-address applies"),
-        ([str(source), "--out", out, "--engine", "ray", "--llm-url", "http://127.0.0.1:9/v1"],
+        ([str(source), "--out", out, "--engine", "ray"],
          "--engine ray loads the MLLM on the workers only"),
+        ([str(source), "--out", out, "--llm-url", "http://127.0.0.1:9/v1"],
+         "--llm-model is required"),
+        ([str(source), "--out", out, "--temperature", "-1"], "--temperature"),
+        ([str(source), "--out", out, "--prompts", str(tmp_path / "no-prompts")], "is not a directory"),
         ([str(tmp_path / "nope.jsonl"), "--out", out], "does not exist"),
     ]  # fmt: skip
     for args, message in cases:
@@ -142,3 +146,18 @@ def test_a_run_directory_refuses_other_settings(tmp_path: Path, flags: list[str]
     refused = _batch(str(source), "--out", str(out), *flags, "--max-rounds", "3")
     assert refused.exit_code == 2
     assert "different settings" in refused.stderr and "max_rounds" in refused.stderr
+    refused = _batch(str(source), "--out", str(out), *flags, "--temperature", "0.5")
+    assert refused.exit_code == 2 and "generation" in refused.stderr
+    resumed = _batch(str(source), "--out", str(out), *flags, "--check-concurrency", "1")
+    assert resumed.exit_code == 0 and "0 run, 6 already stored" in resumed.stderr
+
+
+def test_stored_settings_name_the_prompt_set(tmp_path: Path, flags: list[str]) -> None:
+    source = write_jsonl(tmp_path / "in")
+    out = tmp_path / "out"
+    assert _batch(str(source), "--out", str(out), *flags).exit_code == 0
+    with reading(out) as store:
+        config = store.config()
+    assert config is not None
+    agent = config["agent"]
+    assert set(agent["prompts"]) == {"name", "version"} and "prompts_dir" not in agent

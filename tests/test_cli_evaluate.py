@@ -26,10 +26,13 @@ from eval_fixtures import (
 from fakes import FakeSegmenter, ScriptedChatModel
 from typer.testing import CliRunner
 
+from sam3_agent.backends import memory
+from sam3_agent.backends.memory import GPU_DEFAULT_MLLM, SMALL_DEFAULT_MLLMS
 from sam3_agent.cli.options import BackendOptions
 from sam3_agent.evaluation.store import ResultStore, reading, sample_dir_name
 
 runner = CliRunner()
+PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
 app = make_app()
 REPO = Path(__file__).resolve().parent.parent
 
@@ -50,6 +53,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setattr(BackendOptions, "build_segmenter", build_segmenter)
     monkeypatch.setattr(BackendOptions, "build_chat_model", build_chat_model)
+    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
     return made
 
 
@@ -85,7 +89,10 @@ def test_eval_reasonseg_with_the_agent(tmp_path: Path, fakes: dict[str, Any]) ->
     tags = doc["methods"][0]["metrics"]["splits"]["val"]["tags"]
     assert (tags["short"]["gIoU"], tags["short"]["cIoU"]) == pytest.approx(want["short"])
     assert (tags["long"]["gIoU"], tags["long"]["cIoU"]) == pytest.approx(want["long"])
-    assert doc["methods"][0]["label"] == "scripted + SAM 3 agent"
+    # No MLLM named: the machine's default (made explicit before loading) names the run.
+    model = doc["methods"][0]["config"]["model"]
+    assert model in (GPU_DEFAULT_MLLM, *SMALL_DEFAULT_MLLMS)
+    assert doc["methods"][0]["label"] == f"{model} + SAM 3 agent"
 
     stored = {r["id"]: r for r in _stored(run)}
     assert stored["val/d#0"]["failure"] == "ChatModelError: scripted endpoint failure"
@@ -98,7 +105,7 @@ def test_eval_reasonseg_with_the_agent(tmp_path: Path, fakes: dict[str, Any]) ->
             assert (artifacts / name).is_file(), (sid, name)
 
     md = (run / "report.md").read_text()
-    assert "| scripted + SAM 3 agent | 30.0 | 48.7 |" in md
+    assert f"| {model} + SAM 3 agent | 30.0 | 48.7 |" in md
     assert (run / "iou_hist.png").is_file()
     assert "gIoU 30.0, cIoU 48.7, failed 1" in result.stdout
     assert fakes["segmenters"][0].embed_calls == 4  # one per image
@@ -149,7 +156,7 @@ def test_rerun_skips_finished_and_refuses_other_settings(
     again = _eval(*args, "--concurrency", "2")  # concurrency is not part of the identity
     assert again.exit_code == 0, again.output
     assert "0 evaluated, 4 already stored" in again.stderr
-    assert fakes["chats"][1].calls == []
+    assert len(fakes["chats"]) == 1  # nothing left to do: no model built for the rerun
     assert _stored(run) == first
 
     refused = _eval(*args, "--mode", "sam3-only")
@@ -161,11 +168,12 @@ def test_rerun_skips_finished_and_refuses_other_settings(
     # The rerun had nothing left to do and the refusals came first: SAM 3 loaded once.
     assert len(fakes["segmenters"]) == 1
     chats_built = len(fakes["chats"])
+    default = json.loads((run / "metrics.json").read_text())["methods"][0]["config"]["model"]
     refused = _eval(*args, "--llm-model", "other-vlm")
     assert refused.exit_code == 2
-    assert "model: 'scripted' (run directory) vs 'other-vlm' (now)" in refused.stderr
+    assert f"model: {default!r} (run directory) vs 'other-vlm' (now)" in refused.stderr
     assert len(fakes["chats"]) == chats_built  # the name came from the flag: nothing loaded
-    resumed = _eval(*args, "--llm-model", "scripted")  # the same model, named by flag
+    resumed = _eval(*args, "--llm", f"hf:{default}")  # the same model, named by flag
     assert resumed.exit_code == 0 and "0 evaluated, 4 already stored" in resumed.stderr
 
 
@@ -312,3 +320,106 @@ def test_progress_bar_reports_running_metrics(tmp_path: Path, fakes: dict[str, A
     assert result.exit_code == 0, result.output
     assert "4/4" in result.stderr
     assert "gIoU 30.0  cIoU 48.7  failed 1" in result.stderr
+
+
+def test_progress_in_a_log_file_is_plain_whole_lines(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    """Not a terminal (CliRunner's stderr is a buffer): one plain line at the start, one at
+    the end, no control characters, and no line wrapped at 80 columns."""
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    args = ["--dataset", "reasonseg", "--root", str(root), "--out", str(tmp_path / ("r" * 60))]
+    result = runner.invoke(app, ["eval", *args])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    progress = [line for line in lines if line.startswith("eval ")]
+    assert progress[0].startswith("eval 0/4 (0%)")
+    assert progress[-1].startswith("eval 4/4 (100%)")
+    assert progress[-1].endswith("gIoU 30.0  cIoU 48.7  failed 1")
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr
+    (summary,) = [line for line in result.stdout.splitlines() if "samples, gIoU" in line]
+    assert summary.endswith("failed 1")
+    assert any(
+        line.startswith("report: ") and line.endswith("report.md")
+        for line in result.stdout.splitlines()
+    )
+
+
+def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from sam3_agent.cli.evaluate import EvalTally
+    from sam3_agent.cli.progress import PlainProgress
+
+    now = [0.0]
+    buffer = io.StringIO()
+    tally = EvalTally()
+    tally.running = SimpleNamespace(add=lambda s: None, giou=0.5, ciou=0.25, failed=0)
+    console = Console(file=buffer, width=40)
+    progress = PlainProgress(console, "eval", tally, interval_s=10.0, clock=lambda: now[0])
+    sample = SimpleNamespace(scored=lambda: None)
+    progress.start(total=5, already_done=[])
+    lines = []
+    for step in (1.0, 2.0, 12.0, 13.0):
+        now[0] = step
+        progress.update(sample)  # type: ignore[arg-type]
+        lines.append(buffer.getvalue().count("\n"))
+    assert lines == [1, 1, 2, 2]  # the start line, then one once 10 s have passed
+    progress.stop()
+    last = buffer.getvalue().splitlines()[-1]
+    assert last == "eval 4/5 (80%) elapsed 0:00:13 eta 0:00:03 gIoU 50.0  cIoU 25.0  failed 0"
+
+
+def test_help_default_concurrency_is_the_runners() -> None:
+    from sam3_agent.cli.evaluate import DEFAULT_CONCURRENCY
+    from sam3_agent.evaluation import runner as runner_module
+
+    assert DEFAULT_CONCURRENCY == runner_module.DEFAULT_CONCURRENCY
+
+
+def test_preset_sets_dataset_split_mode_and_is_recorded(
+    tmp_path: Path, fakes: dict[str, Any]
+) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    write_reasonseg(root, split="test")
+    common = ["--root", str(root), "--llm-url", "http://127.0.0.1:9/v1"]
+    common += ["--llm-model", "Qwen/Qwen2.5-VL-7B-Instruct"]
+    for preset in ("reasonseg-val", "reasonseg-test"):
+        result = _eval("--preset", preset, *common, "--out", str(tmp_path / preset))
+        assert result.exit_code == 0, result.output
+        with reading(tmp_path / preset) as store:
+            config = store.config() or {}
+        assert (config["preset"], config["dataset"], config["mode"]) == (
+            preset,
+            "reasonseg",
+            "agent",
+        )
+        assert config["split"] == preset.split("-")[1]
+    report = runner.invoke(
+        app,
+        ["report", str(tmp_path / "reasonseg-val"), str(tmp_path / "reasonseg-test"),
+         "--out", str(tmp_path / "report")],
+    )  # fmt: skip
+    assert report.exit_code == 0, report.output
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| SAM 3 Agent, Qwen2.5-VL 7B (published) | 62.2 |" in md
+    assert "| Qwen/Qwen2.5-VL-7B-Instruct + SAM 3 agent | Qwen2.5-VL 7B | val | gIoU |" in md
+
+
+def test_preset_contradictions_and_overrides(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    out = ["--root", str(root), "--out", str(tmp_path / "o")]
+    refused = _eval("--preset", "reasonseg-val", "--dataset", "refcoco", *out)
+    assert refused.exit_code == 2 and "contradicts" in refused.stderr
+    refused = _eval("--preset", "reasonseg-val", "--split", "test", *out)
+    assert refused.exit_code == 2 and "--split 'test'" in refused.stderr
+    missing = _eval(*out)
+    assert missing.exit_code == 2 and "--dataset NAME (or --preset NAME)" in missing.stderr
+    unknown = _eval("--preset", "coco-val", *out)
+    assert unknown.exit_code == 2
+    baseline = _eval("--preset", "reasonseg-val", "--mode", "sam3-only", *out)
+    assert baseline.exit_code == 0, baseline.output
+    assert fakes["chats"] == []  # SAM 3 alone: no MLLM built
+    with reading(tmp_path / "o") as store:
+        assert (store.config() or {})["mode"] == "sam3-only"

@@ -20,6 +20,7 @@ from openai_server import RecordedRequest, Reply, ScriptedServer, max_overlap, s
 from PIL import Image
 from typer.testing import CliRunner
 
+from sam3_agent.backends import memory
 from sam3_agent.cli import options
 from sam3_agent.cli.main import app
 from sam3_agent.detections import Detections, decode_rle
@@ -82,7 +83,11 @@ def server() -> Iterator[ScriptedServer]:
 @pytest.fixture
 def segmenter(monkeypatch: pytest.MonkeyPatch) -> FakeSegmenter:
     fake = FakeSegmenter({"cat": eight_cats()})
-    monkeypatch.setattr(options, "build_segmenter", lambda **kwargs: fake)
+    monkeypatch.setattr(options.BackendOptions, "build_segmenter", lambda self: fake)
+    # The fake SAM 3 needs no memory: the check must not depend on this machine's.
+    monkeypatch.setattr(
+        memory, "read_memory", lambda device: memory.MemoryReading("cpu", 1 << 50, 1 << 50)
+    )
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     return fake

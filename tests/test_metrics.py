@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fakes import square_mask
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sam3_agent.evaluation.metrics import (
     RunningMetrics,
@@ -102,9 +104,66 @@ def test_summary_values() -> None:
     assert (s.intersection, s.union) == (475, 975)
 
 
-def test_precision_is_strictly_above_threshold() -> None:
+def test_precision_counts_iou_at_or_above_the_threshold() -> None:
+    # ReLA and LAVT count iou >= t: an IoU of exactly 0.5 is a hit at Pr@0.5.
     s = summarize([_s("a", 1, 2), _s("b", 3, 5), _s("c", 9, 10)])  # 0.5, 0.6, 0.9
-    assert s.precision == pytest.approx({0.5: 2 / 3, 0.6: 1 / 3, 0.7: 1 / 3, 0.8: 1 / 3, 0.9: 0})
+    assert s.precision == pytest.approx({0.5: 1.0, 0.6: 2 / 3, 0.7: 1 / 3, 0.8: 1 / 3, 0.9: 1 / 3})
+
+
+def test_precision_leaves_out_no_target_samples() -> None:
+    # gRefCOCO as ReLA scores it: one target missed, two no-target samples rightly answered
+    # with no mask (IoU 1.0 each). Counting those as hits would give Pr@t = 2/3.
+    samples = [
+        _s("t", 0, 100, 0),
+        _s("n1", 0, 0, 0, no_target=True),
+        _s("n2", 0, 0, 0, no_target=True),
+    ]
+    s = summarize(samples)
+    assert s.precision == {0.5: 0.0, 0.6: 0.0, 0.7: 0.0, 0.8: 0.0, 0.9: 0.0}
+    assert s.n_acc == 1.0 and s.giou == pytest.approx(2 / 3)  # the others still count them
+
+
+def test_a_no_target_group_has_no_precision() -> None:
+    samples = [
+        _s("n1", 0, 0, 0, tags=("no-target",), no_target=True),
+        ScoredSample("n2", "val", ("no-target",), True, SampleScore(0, 100, 100, 0)),
+        _s("t", 40, 50, tags=("target",)),
+    ]
+    b = breakdown(samples)
+    assert b.tags["no-target"].precision is None
+    assert b.tags["no-target"].to_dict()["precision"] is None
+    assert b.tags["target"].precision == pytest.approx({0.5: 1, 0.6: 1, 0.7: 1, 0.8: 1, 0.9: 0})
+    assert b.overall.precision == b.tags["target"].precision
+    assert summarize([]).precision is None
+
+
+_scores = st.tuples(st.integers(0, 50), st.integers(0, 50), st.booleans()).map(
+    lambda t: (t[0], t[0] + t[1], t[2])
+)
+
+
+@given(st.lists(_scores, max_size=30))
+@settings(max_examples=100, deadline=None)
+def test_precision_is_the_share_of_target_samples_at_or_above(
+    items: list[tuple[int, int, bool]],
+) -> None:
+    samples = [
+        ScoredSample(f"s{k}", "val", (), no_target, SampleScore(i, u, i, 0 if no_target else u))
+        for k, (i, u, no_target) in enumerate(items)
+    ]
+    target_ious = [s.iou for s in samples if not s.no_target]
+    precision = summarize(samples).precision
+    if not target_ious:
+        assert precision is None
+        return
+    assert precision is not None
+    for t, share in precision.items():
+        assert share == sum(iou >= t for iou in target_ious) / len(target_ious)
+    shares = [precision[t] for t in sorted(precision)]
+    assert shares == sorted(shares, reverse=True)
+    # Adding no-target samples, answered or not, never changes Pr@.
+    extra = [ScoredSample("x", "val", (), True, SampleScore(0, 0, 0, 0))]
+    assert summarize(samples + extra).precision == precision
 
 
 def test_no_target_accuracy_and_union() -> None:

@@ -376,3 +376,55 @@ def test_retry_policy_delay(retry: int, retry_after: float | None, low: float, h
     rng = random.Random(0)
     for _ in range(20):
         assert low <= policy.delay(retry, retry_after, rng) <= high
+
+
+def test_native_calls_are_replayed_as_tool_messages(server: ScriptedServer) -> None:
+    """The whole agent against the server: earlier calls go back as structured assistant
+    tool calls answered by ``tool`` messages, images in a user message after them."""
+    from fakes import FakeSegmenter, square_mask
+
+    from sam3_agent.agent import Sam3Agent
+    from sam3_agent.config import AgentConfig
+    from sam3_agent.detections import Detections
+
+    height, width = 120, 160
+    cats = Detections.from_masks(
+        np.stack([square_mask(height, width, 10, 10, 30), square_mask(height, width, 60, 90, 30)]),
+        [0.9, 0.8],
+    )
+    server.script = [
+        Reply(
+            text="<think>look</think>", tool_calls=(("segment_phrase", '{"text_prompt": "cat"}'),)
+        ),
+        Reply(text="", tool_calls=(("select_masks_and_return", '{"final_answer_masks": [9]}'),)),
+        Reply(text="", tool_calls=(("select_masks_and_return", '{"final_answer_masks": [1]}'),)),
+    ]
+    chat = OpenAIChatModel("m", base_url=server.base_url, tool_protocol="native")
+    agent = Sam3Agent(FakeSegmenter({"cat": cats}), chat, AgentConfig(tool_protocol="native"))
+    image = np.zeros((height, width, 3), dtype=np.uint8)
+    assert agent.run(image, "the cat \ud83d").status == "masks"
+
+    messages = server.completions[2].body["messages"]
+    assert [m["role"] for m in messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    first_call = messages[2]
+    assert first_call["content"] == "<think>look</think>"
+    (call,) = first_call["tool_calls"]
+    assert call["type"] == "function" and call["id"]
+    assert call["function"] == {"name": "segment_phrase", "arguments": '{"text_prompt": "cat"}'}
+    assert messages[3]["tool_call_id"] == call["id"]
+    assert isinstance(messages[3]["content"], str) and "2 masks" in messages[3]["content"]
+    assert [p["type"] for p in messages[4]["content"]] == ["image_url", "text"]
+    assert messages[5]["content"] is None
+    second = messages[5]["tool_calls"][0]
+    assert second["id"] != call["id"] and messages[6]["tool_call_id"] == second["id"]
+    assert "do not exist" in messages[6]["content"] or "does not exist" in messages[6]["content"]
+    # The user's lone surrogate went out as U+FFFD (the request body must be UTF-8).
+    assert "\ufffd" in json.dumps(messages[1], ensure_ascii=False)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sam3_agent.outputs import Trace, atomic_write_json, safe_name
+from sam3_agent.outputs import Trace, atomic_write_json, json_text, safe_name, utf8
 
 
 @given(st.text(max_size=300))
@@ -38,3 +38,41 @@ def test_disabled_trace_writes_nothing(tmp_path: Path) -> None:
     trace.record({"a": 1})
     assert trace.save_text("x.txt", "hello") == "x.txt"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_json_text_writes_lone_surrogates_as_escapes(tmp_path: Path) -> None:
+    document = {"reply": "dog \ud83d", "ok": "chat \u00e9 \U0001f600"}
+    atomic_write_json(tmp_path / "r.json", document)
+    raw = (tmp_path / "r.json").read_bytes()
+    assert json.loads(raw.decode("utf-8")) == document
+    assert "chat \u00e9 \U0001f600" in raw.decode("utf-8")  # readable, not escaped
+
+
+def test_json_text_survives_documents_the_encoder_refuses() -> None:
+    deep: object = []
+    for _ in range(5000):
+        deep = [deep]
+    text = json_text({"a": deep, "n": 10**5000})
+    assert "nested too deeply" in text and "integer of about 5000 digits" in text
+
+
+@given(st.text(st.one_of(st.characters(), st.characters(categories=["Cs"]))))
+def test_every_string_can_be_written(text: str) -> None:
+    json.loads(json_text({"t": text}).encode("utf-8"))
+    assert isinstance(safe_name(text), str)
+    utf8(text).decode("utf-8")  # raises if the bytes are not UTF-8
+
+
+def test_trace_accepts_any_text(tmp_path: Path) -> None:
+    trace = Trace(tmp_path)
+    trace.record({"reply": "\udcff"})
+    ref = trace.save_text("q \ud800.txt", "query \ud800")
+    assert json.loads((tmp_path / "trace.jsonl").read_text("utf-8")) == {"reply": "\udcff"}
+    assert (tmp_path / ref).read_bytes().decode("utf-8") == "query \\ud800"
+
+
+def test_one_trace_record_is_one_line_for_any_line_splitter(tmp_path: Path) -> None:
+    trace = Trace(tmp_path)
+    trace.record({"reply": "a\x85b\u2028c\u2029d\x0be"})
+    lines = (tmp_path / "trace.jsonl").read_text("utf-8").splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["reply"] == "a\x85b\u2028c\u2029d\x0be"

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sam3_agent.messages import NativeToolCall
 from sam3_agent.parsing import ToolCall, parse_native, parse_reply, parse_verdict
@@ -118,3 +122,72 @@ def test_several_think_blocks_around_tool_calls() -> None:
     parsed = parse_reply(reply)
     assert parsed.call == ToolCall("segment_phrase", {"text_prompt": "cat"})
     assert parsed.cut is not None and "report_no_mask" in parsed.cut
+
+
+HUGE_INT = "9" * 4301
+DEEP = "[" * 2000 + "]" * 2000
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [f'{{"final_answer_masks": [{HUGE_INT}]}}', f'{{"final_answer_masks": {DEEP}}}'],
+    ids=["4301-digit integer", "2000 nested brackets"],
+)
+def test_json_python_cannot_read_is_a_mistake_in_both_protocols(parameters: str) -> None:
+    tagged = parse_reply(
+        f'<tool>{{"name": "select_masks_and_return", "parameters": {parameters}}}</tool>'
+    )
+    assert tagged.mistake == "invalid_json" and tagged.call is None
+    assert 0 < len(tagged.detail) < 100
+    native = parse_native("", (NativeToolCall("select_masks_and_return", parameters),))
+    assert native.mistake == "invalid_json" and native.call is None
+    assert 0 < len(native.detail) < 100
+    assert native.native_call is not None and native.native_call.arguments == "{}"
+
+
+def test_stray_characters_after_a_complete_call_are_ignored_and_recorded() -> None:
+    parsed = parse_reply('<tool>{"name": "report_no_mask", "parameters": {}}}</tool>')
+    assert parsed.call == ToolCall("report_no_mask", {})
+    assert parsed.mistake is None and parsed.ignored == "}"
+    native = parse_native("", (NativeToolCall("segment_phrase", '{"text_prompt": "cat"}  ]'),))
+    assert native.call == ToolCall("segment_phrase", {"text_prompt": "cat"})
+    assert native.ignored == "  ]"
+    # What is replayed to the API is valid JSON again.
+    assert native.native_call is not None
+    assert json.loads(native.native_call.arguments) == {"text_prompt": "cat"}
+    assert parse_reply('<tool>{"name": "report_no_mask"}\n</tool>').ignored is None
+
+
+@pytest.mark.parametrize("reply", ["", "   \n\t"])
+def test_an_empty_reply_is_named_as_such(reply: str) -> None:
+    assert parse_reply(reply).mistake == "empty_reply"
+    assert parse_native(reply, ()).mistake == "empty_reply"
+    assert parse_reply(reply, truncated=True).mistake == "truncated"
+
+
+@given(st.text(st.one_of(st.characters(), st.characters(categories=["Cs"]))))
+def test_any_text_parses_without_raising(text: str) -> None:
+    for candidate in (text, f"<tool>{text}</tool>", f'<tool>{{"name": "x"}}{text}</tool>'):
+        parsed = parse_reply(candidate)
+        assert (parsed.call is None) != (parsed.mistake is None)
+    parsed = parse_native(text, (NativeToolCall(text, text),))
+    assert (parsed.call is None) != (parsed.mistake is None)
+
+
+def test_deep_nesting_is_refused_whatever_the_recursion_limit():
+    """Some libraries raise the interpreter's recursion limit; our own depth limit decides."""
+    import sys
+
+    from sam3_agent.parsing import MAX_JSON_DEPTH, decode_json
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        deep = "[" * 2000 + "]" * 2000
+        assert decode_json(deep).problem == "it is nested too deeply to read"
+        ok = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+        assert decode_json(ok).problem == ""
+        # Brackets inside strings are text, not nesting.
+        assert decode_json(json.dumps({"text_prompt": "[" * 5000})).problem == ""
+    finally:
+        sys.setrecursionlimit(old)

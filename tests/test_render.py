@@ -7,13 +7,15 @@ import gc
 import numpy as np
 import pytest
 
-from sam3_agent.detections import Detections
+from sam3_agent.detections import Detections, tight_boxes
 from sam3_agent.images import RGBImage, downscale
 from sam3_agent.render import (
     LABEL_BACKGROUND,
     LABEL_TEXT,
     PALETTE,
     ZOOM_GAP,
+    ZOOM_PANEL_MAX,
+    ZOOM_PANEL_MIN,
     Renderer,
     mask_color,
     overlay,
@@ -172,8 +174,9 @@ def test_zoom_of_a_three_pixel_mask_is_visible(shape: tuple[int, int], max_side:
     mask[0, h // 3, w // 3 : w // 3 + 3] = True
     renderer = Renderer(make_image(h, w), max_side=max_side)
     out = renderer.zoom(Detections.from_masks(mask, [0.9]), 0)
-    assert max(out.shape[:2]) == max_side - 1 or max(out.shape[:2]) == max_side
-    assert min(out.shape[:2]) >= max_side // 3
+    # A small region is enlarged to ZOOM_PANEL_MIN a panel, within max_side in all.
+    assert max(out.shape[:2]) <= max_side
+    assert out.shape[0] >= min(ZOOM_PANEL_MIN, (max_side - ZOOM_GAP) // 2) - 1
     panel_w = (out.shape[1] - ZOOM_GAP) // 2
     marked = changed(out[:, panel_w + ZOOM_GAP :], out[:, :panel_w])
     assert marked.sum() >= 9  # the mask is enlarged, not a speck
@@ -265,3 +268,84 @@ def test_mask_colors_are_distinct_and_stable() -> None:
     assert len(set(colors)) == 60
     assert colors == [mask_color(i) for i in range(60)]
     assert all(0 <= c <= 255 for color in colors for c in color)
+
+
+def test_a_selection_reuses_the_prepared_masks_of_its_parent(
+    renderer: Renderer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sam3_agent.render as render_module
+
+    detections = Detections.from_masks(np.stack(MASKS), [0.9, 0.8, 0.7])
+    calls: list[int] = []
+    original = render_module._downscale_mask
+    monkeypatch.setattr(
+        render_module,
+        "_downscale_mask",
+        lambda *args: calls.append(1) or original(*args),
+    )
+    renderer.numbered(detections)
+    survivors = detections[[0, 2]]
+    image = renderer.numbered(survivors)
+    assert len(calls) == len(MASKS)  # the survivors were not downscaled again
+    fresh = Detections(survivors.masks, survivors.boxes, survivors.scores)
+    np.testing.assert_array_equal(image, Renderer(make_image(), MAX_SIDE).numbered(fresh))
+
+
+def test_renders_never_scan_masks_for_boxes_again(
+    image: RGBImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Post-processing computes the tight boxes; renders, zooms, a selection and the
+    overlay all reuse them."""
+    import sam3_agent.detections as detections_module
+    from sam3_agent.masks import postprocess
+
+    raw = Detections(np.stack(MASKS), np.zeros((3, 4)), [0.9, 0.8, 0.7])
+    kept = postprocess(raw, overlap_threshold=0.9)
+
+    def no_scan(masks: np.ndarray) -> np.ndarray:
+        raise AssertionError("tight boxes recomputed")
+
+    monkeypatch.setattr(detections_module, "tight_boxes", no_scan)
+    renderer = Renderer(image, max_side=MAX_SIDE)
+    renderer.numbered(kept)
+    for i in range(len(kept)):
+        renderer.single(kept, i)
+        renderer.zoom(kept, i)
+    survivors = kept[[0, 2]]
+    renderer.numbered(survivors)
+    overlay(image, survivors)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(kept.mask_boxes, tight_boxes(kept.masks).astype(np.int64))
+
+
+@pytest.mark.parametrize(
+    ("box_side", "expected"),
+    [(20, (ZOOM_PANEL_MIN, ZOOM_PANEL_MIN)), (200, (300, 300)), (1200, (ZOOM_PANEL_MAX,) * 2)],
+    ids=["small-enlarged", "own-resolution", "large-reduced"],
+)
+def test_close_up_is_no_larger_than_the_region_warrants(
+    box_side: int, expected: tuple[int, int]
+) -> None:
+    h, w = 2000, 3000
+    mask = np.zeros((1, h, w), dtype=bool)
+    mask[0, 500 : 500 + box_side, 700 : 700 + box_side] = True
+    out = Renderer(make_image(h, w), 1024).zoom(Detections.from_masks(mask, [0.9]), 0)
+    panel_w = (out.shape[1] - ZOOM_GAP) // 2
+    # The crop is the box grown by a quarter on each side (at least ZOOM_MIN_SIDE).
+    assert (out.shape[0], panel_w) == pytest.approx(expected, abs=1)
+
+
+@pytest.mark.parametrize(
+    ("box_side", "side"), [(8, 1024), (60, 672), (200, 448)], ids=["tiny", "small", "large"]
+)
+def test_context_views_are_as_small_as_keeps_the_mask_visible(box_side: int, side: int) -> None:
+    h, w = 2000, 3000
+    mask = np.zeros((1, h, w), dtype=bool)
+    mask[0, 900 : 900 + box_side, 1400 : 1400 + box_side] = True
+    detections = Detections.from_masks(mask, [0.9])
+    renderer = Renderer(make_image(h, w), 1024)
+    assert renderer.context_side(detections, 0) == side
+    view = renderer.single(detections, 0, side)
+    assert max(view.shape[:2]) == side
+    assert changed(view, renderer.context(side)).any()
+    assert renderer.context(side) is renderer.context(side)  # made once per size

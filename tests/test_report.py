@@ -197,3 +197,75 @@ def test_each_dataset_gets_its_section_and_labels_stay_plain(tmp_path: Path) -> 
     assert md.index("## ReasonSeg") < md.index("## gRefCOCO")
     assert "[2]" not in md
     assert [m.label for m in files.methods] == ["SAM 3 only (fake-sam3)"] * 2
+
+
+# --------------------------------------------------------------------------- published rows
+
+
+def test_published_rows_sit_beside_the_runs_marked_published(tmp_path: Path) -> None:
+    root = write_reasonseg(tmp_path / "rs")
+    write_reasonseg(root, split="test")
+    runs = [
+        _run(
+            load_samples("reasonseg", root, split),
+            tmp_path / split,
+            _config("reasonseg", split=split, mode="agent", model="Qwen/Qwen2.5-VL-7B-Instruct"),
+        )
+        for split in ("val", "test")
+    ]
+    files = write_report(runs, tmp_path / "report")
+    md = files.report_md.read_text()
+    header = (
+        "| method | val gIoU | val cIoU | test short gIoU | test short cIoU | test long gIoU | "
+        "test long cIoU | test overall gIoU | test overall cIoU |"
+    )
+    assert header in md
+    assert "| SAM 3 Agent, Qwen2.5-VL 7B (published) | 62.2 | – | – | – | – | – | 63.0 | – |" in md
+    assert "| SAM 3 Agent, Gemini 2.5 Pro (published) | 77.0 | – | – | – | – | – | 74.0 | – |" in md
+    assert "arXiv 2511.16719" in md
+    # The run's MLLM is the paper's Qwen2.5-VL 7B: its difference is shown.
+    assert "### Against the published figures (same MLLM)" in md
+    label = "Qwen/Qwen2.5-VL-7B-Instruct + SAM 3 agent"
+    assert f"| {label} | Qwen2.5-VL 7B | val | gIoU | 30.0 | 62.2 | -32.2 |" in md
+    assert f"| {label} | Qwen2.5-VL 7B | test | gIoU | 30.0 | 63.0 | -33.0 |" in md
+    doc = _metrics(files.metrics_json)
+    assert {(c["split"], c["difference"]) for c in doc["compared_with_published"]} == {
+        ("val", -32.2),
+        ("test", -33.0),
+    }
+    assert len(doc["published"]) == 6 and all(r["source"] for r in doc["published"])
+    assert len(doc["methods"]) == 1  # val and test of one model: one row
+
+
+def test_no_comparison_for_another_model_or_sam3_alone(tmp_path: Path) -> None:
+    root = write_reasonseg(tmp_path / "rs")
+    samples = load_samples("reasonseg", root, "val")
+    runs = [
+        _run(
+            samples,
+            tmp_path / "other",
+            _config("reasonseg", mode="agent", model="Qwen/Qwen3-VL-8B-Instruct"),
+        ),
+        _run(samples, tmp_path / "alone", _config("reasonseg")),
+    ]
+    md = write_report(runs, tmp_path / "report").report_md.read_text()
+    assert "(published)" in md
+    assert "Against the published figures" not in md  # 8B Instruct is not the Thinking model
+
+
+def test_datasets_without_published_figures_get_no_published_rows(tmp_path: Path) -> None:
+    samples = load_samples("refcoco", write_refcoco(tmp_path / "rc"), "val")
+    run = _run(samples, tmp_path / "run", _config("refcoco"))
+    assert "(published)" not in write_report([run], run).report_md.read_text()
+
+
+def test_published_matching_by_normalised_model_name() -> None:
+    from sam3_agent.evaluation.published import PUBLISHED, matches, normalise_model
+
+    assert normalise_model("Qwen/Qwen2.5-VL-7B-Instruct") == "qwen2.5-vl-7b-instruct"
+    thinking = next(r for r in PUBLISHED if r.model == "Qwen3-VL 8B Thinking")
+    assert matches(thinking, "Qwen/Qwen3-VL-8B-Thinking")
+    assert not matches(thinking, "Qwen/Qwen3-VL-8B-Instruct")
+    gemini = next(r for r in PUBLISHED if r.dataset == "refcoco+")
+    assert (gemini.metric, gemini.value, gemini.split) == ("cIoU", 67.3, "val")
+    assert matches(gemini, "gemini-2.5-pro") and not matches(gemini, None)

@@ -239,3 +239,81 @@ async def test_concurrent_writer_processes(tmp_path: Path):
     assert sum(misses) >= len(expected_texts(workers, count))
     # Keys computed in other processes match ours: everything replays here.
     await check_all_replayable(path, expected_texts(workers, count))
+
+
+def test_locked_while_creating_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """SQLite may answer "database is locked" without waiting while another writer switches a
+    fresh file to WAL; opening the cache waits and tries again instead of failing."""
+    real_connect = sqlite3.connect
+    refusals = {"left": 3}
+
+    class LockedOnce:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self._db = db
+
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            if sql.startswith("PRAGMA journal_mode") and refusals["left"] > 0:
+                refusals["left"] -= 1
+                raise sqlite3.OperationalError("database is locked")
+            return self._db.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._db, name)
+
+        def __enter__(self) -> LockedOnce:
+            self._db.__enter__()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._db.__exit__(*exc)
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: LockedOnce(real_connect(*a, **k)))
+    CachedChatModel(EchoModel(), tmp_path / "c.sqlite")
+    assert refusals["left"] == 0
+    with real_connect(tmp_path / "c.sqlite") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_other_errors_while_creating_are_not_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    calls = {"n": 0}
+
+    def broken(*args: object, **kwargs: object) -> sqlite3.Connection:
+        calls["n"] += 1
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(sqlite3, "connect", broken)
+    with pytest.raises(UserError, match="disk I/O error"):
+        CachedChatModel(EchoModel(), tmp_path / "c.sqlite")
+    assert calls["n"] == 1
+
+
+def test_native_replays_are_in_the_key() -> None:
+    call = NativeToolCall("segment_phrase", '{"text_prompt": "cat"}', id="call00001")
+    replay = [
+        *conversation(),
+        ChatMessage("assistant", (), tool_calls=(call,)),
+        ChatMessage("tool", (TextPart("3 masks"),), tool_call_id="call00001"),
+    ]
+    as_text = [
+        *conversation(),
+        ChatMessage("assistant", ()),
+        ChatMessage("tool", (TextPart("3 masks"),)),
+    ]
+    other_id = [
+        *replay[:2],
+        ChatMessage(
+            "assistant", (), tool_calls=(NativeToolCall(call.name, call.arguments, id="call00002"),)
+        ),
+        replay[3],
+    ]
+    keys = {request_key("m", m, None, {}) for m in (replay, as_text, other_id)}
+    assert len(keys) == 3
+
+
+async def test_lone_surrogates_are_keyed_and_stored(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    await CachedChatModel(EchoModel(), path).complete(conversation("dog \ud83d"))
+    inner = EchoModel()
+    response = await CachedChatModel(inner, path).complete(conversation("dog \ud83d"))
+    assert response.cached and inner.calls == 0
+    assert response.text == "echo: dog \ud83d"

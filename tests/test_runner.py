@@ -8,6 +8,9 @@ sharing, failures, commits and resume.
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,10 +26,13 @@ from eval_fixtures import (
     write_reasonseg,
 )
 from fakes import FakeSegmenter
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from sam3_agent.errors import DatasetError, UserError
+from sam3_agent.errors import ChatModelError, DatasetError, SegmenterError, UserError
 from sam3_agent.evaluation.datasets import Sample, load_samples
 from sam3_agent.evaluation.metrics import breakdown
+from sam3_agent.evaluation.report import write_report
 from sam3_agent.evaluation.runner import (
     SharedEmbeddings,
     evaluate,
@@ -66,10 +72,11 @@ def _run(
     concurrency: int = 4,
     progress: Any = None,
     retry_failed: bool = False,
+    config: dict[str, Any] = CONFIG,
 ) -> tuple[list[SampleResult], UnionPredictor, SharedEmbeddings]:
     shared = SharedEmbeddings(segmenter or make_segmenter())
     predictor = UnionPredictor(shared)
-    with ResultStore.create_or_resume(run_dir, CONFIG) as store:
+    with ResultStore.create_or_resume(run_dir, config) as store:
         asyncio.run(
             evaluate(
                 samples,
@@ -273,3 +280,140 @@ async def test_sam3_only_is_the_union_of_every_mask_above_threshold() -> None:
     np.testing.assert_array_equal(prediction.mask, big | overlapping)
     nothing = await predictor.predict(image, "something else", Path("unused"))
     assert nothing.status == "no_mask" and nothing.mask is None
+
+
+def test_grefcoco_precision_counts_target_samples_only(tmp_path: Path) -> None:
+    samples = load_samples("grefcoco", write_grefcoco(tmp_path / "g"), "val")
+    results, _, _ = _run(samples, tmp_path / "run", config={**CONFIG, "dataset": "grefcoco"})
+    b = breakdown(r.scored() for r in results)
+    # Targets: "both small squares" IoU 1.0, "the lonely square" 0.0. The no-target sample
+    # answered with no mask (IoU 1.0) is no hit: ReLA's Pr@ is over target samples.
+    assert b.overall.precision == {t: 0.5 for t in (0.5, 0.6, 0.7, 0.8, 0.9)}
+    assert b.tags["target"].precision == b.overall.precision
+    assert b.tags["no-target"].precision is None
+    files = write_report([tmp_path / "run"], tmp_path / "report")
+    doc = json.loads(files.metrics_json.read_text())
+    assert doc["methods"][0]["metrics"]["tags"]["no-target"]["precision"] is None
+    assert "% of target samples with IoU at or above the threshold" in files.report_md.read_text()
+
+
+# --------------------------------------------------------------------------- failing samples
+
+
+class Unprintable(Exception):
+    """An exception whose message itself raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+class RaisingPredictor(UnionPredictor):
+    """The union predictor, except that some queries raise a chosen exception."""
+
+    def __init__(self, segmenter: SharedEmbeddings, raises: dict[str, BaseException]) -> None:
+        super().__init__(segmenter)
+        self.raises = raises
+
+    async def predict(self, image: Any, query: str, output_dir: Path) -> Any:
+        error = self.raises.get(query)
+        if error is not None:
+            await asyncio.sleep(0)  # raise after a suspension, as a real backend would
+            raise error
+        return await super().predict(image, query, output_dir)
+
+
+_BUILTIN_ERRORS: list[type[BaseException]] = [
+    ValueError,
+    TypeError,
+    RuntimeError,
+    KeyError,
+    IndexError,
+    OSError,
+    ZeroDivisionError,
+    RecursionError,
+    MemoryError,
+    AssertionError,
+    NotImplementedError,
+    AttributeError,
+    UnicodeError,
+    OverflowError,
+    TimeoutError,
+    ConnectionResetError,
+    ChatModelError,
+    SegmenterError,
+    UserError,
+    DatasetError,
+]
+_custom_errors = st.builds(
+    lambda base, name: type(name, (base,), {}),
+    st.sampled_from([Exception, BaseException, ValueError, OSError, ChatModelError]),
+    st.from_regex(r"[A-Z][a-z]{1,8}Error", fullmatch=True),
+)
+_errors = st.builds(
+    lambda cls, message: cls(message),
+    st.one_of(st.sampled_from(_BUILTIN_ERRORS), _custom_errors, st.just(Unprintable)),
+    st.text(max_size=700),
+)
+
+
+@given(
+    plan=st.lists(st.one_of(st.none(), _errors), min_size=4, max_size=4),
+    concurrency=st.integers(1, 4),
+)
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_no_exception_of_one_sample_stops_the_run(
+    reasonseg: list[Sample], plan: list[BaseException | None], concurrency: int
+) -> None:
+    queries = [s.query for s in reasonseg]
+    raises = {q: e for q, e in zip(queries, plan, strict=True) if e is not None}
+    run_dir = Path(tempfile.mkdtemp(prefix="failing-run-"))
+    try:
+        shared = SharedEmbeddings(make_segmenter())
+        with ResultStore.create_or_resume(run_dir, CONFIG) as store:
+            outcome = asyncio.run(
+                evaluate(
+                    reasonseg,
+                    store,
+                    RaisingPredictor(shared, raises),
+                    concurrency=concurrency,
+                    shared=shared,
+                )
+            )
+            results = {r.id: r for r in store.results()}
+        assert outcome.evaluated == 4 and len(results) == 4
+        for sample in reasonseg:
+            result = results[sample.id]
+            error = raises.get(sample.query)
+            if error is None:
+                continue
+            assert result.status == "failed" and result.infra_error
+            assert result.prediction is None and result.intersection == 0
+            assert result.union == result.gt_area  # scored as an empty prediction
+            failure = result.failure or ""
+            assert failure.split(":")[0] == type(error).__name__
+            assert "\n" not in failure and len(failure) <= 500 + len(type(error).__name__) + 2
+            failure.encode("utf-8")  # storable and printable anywhere
+            message = " ".join(str(error).split()) if not isinstance(error, Unprintable) else ""
+            if message and message.isascii() and len(message) < 400:
+                assert failure == f"{type(error).__name__}: {message}"
+        b = breakdown(r.scored() for r in results.values())
+        failed_ids = {i for i, _ in b.failed}
+        assert {s.id for s in reasonseg if s.query in raises} <= failed_ids
+        assert b.overall.count == 4
+    finally:
+        shutil.rmtree(run_dir)
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit, asyncio.CancelledError])
+def test_an_interrupt_raised_by_a_sample_stops_the_run(
+    reasonseg: list[Sample], tmp_path: Path, stop: type[BaseException]
+) -> None:
+    shared = SharedEmbeddings(make_segmenter())
+    third = sorted(reasonseg, key=lambda s: (str(s.image_path), s.id))[2]
+    predictor = RaisingPredictor(shared, {third.query: stop()})
+    with ResultStore.create_or_resume(tmp_path / "run", CONFIG) as store:
+        with pytest.raises(stop):
+            asyncio.run(evaluate(reasonseg, store, predictor, concurrency=1, shared=shared))
+        assert store.count() == 2  # what finished before the stop is kept

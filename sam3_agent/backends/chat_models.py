@@ -6,32 +6,152 @@ Which backend:
 * ``url`` and/or ``model`` (or ``OPENAI_BASE_URL`` in the environment): an
   :class:`OpenAIChatModel` at that endpoint; several URLs: one per endpoint behind a
   :class:`~sam3_agent.backends.failover.FailoverChatModel`.
-* neither: :class:`TransformersChatModel` with :data:`DEFAULT_HF_MODEL`.
+* neither: :class:`TransformersChatModel` with the default for this machine
+  (:func:`sam3_agent.backends.memory.choose_default_mllm`: Qwen3-VL 8B on a GPU with room
+  for it, a smaller Qwen3-VL elsewhere).
 
 With ``cache`` the model is wrapped in a :class:`CachedChatModel`. Options that contradict
-each other raise :class:`UserError` before any weights are loaded.
+each other raise :class:`UserError` from :func:`check_chat_options` before any weights are
+loaded (and before torch or openai are imported: the backends are imported when built).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-from sam3_agent.backends.base import ChatModel
-from sam3_agent.backends.failover import FailoverChatModel
-from sam3_agent.backends.hf_chat import DEFAULT_HF_MODEL, TransformersChatModel
-from sam3_agent.backends.openai_chat import OpenAIChatModel
-from sam3_agent.backends.response_cache import CachedChatModel
+from sam3_agent.backends.generation import GenerationSettings
+from sam3_agent.backends.memory import GPU_DEFAULT_MLLM
 from sam3_agent.config import TOOL_PROTOCOLS
 from sam3_agent.errors import UserError
+
+if TYPE_CHECKING:
+    from sam3_agent.backends.base import ChatModel
+    from sam3_agent.backends.memory import DefaultChoice
 
 logger = logging.getLogger(__name__)
 
 HF_PREFIX = "hf:"
 
-__all__ = ["DEFAULT_HF_MODEL", "build_chat_model"]
+DEFAULT_HF_MODEL = GPU_DEFAULT_MLLM
+"""The in-process MLLM on a GPU with room for it (about 18 GB in bfloat16); smaller
+machines get a smaller default (see :func:`sam3_agent.backends.memory.choose_default_mllm`)."""
+
+__all__ = ["DEFAULT_HF_MODEL", "ChatChoice", "build_chat_model", "check_chat_options"]
+
+# With several endpoints a dead one should hand its call on quickly, not after the single
+# endpoint's full backoff; the other endpoints are the retry.
+FAILOVER_RETRIES_PER_ENDPOINT = 1
+
+
+@dataclass(frozen=True)
+class ChatChoice:
+    """Which chat backend the options select.
+
+    Attributes:
+        kind: ``endpoint`` (OpenAI-compatible) or ``hf`` (in-process transformers).
+        model: the model name at the endpoint, or the hub id / directory to load.
+        url: the endpoint's base URL (``None``: the OpenAI API); ``None`` for ``hf``. With
+            several endpoints, the first.
+        urls: every endpoint when several serve the model (calls spread over them and fail
+            over); ``()`` with one or none.
+        default: no MLLM was named: ``model`` is :data:`DEFAULT_HF_MODEL`, to be replaced
+            by the default for the machine.
+    """
+
+    kind: Literal["endpoint", "hf"]
+    model: str
+    url: str | None = None
+    default: bool = False
+    urls: tuple[str, ...] = ()
+
+
+def check_chat_options(
+    *,
+    llm: str | None = None,
+    url: str | Sequence[str] | None = None,
+    model: str | None = None,
+    tool_protocol: str = "tags",
+    cache: str | None = None,
+    replay: bool = False,
+    timeout_s: float = 120.0,
+    generation: GenerationSettings | None = None,
+) -> ChatChoice:
+    """Check the chat options together and say which backend they select; loads nothing.
+
+    Raises:
+        UserError: contradictory or malformed options, with the flag to change.
+    """
+    if tool_protocol not in TOOL_PROTOCOLS:
+        raise UserError(
+            f"--tool-protocol must be one of {', '.join(TOOL_PROTOCOLS)}, got {tool_protocol!r}"
+        )
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise UserError(f"--llm-timeout must be a number of seconds > 0, got {timeout_s}")
+    if replay and not cache:
+        raise UserError("--replay answers from the response cache: give --cache FILE too")
+    if replay and cache and not Path(cache).expanduser().is_file():
+        raise UserError(f"--replay needs an existing response cache; {cache} does not exist")
+    choice = _choose(llm=llm, url=url, model=model)
+    if choice.kind == "hf":
+        if tool_protocol != "tags":
+            raise UserError(
+                "the in-process transformers backend speaks the tag protocol only; "
+                "use --tool-protocol tags, or an endpoint (--llm-url) for native tool calls"
+            )
+        extra = set((generation.extra_body if generation else None) or {})
+        if extra - {"chat_template_kwargs"}:
+            raise UserError(
+                "--llm-extra: the in-process model reads only chat_template_kwargs, got "
+                + ", ".join(sorted(extra - {"chat_template_kwargs"}))
+            )
+    return choice
+
+
+def _urls(url: str | Sequence[str] | None) -> list[str]:
+    if url is None:
+        return []
+    if isinstance(url, str):
+        return [url] if url.strip() else []
+    return [u for u in url if u.strip()]
+
+
+def _choose(*, llm: str | None, url: str | Sequence[str] | None, model: str | None) -> ChatChoice:
+    urls = _urls(url)
+    if llm is not None:
+        if urls:
+            raise UserError(
+                "give either --llm hf:<model> (in-process) or --llm-url (an endpoint), not "
+                "both; --llm-url may come from OPENAI_BASE_URL in the environment"
+            )
+        if model:
+            raise UserError(
+                "--llm-model names a model at an endpoint; with --llm the model is the "
+                "hf:<id or dir> itself"
+            )
+        if not llm.startswith(HF_PREFIX) or not llm[len(HF_PREFIX) :].strip():
+            raise UserError(f"--llm must look like 'hf:<hub id or local dir>', got {llm!r}")
+        return ChatChoice("hf", llm[len(HF_PREFIX) :].strip())
+    endpoints = urls or [os.environ.get("OPENAI_BASE_URL") or ""]
+    endpoint = endpoints[0] or None
+    for each in endpoints:
+        if each and not each.startswith(("http://", "https://")):
+            raise UserError(f"--llm-url must be an http:// or https:// URL, got {each!r}")
+    if endpoint or model:
+        if not model:
+            raise UserError(
+                f"--llm-model is required with the endpoint{'s' if len(urls) > 1 else ''} "
+                f"{', '.join(urls) or endpoint} (the model's name there, "
+                "e.g. Qwen/Qwen3-VL-8B-Instruct)"
+            )
+        several = tuple(urls) if len(urls) > 1 else ()
+        return ChatChoice("endpoint", model, endpoint, urls=several)
+    return ChatChoice("hf", DEFAULT_HF_MODEL, default=True)
 
 
 def build_chat_model(
@@ -46,6 +166,7 @@ def build_chat_model(
     timeout_s: float = 120.0,
     device: str = "auto",
     dtype: str = "auto",
+    generation: GenerationSettings | None = None,
 ) -> ChatModel:
     """``llm="hf:<id or dir>"`` for in-process transformers; ``url``/``model`` for an endpoint.
 
@@ -60,110 +181,78 @@ def build_chat_model(
         replay: with ``cache``: a request not in the cache is an error.
         timeout_s: seconds per endpoint request.
         device, dtype: for the in-process model (see :func:`torch_runtime.resolve_dtype`).
+        generation: temperature, token limit, seed and extra body; ``None``: defaults.
 
     Raises:
         UserError: contradictory or malformed options.
         WeightsUnavailableError: the in-process model's weights cannot be loaded.
     """
-    if tool_protocol not in TOOL_PROTOCOLS:
-        raise UserError(
-            f"--tool-protocol must be one of {', '.join(TOOL_PROTOCOLS)}, got {tool_protocol!r}"
-        )
-    if replay and not cache:
-        raise UserError("--replay answers from the response cache: give --cache FILE too")
-    if replay and cache and not Path(cache).expanduser().is_file():
-        raise UserError(f"--replay needs an existing response cache; {cache} does not exist")
-    inner = _build_inner(
+    choice = check_chat_options(
         llm=llm,
         url=url,
         model=model,
-        api_key=api_key,
         tool_protocol=tool_protocol,
+        cache=cache,
+        replay=replay,
         timeout_s=timeout_s,
-        device=device,
-        dtype=dtype,
+        generation=generation,
     )
-    if cache:
-        return CachedChatModel(inner, cache, replay=replay)
-    return inner
+    inner: ChatModel
+    if choice.urls:
+        from sam3_agent.backends.failover import FailoverChatModel
+        from sam3_agent.backends.openai_chat import OpenAIChatModel
 
-
-# With several endpoints a dead one should hand its call on quickly, not after the single
-# endpoint's full backoff; the other endpoints are the retry.
-FAILOVER_RETRIES_PER_ENDPOINT = 1
-
-
-def _urls(url: str | Sequence[str] | None) -> list[str]:
-    if url is None:
-        return []
-    if isinstance(url, str):
-        return [url] if url.strip() else []
-    return [u for u in url if u.strip()]
-
-
-def _build_inner(
-    *,
-    llm: str | None,
-    url: str | Sequence[str] | None,
-    model: str | None,
-    api_key: str | None,
-    tool_protocol: str,
-    timeout_s: float,
-    device: str,
-    dtype: str,
-) -> ChatModel:
-    if llm is not None:
-        if url:
-            raise UserError(
-                "give either --llm hf:<model> (in-process) or --llm-url (an endpoint), not "
-                "both; --llm-url may come from OPENAI_BASE_URL in the environment"
-            )
-        if model:
-            raise UserError(
-                "--llm-model names a model at an endpoint; with --llm the model is the "
-                "hf:<id or dir> itself"
-            )
-        if not llm.startswith(HF_PREFIX) or not llm[len(HF_PREFIX) :].strip():
-            raise UserError(f"--llm must look like 'hf:<hub id or local dir>', got {llm!r}")
-        return _build_hf(llm[len(HF_PREFIX) :].strip(), tool_protocol, device, dtype)
-    urls = _urls(url)
-    if len(urls) > 1:
-        if not model:
-            raise UserError(f"--llm-model is required with the endpoints {', '.join(urls)}")
-        logger.info("MLLM: %s at %d endpoints: %s", model, len(urls), ", ".join(urls))
-        return FailoverChatModel(
+        logger.info(
+            "MLLM: %s at %d endpoints: %s", choice.model, len(choice.urls), ", ".join(choice.urls)
+        )
+        inner = FailoverChatModel(
             [
                 OpenAIChatModel(
-                    model,
+                    choice.model,
                     base_url=u,
                     api_key=api_key,
                     timeout_s=timeout_s,
                     max_retries=FAILOVER_RETRIES_PER_ENDPOINT,
                     tool_protocol=tool_protocol,
+                    generation=generation,
                 )
-                for u in urls
+                for u in choice.urls
             ]
         )
-    endpoint = (urls[0] if urls else None) or os.environ.get("OPENAI_BASE_URL") or None
-    if endpoint or model:
-        if not model:
-            raise UserError(f"--llm-model is required with the endpoint {endpoint}")
-        logger.info("MLLM: %s at %s", model, endpoint or "the OpenAI API")
-        return OpenAIChatModel(
-            model,
-            base_url=endpoint,
+    elif choice.kind == "endpoint":
+        from sam3_agent.backends.openai_chat import OpenAIChatModel
+
+        logger.info("MLLM: %s at %s", choice.model, choice.url or "the OpenAI API")
+        inner = OpenAIChatModel(
+            choice.model,
+            base_url=choice.url,
             api_key=api_key,
             timeout_s=timeout_s,
             tool_protocol=tool_protocol,
+            generation=generation,
         )
-    logger.info("MLLM: no endpoint configured, loading %s in-process", DEFAULT_HF_MODEL)
-    return _build_hf(DEFAULT_HF_MODEL, tool_protocol, device, dtype)
+    else:
+        from sam3_agent.backends.hf_chat import TransformersChatModel
+
+        model_id = default_mllm(device, dtype).model if choice.default else choice.model
+        logger.info("MLLM: loading %s in-process", model_id)
+        inner = TransformersChatModel.from_pretrained(
+            model_id, device=device, dtype=dtype, generation=generation
+        )
+    if cache:
+        from sam3_agent.backends.response_cache import CachedChatModel
+
+        return CachedChatModel(inner, cache, replay=replay)
+    return inner
 
 
-def _build_hf(model_id_or_dir: str, tool_protocol: str, device: str, dtype: str) -> ChatModel:
-    if tool_protocol != "tags":
-        raise UserError(
-            "the in-process transformers backend speaks the tag protocol only; "
-            "use --tool-protocol tags, or an endpoint (--llm-url) for native tool calls"
-        )
-    return TransformersChatModel.from_pretrained(model_id_or_dir, device=device, dtype=dtype)
+def default_mllm(device: str, dtype: str) -> DefaultChoice:
+    """The default in-process MLLM for this machine (logged with the reason)."""
+    from sam3_agent.backends import memory
+    from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
+
+    torch_device = resolve_device(device)
+    dtype_name = auto_dtype_name(torch_device.type) if dtype == "auto" else dtype
+    choice = memory.choose_default_mllm(memory.read_memory(torch_device), dtype_name)
+    logger.warning("MLLM: %s (%s)", choice.model, choice.reason)
+    return choice

@@ -12,13 +12,17 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from sam3_agent.backends.chat_models import DEFAULT_HF_MODEL
+from sam3_agent.backends.generation import GenerationSettings
+from sam3_agent.backends.hub import hub_access
 from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
-from sam3_agent.errors import UserError, WeightsUnavailableError
+from sam3_agent.errors import ChatModelError, UserError, WeightsUnavailableError
 from sam3_agent.messages import (
     ChatMessage,
     ChatResponse,
@@ -30,11 +34,9 @@ from sam3_agent.messages import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_HF_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
-"""The MLLM loaded in-process when no endpoint is configured (about 16 GB in bfloat16)."""
-
 DEFAULT_MAX_NEW_TOKENS = 2048
 """Completion tokens per request for the in-process model."""
+
 
 class TransformersChatModel:
     """A ``transformers`` image-text-to-text model (Qwen2.5-VL, Qwen3-VL, ...) as a ChatModel.
@@ -48,6 +50,9 @@ class TransformersChatModel:
         name: recorded in results and cache keys (the hub id or directory given).
         max_new_tokens: completion token limit per request.
         temperature: 0 for greedy decoding, else sampling at this temperature.
+        generation: the user's settings; its ``max_tokens`` and ``temperature`` win over
+            the two arguments above, its ``seed`` seeds torch before each generation and
+            its ``chat_template_kwargs`` go to the chat template (e.g. ``enable_thinking``).
     """
 
     def __init__(
@@ -58,7 +63,13 @@ class TransformersChatModel:
         name: str,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         temperature: float = 0.0,
+        generation: GenerationSettings | None = None,
     ) -> None:
+        settings = generation or GenerationSettings()
+        if settings.max_tokens is not None:
+            max_new_tokens = settings.max_tokens
+        if settings.temperature is not None:
+            temperature = settings.temperature
         if max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if temperature < 0:
@@ -68,6 +79,7 @@ class TransformersChatModel:
         self._name = name
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
+        self.generation = replace(settings, max_tokens=max_new_tokens, temperature=temperature)
         self._lock = threading.Lock()
 
     @classmethod
@@ -78,6 +90,7 @@ class TransformersChatModel:
         dtype: str = "auto",
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         temperature: float = 0.0,
+        generation: GenerationSettings | None = None,
     ) -> TransformersChatModel:
         """Load model and processor from the hub cache or a ``save_pretrained`` directory.
 
@@ -100,9 +113,12 @@ class TransformersChatModel:
                 f"(or `hf download <id> --local-dir DIR`), or a hub id such as {DEFAULT_HF_MODEL}"
             )
         source = str(local) if looks_local else model_id_or_dir
+        local_only = hub_access(source, what="the MLLM", flag="--llm hf:DIR")
         try:
-            processor = AutoProcessor.from_pretrained(source)
-            model: Any = AutoModelForImageTextToText.from_pretrained(source, dtype=torch_dtype)
+            processor = AutoProcessor.from_pretrained(source, local_files_only=local_only)
+            model: Any = AutoModelForImageTextToText.from_pretrained(
+                source, dtype=torch_dtype, local_files_only=local_only
+            )
         except OSError as e:
             raise WeightsUnavailableError(
                 f"cannot load the MLLM weights {source!r}: {_first_line(e)}. "
@@ -124,6 +140,7 @@ class TransformersChatModel:
             name=model_id_or_dir,
             max_new_tokens=max_new_tokens,
             temperature=temperature,
+            generation=generation,
         )
 
     @property
@@ -134,7 +151,11 @@ class TransformersChatModel:
     @property
     def generation_params(self) -> dict[str, Any]:
         """Everything besides the messages that shapes a reply (part of cache keys)."""
-        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature}
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            **self.generation.key_params(),
+        }
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
@@ -149,7 +170,18 @@ class TransformersChatModel:
                 "the in-process transformers backend has no native tool calling; "
                 "use --tool-protocol tags"
             )
-        return await asyncio.to_thread(self._generate, list(messages))
+        return await asyncio.to_thread(self._generate_or_fail, list(messages))
+
+    def _generate_or_fail(self, messages: list[ChatMessage]) -> ChatResponse:
+        """:meth:`_generate`, every failure a one-line :class:`ChatModelError`."""
+        try:
+            return self._generate(messages)
+        except ChatModelError:
+            raise
+        except Exception as e:  # torch, the processor, the template: all one failure
+            raise ChatModelError(
+                f"in-process MLLM {self._name}: {type(e).__name__}: {_first_line(e)}"
+            ) from e
 
     def _generate(self, messages: list[ChatMessage]) -> ChatResponse:
         # Images are decoded here, in the worker thread, not on the event loop.
@@ -161,6 +193,7 @@ class TransformersChatModel:
                 tokenize=True,
                 return_dict=True,
                 return_tensors="pt",
+                **self.generation.chat_template_kwargs,
             ).to(self._model.device)
             prompt_length = int(inputs["input_ids"].shape[1])
             sampling: dict[str, Any] = (
@@ -168,6 +201,8 @@ class TransformersChatModel:
                 if self.temperature > 0
                 else {"do_sample": False}
             )
+            if self.generation.seed is not None:
+                torch.manual_seed(self.generation.seed)
             with torch.inference_mode():
                 output = self._model.generate(
                     **inputs, max_new_tokens=self.max_new_tokens, **sampling

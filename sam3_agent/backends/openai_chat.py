@@ -14,6 +14,7 @@ import email.utils
 import logging
 import os
 import random
+import re
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,6 +23,7 @@ from typing import Any
 
 import openai
 
+from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.config import TOOL_PROTOCOLS
 from sam3_agent.errors import ChatModelError, UserError
 from sam3_agent.messages import (
@@ -114,7 +116,11 @@ class OpenAIChatModel:
             ``tools`` parameter sent) or ``"native"`` (the API's structured tool calls).
         backoff_base_s, backoff_cap_s: see :class:`RetryPolicy`.
         sleep: the coroutine used to wait between retries (tests record the waits).
-        seed: seeds the jitter, for reproducible tests.
+        seed: seeds the retry jitter, for reproducible tests (not the model's sampling:
+            that is ``generation.seed``).
+        generation: the user's settings: its ``max_tokens`` and ``temperature`` win over
+            the arguments above; ``seed`` is sent as the request's ``seed`` and
+            ``extra_body`` is merged into each request's body.
     """
 
     def __init__(
@@ -132,6 +138,7 @@ class OpenAIChatModel:
         backoff_cap_s: float = 30.0,
         sleep: SleepFn = asyncio.sleep,
         seed: int | None = None,
+        generation: GenerationSettings | None = None,
     ) -> None:
         if not model:
             raise UserError("an MLLM model name is required for the endpoint (--llm-model)")
@@ -144,6 +151,11 @@ class OpenAIChatModel:
         self._model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.timeout_s = float(timeout_s)
+        self.generation = generation or GenerationSettings()
+        if self.generation.max_tokens is not None:
+            max_tokens = self.generation.max_tokens
+        if self.generation.temperature is not None:
+            temperature = self.generation.temperature
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.tool_protocol: str = tool_protocol
@@ -199,6 +211,7 @@ class OpenAIChatModel:
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "tool_protocol": self.tool_protocol,
+            **self.generation.key_params(),
         }
 
     async def aclose(self) -> None:
@@ -217,9 +230,25 @@ class OpenAIChatModel:
         """Send one conversation, retrying transient failures; see :class:`ChatModel`.
 
         Raises:
-            ChatModelError: a non-retryable answer (401, 400, ...), or the retries ran out;
-                the message names the endpoint and the last failure.
+            ChatModelError: a non-retryable answer (401, 400, ...), the retries ran out, or
+                anything else went wrong while serving the request (an unreadable answer,
+                a client bug); one line that names the endpoint and the failure.
         """
+        try:
+            return await self._complete(messages, tools)
+        except ChatModelError as e:
+            if "\n" not in str(e):
+                raise
+            raise ChatModelError(_one_line(str(e))) from e
+        except Exception as e:  # anything a library raises while serving is one failure
+            raise ChatModelError(
+                f"MLLM endpoint {self.endpoint} (model {self._model}): "
+                f"{type(e).__name__}: {_one_line(str(e)) or 'no detail'}"
+            ) from e
+
+    async def _complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None
+    ) -> ChatResponse:
         request = self._request(messages, tools)
         client = self._client_for_running_loop()
         attempts = self.retry.max_retries + 1
@@ -266,6 +295,12 @@ class OpenAIChatModel:
             request["max_tokens"] = self.max_tokens
         if self.temperature is not None:
             request["temperature"] = self.temperature
+        if self.generation.seed is not None:
+            request["seed"] = self.generation.seed
+        if self.generation.extra_body:
+            # The client merges extra_body into the JSON body as is (vLLM's
+            # chat_template_kwargs, a hosted API's own settings).
+            request["extra_body"] = dict(self.generation.extra_body)
         if self.tool_protocol == "native" and tools:
             request["tools"] = [
                 {
@@ -283,14 +318,42 @@ class OpenAIChatModel:
         return request
 
     def _message(self, message: ChatMessage) -> dict[str, Any]:
+        """One message in the chat-completions wire format.
+
+        Native tool calls travel as an assistant message's ``tool_calls`` and ``tool``
+        messages answering them by id. Text is sent as UTF-8, so a lone surrogate a model
+        wrote (which cannot be encoded) goes back as U+FFFD.
+        """
+        if message.role == "tool":
+            return {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id or "",
+                "content": _wire_text(message.joined_text),
+            }
+        if message.tool_calls:
+            return {
+                "role": message.role,
+                "content": _wire_text(message.joined_text) or None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": _wire_text(call.name),
+                            "arguments": _wire_text(call.arguments),
+                        },
+                    }
+                    for call in message.tool_calls
+                ],
+            }
         if not message.images:
             # Plain strings for text-only messages: some servers accept nothing else for
             # system and assistant turns.
-            return {"role": message.role, "content": message.joined_text}
+            return {"role": message.role, "content": _wire_text(message.joined_text)}
         content: list[dict[str, Any]] = []
         for part in message.parts:
             if isinstance(part, TextPart):
-                content.append({"type": "text", "text": part.text})
+                content.append({"type": "text", "text": _wire_text(part.text)})
             elif isinstance(part, ImagePart):
                 content.append({"type": "image_url", "image_url": {"url": part.image.data_url()}})
         return {"role": message.role, "content": content}
@@ -330,6 +393,20 @@ class OpenAIChatModel:
             finish_reason=choice.finish_reason or "stop",
             tool_calls=_tool_calls(message),
         )
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    """Whitespace collapsed to single spaces, cut to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _wire_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD, so the request encodes as UTF-8."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _reasoning(message: Any) -> str | None:

@@ -81,10 +81,21 @@ def request_key(
             {"name": t.name, "description": t.description, "parameters": t.parameters}
             for t in tools
         ],
-        "messages": [{"role": m.role, "parts": [_part_key(p) for p in m.parts]} for m in messages],
+        "messages": [_message_key(m) for m in messages],
     }
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate in a reply still gives a key (valid text is unchanged).
+    return hashlib.sha256(canonical.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def _message_key(message: ChatMessage) -> dict[str, Any]:
+    key: dict[str, Any] = {"role": message.role, "parts": [_part_key(p) for p in message.parts]}
+    # Only native tool-call replays carry these; other keys stay as they were.
+    if message.tool_calls:
+        key["tool_calls"] = [[c.id, c.name, c.arguments] for c in message.tool_calls]
+    if message.tool_call_id is not None:
+        key["tool_call_id"] = message.tool_call_id
+    return key
 
 
 def _part_key(part: TextPart | ImagePart) -> dict[str, str]:
@@ -139,11 +150,28 @@ class CachedChatModel:
             raise UserError(f"replay needs an existing response cache; {self.path} does not exist")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(self._connect()) as db, db:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute(_SCHEMA)
+            self._create()
         except (sqlite3.Error, OSError) as e:
             raise UserError(f"cannot open the response cache {self.path}: {e}") from e
+
+    def _create(self) -> None:
+        # Switching a new file to WAL takes an exclusive lock for which SQLite does not call
+        # the busy handler, so writers opening one fresh file together can get "database is
+        # locked" at once. Retry that for the busy timeout, like any other lock wait.
+        deadline = time.monotonic() + self.busy_timeout_s
+        delay = 0.005
+        while True:
+            try:
+                with closing(self._connect()) as db, db:
+                    if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                        db.execute("PRAGMA journal_mode=WAL")
+                    db.execute(_SCHEMA)
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
 
     @property
     def name(self) -> str:
@@ -229,7 +257,8 @@ class CachedChatModel:
                 (
                     key,
                     self.name,
-                    json.dumps(record, ensure_ascii=False),
+                    # ASCII escapes: a lone surrogate in a reply cannot be stored as UTF-8.
+                    json.dumps(record),
                     response.usage.prompt_tokens,
                     response.usage.completion_tokens,
                     time.time(),

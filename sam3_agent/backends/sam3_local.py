@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from sam3_agent.backends.hub import hub_access
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
 from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
 from sam3_agent.detections import Detections
@@ -171,7 +172,7 @@ class Sam3Segmenter:
         if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
             raise _weights_error(name, FileNotFoundError(f"no directory {name}"))
         source = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
-        offline = hub_offline()
+        offline = hub_access(source, what="SAM 3", flag="--sam3 DIR")
         try:
             processor = Sam3Processor.from_pretrained(source, local_files_only=offline)
             sam3 = Sam3Model.from_pretrained(source, dtype=torch_dtype, local_files_only=offline)

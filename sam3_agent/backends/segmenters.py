@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sam3_agent.backends.base import Segmenter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the CLI reads DEFAULT_SAM3_MODEL without numpy or OpenCV
+    from sam3_agent.backends.base import Segmenter
 
 DEFAULT_SAM3_MODEL = "facebook/sam3"
 

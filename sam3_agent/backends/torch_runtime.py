@@ -1,18 +1,45 @@
-"""Device and dtype choices shared by the in-process backends (SAM 3 and the MLLM)."""
+"""Device and dtype choices shared by the in-process backends (SAM 3 and the MLLM).
+
+The name checks (:func:`check_device_name`, :func:`check_dtype_name`) need no torch, so the
+CLI can refuse a bad flag before anything heavy is imported; torch is imported by the
+functions that resolve names into torch objects.
+"""
 
 from __future__ import annotations
 
 import os
-
-import torch
+import re
+from typing import TYPE_CHECKING
 
 from sam3_agent.errors import UserError
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
+if TYPE_CHECKING:
+    import torch
+
+DTYPE_NAMES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+"""The values ``--dtype`` accepts."""
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|xpu|cuda|cuda:\d+)$")
+
+
+def check_device_name(device: str) -> None:
+    """Refuse what cannot be a device name: auto, cpu, mps, xpu, cuda, cuda:N.
+
+    Raises:
+        UserError: any other text.
+    """
+    if not _DEVICE.match(device):
+        raise UserError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
+
+
+def check_dtype_name(dtype: str) -> None:
+    """Refuse a dtype other than :data:`DTYPE_NAMES`.
+
+    Raises:
+        UserError: any other text.
+    """
+    if dtype not in DTYPE_NAMES:
+        raise UserError(f"unknown dtype {dtype!r}; use {', '.join(DTYPE_NAMES)}")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -21,6 +48,8 @@ def resolve_device(device: str) -> torch.device:
     Raises:
         UserError: not a torch device name, or CUDA asked for where torch sees none.
     """
+    import torch
+
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -32,17 +61,48 @@ def resolve_device(device: str) -> torch.device:
     return resolved
 
 
+def cpu_supports_bfloat16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 / AMX on x86, as oneDNN
+    reports it). Elsewhere bfloat16 still runs, but emulated and several times slower."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def auto_dtype_name(device_type: str) -> str:
+    """What ``--dtype auto`` means on a device type (``"cuda"``, ``"cpu"``, ...).
+
+    bfloat16 on CUDA; on a CPU, bfloat16 where it computes it natively (half the memory
+    of float32; the tiny models' outputs agree to about 2 decimal places, see
+    ``tests/test_torch_runtime.py``), else float32 (emulated bfloat16 would be slow).
+    """
+    if device_type == "cuda":
+        return "bfloat16"
+    if device_type == "cpu" and cpu_supports_bfloat16():
+        return "bfloat16"
+    return "float32"
+
+
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """``auto`` is bfloat16 on CUDA and float32 elsewhere.
+    """``auto``: see :func:`auto_dtype_name`; otherwise the named dtype.
 
     Raises:
         UserError: ``dtype`` is not one of auto, float32, bfloat16, float16.
     """
+    import torch
+
+    check_dtype_name(dtype)
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype {dtype!r}; use auto, {', '.join(DTYPES)}")
-    return DTYPES[dtype]
+        dtype = auto_dtype_name(device.type)
+    dtypes: dict[str, torch.dtype] = {
+        "float32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "float16": torch.float16,
+    }
+    return dtypes[dtype]
 
 
 def hub_offline() -> bool:

@@ -5,6 +5,10 @@ A batch has no ground truth, so its records use the evaluation store's
 intersection/union/gt area, ``pred_area`` the selected masks' pixel count, and the union
 of the masks as ``prediction``. The request's files (``result.json``, ``overlay.png``,
 ``trace.jsonl``, as ``sam3-agent run`` writes them) go to ``RUN_DIR/<safe id>/``.
+
+As in ``eval``, one request never stops a batch: whatever it raises (endpoint down, an
+unreadable image, an error nobody foresaw) is stored as its failure with a one-line message
+and run again by ``--retry-failed``; only an interrupt or a cancellation stops the run.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from sam3_agent.agent import Sam3Agent
 from sam3_agent.batch.requests import BatchRequest
 from sam3_agent.detections import encode_rle
 from sam3_agent.engines.base import ImageSource
-from sam3_agent.evaluation.runner import SAMPLE_FAILURES, SharedEmbeddings
+from sam3_agent.evaluation.runner import (
+    SAMPLE_FAILURES,
+    SharedEmbeddings,
+    failure_message,
+    stops_the_run,
+)
 from sam3_agent.evaluation.store import SampleResult, sample_dir_name
 from sam3_agent.result import AgentResult
 
@@ -47,12 +56,19 @@ class BatchHandler:
         try:
             image = await images.get(job.image_path)
             result = await self.agent.arun(image, job.query, output_dir=self.run_dir / rel_dir)
-        except SAMPLE_FAILURES as e:
-            logger.info("request %s failed: %s: %s", job.id, type(e).__name__, e)
+        except BaseException as e:
+            if stops_the_run(e):
+                raise
+            if isinstance(e, SAMPLE_FAILURES):
+                # INFO, not WARNING: the progress bar counts failures and the summary lists them.
+                logger.info("request %s failed: %s", job.id, failure_message(e))
+            else:
+                # Whatever else one request raises must not cost the others their run.
+                logger.warning("request %s failed: %s", job.id, failure_message(e), exc_info=True)
             elapsed = time.perf_counter() - started
             # The agent writes its files before an infrastructure error leaves it.
             written = rel_dir if (self.run_dir / rel_dir).is_dir() else None
-            return failed_record(job, f"{type(e).__name__}: {e}", elapsed, artifacts=written)
+            return failed_record(job, failure_message(e), elapsed, artifacts=written)
         return record(job, result, rel_dir, time.perf_counter() - started)
 
     def release(self, digest: str) -> None:

@@ -1,32 +1,22 @@
 """``sam3-agent batch INPUT --out DIR``: many requests, resumable, on the local engine or Ray.
 
-Registered in :mod:`sam3_agent.cli.main` as ``app.command("batch")(batch_command)``.
+Registered in :mod:`sam3_agent.cli.main` as the ``batch`` row of ``COMMANDS``. Like ``eval``,
+every flag and path is checked before any model loads, and the module imports nothing heavy
+(the batch and engine modules are imported when the command runs).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
-from sam3_agent.batch.requests import BatchRequest, load_requests
-from sam3_agent.batch.summary import SUMMARY_NAME, BatchTotals, write_summary
 from sam3_agent.cli.console import err_console, one_line_errors, setup_logging
 from sam3_agent.cli.engine_options import (
     EngineChoice,
@@ -43,6 +33,7 @@ from sam3_agent.cli.options import (
     DeviceOpt,
     DtypeOpt,
     LlmApiKeyOpt,
+    LlmExtraOpt,
     LlmModelOpt,
     LlmOpt,
     LlmTimeoutOpt,
@@ -50,64 +41,56 @@ from sam3_agent.cli.options import (
     MaxCorrectionsOpt,
     MaxImageSideOpt,
     MaxRoundsOpt,
+    MaxTokensOpt,
+    MemoryCheckOpt,
+    PromptsOpt,
     ReplayOpt,
     Sam3ModelOpt,
     Sam3TokenOpt,
     Sam3UrlOpt,
     ScoreThresholdOpt,
+    SeedOpt,
+    TemperatureOpt,
     ToolProtocolOpt,
+    check_writable_dir,
     config_from_flags,
+    plan_models,
 )
-from sam3_agent.cli.workers import BatchWorkerFactory, require_model_name
+from sam3_agent.cli.progress import PlainProgress, ProgressBar, make_progress
+from sam3_agent.cli.workers import BatchWorkerFactory, model_name_from_flags, require_model_name
 from sam3_agent.config import AgentConfig
 from sam3_agent.engines.base import DEFAULT_CONCURRENCY, EngineOptions, build_engine
-from sam3_agent.engines.driver import RunOutcome, run_jobs
-from sam3_agent.evaluation.store import ResultStore, SampleResult
+
+if TYPE_CHECKING:
+    from sam3_agent.batch.requests import BatchRequest
+    from sam3_agent.batch.summary import BatchTotals
+    from sam3_agent.engines.driver import RunOutcome
+    from sam3_agent.evaluation.store import SampleResult
 
 INPUT = "Input"
 RUN = "Run"
 
 # Settings that change no answer, so a resumed batch may change them freely.
-_NOT_IDENTITY = ("check_concurrency",)
+_NOT_IDENTITY = ("check_concurrency", "prompts_dir")
 
 
-class _ProgressBar:
-    """A rich progress bar on stderr counting requests by outcome."""
+class BatchTally:
+    """Requests by outcome, for the progress display."""
 
-    def __init__(self, console: Console) -> None:
-        self._progress = Progress(
-            TextColumn("[bold]batch"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=console,
-        )
-        self._task: TaskID | None = None
-        self._counts: Counter[str] = Counter()
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
 
-    def _stats(self) -> str:
-        c = self._counts
+    def add(self, result: SampleResult) -> None:
+        self.counts[result.status] += 1
+
+    def text(self) -> str:
+        c = self.counts
         return f"masks {c['masks']}  no mask {c['no_mask']}  failed {c['failed']}"
-
-    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
-        self._counts.update(r.status for r in already_done)
-        self._progress.start()
-        self._task = self._progress.add_task(
-            "batch", total=total, completed=len(already_done), stats=self._stats()
-        )
-
-    def update(self, result: SampleResult) -> None:
-        self._counts[result.status] += 1
-        if self._task is not None:
-            self._progress.update(self._task, advance=1, stats=self._stats())
-
-    def stop(self) -> None:
-        self._progress.stop()
 
 
 def _print_totals(totals: BatchTotals, out: Path) -> None:
+    from sam3_agent.batch.summary import SUMMARY_NAME
+
     table = Table(title=f"batch {out}", show_edge=False)
     for column in ("requests", "masks", "no mask", "failed", "missing", "tokens", "time (s)"):
         table.add_column(column, justify="right")
@@ -187,6 +170,11 @@ def batch_command(
     llm_model: LlmModelOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
     llm_timeout: LlmTimeoutOpt = 120.0,
+    temperature: TemperatureOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    seed: SeedOpt = None,
+    llm_extra: LlmExtraOpt = None,
+    memory_check: MemoryCheckOpt = True,
     tool_protocol: ToolProtocolOpt = "tags",
     cache: CacheOpt = None,
     replay: ReplayOpt = False,
@@ -195,6 +183,7 @@ def batch_command(
     check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
+    prompts: PromptsOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Run the agent on many requests; rerun the same command to resume after a stop.
@@ -220,18 +209,16 @@ def batch_command(
         tool_protocol=tool_protocol,
         cache=cache,
         replay=replay,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        llm_extra=llm_extra,
     )
-    bar = _ProgressBar(err_console) if progress else None
     with one_line_errors():
         try:
-            agent_config = config_from_flags(
-                max_rounds=max_rounds,
-                max_corrections=max_corrections,
-                check_concurrency=check_concurrency,
-                score_threshold=score_threshold,
-                max_image_side=max_image_side,
-                tool_protocol=tool_protocol,
-            )
+            # Every flag and path first: a refusal must not cost minutes of loading models.
+            backends.validate()
+            check_writable_dir(out, "--out")
             engine_opts = engine_options(
                 engine=engine,
                 concurrency=concurrency,
@@ -239,7 +226,27 @@ def batch_command(
                 workers=workers,
                 gpus_per_worker=gpus_per_worker,
             )
+            require_model_name(backends, engine_opts.engine)
+            agent_config = config_from_flags(
+                max_rounds=max_rounds,
+                max_corrections=max_corrections,
+                check_concurrency=check_concurrency,
+                score_threshold=score_threshold,
+                max_image_side=max_image_side,
+                tool_protocol=tool_protocol,
+                prompts_dir=prompts,
+            )
+            from sam3_agent.batch.requests import load_requests
+
             requests = load_requests(source, query=query)
+            # Which default MLLM, and do the models fit: before any download. Only where they
+            # load here: Ray workers load them on machines whose memory this one cannot see
+            # (and there the flags name the MLLM, checked above).
+            if engine_opts.engine == "local":
+                plan = plan_models(backends, memory_check=memory_check)
+                backends = plan.backends
+                if plan.note:
+                    err_console.print(plan.note, markup=False)
             outcome, totals = _run(
                 requests,
                 out=out,
@@ -247,7 +254,7 @@ def batch_command(
                 agent_config=agent_config,
                 engine_opts=engine_opts,
                 retry_failed=retry_failed,
-                bar=bar,
+                bar=make_progress(err_console, "batch", BatchTally()) if progress else None,
             )
         except KeyboardInterrupt:
             err_console.print(
@@ -270,24 +277,37 @@ def _run(
     agent_config: AgentConfig,
     engine_opts: EngineOptions,
     retry_failed: bool,
-    bar: _ProgressBar | None,
+    bar: ProgressBar | PlainProgress | None,
 ) -> tuple[RunOutcome, BatchTotals]:
-    # The model's name is part of the run's identity; checked before any model loads when
-    # the flags say it (always with Ray: nothing loads on the driver).
-    model_name = require_model_name(backends, engine_opts.engine)
+    from sam3_agent.batch.summary import write_summary
+    from sam3_agent.engines.driver import run_jobs
+    from sam3_agent.evaluation.store import ResultStore
+    from sam3_agent.prompts import load_prompt_set
+
+    # The model's name is part of the run's identity. When the flags say it, the run
+    # directory is checked before any model is loaded (always with Ray: nothing loads on
+    # the driver). ``backends`` is the plan: a default MLLM is already named there.
+    model_name = model_name_from_flags(backends)
     chat_model = None
     if model_name is None:
         chat_model = backends.build_chat_model()
         model_name = chat_model.name
     settings = {k: v for k, v in agent_config.to_dict().items() if k not in _NOT_IDENTITY}
+    # The prompts' content, not where they lie, makes batches comparable (as in eval).
+    settings["prompts"] = load_prompt_set(agent_config.prompts_dir).identity()
     config: dict[str, Any] = {
         "command": "batch",
         "model": model_name,
         "sam3": backends.sam3_url or backends.sam3,
         "agent": settings,
     }
+    generation = backends.generation_identity()
+    if generation:
+        config["generation"] = generation
     with ResultStore.create_or_resume(out, config) as store:
         store.set_planned(len(requests))
+        # Each worker builds its models from the planned options (the local engine in this
+        # process, reusing a chat model built above; Ray on every actor).
         factory = BatchWorkerFactory(backends, agent_config, chat_model=chat_model)
         try:
             outcome = asyncio.run(

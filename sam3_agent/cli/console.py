@@ -1,4 +1,8 @@
-"""What every command shares: the stderr console, one-line errors, logging setup."""
+"""What every command shares: the consoles, one-line errors, logging setup.
+
+Both consoles soft-wrap: a line longer than the terminal (or than 80 columns when the
+output is a file or a pipe) stays one line, so logs and ``grep`` see whole lines.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,11 @@ from rich.console import Console
 
 from sam3_agent.errors import Sam3AgentError, UserError
 
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+"""Progress, status and errors."""
+
+out_console = Console(highlight=False, soft_wrap=True)
+"""Results a script may read (summaries)."""
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

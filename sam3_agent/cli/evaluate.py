@@ -8,25 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
-from sam3_agent.cli.console import err_console, one_line_errors, setup_logging
+from sam3_agent.cli.console import err_console, one_line_errors, out_console, setup_logging
 from sam3_agent.cli.engine_options import (
     EngineChoice,
     EngineOpt,
@@ -42,6 +31,7 @@ from sam3_agent.cli.options import (
     DeviceOpt,
     DtypeOpt,
     LlmApiKeyOpt,
+    LlmExtraOpt,
     LlmModelOpt,
     LlmOpt,
     LlmTimeoutOpt,
@@ -49,29 +39,33 @@ from sam3_agent.cli.options import (
     MaxCorrectionsOpt,
     MaxImageSideOpt,
     MaxRoundsOpt,
+    MaxTokensOpt,
+    MemoryCheckOpt,
+    PromptsOpt,
     ReplayOpt,
     Sam3ModelOpt,
     Sam3TokenOpt,
     Sam3UrlOpt,
     ScoreThresholdOpt,
+    SeedOpt,
+    TemperatureOpt,
     ToolProtocolOpt,
+    check_writable_dir,
     config_from_flags,
+    plan_models,
 )
-from sam3_agent.cli.workers import EvalWorkerFactory, require_model_name
+from sam3_agent.cli.progress import PlainProgress, ProgressBar, make_progress
+from sam3_agent.cli.workers import EvalWorkerFactory, model_name_from_flags, require_model_name
 from sam3_agent.config import AgentConfig
-from sam3_agent.engines.base import EngineOptions, build_engine
-from sam3_agent.engines.driver import run_jobs
+from sam3_agent.engines.base import DEFAULT_CONCURRENCY, EngineOptions, build_engine
 from sam3_agent.errors import UserError
-from sam3_agent.evaluation.datasets import Sample, load_samples
-from sam3_agent.evaluation.metrics import RunningMetrics
-from sam3_agent.evaluation.report import ReportFiles, write_report
-from sam3_agent.evaluation.runner import (
-    DEFAULT_CONCURRENCY,
-    RunOutcome,
-    parse_shard,
-    select_shard,
-)
-from sam3_agent.evaluation.store import ResultStore, SampleResult
+from sam3_agent.evaluation.presets import PRESETS, apply_preset, get_preset
+
+if TYPE_CHECKING:
+    from sam3_agent.engines.driver import RunOutcome
+    from sam3_agent.evaluation.datasets import Sample
+    from sam3_agent.evaluation.report import ReportFiles
+    from sam3_agent.evaluation.store import SampleResult
 
 logger = logging.getLogger(__name__)
 
@@ -87,52 +81,36 @@ class DatasetChoice(str, Enum):
     grefcoco = "grefcoco"
 
 
+PresetChoice = Enum(  # type: ignore[misc]  # the values come from the presets' data
+    "PresetChoice", {name: name for name in PRESETS}, type=str
+)
+
+
 class ModeChoice(str, Enum):
     agent = "agent"
     sam3_only = "sam3-only"
 
 
 # Settings that do not change any prediction, so a resumed run may change them freely.
-_NOT_IDENTITY = ("check_concurrency",)
+_NOT_IDENTITY = ("check_concurrency", "prompts_dir")
 
 
-class _ProgressBar:
-    """A rich progress bar on stderr with ETA, running gIoU / cIoU and failures."""
+class EvalTally:
+    """Running gIoU / cIoU and failures, for the progress display."""
 
-    def __init__(self, console: Console) -> None:
-        self._progress = Progress(
-            TextColumn("[bold]eval"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=console,
-        )
-        self._task: TaskID | None = None
-        self._running = RunningMetrics()
+    def __init__(self) -> None:
+        from sam3_agent.evaluation.metrics import RunningMetrics
 
-    def _stats(self) -> str:
-        r = self._running
-        giou = "–" if r.giou is None else f"{100 * r.giou:.1f}"
-        ciou = "–" if r.ciou is None else f"{100 * r.ciou:.1f}"
-        return f"gIoU {giou}  cIoU {ciou}  failed {r.failed}"
+        self.running: Any = RunningMetrics()
 
-    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
-        for r in already_done:
-            self._running.add(r.scored())
-        self._progress.start()
-        self._task = self._progress.add_task(
-            "eval", total=total, completed=len(already_done), stats=self._stats()
-        )
+    def add(self, result: SampleResult) -> None:
+        self.running.add(result.scored())
 
-    def update(self, result: SampleResult) -> None:
-        self._running.add(result.scored())
-        if self._task is not None:
-            self._progress.update(self._task, advance=1, stats=self._stats())
-
-    def stop(self) -> None:
-        self._progress.stop()
+    def text(self) -> str:
+        running = self.running
+        giou = "–" if running.giou is None else f"{100 * running.giou:.1f}"
+        ciou = "–" if running.ciou is None else f"{100 * running.ciou:.1f}"
+        return f"gIoU {giou}  cIoU {ciou}  failed {running.failed}"
 
 
 def _pct(value: float | None) -> str:
@@ -140,20 +118,16 @@ def _pct(value: float | None) -> str:
 
 
 def _print_summary(files: ReportFiles) -> None:
-    console = Console(highlight=False)
     for m in files.methods:
         overall = m.metrics.overall
-        console.print(
+        out_console.print(
             f"{m.label}: {overall.count} samples, gIoU {_pct(overall.giou)}, "
             f"cIoU {_pct(overall.ciou)}, failed {overall.failed}",
         )
-    console.print(f"report: {files.report_md}")
+    out_console.print(f"report: {files.report_md}")
 
 
 def eval_command(
-    dataset: Annotated[
-        DatasetChoice, typer.Option("--dataset", help="Dataset format.", rich_help_panel=DATA)
-    ],
     root: Annotated[Path, typer.Option("--root", help="Dataset directory.", rich_help_panel=DATA)],
     out: Annotated[
         Path,
@@ -163,9 +137,23 @@ def eval_command(
             rich_help_panel=RUN,
         ),
     ],
+    dataset: Annotated[
+        DatasetChoice | None,
+        typer.Option("--dataset", help="Dataset format.", rich_help_panel=DATA),
+    ] = None,
+    preset: Annotated[
+        PresetChoice | None,
+        typer.Option(
+            "--preset",
+            help="One of the SAM 3 paper's evaluations: sets --dataset, --split and --mode "
+            "(the README lists them).",
+            rich_help_panel=DATA,
+        ),
+    ] = None,
     split: Annotated[
-        str, typer.Option("--split", help="Split to evaluate.", rich_help_panel=DATA)
-    ] = "val",
+        str | None,
+        typer.Option("--split", help="Split to evaluate (default: val).", rich_help_panel=DATA),
+    ] = None,
     images: Annotated[
         Path | None,
         typer.Option(
@@ -202,17 +190,20 @@ def eval_command(
     concurrency: Annotated[
         int,
         typer.Option(
-            "--concurrency", min=1, help="Samples evaluated at the same time.", rich_help_panel=RUN
+            "--concurrency",
+            min=1,
+            help="Samples evaluated at the same time (per worker with --engine ray).",
+            rich_help_panel=RUN,
         ),
     ] = DEFAULT_CONCURRENCY,
     mode: Annotated[
-        ModeChoice,
+        ModeChoice | None,
         typer.Option(
             "--mode",
-            help="agent: MLLM + SAM 3; sam3-only: SAM 3 with the raw query as phrase.",
+            help="agent: MLLM + SAM 3 (default); sam3-only: SAM 3 with the raw query as phrase.",
             rich_help_panel=RUN,
         ),
-    ] = ModeChoice.agent,
+    ] = None,
     retry_failed: Annotated[
         bool,
         typer.Option(
@@ -237,6 +228,11 @@ def eval_command(
     llm_model: LlmModelOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
     llm_timeout: LlmTimeoutOpt = 120.0,
+    temperature: TemperatureOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    seed: SeedOpt = None,
+    llm_extra: LlmExtraOpt = None,
+    memory_check: MemoryCheckOpt = True,
     tool_protocol: ToolProtocolOpt = "tags",
     cache: CacheOpt = None,
     replay: ReplayOpt = False,
@@ -245,6 +241,7 @@ def eval_command(
     check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
+    prompts: PromptsOpt = None,
     # Engine flags (shared with `batch`, see cli/engine_options.py).
     engine: EngineOpt = EngineChoice.local,
     ray_address: RayAddressOpt = None,
@@ -272,18 +269,25 @@ def eval_command(
         tool_protocol=tool_protocol,
         cache=cache,
         replay=replay,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        llm_extra=llm_extra,
     )
-    bar = _ProgressBar(err_console) if progress else None
+    with one_line_errors():
+        chosen = get_preset(preset.value) if preset else None
+        dataset_name, split, mode_name = apply_preset(
+            chosen,
+            dataset=dataset.value if dataset else None,
+            split=split,
+            mode=mode.value if mode else None,
+        )
+    sam3_only = mode_name == ModeChoice.sam3_only.value
     with one_line_errors():
         try:
-            agent_config = config_from_flags(
-                max_rounds=max_rounds,
-                max_corrections=max_corrections,
-                check_concurrency=check_concurrency,
-                score_threshold=score_threshold,
-                max_image_side=max_image_side,
-                tool_protocol=tool_protocol,
-            )
+            # Every flag and path first: a refusal must not cost minutes of loading models.
+            backends.validate(chat=not sam3_only)
+            check_writable_dir(out, "--out")
             engine_opts = engine_options(
                 engine=engine,
                 concurrency=concurrency,
@@ -291,27 +295,52 @@ def eval_command(
                 workers=workers,
                 gpus_per_worker=gpus_per_worker,
             )
+            if not sam3_only:
+                require_model_name(backends, engine_opts.engine)
+            agent_config = config_from_flags(
+                max_rounds=max_rounds,
+                max_corrections=max_corrections,
+                check_concurrency=check_concurrency,
+                score_threshold=score_threshold,
+                max_image_side=max_image_side,
+                tool_protocol=tool_protocol,
+                prompts_dir=prompts,
+            )
+            from sam3_agent.evaluation.datasets import load_samples
+            from sam3_agent.evaluation.report import write_report
+            from sam3_agent.evaluation.runner import parse_shard, select_shard
+
             shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
-            samples = load_samples(dataset.value, root, split, images=images, all_texts=all_texts)
+            samples = load_samples(dataset_name, root, split, images=images, all_texts=all_texts)
             if limit is not None:
                 samples = samples[:limit]
             samples = select_shard(samples, shard_index, shard_count)
+            # Which default MLLM, and do the models fit: before any download. Only where they
+            # load here: Ray workers load them on machines whose memory this one cannot see
+            # (and there the flags name the MLLM, checked above).
+            if engine_opts.engine == "local":
+                plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
+                backends = plan.backends
+                if plan.note:
+                    err_console.print(plan.note, markup=False)
             outcome = _run(
                 samples,
                 out=out,
                 backends=backends,
                 agent_config=agent_config,
                 identity={
-                    "dataset": dataset.value,
+                    "dataset": dataset_name,
                     "split": split,
-                    "mode": mode.value,
+                    "mode": mode_name,
                     "all_texts": all_texts,
                     "shard": f"{shard_index}/{shard_count}" if shard_count > 1 else None,
+                    # Only when given: runs made before presets existed keep their identity.
+                    **({"preset": chosen.name} if chosen else {}),
                 },
-                sam3_only=mode is ModeChoice.sam3_only,
+                sam3_only=sam3_only,
                 engine_opts=engine_opts,
                 retry_failed=retry_failed,
-                bar=bar,
+                bar=make_progress(err_console, "eval", EvalTally()) if progress else None,
             )
             files = write_report([out], out)
         except KeyboardInterrupt:
@@ -337,16 +366,23 @@ def _run(
     sam3_only: bool,
     engine_opts: EngineOptions,
     retry_failed: bool,
-    bar: _ProgressBar | None,
+    bar: ProgressBar | PlainProgress | None,
 ) -> RunOutcome:
+    from sam3_agent.engines.driver import run_jobs
+    from sam3_agent.evaluation.store import ResultStore
+    from sam3_agent.prompts import load_prompt_set
+
     # The model's name is part of the run's identity. When the flags say it, the run
     # directory is checked before any model is loaded: a refusal should not cost minutes.
-    model_name = None if sam3_only else require_model_name(backends, engine_opts.engine)
+    # (``backends`` is the plan: a default MLLM is already named there.)
+    model_name = None if sam3_only else model_name_from_flags(backends)
     chat_model = None
     if not sam3_only and model_name is None:
         chat_model = backends.build_chat_model()
         model_name = chat_model.name
     settings = {k: v for k, v in agent_config.to_dict().items() if k not in _NOT_IDENTITY}
+    # The prompts' content, not where they lie, makes runs comparable.
+    settings["prompts"] = load_prompt_set(agent_config.prompts_dir).identity()
     if sam3_only:
         settings = {"score_threshold": settings["score_threshold"]}
     config = {
@@ -355,10 +391,14 @@ def _run(
         "sam3": backends.sam3_url or backends.sam3,
         "agent": settings,
     }
+    generation = backends.generation_identity()
+    if generation and not sam3_only:
+        # Only when given: runs made before these flags existed keep their identity.
+        config["generation"] = generation
     with ResultStore.create_or_resume(out, config) as store:
         store.set_planned(len(samples))
-        if not sam3_only and chat_model is None and engine_opts.engine == "local":
-            chat_model = backends.build_chat_model()
+        # Each worker builds its models from the planned options (the local engine in this
+        # process, reusing a chat model built above; Ray on every actor).
         factory = EvalWorkerFactory(
             backends,
             agent_config,
@@ -406,6 +446,8 @@ def report_command(
             if len(run_dirs) != 1:
                 raise UserError("with several run directories, say where the report goes: --out")
             out = run_dirs[0]
+        from sam3_agent.evaluation.report import write_report
+
         files = write_report(run_dirs, out, gallery_size=gallery)
     _print_summary(files)
 

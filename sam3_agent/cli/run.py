@@ -1,15 +1,18 @@
-"""``sam3-agent run IMAGE QUERY``: one request, with a live status line per round."""
+"""``sam3-agent run IMAGE QUERY``: one request, with a live status line per round.
+
+Every flag and path is checked before any model loads (and before numpy, torch or the
+HTTP clients are imported); the agent and the backends are imported only to run.
+"""
 
 from __future__ import annotations
 
 import json
-import time
+from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sam3_agent.agent import RoundEvent, Sam3Agent, check_query
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.cli.console import err_console, one_line_errors, setup_logging
 from sam3_agent.cli.options import (
@@ -19,6 +22,7 @@ from sam3_agent.cli.options import (
     DeviceOpt,
     DtypeOpt,
     LlmApiKeyOpt,
+    LlmExtraOpt,
     LlmModelOpt,
     LlmOpt,
     LlmTimeoutOpt,
@@ -26,24 +30,32 @@ from sam3_agent.cli.options import (
     MaxCorrectionsOpt,
     MaxImageSideOpt,
     MaxRoundsOpt,
+    MaxTokensOpt,
+    MemoryCheckOpt,
+    PromptsOpt,
     ReplayOpt,
     Sam3ModelOpt,
     Sam3TokenOpt,
     Sam3UrlOpt,
     ScoreThresholdOpt,
+    SeedOpt,
+    TemperatureOpt,
     ToolProtocolOpt,
     config_from_flags,
+    plan_models,
 )
-from sam3_agent.images import load_image
-from sam3_agent.outputs import safe_name
+from sam3_agent.cli.outdir import check_run_dir, claim_default_run_dir, clear_run_dir
+from sam3_agent.config import AgentConfig
+
+if TYPE_CHECKING:
+    from sam3_agent.result import AgentResult
 
 EXIT_FAILED_SESSION = 3
 
 
-def default_out_dir(image: Path, query: str) -> Path:
-    """``runs/<time>-<image stem>-<query>``: a fresh directory per run."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / safe_name(f"{stamp}-{image.stem}-{query}", max_len=80)
+class RunMode(str, Enum):
+    agent = "agent"
+    sam3_only = "sam3-only"
 
 
 def run_command(
@@ -53,6 +65,26 @@ def run_command(
         Path | None,
         typer.Option(
             "--out", "-o", help="Output directory (default: runs/<time>-<image>-<query>)."
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option("--overwrite", help="Replace a previous run's files in --out (nothing else)."),
+    ] = False,
+    mode: Annotated[
+        RunMode,
+        typer.Option(
+            "--mode",
+            help="agent: the MLLM drives SAM 3; sam3-only: SAM 3 alone with the query as "
+            "its phrase (every mask above the threshold, no MLLM).",
+        ),
+    ] = RunMode.agent,
+    export: Annotated[
+        str | None,
+        typer.Option(
+            "--export",
+            help="Also write per-mask files: png (masks/NN.png, binary), polygons (in "
+            "result.json); comma-separated.",
         ),
     ] = None,
     json_output: Annotated[
@@ -68,14 +100,20 @@ def run_command(
     llm_model: LlmModelOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
     llm_timeout: LlmTimeoutOpt = 120.0,
+    temperature: TemperatureOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    seed: SeedOpt = None,
+    llm_extra: LlmExtraOpt = None,
+    memory_check: MemoryCheckOpt = True,
     tool_protocol: ToolProtocolOpt = "tags",
     cache: CacheOpt = None,
     replay: ReplayOpt = False,
-    max_rounds: MaxRoundsOpt = 100,
-    max_corrections: MaxCorrectionsOpt = 10,
-    check_concurrency: CheckConcurrencyOpt = 8,
-    score_threshold: ScoreThresholdOpt = 0.5,
-    max_image_side: MaxImageSideOpt = 1024,
+    max_rounds: MaxRoundsOpt = AgentConfig.max_rounds,
+    max_corrections: MaxCorrectionsOpt = AgentConfig.max_corrections,
+    check_concurrency: CheckConcurrencyOpt = AgentConfig.check_concurrency,
+    score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
+    max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
+    prompts: PromptsOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
@@ -84,18 +122,9 @@ def run_command(
     3 the session failed (budget spent; see result.json).
     """
     setup_logging(verbose)
+    sam3_only = mode is RunMode.sam3_only
     with one_line_errors():
-        # Bad input fails now, not after minutes of loading models.
-        check_query(query)
-        load_image(image)
-        config = config_from_flags(
-            max_rounds=max_rounds,
-            max_corrections=max_corrections,
-            check_concurrency=check_concurrency,
-            score_threshold=score_threshold,
-            max_image_side=max_image_side,
-            tool_protocol=tool_protocol,
-        )
+        # Every flag and path first: a refusal must not cost minutes of loading models.
         backends = BackendOptions(
             sam3=sam3,
             sam3_url=sam3_url,
@@ -110,27 +139,57 @@ def run_command(
             tool_protocol=tool_protocol,
             cache=cache,
             replay=replay,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            llm_extra=llm_extra,
         )
-        out_dir = out or default_out_dir(image, query)
-        with err_console.status("loading models...") as status:
-            segmenter = backends.build_segmenter()
-            chat_model = backends.build_chat_model()
-            agent = Sam3Agent(segmenter, chat_model, config)
-            status.update(f"round 1: asking {chat_model.name}...")
+        backends.validate(chat=not sam3_only)
+        config = config_from_flags(
+            max_rounds=max_rounds,
+            max_corrections=max_corrections,
+            check_concurrency=check_concurrency,
+            score_threshold=score_threshold,
+            max_image_side=max_image_side,
+            tool_protocol=tool_protocol,
+            prompts_dir=prompts,
+        )
+        if out is not None:
+            check_run_dir(out, overwrite=overwrite)
 
-            def on_round(event: RoundEvent) -> None:
-                tool = event.tool or "(no tool)"
-                err_console.print(f"round {event.round}: {tool} - {event.summary}", soft_wrap=True)
-                status.update(f"round {event.round + 1}: asking {chat_model.name}...")
+        from sam3_agent.agent import check_query
+        from sam3_agent.export import parse_exports, write_exports
+        from sam3_agent.images import load_image
+        from sam3_agent.outputs import safe_name
 
-            result = agent.run(image, query, output_dir=out_dir, on_round=on_round)
+        formats = parse_exports(export)
+        check_query(query)
+        pixels = load_image(image)
+        # Which default MLLM, and do the models fit: before any download, any directory.
+        plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
+        backends = plan.backends
+        if plan.note:
+            err_console.print(plan.note, markup=False)
+        # Only now is anything written: a bad image leaves no output directory behind.
+        if out is None:
+            out_dir = claim_default_run_dir(safe_name(f"{image.stem}-{query}", max_len=64))
+        else:
+            clear_run_dir(out)
+            out_dir = out
+        if sam3_only:
+            result = _run_sam3_only(backends, image, query, config, out_dir)
+        else:
+            result = _run_agent(backends, image, query, config, out_dir)
+        if result.status != "failed":
+            document = write_exports(result, out_dir, pixels, formats)
+        else:
+            document = result.to_json()
 
-    document = result.to_json()
     if json_output:
         typer.echo(json.dumps(document, indent=2))
     summary = {
         "masks": f"[green]{len(result.detections)} mask(s)[/green]",
-        "no_mask": "[yellow]no mask[/yellow] (the model found nothing matching)",
+        "no_mask": "[yellow]no mask[/yellow] (nothing matching was found)",
         "failed": f"[red]failed[/red]: {result.failure}",
     }[result.status]
     usage = result.usage.total
@@ -141,3 +200,33 @@ def run_command(
     )
     if result.status == "failed":
         raise typer.Exit(EXIT_FAILED_SESSION)
+
+
+def _run_agent(
+    backends: BackendOptions, image: Path, query: str, config: AgentConfig, out_dir: Path
+) -> AgentResult:
+    from sam3_agent.agent import RoundEvent, Sam3Agent
+
+    with err_console.status("loading models...") as status:
+        segmenter = backends.build_segmenter()
+        chat_model = backends.build_chat_model()
+        agent = Sam3Agent(segmenter, chat_model, config)
+        status.update(f"round 1: asking {chat_model.name}...")
+
+        def on_round(event: RoundEvent) -> None:
+            tool = event.tool or "(no tool)"
+            err_console.print(f"round {event.round}: {tool} - {event.summary}", soft_wrap=True)
+            status.update(f"round {event.round + 1}: asking {chat_model.name}...")
+
+        return agent.run(image, query, output_dir=out_dir, on_round=on_round)
+
+
+def _run_sam3_only(
+    backends: BackendOptions, image: Path, query: str, config: AgentConfig, out_dir: Path
+) -> AgentResult:
+    from sam3_agent.sam3_only import segment_only
+
+    with err_console.status("loading SAM 3...") as status:
+        segmenter = backends.build_segmenter()
+        status.update(f"segmenting {query!r}...")
+        return segment_only(segmenter, image, query, config=config, output_dir=out_dir)

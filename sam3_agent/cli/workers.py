@@ -1,27 +1,24 @@
 """What each engine worker builds from a command's flags (picklable, for Ray actors).
 
 A factory carries flags, never models: :meth:`build` loads the models where the work runs
-(this process for the local engine, each actor for Ray).
+(this process for the local engine, each actor for Ray). The agent and the runner are
+imported there too, so the commands can name the factories without importing numpy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.backends.base import ChatModel
-from sam3_agent.batch.handler import BatchHandler
 from sam3_agent.cli.options import BackendOptions
 from sam3_agent.config import AgentConfig
 from sam3_agent.errors import UserError
-from sam3_agent.evaluation.runner import (
-    AgentPredictor,
-    EvalHandler,
-    Predictor,
-    Sam3OnlyPredictor,
-    SharedEmbeddings,
-)
+
+if TYPE_CHECKING:
+    from sam3_agent.backends.base import ChatModel
+    from sam3_agent.batch.handler import BatchHandler
+    from sam3_agent.evaluation.runner import EvalHandler
 
 
 def model_name_from_flags(backends: BackendOptions) -> str | None:
@@ -62,6 +59,10 @@ class BatchWorkerFactory:
     chat_model: ChatModel | None = field(default=None, compare=False, repr=False)
 
     def build(self, run_dir: Path) -> BatchHandler:
+        from sam3_agent.agent import Sam3Agent
+        from sam3_agent.batch.handler import BatchHandler
+        from sam3_agent.evaluation.runner import SharedEmbeddings
+
         shared = SharedEmbeddings(self.backends.build_segmenter())
         chat_model = self.chat_model or self.backends.build_chat_model()
         return BatchHandler(Sam3Agent(shared, chat_model, self.agent_config), run_dir, shared)
@@ -91,6 +92,15 @@ class EvalWorkerFactory:
     chat_model: ChatModel | None = field(default=None, compare=False, repr=False)
 
     def build(self, run_dir: Path) -> EvalHandler:
+        from sam3_agent.agent import Sam3Agent
+        from sam3_agent.evaluation.runner import (
+            AgentPredictor,
+            EvalHandler,
+            Predictor,
+            Sam3OnlyPredictor,
+            SharedEmbeddings,
+        )
+
         shared = SharedEmbeddings(self.backends.build_segmenter())
         predictor: Predictor
         if self.sam3_only:

@@ -16,11 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from sam3_agent.errors import UserError
-from sam3_agent.evaluation.store import SampleResult
-from sam3_agent.images import RGBImage
+
+if TYPE_CHECKING:
+    # Types only: the CLI reads the engine flags here, and --help imports no numpy.
+    from sam3_agent.evaluation.store import SampleResult
+    from sam3_agent.images import RGBImage
 
 ENGINES: tuple[str, ...] = ("local", "ray")
 
@@ -89,7 +92,7 @@ class Prebuilt(Generic[J]):
         return self.handler
 
 
-ResultCallback = Callable[[SampleResult], None]
+ResultCallback = Callable[["SampleResult"], None]
 
 
 class Engine(Protocol):

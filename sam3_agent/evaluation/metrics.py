@@ -6,7 +6,10 @@ both are empty. Over a set of samples:
 
 * gIoU = mean of the per-sample IoUs;
 * cIoU = sum I / sum U (None when sum U is 0: nothing predicted, nothing to find);
-* Pr@t = share of samples with IoU > t, for t in 0.5 .. 0.9;
+* Pr@t = share of *target* samples with IoU >= t, for t in 0.5 .. 0.9, as LAVT and ReLA
+  compute it. No-target samples (gRefCOCO) are left out: an empty answer to one scores IoU
+  1.0 and would count as a hit at every threshold, which ReLA's evaluator does not do; a
+  group of no-target samples only has no Pr@ at all;
 * N-acc = share of no-target samples answered with no mask; T-acc = share of target
   samples answered with a mask (gRefCOCO). A mask on a no-target sample scores IoU 0 and
   its area counts in sum U, which follows from the definitions above since its GT is empty.
@@ -100,8 +103,8 @@ class Summary:
     count: int
     giou: float | None
     ciou: float | None
-    precision: dict[float, float]
-    """Pr@t keyed by threshold t."""
+    precision: dict[float, float] | None
+    """Pr@t keyed by threshold t, over the target samples; None when the group has none."""
     n_acc: float | None
     """None when the group has no no-target sample."""
     t_acc: float | None
@@ -116,7 +119,11 @@ class Summary:
             "count": self.count,
             "gIoU": self.giou,
             "cIoU": self.ciou,
-            "precision": {f"Pr@{t:g}": v for t, v in self.precision.items()},
+            "precision": (
+                None
+                if self.precision is None
+                else {f"Pr@{t:g}": v for t, v in self.precision.items()}
+            ),
             "N-acc": self.n_acc,
             "T-acc": self.t_acc,
             "no_target": self.no_target,
@@ -142,7 +149,7 @@ def summarize(
         # fsum is correctly rounded, so the mean does not depend on the order of samples.
         giou=math.fsum(ious) / n if n else None,
         ciou=sum_i / sum_u if sum_u else None,
-        precision={t: (sum(iou > t for iou in ious) / n if n else 0.0) for t in thresholds},
+        precision=_precision(target, thresholds) if target else None,
         n_acc=(
             sum(s.score.pred_area == 0 for s in no_target) / len(no_target) if no_target else None
         ),
@@ -152,6 +159,11 @@ def summarize(
         intersection=sum_i,
         union=sum_u,
     )
+
+
+def _precision(target: Sequence[ScoredSample], thresholds: Sequence[float]) -> dict[float, float]:
+    """Pr@t over target samples: the share with IoU >= t (ReLA's ``iou >= t``)."""
+    return {t: sum(s.iou >= t for s in target) / len(target) for t in thresholds}
 
 
 @dataclass(frozen=True)

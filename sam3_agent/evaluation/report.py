@@ -26,13 +26,15 @@ from sam3_agent import __version__
 from sam3_agent.detections import decode_rle
 from sam3_agent.errors import ImageLoadError, UserError
 from sam3_agent.evaluation.metrics import PR_THRESHOLDS, Breakdown, Summary, breakdown
+from sam3_agent.evaluation.published import PublishedResult, for_dataset, matches
 from sam3_agent.evaluation.store import SampleResult, reading, sample_dir_name
 from sam3_agent.images import RGBImage, load_image
 
 logger = logging.getLogger(__name__)
 
-MERGED_KEYS = ("split", "shard")
-"""Settings that may differ between run directories merged into one method."""
+MERGED_KEYS = ("split", "shard", "preset")
+"""Settings that may differ between run directories merged into one method (the val and
+test presets of one model are one row)."""
 SPLIT_ORDER = ("val", "test", "testA", "testB", "train")
 DATASET_TITLES = {
     "reasonseg": "ReasonSeg",
@@ -166,8 +168,23 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create report directory {out_dir}: {e}") from e
+    datasets = list(dict.fromkeys(m.dataset for m in methods))
     metrics_doc = {
         "version": __version__,
+        "published": [
+            {
+                "model": r.model,
+                "dataset": r.dataset,
+                "split": r.split,
+                "tag": r.tag,
+                "metric": r.metric,
+                "value": r.value,
+                "source": r.source,
+            }
+            for d in datasets
+            for r in for_dataset(d)
+        ],
+        "compared_with_published": [c.to_dict() for c in compare_with_published(methods)],
         "methods": [
             {
                 "label": m.label,
@@ -263,15 +280,42 @@ def _dataset_section(
             if grefcoco:
                 row += [_pct(s.n_acc if s else None), _pct(s.t_acc if s else None)]
         rows.append(row)
-    lines += ["### gIoU / cIoU (%)", "", _table(header, rows), ""]
+    published = _published_rows(dataset, columns, grefcoco)
+    lines += ["### gIoU / cIoU (%)", "", _table(header, rows + published), ""]
+    if published:
+        sources = sorted({r.source for r in for_dataset(dataset)})
+        lines += [f"Rows marked (published): {'; '.join(sources)}.", ""]
+    comparisons = compare_with_published(methods)
+    if comparisons:
+        lines += ["### Against the published figures (same MLLM)", ""]
+        lines += [
+            _table(
+                ["method", "published", "split", "metric", "ours", "published", "difference"],
+                [
+                    [
+                        c.method,
+                        c.published.model,
+                        c.published.split,
+                        c.published.metric,
+                        f"{c.ours:.1f}",
+                        f"{c.published.value:.1f}",
+                        f"{c.difference:+.1f}",
+                    ]
+                    for c in comparisons
+                ],
+            ),
+            "",
+        ]
 
     pr_header = ["method", "split", *(f"Pr@{t:g}" for t in PR_THRESHOLDS)]
     pr_rows = []
     for m in methods:
         for split in _ordered_splits([m]):
-            s = m.metrics.splits[split]
-            pr_rows.append([m.label, split, *(_pct(s.precision[t]) for t in PR_THRESHOLDS)])
-    lines += ["### Precision (% of samples with IoU above the threshold)", ""]
+            pr = m.metrics.splits[split].precision or {}
+            pr_rows.append([m.label, split, *(_pct(pr.get(t)) for t in PR_THRESHOLDS)])
+    # ReLA's Pr@ counts target samples only: an empty answer to a no-target sample is no hit.
+    scope = "target samples" if grefcoco else "samples"
+    lines += [f"### Precision (% of {scope} with IoU at or above the threshold)", ""]
     lines += [_table(pr_header, pr_rows), ""]
 
     run_header = ["method", "samples", "failed", "mean rounds", "tokens / sample", "s / sample"]
@@ -313,6 +357,75 @@ def _dataset_section(
             caption = f"**{g.result.id}** ({g.method.label}), IoU {g.result.iou:.3f}: “{query}”"
             lines += [caption, "", f"![{g.result.id}]({rel})", ""]
     return lines
+
+
+def _published_rows(
+    dataset: str, columns: Sequence[tuple[str, str, str | None]], grefcoco: bool
+) -> list[list[str]]:
+    """Rows of published figures for the main table, in its columns; only rows with at
+    least one figure in those columns."""
+    by_model: dict[str, dict[tuple[str, str | None, str], float]] = {}
+    for r in for_dataset(dataset):
+        by_model.setdefault(r.label, {})[(r.split, r.tag, r.metric)] = r.value
+    rows = []
+    for label, cells in by_model.items():
+        row = [label]
+        for _, split, tag in columns:
+            for metric in ("gIoU", "cIoU"):
+                value = cells.get((split, tag, metric))
+                row.append("–" if value is None else f"{value:.1f}")
+            if grefcoco:
+                row += ["–", "–"]
+        if any(cell != "–" for cell in row[1:]):
+            rows.append(row)
+    return rows
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run's figure beside the published one for the same MLLM, dataset and split.
+
+    ``ours``, ``difference``: percentages (ours minus published).
+    """
+
+    method: str
+    published: PublishedResult
+    ours: float
+
+    @property
+    def difference(self) -> float:
+        return self.ours - self.published.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "model": self.published.model,
+            "dataset": self.published.dataset,
+            "split": self.published.split,
+            "metric": self.published.metric,
+            "ours": round(self.ours, 2),
+            "published": self.published.value,
+            "difference": round(self.difference, 2),
+            "source": self.published.source,
+        }
+
+
+def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
+    """Every published figure whose MLLM, dataset and split a method's run matches."""
+    comparisons = []
+    for m in methods:
+        if m.config.get("mode") == "sam3-only":
+            continue
+        for r in for_dataset(m.dataset):
+            if not matches(r, m.config.get("model")):
+                continue
+            summary = _summary_of(m, r.split, r.tag)
+            value = None
+            if summary is not None:
+                value = summary.giou if r.metric == "gIoU" else summary.ciou
+            if value is not None:
+                comparisons.append(Comparison(m.label, r, 100 * value))
+    return comparisons
 
 
 def render_markdown(

@@ -4,14 +4,18 @@ Samples run ``concurrency`` at a time on one event loop. They are ordered by ima
 segmenter is wrapped in :class:`SharedEmbeddings`, so every image is read once and its SAM 3
 backbone runs once however many queries it has. Each finished sample is scored and committed
 to the :class:`~sam3_agent.evaluation.store.ResultStore` at once; a rerun skips what is
-stored. An infrastructure failure on one sample (MLLM endpoint down, SAM 3 out of memory,
-unreadable image) is stored as a failed sample and the run goes on; anything else stops the
-run, keeping what was committed.
+stored. One sample never stops a run: whatever its image loading or its prediction raises
+(MLLM endpoint down, SAM 3 out of memory, an unreadable image, or an error nobody foresaw)
+is stored as that sample's failure with a one-line message, scored as an empty prediction,
+and evaluated again by ``--retry-failed``. Only an interrupt (Ctrl-C, a cancellation, a
+kill), a broken ground truth, or a failing results store stops the run, keeping what was
+committed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hashlib
 import logging
 import threading
@@ -45,8 +49,17 @@ logger = logging.getLogger(__name__)
 
 SAMPLES_DIR = "samples"
 
-# Failures of one sample that must not stop a run of thousands.
+# The failures a backend announces; they are logged briefly. Any other exception of one
+# sample is a failure too, logged with its traceback (it is likely a bug worth reporting).
 SAMPLE_FAILURES: tuple[type[Exception], ...] = (ChatModelError, SegmenterError, ImageLoadError)
+# What stops a run even when one sample raises it: the user or the system asked to stop.
+STOPS: tuple[type[BaseException], ...] = (
+    KeyboardInterrupt,
+    SystemExit,
+    asyncio.CancelledError,
+    GeneratorExit,
+)
+FAILURE_MESSAGE_CHARS = 500
 
 
 # --------------------------------------------------------------------------- sharding
@@ -309,13 +322,45 @@ async def _evaluate_one(
         prediction = await predictor.predict(image, sample.query, run_dir / rel_dir)
     except SAMPLE_FAILURES as e:
         # INFO, not WARNING: the progress bar counts failures and the report lists them.
-        logger.info("sample %s failed: %s: %s", sample.id, type(e).__name__, e)
-        prediction = Prediction(status="failed", mask=None, failure=f"{type(e).__name__}: {e}")
+        logger.info("sample %s failed: %s", sample.id, failure_message(e))
+        prediction = Prediction(status="failed", mask=None, failure=failure_message(e))
+        infra_error = True
+    except BaseException as e:
+        if stops_the_run(e):
+            raise
+        # Whatever else one sample raises must not cost the other samples their run.
+        logger.warning("sample %s failed: %s", sample.id, failure_message(e), exc_info=True)
+        prediction = Prediction(status="failed", mask=None, failure=failure_message(e))
         infra_error = True
     elapsed = time.perf_counter() - started
     return await asyncio.to_thread(
         _score_and_pack, sample, prediction, infra_error, elapsed, rel_dir
     )
+
+
+def stops_the_run(error: BaseException) -> bool:
+    """An interrupt, a cancellation or an exit, alone or inside an exception group."""
+    if isinstance(error, STOPS):
+        return True
+    group = getattr(builtins, "BaseExceptionGroup", None)  # Python 3.11+
+    if group is not None and isinstance(error, group):
+        return any(stops_the_run(e) for e in error.exceptions)
+    return False
+
+
+def failure_message(error: BaseException) -> str:
+    """``"TypeName: message"`` on one line, bounded, encodable as UTF-8 whatever the error holds
+    (a message with newlines, lone surrogates, or a ``__str__`` that itself raises)."""
+    try:
+        text = str(error)
+    except Exception:
+        text = "(the error's message cannot be shown)"
+    text = " ".join(text.split())
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > FAILURE_MESSAGE_CHARS:
+        text = text[: FAILURE_MESSAGE_CHARS - 3] + "..."
+    name = type(error).__name__
+    return f"{name}: {text}" if text else name
 
 
 def _score_and_pack(

@@ -56,8 +56,10 @@ class SampleResult:
     """One finished sample as stored.
 
     Attributes:
-        status: the agent's ``masks`` / ``no_mask`` / ``failed``; an infrastructure error is
-            ``failed`` with ``infra_error`` set and the exception in ``failure``.
+        status: the agent's ``masks`` / ``no_mask`` / ``failed``. A sample that raised (a
+            backend failure, an unreadable image, any other error) is ``failed`` with
+            ``infra_error`` set and the exception on one line in ``failure``; it is scored
+            as an empty prediction and ``--retry-failed`` evaluates it again.
         prediction: the union of the predicted masks as COCO RLE (None when empty).
         ground_truth / ignore: COCO RLE of the target and the ignore region (for the gallery).
         artifacts: the sample's directory relative to the run directory, if one was written.

@@ -1,0 +1,101 @@
+"""Generation settings a user sets for the MLLM (``--temperature``, ``--max-tokens``,
+``--seed``, ``--llm-extra``), validated once and read by every chat backend.
+
+Pure data, no heavy imports: the CLI validates the flags before any model loads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sam3_agent.errors import UserError
+
+MAX_TEMPERATURE = 2.0
+"""The largest temperature the OpenAI API accepts; local servers follow it."""
+
+MAX_EXTRA_BYTES = 64 * 1024
+"""``--llm-extra`` is a few settings, not a payload."""
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """What the user asked of generation; ``None`` leaves the backend's own default.
+
+    Attributes:
+        temperature: sampling temperature in ``[0, 2]``; 0 is greedy.
+        max_tokens: completion token limit per request, ``>= 1``.
+        seed: sampling seed (endpoints that honour ``seed``; the in-process model seeds
+            torch before each generation).
+        extra_body: a JSON object merged into each endpoint request's body, e.g.
+            ``{"chat_template_kwargs": {"enable_thinking": true}}``; the in-process model
+            reads only ``chat_template_kwargs``.
+
+    Raises:
+        UserError: a value out of range (NaN and infinities included).
+    """
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    extra_body: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        t = self.temperature
+        if t is not None and not (math.isfinite(t) and 0.0 <= t <= MAX_TEMPERATURE):
+            raise UserError(f"--temperature must be in [0, {MAX_TEMPERATURE:g}], got {t}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UserError(f"--max-tokens must be >= 1, got {self.max_tokens}")
+        if self.seed is not None and not 0 <= self.seed < 2**63:
+            raise UserError(f"--seed must be in [0, 2**63), got {self.seed}")
+        if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
+            raise UserError("--llm-extra must be a JSON object")
+
+    @property
+    def chat_template_kwargs(self) -> dict[str, Any]:
+        """``extra_body["chat_template_kwargs"]``, or ``{}``."""
+        value = (self.extra_body or {}).get("chat_template_kwargs") or {}
+        return dict(value)
+
+    def key_params(self) -> dict[str, Any]:
+        """The settings that were given, for cache keys (absent ones leave keys unchanged)."""
+        params: dict[str, Any] = {}
+        if self.seed is not None:
+            params["seed"] = self.seed
+        if self.extra_body:
+            params["extra_body"] = json.loads(canonical_json(self.extra_body))
+        return params
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no spaces: equal settings give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_extra_body(text: str | None) -> dict[str, Any] | None:
+    """``--llm-extra`` as a dict; ``None`` for no flag.
+
+    Raises:
+        UserError: not JSON, not an object, too long, or ``chat_template_kwargs`` that is
+            not an object.
+    """
+    if text is None:
+        return None
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_EXTRA_BYTES:
+        raise UserError(f"--llm-extra is longer than {MAX_EXTRA_BYTES} bytes")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise UserError(f"--llm-extra is not valid JSON: {str(e).splitlines()[0]}") from e
+    if not isinstance(value, dict):
+        example = '{"chat_template_kwargs": {"enable_thinking": true}}'
+        raise UserError(
+            f"--llm-extra must be a JSON object such as '{example}', got {type(value).__name__}"
+        )
+    kwargs = value.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise UserError("--llm-extra: chat_template_kwargs must be a JSON object")
+    return value

@@ -1,0 +1,237 @@
+"""Will the in-process models fit? Estimated before any weight is downloaded.
+
+A model's need is ``parameters x bytes per parameter x (1 + MARGIN_FRACTION) +
+MARGIN_BYTES``: the weights, plus room for activations, the KV cache and allocator slack
+(:data:`MARGIN_FRACTION`), plus the runtime itself (:data:`MARGIN_BYTES`: CUDA context,
+kernels, the processor). The parameter count comes from the model's ``config.json`` (a
+local directory, or the hub cache), by building the model on PyTorch's ``meta`` device
+(no memory, no weights); for a hub id whose config is not cached, from
+:data:`KNOWN_PARAMETERS`. A model found in neither is not estimated (and not refused).
+
+The models of one process share a device: their needs are summed and compared with the
+memory available there (``MemAvailable`` of ``/proc/meminfo`` on the CPU, the free memory
+CUDA reports on a GPU).
+
+The same readings choose the default MLLM (:func:`choose_default_mllm`): the paper's open
+model class (Qwen3-VL 8B) where a GPU has room for it, else the largest smaller Qwen3-VL
+that fits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from sam3_agent.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+GB = 1e9
+GIB = 1024**3
+
+MARGIN_FRACTION = 0.20
+"""Share of the weights' size added for activations, the KV cache and allocator slack."""
+
+MARGIN_BYTES = 1 * GIB
+"""Fixed room per model for the runtime (CUDA context and kernels, processor, buffers)."""
+
+BYTES_PER_PARAMETER = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+KNOWN_PARAMETERS: dict[str, int] = {
+    "facebook/sam3": 840_000_000,
+    "Qwen/Qwen2.5-VL-3B-Instruct": 3_755_000_000,
+    "Qwen/Qwen2.5-VL-7B-Instruct": 8_292_000_000,
+    "Qwen/Qwen3-VL-2B-Instruct": 2_128_000_000,
+    "Qwen/Qwen3-VL-4B-Instruct": 4_438_000_000,
+    "Qwen/Qwen3-VL-8B-Instruct": 8_767_000_000,
+    "Qwen/Qwen3-VL-8B-Thinking": 8_767_000_000,
+}
+"""Parameters of models the defaults and the README name, for hub ids whose ``config.json``
+is not cached yet (so no estimate needs a download). From the parameter counts the hub
+shows for each model's safetensors files; SAM 3 from its random-weight build
+(``Sam3Model(Sam3Config())``)."""
+
+GPU_DEFAULT_MLLM = "Qwen/Qwen3-VL-8B-Instruct"
+"""The default MLLM on a GPU with room for it: the open model class of the SAM 3 paper's
+agent tables (its Qwen3-VL 8B rows; the Instruct variant needs no thinking budget)."""
+
+SMALL_DEFAULT_MLLMS = ("Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3-VL-2B-Instruct")
+"""Defaults where the 8B model does not fit (CPU-only, small GPU), largest first."""
+
+Kind = Literal["mllm", "sam3"]
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """Memory of one device, in bytes."""
+
+    device: str
+    available: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one model needs on its device.
+
+    Attributes:
+        name: the hub id or directory.
+        parameters: parameter count.
+        dtype: the dtype it will be loaded in.
+        source: where the count came from (``config.json`` or the known-models table).
+    """
+
+    name: str
+    parameters: int
+    dtype: str
+    source: str
+
+    @property
+    def weights(self) -> int:
+        return self.parameters * BYTES_PER_PARAMETER[self.dtype]
+
+    @property
+    def need(self) -> int:
+        """Bytes needed: weights plus margins (see the module docstring)."""
+        return int(self.weights * (1 + MARGIN_FRACTION)) + MARGIN_BYTES
+
+    def describe(self) -> str:
+        return f"{self.name} ≈{self.need / GB:.1f} GB in {self.dtype}"
+
+
+@dataclass(frozen=True)
+class DefaultChoice:
+    """The default MLLM for this machine, and why (one line for the user)."""
+
+    model: str
+    reason: str
+
+
+def read_memory(device: torch.device) -> MemoryReading:
+    """Available and total memory of ``device`` (the CPU's RAM, or one CUDA device)."""
+    if device.type == "cuda":
+        import torch
+
+        free, total = torch.cuda.mem_get_info(device)
+        return MemoryReading(str(device), int(free), int(total))
+    return _ram()
+
+
+def _ram() -> MemoryReading:
+    fields: dict[str, int] = {}
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                fields[name] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        fields = {}
+    if "MemAvailable" in fields and "MemTotal" in fields:
+        return MemoryReading("cpu", fields["MemAvailable"], fields["MemTotal"])
+    page = os.sysconf("SC_PAGE_SIZE")
+    return MemoryReading(
+        "cpu", os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+    )
+
+
+def config_path(source: str) -> Path | None:
+    """``config.json`` of a local directory, or of a hub id in the hub cache; no download."""
+    local = Path(source).expanduser()
+    if local.is_dir():
+        candidate = local / "config.json"
+        return candidate if candidate.is_file() else None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(source, "config.json")
+    except ValueError:  # not a valid repo id
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def count_parameters(config_file: Path, kind: Kind) -> int:
+    """Parameters of the model ``config_file`` describes, built on the ``meta`` device.
+
+    Raises:
+        ValueError: transformers cannot build a model from this config.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForImageTextToText
+
+    with open(config_file, encoding="utf-8") as f:
+        json.load(f)  # a readable JSON file, or ValueError here
+    config = AutoConfig.from_pretrained(config_file.parent, local_files_only=True)
+    builder = AutoModelForImageTextToText if kind == "mllm" else AutoModel
+    with torch.device("meta"):
+        model = builder.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def footprint(source: str, kind: Kind, dtype: str) -> Footprint | None:
+    """The estimate for one model, or ``None`` when neither its config nor the known-models
+    table gives a parameter count (logged; such a model is not refused)."""
+    path = config_path(source)
+    if path is not None:
+        try:
+            return Footprint(source, count_parameters(path, kind), dtype, "config.json")
+        except (OSError, ValueError, KeyError) as e:
+            logger.warning("cannot count the parameters of %s from %s: %s", source, path, e)
+    known = KNOWN_PARAMETERS.get(source)
+    if known is not None:
+        return Footprint(source, known, dtype, "known models table")
+    logger.info("no memory estimate for %s (no config.json here, not a known model)", source)
+    return None
+
+
+def check_fits(footprints: list[Footprint], reading: MemoryReading, ways_out: str) -> None:
+    """Refuse, in one line with the numbers, models whose summed need exceeds the memory
+    available on their device.
+
+    Raises:
+        UserError: they do not fit; the message ends with ``ways_out``.
+    """
+    need = sum(f.need for f in footprints)
+    if not footprints or need <= reading.available:
+        return
+    models = " + ".join(f.describe() for f in footprints)
+    raise UserError(
+        f"not enough memory on {reading.device}: need ≈{need / GB:.1f} GB ({models}), "
+        f"{reading.available / GB:.1f} GB of {reading.total / GB:.1f} GB available; "
+        f"{ways_out}"
+    )
+
+
+def choose_default_mllm(
+    reading: MemoryReading, dtype: str, others: list[Footprint] | None = None
+) -> DefaultChoice:
+    """The default MLLM for a device: :data:`GPU_DEFAULT_MLLM` on a CUDA device with room
+    for it (next to ``others``, e.g. SAM 3 in the same process), else the largest of
+    :data:`SMALL_DEFAULT_MLLMS` that fits, else the smallest (the memory check then
+    explains)."""
+    taken = sum(f.need for f in others or [])
+    on_gpu = reading.device.startswith("cuda")
+    free = f"{reading.available / GB:.1f} GB available"
+    if on_gpu:
+        big = Footprint(GPU_DEFAULT_MLLM, KNOWN_PARAMETERS[GPU_DEFAULT_MLLM], dtype, "table")
+        if big.need + taken <= reading.available:
+            return DefaultChoice(
+                GPU_DEFAULT_MLLM,
+                f"{reading.device} has {free}: the paper's open model class fits",
+            )
+        why = f"{reading.device} has {free}, under the ≈{(big.need + taken) / GB:.0f} GB "
+        why += "Qwen3-VL 8B needs"
+    else:
+        why = f"no CUDA device ({free} RAM)"
+    for model in SMALL_DEFAULT_MLLMS:
+        small = Footprint(model, KNOWN_PARAMETERS[model], dtype, "table")
+        if small.need + taken <= reading.available:
+            return DefaultChoice(model, f"{why}; a smaller Qwen3-VL in {dtype} fits")
+    smallest = SMALL_DEFAULT_MLLMS[-1]
+    return DefaultChoice(smallest, f"{why}; even the smallest default may not fit")

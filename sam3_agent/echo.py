@@ -1,0 +1,58 @@
+"""Quoting the model's own input back to it, bounded.
+
+A corrective message often repeats what the model wrote (a phrase, a tool name, a value a
+parameter refused). The model can write anything, a megabyte of text included, so every
+such echo goes through :func:`echo` or :func:`echo_list`: a correction stays a few hundred
+characters however long the input was, and the next context does not grow with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+ECHO_LIMIT = 200
+"""Characters of one echoed value kept before it is cut."""
+ECHO_LIST_LIMIT = 1000
+"""Characters of a whole echoed list kept before later items are left out."""
+
+
+def echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``value`` as text for a corrective message, at most about ``limit`` characters.
+
+    Strings are quoted as they are; anything else as JSON when it can be (Python's own
+    ``repr`` otherwise: an integer too long to print, a structure too deep to encode). A cut
+    value ends in ``...`` and says how many characters were left out.
+    """
+    text = value if isinstance(value, str) else _as_json(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+def echo_list(
+    values: Iterable[object], limit: int = ECHO_LIST_LIMIT, *, item_limit: int = ECHO_LIMIT
+) -> list[str]:
+    """Each value through :func:`echo` (``item_limit`` each), keeping items until ``limit``
+    characters in all; a last item says how many were left out."""
+    items = [echo(v, item_limit) for v in values]
+    kept: list[str] = []
+    used = 0
+    for item in items:
+        if used + len(item) > limit and kept:
+            kept.append(f"... and {len(items) - len(kept)} more")
+            break
+        kept.append(item)
+        used += len(item)
+    return kept
+
+
+def _as_json(value: object) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        return repr(value)
+    except (ValueError, RecursionError):
+        return f"<a {type(value).__name__} too large to show>"
