@@ -196,7 +196,8 @@ class Sam3Agent:
         return result
 
     def _new_session(self, image: ImageInput, query: str, out: Path | None) -> Session:
-        pixels = load_image(image)  # first, so a bad image leaves no output directory behind
+        # First, so a bad image leaves no output directory behind.
+        pixels = load_image(image, max_pixels=self.config.max_image_pixels)
         trace = Trace(out)
         trace.save_text("system_prompt.txt", self.system_prompt)
         trace.save_text("checker_prompt.txt", self.checker_prompt)

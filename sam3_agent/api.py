@@ -25,6 +25,7 @@ def segment(
     config: AgentConfig | None = None,
     sam3: str = DEFAULT_SAM3_MODEL,
     sam3_url: str | None = None,
+    sam3_token: str | None = None,
     llm: str | None = None,
     llm_url: str | None = None,
     llm_model: str | None = None,
@@ -34,7 +35,8 @@ def segment(
     """Segment what ``query`` describes in ``image`` with the default or given backends.
 
     The backend arguments mean what the CLI flags of the same names mean: SAM 3 in process
-    (``sam3``) or remote (``sam3_url``); the MLLM in process (``llm="hf:<id or dir>"``, the
+    (``sam3``) or remote (``sam3_url``, with ``sam3_token`` or else the ``SAM3_AGENT_TOKEN``
+    environment variable as its bearer token); the MLLM in process (``llm="hf:<id or dir>"``, the
     default when no endpoint is given) or at an OpenAI-compatible endpoint
     (``llm_url``/``llm_model``).
 
@@ -42,7 +44,7 @@ def segment(
         UserError, ImageLoadError, WeightsUnavailableError, ChatModelError, SegmenterError.
     """
     config = config or AgentConfig()
-    segmenter = build_segmenter(model=sam3, url=sam3_url, device=device)
+    segmenter = build_segmenter(model=sam3, url=sam3_url, token=sam3_token, device=device)
     chat_model = build_chat_model(
         llm=llm,
         url=llm_url,

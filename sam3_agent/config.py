@@ -11,6 +11,9 @@ from sam3_agent.errors import UserError
 ToolProtocol = Literal["tags", "native"]
 TOOL_PROTOCOLS: tuple[ToolProtocol, ...] = ("tags", "native")
 
+DEFAULT_MAX_PIXELS = 120_000_000
+"""Largest ``width * height`` of an input image by default (a 12000 x 10000 photo)."""
+
 
 @dataclass(frozen=True)
 class AgentConfig:
@@ -47,6 +50,10 @@ class AgentConfig:
     jpeg_quality: int = 90
     """JPEG quality of images sent to the MLLM."""
 
+    max_image_pixels: int = DEFAULT_MAX_PIXELS
+    """Largest ``width * height`` of an input image; larger ones are refused from the file
+    header, before decoding (decompression bombs)."""
+
     tool_protocol: ToolProtocol = "tags"
     """``tags``: tool calls written as ``<tool>{json}</tool>`` in the reply text.
     ``native``: tools declared through the API and returned as structured calls."""
@@ -57,7 +64,7 @@ class AgentConfig:
     :func:`sam3_agent.prompts.load_prompt_set`)."""
 
     def __post_init__(self) -> None:
-        positive = ("max_rounds", "check_concurrency", "max_image_side")
+        positive = ("max_rounds", "check_concurrency", "max_image_side", "max_image_pixels")
         for name in positive:
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sam3_agent import prompts
+from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
 from sam3_agent.detections import Detections
 from sam3_agent.echo import ECHO_LIMIT, echo, echo_list
 from sam3_agent.messages import ToolSpec
@@ -48,7 +49,14 @@ class _Params(BaseModel):
 
 
 class SegmentPhraseParams(_Params):
-    text_prompt: str = Field(min_length=1, max_length=200)
+    text_prompt: str = Field(
+        min_length=1,
+        max_length=MAX_PHRASE_CHARS,
+        description=(
+            f"A short noun phrase, at most {MAX_PHRASE_CHARS} characters; SAM 3 reads about "
+            "the first 30 words and ignores the rest."
+        ),
+    )
 
     @field_validator("text_prompt")
     @classmethod
@@ -114,12 +122,13 @@ async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> Tool
             )
         )
     detections = await session.segment(phrase)
+    used = (await session.start()).used_phrase(phrase)
+    cut = prompts.feedback("phrase_cut", phrase=phrase, used=used) + "\n" if used != phrase else ""
     if len(detections) == 0:
-        return ToolOutcome(
-            "segment", Observation(prompts.feedback("no_masks", phrase=phrase)), phrase=phrase
-        )
+        text = cut + prompts.feedback("no_masks", phrase=phrase)
+        return ToolOutcome("segment", Observation(text), phrase=phrase)
     image = await session.show_masks(detections)
-    text = prompts.feedback("masks_found", phrase=phrase, count=len(detections))
+    text = cut + prompts.feedback("masks_found", phrase=phrase, count=len(detections))
     dropped = prompts.feedback("masks_image_dropped", count=len(detections))
     return ToolOutcome("segment", Observation(text, image, dropped), phrase=phrase)
 

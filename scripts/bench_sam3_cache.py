@@ -45,15 +45,19 @@ def recompute(
     model: torch.nn.Module, processor: object, image: np.ndarray, phrase: str
 ) -> Detections:
     """One phrase the original way: image and text through the full forward."""
-    from sam3_agent.backends.sam3_local import _to_detections
-
     with torch.inference_mode():
         inputs = processor(images=image, text=[phrase], return_tensors="pt")  # type: ignore[operator]
         outputs = model(**inputs)
         (result,) = processor.post_process_instance_segmentation(  # type: ignore[attr-defined]
             outputs, threshold=0.0, mask_threshold=0.5, target_sizes=[image.shape[:2]]
         )
-    return _to_detections(result, (int(image.shape[0]), int(image.shape[1])))
+    # Sam3Segmenter drops masks that are empty at any resolution; so does this reference.
+    lit = result["masks"].flatten(1).any(dim=1)
+    return Detections(
+        masks=result["masks"][lit].bool().numpy(),
+        boxes=result["boxes"][lit].float().numpy(),
+        scores=result["scores"][lit].float().numpy(),
+    )
 
 
 def main() -> None:

@@ -117,13 +117,19 @@ class FakeEmbedding:
                 out.append(entry)
         return out
 
+    def used_phrase(self, phrase: str) -> str:
+        limit = self.owner.max_words
+        words = phrase.split()
+        return phrase if limit is None or len(words) <= limit else " ".join(words[:limit])
+
 
 @dataclass
 class FakeSegmenter:
     """Returns the detections a test registered for each phrase (empty for others).
 
     ``results`` maps phrase -> Detections, or a function of the image giving them.
-    ``embed_calls`` and ``phrases`` record what the agent asked for.
+    ``embed_calls`` and ``phrases`` record what the agent asked for. ``max_words``, when set,
+    plays the text encoder's limit: longer phrases are read as their first words.
     """
 
     results: dict[str, Detections | Callable[[RGBImage], Detections]] = field(
@@ -131,6 +137,7 @@ class FakeSegmenter:
     )
     embed_calls: int = 0
     phrases: list[str] = field(default_factory=list)
+    max_words: int | None = None
 
     def embed(self, image: RGBImage) -> FakeEmbedding:
         self.embed_calls += 1

@@ -10,13 +10,16 @@ import pytest
 
 from sam3_agent.batch.handler import BatchHandler
 from sam3_agent.batch.requests import BatchRequest
+from sam3_agent.config import AgentConfig
 from sam3_agent.errors import ChatModelError
 from sam3_agent.evaluation.store import SampleResult
 from sam3_agent.images import RGBImage
 
 
 class OneImage:
-    async def get(self, path: Path) -> RGBImage:
+    async def get(
+        self, path: Path, *, exif_orientation: bool = True, max_pixels: int | None = None
+    ) -> RGBImage:
         return np.zeros((4, 4, 3), dtype=np.uint8)
 
 
@@ -25,6 +28,7 @@ class RaisingAgent:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
+        self.config = AgentConfig()
 
     async def arun(self, image: RGBImage, query: str, *, output_dir: Path) -> None:
         raise self.error

@@ -207,3 +207,68 @@ def test_unknown_dataset_and_misplaced_option(reasonseg: Path) -> None:
         load_samples("pascal", reasonseg, "val")
     with pytest.raises(UserError, match="--all-texts"):
         load_samples("refcoco", reasonseg, "val", all_texts=True)
+
+
+def _rewrite_with_orientation(path: Path, orientation: int, *, keep_stored: bool = False) -> None:
+    """Tag ``path`` with an EXIF orientation of 6 (a phone held upright).
+
+    By default the pixels are stored rotated so a viewer shows them as they are now (the
+    photo was annotated as displayed); ``keep_stored`` keeps the stored pixels (annotated
+    as stored).
+    """
+    from PIL import Image
+
+    with Image.open(path) as pil:
+        shown = pil.convert("RGB")
+    # Orientation 6 means "rotate 90 degrees clockwise to display": store it the other way.
+    stored = shown if keep_stored else shown.transpose(Image.Transpose.ROTATE_90)
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    stored.save(path, "JPEG", exif=exif.tobytes(), quality=95)
+
+
+def test_reasonseg_is_scored_in_the_displayed_frame(reasonseg: Path) -> None:
+    # LISA reads ReasonSeg with cv2.imread, which applies the EXIF orientation; its
+    # polygons were drawn on the displayed image.
+    from sam3_agent.images import load_image
+
+    path = reasonseg / "val" / "a.jpg"
+    _rewrite_with_orientation(path, 6)
+    sample = load_samples("reasonseg", reasonseg, "val")[0]
+    assert sample.exif_orientation
+    gt = sample.load_gt()
+    assert gt.image_size == (40, 60)
+    assert load_image(path, exif_orientation=sample.exif_orientation).shape[:2] == gt.image_size
+
+
+@pytest.mark.parametrize("dataset", ["refcoco", "grefcoco"])
+def test_coco_datasets_are_scored_in_the_stored_frame(dataset: str, tmp_path: Path) -> None:
+    # COCO's annotations and instances.json sizes are in the stored pixel frame.
+    from sam3_agent.images import load_image
+
+    root = write_refcoco(tmp_path / "r") if dataset == "refcoco" else write_grefcoco(tmp_path / "g")
+    sample = load_samples(dataset, root, "val")[0]
+    _rewrite_with_orientation(sample.image_path, 6, keep_stored=True)
+    gt = sample.load_gt()
+    assert not sample.exif_orientation
+    stored = load_image(sample.image_path, exif_orientation=sample.exif_orientation)
+    assert stored.shape[:2] == gt.image_size
+    assert load_image(sample.image_path).shape[:2] == gt.image_size[::-1]
+
+
+def test_runner_loads_each_sample_in_its_dataset_frame(reasonseg: Path, tmp_path: Path) -> None:
+    import asyncio
+
+    from sam3_agent.engines.local import ImageHolder
+    from sam3_agent.evaluation.runner import EvalHandler
+
+    path = reasonseg / "val" / "a.jpg"
+    _rewrite_with_orientation(path, 6)
+    handler = EvalHandler(predictor=None, run_dir=tmp_path)  # type: ignore[arg-type]
+
+    async def shapes() -> tuple[tuple[int, ...], tuple[int, ...]]:
+        oriented = await ImageHolder({path: 1}, handler).get(path, exif_orientation=True)
+        stored = await ImageHolder({path: 1}, handler).get(path, exif_orientation=False)
+        return oriented.shape, stored.shape
+
+    assert asyncio.run(shapes()) == ((40, 60, 3), (60, 40, 3))

@@ -10,7 +10,6 @@ import itertools
 import re
 from typing import Any
 
-import jinja2
 import pytest
 
 from sam3_agent import prompts
@@ -35,16 +34,11 @@ BAD_PATTERNS = [
 
 
 def messages() -> list[str]:
-    module = prompts._feedback_module()
-    return sorted(
-        name
-        for name in dir(module)
-        if not name.startswith("_") and isinstance(getattr(module, name), jinja2.runtime.Macro)
-    )
+    return sorted(name for name in prompts.default_prompt_set().feedback_macros() if name[0] != "_")
 
 
 def argument_sets(name: str) -> list[dict[str, Any]]:
-    macro = getattr(prompts._feedback_module(), name)
+    macro = prompts.default_prompt_set().feedback_macros()[name]
     choices = []
     for arg in macro.arguments:
         values = INTS.get(arg) or INT_LISTS.get(arg) or STR_LISTS.get(arg) or STRINGS

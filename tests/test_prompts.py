@@ -236,7 +236,7 @@ BROKEN_SETS: list[tuple[str, dict[str, Callable[[str], str]], str]] = [
     ),
     (
         "macro does not render",
-        {"feedback.j2": _replace("{{ used }} mask checks", "{{ used|join(', ') }} mask checks")},
+        {"feedback.j2": _replace('{{ "is" if used == 1', '{{ used|join(", ") }}{{ "is" if used == 1')},
         "feedback.j2 macro check_budget_spent does not render",
     ),
 ]

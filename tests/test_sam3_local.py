@@ -10,9 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sam3_agent.backends.base import ImageEmbedding, Segmenter
-from sam3_agent.backends.sam3_local import Sam3Segmenter
+from sam3_agent.backends.sam3_local import Sam3Segmenter, upsample_masks
 from sam3_agent.backends.segmenters import build_segmenter
 from sam3_agent.detections import Detections
 from sam3_agent.errors import SegmenterError, UserError, WeightsUnavailableError
@@ -313,3 +315,159 @@ def test_cuda_defaults_to_bfloat16_and_agrees_with_cpu(tiny_sam3_dir: Path, offl
         np.testing.assert_allclose(g.scores, w.scores, atol=0.02)
         agreement = (g.masks == w.masks).mean()
         assert agreement > 0.9
+
+
+# ------------------------------------------------------- post-processing at mask resolution
+
+
+@given(
+    count=st.integers(1, 3),
+    low=st.tuples(st.integers(1, 12), st.integers(1, 12)),
+    out=st.tuples(st.integers(1, 80), st.integers(1, 80)),
+    threshold=st.sampled_from([0.3, 0.5, 0.7]),
+    seed=st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=60, deadline=None)
+def test_banded_upsampling_equals_bilinear_interpolate(
+    count: int, low: tuple[int, int], out: tuple[int, int], threshold: float, seed: int
+) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    probs = torch.rand((count, *low), generator=generator)
+    expected = (
+        torch.nn.functional.interpolate(
+            probs[None], size=out, mode="bilinear", align_corners=False
+        )[0]
+        > threshold
+    ).numpy()
+    got = upsample_masks(probs, out, threshold)
+    assert got.dtype == np.bool_ and got.shape == (count, *out)
+    # Float rounding may flip a pixel whose value is within 1e-6 of the threshold.
+    assert (got != expected).mean() <= 1e-3
+
+
+def test_matches_the_processors_post_processing(segmenter: Sam3Segmenter) -> None:
+    image = make_image(5, height=301, width=233)
+    ours = segmenter.embed(image).segment(["a cat"], 0.0)[0]
+    processor, model = segmenter._processor, segmenter._model
+    with torch.inference_mode():
+        inputs = processor(images=image, text=["a cat"], return_tensors="pt")
+        outputs = model(**inputs)
+        (ref,) = processor.post_process_instance_segmentation(
+            outputs, threshold=0.0, mask_threshold=0.5, target_sizes=[image.shape[:2]]
+        )
+    nonempty = ref["masks"].flatten(1).any(dim=1)
+    assert len(ours) == int(nonempty.sum())
+    assert (ours.masks != ref["masks"][nonempty].numpy()).mean() <= 1e-4
+    np.testing.assert_allclose(ours.scores, ref["scores"][nonempty].numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        ours.boxes, ref["boxes"][nonempty].numpy().clip(0, [233, 301, 233, 301]), atol=1e-3
+    )
+
+
+def test_only_kept_masks_are_resized_and_never_a_full_size_float(
+    segmenter: Sam3Segmenter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = make_image(6, height=400, width=300)
+    embedding = segmenter.embed(image)
+    resized: list[torch.Size] = []
+    original = torch.nn.functional.interpolate
+
+    def spy(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        result = original(tensor, *args, **kwargs)
+        resized.append(result.shape)
+        return result
+
+    monkeypatch.setattr(torch.nn.functional, "interpolate", spy)
+    detections = embedding.segment(["a cat"], 0.0)[0]
+    to_image = [shape for shape in resized if shape[-1] == 300 or shape[-2] == 400]
+    assert len(to_image) == len(detections) > 0  # one resize per kept mask, not per query
+    assert all(shape.numel() < 400 * 300 for shape in to_image)  # never (H, W) floats
+    assert detections.masks.dtype == np.bool_
+
+
+# ------------------------------------------------------- phrases longer than the encoder reads
+
+SHORT_TEXT = 8  # the tiny encoder's max_position_embeddings in these tests: 6 + start + end
+
+
+@pytest.fixture(scope="module")
+def short_text_segmenter() -> Sam3Segmenter:
+    from tiny_sam3 import tiny_model_and_processor
+
+    model, processor = tiny_model_and_processor(text_positions=SHORT_TEXT)
+    return Sam3Segmenter(model, processor, device="cpu")
+
+
+@given(phrase=st.text(min_size=1, max_size=60).filter(lambda p: bool(p.strip())))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_phrase_is_cut_to_the_encoder_limit(
+    short_text_segmenter: Sam3Segmenter, phrase: str
+) -> None:
+    segmenter = short_text_segmenter
+    embedding = segmenter.embed(make_image(7, 32, 32))
+    (detections,) = embedding.segment([phrase], 0.0)
+    assert detections.image_size == (32, 32)
+    used = embedding.used_phrase(phrase)
+    tokenizer = segmenter._processor.tokenizer
+    assert phrase.startswith(used)
+    assert len(tokenizer(used)["input_ids"]) <= SHORT_TEXT
+    if len(tokenizer(phrase)["input_ids"]) <= SHORT_TEXT:
+        assert used == phrase
+
+
+def test_long_phrase_is_answered_like_its_cut_form(short_text_segmenter: Sam3Segmenter) -> None:
+    embedding = short_text_segmenter.embed(make_image(8, 40, 40))
+    long_phrase = "the small dog sitting on the left of the red sofa"
+    used = embedding.used_phrase(long_phrase)
+    assert used == "the sma"  # six tokens: one per character, spaces are not tokens
+    # The encoder gets the first tokens and the end token, as SAM 3's own tokenizer does.
+    tokenizer = short_text_segmenter._processor.tokenizer
+    ids, mask = short_text_segmenter._tokenize([long_phrase])
+    full = tokenizer(long_phrase)["input_ids"]
+    assert ids[0].tolist() == [*full[: SHORT_TEXT - 1], tokenizer.eos_token_id]
+    assert mask[0].tolist() == [1] * SHORT_TEXT
+    assert len(embedding.segment([long_phrase], 0.0)) == 1
+    assert embedding.used_phrase("a cat") == "a cat"
+
+
+def test_full_size_limit_is_32_tokens(segmenter: Sam3Segmenter) -> None:
+    assert segmenter.text_limit == 32
+    words = " ".join(["dog"] * 40)
+    (detections,) = segmenter.embed(make_image(9)).segment([words], 0.0)
+    assert detections.image_size == (120, 90)
+    # 30 content tokens, three per "dog" in the tiny vocabulary: ten words.
+    assert segmenter.embed(make_image(9)).used_phrase(words) == " ".join(["dog"] * 10)
+
+
+def test_any_library_failure_is_a_one_line_segmenter_error(
+    segmenter: Sam3Segmenter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedding = segmenter.embed(make_image(10))
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("Sequence length must be less than\nmax_position_embeddings")
+
+    monkeypatch.setattr(segmenter, "_model", broken)
+    with pytest.raises(SegmenterError, match="ValueError: Sequence length") as caught:
+        embedding.segment(["a cat"], 0.5)
+    assert "\n" not in str(caught.value)
+
+
+def test_large_photos_are_shrunk_before_the_processor_with_nearly_the_same_input(
+    segmenter: Sam3Segmenter,
+) -> None:
+    # A smooth scene, as photos are: area averaging then the processor's resize stays within
+    # a few grey levels of the processor's resize alone.
+    ys, xs = np.mgrid[0:1500, 0:1100]
+    image = np.stack(
+        [(ys * 255 // 1500), (xs * 255 // 1100), ((xs + ys) * 255 // 2600)], axis=-1
+    ).astype(np.uint8)
+    shrunk = segmenter._preshrink(image)
+    assert shrunk.shape == (448, 448, 3)  # twice the tiny model's 224-pixel input
+    processor = segmenter._processor
+    direct = processor(images=image, return_tensors="pt")["pixel_values"]
+    staged = processor(images=shrunk, return_tensors="pt")["pixel_values"]
+    std = torch.tensor(processor.image_processor.image_std).view(1, 3, 1, 1)
+    assert float(((direct - staged) * std).abs().max()) * 255 <= 3.0
+    small = make_image(1)
+    assert segmenter._preshrink(small) is small

@@ -7,6 +7,8 @@ contacts any other address.
 from __future__ import annotations
 
 import base64
+import io
+import json
 import struct
 import threading
 import time
@@ -22,8 +24,11 @@ import numpy as np
 import pytest
 import typer
 import uvicorn
+from fakes import FakeSegmenter
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sam3_agent.backends.sam3_local import Sam3Segmenter
@@ -32,10 +37,11 @@ from sam3_agent.backends.segmenters import build_segmenter
 from sam3_agent.cli.serve import serve_sam3
 from sam3_agent.detections import Detections
 from sam3_agent.errors import SegmenterError, UserError
-from sam3_agent.images import image_digest
+from sam3_agent.images import image_digest, load_image
 from sam3_agent.service import server as service_server
 from sam3_agent.service.app import ImageStore, create_app
 from sam3_agent.service.server import check_bind_security, is_loopback
+from sam3_agent.service.wire import decode_masks, encode_masks
 
 TOKEN = "test-token-7f3a"
 MAX_UPLOAD = 256 * 1024
@@ -551,3 +557,312 @@ def test_cli_serves_the_model_with_its_limits(
     assert call["token"] == "from-env"
     assert call["max_upload_bytes"] == 2 * 1024 * 1024
     assert call["max_pixels"] == 1000
+
+
+# --- wire formats, phrases, abusive input, limits (issue 8) --------------------------------
+
+
+@given(
+    count=st.integers(0, 4),
+    height=st.integers(1, 23),
+    width=st.integers(1, 23),
+    seed=st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=50, deadline=None)
+def test_rle_orders_round_trip(count: int, height: int, width: int, seed: int) -> None:
+    masks = np.random.default_rng(seed).random((count, height, width)) > 0.5
+    for order in ("coco", "rows"):
+        decoded = decode_masks(encode_masks(masks, order), order, (height, width))
+        np.testing.assert_array_equal(decoded, masks)
+        assert decoded.dtype == np.bool_ and decoded.flags.c_contiguous
+    # "coco" is the standard encoding; "rows" is the standard encoding of the transposes.
+    standard = Detections.from_masks(masks, [0.5] * count).to_coco_rle() if count else []
+    assert encode_masks(masks, "coco") == standard
+    transposed = np.ascontiguousarray(masks.transpose(0, 2, 1))
+    assert encode_masks(masks, "rows") == encode_masks(transposed, "coco")
+
+
+def test_rows_order_needs_no_copy_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    masks = np.random.default_rng(0).random((3, 40, 30)) > 0.5
+    copies: list[int] = []
+    original = np.asfortranarray
+    monkeypatch.setattr(np, "asfortranarray", lambda *a, **k: copies.append(1) or original(*a, **k))
+    rles = encode_masks(masks, "rows")
+    assert copies == []
+    decoded = decode_masks(rles, "rows", (40, 30))
+    assert decoded.base is not None  # a view of pycocotools' buffer, not a copy
+
+
+def test_client_uploads_raw_pixels_and_gets_the_same_id(url: str) -> None:
+    transport = CountingTransport()
+    image = make_image(20)
+    with RemoteSegmenter(url, TOKEN, transport=transport) as raw:
+        raw_id = raw.embed(image).image_id
+    with RemoteSegmenter(url, TOKEN, upload_format="png") as png:
+        png_id = png.embed(image).image_id
+    assert raw_id == png_id == image_digest(image)
+
+
+@pytest.mark.parametrize(
+    ("query", "body", "status"),
+    [
+        ("height=10&width=10", b"\x00" * 299, 400),  # one byte short
+        ("height=10&width=10", b"\x00" * 301, 413),  # longer than declared
+        ("height=10", b"\x00" * 300, 400),
+        ("height=ten&width=10", b"\x00" * 300, 400),
+        ("height=0&width=10", b"", 400),
+        ("height=1000&width=1000", b"\x00" * 30, 413),  # over the pixel limit, before reading
+    ],
+)
+def test_bad_raw_uploads(http: httpx.Client, query: str, body: bytes, status: int) -> None:
+    response = http.post(
+        f"/v1/images?{query}", content=body, headers={"Content-Type": "application/x-sam3-rgb8"}
+    )
+    assert response.status_code == status, response.text
+    assert "error" in response.json()
+
+
+def test_uploaded_photo_is_oriented_and_rescaled_like_the_agent_sees_it(
+    http: httpx.Client,
+) -> None:
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buf = io.BytesIO()
+    Image.fromarray(make_image(21, 60, 80)).save(buf, "JPEG", exif=exif.tobytes())
+    answer = http.post("/v1/images", content=buf.getvalue()).json()
+    assert answer["image_size"] == [80, 60]  # displayed portrait, as the agent loads it
+    assert answer["image_id"] == image_digest(load_image(buf.getvalue()))
+    depth = io.BytesIO()
+    Image.fromarray(np.linspace(0, 65535, 600).astype(np.uint16).reshape(20, 30)).save(depth, "PNG")
+    answer = http.post("/v1/images", content=depth.getvalue()).json()
+    assert answer["image_id"] == image_digest(load_image(depth.getvalue()))
+    assert load_image(depth.getvalue()).max() == 255 and load_image(depth.getvalue()).min() == 0
+
+
+def test_long_phrase_is_cut_and_reported_not_a_500(url: str) -> None:
+    phrase = "the small brown dog sitting on the left side of the old red sofa by the window"
+    with RemoteSegmenter(url, TOKEN, retries=0) as remote:
+        embedding = remote.embed(make_image(22))
+        (detections,) = embedding.segment([phrase], 0.0)
+        used = embedding.used_phrase(phrase)
+    assert detections.image_size == (120, 90)
+    assert phrase.startswith(used) and 20 < len(used) < len(phrase)
+    assert embedding.used_phrase("never asked") == "never asked"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b"[" * 5000 + b"]" * 5000, 400, "bad_json"),  # RecursionError in json.loads
+        (b'{"phrases": [' + b"9" * 5000 + b"]}", 400, "bad_json"),  # past the int digit limit
+        (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["dog \\ud83d"]}', 422, "invalid_request"),
+        (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["a\\u0000b"]}', 422, "invalid_request"),
+        (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["a"], "score_threshold": NaN}', 422,
+         "invalid_request"),
+        (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["a"], "rle_order": "diagonal"}', 422,
+         "invalid_request"),
+        (b"\xff\xfe{}", 400, "bad_json"),
+    ],
+)  # fmt: skip
+def test_hostile_segment_bodies_are_4xx(
+    http: httpx.Client, body: bytes, status: int, code: str
+) -> None:
+    response = http.post("/v1/segment", content=body, headers={"Content-Type": "application/json"})
+    assert_json_error(response, status, code)
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+_segment_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "image_id": st.sampled_from(["0" * 64, "a" * 64, "../x", ""]) | st.text(max_size=70),
+        "image_base64": st.text(max_size=40)
+        | st.binary(max_size=60).map(lambda b: base64.b64encode(b).decode()),
+        "phrases": st.lists(st.text(max_size=250), max_size=40) | _json_values,
+        "score_threshold": st.floats() | st.integers() | _json_values,
+        "rle_order": st.sampled_from(["coco", "rows", "x"]) | _json_values,
+        "extra": _json_values,
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def hostile_client() -> Iterator[TestClient]:
+    segmenter = FakeSegmenter(
+        {"a": Detections.from_masks(np.ones((1, 8, 8), bool), [0.9])}, max_words=3
+    )
+    app = create_app(segmenter, max_upload_bytes=4096, max_pixels=10_000)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+def _assert_clean_answer(response: httpx.Response) -> None:
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        body = response.json()
+        assert isinstance(body["error"], str) and "\n" not in body["error"]
+        assert "Traceback" not in response.text
+
+
+@given(body=_segment_fields)
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_json_segment_body_is_answered_below_500(
+    hostile_client: TestClient, body: dict[str, Any]
+) -> None:
+    raw = json.dumps(body, allow_nan=True).encode("utf-8", "surrogatepass")
+    response = hostile_client.post(
+        "/v1/segment", content=raw, headers={"Content-Type": "application/json"}
+    )
+    _assert_clean_answer(response)
+
+
+@given(
+    body=st.binary(max_size=300),
+    content_type=st.sampled_from(
+        ["application/json", "image/png", "application/x-sam3-rgb8", "", "text/plain"]
+    ),
+    query=st.dictionaries(st.sampled_from(["height", "width", "x"]), st.text(max_size=6)),
+    path=st.sampled_from(["/v1/segment", "/v1/images"]),
+)
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_bytes_to_any_endpoint_are_answered_below_500(
+    hostile_client: TestClient, body: bytes, content_type: str, query: dict[str, str], path: str
+) -> None:
+    response = hostile_client.post(
+        path, content=body, params=query, headers={"Content-Type": content_type}
+    )
+    _assert_clean_answer(response)
+
+
+def test_decodes_run_at_most_n_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sam3_agent.service.app as service_app
+
+    active: list[int] = [0]
+    peak: list[int] = [0]
+    lock = threading.Lock()
+    original = service_app._decode_and_id
+
+    def slow_decode(data: bytes, max_pixels: int) -> tuple[str, np.ndarray]:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.05)
+        try:
+            return original(data, max_pixels)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(service_app, "_decode_and_id", slow_decode)
+    app = create_app(FakeSegmenter(), max_concurrent_decodes=2)
+    with running(app) as base:
+
+        def upload(seed: int) -> None:
+            httpx.post(f"{base}/v1/images", content=png_bytes(make_image(seed, 20, 20)))
+
+        threads = [threading.Thread(target=upload, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+    assert peak[0] == 2
+
+
+def test_client_reads_the_token_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization"))
+        return httpx.Response(401, json={"error": "nope", "code": "unauthorized"})
+
+    monkeypatch.setenv("SAM3_AGENT_TOKEN", "from-env")
+    remote = RemoteSegmenter("http://127.0.0.1:9", transport=httpx.MockTransport(handler))
+    with pytest.raises(SegmenterError, match="SAM3_AGENT_TOKEN") as caught:
+        remote.embed(make_image(30))
+    assert seen == ["Bearer from-env"]
+    assert "--token" not in str(caught.value).replace("--sam3-token", "")
+    explicit = RemoteSegmenter(
+        "http://127.0.0.1:9", "given", transport=httpx.MockTransport(handler)
+    )
+    with pytest.raises(SegmenterError):
+        explicit.embed(make_image(30))
+    assert seen[-1] == "Bearer given"
+
+
+def test_api_segment_passes_the_service_token(
+    monkeypatch: pytest.MonkeyPatch, three_cats: Detections, image: np.ndarray
+) -> None:
+    from fakes import ScriptedChatModel, tool
+
+    import sam3_agent
+
+    asked: dict[str, object] = {}
+
+    def fake_segmenter(**kwargs: object) -> FakeSegmenter:
+        asked.update(kwargs)
+        return FakeSegmenter({"cat": three_cats})
+
+    monkeypatch.setattr(sam3_agent.api, "build_segmenter", fake_segmenter)
+    monkeypatch.setattr(
+        sam3_agent.api,
+        "build_chat_model",
+        lambda **kwargs: ScriptedChatModel(replies=[tool("report_no_mask")]),
+    )
+    result = sam3_agent.segment(
+        image, "a cat", sam3_url="http://127.0.0.1:8100", sam3_token="tok", llm_url="http://x/v1",
+        llm_model="m",
+    )  # fmt: skip
+    assert result.status == "no_mask" and asked["token"] == "tok"
+
+
+def test_cli_bounds_the_decodes_and_the_store(
+    cli: typer.Typer,
+    tiny_sam3_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    captured_serve: list[dict[str, Any]],
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ["serve-sam3", "--model", str(tiny_sam3_dir), "--device", "cpu"]
+    args += ["--store-images", "5", "--store-mb", "100", "--max-concurrent-decodes", "3"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    (call,) = captured_serve
+    assert call["max_stored_images"] == 5
+    assert call["max_stored_bytes"] == 100 * 1024 * 1024
+    assert call["max_concurrent_decodes"] == 3
+    bad = CliRunner().invoke(cli, [*args[:4], "--max-concurrent-decodes", "0"])
+    assert bad.exit_code == 2 and len(captured_serve) == 1  # refused before serving
+
+
+def test_readme_never_puts_the_service_token_on_a_command_line() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if line.lstrip().startswith("sam3-agent ")]
+    assert any("serve-sam3" in line for line in commands)
+    assert not [line for line in commands if "--token" in line or "--sam3-token" in line]
+    assert "SAM3_AGENT_TOKEN" in readme
+
+
+def test_any_client_side_http_failure_is_a_segmenter_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("sam3_agent.backends.sam3_remote.time.sleep", lambda s: None)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.DecodingError("bad gzip", request=request)
+
+    remote = RemoteSegmenter("http://127.0.0.1:9", "t", transport=httpx.MockTransport(handler))
+    with pytest.raises(SegmenterError, match="DecodingError") as caught:
+        remote.embed(make_image(31))
+    assert "\n" not in str(caught.value)

@@ -1,9 +1,17 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from fakes import FakeSegmenter, ScriptedChatModel, tool
+from pydantic import ValidationError
 
+from sam3_agent.agent import Sam3Agent
+from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
+from sam3_agent.detections import Detections
+from sam3_agent.service.schemas import SegmentRequest
 from sam3_agent.tools import (
     TOOLS,
+    SegmentPhraseParams,
     ToolMistake,
     mask_numbers_to_indices,
     normalize_phrase,
@@ -56,3 +64,32 @@ def test_registry_has_the_four_tools_with_schemas() -> None:
         specs["select_masks_and_return"].parameters["properties"]["final_answer_masks"]["type"]
         == "array"
     )
+
+
+def test_a_cut_phrase_is_reported_to_the_model(image: np.ndarray, three_cats: Detections) -> None:
+    long_phrase = "cat sitting on the windowsill next to the blue vase"
+    chat = ScriptedChatModel(
+        replies=[
+            tool("segment_phrase", text_prompt=long_phrase),
+            tool("segment_phrase", text_prompt="cat"),
+            tool("report_no_mask"),
+        ]
+    )
+    segmenter = FakeSegmenter({long_phrase: three_cats, "cat": three_cats}, max_words=3)
+    Sam3Agent(segmenter, chat).run(image, "the cat")
+    after_long, after_short = (call[-1].joined_text for call in chat.main_calls[1:3])
+    assert 'only its beginning was used: "cat sitting on"' in after_long
+    assert "found 3 masks" in after_long
+    assert "only its beginning" not in after_short
+
+
+def test_phrase_length_rule_is_shared_with_the_service() -> None:
+    schema = TOOLS["segment_phrase"].spec().parameters["properties"]["text_prompt"]
+    assert schema["maxLength"] == MAX_PHRASE_CHARS and "30 words" in schema["description"]
+    longest, too_long = "a" * MAX_PHRASE_CHARS, "a" * (MAX_PHRASE_CHARS + 1)
+    SegmentPhraseParams(text_prompt=longest)
+    SegmentRequest(image_id="0" * 64, phrases=[longest])
+    with pytest.raises(ValidationError):
+        SegmentPhraseParams(text_prompt=too_long)
+    with pytest.raises(ValidationError):
+        SegmentRequest(image_id="0" * 64, phrases=[too_long])

@@ -50,8 +50,11 @@ def tiny_processor(
     return Sam3Processor(image_processor=image_processor, tokenizer=tiny_tokenizer())
 
 
-def tiny_config(vocab_size: int) -> Sam3Config:
-    """SAM 3 with a 2-layer 32-wide ViT at 224 px and one 32-wide layer everywhere else."""
+def tiny_config(vocab_size: int, text_positions: int = TEXT_POSITIONS) -> Sam3Config:
+    """SAM 3 with a 2-layer 32-wide ViT at 224 px and one 32-wide layer everywhere else.
+
+    ``text_positions``: the text encoder's ``max_position_embeddings`` (its token limit).
+    """
     patches = TINY_IMAGE_SIZE // 14
     small = {"hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64}
     return Sam3Config(
@@ -80,7 +83,7 @@ def tiny_config(vocab_size: int) -> Sam3Config:
             "projection_dim": 32,
             "num_hidden_layers": 1,
             "num_attention_heads": 4,
-            "max_position_embeddings": TEXT_POSITIONS,
+            "max_position_embeddings": text_positions,
             "bos_token_id": 0,
             "eos_token_id": 1,
             "pad_token_id": 1,
@@ -92,13 +95,15 @@ def tiny_config(vocab_size: int) -> Sam3Config:
     )
 
 
-def tiny_model_and_processor(seed: int = 0) -> tuple[Sam3Model, Sam3Processor]:
+def tiny_model_and_processor(
+    seed: int = 0, text_positions: int = TEXT_POSITIONS
+) -> tuple[Sam3Model, Sam3Processor]:
     """A tiny random ``Sam3Model`` (eval mode, float32) and its matching processor."""
     import torch
 
     processor = tiny_processor()
     torch.manual_seed(seed)
-    model = Sam3Model(tiny_config(vocab_size=len(processor.tokenizer)))
+    model = Sam3Model(tiny_config(len(processor.tokenizer), text_positions))
     model.eval()
     return model, processor
 

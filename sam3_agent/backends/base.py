@@ -37,6 +37,15 @@ class ImageEmbedding(Protocol):
         """
         ...
 
+    def used_phrase(self, phrase: str) -> str:
+        """``phrase`` as the segmenter read it in :meth:`segment`: the same string, or its
+        longest prefix that fits the text encoder's limit (SAM 3 reads 32 tokens).
+
+        Raises:
+            SegmenterError: the backend failed.
+        """
+        ...
+
 
 @runtime_checkable
 class Segmenter(Protocol):

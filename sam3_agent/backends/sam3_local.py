@@ -18,16 +18,22 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from sam3_agent.backends.hub import hub_access
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
 from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
 from sam3_agent.detections import Detections
-from sam3_agent.errors import SegmenterError, UserError, WeightsUnavailableError
+from sam3_agent.errors import (
+    Sam3AgentError,
+    SegmenterError,
+    UserError,
+    WeightsUnavailableError,
+)
 from sam3_agent.images import RGBImage, image_digest
 
 if TYPE_CHECKING:
@@ -37,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "facebook/sam3"
 LICENCE_URL = "https://huggingface.co/facebook/sam3"
+PROCESSOR_TEXT_TOKENS = 32
+"""Tokens ``Sam3Processor`` pads every phrase to (SAM 3's text context length)."""
 
 
 def _weights_error(model: str, cause: BaseException) -> WeightsUnavailableError:
@@ -96,6 +104,10 @@ class Sam3Embedding:
         """
         return self._owner._segment(self._features, self._image_size, phrases, score_threshold)
 
+    def used_phrase(self, phrase: str) -> str:
+        """``phrase`` as SAM 3 reads it: the text cut to the text encoder's token limit."""
+        return self._owner.used_phrase(phrase)
+
 
 class Sam3Segmenter:
     """SAM 3 in this process; implements :class:`sam3_agent.backends.base.Segmenter`.
@@ -139,6 +151,8 @@ class Sam3Segmenter:
         self._max_phrase_batch = max_phrase_batch
         self._mask_threshold = mask_threshold
         self._model_lock = threading.Lock()
+        self._tokenizer_lock = threading.Lock()
+        self._text_limit = _text_limit(model)
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[str, _Features] = OrderedDict()
         self._pending: dict[str, Future[_Features]] = {}
@@ -201,6 +215,46 @@ class Sam3Segmenter:
         with self._cache_lock:
             return list(self._cache)
 
+    @property
+    def text_limit(self) -> int:
+        """Tokens the text encoder reads, special tokens included (32 for SAM 3)."""
+        return self._text_limit
+
+    def used_phrase(self, phrase: str) -> str:
+        """``phrase`` as the text encoder reads it: unchanged when it fits in
+        :attr:`text_limit` tokens, else its longest prefix whose tokens fit (the start and
+        end tokens are kept, as SAM 3's own tokenizer does)."""
+        tokenizer = self._processor.tokenizer
+        with self._tokenizer_lock, _torch_failures("tokenizer", self._device):
+            room = self._text_limit - tokenizer.num_special_tokens_to_add()
+            fast = bool(getattr(tokenizer, "is_fast", False))
+            encoded = tokenizer(phrase, add_special_tokens=False, return_offsets_mapping=fast)
+            ids = encoded["input_ids"]
+            if len(ids) <= room:
+                return phrase
+            if fast:
+                # Up to where the first dropped token starts: a character split across
+                # tokens counts as dropped.
+                return str(phrase[: encoded["offset_mapping"][room][0]]).rstrip()
+            return str(tokenizer.decode(ids[: max(room, 0)])).strip()
+
+    def _tokenize(self, phrases: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids and attention mask, padded and cut to the encoder's limit.
+
+        ``Sam3Processor`` pads to 32 tokens but never truncates, so a longer phrase made the
+        text encoder raise; cutting here keeps the start and end tokens, like SAM 3's own
+        tokenizer.
+        """
+        with self._tokenizer_lock:
+            text = self._processor.tokenizer(
+                phrases,
+                padding="max_length",
+                max_length=self._text_limit,
+                truncation=True,
+                return_tensors="pt",
+            )
+        return text["input_ids"], text["attention_mask"]
+
     def embed(self, image: RGBImage) -> Sam3Embedding:
         """Backbone features of an ``(H, W, 3)`` uint8 RGB image, from the cache if there.
 
@@ -245,6 +299,27 @@ class Sam3Segmenter:
         pending.set_result(features)
         return features
 
+    def _preshrink(self, image: RGBImage) -> RGBImage:
+        """Shrink a large photo to twice the model's input size by area averaging.
+
+        The processor's own resize holds about 2.4x the image in temporaries (343 MB for a
+        48-megapixel photo), more than the image itself; averaging down to twice the input
+        size first bounds that, and the processor's antialiased resize then does the last
+        factor of two as before, so the model sees nearly the same pixels.
+        """
+        size = getattr(self._processor.image_processor, "size", None)
+        target_h = getattr(size, "height", None) or (size or {}).get("height")
+        target_w = getattr(size, "width", None) or (size or {}).get("width")
+        if not target_h or not target_w:
+            return image
+        height, width = image.shape[:2]
+        new_h, new_w = min(height, 2 * int(target_h)), min(width, 2 * int(target_w))
+        if (new_h, new_w) == (height, width):
+            return image
+        import cv2
+
+        return np.ascontiguousarray(cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_AREA))
+
     def _compute_features(self, image: RGBImage) -> _Features:
         logger.debug("running the SAM 3 backbone on a %dx%d image", image.shape[1], image.shape[0])
         with (
@@ -252,8 +327,9 @@ class Sam3Segmenter:
             _torch_failures("image backbone", self._device),
             torch.inference_mode(),
         ):
-            # torch warns on read-only arrays (PIL-backed ones are); the copy is negligible.
-            pixels = image if image.flags.writeable else image.copy()
+            pixels = self._preshrink(image)
+            # torch warns on read-only arrays (PIL-backed ones are); the copy is small.
+            pixels = pixels if pixels.flags.writeable else pixels.copy()
             inputs = self._processor(images=pixels, return_tensors="pt")
             pixel_values = inputs["pixel_values"].to(self._device, dtype=self._dtype)
             out = self._model.get_vision_features(pixel_values=pixel_values)
@@ -285,10 +361,7 @@ class Sam3Segmenter:
         phrases: list[str],
         score_threshold: float,
     ) -> list[Detections]:
-        from transformers.models.sam3.modeling_sam3 import (
-            Sam3ImageSegmentationOutput,
-            Sam3VisionEncoderOutput,
-        )
+        from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
 
         batch = len(phrases)
         with (
@@ -296,32 +369,38 @@ class Sam3Segmenter:
             _torch_failures("phrase decoder", self._device),
             torch.inference_mode(),
         ):
-            text = self._processor(text=phrases, return_tensors="pt")
+            input_ids, attention_mask = self._tokenize(phrases)
             vision = Sam3VisionEncoderOutput(
                 fpn_hidden_states=_expand(features.fpn_hidden_states, batch),
                 fpn_position_encoding=_expand(features.fpn_position_encoding, batch),
             )
             out = self._model(
                 vision_embeds=vision,
-                input_ids=text["input_ids"].to(self._device),
-                attention_mask=text["attention_mask"].to(self._device),
+                input_ids=input_ids.to(self._device),
+                attention_mask=attention_mask.to(self._device),
             )
             # Post-process in float32: bfloat16 sigmoid/interpolation shifts mask edges.
-            as_float = Sam3ImageSegmentationOutput(
-                pred_masks=out.pred_masks.float(),
-                pred_boxes=out.pred_boxes.float(),
-                pred_logits=out.pred_logits.float(),
-                presence_logits=(
-                    None if out.presence_logits is None else out.presence_logits.float()
-                ),
-            )
-            processed: list[dict[str, Any]] = self._processor.post_process_instance_segmentation(
-                as_float,
-                threshold=score_threshold,
-                mask_threshold=self._mask_threshold,
-                target_sizes=[image_size] * batch,
-            )
-            return [_to_detections(p, image_size) for p in processed]
+            scores = out.pred_logits.float().sigmoid()
+            if out.presence_logits is not None:
+                scores = scores * out.presence_logits.float().sigmoid()
+            return [
+                _detections_at(
+                    scores[b],
+                    out.pred_boxes[b],
+                    out.pred_masks[b],
+                    image_size,
+                    score_threshold,
+                    self._mask_threshold,
+                )
+                for b in range(batch)
+            ]
+
+
+def _text_limit(model: Sam3Model) -> int:
+    """The text encoder's position count, at most the 32 tokens the processor pads to."""
+    text_config = getattr(model.config, "text_config", None)
+    positions = getattr(text_config, "max_position_embeddings", None)
+    return min(int(positions), PROCESSOR_TEXT_TOKENS) if positions else PROCESSOR_TEXT_TOKENS
 
 
 def _expand(tensors: tuple[torch.Tensor, ...], batch: int) -> tuple[torch.Tensor, ...]:
@@ -329,26 +408,106 @@ def _expand(tensors: tuple[torch.Tensor, ...], batch: int) -> tuple[torch.Tensor
     return tuple(t.expand(batch, *t.shape[1:]) for t in tensors)
 
 
-def _to_detections(result: dict[str, Any], image_size: tuple[int, int]) -> Detections:
-    masks = result["masks"]
-    if masks.numel() == 0:
-        return Detections.empty(*image_size)
+def _detections_at(
+    scores: torch.Tensor,
+    boxes: torch.Tensor,
+    mask_logits: torch.Tensor,
+    image_size: tuple[int, int],
+    score_threshold: float,
+    mask_threshold: float,
+) -> Detections:
+    """One phrase's detections, selected at the model's mask resolution.
+
+    What ``Sam3Processor.post_process_instance_segmentation`` computes (scores above the
+    threshold, sigmoid masks bilinearly resized to the image, binarised above
+    ``mask_threshold``; boxes scaled from ``[0, 1]`` to pixels), but only the kept queries
+    are resized, one at a time, straight into a bool array: memory grows with the masks kept,
+    not with the image area times the query count. Masks already empty at the model's
+    resolution are dropped (a bilinear resize cannot light a pixel above the largest
+    low-resolution value).
+
+    Args:
+        scores: ``(Q,)`` detection x presence scores. boxes: ``(Q, 4)`` XYXY in ``[0, 1]``.
+        mask_logits: ``(Q, h, w)`` at the model's mask resolution.
+    """
     height, width = image_size
-    boxes = result["boxes"].cpu().numpy().astype(np.float32)
-    np.clip(boxes[:, 0::2], 0, width, out=boxes[:, 0::2])
-    np.clip(boxes[:, 1::2], 0, height, out=boxes[:, 1::2])
+    keep = scores > score_threshold
+    if bool(keep.any()):
+        probs = mask_logits[keep].float().sigmoid()  # (K, h, w): small
+        keep_idx = keep.nonzero().flatten()
+        lit = probs.flatten(1).amax(dim=1) > mask_threshold
+        keep_idx, probs = keep_idx[lit], probs[lit]
+    else:
+        keep_idx = keep.nonzero().flatten()
+    if keep_idx.numel() == 0:
+        return Detections.empty(height, width)
+    scale = torch.tensor([width, height, width, height], dtype=torch.float32)
+    kept_boxes = (boxes[keep_idx].float().cpu() * scale).numpy()
+    np.clip(kept_boxes[:, 0::2], 0, width, out=kept_boxes[:, 0::2])
+    np.clip(kept_boxes[:, 1::2], 0, height, out=kept_boxes[:, 1::2])
     return Detections(
-        masks=masks.bool().cpu().numpy(),
-        boxes=boxes,
-        scores=result["scores"].cpu().numpy().astype(np.float32),
+        masks=upsample_masks(probs.cpu(), image_size, mask_threshold),
+        boxes=kept_boxes,
+        scores=scores[keep_idx].float().cpu().numpy(),
     )
+
+
+def upsample_masks(
+    probs: torch.Tensor, image_size: tuple[int, int], threshold: float
+) -> npt.NDArray[np.bool_]:
+    """``(K, h, w)`` probabilities -> ``(K, H, W)`` bool, ``bilinear(probs) > threshold``.
+
+    The same values as ``F.interpolate(..., mode="bilinear", align_corners=False)`` followed
+    by the comparison, computed separably: each mask is resized along the width at the
+    model's height (``h x W`` floats), then along the height a band of rows at a time, so no
+    ``H x W`` float array ever exists; the output is the only full-size allocation.
+    """
+    import torch.nn.functional as F
+
+    height, width = image_size
+    count, h, _ = probs.shape
+    out = np.empty((count, height, width), dtype=np.bool_)
+    out_t = torch.from_numpy(out)
+    y0, y1, wy = _source_rows(h, height)
+    band = max(1, _BAND_FLOATS // max(1, width))
+    for i in range(count):
+        rows = F.interpolate(
+            probs[i][None, None], size=(h, width), mode="bilinear", align_corners=False
+        )[0, 0]
+        for top in range(0, height, band):
+            sl = slice(top, min(height, top + band))
+            lam = wy[sl, None]
+            # (1 - lam) * upper + lam * lower, in place: two band buffers at a time.
+            values = rows.index_select(0, y0[sl]).mul_(1.0 - lam)
+            values.add_(rows.index_select(0, y1[sl]).mul_(lam))
+            torch.gt(values, threshold, out=out_t[i, sl])
+    return out
+
+
+# Rows per band of the height pass: two buffers of about 4 MB of float32.
+_BAND_FLOATS = 1_000_000
+
+
+def _source_rows(size_in: int, size_out: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PyTorch's ``align_corners=False`` source rows and weights for a linear resize."""
+    scale = torch.tensor(size_in / size_out, dtype=torch.float32)
+    dst = torch.arange(size_out, dtype=torch.float32)
+    src = torch.clamp(scale * (dst + 0.5) - 0.5, min=0.0)
+    y0 = src.to(torch.int64)
+    y1 = torch.clamp(y0 + 1, max=size_in - 1)
+    return y0, y1, (src - y0.to(torch.float32))
 
 
 @contextmanager
 def _torch_failures(stage: str, device: torch.device) -> Iterator[None]:
-    """Turn torch failures inside model work into :class:`SegmenterError` (``from e``)."""
+    """Turn any failure inside model work into one-line :class:`SegmenterError` (``from e``).
+
+    Our own errors (bad arguments, already a :class:`SegmenterError`) pass unchanged.
+    """
     try:
         yield
+    except Sam3AgentError:
+        raise
     except torch.OutOfMemoryError as e:
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -356,5 +515,10 @@ def _torch_failures(stage: str, device: torch.device) -> Iterator[None]:
             f"SAM 3 ran out of memory on {device} in the {stage}; use a smaller "
             "--cache-size, fewer phrases per call, or a larger device"
         ) from e
-    except RuntimeError as e:
-        raise SegmenterError(f"SAM 3 failed in the {stage}: {e}") from e
+    except Exception as e:
+        raise SegmenterError(f"SAM 3 failed in the {stage}: {_one_line(e)}") from e
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__

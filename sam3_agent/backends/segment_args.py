@@ -8,6 +8,14 @@ import numpy as np
 
 from sam3_agent.errors import UserError
 
+MAX_PHRASE_CHARS = 200
+"""Longest phrase the agent's tool schema and the SAM 3 service's request schema accept.
+
+SAM 3's text encoder reads 32 tokens (about 30 words of English); backends cut longer
+phrases to that and report the cut (``ImageEmbedding.used_phrase``). This bound on
+characters is the rule a model can see in the schema, shared so both schemas agree.
+"""
+
 
 def check_segment_args(phrases: Sequence[str], score_threshold: float) -> None:
     """Refuse a bare string, blank phrases and thresholds outside ``[0, 1]``.

@@ -23,8 +23,9 @@ def build_segmenter(
 ) -> Segmenter:
     """An in-process SAM 3 (``model``: hub id or local dir) or, with ``url``, a remote one.
 
-    ``device``, ``dtype`` and ``cache_size`` apply in-process; ``token``, ``timeout_s`` and
-    ``retries`` apply to the service at ``url`` (``sam3-agent serve-sam3``).
+    ``device``, ``dtype`` and ``cache_size`` apply in-process; ``token`` (default: the
+    ``SAM3_AGENT_TOKEN`` environment variable), ``timeout_s`` and ``retries`` apply to the
+    service at ``url`` (``sam3-agent serve-sam3``).
 
     Raises:
         WeightsUnavailableError: in-process weights missing, gated or offline.

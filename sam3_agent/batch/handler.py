@@ -54,7 +54,9 @@ class BatchHandler:
         rel_dir = request_dir(job.id)
         started = time.perf_counter()
         try:
-            image = await images.get(job.image_path)
+            image = await images.get(
+                job.image_path, max_pixels=self.agent.config.max_image_pixels
+            )
             result = await self.agent.arun(image, job.query, output_dir=self.run_dir / rel_dir)
         except BaseException as e:
             if stops_the_run(e):

@@ -40,6 +40,7 @@ from sam3_agent.cli.options import (
     LlmUrlOpt,
     MaxCorrectionsOpt,
     MaxImageSideOpt,
+    MaxPixelsOpt,
     MaxRoundsOpt,
     MaxTokensOpt,
     MemoryCheckOpt,
@@ -58,7 +59,7 @@ from sam3_agent.cli.options import (
 )
 from sam3_agent.cli.progress import PlainProgress, ProgressBar, make_progress
 from sam3_agent.cli.workers import BatchWorkerFactory, model_name_from_flags, require_model_name
-from sam3_agent.config import AgentConfig
+from sam3_agent.config import DEFAULT_MAX_PIXELS, AgentConfig
 from sam3_agent.engines.base import DEFAULT_CONCURRENCY, EngineOptions, build_engine
 
 if TYPE_CHECKING:
@@ -70,8 +71,9 @@ if TYPE_CHECKING:
 INPUT = "Input"
 RUN = "Run"
 
-# Settings that change no answer, so a resumed batch may change them freely.
-_NOT_IDENTITY = ("check_concurrency", "prompts_dir")
+# Settings that change no answer, so a resumed batch may change them freely (the pixel
+# limit only refuses images: failures that --retry-failed runs again under a new limit).
+_NOT_IDENTITY = ("check_concurrency", "prompts_dir", "max_image_pixels")
 
 
 class BatchTally:
@@ -184,6 +186,7 @@ def batch_command(
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
     prompts: PromptsOpt = None,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Run the agent on many requests; rerun the same command to resume after a stop.
@@ -235,6 +238,7 @@ def batch_command(
                 max_image_side=max_image_side,
                 tool_protocol=tool_protocol,
                 prompts_dir=prompts,
+                max_image_pixels=max_pixels,
             )
             from sam3_agent.batch.requests import load_requests
 

@@ -25,7 +25,7 @@ from sam3_agent.backends.chat_models import check_chat_options
 from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.backends.torch_runtime import DTYPE_NAMES, check_device_name, check_dtype_name
-from sam3_agent.config import AgentConfig, ToolProtocol
+from sam3_agent.config import DEFAULT_MAX_PIXELS, AgentConfig, ToolProtocol
 from sam3_agent.errors import UserError
 
 if TYPE_CHECKING:
@@ -205,6 +205,14 @@ MaxImageSideOpt = Annotated[
     typer.Option(
         "--max-image-side",
         help="Longer side of images sent to the MLLM, in pixels.",
+        rich_help_panel=AGENT,
+    ),
+]
+MaxPixelsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-pixels",
+        help="Largest input image, in width x height pixels (checked before decoding).",
         rich_help_panel=AGENT,
     ),
 ]
@@ -444,6 +452,7 @@ def config_from_flags(
     max_image_side: int,
     tool_protocol: ToolProtocol,
     prompts_dir: Path | None = None,
+    max_image_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> AgentConfig:
     """The :class:`AgentConfig` for the agent flags every command shares.
 
@@ -465,6 +474,7 @@ def config_from_flags(
             max_image_side=max_image_side,
             tool_protocol=tool_protocol,
             prompts_dir=prompts_dir,
+            max_image_pixels=max_image_pixels,
         )
     except UserError as e:
         # AgentConfig names its fields; the user typed flags.

@@ -29,6 +29,7 @@ from sam3_agent.cli.options import (
     LlmUrlOpt,
     MaxCorrectionsOpt,
     MaxImageSideOpt,
+    MaxPixelsOpt,
     MaxRoundsOpt,
     MaxTokensOpt,
     MemoryCheckOpt,
@@ -45,7 +46,7 @@ from sam3_agent.cli.options import (
     plan_models,
 )
 from sam3_agent.cli.outdir import check_run_dir, claim_default_run_dir, clear_run_dir
-from sam3_agent.config import AgentConfig
+from sam3_agent.config import DEFAULT_MAX_PIXELS, AgentConfig
 
 if TYPE_CHECKING:
     from sam3_agent.result import AgentResult
@@ -114,6 +115,7 @@ def run_command(
     score_threshold: ScoreThresholdOpt = AgentConfig.score_threshold,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
     prompts: PromptsOpt = None,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
@@ -153,6 +155,7 @@ def run_command(
             max_image_side=max_image_side,
             tool_protocol=tool_protocol,
             prompts_dir=prompts,
+            max_image_pixels=max_pixels,
         )
         if out is not None:
             check_run_dir(out, overwrite=overwrite)
@@ -164,7 +167,7 @@ def run_command(
 
         formats = parse_exports(export)
         check_query(query)
-        pixels = load_image(image)
+        pixels = load_image(image, max_pixels=config.max_image_pixels)
         # Which default MLLM, and do the models fit: before any download, any directory.
         plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
         backends = plan.backends

@@ -13,8 +13,16 @@ import typer
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.cli.options import DeviceOpt, DtypeOpt
 from sam3_agent.errors import Sam3AgentError
-from sam3_agent.service.app import DEFAULT_MAX_PIXELS, DEFAULT_MAX_UPLOAD_BYTES, MIB
-from sam3_agent.service.server import TOKEN_ENV, check_bind_security
+from sam3_agent.service.limits import (
+    DEFAULT_MAX_CONCURRENT_DECODES,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_MAX_STORED_BYTES,
+    DEFAULT_MAX_STORED_IMAGES,
+    DEFAULT_MAX_UPLOAD_BYTES,
+    MIB,
+)
+from sam3_agent.service.schemas import TOKEN_ENV
+from sam3_agent.service.server import check_bind_security
 
 SERVICE = "Service"
 
@@ -39,7 +47,8 @@ TokenOpt = Annotated[
     typer.Option(
         "--token",
         envvar=TOKEN_ENV,
-        help="Bearer token clients must send (required unless listening on loopback).",
+        help=f"Bearer token clients must send (required unless listening on loopback). "
+        f"Prefer the {TOKEN_ENV} environment variable: a flag is visible in `ps`.",
         rich_help_panel=SERVICE,
     ),
 ]
@@ -63,6 +72,32 @@ MaxPixelsOpt = Annotated[
 ]
 
 
+StoreImagesOpt = Annotated[
+    int,
+    typer.Option(
+        "--store-images",
+        help="Decoded images kept for later requests (LRU).",
+        rich_help_panel=SERVICE,
+    ),
+]
+StoreMbOpt = Annotated[
+    float,
+    typer.Option(
+        "--store-mb",
+        help="Memory for decoded images kept for later requests, in MiB (LRU).",
+        rich_help_panel=SERVICE,
+    ),
+]
+DecodesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-concurrent-decodes",
+        help="Uploaded images decoded at the same time; others wait.",
+        rich_help_panel=SERVICE,
+    ),
+]
+
+
 def serve_sam3(
     model: ModelOpt = DEFAULT_SAM3_MODEL,
     host: HostOpt = "127.0.0.1",
@@ -73,6 +108,9 @@ def serve_sam3(
     cache_size: CacheSizeOpt = 8,
     max_upload_mb: MaxUploadOpt = DEFAULT_MAX_UPLOAD_BYTES / MIB,
     max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+    store_images: StoreImagesOpt = DEFAULT_MAX_STORED_IMAGES,
+    store_mb: StoreMbOpt = DEFAULT_MAX_STORED_BYTES / MIB,
+    max_concurrent_decodes: DecodesOpt = DEFAULT_MAX_CONCURRENT_DECODES,
 ) -> None:
     """Serve SAM 3 over HTTP (agents use it with --sam3-url)."""
     from sam3_agent.backends.sam3_local import Sam3Segmenter
@@ -80,8 +118,11 @@ def serve_sam3(
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        if max_upload_mb <= 0 or max_pixels <= 0:
-            raise typer.BadParameter("--max-upload-mb and --max-pixels must be positive")
+        if min(max_upload_mb, max_pixels, store_images, store_mb, max_concurrent_decodes) <= 0:
+            raise typer.BadParameter(
+                "--max-upload-mb, --max-pixels, --store-images, --store-mb and "
+                "--max-concurrent-decodes must be positive"
+            )
         # Refuse an unsafe bind before spending a minute loading weights.
         check_bind_security(host, token)
         segmenter = Sam3Segmenter.from_pretrained(
@@ -94,6 +135,9 @@ def serve_sam3(
             token=token or None,
             max_upload_bytes=int(max_upload_mb * MIB),
             max_pixels=max_pixels,
+            max_stored_images=store_images,
+            max_stored_bytes=int(store_mb * MIB),
+            max_concurrent_decodes=max_concurrent_decodes,
         )
     except Sam3AgentError as e:
         typer.echo(f"error: {e}", err=True)

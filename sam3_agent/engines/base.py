@@ -49,11 +49,17 @@ J_contra = TypeVar("J_contra", bound=Job, contravariant=True)
 class ImageSource(Protocol):
     """Hands a handler the decoded image of a job (read once however many jobs share it)."""
 
-    async def get(self, path: Path) -> RGBImage:
-        """The ``(H, W, 3)`` uint8 RGB image at ``path``.
+    async def get(
+        self, path: Path, *, exif_orientation: bool = True, max_pixels: int | None = None
+    ) -> RGBImage:
+        """The ``(H, W, 3)`` uint8 RGB image at ``path``, as displayed (EXIF orientation
+        applied) unless ``exif_orientation`` is False (datasets annotated in the stored
+        frame); refused above ``max_pixels`` (``None``: the package's default limit).
+
+        The first call for a path decides how it is loaded: jobs of one image ask alike.
 
         Raises:
-            ImageLoadError: the file is missing or not a readable image.
+            ImageLoadError: the file is missing, not a readable image, or too large.
         """
         ...
 

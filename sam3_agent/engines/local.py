@@ -39,10 +39,14 @@ class ImageHolder:
         self._held: dict[Path, _HeldImage] = {}
         self._handler = handler
 
-    async def get(self, path: Path) -> RGBImage:
+    async def get(
+        self, path: Path, *, exif_orientation: bool = True, max_pixels: int | None = None
+    ) -> RGBImage:
         held = self._held.get(path)
         if held is None:
-            task = asyncio.ensure_future(asyncio.to_thread(_load_with_digest, path))
+            task = asyncio.ensure_future(
+                asyncio.to_thread(_load_with_digest, path, exif_orientation, max_pixels)
+            )
             held = self._held[path] = _HeldImage(task, self._counts.get(path, 1))
         # shield: a cancelled job must not cancel the load other jobs wait on.
         image, _ = await asyncio.shield(held.task)
@@ -65,8 +69,11 @@ class ImageHolder:
             held.task.cancel()
 
 
-def _load_with_digest(path: Path) -> tuple[RGBImage, str]:
-    image = load_image(path)
+def _load_with_digest(
+    path: Path, exif_orientation: bool, max_pixels: int | None
+) -> tuple[RGBImage, str]:
+    limit = {} if max_pixels is None else {"max_pixels": max_pixels}
+    image = load_image(path, exif_orientation=exif_orientation, **limit)
     return image, image_digest(image)
 
 

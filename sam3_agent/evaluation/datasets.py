@@ -14,6 +14,14 @@ Layouts:
 * gRefCOCO: ``ROOT/grefcoco/grefs(unc).json`` + ``instances.json``; ``ann_id`` is a list and
   ``[-1]`` (or ``no_target: true``) marks a sample without a target.
 
+Image frames: each dataset is scored in the frame its masks were drawn in
+(:attr:`Sample.exif_orientation`). ReasonSeg's polygons were drawn on the image as displayed,
+and LISA's loader reads it with ``cv2.imread``, which applies the EXIF orientation: its
+samples are loaded oriented, and the ground truth is rasterised at the displayed size.
+COCO's annotations (RefCOCO, RefCOCO+, RefCOCOg, gRefCOCO) are in the stored pixel frame:
+``instances.json`` gives each image's stored width and height, and pycocotools rasterises in
+that frame; their images are loaded without applying the EXIF orientation.
+
 Every unreadable or inconsistent file raises :class:`~sam3_agent.errors.DatasetError` naming
 the file and, where there is one, the sample.
 """
@@ -30,11 +38,11 @@ from typing import Any, Literal, Protocol
 
 import cv2
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 from pycocotools import mask as mask_utils
 
 from sam3_agent.detections import BoolArray
-from sam3_agent.errors import DatasetError, UserError
+from sam3_agent.errors import DatasetError, ImageLoadError, UserError
+from sam3_agent.images import image_size_as_displayed
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +96,8 @@ class Sample:
         split: dataset split (``val``, ``testA``, ...).
         tags: breakdown labels (ReasonSeg ``short``/``long``; gRefCOCO ``target``/``no-target``).
         no_target: True when the correct answer is no mask at all (gRefCOCO).
+        exif_orientation: load the image with its EXIF orientation applied (True: the
+            dataset's masks are in the displayed frame) or as stored (False: COCO).
     """
 
     id: str
@@ -96,6 +106,7 @@ class Sample:
     split: str
     tags: tuple[str, ...] = ()
     no_target: bool = False
+    exif_orientation: bool = True
     gt_source: GroundTruthSource | None = field(default=None, compare=False, repr=False)
 
     def load_gt(self) -> GroundTruth:
@@ -288,12 +299,11 @@ class ReasonSegGroundTruth:
 
 
 def _image_size(path: Path, sample: str) -> tuple[int, int]:
-    """``(height, width)`` from the image header (no full decode)."""
+    """``(height, width)`` as displayed (EXIF orientation applied), from the header only."""
     try:
-        with Image.open(path) as pil:
-            return int(pil.height), int(pil.width)
-    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
-        raise DatasetError(f"{path} (sample {sample}): cannot read image: {e}") from e
+        return image_size_as_displayed(path)
+    except ImageLoadError as e:
+        raise DatasetError(f"{path} (sample {sample}): {e}") from e
 
 
 # --------------------------------------------------------------------------- refer datasets
@@ -482,6 +492,7 @@ def load_refcoco(
                     image_path=image_dir / str(entry["file_name"]),
                     query=text,
                     split=split,
+                    exif_orientation=False,
                     gt_source=CocoGroundTruth(
                         (ann,), int(entry["height"]), int(entry["width"]), coco.path, sample_id
                     ),
@@ -539,6 +550,7 @@ def load_grefcoco(root: Path, split: str, *, images: Path | None = None) -> list
                     split=split,
                     tags=("no-target" if no_target else "target",),
                     no_target=no_target,
+                    exif_orientation=False,
                     gt_source=CocoGroundTruth(
                         tuple(anns), int(entry["height"]), int(entry["width"]), coco.path, sample_id
                     ),

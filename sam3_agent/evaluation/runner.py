@@ -318,7 +318,7 @@ async def _evaluate_one(
     started = time.perf_counter()
     infra_error = False
     try:
-        image = await holder.get(sample.image_path)
+        image = await holder.get(sample.image_path, exif_orientation=sample.exif_orientation)
         prediction = await predictor.predict(image, sample.query, run_dir / rel_dir)
     except SAMPLE_FAILURES as e:
         # INFO, not WARNING: the progress bar counts failures and the report lists them.

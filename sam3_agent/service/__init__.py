@@ -2,12 +2,29 @@
 
 Start it with ``sam3-agent serve-sam3``; agents reach it through
 :class:`sam3_agent.backends.sam3_remote.RemoteSegmenter`. The wire format is in
-:mod:`sam3_agent.service.schemas`, the app in :mod:`sam3_agent.service.app`.
+:mod:`sam3_agent.service.schemas` and :mod:`sam3_agent.service.wire`, the app in
+:mod:`sam3_agent.service.app`. The web stack is imported only when the app is built, so the
+CLI's ``--help`` does not pay for it.
 """
 
 from __future__ import annotations
 
-from sam3_agent.service.app import create_app
-from sam3_agent.service.server import check_bind_security, is_loopback, serve
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sam3_agent.service.app import create_app
+    from sam3_agent.service.server import check_bind_security, is_loopback, serve
 
 __all__ = ["check_bind_security", "create_app", "is_loopback", "serve"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_app":
+        from sam3_agent.service.app import create_app
+
+        return create_app
+    if name in ("check_bind_security", "is_loopback", "serve"):
+        from sam3_agent.service import server
+
+        return getattr(server, name)
+    raise AttributeError(name)

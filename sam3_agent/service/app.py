@@ -3,11 +3,18 @@
 Endpoints (``/v1/*`` need ``Authorization: Bearer <token>`` when the app has a token):
 
 * ``GET /health`` -> ``{"status": "ok"}``.
-* ``POST /v1/images``: the body is an encoded image file (PNG, JPEG, ...). Answers
+* ``POST /v1/images``: the body is an encoded image file (PNG, JPEG, ...; EXIF orientation
+  applied, high bit depths rescaled, transparency composited as
+  :func:`~sam3_agent.images.load_image` does), or raw RGB bytes with content type
+  :data:`~sam3_agent.service.wire.RAW_RGB_MIME` and ``?height=H&width=W``. Answers
   ``{"image_id", "image_size": [H, W]}``; the id is the content hash of the pixels, so
   uploading the same image twice stores it once.
 * ``POST /v1/segment``: JSON :class:`~sam3_agent.service.schemas.SegmentRequest`; answers
   :class:`~sam3_agent.service.schemas.SegmentResponse` (masks as COCO RLE).
+
+Memory is bounded: at most ``max_concurrent_decodes`` images are decoded at once, the
+decoded-image store holds at most ``max_stored_images`` images and ``max_stored_bytes``
+bytes, and a segment request's masks are encoded to RLE a few phrases at a time.
 
 The server never opens a path named in a request: images arrive as bytes only. Bodies are
 read with a size limit, image headers are checked against a pixel limit before decoding
@@ -18,28 +25,33 @@ concurrent requests for one image share the segmenter's cached backbone features
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
-import io
 import json
 import logging
 import threading
-import warnings
 from collections import OrderedDict
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from PIL import Image, UnidentifiedImageError
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.errors import ImageLoadError, SegmenterError, UserError
-from sam3_agent.images import RGBImage, image_digest, load_image
+from sam3_agent.images import ImageTooLargeError, RGBImage, image_digest, load_image
+from sam3_agent.service.limits import (
+    DEFAULT_MAX_CONCURRENT_DECODES,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_MAX_STORED_BYTES,
+    DEFAULT_MAX_STORED_IMAGES,
+    DEFAULT_MAX_UPLOAD_BYTES,
+)
 from sam3_agent.service.schemas import (
     ErrorCode,
     HealthResponse,
@@ -49,14 +61,12 @@ from sam3_agent.service.schemas import (
     SegmentResponse,
     UploadResponse,
 )
+from sam3_agent.service.wire import RAW_RGB_MIME, RleOrder, decode_raw, encode_masks
 
 logger = logging.getLogger(__name__)
 
-MIB = 1024 * 1024
-DEFAULT_MAX_UPLOAD_BYTES = 64 * MIB
-DEFAULT_MAX_PIXELS = 50_000_000
-DEFAULT_MAX_STORED_IMAGES = 64
-DEFAULT_MAX_STORED_BYTES = 2048 * MIB
+# Masks held at once while answering one segment request, in pixels (bool: bytes).
+_MASK_BUDGET_PIXELS = 256_000_000
 # A JSON body carries the image as base64 (4/3 of the bytes) plus the phrases.
 _JSON_OVERHEAD_BYTES = 64 * 1024
 
@@ -127,38 +137,41 @@ class ImageStore:
 
 
 def decode_image(data: bytes, max_pixels: int) -> RGBImage:
-    """Decode an image file's bytes to ``(H, W, 3)`` uint8 RGB, refusing oversized images.
+    """Decode an image file's bytes to ``(H, W, 3)`` uint8 RGB, as it is displayed.
 
     The pixel count is read from the header before any pixel is decoded.
 
     Raises:
-        ServiceError: 413 over ``max_pixels`` (or a PIL decompression-bomb refusal),
-            400 not a readable image.
+        ServiceError: 413 over ``max_pixels``, 400 not a readable or convertible image.
     """
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            pil = Image.open(io.BytesIO(data))
-    except Image.DecompressionBombError as e:
-        raise ServiceError(413, ErrorCode.TOO_LARGE, f"image refused: {e}") from e
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
-        raise ServiceError(400, ErrorCode.BAD_IMAGE, "the body is not a readable image") from e
-    with pil:
-        width, height = pil.size
-        if width * height > max_pixels:
-            raise ServiceError(
-                413,
-                ErrorCode.TOO_LARGE,
-                f"image has {width}x{height} = {width * height} pixels; "
-                f"this server accepts at most {max_pixels}",
-            )
-        if width == 0 or height == 0:
-            raise ServiceError(400, ErrorCode.BAD_IMAGE, "the image has no pixels")
-        try:
-            pil.load()
-            return load_image(pil)
-        except (OSError, SyntaxError, ValueError, ImageLoadError) as e:
-            raise ServiceError(400, ErrorCode.BAD_IMAGE, f"cannot decode the image: {e}") from e
+        return load_image(data, max_pixels=max_pixels)
+    except ImageTooLargeError as e:
+        raise ServiceError(413, ErrorCode.TOO_LARGE, f"refused: {e}") from e
+    except (ImageLoadError, UserError) as e:
+        raise ServiceError(
+            400, ErrorCode.BAD_IMAGE, f"the body is not a readable image: {e}"
+        ) from e
+
+
+def _raw_size(query: dict[str, str], max_pixels: int) -> tuple[int, int]:
+    """``(height, width)`` of a raw upload from its query string, checked."""
+    try:
+        height, width = int(query["height"]), int(query["width"])
+    except (KeyError, ValueError) as e:
+        raise ServiceError(
+            400, ErrorCode.BAD_IMAGE, f"a {RAW_RGB_MIME} body needs ?height=H&width=W integers"
+        ) from e
+    if height < 1 or width < 1:
+        raise ServiceError(400, ErrorCode.BAD_IMAGE, f"bad raw image size {height}x{width}")
+    if height * width > max_pixels:
+        raise ServiceError(
+            413,
+            ErrorCode.TOO_LARGE,
+            f"image has {width}x{height} = {width * height} pixels; "
+            f"this server accepts at most {max_pixels}",
+        )
+    return height, width
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -191,24 +204,46 @@ def _segment_sync(
     image_id: str,
     phrases: list[str],
     score_threshold: float,
+    rle_order: RleOrder,
 ) -> SegmentResponse:
-    detections = segmenter.embed(image).segment(phrases, score_threshold)
     height, width = int(image.shape[0]), int(image.shape[1])
-    results = [
-        PhraseResult(
-            phrase=phrase,
-            masks=[RleMask(size=(r["size"][0], r["size"][1]), counts=r["counts"]) for r in rles],
-            boxes=[(float(a), float(b), float(c), float(d)) for a, b, c, d in det.boxes.tolist()],
-            scores=[float(s) for s in det.scores.tolist()],
-        )
-        for phrase, det in zip(phrases, detections, strict=True)
-        for rles in [det.to_coco_rle()]
-    ]
+    embedding = segmenter.embed(image)
+    # A few phrases at a time, encoded to RLE at once: the full-size masks of 32 phrases
+    # never exist together.
+    step = max(1, _MASK_BUDGET_PIXELS // (height * width * 8))
+    results: list[PhraseResult] = []
+    for start in range(0, len(phrases), step):
+        chunk = phrases[start : start + step]
+        detections = embedding.segment(chunk, score_threshold)
+        for phrase, det in zip(chunk, detections, strict=True):
+            results.append(
+                PhraseResult(
+                    phrase=phrase,
+                    used_phrase=embedding.used_phrase(phrase),
+                    masks=[
+                        RleMask(size=(r["size"][0], r["size"][1]), counts=r["counts"])
+                        for r in encode_masks(det.masks, rle_order)
+                    ],
+                    boxes=[
+                        (float(a), float(b), float(c), float(d))
+                        for a, b, c, d in det.boxes.tolist()
+                    ],
+                    scores=[float(s) for s in det.scores.tolist()],
+                )
+            )
     return SegmentResponse(image_id=image_id, image_size=(height, width), results=results)
 
 
 def _decode_and_id(data: bytes, max_pixels: int) -> tuple[str, RGBImage]:
     image = decode_image(data, max_pixels)
+    return image_digest(image), image
+
+
+def _raw_and_id(data: bytes, height: int, width: int) -> tuple[str, RGBImage]:
+    try:
+        image = decode_raw(data, height, width)
+    except ValueError as e:
+        raise ServiceError(400, ErrorCode.BAD_IMAGE, str(e)) from e
     return image_digest(image), image
 
 
@@ -220,6 +255,7 @@ def create_app(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_stored_images: int = DEFAULT_MAX_STORED_IMAGES,
     max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
+    max_concurrent_decodes: int = DEFAULT_MAX_CONCURRENT_DECODES,
 ) -> FastAPI:
     """The service app around one segmenter.
 
@@ -229,11 +265,24 @@ def create_app(
         max_upload_bytes: largest encoded image accepted (413 above).
         max_pixels: largest ``width * height`` accepted (413 above).
         max_stored_images / max_stored_bytes: bounds of the in-memory image LRU.
+        max_concurrent_decodes: images decoded at the same time (each decode holds the
+            encoded body and the decoded pixels); further requests wait their turn.
 
     ``app.state.images`` is the :class:`ImageStore`.
     """
     if token is not None and not token:
         raise UserError("the service token must not be empty")
+    limits = {
+        "max_upload_bytes": max_upload_bytes,
+        "max_pixels": max_pixels,
+        "max_stored_images": max_stored_images,
+        "max_stored_bytes": max_stored_bytes,
+        "max_concurrent_decodes": max_concurrent_decodes,
+    }
+    for name, value in limits.items():
+        if value < 1:
+            raise UserError(f"{name} must be >= 1, got {value}")
+    decode_slots = asyncio.Semaphore(max_concurrent_decodes)
     app = FastAPI(
         title="sam3-agent SAM 3 service",
         docs_url=None,
@@ -290,13 +339,24 @@ def create_app(
     async def health() -> HealthResponse:
         return HealthResponse()
 
+    async def decode(data: bytes) -> tuple[str, RGBImage]:
+        async with decode_slots:
+            return await run_in_threadpool(_decode_and_id, data, max_pixels)
+
     @app.post("/v1/images")
     async def upload(request: Request) -> UploadResponse:
         authorize(request)
-        data = await read_body(request, max_upload_bytes)
-        if not data:
-            raise ServiceError(400, ErrorCode.BAD_IMAGE, "the body is empty; send image bytes")
-        image_id, image = await run_in_threadpool(_decode_and_id, data, max_pixels)
+        mime = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if mime == RAW_RGB_MIME:
+            height, width = _raw_size(dict(request.query_params), max_pixels)
+            data = await read_body(request, height * width * 3)
+            async with decode_slots:
+                image_id, image = await run_in_threadpool(_raw_and_id, data, height, width)
+        else:
+            data = await read_body(request, max_upload_bytes)
+            if not data:
+                raise ServiceError(400, ErrorCode.BAD_IMAGE, "the body is empty; send image bytes")
+            image_id, image = await decode(data)
         images.put(image_id, image)
         logger.info("stored image %s (%dx%d)", image_id[:12], image.shape[1], image.shape[0])
         return UploadResponse(image_id=image_id, image_size=(image.shape[0], image.shape[1]))
@@ -307,8 +367,12 @@ def create_app(
         body = await read_body(request, json_limit)
         try:
             payload = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ServiceError(400, ErrorCode.BAD_JSON, f"the body is not valid JSON: {e}") from e
+        except (ValueError, RecursionError) as e:
+            # ValueError covers bad JSON, bad UTF-8 and integers past Python's digit limit.
+            detail = " ".join(str(e).split())[:200] or type(e).__name__
+            raise ServiceError(
+                400, ErrorCode.BAD_JSON, f"the body is not valid JSON: {detail}"
+            ) from e
         try:
             req = SegmentRequest.model_validate(payload)
         except ValidationError as e:
@@ -329,7 +393,13 @@ def create_app(
             images.put(image_id, image)
         try:
             return await run_in_threadpool(
-                _segment_sync, segmenter, image, image_id, req.phrases, req.score_threshold
+                _segment_sync,
+                segmenter,
+                image,
+                image_id,
+                req.phrases,
+                req.score_threshold,
+                req.rle_order,
             )
         except UserError as e:
             raise ServiceError(400, ErrorCode.INVALID, str(e)) from e
@@ -348,6 +418,6 @@ def create_app(
                 ErrorCode.TOO_LARGE,
                 f"image of {len(data)} bytes exceeds the {max_upload_bytes}-byte limit",
             )
-        return await run_in_threadpool(_decode_and_id, data, max_pixels)
+        return await decode(data)
 
     return app

@@ -11,9 +11,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
+
+RleOrder = Literal["coco", "rows"]
+"""``coco``: standard COCO RLE of each ``(H, W)`` mask (``size`` ``[H, W]``, runs down the
+columns). ``rows``: COCO RLE of each mask's transpose (``size`` ``[W, H]``, runs along the
+rows): see :mod:`sam3_agent.service.wire`."""
+
+RAW_RGB_MIME = "application/x-sam3-rgb8"
+"""Content type of an upload holding ``H * W * 3`` bytes of RGB, rows top to bottom;
+``height`` and ``width`` go in the query string."""
+
+TOKEN_ENV = "SAM3_AGENT_TOKEN"
+"""The environment variable ``serve-sam3`` and the client read the bearer token from."""
+
 MAX_PHRASES = 32
 """Phrases one segment request may carry."""
-MAX_PHRASE_CHARS = 300
 
 ImageId = str
 IMAGE_ID_PATTERN = r"^[0-9a-f]{64}$"
@@ -63,17 +76,23 @@ class SegmentRequest(BaseModel):
     """An encoded image file (PNG, JPEG, ...) as base64, instead of an id."""
     phrases: list[str] = Field(min_length=1, max_length=MAX_PHRASES)
     """Noun phrases; one result per phrase, in order."""
-    score_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    score_threshold: float = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
     """Detections scoring at or below this are dropped."""
+    rle_order: RleOrder = "coco"
+    """How masks are encoded (:data:`sam3_agent.service.wire.RleOrder`)."""
 
     @field_validator("phrases")
     @classmethod
-    def _phrases_not_blank(cls, phrases: list[str]) -> list[str]:
+    def _phrases_are_text(cls, phrases: list[str]) -> list[str]:
         for phrase in phrases:
             if not phrase.strip():
                 raise ValueError("phrases must not be blank")
             if len(phrase) > MAX_PHRASE_CHARS:
                 raise ValueError(f"a phrase may have at most {MAX_PHRASE_CHARS} characters")
+            if any(0xD800 <= ord(c) <= 0xDFFF for c in phrase):
+                raise ValueError("phrases must be valid Unicode (a lone surrogate was sent)")
+            if any(ord(c) < 32 and c not in "\t\n\r" for c in phrase):
+                raise ValueError("phrases must not hold control characters")
         return phrases
 
     @model_validator(mode="after")
@@ -84,12 +103,16 @@ class SegmentRequest(BaseModel):
 
 
 class RleMask(BaseModel):
+    """COCO RLE; ``size`` is ``[H, W]``, or ``[W, H]`` with ``rle_order="rows"``."""
+
     size: tuple[int, int]
     counts: str
 
 
 class PhraseResult(BaseModel):
     phrase: str
+    used_phrase: str | None = None
+    """The phrase as SAM 3 read it (cut to its text encoder's limit); None: not reported."""
     masks: list[RleMask]
     boxes: list[tuple[float, float, float, float]]
     scores: list[float]

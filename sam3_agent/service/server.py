@@ -7,15 +7,18 @@ import logging
 
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.errors import UserError
-from sam3_agent.service.app import (
+from sam3_agent.service.limits import (
+    DEFAULT_MAX_CONCURRENT_DECODES,
     DEFAULT_MAX_PIXELS,
+    DEFAULT_MAX_STORED_BYTES,
+    DEFAULT_MAX_STORED_IMAGES,
     DEFAULT_MAX_UPLOAD_BYTES,
-    create_app,
 )
+from sam3_agent.service.schemas import TOKEN_ENV
 
 logger = logging.getLogger(__name__)
 
-TOKEN_ENV = "SAM3_AGENT_TOKEN"
+__all__ = ["TOKEN_ENV", "check_bind_security", "is_loopback", "serve"]
 
 
 def is_loopback(host: str) -> bool:
@@ -41,7 +44,7 @@ def check_bind_security(host: str, token: str | None) -> None:
     if not is_loopback(host) and not token:
         raise UserError(
             f"refusing to listen on {host} without a token: anyone who can reach it could use "
-            f"the GPU. Pass --token or set {TOKEN_ENV}, or listen on 127.0.0.1."
+            f"the GPU. Set {TOKEN_ENV} (or pass --token), or listen on 127.0.0.1."
         )
 
 
@@ -53,6 +56,9 @@ def serve(
     token: str | None = None,
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_stored_images: int = DEFAULT_MAX_STORED_IMAGES,
+    max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
+    max_concurrent_decodes: int = DEFAULT_MAX_CONCURRENT_DECODES,
     log_level: str = "info",
 ) -> None:
     """Serve ``segmenter`` over HTTP until interrupted (blocks).
@@ -62,9 +68,17 @@ def serve(
     """
     import uvicorn
 
+    from sam3_agent.service.app import create_app
+
     check_bind_security(host, token)
     app = create_app(
-        segmenter, token=token or None, max_upload_bytes=max_upload_bytes, max_pixels=max_pixels
+        segmenter,
+        token=token or None,
+        max_upload_bytes=max_upload_bytes,
+        max_pixels=max_pixels,
+        max_stored_images=max_stored_images,
+        max_stored_bytes=max_stored_bytes,
+        max_concurrent_decodes=max_concurrent_decodes,
     )
     logger.info(
         "SAM 3 service on http://%s:%d (token %s)", host, port, "required" if token else "off"
