@@ -19,12 +19,13 @@ from typing import Any
 
 from sam3_agent import prompts, tools
 from sam3_agent.backends.base import ChatModel, Segmenter
+from sam3_agent.checkpoint import Checkpoint, Ending, Fingerprint, saved_prompt_set
 from sam3_agent.config import AgentConfig
 from sam3_agent.echo import echo
 from sam3_agent.errors import Sam3AgentError, UserError
-from sam3_agent.images import EncodedImage, ImageInput, load_image
+from sam3_agent.images import EncodedImage, ImageInput, RGBImage, load_image
 from sam3_agent.messages import ChatResponse, NativeToolCall, TokenUsage
-from sam3_agent.outputs import Trace, atomic_write_json, write_png
+from sam3_agent.outputs import atomic_write_json, write_png
 from sam3_agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.pruning import Context, build_context
 from sam3_agent.render import overlay
@@ -123,10 +124,11 @@ class Sam3Agent:
         *,
         output_dir: str | Path | None = None,
         on_round: RoundCallback | None = None,
+        resume: bool = False,
     ) -> AgentResult:
         """Blocking form of :meth:`arun`; also works where an event loop is already running."""
         coro_args = (image, query)
-        kwargs: dict[str, Any] = {"output_dir": output_dir, "on_round": on_round}
+        kwargs: dict[str, Any] = {"output_dir": output_dir, "on_round": on_round, "resume": resume}
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -141,14 +143,25 @@ class Sam3Agent:
         *,
         output_dir: str | Path | None = None,
         on_round: RoundCallback | None = None,
+        resume: bool = False,
     ) -> AgentResult:
         """Answer ``query`` on ``image``; see :meth:`_arun`.
 
         The session's tool results, corrections, checks and context render with this agent's
         prompt set (``config.prompts_dir``), whatever other agents run alongside.
         """
-        with prompts.using(self.prompts):
-            return await self._arun(image, query, output_dir=output_dir, on_round=on_round)
+        with prompts.using(self._session_prompts(output_dir, resume)):
+            return await self._arun(
+                image, query, output_dir=output_dir, on_round=on_round, resume=resume
+            )
+
+    def _session_prompts(self, output_dir: str | Path | None, resume: bool) -> prompts.PromptSet:
+        """This agent's prompt set; for a resumed session, the set it started with."""
+        if resume and output_dir is not None:
+            saved = saved_prompt_set(Path(output_dir))
+            if saved is not None:
+                return prompts.PromptSet(saved["name"], saved["path"], saved["sources"])
+        return self.prompts
 
     async def _arun(
         self,
@@ -157,14 +170,20 @@ class Sam3Agent:
         *,
         output_dir: str | Path | None = None,
         on_round: RoundCallback | None = None,
+        resume: bool = False,
     ) -> AgentResult:
         """Answer ``query`` on ``image`` (a path, PIL image or ``(H, W, 3)`` uint8 array).
 
         With ``output_dir``, ``result.json``, ``overlay.png`` and ``trace.jsonl`` are written
-        there (also when the session fails, and before an infrastructure error propagates).
+        there (also when the session fails, and before an infrastructure error propagates),
+        and the session's state is committed there after every round
+        (:mod:`sam3_agent.checkpoint`). With ``resume=True`` the session saved in
+        ``output_dir`` continues from its last committed round, with the prompts it started
+        with; calls that had finished are not made again.
 
         Raises:
             UserError: empty query. ImageLoadError: unreadable image.
+            ResumeError: nothing to resume, or a different image, query or settings.
             ChatModelError, SegmenterError: a backend failed.
         """
         check_query(query)
@@ -172,14 +191,14 @@ class Sam3Agent:
         out = Path(output_dir) if output_dir is not None else None
         # Decoding, downscaling and encoding a large photo takes a while: keep the event loop
         # free for the other sessions of a batch evaluation.
-        session = await asyncio.to_thread(self._new_session, image, query, out)
+        session, checkpoint = await asyncio.to_thread(self._new_session, image, query, out, resume)
         raw = session.image
         session.start()
         image_path = str(image) if isinstance(image, (str, Path)) else None
         final: Final | None = None
         failure: str | None = None
         try:
-            final, failure = await self._loop(session, on_round)
+            final, failure = await self._loop(session, on_round, checkpoint)
         except (Sam3AgentError, asyncio.CancelledError) as e:
             # A stopped session (its task cancelled) also leaves what it has on disk.
             stopped = isinstance(e, asyncio.CancelledError)
@@ -189,42 +208,77 @@ class Sam3Agent:
             raise
         finally:
             await session.close()
+            checkpoint.close()  # the run directory is free for a resume
         result = self._result(session, query, image_path, final, failure, started)
         # A full-size overlay's PNG encode and fsync take a second on a large photo: off the
         # event loop, which the other sessions of a batch evaluation share.
         await asyncio.to_thread(self._write, result, out, raw)
         return result
 
-    def _new_session(self, image: ImageInput, query: str, out: Path | None) -> Session:
+    def _new_session(
+        self, image: ImageInput, query: str, out: Path | None, resume: bool = False
+    ) -> tuple[Session, Checkpoint]:
         # First, so a bad image leaves no output directory behind.
         pixels = load_image(image, max_pixels=self.config.max_image_pixels)
-        trace = Trace(out)
-        trace.save_text("system_prompt.txt", self.system_prompt)
-        trace.save_text("checker_prompt.txt", self.checker_prompt)
-        return Session(
+        checkpoint = self._checkpoint(pixels, query, out, resume)
+        session = Session(
             config=self.config,
-            segmenter=self.segmenter,
-            chat_model=self.chat_model,
+            segmenter=checkpoint.segmenter(self.segmenter),
+            chat_model=checkpoint.chat_model(self.chat_model),
             image=pixels,
             query=query,
+            checker_prompt=checkpoint.checker_prompt,
+            trace=checkpoint.trace,
+        )
+        return session, checkpoint
+
+    def _checkpoint(
+        self, pixels: RGBImage, query: str, out: Path | None, resume: bool
+    ) -> Checkpoint:
+        """Where the session's state is committed; on resume, the saved session's prompts."""
+        if out is None:
+            if resume:
+                raise UserError("resume needs the output directory of the session to continue")
+            return Checkpoint.disabled(
+                system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
+            )
+        fingerprint = Fingerprint.of(
+            query=query, image=pixels, config=self.config, model=self.chat_model.name
+        )
+        if resume:
+            return Checkpoint.resume(out, fingerprint)
+        return Checkpoint.start(
+            out,
+            fingerprint,
+            system_prompt=self.system_prompt,
             checker_prompt=self.checker_prompt,
-            trace=trace,
+            prompt_set={
+                "name": self.prompts.name,
+                "path": self.prompts.path,
+                "sources": self.prompts.sources,
+            },
         )
 
     async def _loop(
-        self, session: Session, on_round: RoundCallback | None
+        self, session: Session, on_round: RoundCallback | None, checkpoint: Checkpoint
     ) -> tuple[Final | None, str | None]:
         task = TaskStep(session.query, session.task_image)
-        steps: list[ActionStep] = []
-        corrections = 0
+        restored = checkpoint.restore(session)
+        if restored.ending is not None:
+            return restored.ending.final, restored.ending.failure
+        steps: list[ActionStep] = restored.steps
+        corrections = restored.corrections
         while True:
             if session.round >= self.config.max_rounds:
                 return None, f"max_rounds ({self.config.max_rounds}) reached without an answer"
-            context = build_context(self.system_prompt, task, steps)
+            context = build_context(checkpoint.system_prompt, task, steps)
             session.round += 1
             round_started = time.perf_counter()
             with session.timed("chat"):
-                response = await self.chat_model.complete(context.messages, tools=self._tool_specs)
+                response = await session.chat_model.complete(
+                    context.messages, tools=self._tool_specs
+                )
+            chat_s = time.perf_counter() - round_started
             session.usage.main = session.usage.main + response.usage
             session.usage.cached_calls += int(response.cached)
             parsed = self._parse(response, session.round)
@@ -255,18 +309,27 @@ class Sam3Agent:
                     response=response,
                     parsed=parsed,
                     step=step,
+                    latency_s=chat_s,
+                    round_s=time.perf_counter() - round_started,
                 )
+            ending: Ending | None = None
+            if outcome.final is not None:
+                ending = Ending(outcome.final, None)
+            else:
+                steps.append(step)
+                if corrections > self.config.max_corrections:
+                    ending = Ending(None, (
+                        f"the model made {corrections} mistakes; the budget is "
+                        f"{self.config.max_corrections} (last: {outcome.observation.text[:120]})"
+                    ))  # fmt: skip
+            # Off the event loop: encoding masks and syncing files must not hold up the other
+            # sessions of a batch evaluation.
+            await asyncio.to_thread(checkpoint.commit, session, steps, corrections, ending)
             if on_round is not None:
                 seconds = time.perf_counter() - round_started
                 on_round(_event(step, response, parsed, session, seconds))
-            if outcome.final is not None:
-                return outcome.final, None
-            steps.append(step)
-            if corrections > self.config.max_corrections:
-                return None, (
-                    f"the model made {corrections} mistakes; the budget is "
-                    f"{self.config.max_corrections} (last: {outcome.observation.text[:120]})"
-                )
+            if ending is not None:
+                return ending.final, ending.failure
 
     def _parse(self, response: ChatResponse, round_number: int) -> ParsedReply:
         truncated = response.finish_reason == "length"
@@ -296,6 +359,8 @@ class Sam3Agent:
         response: ChatResponse,
         parsed: ParsedReply,
         step: ActionStep,
+        latency_s: float = 0.0,
+        round_s: float = 0.0,
     ) -> None:
         trace = session.trace
         if not trace.enabled:
@@ -333,6 +398,8 @@ class Sam3Agent:
                 },
                 "usage": response.usage.to_dict(),
                 "cached": response.cached,
+                "latency_s": round(latency_s, 4),  # the MLLM call
+                "round_s": round(round_s, 4),  # the call and the tool, checks included
             }
         )
 
@@ -360,7 +427,7 @@ class Sam3Agent:
             image_path=image_path,
             failure=failure,
             phrases_tried=list(session.phrases),
-            prompts=self.prompts.describe(),
+            prompts=prompts.active().describe(),  # a resumed session's own set
         )
 
     @staticmethod

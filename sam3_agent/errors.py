@@ -46,3 +46,7 @@ class DatasetError(UserError):
 
 class EngineError(Sam3AgentError):
     """The batch engine itself failed (Ray could not start or lost work it cannot redo)."""
+
+
+class ResumeError(UserError):
+    """A session cannot be resumed: nothing saved, damaged files, or a different request."""

@@ -69,6 +69,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "serve_sam3",
         "Serve SAM 3 over HTTP (agents use it with --sam3-url).",
     ),
+    "inspect": LazyCommand(
+        "sam3_agent.cli.inspect",
+        "inspect_command",
+        "Show a session round by round from its run directory, in the terminal or as HTML.",
+    ),
     "demo": LazyCommand(
         "sam3_agent.cli.demo",
         "demo_command",

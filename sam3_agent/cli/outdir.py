@@ -28,6 +28,12 @@ RUN_ENTRIES = frozenset(
         "checker_prompt.txt",
         "images",
         "masks",
+        # sam3_agent.checkpoint: the committed state, the call journal, the session's lock,
+        # the prompt set the session started with
+        "session.json",
+        "calls.jsonl",
+        ".session.lock",
+        "prompt_set.json",
     }
 )
 """What a run writes; ``--overwrite`` removes these and nothing else."""

@@ -47,6 +47,7 @@ from sam3_agent.cli.options import (
 )
 from sam3_agent.cli.outdir import check_run_dir, claim_default_run_dir, clear_run_dir
 from sam3_agent.config import DEFAULT_MAX_PIXELS, AgentConfig
+from sam3_agent.errors import UserError
 
 if TYPE_CHECKING:
     from sam3_agent.result import AgentResult
@@ -117,6 +118,14 @@ def run_command(
     prompts: PromptsOpt = None,
     max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="Continue the interrupted session in this run directory, from its last "
+            "committed round (give the same IMAGE, QUERY and agent flags).",
+        ),
+    ] = None,
 ) -> None:
     """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
 
@@ -157,7 +166,12 @@ def run_command(
             prompts_dir=prompts,
             max_image_pixels=max_pixels,
         )
-        if out is not None:
+        if resume is not None:  # the directory holds the session: not cleared, not claimed
+            if out is not None and out.resolve() != resume.resolve():
+                raise UserError("--resume continues the session in its own directory; drop --out")
+            if sam3_only:
+                raise UserError("--resume continues an agent session; not with --mode sam3-only")
+        elif out is not None:
             check_run_dir(out, overwrite=overwrite)
 
         from sam3_agent.agent import check_query
@@ -168,13 +182,20 @@ def run_command(
         formats = parse_exports(export)
         check_query(query)
         pixels = load_image(image, max_pixels=config.max_image_pixels)
+        if resume is not None:  # refuse a different request before any model loads
+            from sam3_agent.checkpoint import check_resumable
+
+            done = check_resumable(resume, query=query, image=pixels, config=config)
+            err_console.print(f"resuming {resume} after round {done}", soft_wrap=True)
         # Which default MLLM, and do the models fit: before any download, any directory.
         plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
         backends = plan.backends
         if plan.note:
             err_console.print(plan.note, markup=False)
         # Only now is anything written: a bad image leaves no output directory behind.
-        if out is None:
+        if resume is not None:
+            out_dir = resume
+        elif out is None:
             out_dir = claim_default_run_dir(safe_name(f"{image.stem}-{query}", max_len=64))
         else:
             clear_run_dir(out)
@@ -182,7 +203,7 @@ def run_command(
         if sam3_only:
             result = _run_sam3_only(backends, image, query, config, out_dir)
         else:
-            result = _run_agent(backends, image, query, config, out_dir)
+            result = _run_agent(backends, image, query, config, out_dir, resume=resume is not None)
         if result.status != "failed":
             document = write_exports(result, out_dir, pixels, formats)
         else:
@@ -206,7 +227,13 @@ def run_command(
 
 
 def _run_agent(
-    backends: BackendOptions, image: Path, query: str, config: AgentConfig, out_dir: Path
+    backends: BackendOptions,
+    image: Path,
+    query: str,
+    config: AgentConfig,
+    out_dir: Path,
+    *,
+    resume: bool = False,
 ) -> AgentResult:
     from sam3_agent.agent import RoundEvent, Sam3Agent
 
@@ -221,7 +248,7 @@ def _run_agent(
             err_console.print(f"round {event.round}: {tool} - {event.summary}", soft_wrap=True)
             status.update(f"round {event.round + 1}: asking {chat_model.name}...")
 
-        return agent.run(image, query, output_dir=out_dir, on_round=on_round)
+        return agent.run(image, query, output_dir=out_dir, on_round=on_round, resume=resume)
 
 
 def _run_sam3_only(
