@@ -44,5 +44,9 @@ class DatasetError(UserError):
     """A dataset file is unreadable or inconsistent. The message names the file and sample."""
 
 
+class EngineError(Sam3AgentError):
+    """The batch engine itself failed (Ray could not start or lost work it cannot redo)."""
+
+
 class ResumeError(UserError):
     """A session cannot be resumed: nothing saved, damaged files, or a different request."""

@@ -29,6 +29,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("sam3-agent --version", ["-m", "sam3_agent.cli.main", "--version"]),
     ("sam3-agent run --help", ["-m", "sam3_agent.cli.main", "run", "--help"]),
     ("sam3-agent eval --help", ["-m", "sam3_agent.cli.main", "eval", "--help"]),
+    ("sam3-agent batch --help", ["-m", "sam3_agent.cli.main", "batch", "--help"]),
     (
         "usage error (--max-image-side 5)",
         ["-m", "sam3_agent.cli.main", "run", "x.jpg", "cat", "--max-image-side", "5"],

@@ -149,6 +149,13 @@ def test_check_chat_options_says_which_backend_and_loads_nothing(
     assert check_chat_options(url="http://h:1/v1", model="q") == ChatChoice(
         "endpoint", "q", "http://h:1/v1"
     )
+    several = ["http://h:1/v1", "http://h:2/v1"]
+    assert check_chat_options(url=several, model="q") == ChatChoice(
+        "endpoint", "q", "http://h:1/v1", urls=tuple(several)
+    )
+    assert check_chat_options(url=["http://h:1/v1"], model="q").urls == ()
+    with pytest.raises(UserError, match="http:// or https:// URL, got 'h:2'"):
+        check_chat_options(url=["http://h:1/v1", "h:2"], model="q")
 
 
 def test_generation_settings_reach_the_endpoint_model():

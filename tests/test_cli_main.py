@@ -19,7 +19,17 @@ from typer.testing import CliRunner
 from sam3_agent.cli.main import COMMANDS, app
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("torch", "transformers", "openai", "cv2", "numpy", "fastapi", "httpx", "pycocotools")
+HEAVY = (
+    "torch",
+    "transformers",
+    "openai",
+    "cv2",
+    "numpy",
+    "fastapi",
+    "httpx",
+    "pycocotools",
+    "ray",
+)
 
 # Runs the CLI as `python -m sam3_agent.cli.main ARGS` would, then prints the heavy top-level
 # modules that ended up imported.
@@ -58,11 +68,13 @@ def imported_by(*args: str) -> dict[str, object]:
         (["run", "--help"], 0),
         (["eval", "--help"], 0),
         (["report", "--help"], 0),
+        (["batch", "--help"], 0),
         (["run"], 2),  # missing arguments
         (["nonsense"], 2),  # unknown command
         (["run", "photo.jpg", "cat", "--max-image-side", "5"], 2),
         (["run", "photo.jpg", "cat", "--llm-url", "http://127.0.0.1:9/v1"], 2),
         (["eval", "--dataset", "reasonseg", "--root", "r", "--out", "o", "--replay"], 2),
+        (["batch", "in.jsonl", "--out", "o", "--workers", "2"], 2),  # --workers needs ray
     ],
 )
 def test_help_version_and_usage_errors_import_nothing_heavy(args: list[str], code: int) -> None:

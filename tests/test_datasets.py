@@ -259,14 +259,16 @@ def test_coco_datasets_are_scored_in_the_stored_frame(dataset: str, tmp_path: Pa
 def test_runner_loads_each_sample_in_its_dataset_frame(reasonseg: Path, tmp_path: Path) -> None:
     import asyncio
 
-    from sam3_agent.evaluation.runner import _ImageHolder
+    from sam3_agent.engines.local import ImageHolder
+    from sam3_agent.evaluation.runner import EvalHandler
 
     path = reasonseg / "val" / "a.jpg"
     _rewrite_with_orientation(path, 6)
+    handler = EvalHandler(predictor=None, run_dir=tmp_path)  # type: ignore[arg-type]
 
     async def shapes() -> tuple[tuple[int, ...], tuple[int, ...]]:
-        oriented = await _ImageHolder({path: 1}, None).get(path, exif_orientation=True)
-        stored = await _ImageHolder({path: 1}, None).get(path, exif_orientation=False)
+        oriented = await ImageHolder({path: 1}, handler).get(path, exif_orientation=True)
+        stored = await ImageHolder({path: 1}, handler).get(path, exif_orientation=False)
         return oriented.shape, stored.shape
 
     assert asyncio.run(shapes()) == ((40, 60, 3), (60, 40, 3))

@@ -4,7 +4,8 @@ Which backend:
 
 * ``llm="hf:<hub id or dir>"``: :class:`TransformersChatModel` in this process.
 * ``url`` and/or ``model`` (or ``OPENAI_BASE_URL`` in the environment): an
-  :class:`OpenAIChatModel` at that endpoint.
+  :class:`OpenAIChatModel` at that endpoint; several URLs: one per endpoint behind a
+  :class:`~sam3_agent.backends.failover.FailoverChatModel`.
 * neither: :class:`TransformersChatModel` with the default for this machine
   (:func:`sam3_agent.backends.memory.choose_default_mllm`: Qwen3-VL 8B on a GPU with room
   for it, a smaller Qwen3-VL elsewhere).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -42,6 +44,10 @@ machines get a smaller default (see :func:`sam3_agent.backends.memory.choose_def
 
 __all__ = ["DEFAULT_HF_MODEL", "ChatChoice", "build_chat_model", "check_chat_options"]
 
+# With several endpoints a dead one should hand its call on quickly, not after the single
+# endpoint's full backoff; the other endpoints are the retry.
+FAILOVER_RETRIES_PER_ENDPOINT = 1
+
 
 @dataclass(frozen=True)
 class ChatChoice:
@@ -50,7 +56,10 @@ class ChatChoice:
     Attributes:
         kind: ``endpoint`` (OpenAI-compatible) or ``hf`` (in-process transformers).
         model: the model name at the endpoint, or the hub id / directory to load.
-        url: the endpoint's base URL (``None``: the OpenAI API); ``None`` for ``hf``.
+        url: the endpoint's base URL (``None``: the OpenAI API); ``None`` for ``hf``. With
+            several endpoints, the first.
+        urls: every endpoint when several serve the model (calls spread over them and fail
+            over); ``()`` with one or none.
         default: no MLLM was named: ``model`` is :data:`DEFAULT_HF_MODEL`, to be replaced
             by the default for the machine.
     """
@@ -59,12 +68,13 @@ class ChatChoice:
     model: str
     url: str | None = None
     default: bool = False
+    urls: tuple[str, ...] = ()
 
 
 def check_chat_options(
     *,
     llm: str | None = None,
-    url: str | None = None,
+    url: str | Sequence[str] | None = None,
     model: str | None = None,
     tool_protocol: str = "tags",
     cache: str | None = None,
@@ -103,9 +113,18 @@ def check_chat_options(
     return choice
 
 
-def _choose(*, llm: str | None, url: str | None, model: str | None) -> ChatChoice:
+def _urls(url: str | Sequence[str] | None) -> list[str]:
+    if url is None:
+        return []
+    if isinstance(url, str):
+        return [url] if url.strip() else []
+    return [u for u in url if u.strip()]
+
+
+def _choose(*, llm: str | None, url: str | Sequence[str] | None, model: str | None) -> ChatChoice:
+    urls = _urls(url)
     if llm is not None:
-        if url:
+        if urls:
             raise UserError(
                 "give either --llm hf:<model> (in-process) or --llm-url (an endpoint), not "
                 "both; --llm-url may come from OPENAI_BASE_URL in the environment"
@@ -118,23 +137,27 @@ def _choose(*, llm: str | None, url: str | None, model: str | None) -> ChatChoic
         if not llm.startswith(HF_PREFIX) or not llm[len(HF_PREFIX) :].strip():
             raise UserError(f"--llm must look like 'hf:<hub id or local dir>', got {llm!r}")
         return ChatChoice("hf", llm[len(HF_PREFIX) :].strip())
-    endpoint = url or os.environ.get("OPENAI_BASE_URL") or None
-    if endpoint and not endpoint.startswith(("http://", "https://")):
-        raise UserError(f"--llm-url must be an http:// or https:// URL, got {endpoint!r}")
+    endpoints = urls or [os.environ.get("OPENAI_BASE_URL") or ""]
+    endpoint = endpoints[0] or None
+    for each in endpoints:
+        if each and not each.startswith(("http://", "https://")):
+            raise UserError(f"--llm-url must be an http:// or https:// URL, got {each!r}")
     if endpoint or model:
         if not model:
             raise UserError(
-                f"--llm-model is required with the endpoint {endpoint} (the model's name "
-                "there, e.g. Qwen/Qwen3-VL-8B-Instruct)"
+                f"--llm-model is required with the endpoint{'s' if len(urls) > 1 else ''} "
+                f"{', '.join(urls) or endpoint} (the model's name there, "
+                "e.g. Qwen/Qwen3-VL-8B-Instruct)"
             )
-        return ChatChoice("endpoint", model, endpoint)
+        several = tuple(urls) if len(urls) > 1 else ()
+        return ChatChoice("endpoint", model, endpoint, urls=several)
     return ChatChoice("hf", DEFAULT_HF_MODEL, default=True)
 
 
 def build_chat_model(
     *,
     llm: str | None = None,
-    url: str | None = None,
+    url: str | Sequence[str] | None = None,
     model: str | None = None,
     api_key: str | None = None,
     tool_protocol: str = "tags",
@@ -149,7 +172,8 @@ def build_chat_model(
 
     Args:
         llm: ``"hf:<hub id or local dir>"``: an in-process model.
-        url: an OpenAI-compatible base URL (``.../v1``); ``OPENAI_BASE_URL`` when not given.
+        url: an OpenAI-compatible base URL (``.../v1``), or several serving the same model
+            (calls spread over them, failing over); ``OPENAI_BASE_URL`` when not given.
         model: the model name at the endpoint (required with an endpoint).
         api_key: the endpoint's key; ``OPENAI_API_KEY`` when not given.
         tool_protocol: ``"tags"`` or ``"native"`` (endpoints only).
@@ -174,7 +198,28 @@ def build_chat_model(
         generation=generation,
     )
     inner: ChatModel
-    if choice.kind == "endpoint":
+    if choice.urls:
+        from sam3_agent.backends.failover import FailoverChatModel
+        from sam3_agent.backends.openai_chat import OpenAIChatModel
+
+        logger.info(
+            "MLLM: %s at %d endpoints: %s", choice.model, len(choice.urls), ", ".join(choice.urls)
+        )
+        inner = FailoverChatModel(
+            [
+                OpenAIChatModel(
+                    choice.model,
+                    base_url=u,
+                    api_key=api_key,
+                    timeout_s=timeout_s,
+                    max_retries=FAILOVER_RETRIES_PER_ENDPOINT,
+                    tool_protocol=tool_protocol,
+                    generation=generation,
+                )
+                for u in choice.urls
+            ]
+        )
+    elif choice.kind == "endpoint":
         from sam3_agent.backends.openai_chat import OpenAIChatModel
 
         logger.info("MLLM: %s at %s", choice.model, choice.url or "the OpenAI API")

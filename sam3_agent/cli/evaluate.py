@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.cli.console import err_console, one_line_errors, out_console, setup_logging
+from sam3_agent.cli.engine_options import (
+    EngineChoice,
+    EngineOpt,
+    GpusPerWorkerOpt,
+    RayAddressOpt,
+    WorkersOpt,
+    engine_options,
+)
 from sam3_agent.cli.options import (
     BackendOptions,
     CacheOpt,
@@ -52,14 +57,17 @@ from sam3_agent.cli.options import (
     config_from_flags,
     plan_models,
 )
+from sam3_agent.cli.progress import PlainProgress, ProgressBar, make_progress
+from sam3_agent.cli.workers import EvalWorkerFactory, model_name_from_flags, require_model_name
 from sam3_agent.config import AgentConfig
+from sam3_agent.engines.base import DEFAULT_CONCURRENCY, EngineOptions, build_engine
 from sam3_agent.errors import UserError
 from sam3_agent.evaluation.presets import PRESETS, apply_preset, get_preset
 
 if TYPE_CHECKING:
+    from sam3_agent.engines.driver import RunOutcome
     from sam3_agent.evaluation.datasets import Sample
     from sam3_agent.evaluation.report import ReportFiles
-    from sam3_agent.evaluation.runner import RunOutcome
     from sam3_agent.evaluation.store import SampleResult
 
 logger = logging.getLogger(__name__)
@@ -90,130 +98,22 @@ class ModeChoice(str, Enum):
 _NOT_IDENTITY = ("check_concurrency", "prompts_dir")
 
 
-DEFAULT_CONCURRENCY = 8
-"""Samples at once (the runner's default, sized for one vLLM server; a test keeps the two
-equal, so ``--help`` needs no import of the runner)."""
+class EvalTally:
+    """Running gIoU / cIoU and failures, for the progress display."""
 
-PLAIN_PROGRESS_INTERVAL_S = 30.0
-"""Seconds between progress lines when stderr is not a terminal (a log file)."""
-
-
-def _running_stats(running: Any) -> str:
-    giou = "–" if running.giou is None else f"{100 * running.giou:.1f}"
-    ciou = "–" if running.ciou is None else f"{100 * running.ciou:.1f}"
-    return f"gIoU {giou}  cIoU {ciou}  failed {running.failed}"
-
-
-class _ProgressBar:
-    """A rich progress bar on stderr with ETA, running gIoU / cIoU and failures."""
-
-    def __init__(self, console: Console) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
+    def __init__(self) -> None:
         from sam3_agent.evaluation.metrics import RunningMetrics
 
-        self._progress = Progress(
-            TextColumn("[bold]eval"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=console,
-        )
-        self._task: Any = None
-        self._running = RunningMetrics()
+        self.running: Any = RunningMetrics()
 
-    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
-        for r in already_done:
-            self._running.add(r.scored())
-        self._progress.start()
-        self._task = self._progress.add_task(
-            "eval", total=total, completed=len(already_done), stats=_running_stats(self._running)
-        )
+    def add(self, result: SampleResult) -> None:
+        self.running.add(result.scored())
 
-    def update(self, result: SampleResult) -> None:
-        self._running.add(result.scored())
-        if self._task is not None:
-            self._progress.update(self._task, advance=1, stats=_running_stats(self._running))
-
-    def stop(self) -> None:
-        self._progress.stop()
-
-
-class _PlainProgress:
-    """Progress for a log file: one plain line at the start, then at most one line per
-    ``interval_s`` seconds, and one at the end; no cursor movement, no colour."""
-
-    def __init__(
-        self,
-        console: Console,
-        interval_s: float = PLAIN_PROGRESS_INTERVAL_S,
-        clock: Any = time.monotonic,
-    ) -> None:
-        from sam3_agent.evaluation.metrics import RunningMetrics
-
-        self._console = console
-        self._interval_s = interval_s
-        self._clock = clock
-        self._running = RunningMetrics()
-        self._total = 0
-        self._done = 0
-        self._resumed = 0
-        self._started = 0.0
-        self._last_line = 0.0
-
-    def _line(self) -> None:
-        now = self._clock()
-        self._last_line = now
-        elapsed = now - self._started
-        fresh = self._done - self._resumed
-        eta = "–"
-        if fresh > 0 and self._total > self._done:
-            eta = _clock_text(elapsed / fresh * (self._total - self._done))
-        percent = 100 * self._done / self._total if self._total else 100.0
-        self._console.print(
-            f"eval {self._done}/{self._total} ({percent:.0f}%) elapsed {_clock_text(elapsed)} "
-            f"eta {eta} {_running_stats(self._running)}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-
-    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
-        for r in already_done:
-            self._running.add(r.scored())
-        self._total = total
-        self._done = self._resumed = len(already_done)
-        self._started = self._clock()
-        self._line()
-
-    def update(self, result: SampleResult) -> None:
-        self._running.add(result.scored())
-        self._done += 1
-        if self._done >= self._total or self._clock() - self._last_line >= self._interval_s:
-            self._line()
-
-    def stop(self) -> None:
-        if self._last_line and self._done < self._total:
-            self._line()
-
-
-def _clock_text(seconds: float) -> str:
-    whole = int(seconds)
-    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
-
-
-def make_progress(console: Console) -> _ProgressBar | _PlainProgress:
-    """A live bar on a terminal, plain periodic lines otherwise."""
-    return _ProgressBar(console) if console.is_terminal else _PlainProgress(console)
+    def text(self) -> str:
+        running = self.running
+        giou = "–" if running.giou is None else f"{100 * running.giou:.1f}"
+        ciou = "–" if running.ciou is None else f"{100 * running.ciou:.1f}"
+        return f"gIoU {giou}  cIoU {ciou}  failed {running.failed}"
 
 
 def _pct(value: float | None) -> str:
@@ -293,7 +193,10 @@ def eval_command(
     concurrency: Annotated[
         int,
         typer.Option(
-            "--concurrency", min=1, help="Samples evaluated at the same time.", rich_help_panel=RUN
+            "--concurrency",
+            min=1,
+            help="Samples evaluated at the same time (per worker with --engine ray).",
+            rich_help_panel=RUN,
         ),
     ] = DEFAULT_CONCURRENCY,
     mode: Annotated[
@@ -344,6 +247,11 @@ def eval_command(
     max_context_tokens: MaxContextTokensOpt = AgentConfig.max_context_tokens,
     max_image_side: MaxImageSideOpt = AgentConfig.max_image_side,
     prompts: PromptsOpt = None,
+    # Engine flags (shared with `batch`, see cli/engine_options.py).
+    engine: EngineOpt = EngineChoice.local,
+    ray_address: RayAddressOpt = None,
+    workers: WorkersOpt = 1,
+    gpus_per_worker: GpusPerWorkerOpt = 0.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Evaluate on a dataset; rerun the same command to resume after a stop.
@@ -385,6 +293,15 @@ def eval_command(
             # Every flag and path first: a refusal must not cost minutes of loading models.
             backends.validate(chat=not sam3_only)
             check_writable_dir(out, "--out")
+            engine_opts = engine_options(
+                engine=engine,
+                concurrency=concurrency,
+                ray_address=ray_address,
+                workers=workers,
+                gpus_per_worker=gpus_per_worker,
+            )
+            if not sam3_only:
+                require_model_name(backends, engine_opts.engine)
             agent_config = config_from_flags(
                 max_rounds=max_rounds,
                 max_corrections=max_corrections,
@@ -407,10 +324,14 @@ def eval_command(
             if limit is not None:
                 samples = samples[:limit]
             samples = select_shard(samples, shard_index, shard_count)
-            plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
-            backends = plan.backends
-            if plan.note:
-                err_console.print(plan.note, markup=False)
+            # Which default MLLM, and do the models fit: before any download. Only where they
+            # load here: Ray workers load them on machines whose memory this one cannot see
+            # (and there the flags name the MLLM, checked above).
+            if engine_opts.engine == "local":
+                plan = plan_models(backends, chat=not sam3_only, memory_check=memory_check)
+                backends = plan.backends
+                if plan.note:
+                    err_console.print(plan.note, markup=False)
             outcome = _run(
                 samples,
                 out=out,
@@ -426,9 +347,9 @@ def eval_command(
                     **({"preset": chosen.name} if chosen else {}),
                 },
                 sam3_only=sam3_only,
-                concurrency=concurrency,
+                engine_opts=engine_opts,
                 retry_failed=retry_failed,
-                bar=make_progress(err_console) if progress else None,
+                bar=make_progress(err_console, "eval", EvalTally()) if progress else None,
             )
             files = write_report([out], out)
         except KeyboardInterrupt:
@@ -444,26 +365,6 @@ def eval_command(
     _print_summary(files)
 
 
-def _model_name_from_flags(backends: BackendOptions) -> str | None:
-    """The chat model's name as its backend will report it, when the flags alone say it."""
-    if backends.llm and backends.llm.startswith("hf:") and backends.llm[3:].strip():
-        return backends.llm[3:].strip()
-    if backends.llm_model and not backends.llm:
-        return backends.llm_model
-    return None
-
-
-def _generation_identity(backends: BackendOptions) -> dict[str, Any]:
-    """The generation flags that were given (they change predictions)."""
-    settings = backends.generation()
-    given = {
-        "temperature": settings.temperature,
-        "max_tokens": settings.max_tokens,
-        **settings.key_params(),
-    }
-    return {k: v for k, v in given.items() if v is not None}
-
-
 def _run(
     samples: list[Sample],
     *,
@@ -472,24 +373,18 @@ def _run(
     agent_config: AgentConfig,
     identity: dict[str, Any],
     sam3_only: bool,
-    concurrency: int,
+    engine_opts: EngineOptions,
     retry_failed: bool,
-    bar: _ProgressBar | _PlainProgress | None,
+    bar: ProgressBar | PlainProgress | None,
 ) -> RunOutcome:
-    from sam3_agent.agent import Sam3Agent
-    from sam3_agent.evaluation.runner import (
-        AgentPredictor,
-        Predictor,
-        Sam3OnlyPredictor,
-        SharedEmbeddings,
-        evaluate,
-    )
+    from sam3_agent.engines.driver import run_jobs
     from sam3_agent.evaluation.store import ResultStore
     from sam3_agent.prompts import load_prompt_set
 
     # The model's name is part of the run's identity. When the flags say it, the run
     # directory is checked before any model is loaded: a refusal should not cost minutes.
-    model_name = None if sam3_only else _model_name_from_flags(backends)
+    # (``backends`` is the plan: a default MLLM is already named there.)
+    model_name = None if sam3_only else model_name_from_flags(backends)
     chat_model = None
     if not sam3_only and model_name is None:
         chat_model = backends.build_chat_model()
@@ -505,33 +400,28 @@ def _run(
         "sam3": backends.sam3_url or backends.sam3,
         "agent": settings,
     }
-    generation = _generation_identity(backends)
+    generation = backends.generation_identity()
     if generation and not sam3_only:
         # Only when given: runs made before these flags existed keep their identity.
         config["generation"] = generation
     with ResultStore.create_or_resume(out, config) as store:
         store.set_planned(len(samples))
-        if not sam3_only and chat_model is None:
-            chat_model = backends.build_chat_model()
-        shared = SharedEmbeddings(backends.build_segmenter())
-        predictor: Predictor
-        if chat_model is None:
-            predictor = Sam3OnlyPredictor(
-                shared,
-                str(config["sam3"]),
-                score_threshold=agent_config.score_threshold,
-            )
-        else:
-            agent = Sam3Agent(shared, chat_model, config=agent_config)
-            predictor = AgentPredictor(agent, str(model_name))
+        # Each worker builds its models from the planned options (the local engine in this
+        # process, reusing a chat model built above; Ray on every actor).
+        factory = EvalWorkerFactory(
+            backends,
+            agent_config,
+            sam3_only=sam3_only,
+            model=str(config["sam3"] if sam3_only else model_name),
+            chat_model=chat_model,
+        )
         try:
             return asyncio.run(
-                evaluate(
+                run_jobs(
                     samples,
                     store,
-                    predictor,
-                    concurrency=concurrency,
-                    shared=shared,
+                    build_engine(engine_opts),
+                    factory,
                     progress=bar,
                     retry_failed=retry_failed,
                 )

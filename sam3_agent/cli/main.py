@@ -54,6 +54,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "eval_command",
         "Evaluate on a dataset; rerun the same command to resume after a stop.",
     ),
+    "batch": LazyCommand(
+        "sam3_agent.cli.batch",
+        "batch_command",
+        "Run the agent on many requests; rerun the same command to resume after a stop.",
+    ),
     "report": LazyCommand(
         "sam3_agent.cli.evaluate",
         "report_command",

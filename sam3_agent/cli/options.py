@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -84,11 +85,12 @@ LlmOpt = Annotated[
     ),
 ]
 LlmUrlOpt = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         "--llm-url",
         help="OpenAI-compatible endpoint (vLLM, hosted API), e.g. http://localhost:8000/v1. "
-        "Default: OPENAI_BASE_URL when set and --llm is not given.",
+        "Repeat for several servers of the same model: calls are spread over them and fail "
+        "over when one is down. Default: OPENAI_BASE_URL when set and --llm is not given.",
         rich_help_panel=BACKENDS,
     ),
 ]
@@ -241,7 +243,7 @@ class BackendOptions:
     device: str = "auto"
     dtype: str = "auto"
     llm: str | None = None
-    llm_url: str | None = None
+    llm_url: str | Sequence[str] | None = None  # several: spread and fail over
     llm_model: str | None = None
     llm_api_key: str | None = None
     llm_timeout: float = 120.0
@@ -252,6 +254,13 @@ class BackendOptions:
     max_tokens: int | None = None
     seed: int | None = None
     llm_extra: str | None = None
+
+    def __post_init__(self) -> None:
+        # A repeatable flag arrives as a list: one URL stays a plain string, several a tuple.
+        urls = self.llm_url
+        if urls is not None and not isinstance(urls, str):
+            urls = tuple(urls)
+            object.__setattr__(self, "llm_url", urls[0] if len(urls) == 1 else urls or None)
 
     def generation(self) -> GenerationSettings:
         """The generation flags as settings.
@@ -265,6 +274,17 @@ class BackendOptions:
             seed=self.seed,
             extra_body=parse_extra_body(self.llm_extra),
         )
+
+    def generation_identity(self) -> dict[str, Any]:
+        """The generation flags that were given (they change predictions): part of a
+        resumable run's identity (``eval``, ``batch``)."""
+        settings = self.generation()
+        given = {
+            "temperature": settings.temperature,
+            "max_tokens": settings.max_tokens,
+            **settings.key_params(),
+        }
+        return {k: v for k, v in given.items() if v is not None}
 
     def validate(self, *, chat: bool = True) -> None:
         """Check every flag and path; load and import nothing heavy.

@@ -20,7 +20,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,6 +30,9 @@ import numpy as np
 from sam3_agent.agent import Sam3Agent
 from sam3_agent.backends.base import ImageEmbedding, Segmenter
 from sam3_agent.detections import BoolArray, encode_rle
+from sam3_agent.engines.base import DEFAULT_CONCURRENCY, ImageSource, Prebuilt
+from sam3_agent.engines.driver import ProgressListener, RunOutcome, run_jobs
+from sam3_agent.engines.local import LocalEngine
 from sam3_agent.errors import (
     ChatModelError,
     DatasetError,
@@ -40,13 +43,11 @@ from sam3_agent.errors import (
 from sam3_agent.evaluation.datasets import Sample
 from sam3_agent.evaluation.metrics import score_mask
 from sam3_agent.evaluation.store import ResultStore, SampleResult, sample_dir_name
-from sam3_agent.images import RGBImage, image_digest, load_image
+from sam3_agent.images import RGBImage, image_digest
 
 logger = logging.getLogger(__name__)
 
 SAMPLES_DIR = "samples"
-DEFAULT_CONCURRENCY = 8
-"""Sized for one OpenAI-compatible endpoint (a vLLM server batches this many well)."""
 
 # The failures a backend announces; they are logged briefly. Any other exception of one
 # sample is a failure too, logged with its traceback (it is likely a bug worth reporting).
@@ -247,78 +248,26 @@ class Sam3OnlyPredictor:
 # --------------------------------------------------------------------------- the run
 
 
-class ProgressListener(Protocol):
-    """Told about the run's progress (a progress bar, a test probe)."""
+class EvalHandler:
+    """Evaluates samples on one worker: predict, score against the ground truth, pack.
 
-    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
-        """``total`` samples in this run, of which ``already_done`` were stored before."""
-        ...
+    The engine-neutral half of :func:`evaluate`: the local engine runs it in this process,
+    the Ray engine on each actor (see :mod:`sam3_agent.engines`).
+    """
 
-    def update(self, result: SampleResult) -> None:
-        """``result`` was just committed."""
-        ...
+    def __init__(
+        self, predictor: Predictor, run_dir: Path, shared: SharedEmbeddings | None = None
+    ) -> None:
+        self.predictor = predictor
+        self.run_dir = run_dir
+        self.shared = shared
 
+    async def run(self, job: Sample, images: ImageSource) -> SampleResult:
+        return await _evaluate_one(job, images, self.predictor, self.run_dir)
 
-@dataclass(frozen=True)
-class RunOutcome:
-    """Counts of one :func:`evaluate` call."""
-
-    total: int
-    skipped: int
-    evaluated: int
-    failed: int
-
-
-@dataclass
-class _HeldImage:
-    task: asyncio.Task[tuple[RGBImage, str]]
-    remaining: int
-
-
-class _ImageHolder:
-    """Loads each image once, shares it among its samples, lets go after the last one."""
-
-    def __init__(self, counts: dict[Path, int], shared: SharedEmbeddings | None) -> None:
-        self._counts = counts
-        self._held: dict[Path, _HeldImage] = {}
-        self._shared = shared
-
-    async def get(self, path: Path, *, exif_orientation: bool = True) -> RGBImage:
-        held = self._held.get(path)
-        if held is None:
-            task = asyncio.ensure_future(
-                asyncio.to_thread(_load_with_digest, path, exif_orientation)
-            )
-            held = self._held[path] = _HeldImage(task, self._counts[path])
-        # shield: a cancelled sample must not cancel the load other samples wait on.
-        image, _ = await asyncio.shield(held.task)
-        return image
-
-    def done(self, path: Path) -> None:
-        held = self._held.get(path)
-        if held is None:
-            return
-        held.remaining -= 1
-        if held.remaining > 0:
-            return
-        del self._held[path]
-        if held.task.done() and not held.task.cancelled() and held.task.exception() is None:
-            _, digest = held.task.result()
-            if self._shared is not None:
-                self._shared.release(digest)
-
-    def cancel_all(self) -> None:
-        for held in self._held.values():
-            held.task.cancel()
-
-
-def _load_with_digest(path: Path, exif_orientation: bool) -> tuple[RGBImage, str]:
-    image = load_image(path, exif_orientation=exif_orientation)
-    return image, image_digest(image)
-
-
-def _rle_or_none(mask: BoolArray | None) -> dict[str, Any] | None:
-    return None if mask is None or not mask.any() else encode_rle(mask)
+    def release(self, digest: str) -> None:
+        if self.shared is not None:
+            self.shared.release(digest)
 
 
 async def evaluate(
@@ -331,7 +280,10 @@ async def evaluate(
     progress: ProgressListener | None = None,
     retry_failed: bool = False,
 ) -> RunOutcome:
-    """Evaluate every sample not yet in ``store``, committing each as it finishes.
+    """Evaluate every sample not yet in ``store`` in this process, committing each as it finishes.
+
+    The local engine with a predictor built by the caller; ``sam3-agent eval --engine ray``
+    goes through :func:`sam3_agent.engines.driver.run_jobs` with a worker factory instead.
 
     Args:
         samples: the samples of this run (any order; they are run grouped by image).
@@ -348,69 +300,19 @@ async def evaluate(
         DatasetError: a sample's ground truth is broken (the run stops; commits are kept).
         asyncio.CancelledError: the run was cancelled (Ctrl-C); commits are kept.
     """
-    if concurrency < 1:
-        raise UserError(f"--concurrency must be >= 1, got {concurrency}")
-    done_ids = store.finished_ids(include_infra_errors=not retry_failed)
-    todo = sorted(
-        (s for s in samples if s.id not in done_ids), key=lambda s: (str(s.image_path), s.id)
-    )
-    wanted = {s.id for s in samples}
-    if progress is not None:
-        previous = [r for r in store.results() if r.id in wanted and r.id in done_ids]
-        progress.start(len(samples), previous)
-    logger.info(
-        "%d samples: %d already stored, %d to evaluate",
-        len(samples),
-        len(samples) - len(todo),
-        len(todo),
-    )
-    counts: dict[Path, int] = {}
-    for s in todo:
-        counts[s.image_path] = counts.get(s.image_path, 0) + 1
-    holder = _ImageHolder(counts, shared)
-    queue = iter(todo)
-    failed = 0
-    evaluated = 0
-
-    async def worker() -> None:
-        nonlocal failed, evaluated
-        for sample in queue:
-            try:
-                result = await _evaluate_one(sample, holder, predictor, store.run_dir)
-            finally:
-                holder.done(sample.image_path)
-            store.commit(result)
-            evaluated += 1
-            failed += int(result.failed)
-            if progress is not None:
-                progress.update(result)
-
-    await _run_workers([worker for _ in range(min(concurrency, max(1, len(todo))))])
-    holder.cancel_all()
-    return RunOutcome(
-        total=len(samples), skipped=len(samples) - len(todo), evaluated=evaluated, failed=failed
+    engine = LocalEngine(concurrency=concurrency)
+    handler = EvalHandler(predictor, store.run_dir, shared)
+    return await run_jobs(
+        samples, store, engine, Prebuilt(handler), progress=progress, retry_failed=retry_failed
     )
 
 
-async def _run_workers(workers: Sequence[Callable[[], Any]]) -> None:
-    """Run the workers; the first error (or a cancellation) stops all and propagates."""
-    tasks = [asyncio.ensure_future(w()) for w in workers]
-    try:
-        finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in finished:
-            if task.cancelled():
-                # A sample raised CancelledError: stop as on Ctrl-C, never as if all were done.
-                raise asyncio.CancelledError
-            if task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+def _rle_or_none(mask: BoolArray | None) -> dict[str, Any] | None:
+    return None if mask is None or not mask.any() else encode_rle(mask)
 
 
 async def _evaluate_one(
-    sample: Sample, holder: _ImageHolder, predictor: Predictor, run_dir: Path
+    sample: Sample, holder: ImageSource, predictor: Predictor, run_dir: Path
 ) -> SampleResult:
     rel_dir = Path(SAMPLES_DIR) / sample_dir_name(sample.id)
     started = time.perf_counter()

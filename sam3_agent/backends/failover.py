@@ -1,0 +1,106 @@
+"""Several endpoints serving the same model as one :class:`ChatModel`.
+
+Calls are spread round-robin over the endpoints (one vLLM server per GPU, several
+machines). An endpoint whose call fails after its own retries is marked down for
+``cooldown_s`` and the call goes to the next one; endpoints marked down are tried last, not
+skipped, so a recovered server is used again and a call fails only when every endpoint
+failed it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sam3_agent.backends.base import ChatModel
+from sam3_agent.errors import ChatModelError, UserError
+from sam3_agent.messages import ChatMessage, ChatResponse, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COOLDOWN_S = 30.0
+
+
+class FailoverChatModel:
+    """Round-robin over ``models`` (the same model at different endpoints), failing over.
+
+    Args:
+        models: at least one chat model; all must report the same :attr:`name`.
+        cooldown_s: how long an endpoint that failed is tried only after the others.
+        clock: ``time.monotonic`` or a test's clock.
+
+    Raises:
+        UserError: no models, or models with different names.
+    """
+
+    def __init__(
+        self,
+        models: Sequence[ChatModel],
+        *,
+        cooldown_s: float = DEFAULT_COOLDOWN_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not models:
+            raise UserError("failover needs at least one chat model")
+        names = {m.name for m in models}
+        if len(names) != 1:
+            raise UserError(f"every --llm-url must serve the same model, got {sorted(names)}")
+        self.models = list(models)
+        self.cooldown_s = cooldown_s
+        self._clock = clock
+        self._next = itertools.count()
+        self._down_until = [0.0] * len(self.models)
+
+    @property
+    def name(self) -> str:
+        return self.models[0].name
+
+    @property
+    def generation_params(self) -> dict[str, Any]:
+        """The first endpoint's (all are built with the same settings); for cache keys."""
+        return dict(getattr(self.models[0], "generation_params", {}) or {})
+
+    def order(self) -> list[int]:
+        """Endpoint indices for the next call: the round-robin turn first, ones down last."""
+        n = len(self.models)
+        start = next(self._next) % n
+        rotated = [(start + k) % n for k in range(n)]
+        now = self._clock()
+        return [i for i in rotated if self._down_until[i] <= now] + [
+            i for i in rotated if self._down_until[i] > now
+        ]
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        """Answer from the first endpoint in :meth:`order` that succeeds.
+
+        Raises:
+            ChatModelError: every endpoint failed (the last failure is the cause).
+        """
+        last: ChatModelError | None = None
+        for index in self.order():
+            try:
+                response = await self.models[index].complete(messages, tools=tools)
+            except ChatModelError as e:
+                self._down_until[index] = self._clock() + self.cooldown_s
+                logger.warning(
+                    "endpoint %d of %d failed, failing over: %s", index + 1, len(self.models), e
+                )
+                last = e
+                continue
+            self._down_until[index] = 0.0
+            return response
+        raise ChatModelError(
+            f"all {len(self.models)} MLLM endpoints failed; last: {last}"
+        ) from last
+
+    async def aclose(self) -> None:
+        """Close every endpoint's connections."""
+        for model in self.models:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()

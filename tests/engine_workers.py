@@ -1,0 +1,46 @@
+"""Worker factories for the engine tests; importable by Ray workers (tests/ is on their path).
+
+:class:`KillOnceFactory` wraps a real factory: the first worker to meet ``victim`` kills
+its own process (SIGKILL, no cleanup), once per ``marker`` file, as a lost machine would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.engines.base import ImageSource, JobHandler, WorkerFactory
+from sam3_agent.evaluation.store import SampleResult
+
+
+@dataclass
+class KillOnceHandler:
+    inner: JobHandler[Any]
+    victim: str
+    marker: Path
+
+    async def run(self, job: Any, images: ImageSource) -> SampleResult:
+        if job.id == self.victim:
+            try:
+                self.marker.touch(exist_ok=False)
+            except FileExistsError:
+                pass
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return await self.inner.run(job, images)
+
+    def release(self, digest: str) -> None:
+        self.inner.release(digest)
+
+
+@dataclass(frozen=True)
+class KillOnceFactory:
+    inner: WorkerFactory[Any]
+    victim: str
+    marker: str
+
+    def build(self, run_dir: Path) -> KillOnceHandler:
+        return KillOnceHandler(self.inner.build(run_dir), self.victim, Path(self.marker))
