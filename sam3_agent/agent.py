@@ -37,7 +37,7 @@ from sam3_agent.images import EncodedImage, ImageInput, RGBImage, load_image
 from sam3_agent.messages import ChatResponse, NativeToolCall, TokenUsage
 from sam3_agent.outputs import atomic_write_json, write_png
 from sam3_agent.parsing import ParsedReply, parse_native, parse_reply
-from sam3_agent.render import overlay
+from sam3_agent.render import legend, overlay
 from sam3_agent.result import AgentResult
 from sam3_agent.session import Session
 from sam3_agent.steps import ActionStep, Observation, TaskStep
@@ -509,7 +509,8 @@ class Sam3Agent:
             return
         result.output_dir = out
         atomic_write_json(out / "result.json", result.to_json())
-        write_png(out / "overlay.png", overlay(image, result.detections))
+        canvas = overlay(image, result.detections)
+        write_png(out / "overlay.png", legend(canvas, result.query, result.detections))
 
 
 def check_query(query: str) -> None:

@@ -5,7 +5,7 @@
 * ``polygons``: each mask of ``result.json`` gets ``polygons``: its outer contours in COCO
   polygon form (``[x1, y1, x2, y2, ...]`` in pixels, holes not represented).
 
-The overlay itself is rewritten with a legend (:func:`sam3_agent.render.legend`).
+The overlay itself, with its legend, is written by the run (:func:`sam3_agent.render.legend`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ import numpy as np
 
 from sam3_agent.detections import BoolArray
 from sam3_agent.errors import UserError
-from sam3_agent.images import RGBImage
-from sam3_agent.outputs import atomic_write_bytes, atomic_write_json, write_png
-from sam3_agent.render import legend, overlay
+from sam3_agent.outputs import atomic_write_bytes, atomic_write_json
 from sam3_agent.result import AgentResult
 
 ExportFormat = Literal["png", "polygons"]
@@ -73,14 +71,12 @@ def mask_file_name(index: int, count: int) -> str:
 def write_exports(
     result: AgentResult,
     out_dir: Path,
-    image: RGBImage,
     formats: Iterable[ExportFormat],
 ) -> dict[str, Any]:
-    """Rewrite ``overlay.png`` with a legend and write the asked ``formats``; returns the
+    """Write the asked ``formats`` beside the run's ``overlay.png``; returns the
     ``result.json`` document as written (unchanged unless ``polygons``)."""
     chosen = set(formats)
     detections = result.detections
-    write_png(out_dir / "overlay.png", legend(overlay(image, detections), result.query, detections))
     document = result.to_json()
     if "png" in chosen:
         count = len(detections)

@@ -17,7 +17,7 @@ from sam3_agent.config import AgentConfig
 from sam3_agent.images import ImageInput, load_image
 from sam3_agent.masks import postprocess
 from sam3_agent.outputs import atomic_write_bytes, atomic_write_json, write_png
-from sam3_agent.render import overlay
+from sam3_agent.render import legend, overlay
 from sam3_agent.result import AgentResult, Usage
 
 MODEL_NAME = "sam3-only"
@@ -66,7 +66,7 @@ def segment_only(
         out = Path(output_dir)
         result.output_dir = out
         atomic_write_json(out / "result.json", result.to_json())
-        write_png(out / "overlay.png", overlay(pixels, kept))
+        write_png(out / "overlay.png", legend(overlay(pixels, kept), query, kept))
         record = {
             "mode": MODEL_NAME,
             "phrase": query,

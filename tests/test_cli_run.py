@@ -396,3 +396,7 @@ def test_without_export_there_are_no_mask_files(
     document = json.loads((out / "result.json").read_text())
     assert not (out / "masks").exists() and "mask_files" not in document
     assert "polygons" not in document["masks"][0]
+    # The run itself writes the overlay with its legend; no export rewrites it.
+    overlay = np.array(Image.open(out / "overlay.png"))
+    image = np.array(Image.open(photo))
+    assert overlay[2:10, 2:10].mean() < image[2:10, 2:10].mean()

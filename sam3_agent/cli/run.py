@@ -214,7 +214,7 @@ def run_command(
         else:
             result = _run_agent(backends, image, query, config, out_dir, resume=resume is not None)
         if result.status != "failed":
-            document = write_exports(result, out_dir, pixels, formats)
+            document = write_exports(result, out_dir, formats)
         else:
             document = result.to_json()
 
