@@ -17,30 +17,30 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from sam3_agent.values.version import __version__
 
 if TYPE_CHECKING:
-    from sam3_agent.agent import RoundEvent, Sam3Agent
-    from sam3_agent.api import segment
-    from sam3_agent.config import AgentConfig
-    from sam3_agent.detections import Detections
-    from sam3_agent.result import AgentResult
+    from sam3_agent.agent.api import segment
+    from sam3_agent.agent.loop import RoundEvent, Sam3Agent
+    from sam3_agent.agent.result import AgentResult
+    from sam3_agent.values.config import AgentConfig
+    from sam3_agent.values.detections import Detections
 
 # Public name -> the module that defines it.
 _EXPORTS = {
-    "AgentConfig": "sam3_agent.config",
-    "AgentResult": "sam3_agent.result",
-    "Detections": "sam3_agent.detections",
-    "RoundEvent": "sam3_agent.agent",
-    "Sam3Agent": "sam3_agent.agent",
-    "segment": "sam3_agent.api",
+    "AgentConfig": "sam3_agent.values.config",
+    "AgentResult": "sam3_agent.agent.result",
+    "Detections": "sam3_agent.values.detections",
+    "RoundEvent": "sam3_agent.agent.loop",
+    "Sam3Agent": "sam3_agent.agent.loop",
+    "segment": "sam3_agent.agent.api",
 }
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        # ``sam3_agent.api`` and the like, as when this package imported them eagerly.
+        # ``sam3_agent.agent.api`` and the like, as when this package imported them eagerly.
         if not name.startswith("_") and importlib.util.find_spec(f"sam3_agent.{name}"):
             return importlib.import_module(f"sam3_agent.{name}")
         raise AttributeError(f"module 'sam3_agent' has no attribute {name!r}")

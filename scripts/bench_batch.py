@@ -44,13 +44,13 @@ from openai_server import ScriptedServer, serve  # noqa: E402
 from PIL import Image  # noqa: E402
 from tiny_sam3 import save_tiny_sam3  # noqa: E402
 
-from sam3_agent.batch.requests import BatchRequest, load_requests  # noqa: E402
-from sam3_agent.cli.options import BackendOptions  # noqa: E402
-from sam3_agent.cli.workers import BatchWorkerFactory  # noqa: E402
-from sam3_agent.config import AgentConfig  # noqa: E402
-from sam3_agent.engines.base import EngineOptions, build_engine  # noqa: E402
-from sam3_agent.engines.driver import run_jobs  # noqa: E402
-from sam3_agent.evaluation.store import ResultStore, SampleResult  # noqa: E402
+from sam3_agent.apps.cli.options import BackendOptions  # noqa: E402
+from sam3_agent.runs.batch.requests import BatchRequest, load_requests  # noqa: E402
+from sam3_agent.runs.evaluation.store import ResultStore, SampleResult  # noqa: E402
+from sam3_agent.runs.jobs.base import EngineOptions, build_engine  # noqa: E402
+from sam3_agent.runs.jobs.driver import run_jobs  # noqa: E402
+from sam3_agent.runs.jobs.workers import BatchWorkerFactory  # noqa: E402
+from sam3_agent.values.config import AgentConfig  # noqa: E402
 
 QUERIES = ("red block", "blue stripe", "thing")
 
@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         plans = [("local", EngineOptions(concurrency=args.concurrency))]
         ray_start_s = None
         if have_ray:
-            from sam3_agent.engines.ray_engine import connect
+            from sam3_agent.runs.jobs.ray_engine import connect
 
             started = time.perf_counter()
             connect(None)

@@ -30,17 +30,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_round import blob_detections, photo
 
-from sam3_agent.checkpoint import Checkpoint, Fingerprint, Journal
-from sam3_agent.checkpoint.journal import response_to_json
-from sam3_agent.checkpoint.state import detections_to_json
-from sam3_agent.config import AgentConfig
-from sam3_agent.detections import Detections
-from sam3_agent.images import EncodedImage, RGBImage
-from sam3_agent.masks import postprocess
-from sam3_agent.messages import ChatResponse
-from sam3_agent.render import Renderer
-from sam3_agent.session import Session
-from sam3_agent.steps import ActionStep, Observation
+from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint, Journal
+from sam3_agent.agent.checkpoint.journal import response_to_json
+from sam3_agent.agent.checkpoint.state import detections_to_json
+from sam3_agent.agent.session import Session
+from sam3_agent.agent.steps import ActionStep, Observation
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import EncodedImage, RGBImage
+from sam3_agent.values.masks import postprocess
+from sam3_agent.values.messages import ChatResponse
+from sam3_agent.values.render import Renderer
 
 SIZES = [(1008, 1008), (2000, 3000)]
 MASK_COUNTS = [1, 20, 50]

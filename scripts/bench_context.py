@@ -33,7 +33,7 @@ Measures, per policy and budget, over the suite:
   calls per session (in brackets: calls a main call had to wait for; the others were
   written while the previous main call was in flight);
 * tokens/session: prompt tokens of the main calls plus digest calls, counted by
-  :mod:`sam3_agent.context.tokens` (mask checks excluded: no policy changes them).
+  :mod:`sam3_agent.agent.context.tokens` (mask checks excluded: no policy changes them).
 
     python scripts/bench_context.py [--sessions 30] [--budgets 4096 8192 16384]
 """
@@ -52,16 +52,16 @@ from typing import Any
 
 import numpy as np
 
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.checkpoint import Checkpoint
-from sam3_agent.config import CONTEXT_POLICIES, AgentConfig
-from sam3_agent.context.base import Context, ContextPolicy, History
-from sam3_agent.context.summary import DigestCall
-from sam3_agent.detections import Detections
-from sam3_agent.images import EncodedImage, ImageInput
-from sam3_agent.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
-from sam3_agent.session import Session
-from sam3_agent.steps import current_masks_index
+from sam3_agent.agent.checkpoint import Checkpoint
+from sam3_agent.agent.context.base import Context, ContextPolicy, History
+from sam3_agent.agent.context.summary import DigestCall
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.session import Session
+from sam3_agent.agent.steps import current_masks_index
+from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import EncodedImage, ImageInput
+from sam3_agent.values.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
 
 IMAGE_H, IMAGE_W = 384, 512
 MAX_ROUNDS = 80

@@ -41,14 +41,14 @@ from eval_fixtures import (  # noqa: E402
     write_refcoco,
 )
 
-from sam3_agent.agent import Sam3Agent  # noqa: E402
+from sam3_agent.agent.loop import Sam3Agent  # noqa: E402
 from sam3_agent.backends.base import ChatModel  # noqa: E402
-from sam3_agent.config import AgentConfig  # noqa: E402
-from sam3_agent.evaluation.datasets import Sample, load_samples  # noqa: E402
-from sam3_agent.evaluation.metrics import breakdown  # noqa: E402
-from sam3_agent.evaluation.runner import AgentPredictor, SharedEmbeddings, evaluate  # noqa: E402
-from sam3_agent.evaluation.store import ResultStore  # noqa: E402
-from sam3_agent.messages import ChatMessage  # noqa: E402
+from sam3_agent.runs.evaluation.datasets import Sample, load_samples  # noqa: E402
+from sam3_agent.runs.evaluation.metrics import breakdown  # noqa: E402
+from sam3_agent.runs.evaluation.runner import AgentPredictor, SharedEmbeddings, evaluate  # noqa: E402
+from sam3_agent.runs.evaluation.store import ResultStore  # noqa: E402
+from sam3_agent.values.config import AgentConfig  # noqa: E402
+from sam3_agent.values.messages import ChatMessage  # noqa: E402
 
 
 def http_available() -> bool:
@@ -69,7 +69,7 @@ def http_chat_model(latency_s: float) -> Iterator[ChatModel]:
     from openai_server import Reply, ScriptedServer, serve
 
     from sam3_agent.backends.openai_chat import OpenAIChatModel
-    from sam3_agent.errors import ChatModelError
+    from sam3_agent.values.errors import ChatModelError
 
     def respond(body: dict[str, Any]) -> Reply:
         messages = [

@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 from skimage import data
 
-from sam3_agent.agent import Sam3Agent
+from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
-from sam3_agent.config import AgentConfig
-from sam3_agent.detections import Detections
-from sam3_agent.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
 
 
 def _call(name: str, **parameters: object) -> str:

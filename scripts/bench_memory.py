@@ -90,8 +90,8 @@ def child(model_dir: Path, photo: Path, threshold: float) -> None:
     import torch
 
     from sam3_agent.backends.sam3_local import Sam3Segmenter
-    from sam3_agent.images import load_image
-    from sam3_agent.masks import postprocess
+    from sam3_agent.values.images import load_image
+    from sam3_agent.values.masks import postprocess
 
     torch.set_num_threads(2)
     segmenter = Sam3Segmenter.from_pretrained(model_dir, device="cpu", dtype="float32")

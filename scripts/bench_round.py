@@ -36,15 +36,15 @@ from typing import Any
 import cv2
 import numpy as np
 
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.config import AgentConfig
-from sam3_agent.context.tokens import qwen_image_tokens
-from sam3_agent.detections import Detections, tight_boxes
-from sam3_agent.images import EncodedImage, RGBImage, downscale
-from sam3_agent.masks import postprocess, remove_overlaps
-from sam3_agent.messages import ChatResponse
-from sam3_agent.render import Renderer
-from sam3_agent.session import check_requests
+from sam3_agent.agent.context.tokens import qwen_image_tokens
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.session import check_requests
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections, tight_boxes
+from sam3_agent.values.images import EncodedImage, RGBImage, downscale
+from sam3_agent.values.masks import postprocess, remove_overlaps
+from sam3_agent.values.messages import ChatResponse
+from sam3_agent.values.render import Renderer
 
 SIZES: list[tuple[int, int]] = [(1008, 1008), (2000, 3000)]  # (height, width)
 MASK_COUNTS = [1, 5, 20, 50]

@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sam3_agent.backends.sam3_local import Sam3Segmenter
-from sam3_agent.detections import Detections
+from sam3_agent.values.detections import Detections
 from tests.tiny_sam3 import tiny_tokenizer
 
 PHRASES = ["a person", "the helmet", "a flag"]

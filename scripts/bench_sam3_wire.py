@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sam3_agent.detections import Detections
-from sam3_agent.images import load_image
-from sam3_agent.service.wire import decode_masks, decode_raw, encode_masks, encode_raw
+from sam3_agent.backends.wire import decode_masks, decode_raw, encode_masks, encode_raw
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import load_image
 
 
 def best_of(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:

@@ -25,14 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES: list[tuple[str, list[str]]] = [
     ("python -c pass (baseline)", ["-c", "pass"]),
     ("import sam3_agent", ["-c", "import sam3_agent"]),
-    ("sam3-agent --help", ["-m", "sam3_agent.cli.main", "--help"]),
-    ("sam3-agent --version", ["-m", "sam3_agent.cli.main", "--version"]),
-    ("sam3-agent run --help", ["-m", "sam3_agent.cli.main", "run", "--help"]),
-    ("sam3-agent eval --help", ["-m", "sam3_agent.cli.main", "eval", "--help"]),
-    ("sam3-agent batch --help", ["-m", "sam3_agent.cli.main", "batch", "--help"]),
+    ("sam3-agent --help", ["-m", "sam3_agent.apps.cli.main", "--help"]),
+    ("sam3-agent --version", ["-m", "sam3_agent.apps.cli.main", "--version"]),
+    ("sam3-agent run --help", ["-m", "sam3_agent.apps.cli.main", "run", "--help"]),
+    ("sam3-agent eval --help", ["-m", "sam3_agent.apps.cli.main", "eval", "--help"]),
+    ("sam3-agent batch --help", ["-m", "sam3_agent.apps.cli.main", "batch", "--help"]),
     (
         "usage error (--max-image-side 5)",
-        ["-m", "sam3_agent.cli.main", "run", "x.jpg", "cat", "--max-image-side", "5"],
+        ["-m", "sam3_agent.apps.cli.main", "run", "x.jpg", "cat", "--max-image-side", "5"],
     ),
     (
         "import sam3_agent.agent (for scale)",

@@ -5,7 +5,7 @@ The trajectory of issue 9: one ``segment_phrase`` finding 20 masks, ``examine_ea
 agent with a recording chat model, at 1008x1008, 3000x2000 and 4032x3024, and every request
 is counted: images by Qwen2.5-VL's rule (28-pixel token cells) on the size actually sent,
 text estimated at 4 UTF-8 bytes a token (the same estimate on both sides of each ratio). Both
-rules are the agent's own (:mod:`sam3_agent.context.tokens`), so these figures and a run's
+rules are the agent's own (:mod:`sam3_agent.agent.context.tokens`), so these figures and a run's
 ``tokens_estimate`` count alike.
 
 The original's figure is the same conversation with its image sizes: it sends the raw image,
@@ -33,14 +33,14 @@ from typing import Any
 import cv2
 import numpy as np
 
-from sam3_agent import render
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.config import AgentConfig
-from sam3_agent.context.tokens import BYTES_PER_TOKEN, TokenCounter, qwen_image_tokens
-from sam3_agent.detections import Detections
-from sam3_agent.images import EncodedImage, RGBImage
-from sam3_agent.messages import ChatMessage, ChatResponse, ImagePart, TextPart
-from sam3_agent.render import CONTEXT_MIN_MASK_SIDE, _resize_mask
+from sam3_agent.agent.context.tokens import BYTES_PER_TOKEN, TokenCounter, qwen_image_tokens
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.values import render
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import EncodedImage, RGBImage
+from sam3_agent.values.messages import ChatMessage, ChatResponse, ImagePart, TextPart
+from sam3_agent.values.render import CONTEXT_MIN_MASK_SIDE, _resize_mask
 
 SIZES = [(1008, 1008), (2000, 3000), (3024, 4032)]  # (height, width)
 MASKS = 20

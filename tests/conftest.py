@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fakes import square_mask
 
-from sam3_agent.detections import Detections
+from sam3_agent.values.detections import Detections
 
 H, W = 240, 320
 

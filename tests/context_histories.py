@@ -12,11 +12,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from sam3_agent.context.base import History
-from sam3_agent.images import EncodedImage
-from sam3_agent.messages import NativeToolCall
-from sam3_agent.parsing import ToolCall
-from sam3_agent.steps import ActionStep, Observation, StepKind, TaskStep
+from sam3_agent.agent.context.base import History
+from sam3_agent.agent.parsing import ToolCall
+from sam3_agent.agent.steps import ActionStep, Observation, StepKind, TaskStep
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import NativeToolCall
 
 SYSTEM = "You segment things. " * 40
 

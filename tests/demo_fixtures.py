@@ -23,12 +23,12 @@ import numpy as np
 from fakes import FakeSegmenter
 from openai_server import Reply, ScriptedServer
 
-from sam3_agent.agent import Sam3Agent
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.apps.demo.sessions import DemoRunner
 from sam3_agent.backends.chat_models import build_chat_model
-from sam3_agent.config import AgentConfig
-from sam3_agent.demo.sessions import DemoRunner
-from sam3_agent.detections import Detections
-from sam3_agent.images import RGBImage
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import RGBImage
 
 REPO = Path(__file__).resolve().parents[1]
 COFFEE = REPO / "assets" / "coffee.jpg"

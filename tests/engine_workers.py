@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.engines.base import ImageSource, JobHandler, WorkerFactory
-from sam3_agent.evaluation.store import SampleResult
+from sam3_agent.runs.evaluation.store import SampleResult
+from sam3_agent.runs.jobs.base import ImageSource, JobHandler, WorkerFactory
 
 
 @dataclass

@@ -16,10 +16,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from eval_fixtures import make_chat_model, make_segmenter
 
+from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
 from sam3_agent.backends.base import ChatModel, Segmenter
-from sam3_agent.cli.main import app
-from sam3_agent.cli.options import BackendOptions
 
 
 def make_app() -> typer.Typer:

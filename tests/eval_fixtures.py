@@ -38,11 +38,11 @@ from fakes import FakeSegmenter, ScriptedChatModel, square_mask, tool
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from sam3_agent.detections import Detections
-from sam3_agent.errors import ChatModelError, SegmenterError
-from sam3_agent.evaluation.runner import Prediction, SharedEmbeddings
-from sam3_agent.images import RGBImage
-from sam3_agent.messages import ChatMessage
+from sam3_agent.runs.evaluation.runner import Prediction, SharedEmbeddings
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import ChatModelError, SegmenterError
+from sam3_agent.values.images import RGBImage
+from sam3_agent.values.messages import ChatMessage
 
 Answer = Literal["select", "no_mask", "error"]
 

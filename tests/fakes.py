@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sam3_agent.detections import Detections
-from sam3_agent.images import RGBImage
-from sam3_agent.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import RGBImage
+from sam3_agent.values.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
 
 Reply = str | ChatResponse | Callable[[Sequence[ChatMessage]], str]
 CHECK_MASK_NUMBER = re.compile(r"mask\s+#?(\d+)", re.IGNORECASE)

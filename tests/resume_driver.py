@@ -20,12 +20,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np
 from fakes import FakeSegmenter, ScriptedChatModel, is_check_request, square_mask, tool
 
-from sam3_agent.checkpoint import request_key
-from sam3_agent.cli.main import app
-from sam3_agent.cli.options import BackendOptions
-from sam3_agent.detections import Detections
-from sam3_agent.images import RGBImage
-from sam3_agent.messages import ChatMessage, ChatResponse, ToolSpec
+from sam3_agent.agent.checkpoint import request_key
+from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import RGBImage
+from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 
 SCRIPT = [
     tool("segment_phrase", text_prompt="dog"),

@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 from fakes import FakeSegmenter, ScriptedChatModel, tool
-
-from sam3_agent.agent import RoundEvent, Sam3Agent
-from sam3_agent.config import AgentConfig
-from sam3_agent.detections import Detections
-from sam3_agent.errors import ImageLoadError, UserError
-from sam3_agent.messages import ChatMessage
 from sam3_agent.pruning import MAX_MESSAGES
+
+from sam3_agent.agent.loop import RoundEvent, Sam3Agent
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import ImageLoadError, UserError
+from sam3_agent.values.messages import ChatMessage
 
 SELECT_1 = tool("select_masks_and_return", final_answer_masks=[1])
 
@@ -550,7 +550,7 @@ async def test_arun_inside_an_event_loop(image: np.ndarray, three_cats: Detectio
 
 
 def test_native_tool_protocol(image: np.ndarray, three_cats: Detections) -> None:
-    from sam3_agent.messages import ChatResponse, NativeToolCall
+    from sam3_agent.values.messages import ChatResponse, NativeToolCall
 
     def native(name: str, arguments: str) -> ChatResponse:
         return ChatResponse("<think>ok</think>", tool_calls=(NativeToolCall(name, arguments),))
@@ -588,7 +588,7 @@ def test_native_tool_protocol(image: np.ndarray, three_cats: Detections) -> None
 def test_reply_cut_by_the_token_limit_is_a_mistake(
     image: np.ndarray, three_cats: Detections
 ) -> None:
-    from sam3_agent.messages import ChatResponse
+    from sam3_agent.values.messages import ChatResponse
 
     agent, chat, _ = make_agent(
         [ChatResponse("<think>so many thoughts", finish_reason="length"), tool("report_no_mask")],
@@ -621,7 +621,7 @@ def read_outputs(out: Path) -> tuple[dict[str, object], list[dict[str, object]]]
 def test_json_python_cannot_decode_is_a_correction(
     image: np.ndarray, three_cats: Detections, tmp_path: Path, protocol: str, arguments: str
 ) -> None:
-    from sam3_agent.messages import ChatResponse, NativeToolCall
+    from sam3_agent.values.messages import ChatResponse, NativeToolCall
 
     if protocol == "native":
         bad: object = ChatResponse("", tool_calls=(NativeToolCall("report_no_mask", arguments),))
@@ -717,7 +717,7 @@ def test_no_file_work_on_the_event_loop(
     import asyncio
 
     import sam3_agent.agent as agent_module
-    import sam3_agent.outputs as outputs_module
+    import sam3_agent.values.files as outputs_module
 
     on_loop: list[str] = []
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from fakes import FakeSegmenter, ScriptedChatModel, tool
 
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.config import CONTEXT_POLICIES, AgentConfig
-from sam3_agent.detections import Detections
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
+from sam3_agent.values.detections import Detections
 
 SELECT_1 = tool("select_masks_and_return", final_answer_masks=[1])
 
@@ -112,7 +112,7 @@ def test_tokens_are_estimated_without_an_output_directory(
 ) -> None:
     """The estimate is usage, not trace: a session that writes no files still counts it, and
     it counts the same as the trace of an identical session."""
-    from sam3_agent.messages import ChatResponse, NativeToolCall
+    from sam3_agent.values.messages import ChatResponse, NativeToolCall
 
     def reply(name: str, **parameters: object) -> object:
         if protocol == "tags":

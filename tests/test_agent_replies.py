@@ -18,10 +18,10 @@ from fakes import FakeSegmenter, ScriptedChatModel, square_mask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.config import AgentConfig
-from sam3_agent.detections import Detections
-from sam3_agent.messages import ChatResponse, NativeToolCall
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.messages import ChatResponse, NativeToolCall
 
 H, W = 48, 64
 # Any code point, lone surrogates included (st.text() leaves them out by default).

@@ -8,7 +8,7 @@ from fakes import FakeSegmenter, ScriptedChatModel, tool
 
 import sam3_agent
 from sam3_agent.backends import chat_models, segmenters
-from sam3_agent.detections import Detections
+from sam3_agent.values.detections import Detections
 
 
 def test_segment_builds_the_backends_and_runs_one_session(
@@ -29,8 +29,8 @@ def test_segment_builds_the_backends_and_runs_one_session(
             ]
         )
 
-    monkeypatch.setattr(sam3_agent.api, "build_segmenter", fake_segmenter)
-    monkeypatch.setattr(sam3_agent.api, "build_chat_model", fake_chat)
+    monkeypatch.setattr(sam3_agent.agent.api, "build_segmenter", fake_segmenter)
+    monkeypatch.setattr(sam3_agent.agent.api, "build_chat_model", fake_chat)
     result = sam3_agent.segment(
         image, "a cat", output_dir=tmp_path, sam3_url="http://127.0.0.1:8100", llm_model="m",
         llm_url="http://127.0.0.1:9/v1",

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sam3_agent.batch.handler import BatchHandler
-from sam3_agent.batch.requests import BatchRequest
-from sam3_agent.config import AgentConfig
-from sam3_agent.errors import ChatModelError
-from sam3_agent.evaluation.store import SampleResult
-from sam3_agent.images import RGBImage
+from sam3_agent.runs.batch.handler import BatchHandler
+from sam3_agent.runs.batch.requests import BatchRequest
+from sam3_agent.runs.evaluation.store import SampleResult
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.errors import ChatModelError
+from sam3_agent.values.images import RGBImage
 
 
 class OneImage:

@@ -15,8 +15,8 @@ from tiny_qwen import save_tiny_qwen
 
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
-from sam3_agent.errors import ChatModelError
-from sam3_agent.messages import ChatMessage
+from sam3_agent.values.errors import ChatModelError
+from sam3_agent.values.messages import ChatMessage
 
 
 def conversation() -> list[ChatMessage]:

@@ -20,8 +20,8 @@ from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.backends.response_cache import CachedChatModel
-from sam3_agent.errors import UserError
-from sam3_agent.messages import ChatMessage
+from sam3_agent.values.errors import UserError
+from sam3_agent.values.messages import ChatMessage
 
 
 class Loaded:

@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.checkpoint import (
+from sam3_agent.agent.checkpoint import (
     JOURNAL_FILE,
     STATE_FILE,
     Checkpoint,
@@ -30,17 +29,18 @@ from sam3_agent.checkpoint import (
     read_journal,
     request_key,
 )
-from sam3_agent.checkpoint.journal import JournaledSegmenter
-from sam3_agent.checkpoint.store import DirectoryLock
-from sam3_agent.config import AgentConfig
-from sam3_agent.detections import Detections, encode_rle
-from sam3_agent.errors import ChatModelError, ResumeError, UserError
-from sam3_agent.images import EncodedImage
-from sam3_agent.messages import ChatMessage, ImagePart, TextPart, TokenUsage
-from sam3_agent.parsing import ToolCall
-from sam3_agent.result import Usage
-from sam3_agent.steps import ActionStep, Observation
-from sam3_agent.tools import Final
+from sam3_agent.agent.checkpoint.journal import JournaledSegmenter
+from sam3_agent.agent.checkpoint.store import DirectoryLock
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.parsing import ToolCall
+from sam3_agent.agent.result import Usage
+from sam3_agent.agent.steps import ActionStep, Observation
+from sam3_agent.agent.tools import Final
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections, encode_rle
+from sam3_agent.values.errors import ChatModelError, ResumeError, UserError
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, TokenUsage
 
 H, W = 6, 7
 _rng = np.random.default_rng(1)

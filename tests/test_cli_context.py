@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sam3_agent.cli.main import app
-from sam3_agent.cli.options import BackendOptions
-from sam3_agent.config import CONTEXT_POLICIES, AgentConfig
+from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 
 runner = CliRunner()
 

@@ -9,10 +9,10 @@ import pytest
 from fakes import FakeSegmenter, ScriptedChatModel
 from typer.testing import CliRunner
 
+from sam3_agent.apps.cli import demo as demo_cli
+from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
-from sam3_agent.cli import demo as demo_cli
-from sam3_agent.cli.main import app
-from sam3_agent.cli.options import BackendOptions
 
 PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
 
@@ -71,7 +71,7 @@ def test_serves_the_page_and_the_sam3_api_with_the_token_from_the_environment(
     pytest.importorskip("gradio")
     from starlette.testclient import TestClient
 
-    from sam3_agent.demo import server
+    from sam3_agent.apps.demo import server
 
     built: list[str] = []
 

@@ -26,10 +26,10 @@ from eval_fixtures import (
 from fakes import FakeSegmenter, ScriptedChatModel
 from typer.testing import CliRunner
 
+from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM, SMALL_DEFAULT_MLLMS
-from sam3_agent.cli.options import BackendOptions
-from sam3_agent.evaluation.store import ResultStore, reading, sample_dir_name
+from sam3_agent.runs.evaluation.store import ResultStore, reading, sample_dir_name
 
 runner = CliRunner()
 PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
@@ -351,8 +351,8 @@ def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
 
     from rich.console import Console
 
-    from sam3_agent.cli.evaluate import EvalTally
-    from sam3_agent.cli.progress import PlainProgress
+    from sam3_agent.apps.cli.evaluate import EvalTally
+    from sam3_agent.apps.cli.progress import PlainProgress
 
     now = [0.0]
     buffer = io.StringIO()
@@ -374,8 +374,8 @@ def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
 
 
 def test_help_default_concurrency_is_the_runners() -> None:
-    from sam3_agent.cli.evaluate import DEFAULT_CONCURRENCY
-    from sam3_agent.evaluation import runner as runner_module
+    from sam3_agent.apps.cli.evaluate import DEFAULT_CONCURRENCY
+    from sam3_agent.runs.evaluation import runner as runner_module
 
     assert DEFAULT_CONCURRENCY == runner_module.DEFAULT_CONCURRENCY
 

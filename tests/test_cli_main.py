@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sam3_agent.cli.main import COMMANDS, app
+from sam3_agent.apps.cli.main import COMMANDS, app
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = (
@@ -31,7 +31,7 @@ HEAVY = (
     "ray",
 )
 
-# Runs the CLI as `python -m sam3_agent.cli.main ARGS` would, then prints the heavy top-level
+# Runs the CLI as `python -m sam3_agent.apps.cli.main ARGS` would, then prints the heavy top-level
 # modules that ended up imported.
 DRIVER = """
 import contextlib, io, json, runpy, sys
@@ -40,7 +40,7 @@ sys.argv = ["sam3-agent", *json.loads(sys.argv[1])]
 code = 0
 try:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        runpy.run_module("sam3_agent.cli.main", run_name="__main__")
+        runpy.run_module("sam3_agent.apps.cli.main", run_name="__main__")
 except SystemExit as e:
     code = e.code
 print(json.dumps({"code": code, "heavy": sorted({m.split(".")[0] for m in sys.modules} & set(heavy))}))
@@ -103,8 +103,8 @@ def test_importing_the_package_is_light_and_exports_still_resolve() -> None:
 
 def test_lazy_exports_are_the_real_objects() -> None:
     import sam3_agent
-    from sam3_agent.agent import Sam3Agent
-    from sam3_agent.api import segment
+    from sam3_agent.agent.api import segment
+    from sam3_agent.agent.loop import Sam3Agent
 
     assert sam3_agent.Sam3Agent is Sam3Agent and sam3_agent.segment is segment
     assert set(sam3_agent.__all__) <= set(dir(sam3_agent))

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from PIL import Image
 from typer.testing import CliRunner
 
+from sam3_agent.apps.cli import outdir
+from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
-from sam3_agent.cli import outdir
-from sam3_agent.cli.main import app
-from sam3_agent.cli.options import BackendOptions
-from sam3_agent.detections import Detections, decode_rle
-from sam3_agent.errors import ChatModelError
+from sam3_agent.values.detections import Detections, decode_rle
+from sam3_agent.values.errors import ChatModelError
 
 runner = CliRunner()
 PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)

@@ -11,21 +11,21 @@ from fakes import ScriptedChatModel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.config import CONTEXT_POLICIES, AgentConfig
-from sam3_agent.context.attention import AttentionPolicy, require_source, round_sizes
-from sam3_agent.context.auto import AutoPolicy
-from sam3_agent.context.base import Budget, ContextBudgetError, Costs, History, record_of
-from sam3_agent.context.decay import DecayPolicy
-from sam3_agent.context.fifo import FifoPolicy
-from sam3_agent.context.hierarchical import HierarchicalPolicy
-from sam3_agent.context.keep_all import KeepAllPolicy
-from sam3_agent.context.registry import POLICIES, PolicyInputs, build_policy
-from sam3_agent.context.sam3 import MAX_MESSAGES, Sam3Policy
-from sam3_agent.context.summary import DigestCall, SummaryPolicy
-from sam3_agent.context.tokens import TokenCounter
-from sam3_agent.errors import UserError
-from sam3_agent.messages import ChatMessage
-from sam3_agent.steps import current_masks_index
+from sam3_agent.agent.context.attention import AttentionPolicy, require_source, round_sizes
+from sam3_agent.agent.context.auto import AutoPolicy
+from sam3_agent.agent.context.base import Budget, ContextBudgetError, Costs, History, record_of
+from sam3_agent.agent.context.decay import DecayPolicy
+from sam3_agent.agent.context.fifo import FifoPolicy
+from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
+from sam3_agent.agent.context.keep_all import KeepAllPolicy
+from sam3_agent.agent.context.registry import POLICIES, PolicyInputs, build_policy
+from sam3_agent.agent.context.sam3 import MAX_MESSAGES, Sam3Policy
+from sam3_agent.agent.context.summary import DigestCall, SummaryPolicy
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.steps import current_masks_index
+from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
+from sam3_agent.values.errors import UserError
+from sam3_agent.values.messages import ChatMessage
 
 COUNTER = TokenCounter()
 
@@ -82,7 +82,7 @@ specs = st.lists(
 def test_invariants_over_random_sessions(
     name: str, protocol: str, spec: list[Spec], max_tokens: int, side: int
 ) -> None:
-    """Every policy, every call of a session: the invariants of sam3_agent.context.base."""
+    """Every policy, every call of a session: the invariants of sam3_agent.agent.context.base."""
     budget = Budget(max_tokens, reserve_tokens=256)
     policy = make_policy(name, budget)
     native = protocol == "native"
@@ -342,7 +342,7 @@ def test_attention_maps_native_rounds_of_three_messages() -> None:
 
 
 def test_sam3_policy_matches_the_pure_pruning() -> None:
-    from sam3_agent.context.sam3 import build_context
+    from sam3_agent.agent.context.sam3 import build_context
 
     h = history([Spec("segment", True), Spec("segment", True), Spec("correction")])
     context = build(Sam3Policy(Budget(32768), COUNTER), h)

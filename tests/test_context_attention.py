@@ -14,15 +14,15 @@ from context_histories import Spec, history
 from fakes import FakeSegmenter, ScriptedChatModel
 from tiny_qwen import save_tiny_qwen
 
-from sam3_agent.agent import Sam3Agent
+from sam3_agent.agent.context.attention import AttentionPolicy
+from sam3_agent.agent.context.base import Budget, History
+from sam3_agent.agent.context.tokens import counter_for
+from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.backends.hf_chat import TransformersChatModel
-from sam3_agent.config import AgentConfig
-from sam3_agent.context.attention import AttentionPolicy
-from sam3_agent.context.base import Budget, History
-from sam3_agent.context.tokens import counter_for
-from sam3_agent.errors import UserError
-from sam3_agent.images import EncodedImage
-from sam3_agent.messages import ChatMessage, ImagePart, TextPart
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.errors import UserError
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 
 
 @pytest.fixture(scope="module")

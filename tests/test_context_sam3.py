@@ -6,10 +6,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.context.sam3 import MAX_MESSAGES, anchor_index, build_context
-from sam3_agent.images import EncodedImage
-from sam3_agent.parsing import ToolCall
-from sam3_agent.steps import ActionStep, Observation, StepKind, TaskStep, current_masks_index
+from sam3_agent.agent.context.sam3 import MAX_MESSAGES, anchor_index, build_context
+from sam3_agent.agent.parsing import ToolCall
+from sam3_agent.agent.steps import ActionStep, Observation, StepKind, TaskStep, current_masks_index
+from sam3_agent.values.images import EncodedImage
 
 SYSTEM = "system prompt"
 _PIXELS = np.zeros((4, 4, 3), dtype=np.uint8)

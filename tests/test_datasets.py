@@ -11,8 +11,8 @@ import pytest
 from eval_fixtures import write_grefcoco, write_reasonseg, write_refcoco
 from fakes import square_mask
 
-from sam3_agent.errors import DatasetError, UserError
-from sam3_agent.evaluation.datasets import load_samples
+from sam3_agent.runs.evaluation.datasets import load_samples
+from sam3_agent.values.errors import DatasetError, UserError
 
 
 @pytest.fixture
@@ -230,7 +230,7 @@ def _rewrite_with_orientation(path: Path, orientation: int, *, keep_stored: bool
 def test_reasonseg_is_scored_in_the_displayed_frame(reasonseg: Path) -> None:
     # LISA reads ReasonSeg with cv2.imread, which applies the EXIF orientation; its
     # polygons were drawn on the displayed image.
-    from sam3_agent.images import load_image
+    from sam3_agent.values.images import load_image
 
     path = reasonseg / "val" / "a.jpg"
     _rewrite_with_orientation(path, 6)
@@ -244,7 +244,7 @@ def test_reasonseg_is_scored_in_the_displayed_frame(reasonseg: Path) -> None:
 @pytest.mark.parametrize("dataset", ["refcoco", "grefcoco"])
 def test_coco_datasets_are_scored_in_the_stored_frame(dataset: str, tmp_path: Path) -> None:
     # COCO's annotations and instances.json sizes are in the stored pixel frame.
-    from sam3_agent.images import load_image
+    from sam3_agent.values.images import load_image
 
     root = write_refcoco(tmp_path / "r") if dataset == "refcoco" else write_grefcoco(tmp_path / "g")
     sample = load_samples(dataset, root, "val")[0]
@@ -259,8 +259,8 @@ def test_coco_datasets_are_scored_in_the_stored_frame(dataset: str, tmp_path: Pa
 def test_runner_loads_each_sample_in_its_dataset_frame(reasonseg: Path, tmp_path: Path) -> None:
     import asyncio
 
-    from sam3_agent.engines.local import ImageHolder
-    from sam3_agent.evaluation.runner import EvalHandler
+    from sam3_agent.runs.evaluation.runner import EvalHandler
+    from sam3_agent.runs.jobs.local import ImageHolder
 
     path = reasonseg / "val" / "a.jpg"
     _rewrite_with_orientation(path, 6)

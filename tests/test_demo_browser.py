@@ -26,7 +26,7 @@ from demo_fixtures import COFFEE, QUERY, REPO, CoffeeScript, coffee_runner, serv
 from openai_server import ScriptedServer, serve
 from PIL import Image
 
-from sam3_agent.demo.server import bundled_examples, create_app
+from sam3_agent.apps.demo.server import bundled_examples, create_app
 
 pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
 sync_api = pytest.importorskip(

@@ -19,8 +19,8 @@ import pytest
 from demo_fixtures import COFFEE, QUERY, CoffeeScript, coffee_runner, serve_app, wait_for
 from openai_server import ScriptedServer, max_overlap, serve
 
-from sam3_agent.agent import STOPPED
-from sam3_agent.demo.server import create_app
+from sam3_agent.agent.loop import STOPPED
+from sam3_agent.apps.demo.server import create_app
 
 pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
 gradio_client = pytest.importorskip("gradio_client")

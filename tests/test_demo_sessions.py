@@ -12,12 +12,12 @@ import pytest
 from fakes import FakeSegmenter, ScriptedChatModel, tool
 from PIL import Image
 
-from sam3_agent.agent import STOPPED, Sam3Agent
-from sam3_agent.config import AgentConfig
-from sam3_agent.demo.sessions import DISPLAY_SIDE, DemoRunner, Update, final_annotations
-from sam3_agent.detections import Detections
-from sam3_agent.errors import ChatModelError
-from sam3_agent.messages import ChatMessage, ChatResponse, ToolSpec
+from sam3_agent.agent.loop import STOPPED, Sam3Agent
+from sam3_agent.apps.demo.sessions import DISPLAY_SIDE, DemoRunner, Update, final_annotations
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import ChatModelError
+from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 
 SEGMENT = tool("segment_phrase", text_prompt="cat")
 SELECT_1 = tool("select_masks_and_return", final_answer_masks=[1])
@@ -173,7 +173,7 @@ async def test_failures_during_a_session_are_messages_with_the_files(
 
 
 def test_final_annotations_are_at_display_size(tmp_path: Path, three_cats: Detections):
-    from sam3_agent.result import AgentResult, Usage
+    from sam3_agent.agent.result import AgentResult, Usage
 
     big = tmp_path / "big.png"
     Image.fromarray(np.zeros((240 * 8, 320 * 8, 3), np.uint8)).save(big)

@@ -9,10 +9,16 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sam3_agent.agent import MaskCheck, RoundEvent
-from sam3_agent.demo.views import EMPTY_ROUNDS, round_html, round_title, rounds_html, status_html
-from sam3_agent.images import EncodedImage
-from sam3_agent.messages import TokenUsage
+from sam3_agent.agent.loop import MaskCheck, RoundEvent
+from sam3_agent.apps.demo.views import (
+    EMPTY_ROUNDS,
+    round_html,
+    round_title,
+    rounds_html,
+    status_html,
+)
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import TokenUsage
 
 PIXELS = np.zeros((8, 12, 3), np.uint8)
 IMAGE = EncodedImage.encode(PIXELS, "r001_masks")

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sam3_agent.batch.requests import BatchRequest
-from sam3_agent.engines.base import EngineOptions, ImageSource, Prebuilt, build_engine
-from sam3_agent.engines.driver import pending_jobs, run_jobs
-from sam3_agent.engines.local import LocalEngine
-from sam3_agent.engines.ray_engine import RayEngine, RayWorker, image_groups, import_ray
-from sam3_agent.errors import DatasetError, ImageLoadError, UserError
-from sam3_agent.evaluation.store import ResultStore, SampleResult
+from sam3_agent.runs.batch.requests import BatchRequest
+from sam3_agent.runs.evaluation.store import ResultStore, SampleResult
+from sam3_agent.runs.jobs.base import EngineOptions, ImageSource, Prebuilt, build_engine
+from sam3_agent.runs.jobs.driver import pending_jobs, run_jobs
+from sam3_agent.runs.jobs.local import LocalEngine
+from sam3_agent.runs.jobs.ray_engine import RayEngine, RayWorker, image_groups, import_ray
+from sam3_agent.values.errors import DatasetError, ImageLoadError, UserError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -240,7 +240,7 @@ def test_eval_and_batch_share_the_engine_flags(tmp_path: Path, command: str) -> 
     from eval_fixtures import write_reasonseg
     from typer.testing import CliRunner
 
-    from sam3_agent.cli.main import app
+    from sam3_agent.apps.cli.main import app
 
     _images(tmp_path / "img", 1)
     if command == "eval":

@@ -31,15 +31,15 @@ from eval_fixtures import write_refcoco  # noqa: E402
 from openai_server import ScriptedServer, serve  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from sam3_agent.batch.requests import load_requests  # noqa: E402
-from sam3_agent.cli.main import app  # noqa: E402
-from sam3_agent.cli.options import BackendOptions  # noqa: E402
-from sam3_agent.cli.workers import BatchWorkerFactory  # noqa: E402
-from sam3_agent.config import AgentConfig  # noqa: E402
-from sam3_agent.engines.driver import run_jobs  # noqa: E402
-from sam3_agent.engines.ray_engine import RayEngine  # noqa: E402
-from sam3_agent.errors import EngineError  # noqa: E402
-from sam3_agent.evaluation.store import ResultStore, reading  # noqa: E402
+from sam3_agent.apps.cli.main import app  # noqa: E402
+from sam3_agent.apps.cli.options import BackendOptions  # noqa: E402
+from sam3_agent.runs.batch.requests import load_requests  # noqa: E402
+from sam3_agent.runs.evaluation.store import ResultStore, reading  # noqa: E402
+from sam3_agent.runs.jobs.driver import run_jobs  # noqa: E402
+from sam3_agent.runs.jobs.ray_engine import RayEngine  # noqa: E402
+from sam3_agent.runs.jobs.workers import BatchWorkerFactory  # noqa: E402
+from sam3_agent.values.config import AgentConfig  # noqa: E402
+from sam3_agent.values.errors import EngineError  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = REPO / "tests"
@@ -214,7 +214,7 @@ def test_driver_killed_mid_run_resumes_to_the_same_store(
         flags = _backend_flags(tiny_sam3_dir, slow)
         env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from sam3_agent.cli.main import app; app()", "batch",
+            [sys.executable, "-c", "from sam3_agent.apps.cli.main import app; app()", "batch",
              "--no-progress", str(batch_input), "--out", str(out), "--engine", "ray",
              "--ray-address", ray_address, "--concurrency", "1", *flags],
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -14,8 +14,8 @@ from openai_server import Reply, ScriptedServer, serve
 from sam3_agent.backends.chat_models import build_chat_model
 from sam3_agent.backends.failover import FailoverChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
-from sam3_agent.errors import ChatModelError, UserError
-from sam3_agent.messages import ChatMessage, ChatResponse
+from sam3_agent.values.errors import ChatModelError, UserError
+from sam3_agent.values.messages import ChatMessage, ChatResponse
 
 HELLO = [ChatMessage.text("user", "hello")]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sam3_agent import prompts
+from sam3_agent.agent import prompts
 
 INTS = {"count": [0, 1, 2, 20], "total": [0, 1, 2, 20], "used": [0, 1, 2, 200]}
 INT_LISTS = {"kept": [[], [2], [1, 3, 4]], "bad": [[5], [0, 7, 9]]}

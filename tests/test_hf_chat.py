@@ -20,9 +20,9 @@ from tiny_qwen import save_tiny_qwen
 
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
-from sam3_agent.errors import UserError, WeightsUnavailableError
-from sam3_agent.images import EncodedImage
-from sam3_agent.messages import ChatMessage, ImagePart, TextPart, ToolSpec
+from sam3_agent.values.errors import UserError, WeightsUnavailableError
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, ToolSpec
 
 
 @pytest.fixture(scope="module")

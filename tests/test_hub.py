@@ -10,7 +10,7 @@ import pytest
 
 from sam3_agent.backends import hub
 from sam3_agent.backends.hf_chat import TransformersChatModel
-from sam3_agent.errors import WeightsUnavailableError
+from sam3_agent.values.errors import WeightsUnavailableError
 
 
 def unreachable(endpoint: str, timeout_s: float) -> bool:

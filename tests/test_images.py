@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from sam3_agent.errors import ImageLoadError
-from sam3_agent.images import (
+from sam3_agent.values.errors import ImageLoadError
+from sam3_agent.values.images import (
     BACKGROUND,
     EncodedImage,
     downscale,
@@ -267,7 +267,7 @@ def test_our_pixel_limit_applies_not_pils(tmp_path: Path, monkeypatch: pytest.Mo
 def test_cli_refuses_a_bomb_in_one_line_with_exit_2(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from sam3_agent.cli.main import app
+    from sam3_agent.apps.cli.main import app
 
     bomb = tmp_path / "bomb.png"
     bomb.write_bytes(_png_header_only(15000, 15000))
@@ -288,15 +288,15 @@ def test_agent_segments_and_reports_the_displayed_frame(tmp_path: Path) -> None:
 
     from fakes import FakeSegmenter, ScriptedChatModel, tool
 
-    from sam3_agent.agent import Sam3Agent
-    from sam3_agent.config import AgentConfig
+    from sam3_agent.agent.loop import Sam3Agent
+    from sam3_agent.values.config import AgentConfig
 
     path = tmp_path / "phone.jpg"
     path.write_bytes(_with_orientation(np.zeros((400, 600, 3), np.uint8), 6, "JPEG"))
     seen: list[tuple[int, ...]] = []
 
     def record(image: np.ndarray) -> object:
-        from sam3_agent.detections import Detections
+        from sam3_agent.values.detections import Detections
 
         seen.append(image.shape)
         return Detections.empty(*image.shape[:2])

@@ -20,13 +20,13 @@ from resume_driver import SCRIPT, VERDICTS, cats
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.cli.main import app
-from sam3_agent.inspector import load_run
-from sam3_agent.inspector.html_page import render as render_html
-from sam3_agent.inspector.model import estimate_image_tokens, estimate_text_tokens
-from sam3_agent.inspector.summary import clean
-from sam3_agent.inspector.terminal import render as render_terminal
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.inspector import load_run
+from sam3_agent.apps.inspector.html_page import render as render_html
+from sam3_agent.apps.inspector.model import estimate_image_tokens, estimate_text_tokens
+from sam3_agent.apps.inspector.summary import clean
+from sam3_agent.apps.inspector.terminal import render as render_terminal
 
 runner = CliRunner()
 QUERY = 'the two cats </pre><script>alert("q")</script> [bold]x[/bold]'

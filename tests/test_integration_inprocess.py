@@ -18,9 +18,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from sam3_agent import AgentConfig, Sam3Agent
+from sam3_agent.apps.cli.main import app
 from sam3_agent.backends.sam3_local import Sam3Segmenter
-from sam3_agent.cli.main import app
-from sam3_agent.messages import ChatMessage
+from sam3_agent.values.messages import ChatMessage
 
 
 def decide(messages: Sequence[ChatMessage]) -> str:

@@ -20,10 +20,10 @@ from openai_server import RecordedRequest, Reply, ScriptedServer, max_overlap, s
 from PIL import Image
 from typer.testing import CliRunner
 
+from sam3_agent.apps.cli import options
+from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
-from sam3_agent.cli import options
-from sam3_agent.cli.main import app
-from sam3_agent.detections import Detections, decode_rle
+from sam3_agent.values.detections import Detections, decode_rle
 
 H, W = 120, 160
 CHECK_LATENCY_S = 0.2

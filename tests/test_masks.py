@@ -1,4 +1,4 @@
-"""Tests for :mod:`sam3_agent.masks`: table cases plus a property test against a naïve,
+"""Tests for :mod:`sam3_agent.values.masks`: table cases plus a property test against a naïve,
 full-array reference implementation of SPEC §3."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from sam3_agent.detections import Detections
-from sam3_agent.masks import postprocess
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.masks import postprocess
 
 
 def naive_kept(

@@ -12,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.cli.options import BackendOptions, plan_models
 from sam3_agent.backends import memory
 from sam3_agent.backends.memory import (
     GB,
@@ -21,9 +23,7 @@ from sam3_agent.backends.memory import (
     Footprint,
     MemoryReading,
 )
-from sam3_agent.cli.main import app
-from sam3_agent.cli.options import BackendOptions, plan_models
-from sam3_agent.errors import UserError
+from sam3_agent.values.errors import UserError
 
 
 def reading(gb: float, device: str = "cpu") -> MemoryReading:

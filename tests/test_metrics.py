@@ -8,7 +8,7 @@ from fakes import square_mask
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.evaluation.metrics import (
+from sam3_agent.runs.evaluation.metrics import (
     RunningMetrics,
     SampleScore,
     ScoredSample,

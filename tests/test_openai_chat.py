@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from openai_server import Reply, ScriptedServer, max_overlap, serve
 
-import sam3_agent.images as images_module
+import sam3_agent.values.images as images_module
 from sam3_agent.backends.openai_chat import OpenAIChatModel, RetryPolicy
-from sam3_agent.errors import ChatModelError, UserError
-from sam3_agent.images import EncodedImage
-from sam3_agent.messages import (
+from sam3_agent.values.errors import ChatModelError, UserError
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import (
     ChatMessage,
     ImagePart,
     NativeToolCall,
@@ -383,9 +383,9 @@ def test_native_calls_are_replayed_as_tool_messages(server: ScriptedServer) -> N
     tool calls answered by ``tool`` messages, images in a user message after them."""
     from fakes import FakeSegmenter, square_mask
 
-    from sam3_agent.agent import Sam3Agent
-    from sam3_agent.config import AgentConfig
-    from sam3_agent.detections import Detections
+    from sam3_agent.agent.loop import Sam3Agent
+    from sam3_agent.values.config import AgentConfig
+    from sam3_agent.values.detections import Detections
 
     height, width = 120, 160
     cats = Detections.from_masks(

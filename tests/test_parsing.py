@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sam3_agent.messages import NativeToolCall
-from sam3_agent.parsing import ToolCall, parse_native, parse_reply, parse_verdict
+from sam3_agent.agent.parsing import ToolCall, parse_native, parse_reply, parse_verdict
+from sam3_agent.values.messages import NativeToolCall
 
 SEG = '<tool>{"name": "segment_phrase", "parameters": {"text_prompt": "cat"}}</tool>'
 
@@ -178,7 +178,7 @@ def test_deep_nesting_is_refused_whatever_the_recursion_limit():
     """Some libraries raise the interpreter's recursion limit; our own depth limit decides."""
     import sys
 
-    from sam3_agent.parsing import MAX_JSON_DEPTH, decode_json
+    from sam3_agent.agent.parsing import MAX_JSON_DEPTH, decode_json
 
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(100_000)

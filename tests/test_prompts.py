@@ -22,16 +22,16 @@ from hypothesis import strategies as st
 from PIL import Image
 from typer.testing import CliRunner
 
-from sam3_agent import prompts
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.cli.main import app
-from sam3_agent.cli.options import BackendOptions
-from sam3_agent.config import AgentConfig
-from sam3_agent.detections import Detections
-from sam3_agent.errors import UserError
-from sam3_agent.evaluation.store import reading
-from sam3_agent.result import AgentResult
-from sam3_agent.tools import TOOLS
+from sam3_agent.agent import prompts
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.tools import TOOLS
+from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.runs.evaluation.store import reading
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import UserError
 
 
 def test_system_prompt_teaches_the_protocol_and_every_tool() -> None:

@@ -1,4 +1,4 @@
-"""Tests for :mod:`sam3_agent.render`: shapes, where pixels change, labels, determinism."""
+"""Tests for :mod:`sam3_agent.values.render`: shapes, where pixels change, labels, determinism."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import gc
 import numpy as np
 import pytest
 
-from sam3_agent.detections import Detections, tight_boxes
-from sam3_agent.images import RGBImage, downscale
-from sam3_agent.render import (
+from sam3_agent.values.detections import Detections, tight_boxes
+from sam3_agent.values.images import RGBImage, downscale
+from sam3_agent.values.render import (
     LABEL_BACKGROUND,
     LABEL_TEXT,
     PALETTE,
@@ -273,7 +273,7 @@ def test_mask_colors_are_distinct_and_stable() -> None:
 def test_a_selection_reuses_the_prepared_masks_of_its_parent(
     renderer: Renderer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sam3_agent.render as render_module
+    import sam3_agent.values.render as render_module
 
     detections = Detections.from_masks(np.stack(MASKS), [0.9, 0.8, 0.7])
     calls: list[int] = []
@@ -296,8 +296,8 @@ def test_renders_never_scan_masks_for_boxes_again(
 ) -> None:
     """Post-processing computes the tight boxes; renders, zooms, a selection and the
     overlay all reuse them."""
-    import sam3_agent.detections as detections_module
-    from sam3_agent.masks import postprocess
+    import sam3_agent.values.detections as detections_module
+    from sam3_agent.values.masks import postprocess
 
     raw = Detections(np.stack(MASKS), np.zeros((3, 4)), [0.9, 0.8, 0.7])
     kept = postprocess(raw, overlap_threshold=0.9)

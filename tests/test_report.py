@@ -19,11 +19,11 @@ from eval_fixtures import (
 )
 from PIL import Image
 
-from sam3_agent.errors import UserError
-from sam3_agent.evaluation.datasets import Sample, load_samples
-from sam3_agent.evaluation.report import write_report
-from sam3_agent.evaluation.runner import SharedEmbeddings, evaluate, select_shard
-from sam3_agent.evaluation.store import ResultStore
+from sam3_agent.runs.evaluation.datasets import Sample, load_samples
+from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.runner import SharedEmbeddings, evaluate, select_shard
+from sam3_agent.runs.evaluation.store import ResultStore
+from sam3_agent.values.errors import UserError
 
 
 def _config(dataset: str, **extra: Any) -> dict[str, Any]:
@@ -260,7 +260,7 @@ def test_datasets_without_published_figures_get_no_published_rows(tmp_path: Path
 
 
 def test_published_matching_by_normalised_model_name() -> None:
-    from sam3_agent.evaluation.published import PUBLISHED, matches, normalise_model
+    from sam3_agent.runs.evaluation.published import PUBLISHED, matches, normalise_model
 
     assert normalise_model("Qwen/Qwen2.5-VL-7B-Instruct") == "qwen2.5-vl-7b-instruct"
     thinking = next(r for r in PUBLISHED if r.model == "Qwen3-VL 8B Thinking")

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from sam3_agent.backends.response_cache import CachedChatModel, request_key
-from sam3_agent.errors import ChatModelError, ReplayMissError, UserError
-from sam3_agent.images import EncodedImage
-from sam3_agent.messages import (
+from sam3_agent.values.errors import ChatModelError, ReplayMissError, UserError
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import (
     ChatMessage,
     ChatResponse,
     ImagePart,

@@ -25,14 +25,14 @@ from PIL import Image
 from resume_driver import SCRIPT, VERDICTS, LoggedChatModel, cats, make_segmenter
 from typer.testing import CliRunner
 
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.checkpoint import JOURNAL_FILE, STATE_FILE
-from sam3_agent.cli.main import app
-from sam3_agent.cli.options import BackendOptions
-from sam3_agent.config import AgentConfig
-from sam3_agent.messages import ChatMessage, ChatResponse, NativeToolCall, ToolSpec
-from sam3_agent.result import AgentResult
-from sam3_agent.session import Session
+from sam3_agent.agent.checkpoint import JOURNAL_FILE, STATE_FILE
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.session import Session
+from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.messages import ChatMessage, ChatResponse, NativeToolCall, ToolSpec
 
 DRIVER = Path(__file__).with_name("resume_driver.py")
 ROOT = Path(__file__).parents[1]

@@ -12,9 +12,9 @@ from fakes import FakeSegmenter, ScriptedChatModel
 from resume_driver import SCRIPT, VERDICTS, cats
 from test_resume import QUERY, Killed, KilledAt, comparable, trace_records
 
-from sam3_agent import prompts
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.config import AgentConfig
+from sam3_agent.agent import prompts
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.values.config import AgentConfig
 
 
 def test_a_changed_prompt_set_does_not_reach_a_resumed_session(

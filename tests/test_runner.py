@@ -29,18 +29,18 @@ from fakes import FakeSegmenter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.errors import ChatModelError, DatasetError, SegmenterError, UserError
-from sam3_agent.evaluation.datasets import Sample, load_samples
-from sam3_agent.evaluation.metrics import breakdown
-from sam3_agent.evaluation.report import write_report
-from sam3_agent.evaluation.runner import (
+from sam3_agent.runs.evaluation.datasets import Sample, load_samples
+from sam3_agent.runs.evaluation.metrics import breakdown
+from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.runner import (
     SharedEmbeddings,
     evaluate,
     parse_shard,
     select_shard,
     shard_of,
 )
-from sam3_agent.evaluation.store import ResultStore, SampleResult
+from sam3_agent.runs.evaluation.store import ResultStore, SampleResult
+from sam3_agent.values.errors import ChatModelError, DatasetError, SegmenterError, UserError
 
 CONFIG = {"dataset": "test", "split": "val", "mode": "sam3-only"}
 
@@ -266,8 +266,8 @@ def test_shared_embeddings_compute_once_per_content() -> None:
 async def test_sam3_only_is_the_union_of_every_mask_above_threshold() -> None:
     from fakes import FakeSegmenter, square_mask
 
-    from sam3_agent.detections import Detections
-    from sam3_agent.evaluation.runner import Sam3OnlyPredictor
+    from sam3_agent.runs.evaluation.runner import Sam3OnlyPredictor
+    from sam3_agent.values.detections import Detections
 
     big = square_mask(40, 40, 0, 0, 20)
     overlapping = square_mask(40, 40, 5, 5, 20)  # would be dropped by overlap removal

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from sam3_agent.backends.base import ImageEmbedding, Segmenter
 from sam3_agent.backends.sam3_local import Sam3Segmenter, upsample_masks
 from sam3_agent.backends.segmenters import build_segmenter
-from sam3_agent.detections import Detections
-from sam3_agent.errors import SegmenterError, UserError, WeightsUnavailableError
-from sam3_agent.images import image_digest
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import SegmenterError, UserError, WeightsUnavailableError
+from sam3_agent.values.images import image_digest
 
 PHRASES = ["a cat", "the red car", "person on the left"]
 

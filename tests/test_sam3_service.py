@@ -31,17 +31,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from sam3_agent.apps.cli.serve import serve_sam3
+from sam3_agent.apps.service import server as service_server
+from sam3_agent.apps.service.app import ImageStore, create_app
+from sam3_agent.apps.service.server import check_bind_security, is_loopback
 from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.backends.sam3_remote import RemoteSegmenter
 from sam3_agent.backends.segmenters import build_segmenter
-from sam3_agent.cli.serve import serve_sam3
-from sam3_agent.detections import Detections
-from sam3_agent.errors import SegmenterError, UserError
-from sam3_agent.images import image_digest, load_image
-from sam3_agent.service import server as service_server
-from sam3_agent.service.app import ImageStore, create_app
-from sam3_agent.service.server import check_bind_security, is_loopback
-from sam3_agent.service.wire import decode_masks, encode_masks
+from sam3_agent.backends.wire import decode_masks, encode_masks
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import SegmenterError, UserError
+from sam3_agent.values.images import image_digest, load_image
 
 TOKEN = "test-token-7f3a"
 MAX_UPLOAD = 256 * 1024
@@ -747,7 +747,7 @@ def test_any_bytes_to_any_endpoint_are_answered_below_500(
 
 
 def test_decodes_run_at_most_n_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sam3_agent.service.app as service_app
+    import sam3_agent.apps.service.app as service_app
 
     active: list[int] = [0]
     peak: list[int] = [0]
@@ -814,9 +814,9 @@ def test_api_segment_passes_the_service_token(
         asked.update(kwargs)
         return FakeSegmenter({"cat": three_cats})
 
-    monkeypatch.setattr(sam3_agent.api, "build_segmenter", fake_segmenter)
+    monkeypatch.setattr(sam3_agent.agent.api, "build_segmenter", fake_segmenter)
     monkeypatch.setattr(
-        sam3_agent.api,
+        sam3_agent.agent.api,
         "build_chat_model",
         lambda **kwargs: ScriptedChatModel(replies=[tool("report_no_mask")]),
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from fakes import square_mask
 
-from sam3_agent.detections import Detections
-from sam3_agent.render import ZOOM_GAP, ZOOM_PANEL_MAX, Renderer
-from sam3_agent.session import check_requests
+from sam3_agent.agent.session import check_requests
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.render import ZOOM_GAP, ZOOM_PANEL_MAX, Renderer
 
 
 def test_check_images_are_sized_for_their_mask() -> None:

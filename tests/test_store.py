@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sam3_agent.errors import UserError
-from sam3_agent.evaluation.store import ResultStore, SampleResult, reading, sample_dir_name
+from sam3_agent.runs.evaluation.store import ResultStore, SampleResult, reading, sample_dir_name
+from sam3_agent.values.errors import UserError
 
 CONFIG = {"dataset": "reasonseg", "split": "val", "mode": "agent", "model": "m", "shard": None}
 

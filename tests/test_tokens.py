@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sam3_agent.context.tokens import (
+from sam3_agent.agent.context.tokens import (
     IMAGE_MARKERS,
     MESSAGE_OVERHEAD,
     QWEN3_CELL,
@@ -20,8 +20,8 @@ from sam3_agent.context.tokens import (
     image_cell_for,
     qwen_image_tokens,
 )
-from sam3_agent.images import EncodedImage
-from sam3_agent.messages import ChatMessage, ImagePart, NativeToolCall, TextPart
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, TextPart
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,8 @@ import pytest
 from fakes import FakeSegmenter, ScriptedChatModel, tool
 from pydantic import ValidationError
 
-from sam3_agent.agent import Sam3Agent
-from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
-from sam3_agent.detections import Detections
-from sam3_agent.service.schemas import SegmentRequest
-from sam3_agent.tools import (
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.tools import (
     TOOLS,
     SegmentPhraseParams,
     ToolMistake,
@@ -17,6 +14,9 @@ from sam3_agent.tools import (
     normalize_phrase,
     tool_specs,
 )
+from sam3_agent.backends.schemas import SegmentRequest
+from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
+from sam3_agent.values.detections import Detections
 
 
 @pytest.mark.parametrize(

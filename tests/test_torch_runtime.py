@@ -16,7 +16,7 @@ from sam3_agent.backends.torch_runtime import (
     check_dtype_name,
     resolve_dtype,
 )
-from sam3_agent.errors import UserError
+from sam3_agent.values.errors import UserError
 
 
 @pytest.mark.parametrize("name", ["auto", "cpu", "cuda", "cuda:0", "cuda:12", "mps"])

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from sam3_agent.detections import Detections
-from sam3_agent.images import RGBImage
-from sam3_agent.messages import ChatMessage, ChatResponse, ToolSpec
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import RGBImage
+from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 
 
 @runtime_checkable
@@ -30,7 +30,7 @@ class ImageEmbedding(Protocol):
 
         Masks are at the image's full resolution, boxes XYXY in pixels. Detections scoring
         below ``score_threshold`` may be dropped by the backend; the agent's post-processing
-        (:func:`sam3_agent.masks.postprocess`) applies the threshold again regardless.
+        (:func:`sam3_agent.values.masks.postprocess`) applies the threshold again regardless.
 
         Raises:
             SegmenterError: the backend failed (OOM, service unreachable).

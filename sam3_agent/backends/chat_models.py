@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Literal
 
 from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM
-from sam3_agent.config import TOOL_PROTOCOLS
-from sam3_agent.errors import UserError
+from sam3_agent.values.config import TOOL_PROTOCOLS
+from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel

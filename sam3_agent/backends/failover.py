@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sam3_agent.backends.base import ChatModel
-from sam3_agent.errors import ChatModelError, UserError
-from sam3_agent.messages import ChatMessage, ChatResponse, ToolSpec
+from sam3_agent.values.errors import ChatModelError, UserError
+from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sam3_agent.errors import UserError
+from sam3_agent.values.errors import UserError
 
 MAX_TEMPERATURE = 2.0
 """The largest temperature the OpenAI API accepts; local servers follow it."""

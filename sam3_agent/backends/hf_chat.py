@@ -24,8 +24,8 @@ from sam3_agent.backends.chat_models import DEFAULT_HF_MODEL
 from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.hub import hub_access
 from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
-from sam3_agent.errors import ChatModelError, UserError, WeightsUnavailableError
-from sam3_agent.messages import (
+from sam3_agent.values.errors import ChatModelError, UserError, WeightsUnavailableError
+from sam3_agent.values.messages import (
     ChatMessage,
     ChatResponse,
     ImagePart,

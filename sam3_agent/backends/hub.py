@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sam3_agent.backends.torch_runtime import hub_offline
-from sam3_agent.errors import WeightsUnavailableError
+from sam3_agent.values.errors import WeightsUnavailableError
 
 logger = logging.getLogger(__name__)
 

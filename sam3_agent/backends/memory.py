@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from sam3_agent.errors import UserError
+from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     import torch

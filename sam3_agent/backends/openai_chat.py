@@ -24,9 +24,9 @@ from typing import Any
 import openai
 
 from sam3_agent.backends.generation import GenerationSettings
-from sam3_agent.config import TOOL_PROTOCOLS
-from sam3_agent.errors import ChatModelError, UserError
-from sam3_agent.messages import (
+from sam3_agent.values.config import TOOL_PROTOCOLS
+from sam3_agent.values.errors import ChatModelError, UserError
+from sam3_agent.values.messages import (
     ChatMessage,
     ChatResponse,
     ImagePart,

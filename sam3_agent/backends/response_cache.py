@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.backends.base import ChatModel
-from sam3_agent.errors import ReplayMissError, UserError
-from sam3_agent.messages import (
+from sam3_agent.values.errors import ReplayMissError, UserError
+from sam3_agent.values.messages import (
     ChatMessage,
     ChatResponse,
     ImagePart,

@@ -27,14 +27,14 @@ import torch
 from sam3_agent.backends.hub import hub_access
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
 from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
-from sam3_agent.detections import Detections
-from sam3_agent.errors import (
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import (
     Sam3AgentError,
     SegmenterError,
     UserError,
     WeightsUnavailableError,
 )
-from sam3_agent.images import RGBImage, image_digest
+from sam3_agent.values.images import RGBImage, image_digest
 
 if TYPE_CHECKING:
     from transformers import Sam3Model, Sam3Processor
@@ -83,7 +83,7 @@ class Sam3Embedding:
         self._owner = owner
         self._features = features
         self.digest = digest
-        """Content hash of the image (:func:`sam3_agent.images.image_digest`)."""
+        """Content hash of the image (:func:`sam3_agent.values.images.image_digest`)."""
         self._image_size = image_size
 
     @property

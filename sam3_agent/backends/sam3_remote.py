@@ -3,11 +3,11 @@
 :class:`RemoteSegmenter` implements the same :class:`~sam3_agent.backends.base.Segmenter`
 Protocol as the in-process backend. It keeps one ``httpx.Client`` (one connection pool)
 for its lifetime, uploads each image once (raw RGB bytes by default, or a PNG: lossless
-either way, so the server's content hash equals ours; see :mod:`sam3_agent.service.wire`
+either way, so the server's content hash equals ours; see :mod:`sam3_agent.backends.wire`
 for the measured choice), asks for masks in row order (decoded without a copy), and retries
 connection failures, timeouts and 5xx answers with exponential backoff before raising
-:class:`~sam3_agent.errors.SegmenterError`. Every failure reaches the caller as a one-line
-:class:`~sam3_agent.errors.SegmenterError`.
+:class:`~sam3_agent.values.errors.SegmenterError`. Every failure reaches the caller as a one-line
+:class:`~sam3_agent.values.errors.SegmenterError`.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from sam3_agent.backends.schemas import TOKEN_ENV, ErrorCode, SegmentResponse, UploadResponse
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
-from sam3_agent.detections import Detections
-from sam3_agent.errors import SegmenterError, UserError
-from sam3_agent.images import RGBImage, image_digest
-from sam3_agent.service.schemas import TOKEN_ENV, ErrorCode, SegmentResponse, UploadResponse
-from sam3_agent.service.wire import RAW_RGB_MIME, decode_masks, encode_raw
+from sam3_agent.backends.wire import RAW_RGB_MIME, decode_masks, encode_raw
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import SegmenterError, UserError
+from sam3_agent.values.images import RGBImage, image_digest
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sam3_agent.errors import UserError
+from sam3_agent.values.errors import UserError
 
 MAX_PHRASE_CHARS = 200
 """Longest phrase the agent's tool schema and the SAM 3 service's request schema accept.

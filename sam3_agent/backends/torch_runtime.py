@@ -11,7 +11,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from sam3_agent.errors import UserError
+from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     import torch

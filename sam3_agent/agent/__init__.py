@@ -1,0 +1,28 @@
+"""The agent core: the loop, its steps, tools, checks, context policies and checkpoints.
+
+Layer 3 of 5 (values -> backends -> agent -> runs -> apps): modules here import
+``sam3_agent.values`` and ``sam3_agent.backends``, never ``runs`` or ``apps``.
+
+Public names are imported on first use, so importing one submodule (``agent.result``, say)
+does not load the whole loop.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.loop import MaskCheck, RoundEvent, Sam3Agent
+
+_EXPORTS = {"MaskCheck": "loop", "RoundEvent": "loop", "Sam3Agent": "loop"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sam3_agent.agent' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+__all__ = ["MaskCheck", "RoundEvent", "Sam3Agent"]

@@ -1,0 +1,232 @@
+"""``calls.jsonl``: the MLLM answers and SAM 3 results of the round in progress.
+
+Each result is appended and synced the moment it arrives, tagged with its round. The
+backends are wrapped (:class:`JournaledChatModel`, :class:`JournaledSegmenter`) so that a
+resumed session gets a recorded result back instead of making the call again; a result is
+found by a digest of the request (:func:`request_key`) or of the phrases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Literal
+
+from sam3_agent.agent.checkpoint.state import detections_from_json, detections_to_json
+from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import RGBImage
+from sam3_agent.values.messages import (
+    ChatMessage,
+    ChatResponse,
+    ImagePart,
+    NativeToolCall,
+    TextPart,
+    TokenUsage,
+    ToolSpec,
+)
+
+JOURNAL_FILE = "calls.jsonl"
+
+
+def request_key(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
+    """A digest of one chat request: roles, texts, image contents (by hash), tool specs.
+
+    Any other field of a message (native tool calls, say) counts by its ``repr``.
+    """
+    canonical = [
+        [
+            m.role,
+            [
+                ["i", p.image.sha256] if isinstance(p, ImagePart) else ["t", p.text]
+                for p in m.parts
+                if isinstance(p, ImagePart | TextPart)
+            ],
+            [repr(getattr(m, f.name)) for f in fields(m) if f.name not in ("role", "parts")],
+        ]
+        for m in messages
+    ]
+    specs = [[t.name, t.description, t.parameters] for t in tools or ()]
+    # ASCII JSON: a lone surrogate (from a reply or a query) is an escape, not an error.
+    blob = json.dumps([canonical, specs], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def response_to_json(response: ChatResponse) -> dict[str, Any]:
+    return {
+        "text": response.text,
+        "usage": [
+            response.usage.prompt_tokens,
+            response.usage.completion_tokens,
+            response.usage.calls,
+        ],
+        "reasoning": response.reasoning,
+        "finish_reason": response.finish_reason,
+        "tool_calls": [
+            {f.name: getattr(c, f.name) for f in fields(c)} for c in response.tool_calls
+        ],
+        "cached": response.cached,
+    }
+
+
+def response_from_json(doc: dict[str, Any]) -> ChatResponse:
+    prompt, completion, calls = doc["usage"]
+    return ChatResponse(
+        text=doc["text"],
+        usage=TokenUsage(int(prompt), int(completion), int(calls)),
+        reasoning=doc["reasoning"],
+        finish_reason=doc["finish_reason"],
+        tool_calls=tuple(NativeToolCall(**c) for c in doc["tool_calls"]),
+        cached=bool(doc["cached"]),
+    )
+
+
+JournalKind = Literal["chat", "segment"]
+
+
+class Journal:
+    """``calls.jsonl``: results of the round in progress, each synced to disk on arrival.
+
+    Entries carry the round they belong to. :meth:`take` hands back a recorded result of
+    that round once (a result is consumed like the call it replaces); :meth:`reset` starts
+    the next round.
+    """
+
+    def __init__(self, path: Path, round_: int, replay: list[dict[str, Any]]) -> None:
+        self.path = path
+        self.round = round_
+        self._lock = threading.Lock()
+        self._replay: dict[tuple[str, str], list[Any]] = {}
+        for entry in replay:
+            if entry.get("round") == round_:
+                self._replay.setdefault((entry["kind"], entry["key"]), []).append(entry["value"])
+
+    @property
+    def replayable(self) -> int:
+        return sum(len(v) for v in self._replay.values())
+
+    def take(self, kind: JournalKind, key: str) -> Any | None:
+        with self._lock:
+            values = self._replay.get((kind, key))
+            return values.pop(0) if values else None
+
+    def append(self, kind: JournalKind, key: str, value: Any) -> None:
+        line = json.dumps({"round": self.round, "kind": kind, "key": key, "value": value})
+        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def reset(self, round_: int) -> None:
+        with self._lock:
+            self.round = round_
+            self._replay.clear()
+            with open(self.path, "w", encoding="utf-8") as f:
+                f.flush()
+                os.fsync(f.fileno())
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """The complete entries of ``calls.jsonl``; a torn last line (a kill mid-write) is skipped."""
+    if not path.is_file():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and {"round", "kind", "key", "value"} <= entry.keys():
+            entries.append(entry)
+    return entries
+
+
+class JournaledChatModel:
+    """A :class:`ChatModel` whose answers are journaled, and replayed on resume."""
+
+    def __init__(self, inner: ChatModel, journal: Journal) -> None:
+        self.inner = inner
+        self._journal = journal
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def __getattr__(self, attribute: str) -> Any:
+        # Anything else a backend offers (close, its processor, ...) is the inner model's.
+        return getattr(self.inner, attribute)
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        key = request_key(messages, tools)
+        saved = self._journal.take("chat", key)
+        if saved is not None:
+            return response_from_json(saved)
+        response = await self.inner.complete(messages, tools=tools)
+        self._journal.append("chat", key, response_to_json(response))
+        return response
+
+
+class JournaledSegmenter:
+    """A :class:`Segmenter` whose phrase results are journaled, and replayed on resume.
+
+    The image embedding itself is not journaled: a resumed session computes it again.
+    """
+
+    def __init__(self, inner: Segmenter, journal: Journal) -> None:
+        self.inner = inner
+        self._journal = journal
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.inner, attribute)
+
+    def embed(self, image: RGBImage) -> ImageEmbedding:
+        return _JournaledEmbedding(self.inner.embed(image), self._journal)
+
+
+class _JournaledEmbedding:
+    """An embedding whose phrase results (and how the backend read each phrase) are journaled."""
+
+    def __init__(self, inner: ImageEmbedding, journal: Journal) -> None:
+        self.inner = inner
+        self._journal = journal
+        self._used: dict[str, str] = {}
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.inner, attribute)
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return self.inner.image_size
+
+    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+        key = hashlib.sha256(json.dumps([list(phrases), score_threshold]).encode()).hexdigest()
+        saved = self._journal.take("segment", key)
+        if saved is not None:
+            self._used.update(saved["used"])
+            return [
+                detections_from_json(d, self.image_size) or Detections.empty(*self.image_size)
+                for d in saved["detections"]
+            ]
+        results = self.inner.segment(phrases, score_threshold)
+        used = {p: self._inner_used(p) for p in phrases}
+        self._used.update(used)
+        value = {"detections": [detections_to_json(d) for d in results], "used": used}
+        self._journal.append("segment", key, value)
+        return results
+
+    def used_phrase(self, phrase: str) -> str:
+        """``phrase`` as the backend read it when it segmented it (cut to its text limit),
+        also when that result came from the journal."""
+        return self._used.get(phrase) or self._inner_used(phrase)
+
+    def _inner_used(self, phrase: str) -> str:
+        # Backends that never cut a phrase need not say how they read it.
+        reader = getattr(self.inner, "used_phrase", None)
+        return str(reader(phrase)) if reader is not None else phrase

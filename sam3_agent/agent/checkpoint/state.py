@@ -1,0 +1,366 @@
+"""What a committed session holds, and its JSON form.
+
+:class:`Fingerprint` is what a session started with (image, query, settings);
+:class:`SessionState` is everything it needs to continue after a round. Masks are stored
+as COCO RLE (:func:`coco_rle`), images by file name (the caller writes and reads them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sam3_agent.agent.parsing import ToolCall
+from sam3_agent.agent.result import Usage
+from sam3_agent.agent.steps import ActionStep, Observation
+from sam3_agent.agent.tools import Final
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import EncodedImage, RGBImage, image_digest
+from sam3_agent.values.messages import NativeToolCall, TokenUsage
+
+if TYPE_CHECKING:
+    from sam3_agent.values.config import AgentConfig
+
+# -- what a session started with --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What must be equal for a session to be resumed: the image, the query, the settings.
+
+    ``settings`` holds every :class:`~sam3_agent.values.config.AgentConfig` field and the MLLM's
+    name; ``image_sha256`` is :func:`~sam3_agent.values.images.image_digest` of the decoded pixels.
+    """
+
+    query: str
+    image_sha256: str
+    image_size: tuple[int, int]
+    settings: dict[str, Any]
+
+    @classmethod
+    def of(cls, *, query: str, image: RGBImage, config: AgentConfig, model: str) -> Fingerprint:
+        h, w = image.shape[:2]
+        settings = {**config.to_dict(), "model": model}
+        return cls(query, image_digest(image), (int(h), int(w)), settings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "image_sha256": self.image_sha256,
+            "image_size": list(self.image_size),
+            "settings": self.settings,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Fingerprint:
+        h, w = doc["image_size"]
+        return cls(str(doc["query"]), str(doc["image_sha256"]), (int(h), int(w)), doc["settings"])
+
+    def differences(self, now: Fingerprint, *, compare_model: bool = True) -> list[str]:
+        """What differs between the session as started (``self``) and the request ``now``.
+
+        Each entry names the difference; empty when the session may be resumed.
+        """
+        found = []
+        if self.image_sha256 != now.image_sha256 or self.image_size != now.image_size:
+            found.append(
+                f"the image differs ({_size(self.image_size)} sha256 {self.image_sha256[:12]} "
+                f"at start, {_size(now.image_size)} sha256 {now.image_sha256[:12]} now)"
+            )
+        if self.query != now.query:
+            found.append(f"the query differs ({self.query!r} at start, {now.query!r} now)")
+        # A settings field added by a later version (absent from an old session) is compared
+        # only when both sides have it.
+        for name in sorted(set(self.settings) & set(now.settings)):
+            if name == "model" and not compare_model:
+                continue
+            before, after = self.settings[name], now.settings[name]
+            if _jsonable(before) != _jsonable(after):
+                found.append(f"setting {name} differs ({before!r} at start, {after!r} now)")
+        return found
+
+
+def _size(hw: tuple[int, int]) -> str:
+    return f"{hw[1]}x{hw[0]}"
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists), for comparisons."""
+    return json.loads(json.dumps(value))
+
+
+# -- the committed state ----------------------------------------------------------------
+
+
+@dataclass
+class Ending:
+    """How a session ended: a :class:`~sam3_agent.agent.tools.Final` answer, or a failure text."""
+
+    final: Final | None
+    failure: str | None
+
+
+@dataclass
+class SessionState:
+    """Everything a session needs to continue after its last committed round.
+
+    Attributes:
+        round: main-conversation calls made (the last committed round's number).
+        corrections: corrective messages sent so far.
+        steps: the history the loop builds its context from (a final step is not in it).
+        phrases: phrases executed, in order.
+        current: the masks that can be selected now, or None.
+        checks_used: mask-check calls made.
+        usage: tokens so far, main conversation and checks apart.
+        timings: seconds per phase so far.
+        ending: set once the session has ended.
+    """
+
+    round: int = 0
+    corrections: int = 0
+    steps: list[ActionStep] = field(default_factory=list)
+    phrases: list[str] = field(default_factory=list)
+    current: Detections | None = None
+    checks_used: int = 0
+    usage: Usage = field(default_factory=Usage)
+    timings: dict[str, float] = field(default_factory=dict)
+    ending: Ending | None = None
+
+    def to_json(
+        self,
+        save_image: Callable[[EncodedImage], str],
+        encode_masks: Callable[[Detections | None], dict[str, Any] | None] | None = None,
+    ) -> dict[str, Any]:
+        """JSON-ready form; images are written by ``save_image``, which returns their file.
+
+        ``encode_masks`` turns the current masks into JSON (a caching encoder may be given).
+        """
+        encode_masks = encode_masks or detections_to_json
+        return {
+            "round": self.round,
+            "corrections": self.corrections,
+            "steps": [_step_to_json(s, save_image) for s in self.steps],
+            "phrases": list(self.phrases),
+            "current": encode_masks(self.current),
+            "checks_used": self.checks_used,
+            "usage": _usage_to_json(self.usage),
+            "timings": dict(self.timings),
+            "ending": _ending_to_json(self.ending),
+        }
+
+    @classmethod
+    def from_json(
+        cls,
+        doc: dict[str, Any],
+        *,
+        load_image: Callable[[dict[str, Any]], EncodedImage],
+        image_size: tuple[int, int],
+    ) -> SessionState:
+        """Inverse of :meth:`to_json`. ``image_size`` is ``(height, width)`` of the masks."""
+        current = detections_from_json(doc["current"], image_size)
+        return cls(
+            round=int(doc["round"]),
+            corrections=int(doc["corrections"]),
+            steps=[_step_from_json(s, load_image) for s in doc["steps"]],
+            phrases=[str(p) for p in doc["phrases"]],
+            current=current,
+            checks_used=int(doc["checks_used"]),
+            usage=_usage_from_json(doc["usage"]),
+            timings={str(k): float(v) for k, v in doc["timings"].items()},
+            ending=_ending_from_json(doc["ending"], image_size),
+        )
+
+
+def _step_to_json(step: ActionStep, save_image: Callable[[EncodedImage], str]) -> dict[str, Any]:
+    obs = step.observation
+    image = None
+    if obs.image is not None:
+        image = {
+            "file": save_image(obs.image),
+            "name": obs.image.name,
+            "mime": obs.image.mime,
+            "width": obs.image.width,
+            "height": obs.image.height,
+            "sha256": obs.image.sha256,
+        }
+    extra = {
+        f.name: _extra_to_json(getattr(step, f.name))
+        for f in fields(step)
+        if f.name not in _STEP_FIELDS
+    }
+    return {
+        "extra": extra,
+        "round": step.round,
+        "reply": step.reply,
+        "kind": step.kind,
+        "call": None
+        if step.call is None
+        else {"name": step.call.name, "parameters": step.call.parameters},
+        "phrase": step.phrase,
+        "observation": {
+            "text": obs.text,
+            "image": image,
+            "image_dropped_text": obs.image_dropped_text,
+            "image_gone_text": obs.image_gone_text,
+        },
+    }
+
+
+def _step_from_json(
+    doc: dict[str, Any], load_image: Callable[[dict[str, Any]], EncodedImage]
+) -> ActionStep:
+    obs = doc["observation"]
+    call = doc["call"]
+    known = {f.name for f in fields(ActionStep)}
+    extra = {
+        name: _extra_from_json(name, value)
+        for name, value in doc.get("extra", {}).items()
+        if name in known
+    }
+    return ActionStep(
+        round=int(doc["round"]),
+        reply=str(doc["reply"]),
+        kind=doc["kind"],
+        observation=Observation(
+            text=str(obs["text"]),
+            image=None if obs["image"] is None else load_image(obs["image"]),
+            image_dropped_text=str(obs["image_dropped_text"]),
+            # Absent from checkpoints written before the context policies' stand-in.
+            image_gone_text=str(obs.get("image_gone_text", "")),
+        ),
+        call=None if call is None else ToolCall(str(call["name"]), dict(call["parameters"])),
+        phrase=doc["phrase"],
+        **extra,
+    )
+
+
+_STEP_FIELDS = {"round", "reply", "kind", "observation", "call", "phrase"}
+"""The :class:`ActionStep` fields stored by name; any other is stored as an extra."""
+
+_EXTRA_TYPES: dict[str, type] = {"native_call": NativeToolCall}
+"""Extra step fields holding a dataclass, rebuilt from their fields on the way back."""
+
+
+def _extra_to_json(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in fields(value)}
+    return value
+
+
+def _extra_from_json(name: str, value: Any) -> Any:
+    kind = _EXTRA_TYPES.get(name)
+    if kind is None or value is None:
+        return value
+    return kind(**value)
+
+
+def coco_rle(mask: npt.NDArray[np.bool_]) -> dict[str, Any]:
+    """COCO RLE of one ``(H, W)`` bool mask, identical to
+    :func:`~sam3_agent.values.detections.encode_rle`.
+
+    Only the mask's bounding box is scanned: the runs outside it are zeros, so their lengths
+    follow from the box. pycocotools would first copy the whole mask to column-major order,
+    about 0.1 s per mask at 3000x2000 px, paid for every mask at every commit.
+    """
+    from pycocotools import mask as mask_utils
+
+    h, w = mask.shape
+    rows = np.flatnonzero(mask.any(axis=1))
+    if rows.size == 0:
+        counts = np.asarray([h * w])
+    else:
+        y0, y1 = int(rows[0]), int(rows[-1]) + 1
+        cols = np.flatnonzero(mask[y0:y1].any(axis=0))
+        x0, x1 = int(cols[0]), int(cols[-1]) + 1
+        padded = np.zeros((y1 - y0 + 2, x1 - x0), dtype=np.int8)
+        padded[1:-1] = mask[y0:y1, x0:x1]
+        # Value changes down each column of the box (zero rows pad it above and below),
+        # column by column: that is the column-major order RLE runs are counted in.
+        c, r = np.nonzero((padded[1:] != padded[:-1]).T)
+        flips = (x0 + c).astype(np.int64) * h + y0 + r
+        # A box spanning the full height makes a column's last change and the next column's
+        # first meet at one position: the two cancel out.
+        flips, seen = np.unique(flips, return_counts=True)
+        flips = flips[(seen == 1) & (flips < h * w)]  # no empty run after the last pixel
+        counts = np.diff(np.concatenate([[0], flips, [h * w]]))
+    compressed = mask_utils.frPyObjects({"size": [h, w], "counts": counts.tolist()}, h, w)
+    return {"size": [h, w], "counts": compressed["counts"].decode()}
+
+
+def detections_to_json(detections: Detections | None) -> dict[str, Any] | None:
+    if detections is None:
+        return None
+    return {
+        "rle": [coco_rle(m) for m in detections.masks],
+        "boxes": detections.boxes.tolist(),
+        "scores": detections.scores.tolist(),
+    }
+
+
+def detections_from_json(
+    doc: dict[str, Any] | None, image_size: tuple[int, int]
+) -> Detections | None:
+    if doc is None:
+        return None
+    return Detections.from_coco_rle(doc["rle"], doc["boxes"], doc["scores"], image_size)
+
+
+def _ending_to_json(ending: Ending | None) -> dict[str, Any] | None:
+    if ending is None:
+        return None
+    final = ending.final
+    return {
+        "failure": ending.failure,
+        "final": None
+        if final is None
+        else {"status": final.status, "detections": detections_to_json(final.detections)},
+    }
+
+
+def _ending_from_json(doc: dict[str, Any] | None, image_size: tuple[int, int]) -> Ending | None:
+    if doc is None:
+        return None
+    final = doc["final"]
+    if final is None:
+        return Ending(None, doc["failure"])
+    detections = detections_from_json(final["detections"], image_size)
+    return Ending(
+        Final(final["status"], detections or Detections.empty(*image_size)), doc["failure"]
+    )
+
+
+# Usage is stored field by field, not as its result.json form (which adds totals), so
+# counters a later version adds to it are kept too.
+
+
+def _usage_to_json(usage: Usage) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(usage):
+        value = getattr(usage, f.name)
+        if isinstance(value, TokenUsage):
+            value = {
+                "prompt_tokens": value.prompt_tokens,
+                "completion_tokens": value.completion_tokens,
+                "calls": value.calls,
+            }
+        out[f.name] = value
+    return out
+
+
+def _usage_from_json(doc: dict[str, Any]) -> Usage:
+    usage = Usage()
+    for f in fields(usage):
+        if f.name not in doc:
+            continue
+        value = doc[f.name]
+        if isinstance(getattr(usage, f.name), TokenUsage):
+            value = TokenUsage(
+                int(value["prompt_tokens"]), int(value["completion_tokens"]), int(value["calls"])
+            )
+        setattr(usage, f.name, value)
+    return usage

@@ -1,0 +1,174 @@
+"""``attention``: rank earlier rounds by how much the model attended to them; evict the least.
+
+Only the in-process ``transformers`` MLLM can say where its attention went: it implements
+:class:`AttentionSource`, giving after each call the share of the attention (of the
+position that starts the reply, averaged over heads and layers) that fell on each message
+sent. Every other backend is refused when the policy is built (:func:`require_source`).
+
+After each main call the policy maps the messages back to their rounds and smooths each
+round's mass over the last :attr:`AttentionPolicy.window` calls that showed it. When the
+history no longer fits, the rounds with the lowest smoothed mass leave first; a round the
+model has not seen yet counts as most attended, so a fresh round is never the first to go.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from sam3_agent.agent.context.base import (
+    Budget,
+    Context,
+    Costs,
+    Evicted,
+    History,
+    Selection,
+    check_pinned,
+    evict_in_order,
+    finish,
+)
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.values.errors import UserError
+from sam3_agent.values.messages import ChatMessage
+
+DEFAULT_WINDOW = 3
+"""Calls over which a round's attention mass is averaged."""
+
+
+@runtime_checkable
+class AttentionSource(Protocol):
+    """A chat model that reports where its attention went in its latest call."""
+
+    def record_attention(self) -> None:
+        """Start measuring attention on every request."""
+        ...
+
+    def last_message_attention(
+        self, messages: Sequence[ChatMessage] | None = None
+    ) -> list[float] | None:
+        """Share of attention per message of request ``messages`` (sums to 1), or None."""
+        ...
+
+
+def round_sizes(messages: Sequence[ChatMessage]) -> list[int]:
+    """Messages per kept round of a rendered context, in order.
+
+    Every round starts at its assistant message (:func:`~sam3_agent.agent.context.base.render`);
+    what follows until the next one (a user answer, or a ``tool`` answer and the user
+    message with its image) belongs to it.
+    """
+    sizes: list[int] = []
+    for message in messages[2:]:
+        if message.role == "assistant" or not sizes:
+            sizes.append(1)
+        else:
+            sizes[-1] += 1
+    return sizes
+
+
+def require_source(chat_model: Any) -> AttentionSource:
+    """``chat_model`` as an :class:`AttentionSource`, or a one-line :class:`UserError`."""
+    inner = getattr(chat_model, "inner", chat_model)
+    for candidate in (chat_model, inner):
+        if isinstance(candidate, AttentionSource) and getattr(
+            candidate, "supports_attention", True
+        ):
+            return candidate
+    name = getattr(chat_model, "name", type(chat_model).__name__)
+    raise UserError(
+        f"--context-policy attention needs the in-process transformers MLLM (--llm hf:...); "
+        f"the MLLM backend {name!r} does not report attention"
+    )
+
+
+class AttentionPolicy:
+    """Evict the least attended rounds first.
+
+    Attributes:
+        window: calls a round's mass is averaged over.
+        masses: round number -> recent attention masses, newest last.
+    """
+
+    name = "attention"
+
+    def __init__(
+        self,
+        budget: Budget,
+        counter: TokenCounter,
+        source: AttentionSource,
+        window: int = DEFAULT_WINDOW,
+    ) -> None:
+        if window < 1:
+            raise UserError(f"the attention window must be >= 1, got {window}")
+        self.budget = budget
+        self.counter = counter
+        self.source = source
+        self.window = window
+        self.masses: dict[int, deque[float]] = {}
+        self._last: tuple[list[ChatMessage], list[int]] | None = None
+        source.record_attention()
+
+    def observe(
+        self,
+        per_message: Sequence[float],
+        kept_rounds: Sequence[int],
+        round_sizes: Sequence[int] | None = None,
+    ) -> None:
+        """Add one call's attention. Messages 0 and 1 are the system prompt and the request;
+        then come the kept rounds in order, ``round_sizes[k]`` messages each (default 2: the
+        reply and its answer; a native round showing an image has 3, see :func:`round_sizes`).
+        """
+        sizes = [2] * len(kept_rounds) if round_sizes is None else round_sizes
+        start = 2
+        for round_number, size in zip(kept_rounds, sizes, strict=True):
+            if start >= len(per_message):
+                break
+            mass = sum(per_message[start : start + size])
+            self.masses.setdefault(round_number, deque(maxlen=self.window)).append(mass)
+            start += size
+
+    def smoothed(self, round_number: int) -> float:
+        seen = self.masses.get(round_number)
+        return float("inf") if not seen else sum(seen) / len(seen)
+
+    async def build(self, history: History) -> Context:
+        started = time.perf_counter()
+        if self._last is not None:
+            messages, rounds = self._last
+            per_message = self.source.last_message_attention(messages)
+            if per_message is not None:
+                self.observe(per_message, rounds, round_sizes(messages))
+        costs = Costs(self.counter, history)
+        check_pinned(costs, self.budget, self.name)
+        steps = history.steps
+        everything = list(range(len(steps)))
+        kept: list[int] = everything
+        evicted: list[Evicted] = []
+        scores: dict[int, float] | None = None
+        if costs.full() > self.budget.limit:
+            smoothed = {s.round: self.smoothed(s.round) for s in steps}
+            order = sorted(everything, key=lambda i: (smoothed[steps[i].round], i))
+            finite = {r: s for r, s in smoothed.items() if s != float("inf")}
+            kept, evicted = evict_in_order(
+                costs,
+                everything,
+                order,
+                self.budget.limit,
+                "budget: least attended",
+                scores=finite,
+            )
+            scores = finite
+        context = finish(
+            history,
+            Selection(kept),
+            policy=self.name,
+            budget=self.budget,
+            costs=costs,
+            evicted=evicted,
+            started=started,
+            scores=scores,
+        )
+        self._last = (context.messages, context.kept_rounds)
+        return context

@@ -1,0 +1,73 @@
+"""``auto``: ``sam3`` while the context is small, ``hierarchical`` past the watermark.
+
+Each call, the ``sam3`` context is measured; past the watermark the policy switches to
+``hierarchical`` (and back when the ``sam3`` context is under it again). A switch is
+logged in the eviction record and cannot be followed by another for
+:data:`MIN_ROUNDS_BETWEEN_SWITCHES` rounds, so the context never flip-flops.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sam3_agent.agent.context.base import Budget, Context, History, record_of
+from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
+from sam3_agent.agent.context.sam3 import Sam3Policy
+from sam3_agent.agent.context.tokens import TokenCounter
+
+logger = logging.getLogger(__name__)
+
+MIN_ROUNDS_BETWEEN_SWITCHES = 2
+
+
+class AutoPolicy:
+    """Switches between ``sam3`` and ``hierarchical``.
+
+    Attributes:
+        mode: the policy in use, ``"sam3"`` or ``"hierarchical"``.
+        switches: every switch so far, as logged in the records.
+    """
+
+    name = "auto"
+
+    def __init__(self, budget: Budget, counter: TokenCounter) -> None:
+        self.budget = budget
+        self.sam3 = Sam3Policy(budget, counter)
+        self.hierarchical = HierarchicalPolicy(budget, counter)
+        self.mode = "sam3"
+        self.switches: list[dict[str, object]] = []
+        self._last_switch_round: int | None = None
+
+    async def build(self, history: History) -> Context:
+        started = time.perf_counter()
+        round_number = history.next_round
+        pruned = self.sam3.build_sync(history)
+        size = record_of(pruned).tokens_after.total
+        wanted = "hierarchical" if size > self.budget.watermark_tokens else "sam3"
+        switch = None
+        cooled = (
+            self._last_switch_round is None
+            or round_number - self._last_switch_round >= MIN_ROUNDS_BETWEEN_SWITCHES
+        )
+        if wanted != self.mode and cooled:
+            switch = {
+                "round": round_number,
+                "from": self.mode,
+                "to": wanted,
+                "sam3_tokens": size,
+                "watermark_tokens": self.budget.watermark_tokens,
+            }
+            logger.info(
+                "context policy auto: %s -> %s at round %d", self.mode, wanted, round_number
+            )
+            self.mode = wanted
+            self._last_switch_round = round_number
+            self.switches.append(switch)
+        context = pruned if self.mode == "sam3" else self.hierarchical.build_sync(history)
+        record = record_of(context)
+        record.policy = self.name
+        record.mode = self.mode
+        record.switch = switch
+        record.latency_s = time.perf_counter() - started
+        return context

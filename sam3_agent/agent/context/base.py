@@ -1,0 +1,378 @@
+"""The interface every context policy implements, and the pieces they share.
+
+A policy sees the typed history (:class:`History`: the system prompt, the request, the
+executed rounds) and returns a :class:`Context`: the messages to send and an
+:class:`EvictionRecord` saying what was kept, what was evicted and why. Rendering, token
+sums and the budget check are shared here, so every policy keeps the same invariants:
+
+* the system prompt is sent byte for byte as given;
+* the first user message always carries the raw image and the request;
+* rounds are sent whole, in order: the assistant reply and its answer (a user message; with
+  native tool calls a ``tool`` message, followed by a user message when it shows an image),
+  so every round starts at its assistant message;
+* of the masks images only the one of the masks that can still be selected is shown
+  (:func:`~sam3_agent.agent.steps.current_masks_index`); that round is never evicted. Every
+  other masks image becomes a line of text. So a call has at most two images;
+* the messages fit ``max_context_tokens - reserve_tokens``; when even the pinned part
+  (system prompt, request, selectable masks) does not, :class:`ContextBudgetError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sam3_agent.agent import prompts
+from sam3_agent.agent.context.tokens import TokenCounter, Tokens
+from sam3_agent.agent.steps import ActionStep, TaskStep, current_masks_index
+from sam3_agent.values.errors import Sam3AgentError
+from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
+
+
+class ContextBudgetError(Sam3AgentError):
+    """Even the pinned part of the context does not fit the token budget.
+
+    The agent ends the session as ``failed`` with this message before making the call, so
+    the endpoint never answers with a context-length error.
+    """
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The token budget of one call.
+
+    Attributes:
+        max_context_tokens: the model's window (``--max-context-tokens``).
+        reserve_tokens: kept free for the reply.
+        watermark: share of :attr:`limit` at which hierarchical policies start archiving.
+    """
+
+    max_context_tokens: int
+    reserve_tokens: int = 1024
+    watermark: float = 0.7
+
+    @property
+    def limit(self) -> int:
+        """Tokens the messages may use."""
+        return self.max_context_tokens - self.reserve_tokens
+
+    @property
+    def watermark_tokens(self) -> int:
+        return int(self.limit * self.watermark)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_context_tokens": self.max_context_tokens,
+            "reserve_tokens": self.reserve_tokens,
+            "limit": self.limit,
+            "watermark": self.watermark,
+        }
+
+
+@dataclass(frozen=True)
+class History:
+    """What a policy reads: the session so far. ``steps`` are in round order."""
+
+    system_prompt: str
+    task: TaskStep
+    steps: Sequence[ActionStep]
+
+    @property
+    def next_round(self) -> int:
+        """1-based number of the call the context is built for."""
+        return self.steps[-1].round + 1 if self.steps else 1
+
+
+@dataclass(frozen=True)
+class Evicted:
+    """One round left out of the context, and why."""
+
+    round: int
+    reason: str
+    score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"round": self.round, "reason": self.reason}
+        if self.score is not None:
+            out["score"] = round(self.score, 6)
+        return out
+
+
+@dataclass
+class EvictionRecord:
+    """What one policy decision kept and evicted; its ``to_dict`` is the trace's ``context_policy``.
+
+    See the package docstring of :mod:`sam3_agent.agent.context` for the JSON schema.
+    """
+
+    policy: str
+    budget: Budget
+    kept_rounds: list[int]
+    evicted: list[Evicted]
+    tokens_before: int
+    tokens_after: Tokens
+    images_replaced: list[int] = field(default_factory=list)
+    tried_phrases: list[str] = field(default_factory=list)
+    zones: dict[str, int] | None = None
+    scores: dict[int, float] | None = None
+    switch: dict[str, Any] | None = None
+    digests: dict[str, Any] | None = None
+    mode: str | None = None
+    latency_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "mode": self.mode,
+            "budget": self.budget.to_dict(),
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after.to_dict(),
+            "kept_rounds": self.kept_rounds,
+            "evicted": [e.to_dict() for e in self.evicted],
+            "images_replaced_by_text": self.images_replaced,
+            "tried_phrases_note": self.tried_phrases,
+            "zones": self.zones,
+            "scores": (
+                None
+                if self.scores is None
+                else {str(r): round(s, 6) for r, s in sorted(self.scores.items())}
+            ),
+            "switch": self.switch,
+            "digests": self.digests,
+            "latency_ms": round(self.latency_s * 1e3, 3),
+        }
+
+
+@dataclass(frozen=True)
+class Context:
+    """What one MLLM call receives, and what the policy left out (for the trace)."""
+
+    messages: list[ChatMessage]
+    kept_rounds: list[int]
+    dropped_rounds: list[int]
+    images_replaced: list[int]
+    tried_phrases: list[str]
+    eviction: EvictionRecord | None = None
+
+
+def record_of(context: Context) -> EvictionRecord:
+    """The eviction record of a context a policy built (every policy writes one)."""
+    if context.eviction is None:
+        raise RuntimeError("this context was built without a policy and has no record")
+    return context.eviction
+
+
+class ContextPolicy(Protocol):
+    """Builds each main call's context from the history.
+
+    One policy object serves one session: state it keeps between calls (digests, smoothed
+    scores, the current mode) is explicit on the object. ``build`` never mutates the
+    history.
+    """
+
+    name: str
+
+    async def build(self, history: History) -> Context:
+        """The context for the next call.
+
+        Raises:
+            ContextBudgetError: even the pinned part does not fit the budget.
+        """
+        ...
+
+
+# -- shared rendering ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A policy's decision before rendering.
+
+    Attributes:
+        kept: indices into ``history.steps`` to send in full, any order (sorted on render).
+        tried_phrases: phrases named in the request's note (tried and no longer visible).
+        notes: extra text blocks appended to the first user message (digests, archive).
+    """
+
+    kept: Sequence[int]
+    tried_phrases: Sequence[str] = ()
+    notes: Sequence[str] = ()
+
+
+def first_user_message(
+    task: TaskStep, tried_phrases: Sequence[str] = (), notes: Sequence[str] = ()
+) -> ChatMessage:
+    """The raw image and the request, with the tried-phrases note and any notes after it."""
+    text = prompts.render("user_task", query=task.query, tried_phrases=list(tried_phrases))
+    parts: list[ImagePart | TextPart] = [ImagePart(task.image), TextPart(text)]
+    parts.extend(TextPart("\n\n" + note) for note in notes if note)
+    return ChatMessage("user", tuple(parts))
+
+
+def render(history: History, selection: Selection) -> tuple[list[ChatMessage], list[int]]:
+    """The messages for ``selection`` and the rounds whose masks image became text."""
+    steps = history.steps
+    messages = [
+        ChatMessage.text("system", history.system_prompt),
+        first_user_message(history.task, selection.tried_phrases, selection.notes),
+    ]
+    current = current_masks_index(steps)
+    replaced = []
+    for i in sorted(set(selection.kept)):
+        step = steps[i]
+        messages.extend(step.messages(with_image=i == current, masks_gone=current is None))
+        if step.observation.image is not None and i != current:
+            replaced.append(step.round)
+    return messages, replaced
+
+
+@dataclass
+class Costs:
+    """Token costs of the parts of a history, computed once per call.
+
+    ``rounds[i]`` is what step ``i`` costs when sent (with its image only if it shows the
+    selectable masks); ``head`` is the system prompt plus the bare request.
+    """
+
+    counter: TokenCounter
+    history: History
+    head: int = 0
+    rounds: list[int] = field(default_factory=list)
+    current: int | None = None
+
+    def __post_init__(self) -> None:
+        steps = self.history.steps
+        self.current = current_masks_index(steps)
+        self.head = (
+            self.counter.message(ChatMessage.text("system", self.history.system_prompt)).total
+            + self.counter.message(first_user_message(self.history.task)).total
+        )
+        gone = self.current is None
+        self.rounds = [
+            sum(
+                self.counter.message(m).total
+                for m in s.messages(with_image=i == self.current, masks_gone=gone)
+            )
+            for i, s in enumerate(steps)
+        ]
+
+    def protected(self) -> set[int]:
+        """Rounds no policy may evict: the one showing the selectable masks."""
+        return set() if self.current is None else {self.current}
+
+    def total(self, kept: Iterable[int], head_extra: int = 0) -> int:
+        return self.head + head_extra + sum(self.rounds[i] for i in set(kept))
+
+    def full(self) -> int:
+        """Tokens if every round were sent (the ``tokens_before`` of every record)."""
+        return self.total(range(len(self.rounds)))
+
+    def note_tokens(self, tried_phrases: Sequence[str], notes: Sequence[str] = ()) -> int:
+        """What the tried-phrases note and ``notes`` add to the first user message."""
+        if not tried_phrases and not notes:
+            return 0
+        with_note = self.counter.message(
+            first_user_message(self.history.task, tried_phrases, notes)
+        ).total
+        return with_note - self.counter.message(first_user_message(self.history.task)).total
+
+
+def check_pinned(costs: Costs, budget: Budget, policy: str, head_extra: int = 0) -> None:
+    """Raise :class:`ContextBudgetError` when the pinned part alone exceeds the budget."""
+    pinned = costs.total(sorted(costs.protected()), head_extra)
+    if pinned > budget.limit:
+        raise ContextBudgetError(
+            f"context budget too small: the pinned context (system prompt, request"
+            f"{', current masks image' if costs.protected() else ''}) needs {pinned} tokens "
+            f"but --max-context-tokens {budget.max_context_tokens} minus the "
+            f"{budget.reserve_tokens}-token reply reserve leaves {budget.limit} "
+            f"(policy {policy})"
+        )
+
+
+def evict_in_order(
+    costs: Costs,
+    kept: Sequence[int],
+    order: Sequence[int],
+    limit: int,
+    reason: str,
+    head_extra: int = 0,
+    scores: dict[int, float] | None = None,
+) -> tuple[list[int], list[Evicted]]:
+    """Evict rounds of ``kept`` in ``order`` (protected ones skipped) until the total fits.
+
+    Returns the rounds still kept (indices, sorted) and the evictions (with scores when
+    given). Stops as soon as the total is within ``limit``; may return over the limit
+    when nothing else can go (the caller checks the pinned part).
+    """
+    keep = set(kept)
+    protected = costs.protected()
+    steps = costs.history.steps
+    evicted: list[Evicted] = []
+    total = costs.total(sorted(keep), head_extra)
+    for i in order:
+        if total <= limit:
+            break
+        if i not in keep or i in protected:
+            continue
+        keep.discard(i)
+        total -= costs.rounds[i]
+        score = None if scores is None else scores.get(steps[i].round)
+        evicted.append(Evicted(steps[i].round, reason, score))
+    return sorted(keep), evicted
+
+
+def finish(
+    history: History,
+    selection: Selection,
+    *,
+    policy: str,
+    budget: Budget,
+    costs: Costs,
+    evicted: Sequence[Evicted],
+    started: float,
+    **extra: Any,
+) -> Context:
+    """Render ``selection``, check it fits, and build the :class:`Context` with its record."""
+    messages, replaced = render(history, selection)
+    tokens = costs.counter.messages(messages)
+    if tokens.total > budget.limit:
+        raise ContextBudgetError(
+            f"context budget exceeded: policy {policy} needs {tokens.total} tokens for round "
+            f"{history.next_round} but --max-context-tokens {budget.max_context_tokens} minus "
+            f"the {budget.reserve_tokens}-token reply reserve leaves {budget.limit}"
+        )
+    steps = history.steps
+    kept_set = set(selection.kept)
+    kept_rounds = [steps[i].round for i in sorted(kept_set)]
+    dropped = [s.round for i, s in enumerate(steps) if i not in kept_set]
+    record = EvictionRecord(
+        policy=policy,
+        budget=budget,
+        kept_rounds=kept_rounds,
+        evicted=sorted(evicted, key=lambda e: e.round),
+        tokens_before=costs.full(),
+        tokens_after=tokens,
+        images_replaced=replaced,
+        tried_phrases=list(selection.tried_phrases),
+        **extra,
+    )
+    record.latency_s = time.perf_counter() - started
+    return Context(
+        messages=messages,
+        kept_rounds=kept_rounds,
+        dropped_rounds=dropped,
+        images_replaced=replaced,
+        tried_phrases=list(selection.tried_phrases),
+        eviction=record,
+    )
+
+
+def tried_before(steps: Sequence[ActionStep], kept: Sequence[int]) -> list[str]:
+    """Phrases of executed segment rounds not in ``kept``, in the order tried."""
+    keep = set(kept)
+    return [
+        s.phrase for i, s in enumerate(steps) if s.kind == "segment" and s.phrase and i not in keep
+    ]

@@ -1,0 +1,86 @@
+"""``decay``: the lowest-scoring rounds leave first, scored ``weight(kind) * exp(-rate * age)``.
+
+``age`` is in rounds (0 for the latest round), ``weight`` is per step kind (segment,
+examine, correction; :data:`DEFAULT_WEIGHTS`, configurable). Scores are computed only
+when the full history does not fit; ties go oldest first. The selectable masks' round is
+pinned.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+
+from sam3_agent.agent.context.base import (
+    Budget,
+    Context,
+    Costs,
+    Evicted,
+    History,
+    Selection,
+    check_pinned,
+    evict_in_order,
+    finish,
+)
+from sam3_agent.agent.context.tokens import TokenCounter
+
+DEFAULT_WEIGHTS: dict[str, float] = {"segment": 1.0, "examine": 1.5, "correction": 0.3}
+"""Examine verdicts cost the most to redo; a correction matters only while it is fresh."""
+
+DEFAULT_RATE = 0.15
+"""Per-round decay: a round's score halves in about 4.6 rounds."""
+
+
+def decay_scores(history: History, weights: Mapping[str, float], rate: float) -> dict[int, float]:
+    """Score of every round, keyed by round number."""
+    latest = history.steps[-1].round if history.steps else 0
+    return {
+        s.round: weights.get(s.kind, 1.0) * math.exp(-rate * (latest - s.round))
+        for s in history.steps
+    }
+
+
+class DecayPolicy:
+    """Evict by decayed importance. Stateless."""
+
+    name = "decay"
+
+    def __init__(
+        self,
+        budget: Budget,
+        counter: TokenCounter,
+        weights: Mapping[str, float] | None = None,
+        rate: float = DEFAULT_RATE,
+    ) -> None:
+        self.budget = budget
+        self.counter = counter
+        self.weights = dict(DEFAULT_WEIGHTS if weights is None else weights)
+        self.rate = rate
+
+    async def build(self, history: History) -> Context:
+        started = time.perf_counter()
+        costs = Costs(self.counter, history)
+        check_pinned(costs, self.budget, self.name)
+        everything = list(range(len(history.steps)))
+        scores: dict[int, float] | None = None
+        kept: list[int] = everything
+        evicted: list[Evicted] = []
+        if costs.full() > self.budget.limit:
+            by_round = decay_scores(history, self.weights, self.rate)
+            steps = history.steps
+            order = sorted(everything, key=lambda i: (by_round[steps[i].round], i))
+            scores = by_round
+            kept, evicted = evict_in_order(
+                costs, everything, order, self.budget.limit, "budget: lowest score", scores=by_round
+            )
+        return finish(
+            history,
+            Selection(kept),
+            policy=self.name,
+            budget=self.budget,
+            costs=costs,
+            evicted=evicted,
+            started=started,
+            scores=scores,
+        )

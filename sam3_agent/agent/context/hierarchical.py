@@ -1,0 +1,157 @@
+"""``hierarchical``: the context in zones with token budgets.
+
+* **pinned**: the system prompt, the request (with its constraints), the list of phrases
+  tried, and the round showing the selectable masks. Never evicted.
+* **working**: the latest executed ``segment_phrase`` round and everything after it, in
+  full; older rounds stay here too until the watermark is passed.
+* **archive**: one line per older round (the phrase and what it gave, the verdicts, the
+  mistake), built from the typed steps without a model call, in the first user message.
+* **reserve**: room for the reply (``Budget.reserve_tokens``).
+
+Rounds move from working to archive, oldest first, once the context passes the watermark
+(default 70 % of the budget), until it is back under it; rounds of the latest search move
+only when the hard limit requires. The archive has its own budget
+(:data:`ARCHIVE_SHARE` of the limit); past it, its oldest lines go (the tried phrases stay
+pinned). This policy keeps no state between calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from sam3_agent.agent import prompts
+from sam3_agent.agent.context.base import (
+    Budget,
+    Context,
+    Costs,
+    Evicted,
+    History,
+    Selection,
+    check_pinned,
+    finish,
+    tried_before,
+)
+from sam3_agent.agent.context.sam3 import anchor_index
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.steps import ActionStep
+
+ARCHIVE_SHARE = 0.2
+"""Share of the budget's limit the archive lines may use."""
+
+NOTE_OVERHEAD = 80
+"""Tokens of the fixed wording around the tried-phrases note and the archive (upper bound)."""
+
+
+def archive_line(step: ActionStep) -> str:
+    """One line standing for ``step``: what was asked and what came back, first sentence."""
+    result = step.observation.text.split(". ")[0].strip().rstrip(".")
+    if step.kind == "segment":
+        return f"round {step.round}: {result}."
+    if step.kind == "examine":
+        return f"round {step.round}: {result}."
+    return f"round {step.round}: a mistake was corrected: {result}."
+
+
+def archive_note(lines: Sequence[str]) -> str:
+    return prompts.render("context_archive", lines=list(lines)) if lines else ""
+
+
+class HierarchicalPolicy:
+    """Zones with budgets and a watermark. Stateless."""
+
+    name = "hierarchical"
+
+    def __init__(self, budget: Budget, counter: TokenCounter) -> None:
+        self.budget = budget
+        self.counter = counter
+
+    async def build(self, history: History) -> Context:
+        return self.build_sync(history)
+
+    def build_sync(self, history: History) -> Context:
+        started = time.perf_counter()
+        steps = history.steps
+        costs = Costs(self.counter, history)
+        anchor = anchor_index(steps)
+        core_start = 0 if anchor is None else anchor
+        everything = list(range(len(steps)))
+        all_phrases = tried_before(steps, [])
+        check_pinned(costs, self.budget, self.name, self._note_cost(all_phrases, []))
+        kept = set(everything)
+        archived: list[int] = []
+        lines = {i: archive_line(steps[i]) for i in everything}
+        line_cost = {i: self.counter.text(lines[i]) + 2 for i in everything}
+        protected = costs.protected()
+
+        def total() -> int:
+            tried = tried_before(steps, sorted(kept))
+            return costs.total(sorted(kept)) + self._note_cost(
+                tried, [lines[i] for i in archived], line_cost=[line_cost[i] for i in archived]
+            )
+
+        limit, watermark = self.budget.limit, self.budget.watermark_tokens
+        current = total()
+        reasons: dict[int, str] = {}
+        if current > watermark:
+            # Older rounds go first, down to the watermark; the latest search's rounds only
+            # when the hard limit requires it.
+            stages = (
+                (everything[:core_start], watermark, "watermark: moved to archive"),
+                (everything[core_start:], limit, "budget: working round moved to archive"),
+            )
+            for candidates, target, reason in stages:
+                for i in candidates:
+                    if current <= target:
+                        break
+                    if i in protected:
+                        continue
+                    kept.discard(i)
+                    archived.append(i)
+                    reasons[i] = reason
+                    current = total()
+        # The archive keeps its own budget: past it, the oldest lines go.
+        without_archive = costs.total(sorted(kept)) + self._note_cost(
+            tried_before(steps, sorted(kept)), []
+        )
+        archive_budget = min(int(limit * ARCHIVE_SHARE), limit - without_archive - NOTE_OVERHEAD)
+        shown = sorted(archived)
+        while shown and sum(line_cost[i] for i in shown) > archive_budget:
+            reasons[shown.pop(0)] = "archive over its budget: line dropped"
+        evicted = [Evicted(steps[i].round, reason) for i, reason in reasons.items()]
+        tried = tried_before(steps, sorted(kept))
+        note = archive_note([lines[i] for i in shown])
+        selection = Selection(sorted(kept), tried, [note] if note else [])
+        notes_tokens = costs.note_tokens(tried, selection.notes)
+        working = [i for i in kept if i not in protected]
+        zones = {
+            "pinned": costs.head
+            + costs.note_tokens(tried)
+            + sum(costs.rounds[i] for i in protected),
+            "working": sum(costs.rounds[i] for i in working),
+            "archive": notes_tokens - costs.note_tokens(tried),
+            "reserve": self.budget.reserve_tokens,
+        }
+        return finish(
+            history,
+            selection,
+            policy=self.name,
+            budget=self.budget,
+            costs=costs,
+            evicted=evicted,
+            started=started,
+            zones=zones,
+        )
+
+    def _note_cost(
+        self, tried: Sequence[str], lines: Sequence[str], line_cost: Sequence[int] | None = None
+    ) -> int:
+        if not tried and not lines:
+            return 0
+        phrases = sum(self.counter.text(p) + 3 for p in tried)
+        archive = (
+            sum(line_cost)
+            if line_cost is not None
+            else sum(self.counter.text(line) + 2 for line in lines)
+        )
+        return NOTE_OVERHEAD + phrases + archive

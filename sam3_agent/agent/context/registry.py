@@ -1,0 +1,83 @@
+"""Context policies by name: what ``--context-policy NAME`` and ``AgentConfig`` select."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sam3_agent.agent.context.attention import AttentionPolicy, require_source
+from sam3_agent.agent.context.auto import AutoPolicy
+from sam3_agent.agent.context.base import Budget, ContextPolicy
+from sam3_agent.agent.context.decay import DecayPolicy
+from sam3_agent.agent.context.fifo import FifoPolicy
+from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
+from sam3_agent.agent.context.keep_all import KeepAllPolicy
+from sam3_agent.agent.context.sam3 import Sam3Policy
+from sam3_agent.agent.context.summary import DigestSink, SummaryPolicy
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
+from sam3_agent.values.errors import UserError
+
+
+@dataclass(frozen=True)
+class PolicyInputs:
+    """What a policy may need besides the config: built once per session."""
+
+    config: AgentConfig
+    counter: TokenCounter
+    chat_model: Any
+    on_digest: DigestSink | None = None
+
+    @property
+    def budget(self) -> Budget:
+        c = self.config
+        return Budget(c.max_context_tokens, c.context_reserve_tokens, c.context_watermark)
+
+
+def _summary(i: PolicyInputs) -> ContextPolicy:
+    return SummaryPolicy(i.budget, i.counter, i.chat_model, on_digest=i.on_digest)
+
+
+def _decay(i: PolicyInputs) -> ContextPolicy:
+    return DecayPolicy(i.budget, i.counter, dict(i.config.decay_weights), i.config.decay_rate)
+
+
+def _attention(i: PolicyInputs) -> ContextPolicy:
+    source = require_source(i.chat_model)
+    return AttentionPolicy(i.budget, i.counter, source, i.config.attention_window)
+
+
+POLICIES: dict[str, Callable[[PolicyInputs], ContextPolicy]] = {
+    "sam3": lambda i: Sam3Policy(i.budget, i.counter),
+    "keep-all": lambda i: KeepAllPolicy(i.budget, i.counter),
+    "fifo": lambda i: FifoPolicy(i.budget, i.counter),
+    "decay": _decay,
+    "summary": _summary,
+    "hierarchical": lambda i: HierarchicalPolicy(i.budget, i.counter),
+    "attention": _attention,
+    "auto": lambda i: AutoPolicy(i.budget, i.counter),
+}
+if tuple(POLICIES) != CONTEXT_POLICIES:  # one list of names, checked at import
+    raise RuntimeError("sam3_agent.values.config.CONTEXT_POLICIES and the policy registry disagree")
+
+
+def build_policy(inputs: PolicyInputs) -> ContextPolicy:
+    """A fresh policy for one session.
+
+    Raises:
+        UserError: unknown name, or ``attention`` with a backend that reports no attention.
+    """
+    factory = POLICIES.get(inputs.config.context_policy)
+    if factory is None:
+        raise UserError(
+            f"unknown context policy {inputs.config.context_policy!r}; "
+            f"choose one of {', '.join(POLICIES)}"
+        )
+    return factory(inputs)
+
+
+def check_backend(config: AgentConfig, chat_model: Any) -> None:
+    """Refuse at start-up a policy the MLLM backend cannot serve (one-line UserError)."""
+    if config.context_policy == "attention":
+        require_source(chat_model)

@@ -1,0 +1,140 @@
+"""``sam3`` (the default): three-part pruning, a pure function of the history.
+
+1. Always kept: the system prompt and the first user message (raw image + query).
+2. Dropped: every round before the anchor.
+3. Kept: the anchor, the latest *executed* ``segment_phrase``, and after it only the latest
+   ``examine_each_mask`` round and the latest corrective exchange.
+
+The anchor comes from the parsed tool call (:attr:`ActionStep.kind`), never from a text
+search, and a refused duplicate phrase is a correction, not an anchor, so the image of the
+masks that are still current is never dropped while they stay selectable. Of the kept
+rounds only the image of the masks that can still be selected is sent (the latest executed
+segment or examine, when it has one); older ones become a line of text, and when no mask is
+selectable (all rejected, none found) no image of masks is sent at all. So the context
+holds at most two images and at most :data:`MAX_MESSAGES` messages, however long the session.
+
+Phrases executed before the anchor are named in a note in the first user message, in the
+order they were tried, so the model knows what failed after its history is gone. With a
+token budget too small even for this, kept rounds other than the selectable masks' go,
+oldest first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from sam3_agent.agent.context.base import (
+    Budget,
+    Context,
+    Costs,
+    Evicted,
+    History,
+    Selection,
+    check_pinned,
+    evict_in_order,
+    finish,
+    render,
+    tried_before,
+)
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.steps import ActionStep, TaskStep
+
+MAX_KEPT_ROUNDS = 3
+MAX_MESSAGES = 2 + 2 * MAX_KEPT_ROUNDS + 1
+"""System prompt and request, two messages per kept round (the reply and its answer), and
+one more with native tool calls: the user message carrying the image after the tool result,
+which only the round showing the selectable masks has (9)."""
+
+
+def anchor_index(steps: Sequence[ActionStep]) -> int | None:
+    """Index of the latest executed segment_phrase step, or None."""
+    for i in range(len(steps) - 1, -1, -1):
+        if steps[i].kind == "segment":
+            return i
+    return None
+
+
+def kept_indices(steps: Sequence[ActionStep]) -> list[int]:
+    """Indices of the steps part 3 keeps, in chronological order."""
+    anchor = anchor_index(steps)
+    start = 0 if anchor is None else anchor + 1
+    keep = set() if anchor is None else {anchor}
+    for kind in ("examine", "correction"):
+        latest = next(
+            (i for i in range(len(steps) - 1, start - 1, -1) if steps[i].kind == kind), None
+        )
+        if latest is not None:
+            keep.add(latest)
+    return sorted(keep)
+
+
+def sam3_selection(steps: Sequence[ActionStep]) -> tuple[Selection, list[Evicted]]:
+    """The three-part selection and why each other round was left out."""
+    anchor = anchor_index(steps)
+    tried = [s.phrase for s in steps[: anchor or 0] if s.kind == "segment" and s.phrase]
+    keep = kept_indices(steps)
+    kept = set(keep)
+    evicted = [
+        Evicted(
+            s.round,
+            "before the latest segment_phrase"
+            if anchor is not None and i < anchor
+            else "superseded by a later round of its kind",
+        )
+        for i, s in enumerate(steps)
+        if i not in kept
+    ]
+    return Selection(keep, tried), evicted
+
+
+def build_context(system_prompt: str, task: TaskStep, steps: Sequence[ActionStep]) -> Context:
+    """The three-part context with no token budget (the pure function of SPEC §2)."""
+    selection, _ = sam3_selection(steps)
+    messages, replaced = render(History(system_prompt, task, steps), selection)
+    kept = set(selection.kept)
+    return Context(
+        messages=messages,
+        kept_rounds=[steps[i].round for i in sorted(kept)],
+        dropped_rounds=[s.round for i, s in enumerate(steps) if i not in kept],
+        images_replaced=replaced,
+        tried_phrases=list(selection.tried_phrases),
+    )
+
+
+class Sam3Policy:
+    """Three-part pruning under a token budget. Stateless."""
+
+    name = "sam3"
+
+    def __init__(self, budget: Budget, counter: TokenCounter) -> None:
+        self.budget = budget
+        self.counter = counter
+
+    async def build(self, history: History) -> Context:
+        return self.build_sync(history)
+
+    def build_sync(self, history: History) -> Context:
+        started = time.perf_counter()
+        costs = Costs(self.counter, history)
+        selection, evicted = sam3_selection(history.steps)
+        note = costs.note_tokens(selection.tried_phrases)
+        check_pinned(costs, self.budget, self.name, note)
+        # Evicting for the budget may add phrases to the note: reckon with the longest note.
+        longest = costs.note_tokens(tried_before(history.steps, sorted(costs.protected())))
+        kept, more = evict_in_order(
+            costs, selection.kept, sorted(selection.kept), self.budget.limit, "budget", longest
+        )
+        if more:  # a search round left for the budget: its phrase joins the note
+            selection = Selection(kept, tried_before(history.steps, kept))
+        else:
+            selection = Selection(kept, selection.tried_phrases)
+        return finish(
+            history,
+            selection,
+            policy=self.name,
+            budget=self.budget,
+            costs=costs,
+            evicted=evicted + more,
+            started=started,
+        )

@@ -1,0 +1,277 @@
+"""``summary``: evicted rounds are replaced by a digest the MLLM writes in its own call.
+
+Rounds leave oldest first, as in ``fifo``, when the history outgrows the budget. Each run
+of evicted rounds not yet covered is condensed by one extra call to the same model with
+its own prompt (``prompts/digest_system.j2`` and ``digest_user.j2``: phrases tried and
+what they gave, verdicts, the request's constraints, mistakes, open questions; negations
+and numbers verbatim). The digests replace the rounds in the first user message.
+
+* A digest is never summarised again: it is level 1 and only rounds are ever condensed.
+  When the digests themselves no longer fit, the oldest digest is dropped.
+* Digest calls and their tokens are reported apart (the ``on_digest`` callback; the agent
+  adds them to ``usage.digests``), never mixed with the main conversation's.
+* While the main call of a round is in flight, the rounds that the next call will most
+  likely evict (the context grows by about one round per call) are condensed in the
+  background; the next ``build`` only waits when that guess fell short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sam3_agent.agent import prompts
+from sam3_agent.agent.context.base import (
+    Budget,
+    Context,
+    Costs,
+    Evicted,
+    History,
+    Selection,
+    check_pinned,
+    finish,
+)
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.steps import ActionStep
+from sam3_agent.backends.base import ChatModel
+from sam3_agent.values.messages import ChatMessage, ChatResponse
+
+logger = logging.getLogger(__name__)
+
+MAX_DIGEST_TOKENS = 200
+"""A digest longer than this (after the model wrote it) is cut to it."""
+
+DIGEST_TAG = re.compile(r"<digest>(.*?)(?:</digest>|$)", re.DOTALL | re.IGNORECASE)
+THINK_TAG = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Digest:
+    """The condensed text of some rounds. ``level`` 1: written from rounds, never from digests."""
+
+    rounds: tuple[int, ...]
+    text: str
+    level: int = 1
+
+    def note(self) -> str:
+        first, last = self.rounds[0], self.rounds[-1]
+        span = f"round {first}" if first == last else f"rounds {first}-{last}"
+        return f"[{span}] {self.text}"
+
+
+@dataclass(frozen=True)
+class DigestCall:
+    """One digest call, as reported to ``on_digest``."""
+
+    rounds: tuple[int, ...]
+    messages: list[ChatMessage]
+    response: ChatResponse
+    blocking: bool
+    latency_s: float
+
+
+DigestSink = Callable[[DigestCall], None]
+
+
+def digest_messages(query: str, steps: Sequence[ActionStep], max_tokens: int) -> list[ChatMessage]:
+    """The digest request for ``steps`` (text only: images are not condensed)."""
+    rounds = [
+        {"round": s.round, "reply": _reply_text(s), "result": s.observation.text.strip()}
+        for s in steps
+    ]
+    return [
+        ChatMessage.text("system", prompts.render("digest_system", max_words=max_tokens * 2 // 3)),
+        ChatMessage.text("user", prompts.render("digest_user", query=query, rounds=rounds)),
+    ]
+
+
+def _reply_text(step: ActionStep) -> str:
+    """The reply as the digest reads it; a native call (outside the reply's text) included."""
+    call = step.native_call
+    if call is None:
+        return step.reply.strip()
+    return f"{step.reply.strip()} {call.name} {call.arguments}".strip()
+
+
+def digest_text(reply: str, counter: TokenCounter, max_tokens: int) -> str:
+    """The digest inside a reply's ``<digest>`` tag (or the bare reply), cut to ``max_tokens``."""
+    reply = THINK_TAG.sub("", reply)
+    match = DIGEST_TAG.search(reply)
+    text = " ".join((match.group(1) if match else reply).split())
+    while text and counter.text(text) > max_tokens:
+        text = text[: int(len(text) * 0.9)].rstrip()
+    return text or "(the digest came back empty)"
+
+
+class SummaryPolicy:
+    """Oldest rounds out, each run condensed by the model.
+
+    Attributes:
+        digests: every digest written so far, oldest first.
+        digest_calls / digest_blocking: calls made, and how many the next call waited on.
+    """
+
+    name = "summary"
+
+    def __init__(
+        self,
+        budget: Budget,
+        counter: TokenCounter,
+        chat_model: ChatModel,
+        *,
+        on_digest: DigestSink | None = None,
+        max_digest_tokens: int = MAX_DIGEST_TOKENS,
+    ) -> None:
+        self.budget = budget
+        self.counter = counter
+        self.chat_model = chat_model
+        self.on_digest = on_digest
+        self.max_digest_tokens = max_digest_tokens
+        self.digests: list[Digest] = []
+        self.digest_calls = 0
+        self.digest_blocking = 0
+        self._pending: asyncio.Task[Digest] | None = None
+        self._evicted: set[int] = set()
+        self._dropped_rounds: set[int] = set()
+
+    async def aclose(self) -> None:
+        """Cancel a background digest nobody will read (the session ended)."""
+        if self._pending is not None and not self._pending.done():
+            self._pending.cancel()
+        self._pending = None
+
+    async def build(self, history: History) -> Context:
+        started = time.perf_counter()
+        waited = 0.0
+        if self._pending is not None:
+            wait_start = time.perf_counter()
+            self.digests.append(await self._pending)
+            waited = time.perf_counter() - wait_start
+            self._pending = None
+        steps = history.steps
+        costs = Costs(self.counter, history)
+        check_pinned(costs, self.budget, self.name)
+        # Once evicted, a round stays out: its digest stands for it from then on.
+        evict = [i for i, s in enumerate(steps) if s.round in self._evicted]
+        evict = self._evict_more(costs, evict, self.budget.limit, self.budget.watermark_tokens)
+        blocking: list[int] = []
+        covered = self._covered_rounds()
+        uncovered = [steps[i] for i in evict if steps[i].round not in covered]
+        if uncovered:
+            blocking = [s.round for s in uncovered]
+            self.digests.append(await self._digest(history, uncovered, blocking=True))
+        self._evicted.update(steps[i].round for i in evict)
+        # A digest written ahead stays hidden until all of its rounds have left.
+        shown = [d for d in self.digests if set(d.rounds) <= self._evicted]
+        kept = [i for i in range(len(steps)) if i not in set(evict)]
+        dropped_digests: list[Digest] = []
+        while shown and costs.total(kept, costs.note_tokens((), self._notes(shown))) > (
+            self.budget.limit
+        ):
+            dropped_digests.append(shown.pop(0))
+        # A dropped digest is gone for good: its rounds are never condensed again.
+        self._dropped_rounds.update(r for d in dropped_digests for r in d.rounds)
+        self.digests = [d for d in self.digests if d not in dropped_digests]
+        evicted = [
+            Evicted(steps[i].round, "budget: oldest first, condensed into a digest") for i in evict
+        ]
+        self._start_speculative(history, costs, evict)
+        return finish(
+            history,
+            Selection(kept, (), self._notes(shown)),
+            policy=self.name,
+            budget=self.budget,
+            costs=costs,
+            evicted=evicted,
+            started=started,
+            digests={
+                "shown": [{"rounds": list(d.rounds), "level": d.level} for d in shown],
+                "dropped": [list(d.rounds) for d in dropped_digests],
+                "blocking_call_rounds": blocking,
+                "waited_for_background_ms": round(waited * 1e3, 3),
+                "calls_total": self.digest_calls,
+            },
+        )
+
+    def _covered_rounds(self) -> set[int]:
+        return {r for d in self.digests for r in d.rounds} | self._dropped_rounds
+
+    def _notes(self, shown: Sequence[Digest]) -> list[str]:
+        if not shown:
+            return []
+        return [prompts.render("context_digests", texts=[d.note() for d in shown])]
+
+    def _evict_more(self, costs: Costs, evict: Sequence[int], limit: int, target: int) -> list[int]:
+        """``evict`` plus the oldest unprotected rounds needed to fit.
+
+        Nothing more goes while the context fits ``limit``; once it does not, rounds go
+        until it fits ``target`` (the watermark), so one digest condenses several rounds.
+        A new digest is reckoned at its maximum size until it is written.
+        """
+        steps = costs.history.steps
+        out = list(evict)
+        protected = costs.protected()
+        covered = self._covered_rounds()
+
+        def total() -> int:
+            kept = [i for i in range(len(steps)) if i not in set(out)]
+            gone = {steps[i].round for i in out}
+            notes = self._notes([d for d in self.digests if set(d.rounds) <= gone])
+            allowance = costs.note_tokens((), notes)
+            if any(steps[i].round not in covered for i in out):
+                allowance += self.max_digest_tokens + 40
+            return costs.total(kept) + allowance
+
+        if total() <= limit:
+            return out
+        for i in range(len(steps)):
+            if total() <= target:
+                break
+            if i in protected or i in out:
+                continue
+            out.append(i)
+        return sorted(out)
+
+    def _start_speculative(self, history: History, costs: Costs, evict: Sequence[int]) -> None:
+        """Condense, in the background, what the next call will likely evict."""
+        steps = history.steps
+        if not steps:
+            return
+        growth = costs.rounds[-1]
+        likely = self._evict_more(
+            costs, evict, self.budget.limit - growth, self.budget.watermark_tokens - growth
+        )
+        covered = self._covered_rounds()
+        ahead = [steps[i] for i in likely if i not in set(evict) and steps[i].round not in covered]
+        if ahead:
+            self._pending = asyncio.ensure_future(self._digest(history, ahead, blocking=False))
+
+    async def _digest(
+        self, history: History, steps: Sequence[ActionStep], *, blocking: bool
+    ) -> Digest:
+        messages = digest_messages(history.task.query, steps, self.max_digest_tokens)
+        started = time.perf_counter()
+        response = await self.chat_model.complete(messages)
+        latency = time.perf_counter() - started
+        self.digest_calls += 1
+        self.digest_blocking += int(blocking)
+        rounds = tuple(s.round for s in steps)
+        if self.on_digest is not None:
+            self.on_digest(DigestCall(rounds, messages, response, blocking, latency))
+        logger.debug("digest of rounds %s (%s)", rounds, "blocking" if blocking else "background")
+        return Digest(rounds, digest_text(response.text, self.counter, self.max_digest_tokens))
+
+
+def digest_usage(calls: Sequence[DigestCall]) -> dict[str, Any]:
+    """Totals of some digest calls (for benchmarks and tests)."""
+    return {
+        "calls": len(calls),
+        "blocking": sum(c.blocking for c in calls),
+        "prompt_tokens": sum(c.response.usage.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.response.usage.completion_tokens for c in calls),
+    }

@@ -1,0 +1,233 @@
+"""Token accounting: what a context costs, counted the way the model will count it.
+
+Text is counted with the model's own tokenizer when one is available offline (the
+in-process processor's tokenizer, or tokenizer files already in the local Hugging Face
+hub cache for the endpoint's model name). Otherwise a documented estimate is used:
+
+* text: ``ceil(utf-8 bytes / 4)``. Byte-level BPE vocabularies (Qwen, Llama 3, GPT-4o)
+  average 3.5–4.5 bytes per token on English prose and JSON; the estimate leans towards
+  over-counting so a budget computed with it is safe.
+* every message adds :data:`MESSAGE_OVERHEAD` tokens for its role markers
+  (``<|im_start|>role\\n ... <|im_end|>\\n`` in ChatML); a native tool call counts its name
+  and arguments plus :data:`TOOL_CALL_OVERHEAD`, a ``tool`` message
+  :data:`TOOL_RESULT_OVERHEAD` more.
+
+Images are counted by the model family's rule on the size actually sent (the encoded
+image's width and height): Qwen2.5-VL resizes each side to a multiple of 28 px
+(14 px patches merged 2×2) and spends one token per 28×28 cell; Qwen3-VL does the same
+with 32 px cells (16 px patches). Each image adds 2 tokens for its vision start/end
+markers. Other models get the Qwen2.5-VL rule as the documented fallback: it is within
+a factor of two of what GPT-4o, Gemini and Llama-3.2-Vision charge for a 1,024 px image.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
+
+logger = logging.getLogger(__name__)
+
+MESSAGE_OVERHEAD = 4
+"""Role markers per message (``<|im_start|>``, the role, a newline, ``<|im_end|>``)."""
+
+TOOL_CALL_OVERHEAD = 12
+"""A native tool call's wrapping besides its name and arguments (Qwen's chat template writes
+``<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>``)."""
+
+TOOL_RESULT_OVERHEAD = 4
+"""A ``tool`` message's wrapping (``<tool_response>\\n ... \\n</tool_response>``)."""
+
+IMAGE_MARKERS = 2
+"""``<|vision_start|>`` and ``<|vision_end|>`` around each image's tokens."""
+
+BYTES_PER_TOKEN = 4
+"""The estimate's divisor, used when no tokenizer is available offline."""
+
+QWEN25_CELL = 28
+"""Qwen2.5-VL: 14 px patches merged 2×2, one token per 28×28 px cell."""
+
+QWEN3_CELL = 32
+"""Qwen3-VL: 16 px patches merged 2×2, one token per 32×32 px cell."""
+
+QWEN_MIN_PIXELS = 56 * 56
+QWEN_MAX_PIXELS = 28 * 28 * 16384
+"""Qwen2.5-VL's processor bounds (``min_pixels``, ``max_pixels``); images are rescaled into them."""
+
+
+def qwen_image_tokens(height: int, width: int, cell: int = QWEN25_CELL) -> int:
+    """Vision tokens of one ``height``×``width`` image under the Qwen-VL resize rule.
+
+    Each side is rounded to the nearest multiple of ``cell`` (at least one cell), then the
+    area is scaled into the processor's pixel bounds, as ``smart_resize`` does. The markers
+    around the image are not included (see :data:`IMAGE_MARKERS`).
+    """
+    h = max(cell, round(height / cell) * cell)
+    w = max(cell, round(width / cell) * cell)
+    max_pixels = QWEN_MAX_PIXELS * (cell / QWEN25_CELL) ** 2
+    min_pixels = QWEN_MIN_PIXELS * (cell / QWEN25_CELL) ** 2
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = max(cell, math.floor(height / beta / cell) * cell)
+        w = max(cell, math.floor(width / beta / cell) * cell)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / cell) * cell
+        w = math.ceil(width * beta / cell) * cell
+    return (h // cell) * (w // cell)
+
+
+def image_cell_for(model_name: str) -> int:
+    """The pixel cell per image token for a model name (Qwen3-VL: 32; everything else: 28)."""
+    name = model_name.lower().replace("_", "-")
+    return QWEN3_CELL if "qwen3" in name else QWEN25_CELL
+
+
+@dataclass
+class Tokens:
+    """Tokens split by kind; summed with ``+``."""
+
+    text: int = 0
+    image: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.text + self.image
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(self.text + other.text, self.image + other.image)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"text": self.text, "image": self.image, "total": self.total}
+
+
+@dataclass
+class TokenCounter:
+    """Counts the tokens of messages as one model sees them.
+
+    Attributes:
+        encode_len: text -> token count with the model's tokenizer; None for the estimate.
+        image_cell: pixels per image token side (:func:`image_cell_for`).
+        source: ``"tokenizer:<name>"`` or ``"estimate"`` (recorded in traces and results).
+    """
+
+    encode_len: Callable[[str], int] | None = None
+    image_cell: int = QWEN25_CELL
+    source: str = "estimate"
+    _text: Callable[[str], int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # The same round texts are counted every round: remember them.
+        self._text = lru_cache(maxsize=8192)(self._count_text)
+
+    def _count_text(self, text: str) -> int:
+        if not text:
+            return 0
+        if self.encode_len is not None:
+            return self.encode_len(_encodable(text))
+        # Lone surrogates (any string a model or user wrote) count as the 3 bytes each they take.
+        return math.ceil(len(text.encode("utf-8", "surrogatepass")) / BYTES_PER_TOKEN)
+
+    def text(self, text: str) -> int:
+        """Tokens of ``text`` (no message overhead)."""
+        return self._text(text)
+
+    def image(self, width: int, height: int) -> int:
+        """Tokens of one image of this size as sent, markers included."""
+        return qwen_image_tokens(height, width, self.image_cell) + IMAGE_MARKERS
+
+    def message(self, message: ChatMessage) -> Tokens:
+        """Tokens of one message, role markers included (and native tool calls, replayed
+        as the chat template writes them)."""
+        text = MESSAGE_OVERHEAD
+        if message.role == "tool":
+            text += TOOL_RESULT_OVERHEAD
+        for call in message.tool_calls:
+            text += TOOL_CALL_OVERHEAD + self.text(call.name) + self.text(call.arguments)
+        image = 0
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                text += self.text(part.text)
+            elif isinstance(part, ImagePart):
+                image += self.image(part.image.width, part.image.height)
+        return Tokens(text, image)
+
+    def messages(self, messages: Iterable[ChatMessage]) -> Tokens:
+        """Tokens of a whole request."""
+        total = Tokens()
+        for m in messages:
+            total = total + self.message(m)
+        return total
+
+    def per_message(self, messages: Sequence[ChatMessage]) -> list[int]:
+        """Total tokens of each message, in order (for the trace and the inspector)."""
+        return [self.message(m).total for m in messages]
+
+
+def _encodable(text: str) -> str:
+    """``text`` with lone surrogates replaced: tokenizers take valid UTF-8 only."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def counter_for(chat_model: Any) -> TokenCounter:
+    """The best :class:`TokenCounter` for ``chat_model`` that needs no network.
+
+    Uses the in-process model's tokenizer (``chat_model.tokenizer``, also behind the
+    response cache), else tokenizer files
+    already in the local hub cache for the model's name, else the estimate.
+    """
+    name = str(getattr(chat_model, "name", ""))
+    cell = image_cell_for(name)
+    tokenizer = getattr(chat_model, "tokenizer", None)
+    if tokenizer is None:  # behind the response cache, the in-process model is ``inner``
+        tokenizer = getattr(getattr(chat_model, "inner", None), "tokenizer", None)
+    if tokenizer is None:
+        tokenizer = _cached_tokenizer(name)
+    if tokenizer is None:
+        return TokenCounter(image_cell=cell)
+
+    def encode_len(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    return TokenCounter(encode_len=encode_len, image_cell=cell, source=f"tokenizer:{name}")
+
+
+def _cached_tokenizer(name: str) -> Any:
+    """A tokenizer for hub id ``name`` from the local cache only; None when absent."""
+    if not name or "/" not in name:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(name, "tokenizer.json")
+    except Exception:  # a malformed id or cache: fall back to the estimate
+        return None
+    if not isinstance(found, str):
+        return None
+    try:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(found)
+    except Exception as e:  # an unreadable cached file: the estimate is still correct enough
+        logger.info("cannot read the cached tokenizer of %s (%s); estimating tokens", name, e)
+        return None
+    return _TokenizersAdapter(tokenizer)
+
+
+@dataclass(frozen=True)
+class _TokenizersAdapter:
+    """``tokenizers.Tokenizer`` with the ``encode(text, add_special_tokens=)`` of transformers."""
+
+    tokenizer: Any
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids)

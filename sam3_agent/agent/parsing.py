@@ -1,0 +1,304 @@
+"""Reading the model's replies: the ``<tool>{json}</tool>`` tag protocol and verdicts.
+
+Everything here is a pure function of the reply text. A reply that breaks the protocol is
+not an exception: it yields a :class:`ParsedReply` whose ``mistake`` names what is wrong,
+and the agent sends that back to the model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sam3_agent.values.messages import NativeToolCall
+from sam3_agent.values.text import echo_list
+
+TOOL_OPEN, TOOL_CLOSE = "<tool>", "</tool>"
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+_DECODER = json.JSONDecoder()
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects a tool call may have. A real call nests two or
+three levels; checking our own limit keeps the outcome independent of the interpreter's
+recursion limit, which other libraries in the process may raise."""
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_VERDICT = re.compile(r"<verdict>(.*?)</verdict>", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model wrote it: a name and its raw JSON parameters."""
+
+    name: str
+    parameters: dict[str, Any]
+
+    def to_tag(self) -> str:
+        """The call in tag form; parameters too deep or large to write back become ``{}``."""
+        try:
+            payload = json.dumps(
+                {"name": self.name, "parameters": self.parameters}, ensure_ascii=False
+            )
+        except (TypeError, ValueError, RecursionError):
+            payload = json.dumps({"name": self.name, "parameters": {}}, ensure_ascii=False)
+        return f"{TOOL_OPEN}{payload}{TOOL_CLOSE}"
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    """One reply, read.
+
+    Attributes:
+        stored_text: the reply as it is kept in the conversation: everything after the first
+            complete tool call is cut.
+        cut: the text that was cut (a second tool call, say), or None.
+        thinking: text inside ``<think>`` (or before a lone ``</think>``), for the trace.
+        call: the first tool call, or None when there is a mistake.
+        mistake: the kind of protocol mistake (``no_tool``, ``unclosed_tool``, ``truncated``,
+            ``invalid_json``), or None.
+        detail: specifics of the mistake for the corrective message (e.g. the JSON error),
+            bounded (see :mod:`sam3_agent.values.text`).
+        ignored: characters inside the tool call after its first complete JSON value (a
+            stray ``}``, say): the call is accepted and these are only recorded.
+        native_call: with native tool calling, the executed call as it is replayed to the
+            API in later contexts (``arguments`` re-encoded from what was decoded, ``{}``
+            when nothing could be); None for the tag protocol or a reply without calls.
+    """
+
+    stored_text: str
+    call: ToolCall | None = None
+    cut: str | None = None
+    thinking: str | None = None
+    mistake: str | None = None
+    detail: str = ""
+    ignored: str | None = None
+    native_call: NativeToolCall | None = None
+
+
+def _thinking_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` spans of reasoning in ``text``, tags included.
+
+    Reasoning is each ``<think>...</think>`` block (an unclosed one runs to the end), and
+    everything before a leading lone ``</think>`` (chat templates that open the block in
+    the prompt). Tool tags inside reasoning are never executed.
+    """
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    first_open, first_close = text.find(THINK_OPEN), text.find(THINK_CLOSE)
+    if first_close != -1 and (first_open == -1 or first_close < first_open):
+        pos = first_close + len(THINK_CLOSE)
+        spans.append((0, pos))
+    while (open_at := text.find(THINK_OPEN, pos)) != -1:
+        close_at = text.find(THINK_CLOSE, open_at)
+        end = len(text) if close_at == -1 else close_at + len(THINK_CLOSE)
+        spans.append((open_at, end))
+        pos = end
+    return spans
+
+
+def _thinking_text(text: str, spans: list[tuple[int, int]]) -> str | None:
+    parts = []
+    for start, end in spans:
+        chunk = text[start:end]
+        for tag in (THINK_OPEN, THINK_CLOSE):
+            chunk = chunk.replace(tag, "")
+        parts.append(chunk.strip())
+    return "\n".join(parts) if parts else None
+
+
+def _find_outside(text: str, needle: str, start: int, spans: list[tuple[int, int]]) -> int:
+    """First index of ``needle`` at or after ``start`` that is not inside a span."""
+    while (at := text.find(needle, start)) != -1:
+        inside = next((end for s, end in spans if s <= at < end), None)
+        if inside is None:
+            return at
+        start = inside
+    return -1
+
+
+def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
+    """Find the first tool call after the reasoning and parse its JSON.
+
+    ``truncated`` says the backend stopped at its token limit; it only changes the wording
+    of the mistake when no complete call is found.
+    """
+    spans = _thinking_spans(text)
+    thinking = _thinking_text(text, spans)
+    open_at = _find_outside(text, TOOL_OPEN, 0, spans)
+    if open_at == -1:
+        if truncated:
+            return ParsedReply(text, thinking=thinking, mistake="truncated")
+        if not text.strip():
+            return ParsedReply(text, thinking=thinking, mistake="empty_reply")
+        return ParsedReply(text, thinking=thinking, mistake="no_tool")
+    close_at = text.find(TOOL_CLOSE, open_at)
+    if close_at == -1:
+        kind = "truncated" if truncated else "unclosed_tool"
+        return ParsedReply(text, thinking=thinking, mistake=kind)
+    end = close_at + len(TOOL_CLOSE)
+    stored, rest = text[:end], text[end:]
+    cut = rest if rest.strip() else None
+    payload = text[open_at + len(TOOL_OPEN) : close_at].strip()
+    fenced = _FENCE.match(payload)
+    if fenced:
+        payload = fenced.group(1)
+    decoded = decode_json(payload)
+    if decoded.problem:
+        return ParsedReply(
+            stored, cut=cut, thinking=thinking, mistake="invalid_json", detail=decoded.problem
+        )
+    call, problem = _as_call(decoded.value)
+    if call is None:
+        return ParsedReply(
+            stored, cut=cut, thinking=thinking, mistake="invalid_json", detail=problem
+        )
+    return ParsedReply(stored, call=call, cut=cut, thinking=thinking, ignored=decoded.ignored)
+
+
+def parse_native(
+    text: str,
+    calls: tuple[NativeToolCall, ...],
+    *,
+    truncated: bool = False,
+    call_id: str = "",
+) -> ParsedReply:
+    """The same reading for structured (native) tool calls: only the first is executed.
+
+    ``call_id`` names the executed call when it is replayed in later contexts (the API's
+    own ids differ from run to run, which would defeat the response cache).
+    """
+    if not calls:
+        return parse_reply(text, truncated=truncated)
+    first, rest = calls[0], calls[1:]
+    cut = "".join(f"{c.name}({c.arguments})" for c in rest) or None
+    thinking = _thinking_text(text, _thinking_spans(text))
+    decoded = decode_json(first.arguments.strip() or "{}")
+    if decoded.problem:
+        stored = f"{text}{TOOL_OPEN}{first.arguments}{TOOL_CLOSE}"
+        replay = NativeToolCall(first.name, "{}", id=call_id)
+        return ParsedReply(
+            stored,
+            cut=cut,
+            thinking=thinking,
+            mistake="invalid_json",
+            detail=decoded.problem,
+            native_call=replay,
+        )
+    arguments = decoded.value
+    replay = NativeToolCall(first.name, _encode(arguments), id=call_id)
+    if not isinstance(arguments, dict):
+        arguments = {"_": arguments}
+    call = ToolCall(first.name, arguments)
+    return ParsedReply(
+        f"{text}{call.to_tag()}",
+        call=call,
+        cut=cut,
+        thinking=thinking,
+        ignored=decoded.ignored,
+        native_call=replay,
+    )
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The first complete JSON value of a text, or why there is none.
+
+    ``problem`` is empty on success; ``ignored`` holds non-blank text after the value.
+    """
+
+    value: Any = None
+    problem: str = ""
+    ignored: str | None = None
+
+
+def decode_json(payload: str) -> Decoded:
+    """Decode the first complete JSON value of ``payload``; never raises.
+
+    Whatever follows the value is returned in ``ignored`` rather than refused, so a call
+    with one stray ``}`` still runs. Every way decoding can fail, Python's limits on digits
+    and nesting included, becomes a short ``problem`` for the corrective message.
+    """
+    if _nesting_depth(payload) > MAX_JSON_DEPTH:
+        return Decoded(problem="it is nested too deeply to read")
+    try:
+        value, end = _DECODER.raw_decode(payload)
+    except json.JSONDecodeError as e:
+        return Decoded(problem=f"{e.msg} at position {e.pos}")
+    except RecursionError:
+        return Decoded(problem="it is nested too deeply to read")
+    except ValueError:
+        # Python refuses integers of more than 4,300 digits (int_max_str_digits).
+        return Decoded(problem="it holds a number with more digits than can be read")
+    rest = payload[end:]
+    return Decoded(value=value, ignored=rest if rest.strip() else None)
+
+
+def _nesting_depth(payload: str) -> int:
+    """The deepest bracket nesting of ``payload`` outside JSON strings (an upper bound when
+    the text is not valid JSON, which is then refused anyway)."""
+    if payload.count("[") + payload.count("{") <= MAX_JSON_DEPTH:
+        return 0
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_JSON_STRING.sub("", payload)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _encode(value: Any) -> str:
+    """``value`` as JSON for replaying a call; ``{}`` when it cannot be written back."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return "{}"
+
+
+def _as_call(data: Any) -> tuple[ToolCall | None, str]:
+    if not isinstance(data, dict):
+        return None, "it is not a JSON object"
+    extra = sorted(set(data) - {"name", "parameters"})
+    if extra:
+        keys = ", ".join(repr(k) for k in echo_list(extra))
+        return None, f"unexpected keys {keys}; only 'name' and 'parameters' are allowed"
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None, "'name' must be a non-empty string"
+    params = data.get("parameters", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        return None, "'parameters' must be a JSON object"
+    return ToolCall(name, params), ""
+
+
+Verdict = Literal["accept", "reject"]
+
+
+def parse_verdict(text: str) -> Verdict | None:
+    """The checker's verdict: the last ``<verdict>`` tag after any reasoning.
+
+    Case-insensitive and tolerant of extra words inside the tag (``<verdict>I accept
+    it.</verdict>``) as long as exactly one of accept/reject is named. None when unclear.
+    """
+    spans = _thinking_spans(text)
+    outside = "".join(text[a:b] for a, b in _gaps(spans, len(text)))
+    tags = _VERDICT.findall(outside)
+    if not tags:
+        return None
+    words = set(re.findall(r"[a-z]+", tags[-1].lower()))
+    accept = bool(words & {"accept", "accepted", "accepts"})
+    reject = bool(words & {"reject", "rejected", "rejects"})
+    if accept == reject:
+        return None
+    return "accept" if accept else "reject"
+
+
+def _gaps(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
+    gaps, pos = [], 0
+    for start, end in spans:
+        gaps.append((pos, start))
+        pos = end
+    gaps.append((pos, length))
+    return gaps

@@ -1,0 +1,326 @@
+"""Prompt sets: the template files the agent renders, with a strict Jinja environment.
+
+The canonical set is the repository's top-level ``prompts/`` folder. The build ships it
+inside the wheel as the data package ``sam3_agent._prompts`` (``setup.py`` maps one to the
+other), so it is found both in a source checkout and in an installed package. Another set is
+a directory holding the same templates (``--prompts DIR``); :func:`load_prompt_set` checks it
+completely (every template present, each compiles, uses only the variables the code passes
+and renders with sample values), so a broken set fails with one line before any model loads.
+
+A variable a template uses but the caller did not pass is an error, not an empty string.
+Rendering is deterministic: the same arguments give byte-identical text in any process.
+
+A :class:`~sam3_agent.agent.loop.Sam3Agent` holds its :class:`PromptSet` and makes it the active
+set while one of its sessions runs (:func:`using`, a context variable: concurrent sessions of
+agents with different sets do not mix). The module-level :func:`render` and :func:`feedback`,
+which the tools, the mask checker and the context builder call, render with the active set,
+or with the canonical one outside any session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+import jinja2.meta
+import jinja2.runtime
+
+from sam3_agent.values.errors import UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from importlib.resources.abc import Traversable
+
+logger = logging.getLogger(__name__)
+
+SUFFIX = ".j2"
+
+TEMPLATES: Mapping[str, frozenset[str]] = {
+    "system": frozenset({"tools", "protocol"}),
+    "user_task": frozenset({"query", "tried_phrases"}),
+    "checker_system": frozenset(),
+    "checker_user": frozenset({"query", "number", "total"}),
+    "feedback": frozenset(),
+    "context_archive": frozenset({"lines"}),
+    "context_digests": frozenset({"texts"}),
+    "digest_system": frozenset({"max_words"}),
+    "digest_user": frozenset({"query", "rounds"}),
+}
+"""Every template a prompt set must hold, with the variables the code renders it with.
+``feedback`` holds one macro per message; a set must define every macro of the canonical
+set, with the same argument names."""
+
+BUILTIN_NAME = "builtin"
+
+# Sample values used to check that a set renders: one per variable or macro argument name
+# the code passes. A name missing here gets a plain string.
+_SAMPLES: Mapping[str, Any] = {
+    "protocol": "tags",
+    "query": "the red cup on the left",
+    "tried_phrases": ["cup", "mug"],
+    "number": 2,
+    "total": 3,
+    "phrase": "red cup",
+    "count": 2,
+    "kept": [1, 3],
+    "tried": ["cup", "red cup"],
+    "name": "segment_phrase",
+    "names": ["segment_phrase", "examine_each_mask"],
+    "detail": "Expecting value: line 1 column 1 (char 0)",
+    "problems": "missing parameter 'text_prompt'",
+    "expected": '{"text_prompt": "<a short noun phrase>"}',
+    "bad": [4],
+    "used": 20,
+    "lines": ['round 2: segment_phrase "cup" gave 3 masks', "round 3: examined: kept 1, 3"],
+    "texts": ['Rounds 1-4: "cup" gave 3 masks; masks 1 and 3 accepted.'],
+    "max_words": 200,
+    "rounds": [
+        {"round": 1, "reply": '<tool>{"name": "segment_phrase"}</tool>', "result": "3 masks"},
+        {"round": 2, "reply": "<tool>...</tool>", "result": "kept 1, 3"},
+    ],
+}
+
+
+class PromptSet:
+    """One loaded, checked prompt set. Build with :func:`load_prompt_set`.
+
+    Attributes:
+        name: ``builtin`` for the canonical set, else the directory's name.
+        path: where the templates were read from.
+        version: ``sha256:`` and 16 hex digits of a hash over every template's file name and
+            bytes: equal versions render equal prompts.
+    """
+
+    def __init__(self, name: str, path: str, sources: Mapping[str, str]) -> None:
+        self.name = name
+        self.path = path
+        self.sources = dict(sorted(sources.items()))
+        digest = hashlib.sha256()
+        for file_name, text in self.sources.items():
+            digest.update(file_name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
+        self.version = "sha256:" + digest.hexdigest()[:16]
+        self._env = jinja2.Environment(
+            loader=jinja2.DictLoader(self.sources),
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,
+            keep_trailing_newline=False,
+            trim_blocks=False,
+        )
+        self._feedback: Any = None
+
+    def __repr__(self) -> str:
+        return f"PromptSet(name={self.name!r}, path={self.path!r}, version={self.version!r})"
+
+    def describe(self) -> dict[str, str]:
+        """``{"name", "path", "version"}``: what ``result.json`` records."""
+        return {"name": self.name, "path": self.path, "version": self.version}
+
+    def identity(self) -> dict[str, str]:
+        """``{"name", "version"}``: what makes two runs comparable (the path may move)."""
+        return {"name": self.name, "version": self.version}
+
+    def render(self, template: str, **variables: Any) -> str:
+        """Render ``<template>.j2``; raises ``jinja2.UndefinedError`` on a missing variable."""
+        return self._env.get_template(template + SUFFIX).render(**variables).strip()
+
+    def feedback(self, message: str, /, **variables: Any) -> str:
+        """One of the tool-result and corrective messages (macros in ``feedback.j2``).
+
+        Raises:
+            KeyError: no such message. jinja2.UndefinedError: an argument is missing.
+        """
+        macro = self.feedback_macros().get(message)
+        if macro is None:
+            raise KeyError(f"no feedback message named {message!r} in {self.path}/feedback.j2")
+        missing = [a for a in macro.arguments if a not in variables]
+        if missing:
+            raise jinja2.UndefinedError(f"feedback {message!r} is missing variables {missing}")
+        return str(macro(**variables)).strip()
+
+    def feedback_macros(self) -> dict[str, Any]:
+        """The macros of ``feedback.j2`` by name."""
+        if self._feedback is None:
+            module = self._env.get_template("feedback" + SUFFIX).module
+            self._feedback = {
+                name: value
+                for name, value in vars(module).items()
+                if isinstance(value, jinja2.runtime.Macro)
+            }
+        return dict(self._feedback)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def canonical_dir() -> Traversable:
+    """Where the canonical set is: the wheel's data package, else the source checkout's
+    ``prompts/`` beside the package (a checkout on ``PYTHONPATH`` or an editable install).
+
+    Looked up next to the ``sam3_agent`` actually imported, never through the import system,
+    so an editable install of another checkout cannot lend its prompts.
+    """
+    packaged = resources.files("sam3_agent") / "_prompts"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2] / "prompts"
+    if checkout.is_dir():
+        return checkout
+    raise UserError(
+        f"the prompt templates are missing: neither {packaged} nor {checkout} exists "
+        "(a broken installation)"
+    )
+
+
+@cache
+def default_prompt_set() -> PromptSet:
+    """The canonical set, loaded and checked once per process."""
+    return _load(canonical_dir(), BUILTIN_NAME, reference=None)
+
+
+def load_prompt_set(directory: str | Path | None = None) -> PromptSet:
+    """The prompt set in ``directory`` (the canonical one for None), checked completely.
+
+    Raises:
+        UserError: not a readable directory, a template missing, not UTF-8, a syntax error,
+            a variable the code does not pass, a feedback macro missing or with other
+            arguments, or a template that fails to render with sample values.
+    """
+    if directory is None:
+        return default_prompt_set()
+    path = Path(directory).expanduser()
+    if not path.is_dir():
+        raise UserError(f"prompt set {path} is not a directory")
+    path = path.resolve()
+    return _load(path, path.name, reference=default_prompt_set())
+
+
+def _load(folder: Traversable, name: str, reference: PromptSet | None) -> PromptSet:
+    where = str(folder)
+    sources: dict[str, str] = {}
+    try:
+        entries = [e for e in folder.iterdir() if e.name.endswith(SUFFIX) and e.is_file()]
+    except OSError as e:
+        raise UserError(f"prompt set {where} cannot be read: {e}") from e
+    for entry in entries:
+        try:
+            sources[entry.name] = entry.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UserError(f"prompt set {where}: {entry.name} is not UTF-8 ({e.reason})") from e
+        except OSError as e:
+            raise UserError(f"prompt set {where}: {entry.name} cannot be read: {e}") from e
+    missing = [t + SUFFIX for t in TEMPLATES if t + SUFFIX not in sources]
+    if missing:
+        raise UserError(
+            f"prompt set {where} lacks {', '.join(missing)} "
+            f"(a prompt set holds {', '.join(t + SUFFIX for t in TEMPLATES)})"
+        )
+    prompt_set = PromptSet(name, where, sources)
+    _check(prompt_set, reference or prompt_set)
+    logger.debug("prompt set %s (%s) from %s", name, prompt_set.version, where)
+    return prompt_set
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def _check(prompt_set: PromptSet, reference: PromptSet) -> None:
+    """Refuse a set the agent could not render (see :func:`load_prompt_set`)."""
+    where = prompt_set.path
+    env = prompt_set._env
+    for template, allowed in TEMPLATES.items():
+        file_name = template + SUFFIX
+        try:
+            used = jinja2.meta.find_undeclared_variables(env.parse(prompt_set.sources[file_name]))
+        except jinja2.TemplateSyntaxError as e:
+            raise UserError(f"prompt set {where}: {file_name} line {e.lineno}: {e.message}") from e
+        unknown = sorted(used - allowed)
+        if unknown:
+            passed = ", ".join(sorted(allowed)) or "no variables"
+            raise UserError(
+                f"prompt set {where}: {file_name} uses {', '.join(unknown)}, "
+                f"but the agent renders it with {passed}"
+            )
+    try:
+        macros = prompt_set.feedback_macros()
+    except Exception as e:  # any failure of the template's top level, whatever its type
+        raise UserError(f"prompt set {where}: feedback.j2 does not load: {_one_line(e)}") from e
+    for message, wanted in reference.feedback_macros().items():
+        macro = macros.get(message)
+        if macro is None:
+            raise UserError(f"prompt set {where}: feedback.j2 has no macro {message}")
+        if set(macro.arguments) != set(wanted.arguments):
+            raise UserError(
+                f"prompt set {where}: feedback.j2 macro {message} takes "
+                f"({', '.join(macro.arguments)}); the agent passes ({', '.join(wanted.arguments)})"
+            )
+    for template, variables in _sample_renders():
+        _try(where, template + SUFFIX, prompt_set.render, template, variables)
+    for message, macro in macros.items():
+        if message in reference.feedback_macros():
+            args = {a: _SAMPLES.get(a, "sample") for a in macro.arguments}
+            _try(where, f"feedback.j2 macro {message}", prompt_set.feedback, message, args)
+
+
+def _sample_renders() -> Iterator[tuple[str, dict[str, Any]]]:
+    from sam3_agent import tools  # tools renders prompts itself: imported when checking
+
+    for protocol in ("tags", "native"):
+        yield "system", {"tools": tools.tool_docs(), "protocol": protocol}
+    for template, names in TEMPLATES.items():
+        if template not in ("system", "feedback"):
+            yield template, {n: _SAMPLES.get(n, "sample") for n in names}
+    yield "user_task", {"query": _SAMPLES["query"], "tried_phrases": []}
+
+
+def _try(
+    where: str, what: str, render: Callable[..., str], name: str, variables: dict[str, Any]
+) -> None:
+    try:
+        render(name, **variables)
+    except Exception as e:  # a template can fail in any way (a filter on a bad type, ...)
+        raise UserError(f"prompt set {where}: {what} does not render: {_one_line(e)}") from e
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:200]}"
+
+
+# --------------------------------------------------------------------------- the active set
+
+_ACTIVE: ContextVar[PromptSet | None] = ContextVar("sam3_agent_prompt_set", default=None)
+
+
+@contextlib.contextmanager
+def using(prompt_set: PromptSet) -> Iterator[PromptSet]:
+    """Make ``prompt_set`` the active set in this context (a session, and the tasks and
+    threads it starts) until the block ends."""
+    token = _ACTIVE.set(prompt_set)
+    try:
+        yield prompt_set
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active() -> PromptSet:
+    """The set of the session running in this context, else the canonical set."""
+    return _ACTIVE.get() or default_prompt_set()
+
+
+def render(template: str, **variables: Any) -> str:
+    """Render ``<template>.j2`` of the active set; ``jinja2.UndefinedError`` on a missing
+    variable."""
+    return active().render(template, **variables)
+
+
+def feedback(message: str, /, **variables: Any) -> str:
+    """One message of the active set's ``feedback.j2`` (see :meth:`PromptSet.feedback`)."""
+    return active().feedback(message, **variables)

@@ -1,0 +1,116 @@
+"""`AgentResult`: what one session produced, and its JSON form (``result.json``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.messages import TokenUsage
+from sam3_agent.values.version import __version__
+
+ESTIMATE_PARTS = ("main", "checks", "digests")
+
+Status = Literal["masks", "no_mask", "failed"]
+
+
+@dataclass
+class Usage:
+    """Tokens and calls of one session: the main conversation and the mask checks apart."""
+
+    main: TokenUsage = field(default_factory=TokenUsage)
+    checks: TokenUsage = field(default_factory=TokenUsage)
+    digests: TokenUsage = field(default_factory=TokenUsage)
+    """Calls the ``summary`` context policy made to condense evicted rounds."""
+    cached_calls: int = 0
+    """Calls answered from the response cache (no tokens spent)."""
+    estimated: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {part: {"text": 0, "image": 0} for part in ESTIMATE_PARTS}
+    )
+    """Prompt tokens counted by :mod:`sam3_agent.agent.context.tokens` on what was sent, per part
+    (``main``, ``checks``, ``digests``), text and image apart."""
+    estimate_source: str = "estimate"
+    """``estimate`` or ``tokenizer:<model>``: how text tokens were counted."""
+
+    @property
+    def total(self) -> TokenUsage:
+        return self.main + self.checks + self.digests
+
+    def add_estimate(self, part: str, text: int, image: int) -> None:
+        """Add one request's counted prompt tokens to ``part``."""
+        self.estimated[part]["text"] += text
+        self.estimated[part]["image"] += image
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "main": self.main.to_dict(),
+            "checks": self.checks.to_dict(),
+            "digests": self.digests.to_dict(),
+            "total": self.total.to_dict(),
+            "cached_calls": self.cached_calls,
+            "estimated_prompt_tokens": {
+                "source": self.estimate_source,
+                **{
+                    part: {**v, "total": v["text"] + v["image"]}
+                    for part, v in self.estimated.items()
+                },
+            },
+        }
+
+
+@dataclass
+class AgentResult:
+    """The outcome of :meth:`sam3_agent.Sam3Agent.run`.
+
+    Attributes:
+        status: ``masks`` (at least one mask selected), ``no_mask`` (the model reported that
+            nothing matches) or ``failed`` (budget spent; see ``failure``).
+        detections: the final masks at the image's full resolution (empty unless ``masks``).
+        rounds: main-conversation MLLM calls made.
+        timings: seconds per phase (``total``, ``chat``, ``checks``, ``segment``, ``render``).
+        output_dir: where result.json / overlay.png / trace.jsonl were written, if anywhere.
+        prompts: the prompt set the session used: ``name``, ``path`` and ``version`` (a
+            content hash of its templates).
+    """
+
+    query: str
+    status: Status
+    detections: Detections
+    image_size: tuple[int, int]
+    rounds: int
+    usage: Usage
+    timings: dict[str, float]
+    model: str
+    image_path: str | None = None
+    failure: str | None = None
+    phrases_tried: list[str] = field(default_factory=list)
+    output_dir: Path | None = None
+    context: dict[str, Any] | None = None
+    """The context policy and budget the session ran with (``result.json``'s ``context``)."""
+    prompts: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``result.json`` document; masks as COCO RLE, boxes XYXY in pixels."""
+        h, w = self.image_size
+        masks = [
+            {"rle": rle, "box_xyxy": [round(float(v), 2) for v in box], "score": round(score, 4)}
+            for rle, (_, box, score) in zip(
+                self.detections.to_coco_rle(), self.detections, strict=True
+            )
+        ]
+        return {
+            "query": self.query,
+            "image": {"path": self.image_path, "height": h, "width": w},
+            "status": self.status,
+            "failure": self.failure,
+            "masks": masks,
+            "rounds": self.rounds,
+            "phrases_tried": self.phrases_tried,
+            "usage": self.usage.to_dict(),
+            "context": self.context,
+            "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
+            "model": self.model,
+            "prompts": self.prompts,
+            "version": __version__,
+        }

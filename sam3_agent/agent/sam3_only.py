@@ -1,0 +1,78 @@
+"""SAM 3 alone on a query, without an MLLM: what LangSAM users expect from ``run``.
+
+The query is the phrase; the answer is every mask the agent's own post-processing keeps
+(score threshold, empty masks dropped, overlap removal, ordered by score). The evaluation's
+baseline (:class:`sam3_agent.runs.evaluation.runner.Sam3OnlyPredictor`) scores the union of
+the masks above threshold instead, as the paper's baseline does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from sam3_agent.agent.result import AgentResult, Usage
+from sam3_agent.backends.base import Segmenter
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.files import atomic_write_bytes, atomic_write_json, write_png
+from sam3_agent.values.images import ImageInput, load_image
+from sam3_agent.values.masks import postprocess
+from sam3_agent.values.render import legend, overlay
+
+MODEL_NAME = "sam3-only"
+"""Recorded as the result's ``model``: no MLLM took part."""
+
+
+def segment_only(
+    segmenter: Segmenter,
+    image: ImageInput,
+    query: str,
+    *,
+    config: AgentConfig | None = None,
+    output_dir: str | Path | None = None,
+) -> AgentResult:
+    """Segment ``query`` with SAM 3 alone; write the run's files to ``output_dir`` if given.
+
+    Uses ``config.score_threshold`` and ``config.overlap_threshold``; ``rounds`` is 0 and
+    usage is empty. ``trace.jsonl`` holds one record: the phrase and the masks kept.
+
+    Raises:
+        ImageLoadError: unreadable image. SegmenterError: SAM 3 failed.
+    """
+    config = config or AgentConfig()
+    started = time.perf_counter()
+    pixels = load_image(image)
+    detections = segmenter.embed(pixels).segment([query], config.score_threshold)[0]
+    segmented = time.perf_counter()
+    kept = postprocess(
+        detections,
+        score_threshold=config.score_threshold,
+        overlap_threshold=config.overlap_threshold,
+    )
+    result = AgentResult(
+        query=query,
+        status="masks" if len(kept) else "no_mask",
+        detections=kept,
+        image_size=(int(pixels.shape[0]), int(pixels.shape[1])),
+        rounds=0,
+        usage=Usage(),
+        timings={"segment": segmented - started, "total": time.perf_counter() - started},
+        model=MODEL_NAME,
+        image_path=str(image) if isinstance(image, (str, Path)) else None,
+        phrases_tried=[query],
+    )
+    if output_dir is not None:
+        out = Path(output_dir)
+        result.output_dir = out
+        atomic_write_json(out / "result.json", result.to_json())
+        write_png(out / "overlay.png", legend(overlay(pixels, kept), query, kept))
+        record = {
+            "mode": MODEL_NAME,
+            "phrase": query,
+            "detected": len(detections),
+            "kept": len(kept),
+        }
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        atomic_write_bytes(out / "trace.jsonl", line.encode("utf-8", "surrogatepass"))
+    return result

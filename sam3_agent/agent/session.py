@@ -1,0 +1,286 @@
+"""The state of one agent session and the services its tools use.
+
+A :class:`Session` owns what changes during one request: the current masks, the phrases
+tried, the budgets, usage and timings. Tool handlers (:mod:`sam3_agent.agent.tools`) read and
+change it only through these methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+from sam3_agent.agent import prompts
+from sam3_agent.agent.checks import CheckCall, CheckRequest, CheckResult, check_all
+from sam3_agent.agent.context.tokens import TokenCounter, Tokens
+from sam3_agent.agent.result import Usage
+from sam3_agent.agent.tools import ToolMistake
+from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.files import Trace
+from sam3_agent.values.images import EncodedImage, RGBImage
+from sam3_agent.values.masks import postprocess
+from sam3_agent.values.render import Renderer
+
+logger = logging.getLogger(__name__)
+
+
+class Session:
+    """One request: an image, a query, and everything that changes while answering it."""
+
+    def __init__(
+        self,
+        *,
+        config: AgentConfig,
+        segmenter: Segmenter,
+        chat_model: ChatModel,
+        image: RGBImage,
+        query: str,
+        checker_prompt: str,
+        trace: Trace,
+        token_counter: TokenCounter | None = None,
+    ) -> None:
+        self.config = config
+        self.chat_model = chat_model
+        self.image = image
+        self.query = query
+        self.trace = trace
+        self.token_counter = token_counter or TokenCounter()
+        self._segmenter = segmenter
+        self._checker_prompt = checker_prompt
+        self._embedding: asyncio.Future[ImageEmbedding] | None = None
+        self.renderer = Renderer(image, config.max_image_side)
+        self.task_image = self._encode(self.renderer.display_image, "input")
+        self._contexts = ContextImages(self.renderer, config.jpeg_quality, self.task_image)
+        self.phrases: list[str] = []
+        self.current: Detections | None = None
+        self.round = 0
+        self.checks_used = 0
+        self.last_checks: list[tuple[CheckRequest, CheckResult]] = []
+        """The latest examine_each_mask: what each checker saw and its verdict."""
+        self.usage = Usage()
+        self.timings: defaultdict[str, float] = defaultdict(float)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> asyncio.Future[ImageEmbedding]:
+        """Start computing the image features while the model reads the request."""
+        if self._embedding is None:
+            self._embedding = asyncio.ensure_future(asyncio.to_thread(self._embed))
+        return self._embedding
+
+    def _embed(self) -> ImageEmbedding:
+        started = time.perf_counter()
+        embedding = self._segmenter.embed(self.image)
+        self.timings["embed"] += time.perf_counter() - started
+        return embedding
+
+    async def close(self) -> None:
+        """Collect the feature computation if nobody awaited it (the model gave up early)."""
+        if self._embedding is not None and not self._embedding.cancelled():
+            with contextlib.suppress(Exception):
+                await self._embedding
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[phase] += time.perf_counter() - started
+
+    # -- masks -------------------------------------------------------------------------
+
+    def empty_detections(self) -> Detections:
+        h, w = self.image.shape[:2]
+        return Detections.empty(h, w)
+
+    def require_masks(self, tool_name: str) -> Detections:
+        """The current masks; a :class:`ToolMistake` when there are none."""
+        if self.current is None or len(self.current) == 0:
+            raise ToolMistake(prompts.feedback("no_current_masks", name=tool_name))
+        return self.current
+
+    def clear_masks(self) -> None:
+        self.current = None
+
+    async def select(self, detections: Detections, indices: list[int]) -> Detections:
+        """``detections[indices]`` (0-based), made off the event loop: a selection that is not
+        an evenly spaced run copies full-resolution masks, tens of milliseconds on a photo."""
+        return await asyncio.to_thread(detections.__getitem__, indices)
+
+    async def segment(self, phrase: str) -> Detections:
+        """SAM 3 on ``phrase``, post-processed (SPEC §3); becomes the current masks."""
+        with self.timed("embed_wait"):
+            embedding = await self.start()
+        with self.timed("segment"):
+            raw = (
+                await asyncio.to_thread(embedding.segment, [phrase], self.config.score_threshold)
+            )[0]
+            detections = await asyncio.to_thread(
+                postprocess,
+                raw,
+                score_threshold=self.config.score_threshold,
+                overlap_threshold=self.config.overlap_threshold,
+            )
+        self.phrases.append(phrase)
+        self.current = detections if len(detections) else None
+        return detections
+
+    async def show_masks(self, detections: Detections) -> EncodedImage:
+        """The numbered render of ``detections``, encoded once and saved to the trace."""
+        name = f"r{self.round:03d}_masks"
+
+        def render() -> EncodedImage:
+            image = self._encode(self.renderer.numbered(detections), name)
+            self.trace.save_image(image)
+            return image
+
+        with self.timed("render"):
+            return await asyncio.to_thread(render)
+
+    def _encode(self, image: RGBImage, name: str) -> EncodedImage:
+        return EncodedImage.encode(image, name, quality=self.config.jpeg_quality)
+
+    # -- checks ------------------------------------------------------------------------
+
+    @property
+    def checks_left(self) -> int:
+        return self.config.max_mask_checks - self.checks_used
+
+    async def check_masks(self, detections: Detections) -> list[bool]:
+        """Run one isolated check per mask; True where the checker accepted it."""
+        with self.timed("render"):
+            requests = await asyncio.to_thread(self._check_requests, detections)
+        calls: list[CheckCall] = []
+        with self.timed("checks"):
+            results = await check_all(
+                self.chat_model,
+                system_prompt=self._checker_prompt,
+                query=self.query,
+                requests=requests,
+                concurrency=self.config.check_concurrency,
+                verdict_retries=self.config.verdict_retries,
+                record=calls.append,
+            )
+        self.last_checks = list(zip(requests, results, strict=True))
+        for check in results:
+            self.usage.checks = self.usage.checks + check.usage
+            self.usage.cached_calls += check.cached_calls
+            self.checks_used += len(check.replies)
+        ordered = sorted(calls, key=lambda c: (c.number, c.attempt))
+        # Counted here, on the loop, once per call: the tokenizer is shared by every
+        # session of the process, and the trace thread reuses these figures.
+        estimates = [self.token_counter.messages(call.messages) for call in ordered]
+        for tokens in estimates:
+            self.usage.add_estimate("checks", tokens.text, tokens.image)
+        if self.trace.enabled:
+
+            def write_records() -> None:
+                for call, tokens in zip(ordered, estimates, strict=True):
+                    self._trace_check(call, results[call.number - 1], tokens)
+
+            await asyncio.to_thread(write_records)
+        return [r.accepted for r in results]
+
+    def _trace_check(self, call: CheckCall, result: CheckResult, tokens: Tokens) -> None:
+        self.trace.record(
+            {
+                "kind": "check",
+                "round": self.round,
+                "mask": call.number,
+                "attempt": call.attempt,
+                "context": self.trace.messages(call.messages, system_ref="checker_prompt.txt"),
+                "reply": call.response.text,
+                "reasoning": call.response.reasoning,
+                "verdict": call.verdict,
+                "forced_reject": result.forced and call.attempt == len(result.replies),
+                "usage": call.response.usage.to_dict(),
+                "tokens_estimate": tokens.to_dict(),
+                "cached": call.response.cached,
+                "latency_s": round(call.latency_s, 4),
+            }
+        )
+
+    def _check_requests(self, detections: Detections) -> list[CheckRequest]:
+        return check_requests(
+            self.renderer,
+            detections,
+            prefix=f"r{self.round:03d}",
+            quality=self.config.jpeg_quality,
+            contexts=self._contexts,
+        )
+
+
+RENDER_WORKERS = min(4, os.cpu_count() or 1)
+"""Threads rendering and encoding check images at once (OpenCV releases the GIL there)."""
+
+
+class ContextImages:
+    """The plain image encoded once per context size, shared by every check that uses it
+    (and by later rounds). Safe to use from several threads."""
+
+    def __init__(
+        self, renderer: Renderer, quality: int, display: EncodedImage | None = None
+    ) -> None:
+        """``display``: the display-size image, when already encoded."""
+        self._renderer = renderer
+        self._quality = quality
+        self._encoded: dict[int, EncodedImage] = {}
+        if display is not None:
+            self._encoded[max(renderer.display_image.shape[:2])] = display
+        self._lock = threading.Lock()
+
+    def get(self, side: int) -> EncodedImage:
+        with self._lock:
+            cached = self._encoded.get(side)
+        if cached is None:
+            cached = EncodedImage.encode(
+                self._renderer.context(side), f"input_{side}", quality=self._quality
+            )
+            with self._lock:
+                cached = self._encoded.setdefault(side, cached)
+        return cached
+
+
+def check_requests(
+    renderer: Renderer,
+    detections: Detections,
+    *,
+    prefix: str,
+    quality: int,
+    contexts: ContextImages | None = None,
+    workers: int = RENDER_WORKERS,
+) -> list[CheckRequest]:
+    """What each mask's check shows (mask numbers 1-based, in order), rendered and encoded
+    on ``workers`` threads: one mask's images are independent of the others'."""
+    total = len(detections)
+    plain = contexts or ContextImages(renderer, quality)
+
+    def one(i: int) -> CheckRequest:
+        name = f"{prefix}_check{i + 1:02d}"
+        side = renderer.context_side(detections, i)
+        return CheckRequest(
+            number=i + 1,
+            total=total,
+            raw_image=plain.get(side),
+            mask_image=EncodedImage.encode(
+                renderer.single(detections, i, side), name, quality=quality
+            ),
+            zoom_image=EncodedImage.encode(
+                renderer.zoom(detections, i), f"{name}_zoom", quality=quality
+            ),
+        )
+
+    if workers <= 1 or total <= 1:
+        return [one(i) for i in range(total)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, range(total)))

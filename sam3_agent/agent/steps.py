@@ -1,0 +1,134 @@
+"""The agent's history as typed steps; chat messages are derived from them.
+
+As in smolagents, the conversation is never stored as raw messages: each round is an
+:class:`ActionStep`, and a context policy (:mod:`sam3_agent.agent.context`) turns the steps into
+the context sent to the model. Policies therefore never mutate anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sam3_agent.agent import prompts
+from sam3_agent.agent.parsing import ToolCall
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, Part, TextPart
+
+StepKind = Literal["segment", "examine", "final", "correction"]
+"""``segment``: an executed segment_phrase (a pruning anchor). ``examine``: an executed
+examine_each_mask. ``final``: select/report that ended the session. ``correction``: anything
+refused or unreadable, answered with a corrective message."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The user message that answers one reply.
+
+    ``image_dropped_text`` stands in for ``image`` when the context shows a newer image
+    instead; ``image_gone_text`` when no masks can be selected any more (every mask was
+    rejected, or the latest phrase found none), so no image of masks is shown at all.
+    """
+
+    text: str
+    image: EncodedImage | None = None
+    image_dropped_text: str = ""
+    image_gone_text: str = ""
+
+    def message(self, *, with_image: bool, masks_gone: bool = False) -> ChatMessage:
+        parts: list[Part] = []
+        if self.image is not None:
+            stand_in = self.image_gone_text if masks_gone else self.image_dropped_text
+            if with_image:
+                parts.append(ImagePart(self.image))
+            elif stand_in:
+                parts.append(TextPart(stand_in + "\n"))
+        parts.append(TextPart(self.text))
+        return ChatMessage("user", tuple(parts))
+
+    def tool_messages(
+        self, call: NativeToolCall, *, with_image: bool, masks_gone: bool = False
+    ) -> list[ChatMessage]:
+        """The answer to a native tool call: a ``tool`` message with the text, then, when the
+        image is shown, a ``user`` message holding it (OpenAI tool messages take text only).
+        A withheld image is stood in for in the tool message as in :meth:`message`."""
+        text = self.text
+        if self.image is not None and not with_image:
+            stand_in = self.image_gone_text if masks_gone else self.image_dropped_text
+            if stand_in:
+                text = f"{stand_in}\n{text}"
+        messages = [ChatMessage("tool", (TextPart(text),), tool_call_id=call.id)]
+        if self.image is not None and with_image:
+            note = prompts.feedback("tool_result_image", name=call.name)
+            messages.append(ChatMessage("user", (ImagePart(self.image), TextPart(note))))
+        return messages
+
+
+@dataclass(frozen=True)
+class TaskStep:
+    """The request: the raw image (downscaled for the model) and the user's query."""
+
+    query: str
+    image: EncodedImage
+
+
+@dataclass(frozen=True)
+class ActionStep:
+    """One main-conversation round: the model's reply and what came back.
+
+    Attributes:
+        round: 1-based number of the MLLM call that produced ``reply``.
+        reply: the reply as stored (cut after the first tool call).
+        kind: how the round ended (see :data:`StepKind`).
+        observation: the answer sent back to the model.
+        call: the parsed tool call, None when the reply had none or was unreadable.
+        phrase: the phrase, for an executed segment_phrase.
+        native_call: with native tool calling, the call as replayed to the API; ``reply``
+            is then the reply's visible text and the observation answers as a tool result.
+    """
+
+    round: int
+    reply: str
+    kind: StepKind
+    observation: Observation
+    call: ToolCall | None = None
+    phrase: str | None = None
+    native_call: NativeToolCall | None = None
+
+    def messages(self, *, with_image: bool, masks_gone: bool = False) -> tuple[ChatMessage, ...]:
+        """The round as chat messages: the reply, then its answer.
+
+        Tag protocol: ``(assistant, user)``. Native tool calls: an assistant message with
+        the structured call, a ``tool`` message answering it by id, and a ``user`` message
+        with the image when it is shown. ``masks_gone``: the image is withheld because no
+        masks can be selected any more (see :meth:`Observation.message`).
+        """
+        if self.native_call is None:
+            return ChatMessage.text("assistant", self.reply), self.observation.message(
+                with_image=with_image, masks_gone=masks_gone
+            )
+        text = (TextPart(self.reply),) if self.reply else ()
+        assistant = ChatMessage("assistant", text, tool_calls=(self.native_call,))
+        answer = self.observation.tool_messages(
+            self.native_call, with_image=with_image, masks_gone=masks_gone
+        )
+        return (assistant, *answer)
+
+    @property
+    def changes_masks(self) -> bool:
+        """True when this round replaced the current masks (executed segment or examine)."""
+        return self.kind in ("segment", "examine")
+
+
+def current_masks_index(steps: Sequence[ActionStep]) -> int | None:
+    """Index of the step whose observation shows the masks that can still be selected.
+
+    That is the latest executed ``segment_phrase`` or ``examine_each_mask``, when it came
+    with an image. None when no masks are selectable (nothing segmented, nothing found,
+    every mask rejected): then no image of masks may be shown at all.
+    """
+    for i in range(len(steps) - 1, -1, -1):
+        if steps[i].changes_masks:
+            return i if steps[i].observation.image is not None else None
+    return None

@@ -1,0 +1,277 @@
+"""The four tools, as a registry: a name, a typed parameter model, and one handler each.
+
+Adding a tool means adding one :class:`Tool` to :data:`TOOLS`. Every way the model can
+misuse a tool raises :class:`ToolMistake`, whose text goes back to the model verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sam3_agent.agent import prompts
+from sam3_agent.agent.parsing import ToolCall
+from sam3_agent.agent.steps import Observation, StepKind
+from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import ToolSpec
+from sam3_agent.values.text import ECHO_LIMIT, echo, echo_list
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.session import Session
+
+
+class ToolMistake(Exception):
+    """A mistake the model can fix. ``str(e)`` is the corrective message sent back to it."""
+
+
+@dataclass(frozen=True)
+class Final:
+    """The session's answer: ``masks`` with the selected detections, or ``no_mask``."""
+
+    status: Literal["masks", "no_mask"]
+    detections: Detections
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    kind: StepKind
+    observation: Observation
+    final: Final | None = None
+    phrase: str | None = None
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SegmentPhraseParams(_Params):
+    text_prompt: str = Field(
+        min_length=1,
+        max_length=MAX_PHRASE_CHARS,
+        description=(
+            f"A short noun phrase, at most {MAX_PHRASE_CHARS} characters; SAM 3 reads about "
+            "the first 30 words and ignores the rest."
+        ),
+    )
+
+    @field_validator("text_prompt")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return " ".join(value.split())
+
+
+class NoParams(_Params):
+    pass
+
+
+class SelectMasksParams(_Params):
+    final_answer_masks: list[int]
+
+
+Handler = Callable[["Session", Any], Awaitable[ToolOutcome]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    params: type[_Params]
+    parameters_text: str
+    example: dict[str, Any]
+    handler: Handler
+    needs_masks: bool = False
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.params.model_json_schema())
+
+    def example_tag(self) -> str:
+        return ToolCall(self.name, self.example).to_tag()
+
+
+def normalize_phrase(phrase: str) -> str:
+    """The form phrases are compared in: case-folded, whitespace collapsed."""
+    return " ".join(phrase.casefold().split())
+
+
+def mask_numbers_to_indices(numbers: Sequence[int], count: int) -> list[int]:
+    """The one place where the model's 1-based mask numbers become 0-based indices.
+
+    Repeated numbers are merged; the result is sorted. Raises :class:`ToolMistake` for an
+    empty list or any number outside ``1..count``.
+    """
+    if not numbers:
+        raise ToolMistake(prompts.feedback("empty_selection", count=count))
+    bad = sorted({n for n in numbers if not 1 <= n <= count})
+    if bad:
+        raise ToolMistake(prompts.feedback("numbers_out_of_range", bad=bad, count=count))
+    return sorted({n - 1 for n in numbers})
+
+
+def _masks_observation(text: str, image: EncodedImage, count: int) -> Observation:
+    """A result showing ``count`` numbered masks, with the stand-ins used when it is hidden."""
+    return Observation(
+        text,
+        image,
+        image_dropped_text=prompts.feedback("masks_image_dropped", count=count),
+        image_gone_text=prompts.feedback("masks_image_gone", count=count),
+    )
+
+
+async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> ToolOutcome:
+    phrase = params.text_prompt
+    if normalize_phrase(phrase) in {normalize_phrase(p) for p in session.phrases}:
+        raise ToolMistake(
+            prompts.feedback(
+                "duplicate_phrase", phrase=echo(phrase), tried=echo_list(session.phrases)
+            )
+        )
+    detections = await session.segment(phrase)
+    used = (await session.start()).used_phrase(phrase)
+    cut = prompts.feedback("phrase_cut", phrase=phrase, used=used) + "\n" if used != phrase else ""
+    if len(detections) == 0:
+        text = cut + prompts.feedback("no_masks", phrase=phrase)
+        return ToolOutcome("segment", Observation(text), phrase=phrase)
+    image = await session.show_masks(detections)
+    text = cut + prompts.feedback("masks_found", phrase=phrase, count=len(detections))
+    return ToolOutcome("segment", _masks_observation(text, image, len(detections)), phrase=phrase)
+
+
+async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
+    current = session.require_masks("examine_each_mask")
+    if session.checks_left < len(current):
+        raise ToolMistake(prompts.feedback("check_budget_spent", used=session.checks_used))
+    keep = await session.check_masks(current)
+    kept_numbers = [i + 1 for i, ok in enumerate(keep) if ok]
+    if not kept_numbers:
+        session.clear_masks()
+        return ToolOutcome(
+            "examine", Observation(prompts.feedback("all_rejected", total=len(current)))
+        )
+    survivors = await session.select(current, [n - 1 for n in kept_numbers])
+    session.current = survivors
+    image = await session.show_masks(survivors)
+    text = prompts.feedback("examined", total=len(current), kept=kept_numbers)
+    return ToolOutcome("examine", _masks_observation(text, image, len(survivors)))
+
+
+async def _select_masks_and_return(session: Session, params: SelectMasksParams) -> ToolOutcome:
+    current = session.require_masks("select_masks_and_return")
+    indices = mask_numbers_to_indices(params.final_answer_masks, len(current))
+    selected = await session.select(current, indices)
+    return ToolOutcome("final", Observation(""), final=Final("masks", selected))
+
+
+async def _report_no_mask(session: Session, params: NoParams) -> ToolOutcome:
+    return ToolOutcome("final", Observation(""), final=Final("no_mask", session.empty_detections()))
+
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool(
+            name="segment_phrase",
+            description=(
+                "Ask SAM 3 to segment every instance of a short noun phrase in the original "
+                "image. All current masks are replaced by the new ones, which you receive "
+                "drawn on the image and numbered from 1, highest score first."
+            ),
+            params=SegmentPhraseParams,
+            parameters_text='"text_prompt": a short noun phrase (string).',
+            example={"text_prompt": "person"},
+            handler=_segment_phrase,
+        ),
+        Tool(
+            name="examine_each_mask",
+            description=(
+                "Have every current mask checked on its own against the request, with a "
+                "close-up of each. Rejected masks are removed and the rest are renumbered "
+                "from 1 on a new image."
+            ),
+            params=NoParams,
+            parameters_text="none; pass an empty object.",
+            example={},
+            handler=_examine_each_mask,
+            needs_masks=True,
+        ),
+        Tool(
+            name="select_masks_and_return",
+            description=(
+                "Finish with the masks that answer the request, given by their numbers on "
+                "the most recent image of numbered masks."
+            ),
+            params=SelectMasksParams,
+            parameters_text='"final_answer_masks": a list of mask numbers (integers).',
+            example={"final_answer_masks": [1, 3]},
+            handler=_select_masks_and_return,
+            needs_masks=True,
+        ),
+        Tool(
+            name="report_no_mask",
+            description=("Finish without masks, when nothing in the image matches the request."),
+            params=NoParams,
+            parameters_text="none; pass an empty object.",
+            example={},
+            handler=_report_no_mask,
+        ),
+    )
+}
+
+
+def tool_docs() -> list[dict[str, str]]:
+    """What the system prompt lists for each tool."""
+    return [
+        {
+            "name": t.name,
+            "description": t.description,
+            "parameters_text": t.parameters_text,
+            "example": t.example_tag(),
+        }
+        for t in TOOLS.values()
+    ]
+
+
+def tool_specs() -> list[ToolSpec]:
+    """The tools as JSON-schema specs, for native tool calling."""
+    return [t.spec() for t in TOOLS.values()]
+
+
+def _describe_errors(error: ValidationError) -> str:
+    """The validation problems in one line; every part the model wrote is bounded."""
+    problems = []
+    for e in error.errors():
+        where = echo(".".join(str(p) for p in e["loc"]) or "parameters")
+        if e["type"] == "extra_forbidden":
+            problems.append(f"unexpected parameter '{where}'")
+        elif e["type"] == "missing":
+            problems.append(f"missing parameter '{where}'")
+        else:
+            problems.append(f"'{where}' {echo(e['msg'].lower())} (got {echo(e.get('input'))})")
+    return "; ".join(echo_list(problems, item_limit=2 * ECHO_LIMIT))
+
+
+async def execute(session: Session, call: ToolCall) -> ToolOutcome:
+    """Validate ``call`` and run its handler. Raises :class:`ToolMistake` for model mistakes."""
+    tool = TOOLS.get(call.name)
+    if tool is None:
+        raise ToolMistake(prompts.feedback("unknown_tool", name=echo(call.name), names=list(TOOLS)))
+    try:
+        params = tool.params.model_validate(call.parameters)
+    except ValidationError as e:
+        raise ToolMistake(
+            prompts.feedback(
+                "bad_parameters",
+                name=tool.name,
+                problems=_describe_errors(e),
+                expected=tool.parameters_text,
+            )
+        ) from e
+    if tool.needs_masks and not session.phrases:
+        raise ToolMistake(prompts.feedback("must_segment_first", name=tool.name))
+    return await tool.handler(session, params)

@@ -1,0 +1,138 @@
+"""The ``sam3-agent`` application: each command lives in its own module.
+
+Commands are listed in :data:`COMMANDS` and imported only when invoked: ``sam3-agent
+--help`` and ``--version`` load no command module (and so no numpy, OpenCV, torch, HTTP
+client or web framework), and ``sam3-agent run ...`` loads only ``cli/run.py``. A new
+command is one more :class:`LazyCommand` row.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from sam3_agent.values.version import __version__
+
+if TYPE_CHECKING:
+    # typer ships its own copy of click; its groups speak these types.
+    from typer._click.core import Command, Context
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command whose module is imported when it runs (or its own ``--help`` is asked).
+
+    Attributes:
+        module: the module defining the command function.
+        function: the function's name in that module (a typer command signature).
+        summary: the one line ``sam3-agent --help`` shows (the function's first doc line).
+    """
+
+    module: str
+    function: str
+    summary: str
+
+    def load(self, name: str) -> Command:
+        callback = getattr(importlib.import_module(self.module), self.function)
+        single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+        single.command(name)(callback)
+        return typer.main.get_command(single)
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "run": LazyCommand(
+        "sam3_agent.apps.cli.run",
+        "run_command",
+        "Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.",
+    ),
+    "eval": LazyCommand(
+        "sam3_agent.apps.cli.evaluate",
+        "eval_command",
+        "Evaluate on a dataset; rerun the same command to resume after a stop.",
+    ),
+    "batch": LazyCommand(
+        "sam3_agent.apps.cli.batch",
+        "batch_command",
+        "Run the agent on many requests; rerun the same command to resume after a stop.",
+    ),
+    "report": LazyCommand(
+        "sam3_agent.apps.cli.evaluate",
+        "report_command",
+        "Write metrics.json, report.md, the IoU histogram and a gallery for run directories.",
+    ),
+    "serve-sam3": LazyCommand(
+        "sam3_agent.apps.cli.serve",
+        "serve_sam3",
+        "Serve SAM 3 over HTTP (agents use it with --sam3-url).",
+    ),
+    "inspect": LazyCommand(
+        "sam3_agent.apps.cli.inspect",
+        "inspect_command",
+        "Show a session round by round from its run directory, in the terminal or as HTML.",
+    ),
+    "demo": LazyCommand(
+        "sam3_agent.apps.cli.demo",
+        "demo_command",
+        "Serve a web page: upload an image, say what to segment, watch each round.",
+    ),
+}
+
+
+class LazyGroup(TyperGroup):
+    """A typer group whose :data:`COMMANDS` are imported only when one is invoked.
+
+    Listing them (``--help``) uses a stand-in that carries the summary and nothing else.
+    """
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        listed = list(super().list_commands(ctx))
+        return listed + [name for name in COMMANDS if name not in listed]
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name not in COMMANDS:
+            return command
+        return TyperCommand(cmd_name, help=COMMANDS[cmd_name].summary)
+
+    def resolve_command(
+        self, ctx: Context, args: list[str]
+    ) -> tuple[str | None, Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name in COMMANDS and name not in self.commands:
+            self.commands[name] = COMMANDS[name].load(name)
+        if name is not None and name in self.commands:
+            command = self.commands[name]
+        return name, command, rest
+
+
+app = typer.Typer(
+    name="sam3-agent",
+    cls=LazyGroup,
+    help="A multimodal LLM that uses SAM 3 as a tool to segment what you describe.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sam3-agent {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """sam3-agent: segment what you describe, with an MLLM driving SAM 3."""
+
+
+if __name__ == "__main__":  # python -m sam3_agent.apps.cli.main: the same as `sam3-agent`
+    app(prog_name="sam3-agent")

@@ -1,0 +1,111 @@
+"""The output directory of ``run``: checked before models load, never mixed with old files.
+
+* ``--out DIR`` that holds anything is refused unless ``--overwrite``; with it, the files a
+  previous run wrote (:data:`RUN_ENTRIES`) are removed first, and a directory holding
+  anything else is refused rather than emptied.
+* Without ``--out``, each run claims a fresh ``runs/<time>-<image>-<query>`` directory by
+  creating it; a run in the same second gets a ``-2``, ``-3``... suffix.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from sam3_agent.apps.cli.options import check_writable_dir
+from sam3_agent.values.errors import UserError
+
+RUN_MARKERS = ("result.json", "trace.jsonl", "system_prompt.txt")
+"""A directory holding one of these was written by a run."""
+
+RUN_ENTRIES = frozenset(
+    {
+        "result.json",
+        "overlay.png",
+        "trace.jsonl",
+        "system_prompt.txt",
+        "checker_prompt.txt",
+        "images",
+        "masks",
+        # sam3_agent.agent.checkpoint: the committed state, the call journal, the session's lock,
+        # the prompt set the session started with
+        "session.json",
+        "calls.jsonl",
+        ".session.lock",
+        "prompt_set.json",
+    }
+)
+"""What a run writes; ``--overwrite`` removes these and nothing else."""
+
+DEFAULT_ROOT = Path("runs")
+MAX_SUFFIX = 1000
+
+
+def check_run_dir(out: Path, *, overwrite: bool) -> None:
+    """Refuse ``--out`` before anything loads: a file, unwritable, or not empty.
+
+    Raises:
+        UserError: one line that says what to do instead.
+    """
+    check_writable_dir(out, "--out")
+    entries = _entries(out)
+    if not entries:
+        return
+    if not overwrite:
+        raise UserError(
+            f"--out {out} is not empty; pass --overwrite to replace the previous run's files, "
+            "or choose another directory"
+        )
+    if not any(name in entries for name in RUN_MARKERS):
+        raise UserError(
+            f"--overwrite replaces a previous run's files, but {out} does not hold a run "
+            "(no result.json or trace.jsonl); choose another directory"
+        )
+    foreign = sorted(entries - RUN_ENTRIES)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(
+            f"--out {out} holds files no run writes ({shown}); --overwrite removes only a "
+            "run's own files: move them or choose another directory"
+        )
+
+
+def clear_run_dir(out: Path) -> None:
+    """Remove a previous run's files from ``out`` (checked by :func:`check_run_dir`)."""
+    for name in sorted(_entries(out) & RUN_ENTRIES):
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def claim_default_run_dir(name: str, root: Path = DEFAULT_ROOT) -> Path:
+    """Create and return ``root/<time>-<name>``, or the first free ``-N`` variant.
+
+    ``name`` must already be a safe file name. Creating the directory is the claim, so two
+    processes started in the same second get different directories.
+
+    Raises:
+        UserError: ``root`` cannot be written, or every variant is taken.
+    """
+    check_writable_dir(root, "the default output directory")
+    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
+    for n in range(1, MAX_SUFFIX + 1):
+        candidate = root / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            candidate.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise UserError(f"cannot create the output directory {candidate}: {e}") from e
+        return candidate
+    raise UserError(f"{MAX_SUFFIX} runs named {stem} exist in {root}; pass --out DIR")
+
+
+def _entries(out: Path) -> set[str]:
+    path = out.expanduser()
+    if not path.is_dir():
+        return set()
+    return {entry.name for entry in path.iterdir()}

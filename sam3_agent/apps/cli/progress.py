@@ -1,0 +1,147 @@
+"""Progress on stderr for the commands that run many jobs (``eval``, ``batch``).
+
+A live rich bar on a terminal; plain periodic lines otherwise (a log file: no cursor
+movement, no colour). Each command says what its running figures are with a :class:`Tally`.
+Both follow :class:`sam3_agent.runs.jobs.driver.ProgressListener`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from sam3_agent.runs.evaluation.store import SampleResult
+
+PLAIN_PROGRESS_INTERVAL_S = 30.0
+"""Seconds between progress lines when stderr is not a terminal (a log file)."""
+
+
+class Tally(Protocol):
+    """The running figures a progress line shows after the counts (failures, scores)."""
+
+    def add(self, result: SampleResult) -> None:
+        """Count one finished job (stored earlier or just now)."""
+        ...
+
+    def text(self) -> str:
+        """The figures so far, on one short line."""
+        ...
+
+
+class ProgressBar:
+    """A rich progress bar with ETA and the tally's figures."""
+
+    def __init__(self, console: Console, label: str, tally: Tally) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn(f"[bold]{label}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=console,
+        )
+        self._label = label
+        self._task: Any = None
+        self.tally = tally
+
+    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+        for r in already_done:
+            self.tally.add(r)
+        self._progress.start()
+        self._task = self._progress.add_task(
+            self._label, total=total, completed=len(already_done), stats=self.tally.text()
+        )
+
+    def update(self, result: SampleResult) -> None:
+        self.tally.add(result)
+        if self._task is not None:
+            self._progress.update(self._task, advance=1, stats=self.tally.text())
+
+    def stop(self) -> None:
+        self._progress.stop()
+
+
+class PlainProgress:
+    """Progress for a log file: one plain line at the start, then at most one line per
+    ``interval_s`` seconds, and one at the end; no cursor movement, no colour."""
+
+    def __init__(
+        self,
+        console: Console,
+        label: str,
+        tally: Tally,
+        interval_s: float = PLAIN_PROGRESS_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._console = console
+        self._label = label
+        self.tally = tally
+        self._interval_s = interval_s
+        self._clock = clock
+        self._total = 0
+        self._done = 0
+        self._resumed = 0
+        self._started = 0.0
+        self._last_line = 0.0
+
+    def _line(self) -> None:
+        now = self._clock()
+        self._last_line = now
+        elapsed = now - self._started
+        fresh = self._done - self._resumed
+        eta = "–"
+        if fresh > 0 and self._total > self._done:
+            eta = clock_text(elapsed / fresh * (self._total - self._done))
+        percent = 100 * self._done / self._total if self._total else 100.0
+        self._console.print(
+            f"{self._label} {self._done}/{self._total} ({percent:.0f}%) "
+            f"elapsed {clock_text(elapsed)} eta {eta} {self.tally.text()}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+        for r in already_done:
+            self.tally.add(r)
+        self._total = total
+        self._done = self._resumed = len(already_done)
+        self._started = self._clock()
+        self._line()
+
+    def update(self, result: SampleResult) -> None:
+        self.tally.add(result)
+        self._done += 1
+        if self._done >= self._total or self._clock() - self._last_line >= self._interval_s:
+            self._line()
+
+    def stop(self) -> None:
+        if self._last_line and self._done < self._total:
+            self._line()
+
+
+def clock_text(seconds: float) -> str:
+    """``H:MM:SS`` of a duration in seconds."""
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
+def make_progress(console: Console, label: str, tally: Tally) -> ProgressBar | PlainProgress:
+    """A live bar on a terminal, plain periodic lines otherwise."""
+    if console.is_terminal:
+        return ProgressBar(console, label, tally)
+    return PlainProgress(console, label, tally)

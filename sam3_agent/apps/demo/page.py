@@ -1,0 +1,169 @@
+"""The Gradio page: upload, query, run, watch the rounds, stop, download.
+
+Imports ``gradio``; import this module only when the demo is served. Element ids start with
+``s3a-`` (the browser test finds the controls by them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from sam3_agent.apps.demo.sessions import (
+    DemoRunner,
+    Update,
+    final_annotations,
+    image_error,
+    load_display_image,
+)
+from sam3_agent.apps.demo.views import EMPTY_ROUNDS, result_summary, rounds_html, status_html
+from sam3_agent.values.errors import ImageLoadError
+
+TITLE = "sam3-agent"
+READY = "Upload an image, say what to segment, press Run."
+
+CSS = """
+#s3a-rounds .s3a-rounds { display: flex; flex-direction: column; gap: 0.6rem; }
+#s3a-rounds .s3a-empty { color: var(--body-text-color-subdued); padding: 1rem 0; }
+.s3a-round { border: 1px solid var(--border-color-primary); border-radius: 8px;
+  padding: 0.4rem 0.8rem; }
+.s3a-round summary { font-weight: 600; cursor: pointer; }
+.s3a-correction summary { color: var(--color-accent); }
+.s3a-reasoning { font-style: italic; white-space: pre-wrap; margin: 0.4rem 0;
+  color: var(--body-text-color-subdued); }
+.s3a-observation { white-space: pre-wrap; margin: 0.4rem 0; }
+.s3a-masks { max-width: 100%; height: auto; border-radius: 4px; }
+.s3a-checks { display: grid; grid-template-columns: repeat(auto-fill, minmax(180px, 1fr));
+  gap: 0.5rem; margin: 0.4rem 0; }
+.s3a-check { margin: 0; border-radius: 6px; padding: 0.3rem; }
+.s3a-check img { max-width: 100%; height: auto; }
+.s3a-check figcaption { font-size: 0.85em; display: flex; flex-direction: column; }
+.s3a-check-reply { white-space: pre-wrap; max-height: 6em; overflow: auto; }
+.s3a-accept { border: 2px solid #2e9e4f; }
+.s3a-reject { border: 2px solid #c9372c; }
+.s3a-status { padding: 0.5rem 0.8rem; border-radius: 6px;
+  background: var(--background-fill-secondary); }
+.s3a-status-error { background: #fdecea; color: #8a1c13; }
+.s3a-status-done { background: #e7f6ec; color: #1d5e31; }
+.s3a-status-stopped { background: #fff4e0; color: #7a4b00; }
+"""
+
+
+def theme() -> gr.themes.Base:
+    """Gradio's default look with its bundled fonts only (nothing fetched from a font CDN)."""
+    return gr.themes.Default(
+        font=[gr.themes.LocalFont("IBM Plex Sans"), "ui-sans-serif", "system-ui", "sans-serif"],
+        font_mono=[gr.themes.LocalFont("IBM Plex Mono"), "ui-monospace", "monospace"],
+    )
+
+
+def _key(request: gr.Request | None) -> str:
+    # Every browser tab (and every gradio_client) has its own session hash.
+    return (request.session_hash if request is not None else None) or "anonymous"
+
+
+def _outputs(update: Update, image_path: str | None) -> tuple[Any, ...]:
+    """The values of (rounds, status, final image, downloads) for ``update``."""
+    rounds = rounds_html(update.rounds)
+    if update.state == "running":
+        return rounds, status_html("running", update.message), gr.skip(), gr.skip()
+    files = [str(f) for f in update.files] or None
+    if update.state == "error":
+        return rounds, status_html("error", update.message), gr.skip(), files
+    if update.state == "stopped":
+        return rounds, status_html("stopped", update.message), gr.skip(), files
+    result = update.result
+    if result is None or image_path is None:  # not reachable: done always has a result
+        return rounds, status_html("error", "the session ended without a result"), None, files
+    shown = final_annotations(image_path, result)
+    kind = "done" if result.status != "failed" else "error"
+    return rounds, status_html(kind, result_summary(result)), (shown.image, shown.masks), files
+
+
+def build_page(
+    runner: DemoRunner,
+    *,
+    concurrency: int,
+    examples: Sequence[tuple[Path, str]] = (),
+) -> gr.Blocks:
+    """The demo's :class:`gradio.Blocks`; ``concurrency`` bounds requests running at once."""
+
+    def preview(image_path: str | None) -> tuple[Any, str]:
+        if image_path is None:
+            return None, status_html("idle", READY)
+        try:
+            image = load_display_image(image_path)
+        except ImageLoadError as e:
+            return None, status_html("error", image_error(image_path, e))
+        return (image, []), status_html("idle", "Image ready. Say what to segment and press Run.")
+
+    async def run(
+        image_path: str | None, query: str, request: gr.Request
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        yield EMPTY_ROUNDS, status_html("running", "asking the model..."), gr.skip(), None
+        async for update in runner.run(_key(request), image_path, query):
+            yield _outputs(update, image_path)
+
+    def stop(request: gr.Request) -> str:
+        # The running request's own stream shows "stopped" on the page; this answer is for
+        # API callers only, so the two never race for the status line.
+        return "stopping" if runner.stop(_key(request)) else "nothing is running"
+
+    with gr.Blocks(title=TITLE, analytics_enabled=False) as page:
+        gr.Markdown(
+            "## sam3-agent: watch a multimodal LLM segment with SAM 3\n"
+            "Each round shows the model's reasoning, its tool call, the masks SAM 3 returned "
+            "and the verdicts of the mask checks."
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=5):
+                image_file = gr.File(
+                    label="Image", file_types=["image"], type="filepath", elem_id="s3a-image"
+                )
+                query = gr.Textbox(
+                    label="What to segment",
+                    placeholder="e.g. the leftmost child wearing a blue vest",
+                    elem_id="s3a-query",
+                )
+                with gr.Row():
+                    run_button = gr.Button("Run", variant="primary", elem_id="s3a-run")
+                    stop_button = gr.Button("Stop", variant="stop", elem_id="s3a-stop")
+                status = gr.HTML(status_html("idle", READY), elem_id="s3a-status")
+                final = gr.AnnotatedImage(label="Result", elem_id="s3a-final")
+                downloads = gr.File(
+                    label="Downloads",
+                    file_count="multiple",
+                    interactive=False,
+                    elem_id="s3a-files",
+                )
+                if examples:
+                    gr.Examples(
+                        examples=[[str(path), text] for path, text in examples],
+                        inputs=[image_file, query],
+                        cache_examples=False,
+                    )
+            with gr.Column(scale=6):
+                rounds = gr.HTML(EMPTY_ROUNDS, label="Rounds", elem_id="s3a-rounds")
+
+        image_file.change(
+            preview, [image_file], [final, status], api_visibility="private", queue=False
+        )
+        outputs = [rounds, status, final, downloads]
+        for trigger in (run_button.click, query.submit):
+            trigger(
+                run,
+                [image_file, query],
+                outputs,
+                api_name="run" if trigger == run_button.click else None,
+                api_visibility="public" if trigger == run_button.click else "private",
+                concurrency_limit=concurrency,
+                concurrency_id="agent",
+                show_progress="minimal",
+            )
+        # Outside the queue: a stop must not wait behind the requests it is meant to end.
+        stop_answer = gr.Textbox(visible=False)
+        stop_button.click(stop, None, [stop_answer], api_name="stop", queue=False)
+    return page

@@ -1,0 +1,235 @@
+"""Running the requests of many browser sessions on one agent, round by round.
+
+:class:`DemoRunner` holds the one :class:`~sam3_agent.Sam3Agent` of the process (models load
+once) and answers each request as an async stream of :class:`Update` values: one per
+finished round, then one for the end. Each request runs as its own asyncio task, so a stop
+(:meth:`DemoRunner.stop`) or a closed page cancels it cleanly; the agent then writes what it
+has (``result.json`` with status ``failed``) before the stream ends. Errors end the stream
+with a one-line message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import cv2
+import numpy as np
+
+from sam3_agent.agent.loop import RoundEvent, Sam3Agent, check_query
+from sam3_agent.agent.result import AgentResult
+from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
+from sam3_agent.values.files import atomic_write_bytes, safe_name
+from sam3_agent.values.images import RGBImage, downscale, load_image
+
+logger = logging.getLogger(__name__)
+
+State = Literal["running", "done", "stopped", "error"]
+
+DISPLAY_SIDE = 1024
+"""Longer side of the final image shown on the page, in pixels (downloads keep full size)."""
+
+
+@dataclass(frozen=True)
+class Update:
+    """The state of one request, as the page shows it.
+
+    Attributes:
+        state: ``running`` while rounds arrive, then ``done``, ``stopped`` or ``error``.
+        rounds: every finished round so far, in order.
+        message: one line for the status bar (the error, for ``error``).
+        result: the session's result once it ended (also for a stopped session).
+        files: the downloads: ``result.json``, ``overlay.png``, one PNG per mask.
+        output_dir: the run's directory, once it exists.
+    """
+
+    state: State
+    rounds: tuple[RoundEvent, ...] = ()
+    message: str = ""
+    result: AgentResult | None = None
+    files: tuple[Path, ...] = ()
+    output_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """The final masks over the image for display: ``(h, w, 3)`` uint8 and ``(h, w)`` float
+    masks in ``[0, 1]`` with labels like ``"1 (0.93)"`` (1-based mask number and score)."""
+
+    image: RGBImage
+    masks: list[tuple[np.ndarray, str]] = field(default_factory=list)
+
+
+def load_display_image(path: str | Path) -> RGBImage:
+    """The image at ``path``, downscaled for the page. Raises ImageLoadError."""
+    return downscale(load_image(path), DISPLAY_SIDE)
+
+
+def final_annotations(image_path: str | Path, result: AgentResult) -> Annotations:
+    """The final masks of ``result`` on the image it was computed on, at display size."""
+    display = load_display_image(image_path)
+    h, w = display.shape[:2]
+    labelled = []
+    for i, (mask, score) in enumerate(
+        zip(result.detections.masks, result.detections.scores.tolist(), strict=True)
+    ):
+        small = cv2.resize(mask.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST)
+        labelled.append((small.astype(np.float32), f"{i + 1} ({score:.2f})"))
+    return Annotations(display, labelled)
+
+
+def write_mask_pngs(result: AgentResult, directory: Path) -> list[Path]:
+    """One black-and-white PNG per final mask, ``mask_01.png`` .. (1-based, score order)."""
+    paths = []
+    for i, mask in enumerate(result.detections.masks):
+        ok, buf = cv2.imencode(".png", mask.astype(np.uint8) * 255)
+        if not ok:
+            raise OSError(f"could not encode mask {i + 1} as PNG")
+        path = directory / f"mask_{i + 1:02d}.png"
+        atomic_write_bytes(path, buf.tobytes())
+        paths.append(path)
+    return paths
+
+
+def _downloads(out: Path, result: AgentResult | None) -> tuple[Path, ...]:
+    files = [out / "result.json", out / "overlay.png"]
+    if result is not None and len(result.detections):
+        files += write_mask_pngs(result, out)
+    return tuple(f for f in files if f.is_file())
+
+
+class DemoRunner:
+    """Answers the requests of many browser sessions with one agent.
+
+    Args:
+        agent: built once per process and shared (its backends are safe to share).
+        runs_dir: each request writes to its own new directory under here.
+    """
+
+    def __init__(self, agent: Sam3Agent, runs_dir: Path) -> None:
+        self.agent = agent
+        self.runs_dir = runs_dir
+        self._running: dict[str, asyncio.Task[AgentResult]] = {}
+
+    @property
+    def active(self) -> int:
+        """Requests running now."""
+        return len(self._running)
+
+    def stop(self, key: str) -> bool:
+        """Stop the request of session ``key``; False when it has none running."""
+        task = self._running.get(key)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    def _out_dir(self, key: str, query: str) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = safe_name(f"{stamp}-{key[:8]}-{query}", max_len=80)
+        out = self.runs_dir / name
+        n = 1
+        while out.exists():  # two requests of one session within a second
+            n += 1
+            out = self.runs_dir / f"{name}-{n}"
+        return out
+
+    async def run(
+        self, key: str, image_path: str | Path | None, query: str
+    ) -> AsyncIterator[Update]:
+        """Answer ``query`` on the image at ``image_path`` for session ``key``.
+
+        Yields one ``running`` update per finished round, then one ``done``, ``stopped``
+        or ``error`` update. Closing the iterator early (the page went away) stops the
+        session the same way :meth:`stop` does.
+        """
+        try:
+            if image_path is None:
+                raise UserError("upload an image (or pick an example) first")
+            check_query(query)
+            # Read before any model work, so a broken upload answers at once.
+            await asyncio.to_thread(load_image, image_path)
+            # Checked after the last await, so two requests of one page cannot both pass.
+            if key in self._running:
+                raise UserError("this page is already running a request; stop it first")
+        except ImageLoadError as e:
+            yield Update("error", message=image_error(image_path, e))
+            return
+        except UserError as e:
+            yield Update("error", message=_one_line(e))
+            return
+
+        out = self._out_dir(key, query)
+        events: asyncio.Queue[RoundEvent] = asyncio.Queue()
+        task = asyncio.create_task(
+            self.agent.arun(image_path, query, output_dir=out, on_round=events.put_nowait)
+        )
+        self._running[key] = task
+        rounds: list[RoundEvent] = []
+        try:
+            while True:
+                if events.empty():
+                    if task.done():
+                        break
+                    getter = asyncio.ensure_future(events.get())
+                    await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                    if not getter.done():
+                        getter.cancel()  # the session ended; rounds left are drained above
+                        continue
+                    rounds.append(getter.result())
+                else:
+                    rounds.append(events.get_nowait())
+                yield Update(
+                    "running",
+                    tuple(rounds),
+                    message=f"round {rounds[-1].round} done; asking the model...",
+                    output_dir=out,
+                )
+            yield await self._final(task, tuple(rounds), out)
+        finally:
+            self._running.pop(key, None)
+            if not task.done():
+                task.cancel()
+            # Let the agent write result.json before this request's resources go.
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def _final(
+        self, task: asyncio.Task[AgentResult], rounds: tuple[RoundEvent, ...], out: Path
+    ) -> Update:
+        if task.cancelled():
+            files = await asyncio.to_thread(_downloads, out, None)
+            return Update(
+                "stopped", rounds, "stopped: the files hold what the agent had", None, files, out
+            )
+        error = task.exception()
+        if error is not None:
+            if not isinstance(error, Sam3AgentError):
+                # A bug: the server log gets the traceback, the page one line.
+                logger.error("demo request failed", exc_info=error)
+            files = await asyncio.to_thread(_downloads, out, None)
+            return Update("error", rounds, _one_line(error), None, files, out)
+        result = task.result()
+        files = await asyncio.to_thread(_downloads, out, result)
+        return Update("done", rounds, "", result, files, out)
+
+
+def image_error(image_path: str | Path | None, error: ImageLoadError) -> str:
+    """The page's message for an upload that cannot be read: the file's own name, not the
+    server's temporary path, and not the decoder's internals."""
+    name = Path(image_path).name if image_path is not None else "the image"
+    logger.info("unreadable upload %s: %s", name, error)
+    return f"cannot read the image {name}: it is not an image file this demo can decode"
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, UserError):
+        return text
+    return f"{type(error).__name__}: {text}"

@@ -1,0 +1,104 @@
+"""HTML for the rounds of a session and its status line.
+
+Everything the model, the checker or the user wrote is escaped; images are inlined as data
+URLs (JPEG renders the agent already encoded for the model), so the page loads nothing from
+anywhere. Class names start with ``s3a-`` so the page's CSS and the browser test can find
+them.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+
+from sam3_agent.agent.loop import MaskCheck, RoundEvent
+from sam3_agent.agent.result import AgentResult
+from sam3_agent.values.images import EncodedImage
+
+EMPTY_ROUNDS = '<div class="s3a-rounds s3a-empty">The rounds will appear here.</div>'
+
+# Long parameter values (a paragraph pasted as a phrase) would stretch the round's title.
+_MAX_TITLE_PARAMS = 120
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _img(image: EncodedImage, css_class: str, alt: str) -> str:
+    return (
+        f'<img class="{css_class}" src="{image.data_url()}" alt="{_esc(alt)}" '
+        f'width="{image.width}" height="{image.height}">'
+    )
+
+
+def round_title(event: RoundEvent) -> str:
+    """``Round 2 · segment_phrase {"text_prompt": "cat"} · 1,020 tokens · 0.4 s`` (plain text)."""
+    call = event.tool or "no readable tool call"
+    if event.parameters:
+        params = json.dumps(event.parameters, ensure_ascii=False)
+        if len(params) > _MAX_TITLE_PARAMS:
+            params = params[: _MAX_TITLE_PARAMS - 1] + "…"
+        call = f"{call} {params}"
+    tokens = event.usage.total_tokens
+    return f"Round {event.round} · {call} · {tokens:,} tokens · {event.seconds:.1f} s"
+
+
+def _check(check: MaskCheck) -> str:
+    verdict = "accept" if check.accepted else "reject"
+    label = f"mask {check.number}: {verdict.capitalize()}"
+    return (
+        f'<figure class="s3a-check s3a-{verdict}">'
+        f"{_img(check.zoom_image, 's3a-zoom', f'close-up of mask {check.number}')}"
+        f"<figcaption><b>{_esc(label)}</b>"
+        f'<span class="s3a-check-reply">{_esc(check.reply)}</span></figcaption>'
+        "</figure>"
+    )
+
+
+def round_html(event: RoundEvent) -> str:
+    """One round as a ``<details>`` block: reasoning, what came back, masks, verdicts."""
+    parts = [
+        f'<details class="s3a-round s3a-{_esc(event.kind)}" open data-round="{event.round}">',
+        f"<summary>{_esc(round_title(event))}</summary>",
+    ]
+    if event.reasoning:
+        parts.append(f'<div class="s3a-reasoning">{_esc(event.reasoning)}</div>')
+    if event.observation:
+        parts.append(f'<div class="s3a-observation">{_esc(event.observation)}</div>')
+    if event.checks:
+        parts.append('<div class="s3a-checks">')
+        parts.extend(_check(c) for c in event.checks)
+        parts.append("</div>")
+    if event.image is not None:
+        parts.append(_img(event.image, "s3a-masks", f"masks after round {event.round}"))
+    parts.append("</details>")
+    return "".join(parts)
+
+
+def rounds_html(events: Sequence[RoundEvent]) -> str:
+    """Every round so far, newest last."""
+    if not events:
+        return EMPTY_ROUNDS
+    body = "".join(round_html(e) for e in events)
+    return f'<div class="s3a-rounds">{body}</div>'
+
+
+def status_html(kind: str, text: str) -> str:
+    """The status line. ``kind``: ``idle``, ``running``, ``done``, ``stopped`` or ``error``."""
+    return f'<div class="s3a-status s3a-status-{_esc(kind)}">{_esc(text)}</div>'
+
+
+def result_summary(result: AgentResult) -> str:
+    """One line on how a finished session ended, with its cost."""
+    total = result.usage.total.total_tokens
+    cost = f"{result.rounds} round(s), {total:,} tokens, {result.timings.get('total', 0.0):.1f} s"
+    if result.status == "masks":
+        scores = ", ".join(
+            f"{i + 1}: {score:.2f}" for i, score in enumerate(result.detections.scores.tolist())
+        )
+        return f"{len(result.detections)} mask(s) (scores {scores}) in {cost}"
+    if result.status == "no_mask":
+        return f"no mask: the model found nothing matching, in {cost}"
+    return f"failed: {result.failure} ({cost})"

@@ -1,0 +1,473 @@
+"""A run directory read back for display: rounds, the context each call got, checks, digests.
+
+:func:`load_run` is the one loader for a run directory's files (``trace.jsonl``,
+``result.json``, the prompt files, the images). Everything in them is treated as untrusted
+text: a torn last line (a killed session) or an unreadable record becomes a note, a value
+of the wrong type reads as missing, and an image path that leaves the run directory or a
+file that is not a JPEG or PNG is not shown. Renderers (:mod:`.terminal`, :mod:`.html_page`)
+receive only these views.
+
+Token counts per message come from the trace when it carries them (``tokens_estimate``
+with ``per_message``, written by the context policies); otherwise they are estimated here
+with :func:`estimate_text_tokens` and :func:`estimate_image_tokens` and marked as such.
+(Those estimates follow the agent's documented fallback rule; they serve traces written
+without counts, so they read only what such a trace holds.)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sam3_agent.values.errors import UserError
+
+MESSAGE_OVERHEAD = 4
+"""Tokens of a message's role markers in ChatML (``<|im_start|>role\\n ... <|im_end|>``)."""
+
+IMAGE_CELL = 28
+"""Qwen2.5-VL: one image token per 28x28 px cell of the image as sent."""
+
+TokenSource = Literal["trace", "estimate"]
+
+
+def estimate_text_tokens(text: str) -> int:
+    """``ceil(utf-8 bytes / 4)``: byte-level BPE averages 3.5-4.5 bytes per token."""
+    return math.ceil(len(text.encode("utf-8", "replace")) / 4)
+
+
+def estimate_image_tokens(width: int, height: int) -> int:
+    """Qwen2.5-VL's count for an image sent at ``width`` x ``height`` px, plus 2 markers.
+
+    Each side is rounded to a multiple of 28 px (at least one cell); one token per cell.
+    """
+    w = max(IMAGE_CELL, round(width / IMAGE_CELL) * IMAGE_CELL)
+    h = max(IMAGE_CELL, round(height / IMAGE_CELL) * IMAGE_CELL)
+    return (w // IMAGE_CELL) * (h // IMAGE_CELL) + 2
+
+
+# -- views --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image a record refers to. ``data``/``mime`` are None when it cannot be shown."""
+
+    file: str
+    mime: str | None = None
+    data: bytes | None = None
+    width: int | None = None
+    height: int | None = None
+
+    @property
+    def label(self) -> str:
+        size = f" {self.width}x{self.height}" if self.width and self.height else ""
+        missing = "" if self.data is not None else " (not available)"
+        return f"{self.file}{size}{missing}"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a message: text, an image, a prompt file standing for the text, or a
+    native tool call the message carries (``text`` holds it as ``name(arguments)``)."""
+
+    kind: Literal["text", "image", "file", "call"]
+    text: str = ""
+    image: ImageRef | None = None
+
+
+@dataclass(frozen=True)
+class MessageView:
+    index: int
+    role: str
+    zone: str
+    parts: tuple[Part, ...]
+    tokens: int
+    tokens_source: TokenSource
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if p.kind == "text")
+
+
+@dataclass(frozen=True)
+class CallView:
+    """One MLLM call besides the main one: a mask check or a digest."""
+
+    kind: Literal["check", "digest"]
+    title: str
+    verdict: str | None
+    messages: tuple[MessageView, ...]
+    reply: str
+    reasoning: str
+    usage: dict[str, Any]
+    latency_s: float | None
+    extra: dict[str, Any]
+
+
+@dataclass
+class RoundView:
+    """One main round and the calls made during it.
+
+    ``complete`` is False for a round with checks or digests but no main record: the
+    session was stopped before the round finished.
+    """
+
+    number: int
+    complete: bool = False
+    messages: tuple[MessageView, ...] = ()
+    eviction: dict[str, Any] = field(default_factory=dict)
+    eviction_source: Literal["context_policy", "pruning", "none"] = "none"
+    reply: str = ""
+    reasoning: str = ""
+    thinking: str = ""
+    finish_reason: str = ""
+    cut: str = ""
+    tool_name: str | None = None
+    tool_parameters: Any = None
+    outcome_kind: str = ""
+    outcome_text: str = ""
+    outcome_image: ImageRef | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    cached: bool = False
+    latency_s: float | None = None
+    round_s: float | None = None
+    checks: list[CallView] = field(default_factory=list)
+    digests: list[CallView] = field(default_factory=list)
+
+    @property
+    def context_tokens(self) -> int:
+        return sum(m.tokens for m in self.messages)
+
+    @property
+    def zones(self) -> dict[str, list[MessageView]]:
+        """Messages grouped by zone, zones in order of first appearance."""
+        grouped: dict[str, list[MessageView]] = {}
+        for m in self.messages:
+            grouped.setdefault(m.zone, []).append(m)
+        return grouped
+
+
+@dataclass
+class RunView:
+    """A run directory as the inspector shows it."""
+
+    directory: Path
+    rounds: list[RoundView]
+    result: dict[str, Any] | None
+    system_prompt: str | None
+    checker_prompt: str | None
+    committed_round: int | None
+    ended: bool = False
+    """The committed state says the session is over (nothing left to resume)."""
+    notes: list[str] = field(default_factory=list)
+    images: dict[str, ImageRef] = field(default_factory=dict)
+
+    @property
+    def query(self) -> str:
+        return as_str(self.result, "query")
+
+
+# -- reading untrusted values -----------------------------------------------------------
+
+
+def as_str(record: Any, key: str) -> str:
+    value = record.get(key) if isinstance(record, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def as_int(record: Any, key: str) -> int | None:
+    value = record.get(key) if isinstance(record, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_float(record: Any, key: str) -> float | None:
+    value = record.get(key) if isinstance(record, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def as_dict(record: Any, key: str) -> dict[str, Any]:
+    value = record.get(key) if isinstance(record, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(record: Any, key: str) -> list[Any]:
+    value = record.get(key) if isinstance(record, dict) else None
+    return value if isinstance(value, list) else []
+
+
+# -- loading ----------------------------------------------------------------------------
+
+_JPEG = b"\xff\xd8\xff"
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+class _Loader:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.root = directory.resolve()
+        self.images: dict[str, ImageRef] = {}
+        self.notes: list[str] = []
+        self.prompts: dict[str, str | None] = {}
+
+    def image(self, file: str) -> ImageRef:
+        if file not in self.images:
+            self.images[file] = self._read_image(file)
+        return self.images[file]
+
+    def inside(self, file: str) -> Path | None:
+        """``file`` under the run directory, or None when it leaves it or cannot exist."""
+        try:
+            path = (self.directory / file).resolve()
+            return path if path.is_relative_to(self.root) and path.is_file() else None
+        except (OSError, ValueError):  # a NUL byte, a name too long, a loop of links
+            return None
+
+    def _read_image(self, file: str) -> ImageRef:
+        path = self.inside(file)
+        if path is None:
+            return ImageRef(file)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return ImageRef(file)
+        mime = (
+            "image/jpeg"
+            if data.startswith(_JPEG)
+            else "image/png"
+            if data.startswith(_PNG)
+            else None
+        )
+        if mime is None:
+            return ImageRef(file)
+        width, height = _image_size(data)
+        return ImageRef(file, mime, data, width, height)
+
+    def prompt(self, file: str) -> str | None:
+        if file not in self.prompts:
+            path = self.inside(file)
+            text = None
+            if path is not None:
+                try:
+                    text = path.read_bytes().decode("utf-8", "replace")
+                except OSError:
+                    text = None
+            self.prompts[file] = text
+        return self.prompts[file]
+
+    def messages(self, record: dict[str, Any], *, main: bool) -> tuple[MessageView, ...]:
+        counted = as_list(as_dict(record, "tokens_estimate"), "per_message")
+        context = [m for m in as_list(record, "context") if isinstance(m, dict)]
+        use_counted = len(counted) == len(context) and all(
+            isinstance(c, int) and not isinstance(c, bool) for c in counted
+        )
+        views = []
+        for i, message in enumerate(context):
+            role = as_str(message, "role") or "?"
+            parts = tuple(self._part(p) for p in as_list(message, "content") if isinstance(p, dict))
+            parts += _native_calls(message)
+            tokens = counted[i] if use_counted else _estimate(parts, self)
+            zone = _zone(i, role) if main else "call"
+            views.append(
+                MessageView(i, role, zone, parts, tokens, "trace" if use_counted else "estimate")
+            )
+        return tuple(views)
+
+    def _part(self, part: dict[str, Any]) -> Part:
+        kind = as_str(part, "type")
+        if kind == "image":
+            return Part("image", image=self.image(as_str(part, "file")))
+        if kind == "file":
+            return Part("file", text=as_str(part, "file"))
+        return Part("text", text=as_str(part, "text"))
+
+
+def _native_calls(message: dict[str, Any]) -> tuple[Part, ...]:
+    """Native tool calls an assistant message made, and the call a tool message answers."""
+    calls = tuple(
+        Part("call", text=f"{as_str(c, 'name')}({as_str(c, 'arguments')}) id {as_str(c, 'id')!r}")
+        for c in as_list(message, "tool_calls")
+        if isinstance(c, dict)
+    )
+    answered = as_str(message, "tool_call_id")
+    return calls + ((Part("call", text=f"answers call id {answered!r}"),) if answered else ())
+
+
+def _estimate(parts: tuple[Part, ...], loader: _Loader) -> int:
+    tokens = MESSAGE_OVERHEAD
+    for part in parts:
+        if part.kind in ("text", "call"):
+            tokens += estimate_text_tokens(part.text)
+        elif part.kind == "file":
+            tokens += estimate_text_tokens(loader.prompt(part.text) or "")
+        elif part.image is not None and part.image.width and part.image.height:
+            tokens += estimate_image_tokens(part.image.width, part.image.height)
+    return tokens
+
+
+def _zone(index: int, role: str) -> str:
+    """Where a main-context message sits: the system prompt and request are pinned."""
+    if index == 0 and role == "system":
+        return "pinned"
+    if index <= 1 and role == "user":
+        return "pinned"
+    return "working"
+
+
+def _image_size(data: bytes) -> tuple[int | None, int | None]:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return int(image.width), int(image.height)
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        return None, None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        document = json.loads(path.read_bytes().decode("utf-8", "replace"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def read_trace(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+    """The records of ``trace.jsonl``; unreadable lines become ``notes``."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e}") from e
+    lines = raw.decode("utf-8", "replace").split("\n")
+    torn = lines[-1] != ""  # a kill mid-write leaves a last line without its newline
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if torn and number == len(lines):
+                notes.append(f"trace.jsonl line {number} is incomplete (the run was stopped)")
+            else:
+                notes.append(f"trace.jsonl line {number} is not valid JSON; skipped")
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+            notes.append(f"trace.jsonl line {number} is not a trace record; skipped")
+            continue
+        records.append(record)
+    return records
+
+
+def load_run(directory: Path) -> RunView:
+    """Read a run directory written by ``sam3-agent run`` (or ``eval``'s per-sample output).
+
+    Raises:
+        UserError: the directory or its ``trace.jsonl`` does not exist.
+    """
+    if not directory.is_dir():
+        raise UserError(f"not a run directory: {directory}")
+    trace = directory / "trace.jsonl"
+    if not trace.is_file():
+        raise UserError(f"no trace.jsonl in {directory}: not a run directory, or a run without one")
+    loader = _Loader(directory)
+    records = read_trace(trace, loader.notes)
+    rounds: dict[int, RoundView] = {}
+
+    def round_of(record: dict[str, Any]) -> RoundView:
+        number = as_int(record, "round") or 0
+        return rounds.setdefault(number, RoundView(number))
+
+    for record in records:
+        kind = record["kind"]
+        if kind == "main":
+            _fill_main(round_of(record), record, loader)
+        elif kind == "check":
+            round_of(record).checks.append(_check(record, loader))
+        elif kind == "digest":
+            round_of(record).digests.append(_digest(record, loader))
+        else:
+            loader.notes.append(f"a trace record of unknown kind {kind!r} was skipped")
+    for view in rounds.values():
+        view.checks.sort(
+            key=lambda c: (as_int(c.extra, "mask") or 0, as_int(c.extra, "attempt") or 0)
+        )
+    session = _read_json(directory / "session.json")
+    state = as_dict(session, "state")
+    committed = as_int(state, "round") if session else None
+    return RunView(
+        directory=directory,
+        rounds=[rounds[n] for n in sorted(rounds)],
+        result=_read_json(directory / "result.json"),
+        system_prompt=loader.prompt("system_prompt.txt"),
+        checker_prompt=loader.prompt("checker_prompt.txt"),
+        committed_round=committed,
+        ended=bool(as_dict(state, "ending")),
+        notes=loader.notes,
+        images=loader.images,
+    )
+
+
+def _fill_main(view: RoundView, record: dict[str, Any], loader: _Loader) -> None:
+    view.complete = True
+    view.messages = loader.messages(record, main=True)
+    policy = as_dict(record, "context_policy") or as_dict(record, "eviction")
+    if policy:
+        view.eviction, view.eviction_source = policy, "context_policy"
+    elif as_dict(record, "pruning"):
+        view.eviction, view.eviction_source = as_dict(record, "pruning"), "pruning"
+    view.reply = as_str(record, "reply")
+    view.reasoning = as_str(record, "reasoning")
+    view.thinking = as_str(record, "thinking")
+    view.finish_reason = as_str(record, "finish_reason")
+    view.cut = as_str(record, "cut_after_first_tool")
+    call = as_dict(record, "tool_call")
+    view.tool_name = as_str(call, "name") or None
+    view.tool_parameters = call.get("parameters") if call else None
+    outcome = as_dict(record, "outcome")
+    view.outcome_kind = as_str(outcome, "kind")
+    view.outcome_text = as_str(outcome, "text")
+    image = as_str(outcome, "image")
+    view.outcome_image = loader.image(image) if image else None
+    view.usage = as_dict(record, "usage")
+    view.cached = record.get("cached") is True
+    view.latency_s = as_float(record, "latency_s")
+    view.round_s = as_float(record, "round_s")
+
+
+def _check(record: dict[str, Any], loader: _Loader) -> CallView:
+    mask, attempt = as_int(record, "mask"), as_int(record, "attempt")
+    verdict = as_str(record, "verdict") or None
+    if record.get("forced_reject") is True:
+        verdict = "reject (no clear verdict)"
+    return CallView(
+        kind="check",
+        title=f"mask {mask if mask is not None else '?'}, attempt {attempt or 1}",
+        verdict=verdict,
+        messages=loader.messages(record, main=False),
+        reply=as_str(record, "reply"),
+        reasoning=as_str(record, "reasoning"),
+        usage=as_dict(record, "usage"),
+        latency_s=as_float(record, "latency_s"),
+        extra={"mask": mask, "attempt": attempt},
+    )
+
+
+def _digest(record: dict[str, Any], loader: _Loader) -> CallView:
+    condensed = [r for r in as_list(record, "rounds_condensed") if isinstance(r, int)]
+    return CallView(
+        kind="digest",
+        title=f"digest of rounds {', '.join(map(str, condensed)) or '?'}",
+        verdict=None,
+        messages=loader.messages(record, main=False),
+        reply=as_str(record, "reply"),
+        reasoning="",
+        usage=as_dict(record, "usage"),
+        latency_s=as_float(record, "latency_s"),
+        extra={"blocking": record.get("blocking") is True},
+    )

@@ -1,0 +1,195 @@
+"""The words both renderers show: run facts, what each round's context left out, check tallies.
+
+Everything returned is plain text; the renderers escape it for their medium.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any
+
+from sam3_agent.apps.inspector.model import (
+    RoundView,
+    RunView,
+    as_dict,
+    as_float,
+    as_int,
+    as_list,
+    as_str,
+)
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: str, limit: int | None = None) -> str:
+    """``text`` with control and bidi-override characters shown as ``\\xNN``, cut at ``limit``."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if limit is not None and len(text) > limit:
+        return text[:limit] + f"… (+{len(text) - limit} chars)"
+    return text
+
+
+def compact(value: Any, limit: int = 400) -> str:
+    """``value`` as one line of JSON, cut at ``limit`` characters."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def run_facts(run: RunView) -> list[tuple[str, str]]:
+    """(label, value) pairs describing the session as a whole."""
+    result = run.result or {}
+    facts = [("run directory", str(run.directory))]
+    if result:
+        image = as_dict(result, "image")
+        facts += [
+            ("query", as_str(result, "query")),
+            (
+                "image",
+                f"{as_str(image, 'path') or '(array)'} "
+                f"{as_int(image, 'width')}x{as_int(image, 'height')}",
+            ),
+            (
+                "status",
+                as_str(result, "status")
+                + (f": {as_str(result, 'failure')}" if as_str(result, "failure") else ""),
+            ),
+            ("rounds", str(as_int(result, "rounds"))),
+            ("masks", str(len(as_list(result, "masks")))),
+            ("model", as_str(result, "model")),
+            (
+                "phrases tried",
+                ", ".join(str(p) for p in as_list(result, "phrases_tried")) or "none",
+            ),
+        ]
+        usage = as_dict(result, "usage")
+        parts = []
+        for part in ("main", "checks", "digests", "total"):
+            tokens = as_dict(usage, part)
+            if tokens:
+                parts.append(
+                    f"{part} {as_int(tokens, 'prompt_tokens')}"
+                    f"+{as_int(tokens, 'completion_tokens')} in {as_int(tokens, 'calls')} call(s)"
+                )
+        facts.append(("tokens (prompt+completion)", "; ".join(parts)))
+        timings = as_dict(result, "timings_s")
+        if timings:
+            facts.append(
+                ("timings", ", ".join(f"{k} {_fmt_s(as_float(timings, k))}" for k in timings))
+            )
+    else:
+        facts.append(("result", "no result.json: the session did not finish"))
+    if run.committed_round is not None:
+        after = "the session ended" if run.ended else "resumable with run --resume"
+        facts.append(("committed", f"round {run.committed_round} in session.json; {after}"))
+    return facts
+
+
+def _fmt_s(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds:.2f} s"
+
+
+def eviction_lines(view: RoundView) -> list[str]:
+    """What the context of this round kept, left out and why, one fact per line."""
+    e = view.eviction
+    if view.eviction_source == "none":
+        return ["no record of what the context left out"]
+    lines = []
+    if view.eviction_source == "context_policy":
+        mode = as_str(e, "mode")
+        budget = as_dict(e, "budget")
+        after = as_dict(e, "tokens_after")
+        lines.append(
+            f"policy {as_str(e, 'policy') or '?'}"
+            + (f" (as {mode})" if mode else "")
+            + (
+                f", budget {as_int(budget, 'limit')} of "
+                f"{as_int(budget, 'max_context_tokens')} tokens"
+                if budget
+                else ""
+            )
+            + (
+                f", watermark {as_float(budget, 'watermark')}"
+                if as_float(budget, "watermark") is not None
+                else ""
+            )
+        )
+        if as_int(e, "tokens_before") is not None or after:
+            lines.append(
+                f"tokens: {as_int(e, 'tokens_before')} with every round in full, "
+                f"{as_int(after, 'total')} sent ({as_int(after, 'text')} text, "
+                f"{as_int(after, 'image')} image)"
+            )
+    lines.append(f"kept rounds: {_rounds(as_list(e, 'kept_rounds'))}")
+    evicted = [x for x in as_list(e, "evicted") if isinstance(x, dict)]
+    if evicted:
+        for x in evicted:
+            score = as_float(x, "score")
+            lines.append(
+                f"evicted round {as_int(x, 'round')}: {as_str(x, 'reason') or 'no reason given'}"
+                + (f" (score {score:.4g})" if score is not None else "")
+            )
+    elif as_list(e, "dropped_rounds"):
+        lines.append(
+            f"dropped rounds: {_rounds(as_list(e, 'dropped_rounds'))} (three-part pruning)"
+        )
+    else:
+        lines.append("nothing evicted")
+    replaced = as_list(e, "images_replaced_by_text")
+    if replaced:
+        lines.append(f"masks images replaced by a line of text: rounds {_rounds(replaced)}")
+    tried = as_list(e, "tried_phrases_note")
+    if tried:
+        lines.append(
+            "tried-phrases note: " + ", ".join(json.dumps(p, ensure_ascii=False) for p in tried)
+        )
+    for key in ("zones", "scores", "switch", "digests"):
+        value = e.get(key)
+        if value:
+            lines.append(f"{key}: {compact(value)}")
+    latency = as_float(e, "latency_ms")
+    if latency is not None:
+        lines.append(f"policy time: {latency:.3f} ms")
+    return lines
+
+
+def _rounds(values: list[Any]) -> str:
+    return ", ".join(str(v) for v in values) or "none"
+
+
+def checks_summary(view: RoundView) -> str:
+    """``3 mask checks: 2 accept, 1 reject; 1.20 s of calls``."""
+    verdicts = Counter(c.verdict or "no verdict" for c in view.checks)
+    tally = ", ".join(f"{n} {v}" for v, n in verdicts.items())
+    seconds = sum(c.latency_s or 0.0 for c in view.checks)
+    return f"{len(view.checks)} mask check call(s): {tally}; {seconds:.2f} s of calls"
+
+
+def usage_line(
+    usage: dict[str, Any],
+    latency_s: float | None,
+    cached: bool = False,
+    round_s: float | None = None,
+) -> str:
+    """Tokens and timings of one call (and of its whole round, when given)."""
+    parts = []
+    if usage:
+        parts.append(
+            f"prompt {as_int(usage, 'prompt_tokens')}, "
+            f"completion {as_int(usage, 'completion_tokens')} tokens"
+        )
+    if latency_s is not None:
+        parts.append(f"call {latency_s:.2f} s")
+    if round_s is not None:
+        parts.append(f"round {round_s:.2f} s with the tool")
+    if cached:
+        parts.append("from the response cache")
+    return "; ".join(parts) or "no usage recorded"
+
+
+def round_title(view: RoundView) -> str:
+    if not view.complete:
+        return f"Round {view.number}: unfinished (the session stopped during it)"
+    tool = view.tool_name or "no tool call"
+    return f"Round {view.number}: {tool} -> {view.outcome_kind or '?'}"

@@ -1,0 +1,87 @@
+"""Running the SAM 3 service: the bind-address rule and uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from sam3_agent.apps.service.limits import (
+    DEFAULT_MAX_CONCURRENT_DECODES,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_MAX_STORED_BYTES,
+    DEFAULT_MAX_STORED_IMAGES,
+    DEFAULT_MAX_UPLOAD_BYTES,
+)
+from sam3_agent.backends.base import Segmenter
+from sam3_agent.backends.schemas import TOKEN_ENV
+from sam3_agent.values.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TOKEN_ENV", "check_bind_security", "is_loopback", "serve"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine.
+
+    ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``) are; any other name or
+    address (``0.0.0.0``, ``::``, a LAN address, a host name) is not.
+    """
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind_security(host: str, token: str | None) -> None:
+    """Refuse to listen beyond loopback without a bearer token.
+
+    Raises:
+        UserError: ``host`` is not loopback and ``token`` is empty.
+    """
+    if not is_loopback(host) and not token:
+        raise UserError(
+            f"refusing to listen on {host} without a token: anyone who can reach it could use "
+            f"the GPU. Set {TOKEN_ENV} (or pass --token), or listen on 127.0.0.1."
+        )
+
+
+def serve(
+    segmenter: Segmenter,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8100,
+    token: str | None = None,
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_stored_images: int = DEFAULT_MAX_STORED_IMAGES,
+    max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
+    max_concurrent_decodes: int = DEFAULT_MAX_CONCURRENT_DECODES,
+    log_level: str = "info",
+) -> None:
+    """Serve ``segmenter`` over HTTP until interrupted (blocks).
+
+    Raises:
+        UserError: a non-loopback ``host`` without ``token``.
+    """
+    import uvicorn
+
+    from sam3_agent.apps.service.app import create_app
+
+    check_bind_security(host, token)
+    app = create_app(
+        segmenter,
+        token=token or None,
+        max_upload_bytes=max_upload_bytes,
+        max_pixels=max_pixels,
+        max_stored_images=max_stored_images,
+        max_stored_bytes=max_stored_bytes,
+        max_concurrent_decodes=max_concurrent_decodes,
+    )
+    logger.info(
+        "SAM 3 service on http://%s:%d (token %s)", host, port, "required" if token else "off"
+    )
+    # One process: the model is loaded once and shared by the worker threads.
+    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)

@@ -1,9 +1,0 @@
-"""Batch engines behind one runner interface, shared by ``eval`` and ``batch``.
-
-* :mod:`~sam3_agent.engines.base`: the interface (jobs, handlers, worker factories, engines)
-  and :func:`~sam3_agent.engines.base.build_engine`.
-* :mod:`~sam3_agent.engines.driver`: skip stored jobs, commit each result as it arrives.
-* :mod:`~sam3_agent.engines.local`: every job on one event loop in this process (default).
-* :mod:`~sam3_agent.engines.ray_engine`: an actor pool of workers through Ray Data; the only
-  module that imports :mod:`ray`.
-"""

@@ -1,0 +1,158 @@
+"""The requests of a batch: a JSONL or CSV file, or a folder of images with one query.
+
+Every file from outside goes through :func:`load_requests`, which turns every problem into
+a :class:`~sam3_agent.values.errors.DatasetError` naming the file and line, before any model loads.
+Images are only checked to exist here; they are decoded where the work runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.values.errors import DatasetError, UserError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
+MAX_ID_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """One (image, query) pair of a batch.
+
+    Attributes:
+        id: unique in the batch and stable across reruns (the key of the results store and
+            the name of the request's output directory, made safe).
+        image_path: the image file, absolute.
+        query: what to segment.
+    """
+
+    id: str
+    image_path: Path
+    query: str
+
+
+def default_id(image: Path, query: str) -> str:
+    """``<image file name>:<query>``: readable and unchanged when the input is reordered."""
+    return f"{image.name}:{query}"
+
+
+def load_requests(source: Path, *, query: str | None = None) -> list[BatchRequest]:
+    """The requests of ``source``, in input order.
+
+    Args:
+        source: a ``.jsonl`` file (one object per line: ``image``, ``query``, optional
+            ``id``), a ``.csv`` file (a header naming those columns), or a folder of images
+            (each image with ``query``; its id is its file name). Relative image paths in a
+            file are relative to the file's folder.
+        query: the query for every image of a folder (only with a folder).
+
+    Raises:
+        UserError: a file with ``query``, or a folder without it.
+        DatasetError: unreadable or malformed input, a missing image, a repeated id.
+    """
+    if source.is_dir():
+        if query is None or not query.strip():
+            raise UserError(f"{source} is a folder of images: give the query with --query TEXT")
+        requests = _folder(source, query)
+    elif source.is_file():
+        if query is not None:
+            raise UserError(
+                f"--query applies to a folder of images; {source} names its own queries"
+            )
+        suffix = source.suffix.lower()
+        if suffix == ".jsonl":
+            requests = _jsonl(source)
+        elif suffix == ".csv":
+            requests = _csv(source)
+        else:
+            raise UserError(f"{source}: batch input must be a .jsonl or .csv file, or a folder")
+    else:
+        raise UserError(f"batch input {source} does not exist")
+    if not requests:
+        raise DatasetError(f"{source} holds no requests")
+    _check_unique(source, requests)
+    return requests
+
+
+def _folder(folder: Path, query: str) -> list[BatchRequest]:
+    images = sorted(
+        p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+    )
+    return [BatchRequest(id=p.name, image_path=p.absolute(), query=query.strip()) for p in images]
+
+
+def _jsonl(path: Path) -> list[BatchRequest]:
+    requests = []
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{path}:{number}: not a JSON object: {e.msg}") from e
+        if not isinstance(row, dict):
+            raise DatasetError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+        requests.append(_request(path, number, row))
+    return requests
+
+
+def _csv(path: Path) -> list[BatchRequest]:
+    reader = csv.DictReader(_read_text(path).splitlines())
+    columns = set(reader.fieldnames or ())
+    if not {"image", "query"} <= columns:
+        raise DatasetError(
+            f"{path}: the header must name the columns image and query (and optionally id), "
+            f"got {sorted(columns)}"
+        )
+    try:
+        # Line 1 is the header: rows start at line 2.
+        return [_request(path, n, row) for n, row in enumerate(reader, start=2)]
+    except csv.Error as e:
+        raise DatasetError(f"{path}: malformed CSV: {e}") from e
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DatasetError(f"cannot read {path}: {e}") from e
+
+
+def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
+    where = f"{path}:{number}"
+    image, query, given_id = row.get("image"), row.get("query"), row.get("id")
+    if not isinstance(image, str) or not image.strip():
+        raise DatasetError(f"{where}: 'image' must be a non-empty path")
+    if not isinstance(query, str) or not query.strip():
+        raise DatasetError(f"{where}: 'query' must be non-empty text")
+    image_path = Path(image.strip()).expanduser()
+    if not image_path.is_absolute():
+        image_path = path.parent / image_path
+    # Absolute: Ray workers do not share the driver's working directory.
+    image_path = image_path.absolute()
+    if not image_path.is_file():
+        raise DatasetError(f"{where}: image {image_path} does not exist")
+    if given_id is None or given_id == "":
+        request_id = default_id(image_path, query.strip())
+    elif isinstance(given_id, (str, int)) and not isinstance(given_id, bool):
+        request_id = str(given_id).strip()
+    else:
+        raise DatasetError(f"{where}: 'id' must be text or a number")
+    if not request_id or len(request_id) > MAX_ID_LENGTH:
+        raise DatasetError(f"{where}: 'id' must be 1..{MAX_ID_LENGTH} characters")
+    return BatchRequest(id=request_id, image_path=image_path, query=query.strip())
+
+
+def _check_unique(source: Path, requests: list[BatchRequest]) -> None:
+    seen: set[str] = set()
+    for request in requests:
+        if request.id in seen:
+            raise DatasetError(
+                f"{source}: the id {request.id!r} is used twice; ids must be unique "
+                "(same image and query twice? give each row its own 'id')"
+            )
+        seen.add(request.id)

@@ -1,0 +1,188 @@
+"""The one interface every batch engine (local, Ray) implements, and what flows through it.
+
+A run is a list of :class:`Job` values (an id and an image; an evaluation sample, a batch
+request). Engines do not know what a job means: a :class:`WorkerFactory` builds, wherever
+the engine runs work (this process, a Ray actor on another machine), a :class:`JobHandler`
+that turns one job and its decoded image into a :class:`SampleResult`. The driver
+(:func:`sam3_agent.runs.jobs.driver.run_jobs`) commits every result to the run's store as it
+arrives, so ``eval`` and ``batch`` resume the same way on every engine.
+
+Jobs and factories cross process boundaries under Ray: both must pickle, and a factory must
+be cheap to pickle (flags, not models).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+from sam3_agent.values.errors import UserError
+
+if TYPE_CHECKING:
+    # Types only: the CLI reads the engine flags here, and --help imports no numpy.
+    from sam3_agent.runs.evaluation.store import SampleResult
+    from sam3_agent.values.images import RGBImage
+
+ENGINES: tuple[str, ...] = ("local", "ray")
+
+DEFAULT_CONCURRENCY = 8
+"""Sessions in flight per worker; sized for one OpenAI-compatible endpoint (vLLM batches
+this many well)."""
+
+
+class Job(Protocol):
+    """One unit of work: its id is unique in a run and stable across runs."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def image_path(self) -> Path: ...
+
+
+J = TypeVar("J", bound=Job)
+J_contra = TypeVar("J_contra", bound=Job, contravariant=True)
+
+
+class ImageSource(Protocol):
+    """Hands a handler the decoded image of a job (read once however many jobs share it)."""
+
+    async def get(
+        self, path: Path, *, exif_orientation: bool = True, max_pixels: int | None = None
+    ) -> RGBImage:
+        """The ``(H, W, 3)`` uint8 RGB image at ``path``, as displayed (EXIF orientation
+        applied) unless ``exif_orientation`` is False (datasets annotated in the stored
+        frame); refused above ``max_pixels`` (``None``: the package's default limit).
+
+        The first call for a path decides how it is loaded: jobs of one image ask alike.
+
+        Raises:
+            ImageLoadError: the file is missing, not a readable image, or too large.
+        """
+        ...
+
+
+class JobHandler(Protocol[J_contra]):
+    """Turns jobs into results on one worker. Must allow concurrent :meth:`run` calls."""
+
+    async def run(self, job: J_contra, images: ImageSource) -> SampleResult:
+        """Process ``job``; its own failures (endpoint down, bad image) become a failed result.
+
+        Raises:
+            Sam3AgentError: a failure that must stop the whole run (broken dataset files).
+        """
+        ...
+
+    def release(self, digest: str) -> None:
+        """The last job of the image with this content digest is done: free what it holds."""
+        ...
+
+
+class WorkerFactory(Protocol[J_contra]):
+    """Builds a worker's :class:`JobHandler` (its models) where the work runs. Picklable."""
+
+    def build(self, run_dir: Path) -> JobHandler[J_contra]:
+        """Load the models and return a handler writing its artifacts under ``run_dir``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Prebuilt(Generic[J]):
+    """A factory for a handler already built in this process (the local engine only)."""
+
+    handler: JobHandler[J]
+
+    def build(self, run_dir: Path) -> JobHandler[J]:
+        return self.handler
+
+
+ResultCallback = Callable[["SampleResult"], None]
+
+
+class Engine(Protocol):
+    """Runs jobs on workers and reports each result as it finishes."""
+
+    @property
+    def name(self) -> str:
+        """``local`` or ``ray``, for logs and messages."""
+        ...
+
+    async def run(
+        self,
+        jobs: Sequence[J],
+        factory: WorkerFactory[J],
+        run_dir: Path,
+        on_result: ResultCallback,
+    ) -> None:
+        """Process every job, calling ``on_result`` once per finished job, on this thread.
+
+        ``jobs`` arrive ordered by image; jobs of one image should run on one worker, so
+        its image is read once and its SAM 3 features computed once. An exception raised by
+        ``on_result`` (or a cancellation) stops the run; results reported so far stay
+        reported.
+
+        Raises:
+            Sam3AgentError: a handler failure that stops the run, or the engine itself failed.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How a command spreads its work (the ``--engine`` family of flags).
+
+    Attributes:
+        engine: ``local`` (this process, one event loop) or ``ray``.
+        concurrency: sessions in flight at once, per worker.
+        ray_address: Ray cluster to join: None starts a local Ray, ``auto`` joins the one
+            ``ray start`` runs on this machine, ``ray://host:10001`` or ``host:6379`` a remote one.
+        workers: Ray actors, each with its own models (local engine: must be 1).
+        gpus_per_worker: GPUs reserved per Ray actor (may be fractional, e.g. 0.5).
+    """
+
+    engine: str = "local"
+    concurrency: int = DEFAULT_CONCURRENCY
+    ray_address: str | None = None
+    workers: int = 1
+    gpus_per_worker: float = 0.0
+
+    def validate(self) -> None:
+        """Raises :class:`UserError` naming the flag that is wrong."""
+        if self.engine not in ENGINES:
+            raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.concurrency < 1:
+            raise UserError(f"--concurrency must be >= 1, got {self.concurrency}")
+        if self.workers < 1:
+            raise UserError(f"--workers must be >= 1, got {self.workers}")
+        if self.gpus_per_worker < 0:
+            raise UserError(f"--gpus-per-worker must be >= 0, got {self.gpus_per_worker}")
+        if self.engine == "local":
+            if self.workers != 1:
+                raise UserError("--workers applies to --engine ray; the local engine is 1 worker")
+            if self.ray_address is not None:
+                raise UserError("--ray-address applies to --engine ray")
+            if self.gpus_per_worker:
+                raise UserError("--gpus-per-worker applies to --engine ray")
+
+
+def build_engine(options: EngineOptions) -> Engine:
+    """The engine the options name; Ray is imported only when asked for.
+
+    Raises:
+        UserError: bad options, or ``ray`` asked for but not installed.
+    """
+    options.validate()
+    if options.engine == "ray":
+        from sam3_agent.runs.jobs.ray_engine import RayEngine
+
+        return RayEngine(
+            address=options.ray_address,
+            workers=options.workers,
+            gpus_per_worker=options.gpus_per_worker,
+            concurrency=options.concurrency,
+        )
+    from sam3_agent.runs.jobs.local import LocalEngine
+
+    return LocalEngine(concurrency=options.concurrency)

@@ -1,0 +1,101 @@
+"""The driver side of a run, the same for every engine: skip what is stored, commit the rest.
+
+Each result is committed to the :class:`~sam3_agent.runs.evaluation.store.ResultStore` the
+moment the engine reports it, on the driver's thread. A killed driver or a lost worker
+therefore loses only unfinished jobs, and the job id as the store's key means nothing is
+ever counted twice when a rerun (or Ray's own retry of a lost task) computes a job again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from sam3_agent.runs.jobs.base import Engine, J, WorkerFactory
+from sam3_agent.runs.evaluation.store import ResultStore, SampleResult
+
+logger = logging.getLogger(__name__)
+
+
+class ProgressListener(Protocol):
+    """Told about the run's progress (a progress bar, a test probe)."""
+
+    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+        """``total`` jobs in this run, of which ``already_done`` were stored before."""
+        ...
+
+    def update(self, result: SampleResult) -> None:
+        """``result`` was just committed."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Counts of one run: ``skipped`` were stored before, ``evaluated`` were done now."""
+
+    total: int
+    skipped: int
+    evaluated: int
+    failed: int
+
+
+def pending_jobs(jobs: Sequence[J], store: ResultStore, *, retry_failed: bool = False) -> list[J]:
+    """The jobs not yet in ``store``, ordered by image so an image's jobs run together.
+
+    With ``retry_failed``, jobs stored as infrastructure failures count as not done.
+    """
+    done = store.finished_ids(include_infra_errors=not retry_failed)
+    return sorted((j for j in jobs if j.id not in done), key=lambda j: (str(j.image_path), j.id))
+
+
+async def run_jobs(
+    jobs: Sequence[J],
+    store: ResultStore,
+    engine: Engine,
+    factory: WorkerFactory[J],
+    *,
+    progress: ProgressListener | None = None,
+    retry_failed: bool = False,
+) -> RunOutcome:
+    """Run every job not yet in ``store`` on ``engine``, committing each as it finishes.
+
+    Raises:
+        Sam3AgentError: the engine or a handler stopped the run (commits are kept).
+        asyncio.CancelledError, KeyboardInterrupt: interrupted (commits are kept).
+    """
+    todo = pending_jobs(jobs, store, retry_failed=retry_failed)
+    todo_ids = {j.id for j in todo}
+    if progress is not None:
+        wanted = {j.id for j in jobs}
+        previous = [r for r in store.results() if r.id in wanted and r.id not in todo_ids]
+        progress.start(len(jobs), previous)
+    logger.info(
+        "%d jobs: %d already stored, %d to run on the %s engine",
+        len(jobs),
+        len(jobs) - len(todo),
+        len(todo),
+        engine.name,
+    )
+    evaluated = failed = 0
+    committed: set[str] = set()
+
+    def commit(result: SampleResult) -> None:
+        nonlocal evaluated, failed
+        if result.id not in todo_ids or result.id in committed:
+            # Not asked for, or answered twice (a retried task): never counted twice.
+            logger.warning("ignoring an unexpected or repeated result for job %r", result.id)
+            return
+        store.commit(result)
+        committed.add(result.id)
+        evaluated += 1
+        failed += int(result.failed)
+        if progress is not None:
+            progress.update(result)
+
+    if todo:
+        await engine.run(todo, factory, store.run_dir, commit)
+    return RunOutcome(
+        total=len(jobs), skipped=len(jobs) - len(todo), evaluated=evaluated, failed=failed
+    )

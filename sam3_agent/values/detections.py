@@ -1,0 +1,234 @@
+"""`Detections`: the validated container for masks, boxes and scores.
+
+Modelled on supervision's ``Detections``: one dataclass, validated on construction, with
+``len()``, integer/boolean indexing and conversion to COCO RLE only at the edges.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from pycocotools import mask as mask_utils
+
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
+
+
+def _validate(masks: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> None:
+    if masks.ndim != 3:
+        raise ValueError(f"masks must have shape (N, H, W), got shape {masks.shape}")
+    if masks.dtype != np.bool_:
+        raise ValueError(f"masks must be bool, got dtype {masks.dtype}")
+    n = masks.shape[0]
+    if boxes.shape != (n, 4):
+        raise ValueError(f"boxes must have shape ({n}, 4) (xyxy pixels), got {boxes.shape}")
+    if scores.shape != (n,):
+        raise ValueError(f"scores must have shape ({n},), got {scores.shape}")
+
+
+@dataclass(frozen=True, eq=False)
+class Detections:
+    """Instance masks for one image.
+
+    Attributes:
+        masks: ``(N, H, W)`` bool, at the image's full resolution.
+        boxes: ``(N, 4)`` float32, XYXY in pixels of that image.
+        scores: ``(N,)`` float32 confidences in ``[0, 1]``.
+
+    Index 0 is the first mask; the model's 1-based mask numbers are converted in exactly one
+    place (:func:`sam3_agent.agent.tools.mask_numbers_to_indices`).
+
+    The tight boxes of the masks (:attr:`mask_boxes`) are computed at most once and travel
+    with every selection, so post-processing, renders and the overlay share them. A
+    selection also remembers what it was selected from (:attr:`origin`), so work done per
+    mask on the parent (display-size masks for renders) can be reused.
+    """
+
+    masks: BoolArray
+    boxes: FloatArray
+    scores: FloatArray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "masks", np.asarray(self.masks))
+        object.__setattr__(self, "boxes", np.asarray(self.boxes, dtype=np.float32).reshape(-1, 4))
+        object.__setattr__(self, "scores", np.asarray(self.scores, dtype=np.float32).reshape(-1))
+        _validate(self.masks, self.boxes, self.scores)
+
+    @classmethod
+    def empty(cls, height: int, width: int) -> Detections:
+        """No detections on an image of ``height`` x ``width`` pixels."""
+        return cls(
+            masks=np.zeros((0, height, width), dtype=bool),
+            boxes=np.zeros((0, 4), dtype=np.float32),
+            scores=np.zeros((0,), dtype=np.float32),
+        )
+
+    @classmethod
+    def from_masks(cls, masks: BoolArray, scores: Sequence[float] | np.ndarray) -> Detections:
+        """Build detections whose boxes are the tight XYXY boxes of ``masks``."""
+        masks = np.asarray(masks, dtype=bool)
+        return cls(masks=masks, boxes=tight_boxes(masks), scores=np.asarray(scores))
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the image these masks belong to."""
+        return int(self.masks.shape[1]), int(self.masks.shape[2])
+
+    def __len__(self) -> int:
+        return int(self.masks.shape[0])
+
+    def __iter__(self) -> Iterator[tuple[BoolArray, FloatArray, float]]:
+        for i in range(len(self)):
+            yield self.masks[i], self.boxes[i], float(self.scores[i])
+
+    @cached_property
+    def mask_boxes(self) -> IntArray:
+        """``(N, 4)`` int64 tight XYXY boxes of the masks in pixels (exclusive ``x2``/``y2``;
+        zeros for an empty mask). Unlike :attr:`boxes` (the segmenter's), these enclose
+        exactly the mask's pixels. Computed once per object, or handed over by
+        :meth:`with_mask_boxes` or a selection."""
+        return tight_boxes(self.masks).astype(np.int64)
+
+    def with_mask_boxes(self, boxes: np.ndarray) -> Detections:
+        """Attach already computed tight boxes (``(N, 4)`` int, as :attr:`mask_boxes`);
+        returns ``self``."""
+        boxes = np.asarray(boxes, dtype=np.int64).reshape(-1, 4)
+        if boxes.shape[0] != len(self):
+            raise ValueError(f"mask_boxes must have shape ({len(self)}, 4), got {boxes.shape}")
+        self.__dict__["mask_boxes"] = boxes
+        return self
+
+    @property
+    def mask_boxes_known(self) -> bool:
+        """Whether :attr:`mask_boxes` is already at hand (reading it then costs nothing)."""
+        return "mask_boxes" in self.__dict__
+
+    @property
+    def origin(self) -> tuple[Detections, IntArray] | None:
+        """``(parent, indices)`` when this object was selected from ``parent`` and the parent
+        still exists: mask ``i`` here is ``parent``'s mask ``indices[i]`` (0-based). None
+        otherwise (the reference is weak: a selection never keeps its parent's masks alive).
+        """
+        origin = self.__dict__.get("_origin")
+        if origin is None:
+            return None
+        parent = origin[0]()
+        return None if parent is None else (parent, origin[1])
+
+    def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Detections:
+        """Select detections by int, slice, list of 0-based indices or boolean array.
+
+        An evenly spaced ascending selection (one mask, a run, every other one) shares the
+        masks' memory instead of copying them; any other selection copies the masks chosen.
+        """
+        if isinstance(index, int | np.integer):
+            index = [int(index)]
+        index_array: slice | np.ndarray = index if isinstance(index, slice) else np.asarray(index)
+        if isinstance(index_array, np.ndarray):
+            if index_array.dtype == np.bool_ and index_array.shape != (len(self),):
+                raise IndexError(
+                    f"boolean index must have shape ({len(self)},), got {index_array.shape}"
+                )
+            if index_array.dtype == np.bool_:
+                index_array = np.flatnonzero(index_array)
+            if index_array.size == 0:
+                index_array = np.zeros((0,), dtype=np.int64)
+            index_array = as_view_index(index_array.astype(np.int64), len(self))
+        selected = Detections(
+            masks=self.masks[index_array],
+            boxes=self.boxes[index_array],
+            scores=self.scores[index_array],
+        )
+        if self.mask_boxes_known:
+            selected.__dict__["mask_boxes"] = self.mask_boxes[index_array]
+        positions = np.arange(len(self), dtype=np.int64)[index_array]
+        selected.__dict__["_origin"] = (weakref.ref(self), positions)
+        return selected
+
+    def union(self) -> BoolArray:
+        """The ``(H, W)`` bool union of all masks (all False when empty)."""
+        if len(self) == 0:
+            return np.zeros(self.image_size, dtype=bool)
+        return np.any(self.masks, axis=0)
+
+    def to_coco_rle(self) -> list[dict[str, Any]]:
+        """Each mask as COCO RLE with a JSON-safe ``counts`` string."""
+        return [encode_rle(m) for m in self.masks]
+
+    @classmethod
+    def from_coco_rle(
+        cls,
+        rles: Sequence[dict[str, Any]],
+        boxes: Sequence[Sequence[float]] | np.ndarray,
+        scores: Sequence[float] | np.ndarray,
+        image_size: tuple[int, int],
+    ) -> Detections:
+        """Inverse of :meth:`to_coco_rle`. ``image_size`` is ``(height, width)``."""
+        if not rles:
+            return cls.empty(*image_size)
+        masks = np.stack([decode_rle(r) for r in rles])
+        if masks.shape[1:] != tuple(image_size):
+            raise ValueError(f"RLE size {masks.shape[1:]} does not match image {image_size}")
+        return cls(masks=masks, boxes=np.asarray(boxes), scores=np.asarray(scores))
+
+    @staticmethod
+    def concatenate(items: Sequence[Detections]) -> Detections:
+        if not items:
+            raise ValueError("concatenate needs at least one Detections")
+        return Detections(
+            masks=np.concatenate([d.masks for d in items]),
+            boxes=np.concatenate([d.boxes for d in items]),
+            scores=np.concatenate([d.scores for d in items]),
+        )
+
+
+def as_view_index(indices: IntArray, count: int) -> slice | IntArray:
+    """A slice selecting the same items as ``indices`` (0-based, into ``count`` items) when
+    they are an evenly spaced ascending run, so arrays are viewed rather than copied;
+    ``indices`` itself otherwise (negative or out-of-range ones included, so that indexing
+    still raises)."""
+    if indices.size == 0 or indices.min() < 0 or indices.max() >= count:
+        return indices
+    if indices.size == 1:
+        return slice(int(indices[0]), int(indices[0]) + 1)
+    steps = np.diff(indices)
+    if steps[0] > 0 and np.all(steps == steps[0]):
+        return slice(int(indices[0]), int(indices[-1]) + 1, int(steps[0]))
+    return indices
+
+
+def encode_rle(mask: BoolArray) -> dict[str, Any]:
+    """One ``(H, W)`` bool mask as COCO RLE: ``{"size": [H, W], "counts": str}``."""
+    rle = mask_utils.encode(np.asfortranarray(mask, dtype=np.uint8))
+    return {"size": [int(rle["size"][0]), int(rle["size"][1])], "counts": rle["counts"].decode()}
+
+
+def decode_rle(rle: dict[str, Any]) -> BoolArray:
+    """Inverse of :func:`encode_rle`; accepts ``counts`` as str or bytes."""
+    counts = rle["counts"]
+    if isinstance(counts, str):
+        counts = counts.encode()
+    coco = {"size": list(rle["size"]), "counts": counts}
+    return np.asarray(mask_utils.decode(coco), dtype=bool)
+
+
+def tight_boxes(masks: BoolArray) -> FloatArray:
+    """XYXY pixel boxes enclosing each mask's True pixels (zeros for an empty mask).
+
+    ``x2``/``y2`` are exclusive edges (``max index + 1``), as COCO boxes are.
+    """
+    boxes = np.zeros((masks.shape[0], 4), dtype=np.float32)
+    for i, m in enumerate(masks):
+        rows = np.flatnonzero(m.any(axis=1))
+        if rows.size == 0:
+            continue
+        cols = np.flatnonzero(m[rows[0] : rows[-1] + 1].any(axis=0))
+        boxes[i] = (cols[0], rows[0], cols[-1] + 1, rows[-1] + 1)
+    return boxes

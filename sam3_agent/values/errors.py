@@ -1,0 +1,52 @@
+"""The exception family.
+
+Two kinds of failure exist in an agent run, as in smolagents:
+
+* mistakes the *model* can fix (no tool tag, bad JSON, wrong mask numbers, ...). These are
+  never raised past the agent loop: they become a corrective user message
+  (:class:`sam3_agent.agent.tools.ToolMistake` carries them inside the loop).
+* failures nobody in the conversation can fix: an unreadable image, an endpoint that is
+  down after retries, missing weights. These raise a subclass of :class:`Sam3AgentError`.
+"""
+
+from __future__ import annotations
+
+
+class Sam3AgentError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class UserError(Sam3AgentError):
+    """The caller asked for something impossible (bad option, bad path, bad value)."""
+
+
+class ImageLoadError(UserError):
+    """An image could not be read: missing path, not an image, truncated or corrupt file."""
+
+
+class ChatModelError(Sam3AgentError):
+    """The MLLM backend failed (endpoint down after retries, timeout, bad credentials)."""
+
+
+class ReplayMissError(ChatModelError):
+    """Replay mode is on and the response cache holds no answer for this request."""
+
+
+class SegmenterError(Sam3AgentError):
+    """The SAM 3 backend failed (out of memory, service unreachable, bad response)."""
+
+
+class WeightsUnavailableError(Sam3AgentError):
+    """Model weights could not be loaded: gated, missing, offline. The message says what to do."""
+
+
+class DatasetError(UserError):
+    """A dataset file is unreadable or inconsistent. The message names the file and sample."""
+
+
+class EngineError(Sam3AgentError):
+    """The batch engine itself failed (Ray could not start or lost work it cannot redo)."""
+
+
+class ResumeError(UserError):
+    """A session cannot be resumed: nothing saved, damaged files, or a different request."""

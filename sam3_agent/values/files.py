@@ -1,0 +1,199 @@
+"""Files a run leaves behind: safe names, atomic writes, the trace, result.json, overlay.png.
+
+Every path is built from a directory the caller chose plus a name that went through
+:func:`safe_name`, so nothing a user or model writes can escape the run directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import cv2
+
+from sam3_agent.values.images import EncodedImage, RGBImage
+from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Escaped in JSON text: lone surrogates (no UTF-8 form) and the line breaks JSON leaves
+# raw (U+0085, U+2028, U+2029), which would split a trace.jsonl record for str.splitlines.
+_ESCAPED = re.compile("[\ud800-\udfff\x85\u2028\u2029]")
+_MAX_DEPTH = 64
+"""Nesting kept when a document is too deep for the JSON encoder (see :func:`json_text`)."""
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as UTF-8 for a file. Lone surrogates (``"\\ud83d"`` from a model's reply or a
+    user's query) cannot be encoded; they are written as ``\\ud83d`` escapes instead."""
+    return text.encode("utf-8", errors="backslashreplace")
+
+
+def json_text(document: Any, *, indent: int | None = None) -> str:
+    """``document`` as JSON text that any UTF-8 writer accepts, whatever strings it holds.
+
+    Non-ASCII stays readable; lone surrogates and the Unicode line breaks become ``\\uXXXX``
+    escapes (valid JSON that reads back to the same string; one record stays one line). A
+    document the encoder refuses (nested deeper than Python's recursion limit, an integer
+    too long to print) is written with those values replaced by a short description rather
+    than not at all.
+    """
+    try:
+        text = json.dumps(document, indent=indent, ensure_ascii=False)
+    except (ValueError, RecursionError, TypeError):
+        text = json.dumps(_shallow(document, _MAX_DEPTH), indent=indent, ensure_ascii=False)
+    return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _shallow(value: Any, depth: int) -> Any:
+    """``value`` with containers below ``depth`` levels and unprintable numbers described."""
+    if isinstance(value, dict):
+        if depth <= 0:
+            return "<nested too deeply to record>"
+        return {str(k): _shallow(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if depth <= 0:
+            return "<nested too deeply to record>"
+        return [_shallow(v, depth - 1) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            str(value)
+        except ValueError:
+            return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
+        return value
+    if value is None or isinstance(value, (str, float, bool)):
+        return value
+    return repr(value)
+
+
+def safe_name(text: str, *, max_len: int = 64) -> str:
+    """A file name made from ``text``: only ``[A-Za-z0-9._-]``, no ``..``, bounded length.
+
+    Different inputs that would collapse to the same name (``"a/b"`` and ``"a b"``) get a
+    short hash of the original appended, so names stay distinct.
+    """
+    cleaned = _UNSAFE.sub("_", text).strip("._-")
+    cleaned = re.sub(r"\.{2,}", ".", cleaned) or "x"
+    if cleaned != text or len(cleaned) > max_len:
+        digest = hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:8]
+        cleaned = f"{cleaned[: max(1, max_len - 9)]}-{digest}"
+    return cleaned
+
+
+def _read_umask() -> int:
+    # The umask can only be read by setting it; done once, at import, before any thread of
+    # ours writes files.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_read_umask()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename.
+
+    The file gets the mode any other new file would (``0o666`` less the umask), not the
+    private ``0o600`` of a temporary file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, _FILE_MODE)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, document: Any) -> None:
+    """``document`` as indented JSON (see :func:`json_text`), written atomically."""
+    atomic_write_bytes(path, (json_text(document, indent=2) + "\n").encode("utf-8"))
+
+
+def write_png(path: Path, image: RGBImage) -> None:
+    ok, buf = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise OSError(f"could not encode {path.name} as PNG")
+    atomic_write_bytes(path, buf.tobytes())
+
+
+class Trace:
+    """``trace.jsonl`` (one record per MLLM call) and the images it references.
+
+    With ``directory=None`` nothing is written; the agent calls it the same way. Images are
+    written once each under ``images/``; the system prompts once as text files.
+    """
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self._written: set[str] = set()
+        self._lock = threading.Lock()
+        if directory is not None:
+            (directory / "images").mkdir(parents=True, exist_ok=True)
+            (directory / "trace.jsonl").write_text("")
+
+    @property
+    def enabled(self) -> bool:
+        return self.directory is not None
+
+    def save_text(self, name: str, text: str) -> str:
+        """Write ``text`` once as ``name``; return the reference used in records."""
+        name = safe_name(name)
+        if self.directory is not None and name not in self._written:
+            atomic_write_bytes(self.directory / name, utf8(text))
+            self._written.add(name)
+        return name
+
+    def save_image(self, image: EncodedImage) -> str:
+        """Write the image's bytes once under ``images/``; return its relative path."""
+        rel = f"images/{safe_name(image.name)}"
+        if self.directory is not None and rel not in self._written:
+            atomic_write_bytes(self.directory / rel, image.data)
+            self._written.add(rel)
+        return rel
+
+    def messages(
+        self, messages: Sequence[ChatMessage], *, system_ref: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The context as sent, JSON-ready: images by file name, the system prompt by file."""
+        out: list[dict[str, Any]] = []
+        for m in messages:
+            if m.role == "system" and system_ref is not None:
+                out.append({"role": "system", "content": [{"type": "file", "file": system_ref}]})
+                continue
+            content: list[dict[str, Any]] = []
+            for part in m.parts:
+                if isinstance(part, ImagePart):
+                    content.append({"type": "image", "file": self.save_image(part.image)})
+                elif isinstance(part, TextPart):
+                    content.append({"type": "text", "text": part.text})
+            entry: dict[str, Any] = {"role": m.role, "content": content}
+            if m.tool_calls:
+                entry["tool_calls"] = [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
+                ]
+            if m.tool_call_id is not None:
+                entry["tool_call_id"] = m.tool_call_id
+            out.append(entry)
+        return out
+
+    def record(self, record: dict[str, Any]) -> None:
+        if self.directory is None:
+            return
+        line = json_text(record) + "\n"
+        with self._lock, open(self.directory / "trace.jsonl", "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()

@@ -1,0 +1,366 @@
+"""Loading user images and encoding the images we send to the MLLM.
+
+:func:`load_image` is the one loader for every image that enters the project (paths, file
+bytes, PIL images, arrays): whatever arrives leaves as the ``(H, W, 3)`` uint8 RGB image a
+person would see, or as a one-line :class:`~sam3_agent.values.errors.ImageLoadError`.
+
+Every image that enters a conversation is an :class:`EncodedImage`: encoded once (JPEG by
+default), hashed once, and shared by reference, so no round re-reads or re-encodes it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from sam3_agent.values.config import DEFAULT_MAX_PIXELS
+from sam3_agent.values.errors import ImageLoadError
+
+RGBImage = npt.NDArray[np.uint8]
+"""An ``(H, W, 3)`` uint8 RGB image."""
+
+ImageInput = str | Path | bytes | Image.Image | np.ndarray
+"""What the public API accepts as an image: a path, an image file's bytes, a PIL image, or an
+array (see :func:`load_image` for the dtypes and shapes)."""
+
+# The pixel limit is checked from the file header, before any pixel is decoded, so a few KB
+# of PNG declaring gigapixels (a decompression bomb) is refused at once.
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "EncodedImage",
+    "ImageInput",
+    "ImageTooLargeError",
+    "RGBImage",
+    "load_image",
+]
+
+BACKGROUND = (255, 255, 255)
+"""Colour transparent pixels are composited onto (white, as most viewers show them)."""
+
+_EXIF_ORIENTATION = 0x0112
+_TRANSPARENT_MODES = frozenset({"RGBA", "LA", "PA", "RGBa", "La"})
+
+
+def load_image(
+    image: ImageInput,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    exif_orientation: bool = True,
+) -> RGBImage:
+    """Return ``image`` as a C-contiguous ``(H, W, 3)`` uint8 RGB array, as it is displayed.
+
+    * Paths and file bytes: the size is read from the header and refused above
+      ``max_pixels`` before any decoding (this limit applies, not PIL's global one). With
+      ``exif_orientation`` (the default) the EXIF Orientation tag is applied, so a phone
+      photo comes out in the frame every viewer shows; pass False for datasets whose
+      annotations were drawn in the stored pixel frame. PIL images get the same treatment.
+    * Modes: 16-bit grayscale (``I;16*``, and ``I`` holding values in 0..65535) maps the
+      16-bit range linearly onto 0..255; ``I`` beyond that range and ``F`` are stretched
+      from their minimum..maximum (``F`` already within [0, 1] is scaled by 255);
+      transparency (RGBA, LA, palette with a transparent colour) is composited onto
+      :data:`BACKGROUND`; CMYK, YCbCr, 1-bit and palettes convert to RGB.
+    * Arrays ``(H, W)``, ``(H, W, 1)``, ``(H, W, 3)`` RGB or ``(H, W, 4)`` RGBA: uint8 as
+      is, bool as 0/255, uint16 divided by 257 (the 16-bit range onto 0..255), float in
+      [0, 1] times 255 (rounded); other dtypes and out-of-range floats are refused.
+
+    Raises:
+        ImageLoadError: missing path, unreadable or corrupt file, too many pixels, a mode
+            or array that cannot be converted. The message is one line.
+    """
+    if max_pixels < 1:
+        raise ImageLoadError(f"max_pixels must be >= 1, got {max_pixels}")
+    if isinstance(image, (str, Path)):
+        path = Path(image)
+        if not path.exists():
+            raise ImageLoadError(f"image not found: {path}")
+        if not path.is_file():
+            raise ImageLoadError(f"not a file: {path}")
+        return _load_file(path, str(path), max_pixels, exif_orientation)
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        if not image:
+            raise ImageLoadError("cannot read image: no bytes")
+        return _load_file(io.BytesIO(bytes(image)), "the image", max_pixels, exif_orientation)
+    if isinstance(image, Image.Image):
+        _check_pixels(image.width, image.height, max_pixels, "the PIL image")
+        try:
+            if exif_orientation and _orientation(image) not in (None, 1):
+                image = ImageOps.exif_transpose(image)  # a copy: the caller's image stays as is
+            return _pil_to_rgb(image)
+        except ImageLoadError:
+            raise
+        except (OSError, SyntaxError, ValueError, TypeError) as e:
+            raise ImageLoadError(f"cannot convert the PIL image: {_one_line(e)}") from e
+    if isinstance(image, np.ndarray):
+        return _array_to_rgb(image, max_pixels)
+    kind = type(image).__name__
+    raise ImageLoadError(
+        f"unsupported image type {kind}; pass a path, image bytes, a PIL image or an array"
+    )
+
+
+def image_size_as_displayed(path: Path, *, exif_orientation: bool = True) -> tuple[int, int]:
+    """``(height, width)`` of the image at ``path`` from its header, orientation applied.
+
+    Raises:
+        ImageLoadError: not a readable image.
+    """
+    try:
+        with _pil_bomb_check_off(), Image.open(path) as pil:
+            width, height = pil.size
+            if exif_orientation and _orientation(pil) in (5, 6, 7, 8):
+                width, height = height, width
+            return int(height), int(width)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise ImageLoadError(f"cannot read image {path}: {_one_line(e)}") from e
+
+
+def _load_file(
+    source: Path | io.BytesIO, name: str, max_pixels: int, exif_orientation: bool
+) -> RGBImage:
+    try:
+        with _pil_bomb_check_off(), Image.open(source) as opened:
+            _check_pixels(opened.width, opened.height, max_pixels, name)
+            opened.load()
+            pil: Image.Image = opened
+            if exif_orientation and _orientation(opened) not in (None, 1):
+                pil = ImageOps.exif_transpose(opened)
+            return _pil_to_rgb(pil)
+    except ImageLoadError:
+        raise
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, TypeError) as e:
+        raise ImageLoadError(f"cannot read image {name}: {_one_line(e)}") from e
+    except Image.DecompressionBombError as e:  # pragma: no cover - the check is off above
+        raise ImageLoadError(f"image {name} refused: {_one_line(e)}") from e
+
+
+_bomb_lock = threading.Lock()
+_bomb_users = 0
+_bomb_saved: int | None = None
+
+
+@contextmanager
+def _pil_bomb_check_off() -> Iterator[None]:
+    """Let our own ``max_pixels`` be the limit that applies, not PIL's global one.
+
+    PIL's check reads the module global ``Image.MAX_IMAGE_PIXELS`` at open and during some
+    loads (GIF frames). It is switched off while at least one of our decodes runs and
+    restored after the last one, so concurrent decodes never serialise on it.
+    """
+    global _bomb_users, _bomb_saved
+    with _bomb_lock:
+        if _bomb_users == 0:
+            _bomb_saved = Image.MAX_IMAGE_PIXELS
+            Image.MAX_IMAGE_PIXELS = None
+        _bomb_users += 1
+    try:
+        yield
+    finally:
+        with _bomb_lock:
+            _bomb_users -= 1
+            if _bomb_users == 0:
+                Image.MAX_IMAGE_PIXELS = _bomb_saved
+
+
+class ImageTooLargeError(ImageLoadError):
+    """The image has more pixels than the limit allows (read from its header)."""
+
+
+def _check_pixels(width: int, height: int, max_pixels: int, name: str) -> None:
+    if width * height > max_pixels:
+        raise ImageTooLargeError(
+            f"image too large: {name} is {width}x{height} = {width * height} pixels, over the "
+            f"limit of {max_pixels} (raise it with --max-pixels / max_image_pixels)"
+        )
+    if width < 1 or height < 1:
+        raise ImageLoadError(f"image {name} has no pixels ({width}x{height})")
+
+
+def _orientation(pil: Image.Image) -> int | None:
+    try:
+        value = pil.getexif().get(_EXIF_ORIENTATION)
+    except (OSError, SyntaxError, ValueError, TypeError):
+        return None  # broken EXIF: show the pixels as stored, as viewers do
+    return value if isinstance(value, int) else None
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text[:300] if text else type(error).__name__
+
+
+def _pil_to_rgb(pil: Image.Image) -> RGBImage:
+    mode = pil.mode
+    if mode.startswith("I;16") or mode in ("I", "F"):
+        return _array_to_rgb(np.asarray(pil), None, from_pil=True)
+    if mode in _TRANSPARENT_MODES or "transparency" in pil.info:
+        return _composite(np.asarray(pil.convert("RGBA"), dtype=np.uint8))
+    if mode != "RGB":
+        try:
+            pil = pil.convert("RGB")
+        except ValueError as e:
+            raise ImageLoadError(f"cannot convert an image of mode {mode} to RGB") from e
+    return np.ascontiguousarray(np.asarray(pil, dtype=np.uint8))
+
+
+def _composite(rgba: npt.NDArray[np.uint8]) -> RGBImage:
+    """RGBA over :data:`BACKGROUND`, in uint16 arithmetic one row band at a time."""
+    height = rgba.shape[0]
+    out = np.empty((height, rgba.shape[1], 3), dtype=np.uint8)
+    background = np.asarray(BACKGROUND, dtype=np.uint16)
+    band = max(1, 4_000_000 // max(1, rgba.shape[1]))  # bound the temporaries
+    for top in range(0, height, band):
+        part = rgba[top : top + band]
+        alpha = part[:, :, 3:4].astype(np.uint16)
+        mixed = part[:, :, :3] * alpha + background * (255 - alpha) + 127
+        out[top : top + band] = mixed // 255
+    return out
+
+
+def _array_to_rgb(arr: np.ndarray, max_pixels: int | None, *, from_pil: bool = False) -> RGBImage:
+    if arr.ndim == 3 and arr.shape[2] == 1:
+        arr = arr[:, :, 0]
+    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (3, 4)):
+        raise ImageLoadError(
+            f"image array must be (H, W), (H, W, 3) RGB or (H, W, 4) RGBA, got shape {arr.shape}"
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ImageLoadError(f"image array is empty: shape {arr.shape}")
+    if max_pixels is not None:
+        _check_pixels(int(arr.shape[1]), int(arr.shape[0]), max_pixels, "the array")
+    arr = _to_uint8(arr, from_pil=from_pil)
+    if arr.ndim == 2:
+        return np.ascontiguousarray(np.repeat(arr[:, :, None], 3, axis=2))
+    if arr.shape[2] == 4:
+        return _composite(arr)
+    return np.ascontiguousarray(arr)
+
+
+def _to_uint8(arr: np.ndarray, *, from_pil: bool) -> npt.NDArray[np.uint8]:
+    """Rescale pixel values to uint8 as :func:`load_image` documents.
+
+    ``from_pil``: the array is a PIL ``I;16*``, ``I`` or ``F`` image, whose range is known
+    only from the data; user arrays get the strict rules (uint16, or floats in [0, 1]).
+    """
+    if arr.dtype == np.uint8:
+        return arr
+    if arr.dtype == np.bool_:
+        return arr.astype(np.uint8) * np.uint8(255)
+    if arr.dtype.kind in "ui" and (arr.dtype == np.uint16 or from_pil):
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo >= 0 and hi <= 65535:
+            return _rescale_16bit(arr)
+        return _stretch(arr, lo, hi)
+    if arr.dtype.kind == "f":
+        if not np.isfinite(arr).all():
+            raise ImageLoadError("image holds NaN or infinite values")
+        lo_f, hi_f = float(arr.min()), float(arr.max())
+        if lo_f >= 0.0 and hi_f <= 1.0:
+            return np.rint(arr * 255.0).astype(np.uint8)
+        if from_pil:
+            return _stretch(arr, lo_f, hi_f)
+        raise ImageLoadError(
+            f"float image arrays must hold values in [0, 1], got {lo_f:g}..{hi_f:g}"
+        )
+    raise ImageLoadError(
+        f"image array dtype {arr.dtype} is not supported; use uint8, uint16, bool or float"
+    )
+
+
+def _rescale_16bit(arr: np.ndarray) -> npt.NDArray[np.uint8]:
+    """0..65535 onto 0..255, rounded (65535 / 257 = 255 exactly)."""
+    return ((arr.astype(np.uint32) + 128) // 257).astype(np.uint8)
+
+
+def _stretch(arr: np.ndarray, lo: float, hi: float) -> npt.NDArray[np.uint8]:
+    """Minimum..maximum onto 0..255; a constant image becomes black."""
+    if hi <= lo:
+        return np.zeros(arr.shape, dtype=np.uint8)
+    scaled = (arr.astype(np.float64) - lo) * (255.0 / (hi - lo))
+    return np.rint(scaled).astype(np.uint8)
+
+
+def image_digest(image: RGBImage) -> str:
+    """A content hash of the pixels (and shape), stable across processes."""
+    h = hashlib.sha256()
+    h.update(np.asarray(image.shape, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(image).data)
+    return h.hexdigest()
+
+
+def downscale(image: RGBImage, max_side: int) -> RGBImage:
+    """Shrink ``image`` so its longer side is at most ``max_side`` (never enlarges)."""
+    h, w = image.shape[:2]
+    scale = max_side / max(h, w)
+    if scale >= 1.0:
+        return image
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return np.ascontiguousarray(cv2.resize(image, size, interpolation=cv2.INTER_AREA))
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    """An image ready to be sent: encoded bytes plus what a backend or trace needs.
+
+    ``name`` is a file name (made safe by the creator) used when a trace writes the bytes.
+    """
+
+    name: str
+    data: bytes
+    mime: Literal["image/jpeg", "image/png"]
+    width: int
+    height: int
+    sha256: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha256", hashlib.sha256(self.data).hexdigest())
+
+    @classmethod
+    def encode(
+        cls, image: RGBImage, name: str, *, fmt: Literal["jpeg", "png"] = "jpeg", quality: int = 90
+    ) -> EncodedImage:
+        """Encode an RGB array once. ``name`` gets the matching extension appended."""
+        bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
+        if fmt == "jpeg":
+            ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+            mime: Literal["image/jpeg", "image/png"] = "image/jpeg"
+            ext = ".jpg"
+        else:
+            ok, buf = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+            mime, ext = "image/png", ".png"
+        if not ok:
+            raise ImageLoadError(f"could not encode image {name} as {fmt}")
+        h, w = image.shape[:2]
+        return cls(name=name + ext, data=buf.tobytes(), mime=mime, width=w, height=h)
+
+    # The derived forms backends need are computed on first use and kept with the image, so
+    # an image sent in many rounds (the raw photo, every round) is converted once.
+
+    @cached_property
+    def _data_url(self) -> str:
+        return f"data:{self.mime};base64,{base64.b64encode(self.data).decode('ascii')}"
+
+    @cached_property
+    def _pil(self) -> Image.Image:
+        with Image.open(io.BytesIO(self.data)) as pil:
+            return pil.convert("RGB")
+
+    def data_url(self) -> str:
+        """``data:<mime>;base64,...``, base64-encoded once per image."""
+        return self._data_url
+
+    def to_pil(self) -> Image.Image:
+        """The decoded RGB image, decoded once per image and shared: do not modify it."""
+        return self._pil

@@ -1,0 +1,105 @@
+"""Post-processing of a segmenter's raw detections (SPEC §3).
+
+In this order: drop masks scoring under a threshold, drop empty masks, greedily drop masks
+that overlap an already kept, higher-scoring mask, and order the rest by score. The overlap
+of two masks is their intersection over the area of the smaller one (intersection over
+minimum, "IoM"), so a small mask lying inside a large one counts as a duplicate.
+
+Overlaps are counted only inside the intersection of the two masks' tight boxes, which gives
+exactly the full-array count (no pixel of either mask lies outside its own box) at a small
+fraction of the cost.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from sam3_agent.values.detections import BoolArray, Detections, tight_boxes
+
+IntArray = npt.NDArray[np.int64]
+
+
+def postprocess(
+    detections: Detections,
+    *,
+    score_threshold: float = 0.5,
+    overlap_threshold: float = 0.3,
+) -> Detections:
+    """Filter and order a segmenter's detections for numbering.
+
+    Steps, in order: drop detections with ``score < score_threshold``; drop empty masks;
+    drop, greedily by descending score, every mask whose intersection over the smaller
+    mask's area exceeds ``overlap_threshold`` with a mask already kept; order the kept
+    masks by score, highest first (ties keep their input order).
+
+    The result keeps the segmenter's boxes and full-resolution masks, and carries the tight
+    boxes computed here (:attr:`~sam3_agent.values.detections.Detections.mask_boxes`) so that no
+    later step scans the masks again; index 0 of the result is the highest-scoring mask
+    (shown to the model as number 1).
+
+    Raises:
+        ValueError: ``overlap_threshold`` outside ``[0, 1]``.
+    """
+    if not 0.0 <= overlap_threshold <= 1.0:
+        raise ValueError(f"overlap_threshold must be in [0, 1], got {overlap_threshold}")
+    candidates = np.flatnonzero(detections.scores >= score_threshold)
+    masks = detections.masks
+    if detections.mask_boxes_known:
+        boxes = detections.mask_boxes[candidates].astype(np.float32)
+    else:
+        # One mask at a time: indexing all candidates at once would copy them.
+        boxes = np.zeros((candidates.size, 4), dtype=np.float32)
+        for row, i in enumerate(candidates.tolist()):
+            boxes[row] = tight_boxes(masks[i][None])[0]
+    nonempty = boxes[:, 2] > boxes[:, 0]
+    candidates, boxes = candidates[nonempty], boxes[nonempty]
+    # Stable sort on the negated score: equal scores keep their input order.
+    order = np.argsort(-detections.scores[candidates], kind="stable")
+    candidates, boxes = candidates[order], boxes[order]
+    int_boxes = boxes.astype(np.int64)
+    kept = remove_overlaps(masks, candidates, int_boxes, overlap_threshold)
+    return detections[candidates[kept]].with_mask_boxes(int_boxes[kept])
+
+
+def remove_overlaps(
+    masks: BoolArray,
+    order: IntArray,
+    boxes: IntArray,
+    overlap_threshold: float,
+) -> IntArray:
+    """Greedy overlap removal over non-empty masks visited in priority order.
+
+    Args:
+        masks: ``(N, H, W)`` bool, full resolution.
+        order: ``(K,)`` 0-based indices into ``masks``, highest priority first; every
+            mask named must be non-empty.
+        boxes: ``(K, 4)`` integer tight XYXY boxes of ``masks[order]`` (exclusive
+            ``x2``/``y2``, as :func:`~sam3_agent.values.detections.tight_boxes` gives).
+        overlap_threshold: a mask is dropped when ``intersection / min(area, kept_area)``
+            exceeds this for any mask already kept.
+
+    Returns:
+        ``(M,)`` 0-based positions into ``order`` of the kept masks, ascending.
+    """
+    box_list = np.asarray(boxes, dtype=np.int64).reshape(-1, 4).tolist()
+    crops = [
+        masks[i, y0:y1, x0:x1] for i, (x0, y0, x1, y1) in zip(order.tolist(), box_list, strict=True)
+    ]
+    areas = [int(np.count_nonzero(c)) for c in crops]
+    kept: list[int] = []
+    for j, (x0, y0, x1, y1) in enumerate(box_list):
+        for k in kept:
+            kx0, ky0, kx1, ky1 = box_list[k]
+            ix0, iy0, ix1, iy1 = max(x0, kx0), max(y0, ky0), min(x1, kx1), min(y1, ky1)
+            if ix0 >= ix1 or iy0 >= iy1:
+                # Disjoint boxes: zero intersection, never over a threshold in [0, 1].
+                continue
+            a = crops[j][iy0 - y0 : iy1 - y0, ix0 - x0 : ix1 - x0]
+            b = crops[k][iy0 - ky0 : iy1 - ky0, ix0 - kx0 : ix1 - kx0]
+            inter = int(np.count_nonzero(a & b))
+            if inter / min(areas[j], areas[k]) > overlap_threshold:
+                break
+        else:
+            kept.append(j)
+    return np.asarray(kept, dtype=np.int64)

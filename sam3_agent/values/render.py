@@ -1,0 +1,596 @@
+"""Images of masks for the MLLM (SPEC §2, §3) and the final ``overlay.png`` (SPEC §4).
+
+A :class:`Renderer` downscales its image once and draws on that copy, so every render sent
+to the model is at most ``max_side`` pixels on its longer side. Masks are resized only
+inside their tight boxes, once per :class:`~sam3_agent.values.detections.Detections` object, and
+reused by every render of that object. Mask indices in this module are 0-based; the numbers
+drawn on images are 1-based (index 0 is drawn as "1").
+
+Colours come from a fixed palette and all drawing is integer arithmetic in OpenCV/numpy, so
+renders are byte-identical across runs and the prompts built from them are too.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+import threading
+import weakref
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from sam3_agent.values.detections import BoolArray, Detections
+from sam3_agent.values.images import RGBImage, downscale
+
+Color = tuple[int, int, int]
+
+# Twenty colours chosen to be told apart from each other (RGB); more masks continue with
+# golden-ratio hues, see :func:`mask_color`.
+PALETTE: tuple[Color, ...] = (
+    (230, 25, 75),
+    (60, 180, 75),
+    (255, 225, 25),
+    (0, 130, 200),
+    (245, 130, 48),
+    (145, 30, 180),
+    (70, 240, 240),
+    (240, 50, 230),
+    (210, 245, 60),
+    (250, 190, 212),
+    (0, 128, 128),
+    (220, 190, 255),
+    (170, 110, 40),
+    (255, 250, 200),
+    (128, 0, 0),
+    (170, 255, 195),
+    (128, 128, 0),
+    (255, 215, 180),
+    (0, 0, 128),
+    (128, 128, 128),
+)
+
+FILL_ALPHA_256 = 115
+"""Opacity of a mask's fill colour, out of 256 (about 45 %)."""
+LABEL_BACKGROUND: Color = (20, 20, 20)
+LABEL_TEXT: Color = (255, 255, 255)
+ZOOM_MARGIN = 0.25
+"""The zoom crop extends the mask's box by this fraction of its size on every side."""
+ZOOM_MIN_SIDE = 96
+"""Smallest zoom crop side in full-resolution pixels, so tiny masks keep some context."""
+ZOOM_GAP = 6
+"""White columns between the two halves of a zoom render."""
+LABEL_SEARCH_SIDE = 256
+"""Label positions are searched on the mask subsampled to at most this many pixels a side."""
+ZOOM_PANEL_MIN = 224
+"""Smallest longer side of a close-up panel, in pixels: a small region is enlarged to this
+(8 Qwen-VL tokens), so the checker sees its shape and not a speck."""
+ZOOM_PANEL_MAX = 448
+"""Largest longer side of a close-up panel: a region bigger than this is shown reduced (the
+context views show it whole). Between the two, a region is shown at its own resolution:
+enlarging it further adds tokens, not detail."""
+CONTEXT_SIDES: tuple[int, ...] = (448, 672)
+"""Longer sides tried, smallest first, for a check's whole-image views (the image, and the
+image with the mask drawn); the display size when none fits. 448 and 672 are multiples of
+Qwen-VL's 28-pixel token grid."""
+CONTEXT_MIN_MASK_SIDE = 12
+"""A context view is small enough once the mask's box keeps this many pixels on its shorter
+side there. The whole-image views show where the mask lies; the close-up shows its shape.
+Measured (``scripts/bench_tokens.py``): a mask shown at 12 px and scaled back keeps a median
+IoU of 0.94 with itself (0.97 at 24 px), and at 1008x1008 the session's tokens fall from
+0.49x the original's (24 px) to 0.39x (12 px)."""
+
+
+def mask_color(index: int) -> Color:
+    """The RGB colour of the mask at 0-based ``index``; the same in every run."""
+    if index < len(PALETTE):
+        return PALETTE[index]
+    hue = (index * 0.6180339887498949) % 1.0
+    r, g, b = colorsys.hsv_to_rgb(hue, 0.85, 0.95)
+    return round(r * 255), round(g * 255), round(b * 255)
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """A mask drawn on some canvas: ``crop`` ``(h, w)`` uint8 0/1 with its top-left at
+    ``(x, y)`` in canvas pixels. An empty mask has a ``(0, 0)`` crop."""
+
+    crop: npt.NDArray[np.uint8]
+    x: int
+    y: int
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What every render of one Detections object shares (and a selection from it reuses).
+
+    ``boxes``: ``(N, 4)`` int tight XYXY boxes at full resolution (exclusive ``x2``/``y2``).
+    ``display``: each mask at display size. ``anchors``: label centres in display pixels.
+    """
+
+    boxes: npt.NDArray[np.int64]
+    display: list[_Placed]
+    anchors: list[tuple[int, int]]
+
+
+class Renderer:
+    """Renders masks on one image for the MLLM.
+
+    Downscales the image once (longer side ``<= max_side``) and draws on the downscaled
+    copy; only :meth:`zoom` reads the full-resolution image, where the zoomed crop needs
+    more detail than the display image holds.
+    """
+
+    def __init__(self, image: RGBImage, max_side: int = 1024) -> None:
+        """``image``: ``(H, W, 3)`` uint8 RGB at full resolution. ``max_side``: pixels."""
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+            raise ValueError(
+                f"image must be (H, W, 3) uint8 RGB, got shape {image.shape} {image.dtype}"
+            )
+        if max_side < 4 * ZOOM_GAP:
+            raise ValueError(f"max_side must be at least {4 * ZOOM_GAP}, got {max_side}")
+        self._image = np.ascontiguousarray(image)
+        self.max_side = int(max_side)
+        display = downscale(self._image, self.max_side)
+        self._display = display.copy() if display is self._image else display
+        self._display.flags.writeable = False
+        self._cache: weakref.WeakKeyDictionary[Detections, _Prepared] = weakref.WeakKeyDictionary()
+        self._contexts: dict[int, RGBImage] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the full-resolution image."""
+        return int(self._image.shape[0]), int(self._image.shape[1])
+
+    @property
+    def display_image(self) -> RGBImage:
+        """The downscaled raw image, ``(h, w, 3)`` uint8 with ``max(h, w) <= max_side``.
+
+        Read-only: every render returns its own copy.
+        """
+        return self._display
+
+    def numbered(self, detections: Detections) -> RGBImage:
+        """Every mask filled with its colour, outlined, and labelled with its 1-based number
+        (index 0 is labelled "1"). Display size; no detections gives the display image."""
+        prepared = self._prepare(detections)
+        canvas = self._display.copy()
+        style = _Style.for_canvas(canvas)
+        for i, placed in enumerate(prepared.display):
+            _fill(canvas, placed, mask_color(i))
+        for i, placed in enumerate(prepared.display):
+            _outline(canvas, placed, mask_color(i), style.line)
+        for i, anchor in enumerate(prepared.anchors):
+            _label(canvas, str(i + 1), anchor, mask_color(i), style)
+        return canvas
+
+    def single(self, detections: Detections, index: int, side: int | None = None) -> RGBImage:
+        """The whole image with only the mask at 0-based ``index`` drawn (its colour and
+        outline, no number), at :meth:`context` size ``side`` (display size by default)."""
+        prepared = self._prepare(detections)
+        _check_index(index, len(detections))
+        canvas = self.context(side).copy()
+        placed = prepared.display[index]
+        if canvas.shape != self._display.shape:
+            placed = _rescale(
+                placed, canvas.shape[1] / self._display.shape[1], canvas.shape[1], canvas.shape[0]
+            )
+        color = mask_color(index)
+        _fill(canvas, placed, color)
+        _outline(canvas, placed, color, _Style.for_canvas(canvas).line)
+        return canvas
+
+    def context(self, side: int | None = None) -> RGBImage:
+        """The whole image with its longer side ``side`` pixels (at most the display size;
+        ``None`` is the display size), made once per size. Read-only."""
+        if side is None or side >= max(self._display.shape[:2]):
+            return self._display
+        with self._lock:
+            cached = self._contexts.get(side)
+        if cached is None:
+            cached = downscale(self._display, side)
+            cached.flags.writeable = False
+            with self._lock:
+                self._contexts[side] = cached
+        return cached
+
+    def context_side(self, detections: Detections, index: int) -> int:
+        """The longer side for the whole-image views of the mask at 0-based ``index``: the
+        smallest of :data:`CONTEXT_SIDES` at which the mask's box keeps
+        :data:`CONTEXT_MIN_MASK_SIDE` pixels on its shorter side, else the display size."""
+        _check_index(index, len(detections))
+        x0, y0, x1, y1 = detections.mask_boxes[index].tolist()
+        shorter = min(x1 - x0, y1 - y0)
+        display_side = max(self._display.shape[:2])
+        full_side = max(self.image_size)
+        for side in CONTEXT_SIDES:
+            if side >= display_side:
+                break
+            if shorter * side / full_side >= CONTEXT_MIN_MASK_SIDE:
+                return side
+        return display_side
+
+    def zoom(self, detections: Detections, index: int) -> RGBImage:
+        """The neighbourhood of the mask at 0-based ``index``, twice side by side: on the left
+        the plain crop, on the right the same crop with the mask drawn.
+
+        The crop is the mask's box grown by :data:`ZOOM_MARGIN` on each side and at least
+        :data:`ZOOM_MIN_SIDE` pixels a side (within the image), taken from the
+        full-resolution image. Each panel shows it at its own resolution, enlarged to
+        :data:`ZOOM_PANEL_MIN` or reduced to :data:`ZOOM_PANEL_MAX` on its longer side when
+        outside those, and never wider in all than ``max_side``. Returns ``(h, w, 3)`` uint8.
+        """
+        prepared = self._prepare(detections)
+        _check_index(index, len(detections))
+        height, width = self.image_size
+        x0, y0, x1, y1 = _zoom_window(prepared.boxes[index].tolist(), width, height)
+        crop_w, crop_h = x1 - x0, y1 - y0
+        longer = max(crop_w, crop_h)
+        scale = min(max(1.0, ZOOM_PANEL_MIN / longer), ZOOM_PANEL_MAX / longer)
+        scale = min(scale, (self.max_side - ZOOM_GAP) / max(2 * crop_w, crop_h))
+        panel_w, panel_h = max(1, math.floor(crop_w * scale)), max(1, math.floor(crop_h * scale))
+
+        display_h, display_w = self._display.shape[:2]
+        if scale <= display_w / width and scale <= display_h / height:
+            # The display image already holds every detail the panel can show.
+            sx, sy = display_w / width, display_h / height
+            dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
+            dx1 = max(dx0 + 1, min(display_w, math.ceil(x1 * sx)))
+            dy1 = max(dy0 + 1, min(display_h, math.ceil(y1 * sy)))
+            image_region = self._display[dy0:dy1, dx0:dx1]
+            mask_region = _paste(prepared.display[index], dx0, dy0, dx1 - dx0, dy1 - dy0)
+        else:
+            image_region = self._image[y0:y1, x0:x1]
+            mask_region = detections.masks[index, y0:y1, x0:x1].view(np.uint8)
+
+        region_h, region_w = image_region.shape[:2]
+        shrink = panel_w <= region_w and panel_h <= region_h
+        if shrink:
+            plain: RGBImage = _shrink(image_region, panel_w, panel_h)
+        else:
+            plain = np.asarray(
+                cv2.resize(image_region, (panel_w, panel_h), interpolation=cv2.INTER_LINEAR),
+                dtype=np.uint8,
+            )
+        panel_mask = _resize_mask(mask_region, panel_w, panel_h)
+        placed = _Placed(panel_mask, 0, 0)
+
+        drawn = plain.copy()
+        color = mask_color(index)
+        _fill(drawn, placed, color)
+        _outline(drawn, placed, color, _Style.for_canvas(drawn).line)
+        out = np.full((panel_h, 2 * panel_w + ZOOM_GAP, 3), 255, dtype=np.uint8)
+        out[:, :panel_w] = plain
+        out[:, panel_w + ZOOM_GAP :] = drawn
+        return out
+
+    def _prepare(self, detections: Detections) -> _Prepared:
+        """Display-size masks and label anchors for ``detections``, computed once per object
+        (the cache holds it weakly, so it goes when ``detections`` does)."""
+        if detections.image_size != self.image_size:
+            raise ValueError(
+                f"detections are for an image of {detections.image_size} (height, width), "
+                f"the renderer's image is {self.image_size}"
+            )
+        with self._lock:
+            cached = self._cache.get(detections)
+            origin = detections.origin
+            parent = None if origin is None else self._cache.get(origin[0])
+        if cached is not None:
+            return cached
+        if parent is not None and origin is not None:
+            # Selected from masks already prepared (the survivors of a check): reuse them.
+            picks = origin[1].tolist()
+            prepared = _Prepared(
+                boxes=parent.boxes[origin[1]],
+                display=[parent.display[i] for i in picks],
+                anchors=[parent.anchors[i] for i in picks],
+            )
+        else:
+            height, width = self.image_size
+            display_h, display_w = self._display.shape[:2]
+            boxes = detections.mask_boxes
+            sx, sy = display_w / width, display_h / height
+            display = [
+                _downscale_mask(mask, box, sx, sy, display_w, display_h)
+                for mask, box in zip(detections.masks, boxes.tolist(), strict=True)
+            ]
+            prepared = _Prepared(
+                boxes=boxes, display=display, anchors=[_anchor(p) for p in display]
+            )
+        with self._lock:
+            self._cache[detections] = prepared
+        return prepared
+
+
+def overlay(image: RGBImage, detections: Detections) -> RGBImage:
+    """Full-resolution render of every mask (colour, outline, 1-based number) for
+    ``overlay.png``. ``image``: ``(H, W, 3)`` uint8 RGB matching ``detections``."""
+    if image.shape[:2] != detections.image_size:
+        raise ValueError(
+            f"image is {image.shape[:2]} (height, width), detections are for "
+            f"{detections.image_size}"
+        )
+    canvas = np.array(image, dtype=np.uint8, copy=True, order="C")
+    style = _Style.for_canvas(canvas)
+    placed = []
+    for mask, (x0, y0, x1, y1) in zip(
+        detections.masks, detections.mask_boxes.tolist(), strict=True
+    ):
+        placed.append(_Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0))
+    for i, p in enumerate(placed):
+        _fill(canvas, p, mask_color(i))
+    for i, p in enumerate(placed):
+        _outline(canvas, p, mask_color(i), style.line)
+    for i, p in enumerate(placed):
+        _label(canvas, str(i + 1), _anchor(p), mask_color(i), style)
+    return canvas
+
+
+@dataclass(frozen=True)
+class _Style:
+    """Line and text sizes, in canvas pixels, growing with the canvas beyond 1024 px."""
+
+    line: int
+    font_scale: float
+    font_thickness: int
+    padding: int
+
+    @classmethod
+    def for_canvas(cls, canvas: RGBImage) -> _Style:
+        unit = max(1.0, max(canvas.shape[:2]) / 1024)
+        return cls(
+            line=max(1, round(2 * unit)),
+            font_scale=0.6 * unit,
+            font_thickness=max(1, round(1.5 * unit)),
+            padding=max(2, round(3 * unit)),
+        )
+
+
+def _check_index(index: int, count: int) -> None:
+    if not 0 <= index < count:
+        raise IndexError(f"mask index must be in [0, {count - 1}] (0-based), got {index}")
+
+
+def _downscale_mask(
+    mask: BoolArray,
+    box: list[int],
+    sx: float,
+    sy: float,
+    canvas_w: int,
+    canvas_h: int,
+) -> _Placed:
+    """``mask`` ``(H, W)`` resized by ``(sx, sy)`` inside its tight ``box`` only.
+
+    A non-empty mask keeps at least one pixel, however small it becomes.
+    """
+    x0, y0, x1, y1 = box
+    if x1 <= x0:
+        return _Placed(np.zeros((0, 0), dtype=np.uint8), 0, 0)
+    if sx == 1.0 and sy == 1.0:
+        return _Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0)
+    dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
+    dx1 = max(dx0 + 1, min(canvas_w, math.ceil(x1 * sx)))
+    dy1 = max(dy0 + 1, min(canvas_h, math.ceil(y1 * sy)))
+    # Source pixels covered by display pixels dx0..dx1, so the crop lines up with the image.
+    src_x0, src_y0 = math.floor(dx0 / sx), math.floor(dy0 / sy)
+    src_x1 = min(mask.shape[1], math.ceil(dx1 / sx))
+    src_y1 = min(mask.shape[0], math.ceil(dy1 / sy))
+    region = mask[src_y0:src_y1, src_x0:src_x1].view(np.uint8)
+    return _Placed(_resize_mask(region, dx1 - dx0, dy1 - dy0), dx0, dy0)
+
+
+def _resize_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
+    """A 0/1 mask region resized to ``(height, width)``: area-averaged and rounded when
+    shrinking, nearest when growing; keeps one pixel if the region has any."""
+    shrink = width <= region.shape[1] and height <= region.shape[0]
+    if shrink:
+        out = _shrink(region, width, height)
+    else:
+        out = np.asarray(
+            cv2.resize(
+                np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_NEAREST
+            ),
+            dtype=np.uint8,
+        )
+    if not out.any():
+        ys, xs = np.nonzero(region)
+        if ys.size:
+            mid = ys.size // 2
+            oy = min(height - 1, int(ys[mid] * height / region.shape[0]))
+            ox = min(width - 1, int(xs[mid] * width / region.shape[1]))
+            out[oy, ox] = 1
+    return np.asarray(out, dtype=np.uint8)
+
+
+def _rescale(placed: _Placed, factor: float, canvas_w: int, canvas_h: int) -> _Placed:
+    """``placed`` (on some canvas) scaled by ``factor`` onto a ``canvas_w`` x ``canvas_h``
+    canvas; a non-empty mask keeps at least one pixel."""
+    h, w = placed.crop.shape
+    if h == 0:
+        return placed
+    x0, y0 = math.floor(placed.x * factor), math.floor(placed.y * factor)
+    x0, y0 = min(x0, canvas_w - 1), min(y0, canvas_h - 1)
+    x1 = max(x0 + 1, min(canvas_w, math.ceil((placed.x + w) * factor)))
+    y1 = max(y0 + 1, min(canvas_h, math.ceil((placed.y + h) * factor)))
+    return _Placed(_resize_mask(placed.crop, x1 - x0, y1 - y0), x0, y0)
+
+
+def _shrink(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
+    """``region`` reduced to ``(height, width)``, area-averaged.
+
+    OpenCV's area resampling is fast only for whole-number ratios (ten times slower
+    otherwise), so the largest whole-number part of the reduction is done that way and the
+    rest, under 2x, by bilinear interpolation, which does not alias at such ratios. On a 0/1
+    mask the result is 0/1 again (each output pixel rounds its area's mean).
+    """
+    src_h, src_w = region.shape[:2]
+    factor = min(src_w // width, src_h // height)
+    if factor >= 2:
+        trimmed = np.ascontiguousarray(
+            region[: (src_h // factor) * factor, : (src_w // factor) * factor]
+        )
+        region = np.asarray(
+            cv2.resize(trimmed, (src_w // factor, src_h // factor), interpolation=cv2.INTER_AREA),
+            dtype=np.uint8,
+        )
+    if region.shape[1] == width and region.shape[0] == height:
+        return np.asarray(region, dtype=np.uint8)
+    return np.asarray(
+        cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_LINEAR),
+        dtype=np.uint8,
+    )
+
+
+def _paste(placed: _Placed, x0: int, y0: int, width: int, height: int) -> npt.NDArray[np.uint8]:
+    """``placed`` cut to the window ``[x0, x0 + width) x [y0, y0 + height)`` of its canvas."""
+    out = np.zeros((height, width), dtype=np.uint8)
+    h, w = placed.crop.shape
+    ix0, iy0 = max(x0, placed.x), max(y0, placed.y)
+    ix1, iy1 = min(x0 + width, placed.x + w), min(y0 + height, placed.y + h)
+    if ix0 < ix1 and iy0 < iy1:
+        out[iy0 - y0 : iy1 - y0, ix0 - x0 : ix1 - x0] = placed.crop[
+            iy0 - placed.y : iy1 - placed.y, ix0 - placed.x : ix1 - placed.x
+        ]
+    return out
+
+
+def _zoom_window(box: list[int], width: int, height: int) -> tuple[int, int, int, int]:
+    """The zoom crop ``(x0, y0, x1, y1)`` around a tight ``box``, inside the image."""
+    bx0, by0, bx1, by1 = box
+
+    def span(lo: int, hi: int, limit: int) -> tuple[int, int]:
+        size = hi - lo
+        side = min(limit, max(round(size * (1 + 2 * ZOOM_MARGIN)), ZOOM_MIN_SIDE))
+        start = round((lo + hi) / 2 - side / 2)
+        start = min(max(start, 0), limit - side)
+        return start, start + side
+
+    x0, x1 = span(bx0, bx1, width)
+    y0, y1 = span(by0, by1, height)
+    return x0, y0, x1, y1
+
+
+def _fill(canvas: RGBImage, placed: _Placed, color: Color) -> None:
+    """Blend ``color`` into the canvas pixels under the mask, in place."""
+    h, w = placed.crop.shape
+    if h == 0:
+        return
+    region = canvas[placed.y : placed.y + h, placed.x : placed.x + w]
+    alpha = FILL_ALPHA_256 / 256
+    # region * (1 - alpha) + color * alpha, as two OpenCV passes (filling an array with the
+    # colour first costs more than both).
+    tinted = cv2.addWeighted(region, 1.0 - alpha, region, 0.0, 0.0)
+    offset = (color[0] * alpha, color[1] * alpha, color[2] * alpha, 0.0)
+    cv2.add(tinted, offset, dst=tinted)  # type: ignore[call-overload]  # Scalar form, unstubbed
+    if region.flags.c_contiguous:
+        cv2.copyTo(tinted, placed.crop, region)
+        return
+    # Masked copy into a contiguous buffer (OpenCV writes in place only there), then back.
+    blended = region.copy()
+    cv2.copyTo(tinted, placed.crop, blended)
+    region[...] = blended
+
+
+def _outline(canvas: RGBImage, placed: _Placed, color: Color, thickness: int) -> None:
+    """Draw the mask's outer and hole boundaries in ``color``, in place."""
+    if placed.crop.shape[0] == 0:
+        return
+    # A zero border keeps contours closed where the mask touches the crop's edge.
+    padded = cv2.copyMakeBorder(placed.crop, 1, 1, 1, 1, cv2.BORDER_CONSTANT, value=0)
+    contours, _ = cv2.findContours(
+        padded, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE, offset=(placed.x - 1, placed.y - 1)
+    )
+    cv2.drawContours(canvas, contours, -1, color, thickness, lineType=cv2.LINE_8)
+
+
+def _anchor(placed: _Placed) -> tuple[int, int]:
+    """``(x, y)`` canvas pixel deepest inside the mask (farthest from its boundary), found
+    on a subsampled copy; every candidate is a mask pixel."""
+    h, w = placed.crop.shape
+    if h == 0:
+        return placed.x, placed.y
+    step = max(1, math.ceil(max(h, w) / LABEL_SEARCH_SIDE))
+    sub = np.ascontiguousarray(placed.crop[::step, ::step])
+    padded = cv2.copyMakeBorder(sub, 1, 1, 1, 1, cv2.BORDER_CONSTANT, value=0)
+    distance = cv2.distanceTransform(padded, cv2.DIST_L2, cv2.DIST_MASK_3)
+    if distance.max() <= 0:
+        # The subsampling missed every pixel; fall back to one the mask has.
+        ys, xs = np.nonzero(placed.crop)
+        return placed.x + int(xs[ys.size // 2]), placed.y + int(ys[ys.size // 2])
+    sy, sx = np.unravel_index(int(np.argmax(distance)), distance.shape)
+    return placed.x + (int(sx) - 1) * step, placed.y + (int(sy) - 1) * step
+
+
+def _label(
+    canvas: RGBImage, text: str, anchor: tuple[int, int], color: Color, style: _Style
+) -> None:
+    """A dark box with ``text`` in white, edged in the mask's ``color``, centred on
+    ``anchor`` and moved inside the canvas where it would cross an edge."""
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    (text_w, text_h), baseline = cv2.getTextSize(text, font, style.font_scale, style.font_thickness)
+    box_w = text_w + 2 * style.padding
+    box_h = text_h + baseline + 2 * style.padding
+    canvas_h, canvas_w = canvas.shape[:2]
+    x0 = min(max(anchor[0] - box_w // 2, 0), max(0, canvas_w - box_w))
+    y0 = min(max(anchor[1] - box_h // 2, 0), max(0, canvas_h - box_h))
+    x1, y1 = x0 + box_w - 1, y0 + box_h - 1
+    cv2.rectangle(canvas, (x0, y0), (x1, y1), LABEL_BACKGROUND, thickness=cv2.FILLED)
+    cv2.rectangle(canvas, (x0, y0), (x1, y1), color, thickness=max(1, style.line // 2))
+    origin = (x0 + style.padding, y0 + style.padding + text_h)
+    cv2.putText(
+        canvas, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
+    )
+
+
+LEGEND_MAX_ROWS = 12
+"""Masks listed one per row in a legend; the rest are summed up in one more row."""
+LEGEND_QUERY_CHARS = 60
+"""The query is cut to this many characters in a legend."""
+
+
+def legend(canvas: RGBImage, query: str, detections: Detections) -> RGBImage:
+    """A copy of ``canvas`` (an :func:`overlay` of ``detections``) with a legend in its
+    top-left corner: the query, then one row per mask with its colour, 1-based number and
+    score (masks in ``detections`` order, as numbered on the overlay).
+
+    The legend is drawn with OpenCV's ASCII font: other characters of the query show as
+    ``?``. Sizes follow :class:`_Style`, so the legend grows with the canvas.
+    """
+    out = np.array(canvas, dtype=np.uint8, copy=True, order="C")
+    style = _Style.for_canvas(out)
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    shown = query if len(query) <= LEGEND_QUERY_CHARS else query[: LEGEND_QUERY_CHARS - 3] + "..."
+    shown = shown.encode("ascii", "replace").decode("ascii").replace("\n", " ")
+    rows: list[tuple[str, Color | None]] = [(f"query: {shown}", None)]
+    scores = detections.scores.tolist()
+    for i, score in enumerate(scores[:LEGEND_MAX_ROWS]):
+        rows.append((f"{i + 1}: score {score:.2f}", mask_color(i)))
+    if len(scores) > LEGEND_MAX_ROWS:
+        rows.append((f"... {len(scores) - LEGEND_MAX_ROWS} more", None))
+    if not scores:
+        rows.append(("no mask", None))
+    sizes = [cv2.getTextSize(t, font, style.font_scale, style.font_thickness) for t, _ in rows]
+    row_h = max(h + base for (_, h), base in sizes) + style.padding
+    swatch = row_h - style.padding
+    width = max(w for (w, _), _ in sizes) + swatch + 4 * style.padding
+    height = row_h * len(rows) + 2 * style.padding
+    canvas_h, canvas_w = out.shape[:2]
+    x1, y1 = min(width, canvas_w), min(height, canvas_h)
+    # A darkened box, not an opaque one: what lies under the legend stays faintly visible.
+    region = out[:y1, :x1].astype(np.uint16)
+    out[:y1, :x1] = (region * 3 // 10).astype(np.uint8)
+    for row, ((text, color), ((_, text_h), _)) in enumerate(zip(rows, sizes, strict=True)):
+        top = style.padding + row * row_h
+        x = style.padding
+        if color is not None:
+            cv2.rectangle(out, (x, top), (x + swatch, top + swatch), color, thickness=cv2.FILLED)
+            x += swatch + style.padding
+        origin = (x, top + text_h)
+        cv2.putText(
+            out, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
+        )
+    return out
