@@ -46,10 +46,12 @@ from tiny_sam3 import save_tiny_sam3  # noqa: E402
 
 from sam3_agent.apps.cli.options import BackendOptions  # noqa: E402
 from sam3_agent.runs.batch.requests import BatchRequest, load_requests  # noqa: E402
-from sam3_agent.runs.evaluation.store import ResultStore, SampleResult  # noqa: E402
-from sam3_agent.runs.jobs.base import EngineOptions, build_engine  # noqa: E402
+from sam3_agent.runs.batch.results import RequestResult  # noqa: E402
+from sam3_agent.runs.batch.workers import BatchWorkerFactory  # noqa: E402
+from sam3_agent.runs.jobs.base import EngineOptions  # noqa: E402
 from sam3_agent.runs.jobs.driver import run_jobs  # noqa: E402
-from sam3_agent.runs.jobs.workers import BatchWorkerFactory  # noqa: E402
+from sam3_agent.runs.jobs.engines import build_engine  # noqa: E402
+from sam3_agent.runs.jobs.store import ResultStore  # noqa: E402
 from sam3_agent.values.config import AgentConfig  # noqa: E402
 
 QUERIES = ("red block", "blue stripe", "thing")
@@ -61,10 +63,10 @@ class Clock:
 
     times: list[float] = field(default_factory=list)
 
-    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+    def start(self, total: int, already_done: Sequence[RequestResult]) -> None:
         pass
 
-    def update(self, result: SampleResult) -> None:
+    def update(self, result: RequestResult) -> None:
         self.times.append(time.perf_counter())
 
 
@@ -94,7 +96,9 @@ def run_engine(
     options: EngineOptions, requests: list[BatchRequest], factory: BatchWorkerFactory, out: Path
 ) -> tuple[float, float, list[dict[str, Any]]]:
     clock = Clock()
-    with ResultStore.create_or_resume(out, {"bench": options.engine}) as store:
+    with ResultStore.create_or_resume(
+        out, {"bench": options.engine}, RequestResult.from_json
+    ) as store:
         started = time.perf_counter()
         asyncio.run(run_jobs(requests, store, build_engine(options), factory, progress=clock))
         wall = time.perf_counter() - started

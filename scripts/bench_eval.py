@@ -45,8 +45,10 @@ from sam3_agent.agent.loop import Sam3Agent  # noqa: E402
 from sam3_agent.backends.base import ChatModel  # noqa: E402
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples  # noqa: E402
 from sam3_agent.runs.evaluation.metrics import breakdown  # noqa: E402
-from sam3_agent.runs.evaluation.runner import AgentPredictor, SharedEmbeddings, evaluate  # noqa: E402
-from sam3_agent.runs.evaluation.store import ResultStore  # noqa: E402
+from sam3_agent.runs.evaluation.results import SampleResult  # noqa: E402
+from sam3_agent.runs.evaluation.runner import AgentPredictor, evaluate_samples  # noqa: E402
+from sam3_agent.runs.jobs.embeddings import SharedEmbeddings  # noqa: E402
+from sam3_agent.runs.jobs.store import ResultStore  # noqa: E402
 from sam3_agent.values.config import AgentConfig  # noqa: E402
 from sam3_agent.values.messages import ChatMessage  # noqa: E402
 
@@ -102,9 +104,11 @@ async def timed_run(
 ) -> tuple[float, dict[str, Any]]:
     shared = SharedEmbeddings(make_segmenter())
     agent = Sam3Agent(shared, chat, AgentConfig(max_rounds=5))
-    with ResultStore.create_or_resume(run_dir, {"bench": concurrency}) as store:
+    with ResultStore.create_or_resume(
+        run_dir, {"bench": concurrency}, SampleResult.from_json
+    ) as store:
         started = time.perf_counter()
-        await evaluate(
+        await evaluate_samples(
             samples,
             store,
             AgentPredictor(agent, chat.name),

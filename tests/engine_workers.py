@@ -12,17 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.evaluation.store import SampleResult
-from sam3_agent.runs.jobs.base import ImageSource, JobHandler, WorkerFactory
+from sam3_agent.runs.jobs.base import ImageSource, JobHandler, JobResult, WorkerFactory
 
 
 @dataclass
 class KillOnceHandler:
-    inner: JobHandler[Any]
+    inner: JobHandler[Any, Any]
     victim: str
     marker: Path
 
-    async def run(self, job: Any, images: ImageSource) -> SampleResult:
+    async def run(self, job: Any, images: ImageSource) -> JobResult:
         if job.id == self.victim:
             try:
                 self.marker.touch(exist_ok=False)
@@ -38,7 +37,7 @@ class KillOnceHandler:
 
 @dataclass(frozen=True)
 class KillOnceFactory:
-    inner: WorkerFactory[Any]
+    inner: WorkerFactory[Any, Any]
     victim: str
     marker: str
 

@@ -38,7 +38,8 @@ from fakes import FakeSegmenter, ScriptedChatModel, square_mask, tool
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from sam3_agent.runs.evaluation.runner import Prediction, SharedEmbeddings
+from sam3_agent.runs.evaluation.runner import Prediction
+from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError, SegmenterError
 from sam3_agent.values.images import RGBImage

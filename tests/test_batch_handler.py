@@ -10,7 +10,7 @@ import pytest
 
 from sam3_agent.runs.batch.handler import BatchHandler
 from sam3_agent.runs.batch.requests import BatchRequest
-from sam3_agent.runs.evaluation.store import SampleResult
+from sam3_agent.runs.batch.results import RequestResult
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import ChatModelError
 from sam3_agent.values.images import RGBImage
@@ -34,7 +34,7 @@ class RaisingAgent:
         raise self.error
 
 
-def _run(tmp_path: Path, error: BaseException) -> SampleResult:
+def _run(tmp_path: Path, error: BaseException) -> RequestResult:
     handler = BatchHandler(RaisingAgent(error), tmp_path)  # type: ignore[arg-type]
     job = BatchRequest(id="a.png:cat", image_path=tmp_path / "a.png", query="cat")
     return asyncio.run(handler.run(job, OneImage()))

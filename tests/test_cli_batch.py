@@ -13,7 +13,8 @@ from openai_server import Reply, ScriptedServer, serve
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.main import app
-from sam3_agent.runs.evaluation.store import reading
+from sam3_agent.runs.batch.results import RequestResult
+from sam3_agent.runs.jobs.store import reading
 
 runner = CliRunner()
 
@@ -93,7 +94,7 @@ def test_failed_requests_are_kept_and_retried_on_demand(
     assert retried.exit_code == 0, retried.output
     assert "3 run, 3 already stored, 0 failed" in retried.stderr
     assert {r["status"] for r in _summary(out)} == {"masks"}
-    with reading(out) as store:
+    with reading(out, RequestResult.from_json) as store:
         assert store.count() == 6
 
 
@@ -156,7 +157,7 @@ def test_stored_settings_name_the_prompt_set(tmp_path: Path, flags: list[str]) -
     source = write_jsonl(tmp_path / "in")
     out = tmp_path / "out"
     assert _batch(str(source), "--out", str(out), *flags).exit_code == 0
-    with reading(out) as store:
+    with reading(out, RequestResult.from_json) as store:
         config = store.config()
     assert config is not None
     agent = config["agent"]

@@ -29,7 +29,8 @@ from typer.testing import CliRunner
 from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM, SMALL_DEFAULT_MLLMS
-from sam3_agent.runs.evaluation.store import ResultStore, reading, sample_dir_name
+from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.jobs.store import ResultStore, job_dir_name, reading
 
 runner = CliRunner()
 PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
@@ -67,7 +68,7 @@ def _overall(run: Path) -> dict[str, Any]:
 
 
 def _stored(run: Path) -> list[dict[str, Any]]:
-    with reading(run) as store:
+    with reading(run, SampleResult.from_json) as store:
         return [
             {k: v for k, v in r.to_json().items() if k not in ("time_s", "extra")}
             for r in store.results()
@@ -99,8 +100,8 @@ def test_eval_reasonseg_with_the_agent(tmp_path: Path, fakes: dict[str, Any]) ->
     assert stored["val/b#0"]["rounds"] == 2 and stored["val/b#0"]["calls"] == 2
     assert stored["val/c#0"]["status"] == "no_mask"
     for sid in ("val/a#0", "val/b#0", "val/c#0"):
-        artifacts = run / "samples" / sample_dir_name(sid)
-        assert stored[sid]["artifacts"] == f"samples/{sample_dir_name(sid)}"
+        artifacts = run / "samples" / job_dir_name(sid)
+        assert stored[sid]["artifacts"] == f"samples/{job_dir_name(sid)}"
         for name in ("result.json", "overlay.png", "trace.jsonl"):
             assert (artifacts / name).is_file(), (sid, name)
 
@@ -281,7 +282,7 @@ def test_killed_process_resumes_to_the_uninterrupted_result(
     whole_metrics = json.loads((tmp_path / "whole" / "metrics.json").read_text())["methods"]
     resumed_metrics = json.loads((run / "metrics.json").read_text())["methods"]
     assert resumed_metrics[0]["metrics"] == whole_metrics[0]["metrics"]
-    with ResultStore.open_existing(run) as store:
+    with ResultStore.open_existing(run, SampleResult.from_json) as store:
         assert store.count() == 5
 
 
@@ -390,7 +391,7 @@ def test_preset_sets_dataset_split_mode_and_is_recorded(
     for preset in ("reasonseg-val", "reasonseg-test"):
         result = _eval("--preset", preset, *common, "--out", str(tmp_path / preset))
         assert result.exit_code == 0, result.output
-        with reading(tmp_path / preset) as store:
+        with reading(tmp_path / preset, SampleResult.from_json) as store:
             config = store.config() or {}
         assert (config["preset"], config["dataset"], config["mode"]) == (
             preset,
@@ -423,5 +424,5 @@ def test_preset_contradictions_and_overrides(tmp_path: Path, fakes: dict[str, An
     baseline = _eval("--preset", "reasonseg-val", "--mode", "sam3-only", *out)
     assert baseline.exit_code == 0, baseline.output
     assert fakes["chats"] == []  # SAM 3 alone: no MLLM built
-    with reading(tmp_path / "o") as store:
+    with reading(tmp_path / "o", SampleResult.from_json) as store:
         assert (store.config() or {})["mode"] == "sam3-only"

@@ -34,10 +34,11 @@ from typer.testing import CliRunner  # noqa: E402
 from sam3_agent.apps.cli.main import app  # noqa: E402
 from sam3_agent.apps.cli.options import BackendOptions  # noqa: E402
 from sam3_agent.runs.batch.requests import load_requests  # noqa: E402
-from sam3_agent.runs.evaluation.store import ResultStore, reading  # noqa: E402
+from sam3_agent.runs.batch.results import RequestResult  # noqa: E402
+from sam3_agent.runs.batch.workers import BatchWorkerFactory  # noqa: E402
 from sam3_agent.runs.jobs.driver import run_jobs  # noqa: E402
 from sam3_agent.runs.jobs.ray_engine import RayEngine  # noqa: E402
-from sam3_agent.runs.jobs.workers import BatchWorkerFactory  # noqa: E402
+from sam3_agent.runs.jobs.store import ResultStore, reading  # noqa: E402
 from sam3_agent.values.config import AgentConfig  # noqa: E402
 from sam3_agent.values.errors import EngineError  # noqa: E402
 
@@ -82,10 +83,9 @@ def _backend_flags(sam3_dir: Path, server: ScriptedServer) -> list[str]:
 
 def _stored(run: Path) -> list[dict[str, Any]]:
     """Stored records without the wall-clock fields (they differ run to run)."""
-    with reading(run) as store:
+    with reading(run, dict) as store:  # batch and eval records alike, as stored
         rows = []
-        for r in store.results():
-            doc = r.to_json()
+        for doc in store.results():
             doc.pop("time_s")
             doc["extra"] = {k: v for k, v in doc["extra"].items() if k != "timings_s"}
             rows.append(doc)
@@ -171,7 +171,7 @@ def test_worker_killed_mid_run_resumes_to_the_same_store(
     inner = BatchWorkerFactory(backends, AgentConfig(score_threshold=0.0))
     marker = tmp_path / "killed"
     factory = KillOnceFactory(inner, victim=requests[3].id, marker=str(marker))
-    with reading(local_batch) as local_store:
+    with reading(local_batch, RequestResult.from_json) as local_store:
         config = local_store.config()
     assert config is not None
     out = tmp_path / "run"
@@ -179,7 +179,7 @@ def test_worker_killed_mid_run_resumes_to_the_same_store(
     attempts = 0
     while True:
         attempts += 1
-        with ResultStore.create_or_resume(out, config) as store:
+        with ResultStore.create_or_resume(out, config, RequestResult.from_json) as store:
             try:
                 outcome = asyncio.run(
                     run_jobs(requests, store, RayEngine(workers=1, concurrency=2), factory)
@@ -189,7 +189,7 @@ def test_worker_killed_mid_run_resumes_to_the_same_store(
                 evaluated = store.count()
                 assert attempts == 1
                 continue
-        evaluated += outcome.evaluated
+        evaluated += outcome.ran
         break
     assert marker.exists()  # the worker really died
     assert evaluated == len(requests)  # nothing counted twice

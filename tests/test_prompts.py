@@ -28,7 +28,8 @@ from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.tools import TOOLS
 from sam3_agent.apps.cli.main import app
 from sam3_agent.apps.cli.options import BackendOptions
-from sam3_agent.runs.evaluation.store import reading
+from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.jobs.store import reading
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import UserError
@@ -236,7 +237,11 @@ BROKEN_SETS: list[tuple[str, dict[str, Callable[[str], str]], str]] = [
     ),
     (
         "macro does not render",
-        {"feedback.j2": _replace('{{ "is" if used == 1', '{{ used|join(", ") }}{{ "is" if used == 1')},
+        {
+            "feedback.j2": _replace(
+                '{{ "is" if used == 1', '{{ used|join(", ") }}{{ "is" if used == 1'
+            )
+        },
         "feedback.j2 macro check_budget_spent does not render",
     ),
 ]
@@ -434,7 +439,7 @@ def test_an_eval_run_directory_refuses_another_prompt_set(
         str(run),
     ]
     assert cli.invoke(app, base).exit_code == 0
-    with reading(run) as store:
+    with reading(run, SampleResult.from_json) as store:
         settings_doc = store.config() or {}
     assert settings_doc["agent"]["prompts"] == prompts.default_prompt_set().identity()
 

@@ -21,8 +21,10 @@ from PIL import Image
 
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
 from sam3_agent.runs.evaluation.report import write_report
-from sam3_agent.runs.evaluation.runner import SharedEmbeddings, evaluate, select_shard
-from sam3_agent.runs.evaluation.store import ResultStore
+from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.evaluation.runner import evaluate_samples, select_shard
+from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
+from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.errors import UserError
 
 
@@ -42,9 +44,9 @@ def _config(dataset: str, **extra: Any) -> dict[str, Any]:
 
 def _run(samples: Sequence[Sample], run_dir: Path, config: dict[str, Any]) -> Path:
     shared = SharedEmbeddings(make_segmenter())
-    with ResultStore.create_or_resume(run_dir, config) as store:
+    with ResultStore.create_or_resume(run_dir, config, SampleResult.from_json) as store:
         store.set_planned(len(samples))
-        asyncio.run(evaluate(samples, store, UnionPredictor(shared), shared=shared))
+        asyncio.run(evaluate_samples(samples, store, UnionPredictor(shared), shared=shared))
     return run_dir
 
 

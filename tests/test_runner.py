@@ -32,14 +32,15 @@ from hypothesis import strategies as st
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
 from sam3_agent.runs.evaluation.metrics import breakdown
 from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.evaluation.runner import (
-    SharedEmbeddings,
-    evaluate,
+    evaluate_samples,
     parse_shard,
     select_shard,
     shard_of,
 )
-from sam3_agent.runs.evaluation.store import ResultStore, SampleResult
+from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
+from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.errors import ChatModelError, DatasetError, SegmenterError, UserError
 
 CONFIG = {"dataset": "test", "split": "val", "mode": "sam3-only"}
@@ -76,9 +77,9 @@ def _run(
 ) -> tuple[list[SampleResult], UnionPredictor, SharedEmbeddings]:
     shared = SharedEmbeddings(segmenter or make_segmenter())
     predictor = UnionPredictor(shared)
-    with ResultStore.create_or_resume(run_dir, config) as store:
+    with ResultStore.create_or_resume(run_dir, config, SampleResult.from_json) as store:
         asyncio.run(
-            evaluate(
+            evaluate_samples(
                 samples,
                 store,
                 predictor,
@@ -152,7 +153,9 @@ def test_killed_run_resumes_to_the_uninterrupted_result(
     stopper = StopAfter(2)
     with pytest.raises(KeyboardInterrupt):
         _run(reasonseg, tmp_path / "resumed", concurrency=2, progress=stopper)
-    with ResultStore.create_or_resume(tmp_path / "resumed", CONFIG) as store:
+    with ResultStore.create_or_resume(
+        tmp_path / "resumed", CONFIG, SampleResult.from_json
+    ) as store:
         assert store.count() == 2  # exactly what was committed before the stop
         first = store.finished_ids()
     again = StopAfter(99)
@@ -175,10 +178,10 @@ def test_cancellation_keeps_commits(reasonseg: list[Sample], tmp_path: Path) -> 
         def update(self, result: SampleResult) -> None:
             self.task.cancel()
 
-    async def main(store: ResultStore) -> None:
+    async def main(store: ResultStore[SampleResult]) -> None:
         task = asyncio.current_task()
         assert task is not None
-        await evaluate(
+        await evaluate_samples(
             reasonseg,
             store,
             predictor,
@@ -187,7 +190,7 @@ def test_cancellation_keeps_commits(reasonseg: list[Sample], tmp_path: Path) -> 
             progress=CancelAfterFirst(task),
         )
 
-    with ResultStore.create_or_resume(tmp_path / "run", CONFIG) as store:
+    with ResultStore.create_or_resume(tmp_path / "run", CONFIG, SampleResult.from_json) as store:
         with pytest.raises(asyncio.CancelledError):
             asyncio.run(main(store))
         assert store.count() == 1
@@ -212,10 +215,10 @@ def test_broken_ground_truth_stops_the_run_keeping_commits(tmp_path: Path) -> No
     root = write_reasonseg(tmp_path / "rs")
     samples = load_samples("reasonseg", root, "val")
     (root / "val" / "c.json").write_text("{broken")
-    with ResultStore.create_or_resume(tmp_path / "run", CONFIG) as store:
+    with ResultStore.create_or_resume(tmp_path / "run", CONFIG, SampleResult.from_json) as store:
         shared = SharedEmbeddings(make_segmenter())
         with pytest.raises(DatasetError, match=r"c\.json.*val/c"):
-            asyncio.run(evaluate(samples, store, UnionPredictor(shared), concurrency=1))
+            asyncio.run(evaluate_samples(samples, store, UnionPredictor(shared), concurrency=1))
         assert store.finished_ids() == {"val/a#0", "val/b#0"}
 
 
@@ -371,9 +374,9 @@ def test_no_exception_of_one_sample_stops_the_run(
     run_dir = Path(tempfile.mkdtemp(prefix="failing-run-"))
     try:
         shared = SharedEmbeddings(make_segmenter())
-        with ResultStore.create_or_resume(run_dir, CONFIG) as store:
+        with ResultStore.create_or_resume(run_dir, CONFIG, SampleResult.from_json) as store:
             outcome = asyncio.run(
-                evaluate(
+                evaluate_samples(
                     reasonseg,
                     store,
                     RaisingPredictor(shared, raises),
@@ -382,7 +385,7 @@ def test_no_exception_of_one_sample_stops_the_run(
                 )
             )
             results = {r.id: r for r in store.results()}
-        assert outcome.evaluated == 4 and len(results) == 4
+        assert outcome.ran == 4 and len(results) == 4
         for sample in reasonseg:
             result = results[sample.id]
             error = raises.get(sample.query)
@@ -413,7 +416,7 @@ def test_an_interrupt_raised_by_a_sample_stops_the_run(
     shared = SharedEmbeddings(make_segmenter())
     third = sorted(reasonseg, key=lambda s: (str(s.image_path), s.id))[2]
     predictor = RaisingPredictor(shared, {third.query: stop()})
-    with ResultStore.create_or_resume(tmp_path / "run", CONFIG) as store:
+    with ResultStore.create_or_resume(tmp_path / "run", CONFIG, SampleResult.from_json) as store:
         with pytest.raises(stop):
-            asyncio.run(evaluate(reasonseg, store, predictor, concurrency=1, shared=shared))
+            asyncio.run(evaluate_samples(reasonseg, store, predictor, concurrency=1, shared=shared))
         assert store.count() == 2  # what finished before the stop is kept

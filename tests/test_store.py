@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sam3_agent.runs.evaluation.store import ResultStore, SampleResult, reading, sample_dir_name
+from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.jobs.store import ResultStore, job_dir_name, reading
 from sam3_agent.values.errors import UserError
 
 CONFIG = {"dataset": "reasonseg", "split": "val", "mode": "agent", "model": "m", "shard": None}
@@ -34,25 +35,25 @@ def _result(sid: str, *, status: str = "masks", infra: bool = False) -> SampleRe
 @pytest.mark.parametrize(
     "sample_id", ["val/a#0", "../../etc/passwd", "a" * 500, "..", "", "val/\u00e9t\u00e9 ?*:"]
 )
-def test_sample_dir_name_is_safe(sample_id: str) -> None:
-    name = sample_dir_name(sample_id)
+def test_job_dir_name_is_safe(sample_id: str) -> None:
+    name = job_dir_name(sample_id)
     assert "/" not in name and "\\" not in name
     assert not name.startswith(".")
     assert len(name) <= 80 + 11
-    assert name == sample_dir_name(sample_id)  # stable
+    assert name == job_dir_name(sample_id)  # stable
 
 
-def test_sample_dir_names_do_not_collide_on_unsafe_characters() -> None:
-    names = {sample_dir_name(i) for i in ("val/a:b", "val/a/b", "val/a?b", "val_a_b")}
+def test_job_dir_names_do_not_collide_on_unsafe_characters() -> None:
+    names = {job_dir_name(i) for i in ("val/a:b", "val/a/b", "val/a?b", "val_a_b")}
     assert len(names) == 4
 
 
 def test_commit_and_read_back(tmp_path: Path) -> None:
-    with ResultStore.create_or_resume(tmp_path / "run", CONFIG) as store:
+    with ResultStore.create_or_resume(tmp_path / "run", CONFIG, SampleResult.from_json) as store:
         store.commit(_result("b"))
         store.commit(_result("a", status="failed", infra=True))
         store.set_planned(7)
-    with reading(tmp_path / "run") as store:
+    with reading(tmp_path / "run", SampleResult.from_json) as store:
         results = store.results()
         assert [r.id for r in results] == ["a", "b"]
         assert results[0].failed and results[0].infra_error
@@ -64,7 +65,7 @@ def test_commit_and_read_back(tmp_path: Path) -> None:
 
 
 def test_same_id_is_stored_once(tmp_path: Path) -> None:
-    with ResultStore.create_or_resume(tmp_path, CONFIG) as store:
+    with ResultStore.create_or_resume(tmp_path, CONFIG, SampleResult.from_json) as store:
         store.commit(_result("a", status="failed", infra=True))
         store.commit(_result("a"))
         assert store.count() == 1
@@ -72,24 +73,28 @@ def test_same_id_is_stored_once(tmp_path: Path) -> None:
 
 
 def test_commit_is_visible_to_another_connection_at_once(tmp_path: Path) -> None:
-    writer = ResultStore.create_or_resume(tmp_path, CONFIG)
+    writer = ResultStore.create_or_resume(tmp_path, CONFIG, SampleResult.from_json)
     writer.commit(_result("a"))
-    with reading(tmp_path) as reader:
+    with reading(tmp_path, SampleResult.from_json) as reader:
         assert reader.finished_ids() == {"a"}
     writer.close()
 
 
 def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
-    ResultStore.create_or_resume(tmp_path, CONFIG).close()
+    ResultStore.create_or_resume(tmp_path, CONFIG, SampleResult.from_json).close()
     with pytest.raises(UserError) as info:
-        ResultStore.create_or_resume(tmp_path, {**CONFIG, "split": "test", "model": "other"})
+        ResultStore.create_or_resume(
+            tmp_path, {**CONFIG, "split": "test", "model": "other"}, SampleResult.from_json
+        )
     message = str(info.value)
     assert "different settings" in message
     assert "split: 'val' (run directory) vs 'test' (now)" in message
     assert "model: 'm' (run directory) vs 'other' (now)" in message
-    ResultStore.create_or_resume(tmp_path, dict(CONFIG)).close()  # same settings: fine
+    ResultStore.create_or_resume(
+        tmp_path, dict(CONFIG), SampleResult.from_json
+    ).close()  # same settings: fine
 
 
 def test_not_a_run_directory(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a run directory"):
-        ResultStore.open_existing(tmp_path)
+        ResultStore.open_existing(tmp_path, SampleResult.from_json)

@@ -1,9 +1,9 @@
 """SAM 3 alone on a query, without an MLLM: what LangSAM users expect from ``run``.
 
-The query is the phrase; the answer is every mask the agent's own post-processing keeps
-(score threshold, empty masks dropped, overlap removal, ordered by score). The evaluation's
-baseline (:class:`sam3_agent.runs.evaluation.runner.Sam3OnlyPredictor`) scores the union of
-the masks above threshold instead, as the paper's baseline does.
+The query is the phrase; the answer is every non-empty mask scoring at least the score
+threshold, ordered by score. Overlapping masks are all kept: SAM 3's answer as it is, the
+paper's baseline. The one implementation behind ``run --mode sam3-only`` and
+``eval --mode sam3-only`` (which scores the union of these masks).
 """
 
 from __future__ import annotations
@@ -34,22 +34,20 @@ def segment_only(
 ) -> AgentResult:
     """Segment ``query`` with SAM 3 alone; write the run's files to ``output_dir`` if given.
 
-    Uses ``config.score_threshold`` and ``config.overlap_threshold``; ``rounds`` is 0 and
+    Uses ``config.score_threshold`` and ``config.max_image_pixels``; ``rounds`` is 0 and
     usage is empty. ``trace.jsonl`` holds one record: the phrase and the masks kept.
 
     Raises:
-        ImageLoadError: unreadable image. SegmenterError: SAM 3 failed.
+        ImageLoadError: unreadable image, or more pixels than ``config.max_image_pixels``.
+        SegmenterError: SAM 3 failed.
     """
     config = config or AgentConfig()
     started = time.perf_counter()
-    pixels = load_image(image)
+    pixels = load_image(image, max_pixels=config.max_image_pixels)
     detections = segmenter.embed(pixels).segment([query], config.score_threshold)[0]
     segmented = time.perf_counter()
-    kept = postprocess(
-        detections,
-        score_threshold=config.score_threshold,
-        overlap_threshold=config.overlap_threshold,
-    )
+    # An overlap threshold of 1 removes nothing: every mask above the threshold is kept.
+    kept = postprocess(detections, score_threshold=config.score_threshold, overlap_threshold=1.0)
     result = AgentResult(
         query=query,
         status="masks" if len(kept) else "no_mask",

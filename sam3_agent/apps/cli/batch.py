@@ -7,10 +7,9 @@ every flag and path is checked before any model loads, and the module imports no
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -56,28 +55,18 @@ from sam3_agent.apps.cli.options import (
     config_from_flags,
     plan_models,
 )
-from sam3_agent.apps.cli.progress import PlainProgress, ProgressBar, make_progress
+from sam3_agent.apps.cli.progress import make_progress
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, EngineOptions, build_engine
-from sam3_agent.runs.jobs.workers import (
-    BatchWorkerFactory,
-    model_name_from_flags,
-    require_model_name,
-)
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY
+from sam3_agent.runs.jobs.models import require_chat_model_name
 from sam3_agent.values.config import DEFAULT_MAX_PIXELS, AgentConfig
 
 if TYPE_CHECKING:
-    from sam3_agent.runs.batch.requests import BatchRequest
+    from sam3_agent.runs.batch.results import RequestResult
     from sam3_agent.runs.batch.summary import BatchTotals
-    from sam3_agent.runs.evaluation.store import SampleResult
-    from sam3_agent.runs.jobs.driver import RunOutcome
 
 INPUT = "Input"
 RUN = "Run"
-
-# Settings that change no answer, so a resumed batch may change them freely (the pixel
-# limit only refuses images: failures that --retry-failed runs again under a new limit).
-_NOT_IDENTITY = ("check_concurrency", "prompts_dir", "max_image_pixels")
 
 
 class BatchTally:
@@ -86,7 +75,7 @@ class BatchTally:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
 
-    def add(self, result: SampleResult) -> None:
+    def add(self, result: RequestResult) -> None:
         self.counts[result.status] += 1
 
     def text(self) -> str:
@@ -233,7 +222,7 @@ def batch_command(
                 workers=workers,
                 gpus_per_worker=gpus_per_worker,
             )
-            require_model_name(backends, engine_opts.engine)
+            require_chat_model_name(backends, engine_opts.engine)
             agent_config = config_from_flags(
                 max_rounds=max_rounds,
                 max_corrections=max_corrections,
@@ -255,15 +244,22 @@ def batch_command(
                 backends = plan.backends
                 if plan.note:
                     err_console.print(plan.note, markup=False)
-            outcome, totals = _run(
-                requests,
-                out=out,
-                backends=backends,
-                agent_config=agent_config,
-                engine_opts=engine_opts,
-                retry_failed=retry_failed,
-                bar=make_progress(err_console, "batch", BatchTally()) if progress else None,
-            )
+            from sam3_agent.runs.batch.run import run_batch
+
+            bar = make_progress(err_console, "batch", BatchTally()) if progress else None
+            try:
+                done = run_batch(
+                    requests,
+                    out,
+                    backends,
+                    config=agent_config,
+                    engine=engine_opts,
+                    retry_failed=retry_failed,
+                    progress=bar,
+                )
+            finally:
+                if bar is not None:
+                    bar.stop()
         except KeyboardInterrupt:
             err_console.print(
                 f"[yellow]interrupted[/yellow]: finished requests are kept in {out}; "
@@ -271,68 +267,11 @@ def batch_command(
                 soft_wrap=True,
             )
             raise typer.Exit(130) from None
+    outcome = done.run
     err_console.print(
-        f"{outcome.evaluated} run, {outcome.skipped} already stored, {outcome.failed} failed",
+        f"{outcome.ran} run, {outcome.skipped} already stored, {outcome.failed} failed",
     )
-    _print_totals(totals, out)
-
-
-def _run(
-    requests: list[BatchRequest],
-    *,
-    out: Path,
-    backends: BackendOptions,
-    agent_config: AgentConfig,
-    engine_opts: EngineOptions,
-    retry_failed: bool,
-    bar: ProgressBar | PlainProgress | None,
-) -> tuple[RunOutcome, BatchTotals]:
-    from sam3_agent.agent.prompts import load_prompt_set
-    from sam3_agent.runs.batch.summary import write_summary
-    from sam3_agent.runs.evaluation.store import ResultStore
-    from sam3_agent.runs.jobs.driver import run_jobs
-
-    # The model's name is part of the run's identity. When the flags say it, the run
-    # directory is checked before any model is loaded (always with Ray: nothing loads on
-    # the driver). ``backends`` is the plan: a default MLLM is already named there.
-    model_name = model_name_from_flags(backends)
-    chat_model = None
-    if model_name is None:
-        chat_model = backends.build_chat_model()
-        model_name = chat_model.name
-    settings = {k: v for k, v in agent_config.to_dict().items() if k not in _NOT_IDENTITY}
-    # The prompts' content, not where they lie, makes batches comparable (as in eval).
-    settings["prompts"] = load_prompt_set(agent_config.prompts_dir).identity()
-    config: dict[str, Any] = {
-        "command": "batch",
-        "model": model_name,
-        "sam3": backends.sam3_url or backends.sam3,
-        "agent": settings,
-    }
-    generation = backends.generation_identity()
-    if generation:
-        config["generation"] = generation
-    with ResultStore.create_or_resume(out, config) as store:
-        store.set_planned(len(requests))
-        # Each worker builds its models from the planned options (the local engine in this
-        # process, reusing a chat model built above; Ray on every actor).
-        factory = BatchWorkerFactory(backends, agent_config, chat_model=chat_model)
-        try:
-            outcome = asyncio.run(
-                run_jobs(
-                    requests,
-                    store,
-                    build_engine(engine_opts),
-                    factory,
-                    progress=bar,
-                    retry_failed=retry_failed,
-                )
-            )
-        finally:
-            if bar is not None:
-                bar.stop()
-        totals = write_summary(out, requests, store.results())
-    return outcome, totals
+    _print_totals(done.totals, out)
 
 
 __all__ = ["batch_command"]

@@ -6,7 +6,6 @@ Registered in :mod:`sam3_agent.apps.cli.main` as ``app.command("eval")(eval_comm
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from enum import Enum
 from pathlib import Path
@@ -56,23 +55,17 @@ from sam3_agent.apps.cli.options import (
     config_from_flags,
     plan_models,
 )
-from sam3_agent.apps.cli.progress import PlainProgress, ProgressBar, make_progress
+from sam3_agent.apps.cli.progress import make_progress
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.runs.evaluation.presets import PRESETS, apply_preset, get_preset
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, EngineOptions, build_engine
-from sam3_agent.runs.jobs.workers import (
-    EvalWorkerFactory,
-    model_name_from_flags,
-    require_model_name,
-)
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY
+from sam3_agent.runs.jobs.models import require_chat_model_name
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
-    from sam3_agent.runs.evaluation.datasets import Sample
     from sam3_agent.runs.evaluation.report import ReportFiles
-    from sam3_agent.runs.evaluation.store import SampleResult
-    from sam3_agent.runs.jobs.driver import RunOutcome
+    from sam3_agent.runs.evaluation.results import SampleResult
 
 logger = logging.getLogger(__name__)
 
@@ -96,10 +89,6 @@ PresetChoice = Enum(  # type: ignore[misc]  # the values come from the presets' 
 class ModeChoice(str, Enum):
     agent = "agent"
     sam3_only = "sam3-only"
-
-
-# Settings that do not change any prediction, so a resumed run may change them freely.
-_NOT_IDENTITY = ("check_concurrency", "prompts_dir")
 
 
 class EvalTally:
@@ -305,7 +294,7 @@ def eval_command(
                 gpus_per_worker=gpus_per_worker,
             )
             if not sam3_only:
-                require_model_name(backends, engine_opts.engine)
+                require_chat_model_name(backends, engine_opts.engine)
             agent_config = config_from_flags(
                 max_rounds=max_rounds,
                 max_corrections=max_corrections,
@@ -319,15 +308,20 @@ def eval_command(
             )
             if not sam3_only:
                 check_context_backend(agent_config, backends)
-            from sam3_agent.runs.evaluation.datasets import load_samples
-            from sam3_agent.runs.evaluation.report import write_report
-            from sam3_agent.runs.evaluation.runner import parse_shard, select_shard
+            from sam3_agent.runs.evaluation.run import EvalSet, evaluate
+            from sam3_agent.runs.evaluation.runner import parse_shard
 
-            shard_index, shard_count = parse_shard(shard) if shard else (0, 1)
-            samples = load_samples(dataset_name, root, split, images=images, all_texts=all_texts)
-            if limit is not None:
-                samples = samples[:limit]
-            samples = select_shard(samples, shard_index, shard_count)
+            selection = EvalSet(
+                dataset=dataset_name,
+                root=root,
+                split=split,
+                images=images,
+                all_texts=all_texts,
+                limit=limit,
+                shard=parse_shard(shard) if shard else (0, 1),
+                preset=chosen.name if chosen else None,
+            )
+            samples = selection.load()
             # Which default MLLM, and do the models fit: before any download. Only where they
             # load here: Ray workers load them on machines whose memory this one cannot see
             # (and there the flags name the MLLM, checked above).
@@ -336,26 +330,22 @@ def eval_command(
                 backends = plan.backends
                 if plan.note:
                     err_console.print(plan.note, markup=False)
-            outcome = _run(
-                samples,
-                out=out,
-                backends=backends,
-                agent_config=agent_config,
-                identity={
-                    "dataset": dataset_name,
-                    "split": split,
-                    "mode": mode_name,
-                    "all_texts": all_texts,
-                    "shard": f"{shard_index}/{shard_count}" if shard_count > 1 else None,
-                    # Only when given: runs made before presets existed keep their identity.
-                    **({"preset": chosen.name} if chosen else {}),
-                },
-                sam3_only=sam3_only,
-                engine_opts=engine_opts,
-                retry_failed=retry_failed,
-                bar=make_progress(err_console, "eval", EvalTally()) if progress else None,
-            )
-            files = write_report([out], out)
+            bar = make_progress(err_console, "eval", EvalTally()) if progress else None
+            try:
+                done = evaluate(
+                    selection,
+                    out,
+                    backends,
+                    mode=mode_name,
+                    config=agent_config,
+                    engine=engine_opts,
+                    retry_failed=retry_failed,
+                    progress=bar,
+                    samples=samples,
+                )
+            finally:
+                if bar is not None:
+                    bar.stop()
         except KeyboardInterrupt:
             err_console.print(
                 f"[yellow]interrupted[/yellow]: finished samples are kept in {out}; "
@@ -363,76 +353,11 @@ def eval_command(
                 soft_wrap=True,
             )
             raise typer.Exit(130) from None
+    outcome = done.run
     err_console.print(
-        f"{outcome.evaluated} evaluated, {outcome.skipped} already stored, {outcome.failed} failed",
+        f"{outcome.ran} evaluated, {outcome.skipped} already stored, {outcome.failed} failed",
     )
-    _print_summary(files)
-
-
-def _run(
-    samples: list[Sample],
-    *,
-    out: Path,
-    backends: BackendOptions,
-    agent_config: AgentConfig,
-    identity: dict[str, Any],
-    sam3_only: bool,
-    engine_opts: EngineOptions,
-    retry_failed: bool,
-    bar: ProgressBar | PlainProgress | None,
-) -> RunOutcome:
-    from sam3_agent.agent.prompts import load_prompt_set
-    from sam3_agent.runs.evaluation.store import ResultStore
-    from sam3_agent.runs.jobs.driver import run_jobs
-
-    # The model's name is part of the run's identity. When the flags say it, the run
-    # directory is checked before any model is loaded: a refusal should not cost minutes.
-    # (``backends`` is the plan: a default MLLM is already named there.)
-    model_name = None if sam3_only else model_name_from_flags(backends)
-    chat_model = None
-    if not sam3_only and model_name is None:
-        chat_model = backends.build_chat_model()
-        model_name = chat_model.name
-    settings = {k: v for k, v in agent_config.to_dict().items() if k not in _NOT_IDENTITY}
-    # The prompts' content, not where they lie, makes runs comparable.
-    settings["prompts"] = load_prompt_set(agent_config.prompts_dir).identity()
-    if sam3_only:
-        settings = {"score_threshold": settings["score_threshold"]}
-    config = {
-        **identity,
-        "model": model_name,
-        "sam3": backends.sam3_url or backends.sam3,
-        "agent": settings,
-    }
-    generation = backends.generation_identity()
-    if generation and not sam3_only:
-        # Only when given: runs made before these flags existed keep their identity.
-        config["generation"] = generation
-    with ResultStore.create_or_resume(out, config) as store:
-        store.set_planned(len(samples))
-        # Each worker builds its models from the planned options (the local engine in this
-        # process, reusing a chat model built above; Ray on every actor).
-        factory = EvalWorkerFactory(
-            backends,
-            agent_config,
-            sam3_only=sam3_only,
-            model=str(config["sam3"] if sam3_only else model_name),
-            chat_model=chat_model,
-        )
-        try:
-            return asyncio.run(
-                run_jobs(
-                    samples,
-                    store,
-                    build_engine(engine_opts),
-                    factory,
-                    progress=bar,
-                    retry_failed=retry_failed,
-                )
-            )
-        finally:
-            if bar is not None:
-                bar.stop()
+    _print_summary(done.report)
 
 
 def report_command(

@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from sam3_agent.runs.evaluation.store import SampleResult
+    from sam3_agent.runs.jobs.base import JobResult
+
+R = TypeVar("R", bound="JobResult")
+R_contra = TypeVar("R_contra", bound="JobResult", contravariant=True)
 
 PLAIN_PROGRESS_INTERVAL_S = 30.0
 """Seconds between progress lines when stderr is not a terminal (a log file)."""
 
 
-class Tally(Protocol):
+class Tally(Protocol[R_contra]):
     """The running figures a progress line shows after the counts (failures, scores)."""
 
-    def add(self, result: SampleResult) -> None:
+    def add(self, result: R_contra) -> None:
         """Count one finished job (stored earlier or just now)."""
         ...
 
@@ -32,10 +35,10 @@ class Tally(Protocol):
         ...
 
 
-class ProgressBar:
+class ProgressBar(Generic[R]):
     """A rich progress bar with ETA and the tally's figures."""
 
-    def __init__(self, console: Console, label: str, tally: Tally) -> None:
+    def __init__(self, console: Console, label: str, tally: Tally[R]) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -58,7 +61,7 @@ class ProgressBar:
         self._task: Any = None
         self.tally = tally
 
-    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+    def start(self, total: int, already_done: Sequence[R]) -> None:
         for r in already_done:
             self.tally.add(r)
         self._progress.start()
@@ -66,7 +69,7 @@ class ProgressBar:
             self._label, total=total, completed=len(already_done), stats=self.tally.text()
         )
 
-    def update(self, result: SampleResult) -> None:
+    def update(self, result: R) -> None:
         self.tally.add(result)
         if self._task is not None:
             self._progress.update(self._task, advance=1, stats=self.tally.text())
@@ -75,7 +78,7 @@ class ProgressBar:
         self._progress.stop()
 
 
-class PlainProgress:
+class PlainProgress(Generic[R]):
     """Progress for a log file: one plain line at the start, then at most one line per
     ``interval_s`` seconds, and one at the end; no cursor movement, no colour."""
 
@@ -83,7 +86,7 @@ class PlainProgress:
         self,
         console: Console,
         label: str,
-        tally: Tally,
+        tally: Tally[R],
         interval_s: float = PLAIN_PROGRESS_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -115,7 +118,7 @@ class PlainProgress:
             soft_wrap=True,
         )
 
-    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+    def start(self, total: int, already_done: Sequence[R]) -> None:
         for r in already_done:
             self.tally.add(r)
         self._total = total
@@ -123,7 +126,7 @@ class PlainProgress:
         self._started = self._clock()
         self._line()
 
-    def update(self, result: SampleResult) -> None:
+    def update(self, result: R) -> None:
         self.tally.add(result)
         self._done += 1
         if self._done >= self._total or self._clock() - self._last_line >= self._interval_s:
@@ -140,7 +143,9 @@ def clock_text(seconds: float) -> str:
     return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 
-def make_progress(console: Console, label: str, tally: Tally) -> ProgressBar | PlainProgress:
+def make_progress(
+    console: Console, label: str, tally: Tally[R]
+) -> ProgressBar[R] | PlainProgress[R]:
     """A live bar on a terminal, plain periodic lines otherwise."""
     if console.is_terminal:
         return ProgressBar(console, label, tally)

@@ -10,22 +10,22 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.runs.batch.requests import BatchRequest
-from sam3_agent.runs.evaluation.store import SampleResult
+from sam3_agent.runs.batch.results import RequestResult
 from sam3_agent.values.files import atomic_write_bytes
 
 SUMMARY_NAME = "summary.jsonl"
 STATUSES = ("masks", "no_mask", "failed")
 
 
-def summary_row(result: SampleResult) -> dict[str, Any]:
+def summary_row(result: RequestResult) -> dict[str, Any]:
     """One line of ``summary.jsonl``: the request, its outcome, where its files are."""
     return {
         "id": result.id,
         "image": result.image_path,
         "query": result.query,
         "status": result.status,
-        "masks": int(result.extra.get("masks", 0)),
-        "mask_pixels": result.pred_area,
+        "masks": result.masks,
+        "mask_pixels": result.mask_pixels,
         "rounds": result.rounds,
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,
@@ -48,7 +48,7 @@ class BatchTotals:
 
 
 def write_summary(
-    run_dir: Path, requests: Sequence[BatchRequest], results: Sequence[SampleResult]
+    run_dir: Path, requests: Sequence[BatchRequest], results: Sequence[RequestResult]
 ) -> BatchTotals:
     """Write ``run_dir/summary.jsonl`` (input order, atomically) and return the totals.
 

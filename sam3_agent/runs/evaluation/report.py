@@ -8,11 +8,10 @@ sections.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
-import os
 import re
-import tempfile
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,13 +21,15 @@ from typing import Any
 import cv2
 import numpy as np
 
-from sam3_agent.values.version import __version__
-from sam3_agent.values.detections import decode_rle
-from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS, Breakdown, Summary, breakdown
 from sam3_agent.runs.evaluation.published import PublishedResult, for_dataset, matches
-from sam3_agent.runs.evaluation.store import SampleResult, reading, sample_dir_name
+from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.jobs.store import job_dir_name, reading
+from sam3_agent.values.detections import decode_rle
+from sam3_agent.values.errors import ImageLoadError, UserError
+from sam3_agent.values.files import atomic_write_bytes, utf8, write_png
 from sam3_agent.values.images import RGBImage, load_image
+from sam3_agent.values.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
         raise UserError("give at least one run directory")
     groups: dict[str, dict[str, Any]] = {}
     for run_dir in run_dirs:
-        with reading(run_dir) as store:
+        with reading(run_dir, SampleResult.from_json) as store:
             config = store.config() or {}
             results = store.results()
             planned = store.planned()
@@ -197,25 +198,14 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
         ],
     }
     metrics_path = out_dir / "metrics.json"
-    _atomic_write(metrics_path, json.dumps(metrics_doc, indent=2).encode())
+    atomic_write_bytes(metrics_path, json.dumps(metrics_doc, indent=2).encode())
     histogram = _write_histogram(methods, out_dir / HISTOGRAM)
     gallery = _write_gallery(methods, out_dir / GALLERY_DIR, gallery_size)
     report_path = out_dir / "report.md"
     markdown = render_markdown(methods, histogram=histogram, gallery=gallery, out_dir=out_dir)
-    _atomic_write(report_path, markdown.encode())
+    atomic_write_bytes(report_path, utf8(markdown))
     logger.info("report written to %s", report_path)
     return ReportFiles(metrics_path, report_path, histogram, [g.path for g in gallery], methods)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------- markdown
@@ -484,7 +474,9 @@ def _write_histogram(methods: Sequence[Method], path: Path) -> Path | None:
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=7, loc="upper center")
     fig.tight_layout()
-    fig.savefig(path)
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    atomic_write_bytes(path, png.getvalue())
     return path
 
 
@@ -509,7 +501,7 @@ def _write_gallery(methods: Sequence[Method], gallery_dir: Path, count: int) -> 
     items = []
     for mi, m in enumerate(methods):
         for rank, r in enumerate(worst_samples(m.results, count), start=1):
-            name = f"{mi + 1}-{rank:02d}-{sample_dir_name(r.id)}.png"
+            name = f"{mi + 1}-{rank:02d}-{job_dir_name(r.id)}.png"
             try:
                 panel = render_comparison(r)
             except ImageLoadError as e:
@@ -517,10 +509,8 @@ def _write_gallery(methods: Sequence[Method], gallery_dir: Path, count: int) -> 
                 continue
             gallery_dir.mkdir(parents=True, exist_ok=True)
             path = gallery_dir / name
-            ok, buf = cv2.imencode(".png", cv2.cvtColor(panel, cv2.COLOR_RGB2BGR))
-            if ok:
-                _atomic_write(path, buf.tobytes())
-                items.append(_GalleryItem(m, r, path))
+            write_png(path, panel)
+            items.append(_GalleryItem(m, r, path))
     return items
 
 

@@ -1,24 +1,19 @@
-"""Concurrent, resumable evaluation of dataset samples.
+"""Evaluating one sample: predict, score against the ground truth, record.
 
-Samples run ``concurrency`` at a time on one event loop. They are ordered by image, and the
-segmenter is wrapped in :class:`SharedEmbeddings`, so every image is read once and its SAM 3
-backbone runs once however many queries it has. Each finished sample is scored and committed
-to the :class:`~sam3_agent.runs.evaluation.store.ResultStore` at once; a rerun skips what is
-stored. One sample never stops a run: whatever its image loading or its prediction raises
-(MLLM endpoint down, SAM 3 out of memory, an unreadable image, or an error nobody foresaw)
-is stored as that sample's failure with a one-line message, scored as an empty prediction,
-and evaluated again by ``--retry-failed``. Only an interrupt (Ctrl-C, a cancellation, a
-kill), a broken ground truth, or a failing results store stops the run, keeping what was
-committed.
+:class:`EvalHandler` is what every engine worker runs (see :mod:`sam3_agent.runs.jobs`); the
+predictor is the agent (:class:`AgentPredictor`) or SAM 3 alone (:class:`Sam3OnlyPredictor`).
+One sample never stops a run (:mod:`~sam3_agent.runs.jobs.failures`): whatever its image
+loading or its prediction raises is stored as that sample's failure, scored as an empty
+prediction, and evaluated again by ``--retry-failed``. Only an interrupt, a broken ground
+truth, or a failing results store stops the run, keeping what was committed.
+:func:`evaluate_samples` runs samples through a predictor built by the caller, in this
+process; :func:`sam3_agent.runs.evaluation.run.evaluate` is the whole ``eval`` command.
 """
 
 from __future__ import annotations
 
 import asyncio
-import builtins
 import hashlib
-import logging
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,38 +23,23 @@ from typing import Any, Protocol
 import numpy as np
 
 from sam3_agent.agent.loop import Sam3Agent
-from sam3_agent.backends.base import ImageEmbedding, Segmenter
-from sam3_agent.values.detections import BoolArray, encode_rle
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Prebuilt
-from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
-from sam3_agent.runs.jobs.local import LocalEngine
-from sam3_agent.values.errors import (
-    ChatModelError,
-    DatasetError,
-    ImageLoadError,
-    SegmenterError,
-    UserError,
-)
+from sam3_agent.agent.sam3_only import segment_only
+from sam3_agent.backends.base import Segmenter
 from sam3_agent.runs.evaluation.datasets import Sample
 from sam3_agent.runs.evaluation.metrics import score_mask
-from sam3_agent.runs.evaluation.store import ResultStore, SampleResult, sample_dir_name
-from sam3_agent.values.images import RGBImage, image_digest
-
-logger = logging.getLogger(__name__)
+from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Prebuilt
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
+from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
+from sam3_agent.runs.jobs.failures import job_failure
+from sam3_agent.runs.jobs.local import LocalEngine
+from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import BoolArray, encode_rle
+from sam3_agent.values.errors import DatasetError, UserError
+from sam3_agent.values.images import RGBImage
 
 SAMPLES_DIR = "samples"
-
-# The failures a backend announces; they are logged briefly. Any other exception of one
-# sample is a failure too, logged with its traceback (it is likely a bug worth reporting).
-SAMPLE_FAILURES: tuple[type[Exception], ...] = (ChatModelError, SegmenterError, ImageLoadError)
-# What stops a run even when one sample raises it: the user or the system asked to stop.
-STOPS: tuple[type[BaseException], ...] = (
-    KeyboardInterrupt,
-    SystemExit,
-    asyncio.CancelledError,
-    GeneratorExit,
-)
-FAILURE_MESSAGE_CHARS = 500
 
 
 # --------------------------------------------------------------------------- sharding
@@ -96,49 +76,6 @@ def select_shard(samples: Sequence[Sample], index: int, count: int) -> list[Samp
     if count == 1:
         return list(samples)
     return [s for s in samples if shard_of(s, count) == index]
-
-
-# --------------------------------------------------------------------------- shared embeddings
-
-
-@dataclass
-class _EmbeddingEntry:
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    embedding: ImageEmbedding | None = None
-
-
-class SharedEmbeddings:
-    """A :class:`Segmenter` that embeds each image once while the runner holds it.
-
-    Keyed by the image's content digest, so copies of the same pixels share one embedding.
-    Concurrent requests for one image wait for the first instead of running the backbone
-    twice. The runner calls :meth:`release` when an image's last sample is done.
-    """
-
-    def __init__(self, inner: Segmenter) -> None:
-        self.inner = inner
-        self._lock = threading.Lock()
-        self._entries: dict[str, _EmbeddingEntry] = {}
-
-    def embed(self, image: RGBImage) -> ImageEmbedding:
-        key = image_digest(image)
-        with self._lock:
-            entry = self._entries.setdefault(key, _EmbeddingEntry())
-        with entry.lock:
-            if entry.embedding is None:
-                entry.embedding = self.inner.embed(image)
-            return entry.embedding
-
-    def release(self, digest: str) -> None:
-        """Forget the embedding of the image with this content digest."""
-        with self._lock:
-            self._entries.pop(digest, None)
-
-    @property
-    def held(self) -> int:
-        """Images whose embedding is held now."""
-        with self._lock:
-            return len(self._entries)
 
 
 # --------------------------------------------------------------------------- predictors
@@ -220,23 +157,26 @@ class AgentPredictor:
 class Sam3OnlyPredictor:
     """SAM 3 alone, the raw query as its phrase: the paper's baseline without an MLLM.
 
-    The prediction is the union of every mask scoring at least ``score_threshold``; no
-    overlap removal (it changes nothing a union could see but the dropped masks' pixels).
+    The prediction is the union of what ``sam3-agent run --mode sam3-only`` answers
+    (:func:`~sam3_agent.agent.sam3_only.segment_only`): every mask scoring at least the
+    configured score threshold. Images above ``config.max_image_pixels`` are refused.
     """
 
-    def __init__(self, segmenter: Segmenter, model: str, *, score_threshold: float = 0.5) -> None:
+    def __init__(
+        self, segmenter: Segmenter, model: str, *, config: AgentConfig | None = None
+    ) -> None:
         self.segmenter = segmenter
         self._model = model
-        self.score_threshold = score_threshold
+        self.config = config or AgentConfig()
 
     @property
     def model(self) -> str:
         return self._model
 
     def _predict_sync(self, image: RGBImage, query: str) -> Prediction:
-        detections = self.segmenter.embed(image).segment([query], self.score_threshold)[0]
-        kept = detections[detections.scores >= self.score_threshold]
-        if len(kept) == 0 or not kept.masks.any():
+        result = segment_only(self.segmenter, image, query, config=self.config)
+        kept = result.detections
+        if len(kept) == 0:
             return Prediction(status="no_mask", mask=None, extra={"masks": 0})
         return Prediction(status="masks", mask=kept.union(), extra={"masks": len(kept)})
 
@@ -249,41 +189,48 @@ class Sam3OnlyPredictor:
 
 
 class EvalHandler:
-    """Evaluates samples on one worker: predict, score against the ground truth, pack.
+    """Evaluates samples on one worker: predict, score against the ground truth, record.
 
-    The engine-neutral half of :func:`evaluate`: the local engine runs it in this process,
-    the Ray engine on each actor (see :mod:`sam3_agent.runs.jobs`).
+    The local engine runs it in this process, the Ray engine on each actor (see
+    :mod:`sam3_agent.runs.jobs`). Images above ``max_pixels`` (``None``: the package's
+    default limit) are the sample's failure.
     """
 
     def __init__(
-        self, predictor: Predictor, run_dir: Path, shared: SharedEmbeddings | None = None
+        self,
+        predictor: Predictor,
+        run_dir: Path,
+        shared: SharedEmbeddings | None = None,
+        *,
+        max_pixels: int | None = None,
     ) -> None:
         self.predictor = predictor
         self.run_dir = run_dir
         self.shared = shared
+        self.max_pixels = max_pixels
 
     async def run(self, job: Sample, images: ImageSource) -> SampleResult:
-        return await _evaluate_one(job, images, self.predictor, self.run_dir)
+        return await _evaluate_one(job, images, self.predictor, self.run_dir, self.max_pixels)
 
     def release(self, digest: str) -> None:
         if self.shared is not None:
             self.shared.release(digest)
 
 
-async def evaluate(
+async def evaluate_samples(
     samples: Sequence[Sample],
-    store: ResultStore,
+    store: ResultStore[SampleResult],
     predictor: Predictor,
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     shared: SharedEmbeddings | None = None,
-    progress: ProgressListener | None = None,
+    progress: ProgressListener[SampleResult] | None = None,
     retry_failed: bool = False,
 ) -> RunOutcome:
     """Evaluate every sample not yet in ``store`` in this process, committing each as it finishes.
 
-    The local engine with a predictor built by the caller; ``sam3-agent eval --engine ray``
-    goes through :func:`sam3_agent.runs.jobs.driver.run_jobs` with a worker factory instead.
+    The local engine with a predictor built by the caller (a test's, a benchmark's);
+    :func:`sam3_agent.runs.evaluation.run.evaluate` builds its own on any engine.
 
     Args:
         samples: the samples of this run (any order; they are run grouped by image).
@@ -312,55 +259,28 @@ def _rle_or_none(mask: BoolArray | None) -> dict[str, Any] | None:
 
 
 async def _evaluate_one(
-    sample: Sample, holder: ImageSource, predictor: Predictor, run_dir: Path
+    sample: Sample,
+    holder: ImageSource,
+    predictor: Predictor,
+    run_dir: Path,
+    max_pixels: int | None,
 ) -> SampleResult:
-    rel_dir = Path(SAMPLES_DIR) / sample_dir_name(sample.id)
+    rel_dir = Path(SAMPLES_DIR) / job_dir_name(sample.id)
     started = time.perf_counter()
     infra_error = False
     try:
-        image = await holder.get(sample.image_path, exif_orientation=sample.exif_orientation)
+        image = await holder.get(
+            sample.image_path, exif_orientation=sample.exif_orientation, max_pixels=max_pixels
+        )
         prediction = await predictor.predict(image, sample.query, run_dir / rel_dir)
-    except SAMPLE_FAILURES as e:
-        # INFO, not WARNING: the progress bar counts failures and the report lists them.
-        logger.info("sample %s failed: %s", sample.id, failure_message(e))
-        prediction = Prediction(status="failed", mask=None, failure=failure_message(e))
-        infra_error = True
     except BaseException as e:
-        if stops_the_run(e):
-            raise
-        # Whatever else one sample raises must not cost the other samples their run.
-        logger.warning("sample %s failed: %s", sample.id, failure_message(e), exc_info=True)
-        prediction = Prediction(status="failed", mask=None, failure=failure_message(e))
+        failure = job_failure("sample", sample.id, e)
+        prediction = Prediction(status="failed", mask=None, failure=failure)
         infra_error = True
     elapsed = time.perf_counter() - started
     return await asyncio.to_thread(
         _score_and_pack, sample, prediction, infra_error, elapsed, rel_dir
     )
-
-
-def stops_the_run(error: BaseException) -> bool:
-    """An interrupt, a cancellation or an exit, alone or inside an exception group."""
-    if isinstance(error, STOPS):
-        return True
-    group = getattr(builtins, "BaseExceptionGroup", None)  # Python 3.11+
-    if group is not None and isinstance(error, group):
-        return any(stops_the_run(e) for e in error.exceptions)
-    return False
-
-
-def failure_message(error: BaseException) -> str:
-    """``"TypeName: message"`` on one line, bounded, encodable as UTF-8 whatever the error holds
-    (a message with newlines, lone surrogates, or a ``__str__`` that itself raises)."""
-    try:
-        text = str(error)
-    except Exception:
-        text = "(the error's message cannot be shown)"
-    text = " ".join(text.split())
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    if len(text) > FAILURE_MESSAGE_CHARS:
-        text = text[: FAILURE_MESSAGE_CHARS - 3] + "..."
-    name = type(error).__name__
-    return f"{name}: {text}" if text else name
 
 
 def _score_and_pack(

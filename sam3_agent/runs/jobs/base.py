@@ -1,14 +1,17 @@
-"""The one interface every batch engine (local, Ray) implements, and what flows through it.
+"""The one interface every engine (local, Ray) implements, and what flows through it.
 
-A run is a list of :class:`Job` values (an id and an image; an evaluation sample, a batch
-request). Engines do not know what a job means: a :class:`WorkerFactory` builds, wherever
-the engine runs work (this process, a Ray actor on another machine), a :class:`JobHandler`
-that turns one job and its decoded image into a :class:`SampleResult`. The driver
-(:func:`sam3_agent.runs.jobs.driver.run_jobs`) commits every result to the run's store as it
-arrives, so ``eval`` and ``batch`` resume the same way on every engine.
+A run is a list of jobs: the unit an engine runs, with an id unique in the run and an image.
+A batch request and an evaluation sample are the two kinds of job; the engines know neither.
+A :class:`WorkerFactory` builds, wherever the engine runs work (this process, a Ray actor on
+another machine), a :class:`JobHandler` that turns one job and its decoded image into a
+:class:`JobResult`, the record of that job's kind. The driver
+(:func:`sam3_agent.runs.jobs.driver.run_jobs`) commits every result to the run's
+:class:`~sam3_agent.runs.jobs.store.ResultStore` as it arrives, so ``eval`` and ``batch``
+resume the same way on every engine. :func:`sam3_agent.runs.jobs.engines.build_engine` builds
+the engine that :class:`EngineOptions` names.
 
-Jobs and factories cross process boundaries under Ray: both must pickle, and a factory must
-be cheap to pickle (flags, not models).
+Jobs, results and factories cross process boundaries under Ray: all must pickle as plain
+library objects, and a factory must be cheap to pickle (settings, not models).
 """
 
 from __future__ import annotations
@@ -16,13 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     # Types only: the CLI reads the engine flags here, and --help imports no numpy.
-    from sam3_agent.runs.evaluation.store import SampleResult
     from sam3_agent.values.images import RGBImage
 
 ENGINES: tuple[str, ...] = ("local", "ray")
@@ -42,8 +44,34 @@ class Job(Protocol):
     def image_path(self) -> Path: ...
 
 
+class JobResult(Protocol):
+    """The stored record of one finished job (each kind of job has its own record type).
+
+    A job whose own infrastructure failed (an endpoint down, an unreadable image) is
+    recorded with ``infra_error`` set and ``failed`` true; ``--retry-failed`` runs it again.
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def infra_error(self) -> bool: ...
+
+    @property
+    def failed(self) -> bool: ...
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON-safe values; the record type's ``from_json`` reads it back."""
+        ...
+
+
 J = TypeVar("J", bound=Job)
 J_contra = TypeVar("J_contra", bound=Job, contravariant=True)
+R = TypeVar("R", bound=JobResult)
+R_co = TypeVar("R_co", bound=JobResult, covariant=True)
 
 
 class ImageSource(Protocol):
@@ -64,10 +92,10 @@ class ImageSource(Protocol):
         ...
 
 
-class JobHandler(Protocol[J_contra]):
+class JobHandler(Protocol[J_contra, R_co]):
     """Turns jobs into results on one worker. Must allow concurrent :meth:`run` calls."""
 
-    async def run(self, job: J_contra, images: ImageSource) -> SampleResult:
+    async def run(self, job: J_contra, images: ImageSource) -> R_co:
         """Process ``job``; its own failures (endpoint down, bad image) become a failed result.
 
         Raises:
@@ -80,25 +108,25 @@ class JobHandler(Protocol[J_contra]):
         ...
 
 
-class WorkerFactory(Protocol[J_contra]):
+class WorkerFactory(Protocol[J_contra, R_co]):
     """Builds a worker's :class:`JobHandler` (its models) where the work runs. Picklable."""
 
-    def build(self, run_dir: Path) -> JobHandler[J_contra]:
+    def build(self, run_dir: Path) -> JobHandler[J_contra, R_co]:
         """Load the models and return a handler writing its artifacts under ``run_dir``."""
         ...
 
 
 @dataclass(frozen=True)
-class Prebuilt(Generic[J]):
+class Prebuilt(Generic[J, R]):
     """A factory for a handler already built in this process (the local engine only)."""
 
-    handler: JobHandler[J]
+    handler: JobHandler[J, R]
 
-    def build(self, run_dir: Path) -> JobHandler[J]:
+    def build(self, run_dir: Path) -> JobHandler[J, R]:
         return self.handler
 
 
-ResultCallback = Callable[["SampleResult"], None]
+ResultCallback = Callable[[R], None]
 
 
 class Engine(Protocol):
@@ -112,9 +140,9 @@ class Engine(Protocol):
     async def run(
         self,
         jobs: Sequence[J],
-        factory: WorkerFactory[J],
+        factory: WorkerFactory[J, R],
         run_dir: Path,
-        on_result: ResultCallback,
+        on_result: ResultCallback[R],
     ) -> None:
         """Process every job, calling ``on_result`` once per finished job, on this thread.
 
@@ -165,24 +193,3 @@ class EngineOptions:
                 raise UserError("--ray-address applies to --engine ray")
             if self.gpus_per_worker:
                 raise UserError("--gpus-per-worker applies to --engine ray")
-
-
-def build_engine(options: EngineOptions) -> Engine:
-    """The engine the options name; Ray is imported only when asked for.
-
-    Raises:
-        UserError: bad options, or ``ray`` asked for but not installed.
-    """
-    options.validate()
-    if options.engine == "ray":
-        from sam3_agent.runs.jobs.ray_engine import RayEngine
-
-        return RayEngine(
-            address=options.ray_address,
-            workers=options.workers,
-            gpus_per_worker=options.gpus_per_worker,
-            concurrency=options.concurrency,
-        )
-    from sam3_agent.runs.jobs.local import LocalEngine
-
-    return LocalEngine(concurrency=options.concurrency)

@@ -1,6 +1,6 @@
 """The driver side of a run, the same for every engine: skip what is stored, commit the rest.
 
-Each result is committed to the :class:`~sam3_agent.runs.evaluation.store.ResultStore` the
+Each result is committed to the :class:`~sam3_agent.runs.jobs.store.ResultStore` the
 moment the engine reports it, on the driver's thread. A killed driver or a lost worker
 therefore loses only unfinished jobs, and the job id as the store's key means nothing is
 ever counted twice when a rerun (or Ray's own retry of a lost task) computes a job again.
@@ -11,37 +11,43 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from sam3_agent.runs.jobs.base import Engine, J, WorkerFactory
-from sam3_agent.runs.evaluation.store import ResultStore, SampleResult
+from sam3_agent.runs.jobs.base import Engine, J, JobResult, R, WorkerFactory
+from sam3_agent.runs.jobs.store import ResultStore
 
 logger = logging.getLogger(__name__)
 
 
-class ProgressListener(Protocol):
+R_contra = TypeVar("R_contra", bound=JobResult, contravariant=True)
+
+
+class ProgressListener(Protocol[R_contra]):
     """Told about the run's progress (a progress bar, a test probe)."""
 
-    def start(self, total: int, already_done: Sequence[SampleResult]) -> None:
+    def start(self, total: int, already_done: Sequence[R_contra]) -> None:
         """``total`` jobs in this run, of which ``already_done`` were stored before."""
         ...
 
-    def update(self, result: SampleResult) -> None:
+    def update(self, result: R_contra) -> None:
         """``result`` was just committed."""
         ...
 
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """Counts of one run: ``skipped`` were stored before, ``evaluated`` were done now."""
+    """Counts of one run: ``skipped`` were stored before, ``ran`` were done now, of which
+    ``failed`` failed."""
 
     total: int
     skipped: int
-    evaluated: int
+    ran: int
     failed: int
 
 
-def pending_jobs(jobs: Sequence[J], store: ResultStore, *, retry_failed: bool = False) -> list[J]:
+def pending_jobs(
+    jobs: Sequence[J], store: ResultStore[R], *, retry_failed: bool = False
+) -> list[J]:
     """The jobs not yet in ``store``, ordered by image so an image's jobs run together.
 
     With ``retry_failed``, jobs stored as infrastructure failures count as not done.
@@ -52,11 +58,11 @@ def pending_jobs(jobs: Sequence[J], store: ResultStore, *, retry_failed: bool = 
 
 async def run_jobs(
     jobs: Sequence[J],
-    store: ResultStore,
+    store: ResultStore[R],
     engine: Engine,
-    factory: WorkerFactory[J],
+    factory: WorkerFactory[J, R],
     *,
-    progress: ProgressListener | None = None,
+    progress: ProgressListener[R] | None = None,
     retry_failed: bool = False,
 ) -> RunOutcome:
     """Run every job not yet in ``store`` on ``engine``, committing each as it finishes.
@@ -78,24 +84,22 @@ async def run_jobs(
         len(todo),
         engine.name,
     )
-    evaluated = failed = 0
+    ran = failed = 0
     committed: set[str] = set()
 
-    def commit(result: SampleResult) -> None:
-        nonlocal evaluated, failed
+    def commit(result: R) -> None:
+        nonlocal ran, failed
         if result.id not in todo_ids or result.id in committed:
             # Not asked for, or answered twice (a retried task): never counted twice.
             logger.warning("ignoring an unexpected or repeated result for job %r", result.id)
             return
         store.commit(result)
         committed.add(result.id)
-        evaluated += 1
+        ran += 1
         failed += int(result.failed)
         if progress is not None:
             progress.update(result)
 
     if todo:
         await engine.run(todo, factory, store.run_dir, commit)
-    return RunOutcome(
-        total=len(jobs), skipped=len(jobs) - len(todo), evaluated=evaluated, failed=failed
-    )
+    return RunOutcome(total=len(jobs), skipped=len(jobs) - len(todo), ran=ran, failed=failed)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.jobs.base import J, JobHandler, ResultCallback, WorkerFactory
+from sam3_agent.runs.jobs.base import J, JobHandler, R, ResultCallback, WorkerFactory
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import RGBImage, image_digest, load_image
 
@@ -34,7 +34,7 @@ class ImageHolder:
     the handler is told to :meth:`~JobHandler.release` the image's content digest.
     """
 
-    def __init__(self, counts: dict[Path, int], handler: JobHandler[Any]) -> None:
+    def __init__(self, counts: dict[Path, int], handler: JobHandler[Any, Any]) -> None:
         self._counts = counts
         self._held: dict[Path, _HeldImage] = {}
         self._handler = handler
@@ -79,8 +79,8 @@ def _load_with_digest(
 
 async def run_concurrently(
     jobs: Sequence[J],
-    handler: JobHandler[J],
-    on_result: ResultCallback,
+    handler: JobHandler[J, R],
+    on_result: ResultCallback[R],
     *,
     concurrency: int,
     slots: asyncio.Semaphore | None = None,
@@ -154,9 +154,9 @@ class LocalEngine:
     async def run(
         self,
         jobs: Sequence[J],
-        factory: WorkerFactory[J],
+        factory: WorkerFactory[J, R],
         run_dir: Path,
-        on_result: ResultCallback,
+        on_result: ResultCallback[R],
     ) -> None:
         handler = factory.build(run_dir)
         await run_concurrently(jobs, handler, on_result, concurrency=self.concurrency)

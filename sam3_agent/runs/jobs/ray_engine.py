@@ -4,8 +4,8 @@ Each actor builds its own models once (``factory.build``: SAM 3 in process on it
 client of a SAM 3 service) and runs up to ``concurrency`` sessions at once inside an async
 UDF. The dataset holds one row per *image*, carrying every job of that image, so an image
 is read once, on the worker, and its SAM 3 features are computed once there. Only paths and
-queries travel from the driver; results travel back as JSON and are committed by the driver
-as they arrive (:func:`sam3_agent.runs.jobs.driver.run_jobs`).
+queries travel from the driver; results (plain library records) travel back pickled and are
+committed by the driver as they arrive (:func:`sam3_agent.runs.jobs.driver.run_jobs`).
 
 Failures: a job's own failure is already a failed result (the handler's promise). An error
 that must stop the run (a broken dataset file, models that cannot load) comes back as a row
@@ -17,7 +17,6 @@ once (the job id is its key). This module is the only one that imports :mod:`ray
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import pickle
@@ -26,16 +25,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.jobs.base import J, JobHandler, ResultCallback, WorkerFactory
+from sam3_agent.runs.jobs.base import J, JobHandler, JobResult, R, ResultCallback, WorkerFactory
 from sam3_agent.runs.jobs.local import run_concurrently
 from sam3_agent.values.errors import EngineError, Sam3AgentError, UserError
-from sam3_agent.runs.evaluation.store import SampleResult
 
 logger = logging.getLogger(__name__)
 
 MIN_LOCAL_CPUS = 8
 """Logical CPUs of a Ray started here. Ray Data's actor pool can deadlock under
-backpressure when a small machine declares its 2 real cores (measured, SPEC §10); the
+backpressure when a small machine declares its 2 real cores (measured); the
 work is I/O-bound (model servers), so more logical slots than cores is right."""
 
 
@@ -87,9 +85,9 @@ class RayWorker:
     sessions in flight at ``concurrency`` in total.
     """
 
-    def __init__(self, factory: WorkerFactory[Any], run_dir: str, concurrency: int) -> None:
+    def __init__(self, factory: WorkerFactory[Any, Any], run_dir: str, concurrency: int) -> None:
         self.concurrency = concurrency
-        self.handler: JobHandler[Any] | None = None
+        self.handler: JobHandler[Any, Any] | None = None
         self.build_error: Sam3AgentError | None = None
         self._slots: asyncio.Semaphore | None = None
         try:
@@ -99,15 +97,15 @@ class RayWorker:
             self.build_error = e
 
     async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
-        records: list[str] = []
+        records: list[bytes] = []
         errors: list[bytes] = []
 
-        def keep(result: SampleResult) -> None:
-            records.append(json.dumps(result.to_json(), separators=(",", ":")))
+        def keep(result: JobResult) -> None:
+            records.append(pickle.dumps(result))
             errors.append(b"")
 
         def fail(error: Sam3AgentError) -> dict[str, list[Any]]:
-            records.append("")
+            records.append(b"")
             errors.append(pickle.dumps(error))
             return {"record": records, "error": errors}
 
@@ -157,7 +155,9 @@ class RayEngine:
         self.gpus_per_worker = gpus_per_worker
         self.concurrency = concurrency
 
-    def _rows(self, jobs: Sequence[J], factory: WorkerFactory[J], run_dir: Path) -> Iterator[Any]:
+    def _rows(
+        self, jobs: Sequence[J], factory: WorkerFactory[J, R], run_dir: Path
+    ) -> Iterator[Any]:
         ray = import_ray()
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
@@ -185,9 +185,9 @@ class RayEngine:
     async def run(
         self,
         jobs: Sequence[J],
-        factory: WorkerFactory[J],
+        factory: WorkerFactory[J, R],
         run_dir: Path,
-        on_result: ResultCallback,
+        on_result: ResultCallback[R],
     ) -> None:
         connect(self.address)  # on this thread: ray.init wants the main thread
         loop = asyncio.get_running_loop()
@@ -227,6 +227,6 @@ class RayEngine:
                     ) from value
                 if value["error"]:
                     raise pickle.loads(value["error"])
-                on_result(SampleResult.from_json(json.loads(value["record"])))
+                on_result(pickle.loads(value["record"]))
         finally:
             stop.set()

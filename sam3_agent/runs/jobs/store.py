@@ -1,12 +1,14 @@
 """The results store of a run directory: one SQLite file in WAL mode.
 
-Every finished sample is one row, committed (and synced) before the next is reported, so a
+Every finished job is one row, committed (and synced) before the next is reported, so a
 run killed at any moment keeps everything it finished and a rerun skips exactly those
-samples. The sample id is the primary key: nothing is ever counted twice.
+jobs. The job id is the primary key: nothing is ever counted twice. A row holds the job's
+record (:class:`~sam3_agent.runs.jobs.base.JobResult`) as JSON; the store reads it back
+with the ``decode`` function of the record type it was opened with.
 
 The run's settings (dataset, split, mode, models, ...) are stored with the results; opening
 an existing run directory with different settings is refused, because mixing the two would
-silently report metrics of neither.
+silently report results of neither.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
+from sam3_agent.runs.jobs.base import JobResult, R
 from sam3_agent.values.errors import UserError
-from sam3_agent.runs.evaluation.metrics import SampleScore, ScoredSample
 from sam3_agent.values.files import safe_name
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- "samples": the name from when the store held evaluation samples only; kept so that
+-- run directories made then still resume.
 CREATE TABLE IF NOT EXISTS samples (
     id TEXT PRIMARY KEY,
     record TEXT NOT NULL,
@@ -42,88 +45,13 @@ CREATE TABLE IF NOT EXISTS samples (
 """
 
 
-def sample_dir_name(sample_id: str) -> str:
-    """The directory name of a sample's artifacts, made by the package's one safe-name helper.
+def job_dir_name(job_id: str) -> str:
+    """The directory name of a job's files, made by the package's one safe-name helper.
 
     No path separators or ``..``, bounded length; ids that differ only in unsafe characters
     (``a/b`` and ``a:b``) get a hash of the exact id appended, so they never share a directory.
     """
-    return safe_name(sample_id, max_len=80)
-
-
-@dataclass(frozen=True)
-class SampleResult:
-    """One finished sample as stored.
-
-    Attributes:
-        status: the agent's ``masks`` / ``no_mask`` / ``failed``. A sample that raised (a
-            backend failure, an unreadable image, any other error) is ``failed`` with
-            ``infra_error`` set and the exception on one line in ``failure``; it is scored
-            as an empty prediction and ``--retry-failed`` evaluates it again.
-        prediction: the union of the predicted masks as COCO RLE (None when empty).
-        ground_truth / ignore: COCO RLE of the target and the ignore region (for the gallery).
-        artifacts: the sample's directory relative to the run directory, if one was written.
-        time_s: wall-clock seconds of the prediction.
-    """
-
-    id: str
-    split: str
-    tags: tuple[str, ...]
-    no_target: bool
-    image_path: str
-    query: str
-    status: str
-    intersection: int
-    union: int
-    pred_area: int
-    gt_area: int
-    rounds: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-    time_s: float = 0.0
-    failure: str | None = None
-    infra_error: bool = False
-    prediction: dict[str, Any] | None = None
-    ground_truth: dict[str, Any] | None = None
-    ignore: dict[str, Any] | None = None
-    artifacts: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "failed"
-
-    @property
-    def score(self) -> SampleScore:
-        return SampleScore(self.intersection, self.union, self.pred_area, self.gt_area)
-
-    @property
-    def iou(self) -> float:
-        return self.score.iou
-
-    def scored(self) -> ScoredSample:
-        """The view :mod:`~sam3_agent.runs.evaluation.metrics` works on."""
-        return ScoredSample(
-            id=self.id,
-            split=self.split,
-            tags=self.tags,
-            no_target=self.no_target,
-            score=self.score,
-            failed=self.failed,
-            failure=self.failure,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["tags"] = list(self.tags)
-        return doc
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> SampleResult:
-        data = dict(doc)
-        data["tags"] = tuple(data.get("tags", ()))
-        return cls(**data)
+    return safe_name(job_id, max_len=80)
 
 
 def _config_diff(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
@@ -135,15 +63,21 @@ def _config_diff(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[s
     ]
 
 
-class ResultStore:
-    """The SQLite results store of one run directory. Use from one thread.
+Decode = Callable[[Mapping[str, Any]], R]
+"""Reads a stored record back: the record type's ``from_json``."""
 
-    Open with :meth:`create_or_resume` for a run, :meth:`open_existing` to read one.
+
+class ResultStore(Generic[R]):
+    """The SQLite results store of one run directory, holding records of one type.
+
+    Use from one thread. Open with :meth:`create_or_resume` for a run, :meth:`open_existing`
+    (or :func:`reading`) to read one.
     """
 
-    def __init__(self, run_dir: Path, connection: sqlite3.Connection) -> None:
+    def __init__(self, run_dir: Path, connection: sqlite3.Connection, decode: Decode[R]) -> None:
         self.run_dir = run_dir
         self._db = connection
+        self._decode = decode
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
@@ -159,8 +93,11 @@ class ResultStore:
         return db
 
     @classmethod
-    def create_or_resume(cls, run_dir: Path, config: Mapping[str, Any]) -> ResultStore:
-        """Open ``run_dir``'s store, creating it with ``config`` if new.
+    def create_or_resume(
+        cls, run_dir: Path, config: Mapping[str, Any], decode: Decode[R]
+    ) -> ResultStore[R]:
+        """Open ``run_dir``'s store, creating it with ``config`` if new; ``decode`` reads
+        its records back.
 
         Raises:
             UserError: the directory holds a run made with a different ``config``.
@@ -170,7 +107,7 @@ class ResultStore:
         except OSError as e:
             raise UserError(f"cannot create run directory {run_dir}: {e}") from e
         db = cls._connect(run_dir / STORE_NAME)
-        store = cls(run_dir, db)
+        store = cls(run_dir, db, decode)
         wanted = json.loads(json.dumps(dict(config)))  # normalise tuples etc. as stored
         stored = store.config()
         if stored is None:
@@ -186,11 +123,11 @@ class ResultStore:
                     f"{run_dir} holds a run made with different settings; use another --out "
                     "directory, or the same settings to resume.\n  " + "\n  ".join(diff)
                 )
-            logger.info("resuming run in %s (%d samples finished)", run_dir, store.count())
+            logger.info("resuming run in %s (%d jobs finished)", run_dir, store.count())
         return store
 
     @classmethod
-    def open_existing(cls, run_dir: Path) -> ResultStore:
+    def open_existing(cls, run_dir: Path, decode: Decode[R]) -> ResultStore[R]:
         """Open the store of a finished or running run (for reports).
 
         Raises:
@@ -199,7 +136,7 @@ class ResultStore:
         path = run_dir / STORE_NAME
         if not path.is_file():
             raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
-        store = cls(run_dir, cls._connect(path))
+        store = cls(run_dir, cls._connect(path), decode)
         if store.config() is None:
             store.close()
             raise UserError(f"{path} holds no run settings; was the run ever started?")
@@ -211,7 +148,7 @@ class ResultStore:
         )
 
     def set_planned(self, count: int) -> None:
-        """Record how many samples the latest invocation set out to evaluate."""
+        """Record how many jobs the latest invocation set out to run."""
         self._set_meta("planned", int(count))
 
     def planned(self) -> int | None:
@@ -224,8 +161,8 @@ class ResultStore:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
-    def commit(self, result: SampleResult) -> None:
-        """Store one finished sample durably (replacing an earlier row of the same id)."""
+    def commit(self, result: JobResult) -> None:
+        """Store one finished job durably (replacing an earlier row of the same id)."""
         self._db.execute(
             "INSERT OR REPLACE INTO samples (id, record, status, infra_error, finished_at) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -239,7 +176,7 @@ class ResultStore:
         )
 
     def finished_ids(self, *, include_infra_errors: bool = True) -> set[str]:
-        """Ids of stored samples; without infrastructure failures when asked (to retry them)."""
+        """Ids of stored jobs; without infrastructure failures when asked (to retry them)."""
         query = "SELECT id FROM samples"
         if not include_infra_errors:
             query += " WHERE infra_error = 0"
@@ -248,15 +185,15 @@ class ResultStore:
     def count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
 
-    def results(self) -> list[SampleResult]:
-        """Every stored sample, sorted by id."""
+    def results(self) -> list[R]:
+        """Every stored record, sorted by id."""
         rows = self._db.execute("SELECT record FROM samples ORDER BY id")
-        return [SampleResult.from_json(json.loads(r[0])) for r in rows]
+        return [self._decode(json.loads(r[0])) for r in rows]
 
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> ResultStore:
+    def __enter__(self) -> ResultStore[R]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -264,9 +201,9 @@ class ResultStore:
 
 
 @contextmanager
-def reading(run_dir: Path) -> Iterator[ResultStore]:
-    """``with reading(run_dir) as store:`` for reports."""
-    store = ResultStore.open_existing(run_dir)
+def reading(run_dir: Path, decode: Decode[R]) -> Iterator[ResultStore[R]]:
+    """``with reading(run_dir, Record.from_json) as store:`` for reports."""
+    store = ResultStore.open_existing(run_dir, decode)
     try:
         yield store
     finally:

@@ -1,0 +1,105 @@
+"""``run_batch``: many (image, query) requests through the agent, resumable, on any engine.
+
+What ``sam3-agent batch`` does, as a library call: the run directory ``out`` holds
+``results.sqlite`` (every finished request, committed at once), ``<safe id>/`` per request
+(``result.json``, ``overlay.png``, ``trace.jsonl``) and ``summary.jsonl``. Calling it again
+with the same settings resumes: stored requests are skipped. Different settings are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.runs.batch.requests import BatchRequest, load_requests
+from sam3_agent.runs.batch.results import RequestResult
+from sam3_agent.runs.batch.summary import SUMMARY_NAME, BatchTotals, write_summary
+from sam3_agent.runs.batch.workers import BatchWorkerFactory
+from sam3_agent.runs.jobs.base import EngineOptions
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
+from sam3_agent.runs.jobs.engines import build_engine
+from sam3_agent.runs.jobs.models import (
+    ModelSource,
+    agent_identity,
+    models_identity,
+    name_chat_model,
+)
+from sam3_agent.runs.jobs.store import ResultStore
+from sam3_agent.values.config import AgentConfig
+
+NOT_IDENTITY = ("check_concurrency", "prompts_dir", "max_image_pixels")
+"""Settings that change no answer, so a resumed batch may change them freely (the pixel
+limit only refuses images: failures that ``retry_failed`` runs again under a new limit)."""
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What one call of :func:`run_batch` did (``run``) and what the batch now holds
+    (``totals``, over every request of the input, stored before or now)."""
+
+    run: RunOutcome
+    totals: BatchTotals
+    summary: Path
+
+
+def batch_settings(backends: ModelSource, config: AgentConfig, model_name: str) -> dict[str, Any]:
+    """The settings a batch's run directory is made with (and resumed only with)."""
+    return {
+        "command": "batch",
+        **models_identity(backends, model_name),
+        "agent": agent_identity(config, leave_out=NOT_IDENTITY),
+    }
+
+
+def run_batch(
+    requests: Sequence[BatchRequest] | Path,
+    out: Path,
+    backends: ModelSource,
+    *,
+    query: str | None = None,
+    config: AgentConfig | None = None,
+    engine: EngineOptions | None = None,
+    retry_failed: bool = False,
+    progress: ProgressListener[RequestResult] | None = None,
+) -> BatchOutcome:
+    """Run every request not yet stored in ``out``, then write ``out/summary.jsonl``.
+
+    Args:
+        requests: the requests, or a file or folder to read them from
+            (:func:`~sam3_agent.runs.batch.requests.load_requests`; ``query`` for a folder).
+        out: the run directory (created if needed).
+        backends: what the workers build SAM 3 and the MLLM from. With the local engine the
+            MLLM is built here when the settings do not name it; the Ray engine needs it
+            named (nothing loads on the driver).
+        config: the agent's settings (default :class:`AgentConfig`).
+        engine: where the requests run (default: the local engine).
+        retry_failed: run again the requests stored as infrastructure failures.
+        progress: told the total and what was stored before, then each committed result.
+
+    Raises:
+        UserError: bad options, or ``out`` holds a run made with other settings.
+        DatasetError: unreadable or malformed input.
+        Sam3AgentError: the engine failed, or a model could not be built (what finished
+            is kept; a rerun resumes).
+        KeyboardInterrupt, asyncio.CancelledError: interrupted (what finished is kept).
+    """
+    if isinstance(requests, Path):
+        requests = load_requests(requests, query=query)
+    config = config or AgentConfig()
+    engine = engine or EngineOptions()
+    runner = build_engine(engine)  # checks the options before any model loads
+    model_name, chat_model = name_chat_model(backends, engine.engine)
+    settings = batch_settings(backends, config, model_name)
+    with ResultStore.create_or_resume(out, settings, RequestResult.from_json) as store:
+        store.set_planned(len(requests))
+        # Each worker builds its models (the local engine in this process, reusing a chat
+        # model built above; Ray on every actor).
+        factory = BatchWorkerFactory(backends, config, chat_model=chat_model)
+        outcome = asyncio.run(
+            run_jobs(requests, store, runner, factory, progress=progress, retry_failed=retry_failed)
+        )
+        totals = write_summary(out, requests, store.results())
+    return BatchOutcome(run=outcome, totals=totals, summary=out / SUMMARY_NAME)

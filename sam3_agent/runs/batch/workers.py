@@ -1,0 +1,51 @@
+"""What each engine worker of a batch builds (picklable, for Ray actors).
+
+The factory carries settings, never models: :meth:`BatchWorkerFactory.build` loads the models
+where the work runs (this process for the local engine, each actor for Ray). The agent is
+imported there too, so naming the factory imports no numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sam3_agent.runs.jobs.models import ModelSource
+from sam3_agent.values.config import AgentConfig
+
+if TYPE_CHECKING:
+    from sam3_agent.backends.base import ChatModel
+    from sam3_agent.runs.batch.handler import BatchHandler
+
+
+@dataclass(frozen=True)
+class BatchWorkerFactory:
+    """One agent per worker: SAM 3 (or its service client) and the MLLM client.
+
+    Attributes:
+        chat_model: a model the driver already built (local engine only; never pickled to
+            Ray workers, which build their own from ``backends``).
+    """
+
+    backends: ModelSource
+    agent_config: AgentConfig
+    chat_model: ChatModel | None = field(default=None, compare=False, repr=False)
+
+    def build(self, run_dir: Path) -> BatchHandler:
+        from sam3_agent.agent.loop import Sam3Agent
+        from sam3_agent.runs.batch.handler import BatchHandler
+        from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
+
+        shared = SharedEmbeddings(self.backends.build_segmenter())
+        chat_model = self.chat_model or self.backends.build_chat_model()
+        return BatchHandler(Sam3Agent(shared, chat_model, self.agent_config), run_dir, shared)
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["chat_model"] = None  # a driver-side model stays on the driver
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)

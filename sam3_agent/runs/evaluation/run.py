@@ -1,0 +1,174 @@
+"""``evaluate``: what ``sam3-agent eval`` does, as a library call.
+
+The run directory ``out`` holds ``results.sqlite`` (every finished sample, committed at once),
+``samples/<safe id>/`` per sample (the agent's files) and the report (``metrics.json``,
+``report.md``, the IoU histogram, the worst samples' gallery). Calling it again with the same
+settings resumes: stored samples are skipped. Different settings are refused: mixing two
+would report metrics of neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.runs.evaluation.datasets import Sample, load_samples
+from sam3_agent.runs.evaluation.report import ReportFiles, write_report
+from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.evaluation.runner import select_shard
+from sam3_agent.runs.evaluation.workers import EvalWorkerFactory
+from sam3_agent.runs.jobs.base import EngineOptions
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
+from sam3_agent.runs.jobs.engines import build_engine
+from sam3_agent.runs.jobs.models import (
+    ModelSource,
+    agent_identity,
+    models_identity,
+    name_chat_model,
+)
+from sam3_agent.runs.jobs.store import ResultStore
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.errors import UserError
+
+NOT_IDENTITY = ("check_concurrency", "prompts_dir")
+"""Settings that do not change any prediction, so a resumed run may change them freely."""
+
+MODES = ("agent", "sam3-only")
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """Which samples to evaluate, as the ``eval`` flags say.
+
+    Attributes:
+        dataset: one of :data:`~sam3_agent.runs.evaluation.datasets.DATASETS`.
+        root: the dataset directory.
+        split: the split, as written in the dataset files.
+        images: COCO train2014 images of the refer datasets (found under ``root`` if None).
+        all_texts: ReasonSeg: every text of an image, not only the first.
+        limit: only the first ``limit`` samples, in dataset order.
+        shard: ``(i, n)``: shard ``i`` (0-based) of ``n``, split by image.
+        preset: the preset these settings came from, recorded with the run.
+    """
+
+    dataset: str
+    root: Path
+    split: str = "val"
+    images: Path | None = None
+    all_texts: bool = False
+    limit: int | None = None
+    shard: tuple[int, int] = (0, 1)
+    preset: str | None = None
+
+    def load(self) -> list[Sample]:
+        """The samples, limited and sharded.
+
+        Raises:
+            UserError: unknown dataset, or an option that does not apply to it.
+            DatasetError: missing, unreadable or inconsistent files.
+        """
+        index, count = self.shard
+        if count < 1 or not 0 <= index < count:
+            raise UserError(f"--shard i/n needs 0 <= i < n, got {index}/{count}")
+        samples = load_samples(
+            self.dataset, self.root, self.split, images=self.images, all_texts=self.all_texts
+        )
+        if self.limit is not None:
+            samples = samples[: self.limit]
+        return select_shard(samples, index, count)
+
+    def identity(self, mode: str) -> dict[str, Any]:
+        """What of this selection (and the mode) a run directory is made with."""
+        index, count = self.shard
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "mode": mode,
+            "all_texts": self.all_texts,
+            "shard": f"{index}/{count}" if count > 1 else None,
+            # Only when given: runs made before presets existed keep their identity.
+            **({"preset": self.preset} if self.preset else {}),
+        }
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    """What one call of :func:`evaluate` did (``run``) and the report it wrote."""
+
+    run: RunOutcome
+    report: ReportFiles
+
+
+def evaluate(
+    dataset: EvalSet,
+    out: Path,
+    backends: ModelSource,
+    *,
+    mode: str = "agent",
+    config: AgentConfig | None = None,
+    engine: EngineOptions | None = None,
+    retry_failed: bool = False,
+    progress: ProgressListener[SampleResult] | None = None,
+    samples: Sequence[Sample] | None = None,
+) -> EvalOutcome:
+    """Evaluate every sample of ``dataset`` not yet stored in ``out``, then write the report.
+
+    Args:
+        dataset: which samples.
+        out: the run directory (created if needed).
+        backends: what the workers build SAM 3 and the MLLM from. With the local engine the
+            MLLM is built here when the settings do not name it; the Ray engine needs it
+            named (nothing loads on the driver). ``sam3-only`` builds no MLLM.
+        mode: ``agent`` (MLLM + SAM 3) or ``sam3-only`` (SAM 3 with the raw query).
+        config: the agent's settings (default :class:`AgentConfig`); ``sam3-only`` uses the
+            score threshold and the pixel limit.
+        engine: where the samples run (default: the local engine).
+        retry_failed: evaluate again the samples stored as infrastructure failures.
+        progress: told the total and what was stored before, then each committed result.
+        samples: ``dataset.load()`` when the caller already loaded them.
+
+    Raises:
+        UserError: bad options, or ``out`` holds a run made with other settings.
+        DatasetError: broken dataset files or ground truth (what finished is kept).
+        Sam3AgentError: the engine failed, or a model could not be built (what finished
+            is kept; a rerun resumes).
+        KeyboardInterrupt, asyncio.CancelledError: interrupted (what finished is kept).
+    """
+    if mode not in MODES:
+        raise UserError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    sam3_only = mode == "sam3-only"
+    config = config or AgentConfig()
+    engine = engine or EngineOptions()
+    runner = build_engine(engine)  # checks the options before anything loads
+    if samples is None:
+        samples = dataset.load()
+    model_name: str | None = None
+    chat_model = None
+    if sam3_only:
+        settings = {"score_threshold": config.score_threshold}
+    else:
+        model_name, chat_model = name_chat_model(backends, engine.engine)
+        settings = agent_identity(config, leave_out=NOT_IDENTITY)
+    run_settings = {
+        **dataset.identity(mode),
+        **models_identity(backends, model_name, chat=not sam3_only),
+        "agent": settings,
+    }
+    with ResultStore.create_or_resume(out, run_settings, SampleResult.from_json) as store:
+        store.set_planned(len(samples))
+        # Each worker builds its models (the local engine in this process, reusing a chat
+        # model built above; Ray on every actor).
+        factory = EvalWorkerFactory(
+            backends,
+            config,
+            sam3_only=sam3_only,
+            model=str(run_settings["sam3"] if sam3_only else model_name),
+            chat_model=chat_model,
+        )
+        outcome = asyncio.run(
+            run_jobs(samples, store, runner, factory, progress=progress, retry_failed=retry_failed)
+        )
+    return EvalOutcome(run=outcome, report=write_report([out], out))

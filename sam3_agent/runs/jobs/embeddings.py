@@ -1,0 +1,55 @@
+"""A segmenter wrapper that embeds each image once while a worker's jobs hold it.
+
+Engines run a worker's jobs ordered by image and tell the handler when an image's last job
+is done (:meth:`~sam3_agent.runs.jobs.base.JobHandler.release`); with
+:class:`SharedEmbeddings` the SAM 3 backbone then runs once per image however many queries
+it has.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from sam3_agent.backends.base import ImageEmbedding, Segmenter
+from sam3_agent.values.images import RGBImage, image_digest
+
+
+@dataclass
+class _EmbeddingEntry:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    embedding: ImageEmbedding | None = None
+
+
+class SharedEmbeddings:
+    """A :class:`Segmenter` that embeds each image once while the run holds it.
+
+    Keyed by the image's content digest, so copies of the same pixels share one embedding.
+    Concurrent requests for one image wait for the first instead of running the backbone
+    twice. The handler calls :meth:`release` when an image's last job is done.
+    """
+
+    def __init__(self, inner: Segmenter) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._entries: dict[str, _EmbeddingEntry] = {}
+
+    def embed(self, image: RGBImage) -> ImageEmbedding:
+        key = image_digest(image)
+        with self._lock:
+            entry = self._entries.setdefault(key, _EmbeddingEntry())
+        with entry.lock:
+            if entry.embedding is None:
+                entry.embedding = self.inner.embed(image)
+            return entry.embedding
+
+    def release(self, digest: str) -> None:
+        """Forget the embedding of the image with this content digest."""
+        with self._lock:
+            self._entries.pop(digest, None)
+
+    @property
+    def held(self) -> int:
+        """Images whose embedding is held now."""
+        with self._lock:
+            return len(self._entries)

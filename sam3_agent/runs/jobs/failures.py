@@ -1,0 +1,77 @@
+"""The one failure policy of a run: one job never stops the others.
+
+Whatever a job's own work raises (an MLLM endpoint down, SAM 3 out of memory, an unreadable
+image, or an error nobody foresaw) becomes that job's failed record with a one-line message,
+and ``--retry-failed`` runs it again. Only an interrupt (Ctrl-C, a cancellation, an exit)
+stops the run from inside a job; the handler decides what else must (a broken dataset file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+
+from sam3_agent.values.errors import ChatModelError, ImageLoadError, SegmenterError
+
+logger = logging.getLogger(__name__)
+
+JOB_FAILURES: tuple[type[Exception], ...] = (ChatModelError, SegmenterError, ImageLoadError)
+"""The failures a backend announces; logged briefly. Any other exception of one job is a
+failure too, logged with its traceback (it is likely a bug worth reporting)."""
+
+STOPS: tuple[type[BaseException], ...] = (
+    KeyboardInterrupt,
+    SystemExit,
+    asyncio.CancelledError,
+    GeneratorExit,
+)
+"""What stops a run even when one job raises it: the user or the system asked to stop."""
+
+FAILURE_MESSAGE_CHARS = 500
+
+
+def stops_the_run(error: BaseException) -> bool:
+    """An interrupt, a cancellation or an exit, alone or inside an exception group."""
+    if isinstance(error, STOPS):
+        return True
+    group = getattr(builtins, "BaseExceptionGroup", None)  # Python 3.11+
+    if group is not None and isinstance(error, group):
+        return any(stops_the_run(e) for e in error.exceptions)
+    return False
+
+
+def failure_message(error: BaseException) -> str:
+    """``"TypeName: message"`` on one line, bounded, encodable as UTF-8 whatever the error holds
+    (a message with newlines, lone surrogates, or a ``__str__`` that itself raises)."""
+    try:
+        text = str(error)
+    except Exception:
+        text = "(the error's message cannot be shown)"
+    text = " ".join(text.split())
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > FAILURE_MESSAGE_CHARS:
+        text = text[: FAILURE_MESSAGE_CHARS - 3] + "..."
+    name = type(error).__name__
+    return f"{name}: {text}" if text else name
+
+
+def job_failure(kind: str, job_id: str, error: BaseException) -> str:
+    """The one-line failure to record for a job whose work raised ``error``, logged.
+
+    Call it from the ``except BaseException`` of a job's work; ``kind`` names the job in the
+    log (``sample``, ``request``).
+
+    Raises:
+        BaseException: ``error`` itself when it must stop the run (:func:`stops_the_run`).
+    """
+    if stops_the_run(error):
+        raise error
+    message = failure_message(error)
+    if isinstance(error, JOB_FAILURES):
+        # INFO, not WARNING: the progress bar counts failures and the summaries list them.
+        logger.info("%s %s failed: %s", kind, job_id, message)
+    else:
+        # Whatever else one job raises must not cost the others their run.
+        logger.warning("%s %s failed: %s", kind, job_id, message, exc_info=error)
+    return message

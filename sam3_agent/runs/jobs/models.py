@@ -1,0 +1,108 @@
+"""The models a run's workers build, and what of them belongs to a run's identity.
+
+A worker factory carries a :class:`ModelSource` (settings, never models) and builds the
+models where the work runs. The run directory's settings name the models, so that a rerun
+with other models is refused instead of mixing results of both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sam3_agent.values.errors import UserError
+
+if TYPE_CHECKING:
+    from sam3_agent.backends.base import ChatModel, Segmenter
+    from sam3_agent.values.config import AgentConfig
+
+
+class ModelSource(Protocol):
+    """What workers build SAM 3 and the MLLM from: a plain, picklable library value (it
+    travels to Ray workers). Its fields are the backend flags of ``run``, ``eval`` and
+    ``batch``."""
+
+    @property
+    def sam3(self) -> str: ...
+
+    @property
+    def sam3_url(self) -> str | None: ...
+
+    @property
+    def llm(self) -> str | None: ...
+
+    @property
+    def llm_model(self) -> str | None: ...
+
+    def generation_identity(self) -> dict[str, Any]:
+        """The generation settings that were given (they change predictions)."""
+        ...
+
+    def build_segmenter(self) -> Segmenter: ...
+
+    def build_chat_model(self) -> ChatModel: ...
+
+
+def chat_model_name(models: ModelSource) -> str | None:
+    """The chat model's name as its backend will report it, when the settings alone say it."""
+    if models.llm and models.llm.startswith("hf:") and models.llm[3:].strip():
+        return models.llm[3:].strip()
+    if models.llm_model and not models.llm:
+        return models.llm_model
+    return None
+
+
+def require_chat_model_name(models: ModelSource, engine: str) -> str | None:
+    """The model name from the settings; the Ray engine needs it (nothing loads on the driver).
+
+    Raises:
+        UserError: ``engine`` is ``ray`` and the settings do not name the model.
+    """
+    name = chat_model_name(models)
+    if name is None and engine == "ray":
+        raise UserError(
+            "--engine ray loads the MLLM on the workers only: name it with --llm-url and "
+            "--llm-model, or --llm hf:<id or dir>"
+        )
+    return name
+
+
+def name_chat_model(models: ModelSource, engine: str) -> tuple[str, ChatModel | None]:
+    """The chat model's name, and the model itself when it had to be built to learn it.
+
+    When the settings say the name, nothing is built: the run directory is checked before
+    any model loads (a refusal should not cost minutes). Otherwise the model is built here,
+    on the driver, and the local engine's worker reuses it.
+
+    Raises:
+        UserError: the Ray engine and settings that do not name the model.
+        ChatModelError: the model could not be built.
+    """
+    name = require_chat_model_name(models, engine)
+    if name is not None:
+        return name, None
+    chat_model = models.build_chat_model()
+    return chat_model.name, chat_model
+
+
+def agent_identity(config: AgentConfig, *, leave_out: Collection[str]) -> dict[str, Any]:
+    """The agent settings that make two runs comparable: all but ``leave_out`` (settings that
+    change no answer), with the prompt set named by its content, not by where it lies."""
+    from sam3_agent.agent.prompts import load_prompt_set
+
+    settings = {k: v for k, v in config.to_dict().items() if k not in leave_out}
+    settings["prompts"] = load_prompt_set(config.prompts_dir).identity()
+    return settings
+
+
+def models_identity(
+    models: ModelSource, model_name: str | None, *, chat: bool = True
+) -> dict[str, Any]:
+    """``model``, ``sam3`` and (only when given, and with an MLLM) ``generation``: the part of
+    a run's settings that names its models."""
+    doc: dict[str, Any] = {"model": model_name, "sam3": models.sam3_url or models.sam3}
+    generation = models.generation_identity() if chat else {}
+    if generation:
+        # Only when given: runs made before these flags existed keep their identity.
+        doc["generation"] = generation
+    return doc
