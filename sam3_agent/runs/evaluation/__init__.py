@@ -7,7 +7,9 @@
 * :mod:`~sam3_agent.runs.evaluation.results`: the stored record of one sample.
 * :mod:`~sam3_agent.runs.evaluation.runner`: one sample predicted, scored and recorded.
 * :mod:`~sam3_agent.runs.evaluation.workers`: what each engine worker builds.
-* :mod:`~sam3_agent.runs.evaluation.report`: ``metrics.json``, ``report.md`` and figures.
+* :mod:`~sam3_agent.runs.evaluation.report`: ``metrics.json``, ``report.md`` and figures
+  over run directories merged into methods (:mod:`~sam3_agent.runs.evaluation.methods`,
+  :mod:`~sam3_agent.runs.evaluation.figures`).
 """
 
 from __future__ import annotations

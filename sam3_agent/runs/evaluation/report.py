@@ -8,34 +8,29 @@ sections.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
-import re
-import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cv2
-import numpy as np
-
-from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS, Breakdown, Summary, breakdown
+from sam3_agent.runs.evaluation.figures import (
+    GALLERY_DIR,
+    HISTOGRAM,
+    GalleryItem,
+    write_gallery,
+    write_histogram,
+)
+from sam3_agent.runs.evaluation.methods import Method, load_methods
+from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS, Summary
 from sam3_agent.runs.evaluation.published import PublishedResult, for_dataset, matches
-from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.jobs.store import job_dir_name, reading
-from sam3_agent.values.detections import decode_rle
-from sam3_agent.values.errors import ImageLoadError, UserError
-from sam3_agent.values.files import atomic_write_bytes, utf8, write_png
-from sam3_agent.values.images import RGBImage, load_image
+from sam3_agent.values.errors import UserError
+from sam3_agent.values.files import atomic_write_bytes, utf8
 from sam3_agent.values.version import __version__
 
 logger = logging.getLogger(__name__)
 
-MERGED_KEYS = ("split", "shard", "preset")
-"""Settings that may differ between run directories merged into one method (the val and
-test presets of one model are one row)."""
 SPLIT_ORDER = ("val", "test", "testA", "testB", "train")
 DATASET_TITLES = {
     "reasonseg": "ReasonSeg",
@@ -44,105 +39,6 @@ DATASET_TITLES = {
     "refcocog": "RefCOCOg",
     "grefcoco": "gRefCOCO",
 }
-GALLERY_DIR = "gallery"
-HISTOGRAM = "iou_hist.png"
-GALLERY_SIDE = 384
-GALLERY_NAME = re.compile(r"^\d+-\d+-.+\.png$")
-
-
-@dataclass
-class Method:
-    """The merged results of run directories that share their settings but split/shard."""
-
-    label: str
-    config: dict[str, Any]
-    run_dirs: list[Path]
-    results: list[SampleResult]
-    planned: int | None
-    metrics: Breakdown = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.metrics = breakdown(r.scored() for r in self.results)
-
-    @property
-    def dataset(self) -> str:
-        return str(self.config.get("dataset", "?"))
-
-    def usage(self) -> dict[str, Any]:
-        n = len(self.results)
-        tokens = sum(r.prompt_tokens + r.completion_tokens for r in self.results)
-        return {
-            "samples": n,
-            "planned": self.planned,
-            "failed": sum(r.failed for r in self.results),
-            "infrastructure_errors": sum(r.infra_error for r in self.results),
-            "mean_rounds": sum(r.rounds for r in self.results) / n if n else None,
-            "prompt_tokens": sum(r.prompt_tokens for r in self.results),
-            "completion_tokens": sum(r.completion_tokens for r in self.results),
-            "tokens_per_sample": tokens / n if n else None,
-            "mean_time_s": sum(r.time_s for r in self.results) / n if n else None,
-        }
-
-
-def _label(config: dict[str, Any]) -> str:
-    if config.get("mode") == "sam3-only":
-        return f"SAM 3 only ({config.get('sam3')})"
-    return f"{config.get('model')} + SAM 3 agent"
-
-
-def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
-    """Read run directories and merge them into methods (see the module docstring).
-
-    A sample id stored in two merged directories is counted once (the first directory
-    given wins) and a warning is logged.
-
-    Raises:
-        UserError: no run directory given, or one is not a run directory.
-    """
-    if not run_dirs:
-        raise UserError("give at least one run directory")
-    groups: dict[str, dict[str, Any]] = {}
-    for run_dir in run_dirs:
-        with reading(run_dir, SampleResult.from_json) as store:
-            config = store.config() or {}
-            results = store.results()
-            planned = store.planned()
-        key_config = {k: v for k, v in config.items() if k not in MERGED_KEYS}
-        key = json.dumps(key_config, sort_keys=True)
-        group = groups.setdefault(
-            key, {"config": key_config, "dirs": [], "results": {}, "planned": 0}
-        )
-        group["dirs"].append(run_dir)
-        group["planned"] = (
-            None if planned is None or group["planned"] is None else (group["planned"] + planned)
-        )
-        for r in results:
-            if r.id in group["results"]:
-                logger.warning(
-                    "sample %s is stored in several run directories; kept the first", r.id
-                )
-                continue
-            group["results"][r.id] = r
-    methods = []
-    labels: dict[str, int] = {}
-    for group in groups.values():
-        # Rows of one table need distinct labels; other datasets' tables may reuse them.
-        label = _label(group["config"])
-        key = f"{group['config'].get('dataset')}\0{label}"
-        labels[key] = labels.get(key, 0) + 1
-        if labels[key] > 1:
-            label = f"{label} [{labels[key]}]"
-        methods.append(
-            Method(
-                label=label,
-                config=group["config"],
-                run_dirs=group["dirs"],
-                results=sorted(group["results"].values(), key=lambda r: r.id),
-                planned=group["planned"],
-            )
-        )
-    return methods
-
 
 # --------------------------------------------------------------------------- writing
 
@@ -199,8 +95,8 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
     }
     metrics_path = out_dir / "metrics.json"
     atomic_write_bytes(metrics_path, json.dumps(metrics_doc, indent=2).encode())
-    histogram = _write_histogram(methods, out_dir / HISTOGRAM)
-    gallery = _write_gallery(methods, out_dir / GALLERY_DIR, gallery_size)
+    histogram = write_histogram(methods, out_dir / HISTOGRAM)
+    gallery = write_gallery(methods, out_dir / GALLERY_DIR, gallery_size)
     report_path = out_dir / "report.md"
     markdown = render_markdown(methods, histogram=histogram, gallery=gallery, out_dir=out_dir)
     atomic_write_bytes(report_path, utf8(markdown))
@@ -250,7 +146,7 @@ def _summary_of(method: Method, split: str, tag: str | None) -> Summary | None:
 
 
 def _dataset_section(
-    dataset: str, methods: Sequence[Method], gallery: Sequence[_GalleryItem], out_dir: Path
+    dataset: str, methods: Sequence[Method], gallery: Sequence[GalleryItem], out_dir: Path
 ) -> list[str]:
     title = DATASET_TITLES.get(dataset, dataset)
     grefcoco = dataset == "grefcoco"
@@ -422,7 +318,7 @@ def render_markdown(
     methods: Sequence[Method],
     *,
     histogram: Path | None = None,
-    gallery: Sequence[_GalleryItem] = (),
+    gallery: Sequence[GalleryItem] = (),
     out_dir: Path | None = None,
 ) -> str:
     """The report as Markdown: one section per dataset, tables in the paper's layout."""
@@ -448,129 +344,3 @@ def render_markdown(
         settings = ", ".join(f"{k}={v}" for k, v in m.config.items() if k != "agent")
         lines.append(f"- **{m.label}**: {settings}; from {', '.join(str(d) for d in m.run_dirs)}")
     return "\n".join(lines).rstrip() + "\n"
-
-
-# --------------------------------------------------------------------------- figures
-
-
-def _write_histogram(methods: Sequence[Method], path: Path) -> Path | None:
-    if not any(m.results for m in methods):
-        return None
-    # The object API (no pyplot) draws with Agg without touching global backend state.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    fig = Figure(figsize=(6, 3.5), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    bins = np.linspace(0.0, 1.0, 21).tolist()
-    for m in methods:
-        ious = [r.iou for r in m.results]
-        ax.hist(ious, bins=bins, histtype="step", linewidth=1.5, label=f"{m.label} (n={len(ious)})")
-    ax.set_xlabel("IoU")
-    ax.set_ylabel("samples")
-    ax.set_xlim(0, 1)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=7, loc="upper center")
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png")
-    atomic_write_bytes(path, png.getvalue())
-    return path
-
-
-@dataclass(frozen=True)
-class _GalleryItem:
-    method: Method
-    result: SampleResult
-    path: Path
-
-
-def worst_samples(results: Sequence[SampleResult], count: int) -> list[SampleResult]:
-    """The ``count`` lowest-IoU samples (ties: larger union first, then id)."""
-    ranked = sorted(results, key=lambda r: (r.iou, -r.union, r.id))
-    return [r for r in ranked if r.iou < 1.0][:count]
-
-
-def _write_gallery(methods: Sequence[Method], gallery_dir: Path, count: int) -> list[_GalleryItem]:
-    # A regenerated report must not show an earlier report's worst samples.
-    for old in gallery_dir.glob("*.png") if gallery_dir.is_dir() else ():
-        if GALLERY_NAME.match(old.name):
-            old.unlink()
-    items = []
-    for mi, m in enumerate(methods):
-        for rank, r in enumerate(worst_samples(m.results, count), start=1):
-            name = f"{mi + 1}-{rank:02d}-{job_dir_name(r.id)}.png"
-            try:
-                panel = render_comparison(r)
-            except ImageLoadError as e:
-                logger.warning("gallery: skipped %s: %s", r.id, e)
-                continue
-            gallery_dir.mkdir(parents=True, exist_ok=True)
-            path = gallery_dir / name
-            write_png(path, panel)
-            items.append(_GalleryItem(m, r, path))
-    return items
-
-
-def _mask(rle: dict[str, Any] | None, size: tuple[int, int]) -> np.ndarray:
-    return np.zeros(size, dtype=bool) if rle is None else decode_rle(rle)
-
-
-def _tint(
-    image: RGBImage, mask: np.ndarray, color: tuple[int, int, int], alpha: float = 0.5
-) -> RGBImage:
-    out = image.astype(np.float32)
-    out[mask] = (1 - alpha) * out[mask] + alpha * np.asarray(color, dtype=np.float32)
-    edges = mask ^ cv2.erode(mask.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
-    out[edges] = color
-    return out.astype(np.uint8)
-
-
-def render_comparison(result: SampleResult, side: int = GALLERY_SIDE) -> RGBImage:
-    """The prediction (red) beside the ground truth (green; ignore region grey).
-
-    Raises:
-        ImageLoadError: the sample's image cannot be read.
-    """
-    image = load_image(result.image_path)
-    size = (image.shape[0], image.shape[1])
-    scale = side / max(size)
-    h, w = max(1, round(size[0] * scale)), max(1, round(size[1] * scale))
-    # Tiny images are enlarged too, so every panel is readable at the same size.
-    interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_NEAREST
-    small: RGBImage = np.ascontiguousarray(
-        cv2.resize(image, (w, h), interpolation=interpolation), dtype=np.uint8
-    )
-
-    def fit(mask: np.ndarray) -> np.ndarray:
-        if mask.shape != size:
-            return np.zeros((h, w), dtype=bool)
-        small_mask = cv2.resize(mask.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST)
-        return small_mask.astype(bool)
-
-    pred = fit(_mask(result.prediction, size))
-    gt = fit(_mask(result.ground_truth, size))
-    ignore = fit(_mask(result.ignore, size))
-    left = _tint(small, pred, (230, 40, 40))
-    right = _tint(_tint(small, ignore, (128, 128, 128), 0.7), gt, (40, 200, 40))
-    gap = np.full((h, 8, 3), 255, dtype=np.uint8)
-    body = np.concatenate([left, gap, right], axis=1)
-    lines = [f"{result.id}  IoU {result.iou:.3f}  status {result.status}"]
-    # OpenCV's Hershey fonts draw ASCII only.
-    query = result.query.encode("ascii", "replace").decode()
-    lines += textwrap.wrap(query, width=max(20, body.shape[1] // 9))[:3]
-    header = np.full((18 * len(lines) + 8, body.shape[1], 3), 255, dtype=np.uint8)
-    for i, text in enumerate(lines):
-        cv2.putText(
-            header,
-            text,
-            (4, 18 * (i + 1)),
-            cv2.FONT_HERSHEY_SIMPLEX,
-            0.45,
-            (0, 0, 0),
-            1,
-            cv2.LINE_AA,
-        )
-    return np.ascontiguousarray(np.concatenate([header, body], axis=0))

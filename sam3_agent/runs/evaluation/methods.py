@@ -1,0 +1,120 @@
+"""Run directories merged into *methods*: one row of the paper-style tables each.
+
+Run directories whose settings differ only in split or shard are merged into one method:
+shards of one split, or the val and test runs of one model. Different models or modes
+become different methods.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.runs.evaluation.metrics import Breakdown, breakdown
+from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.jobs.store import reading
+from sam3_agent.values.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+MERGED_KEYS = ("split", "shard", "preset")
+"""Settings that may differ between run directories merged into one method (the val and
+test presets of one model are one row)."""
+
+
+@dataclass
+class Method:
+    """The merged results of run directories that share their settings but split/shard."""
+
+    label: str
+    config: dict[str, Any]
+    run_dirs: list[Path]
+    results: list[SampleResult]
+    planned: int | None
+    metrics: Breakdown = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metrics = breakdown(r.scored() for r in self.results)
+
+    @property
+    def dataset(self) -> str:
+        return str(self.config.get("dataset", "?"))
+
+    def usage(self) -> dict[str, Any]:
+        n = len(self.results)
+        tokens = sum(r.prompt_tokens + r.completion_tokens for r in self.results)
+        return {
+            "samples": n,
+            "planned": self.planned,
+            "failed": sum(r.failed for r in self.results),
+            "infrastructure_errors": sum(r.infra_error for r in self.results),
+            "mean_rounds": sum(r.rounds for r in self.results) / n if n else None,
+            "prompt_tokens": sum(r.prompt_tokens for r in self.results),
+            "completion_tokens": sum(r.completion_tokens for r in self.results),
+            "tokens_per_sample": tokens / n if n else None,
+            "mean_time_s": sum(r.time_s for r in self.results) / n if n else None,
+        }
+
+
+def method_label(config: dict[str, Any]) -> str:
+    if config.get("mode") == "sam3-only":
+        return f"SAM 3 only ({config.get('sam3')})"
+    return f"{config.get('model')} + SAM 3 agent"
+
+
+def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
+    """Read run directories and merge them into methods (see the module docstring).
+
+    A sample id stored in two merged directories is counted once (the first directory
+    given wins) and a warning is logged.
+
+    Raises:
+        UserError: no run directory given, or one is not a run directory.
+    """
+    if not run_dirs:
+        raise UserError("give at least one run directory")
+    groups: dict[str, dict[str, Any]] = {}
+    for run_dir in run_dirs:
+        with reading(run_dir, SampleResult.from_json) as store:
+            config = store.config() or {}
+            results = store.results()
+            planned = store.planned()
+        key_config = {k: v for k, v in config.items() if k not in MERGED_KEYS}
+        key = json.dumps(key_config, sort_keys=True)
+        group = groups.setdefault(
+            key, {"config": key_config, "dirs": [], "results": {}, "planned": 0}
+        )
+        group["dirs"].append(run_dir)
+        group["planned"] = (
+            None if planned is None or group["planned"] is None else (group["planned"] + planned)
+        )
+        for r in results:
+            if r.id in group["results"]:
+                logger.warning(
+                    "sample %s is stored in several run directories; kept the first", r.id
+                )
+                continue
+            group["results"][r.id] = r
+    methods = []
+    labels: dict[str, int] = {}
+    for group in groups.values():
+        # Rows of one table need distinct labels; other datasets' tables may reuse them.
+        label = method_label(group["config"])
+        key = f"{group['config'].get('dataset')}\0{label}"
+        labels[key] = labels.get(key, 0) + 1
+        if labels[key] > 1:
+            label = f"{label} [{labels[key]}]"
+        methods.append(
+            Method(
+                label=label,
+                config=group["config"],
+                run_dirs=group["dirs"],
+                results=sorted(group["results"].values(), key=lambda r: r.id),
+                planned=group["planned"],
+            )
+        )
+    return methods
