@@ -2,7 +2,9 @@
 
 * :mod:`~sam3_agent.runs.evaluation.run`: :func:`~sam3_agent.runs.evaluation.run.evaluate`,
   the ``eval`` command as a library call (resumable, sharded, on any engine).
-* :mod:`~sam3_agent.runs.evaluation.datasets`: ReasonSeg, RefCOCO/+/g and gRefCOCO loaders.
+* :mod:`~sam3_agent.runs.evaluation.datasets`: ReasonSeg, RefCOCO/+/g and gRefCOCO loaders
+  (:mod:`~sam3_agent.runs.evaluation.refer`), giving
+  :mod:`~sam3_agent.runs.evaluation.samples`.
 * :mod:`~sam3_agent.runs.evaluation.metrics`: per-sample I/U and the summary metrics (pure).
 * :mod:`~sam3_agent.runs.evaluation.results`: the stored record of one sample.
 * :mod:`~sam3_agent.runs.evaluation.runner`: one sample predicted, scored and recorded.

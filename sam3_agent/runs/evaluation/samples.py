@@ -1,0 +1,92 @@
+"""What a dataset loader gives: samples whose ground truth is decoded only when asked."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sam3_agent.values.detections import BoolArray
+from sam3_agent.values.errors import DatasetError
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """A sample's ground truth at the image's full resolution.
+
+    Attributes:
+        mask: ``(H, W)`` bool target pixels (all False for a no-target sample).
+        ignore: ``(H, W)`` bool pixels excluded from scoring, or None when there are none.
+    """
+
+    mask: BoolArray
+    ignore: BoolArray | None = None
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """``(height, width)``."""
+        return int(self.mask.shape[0]), int(self.mask.shape[1])
+
+
+class GroundTruthSource(Protocol):
+    """Something that can produce a sample's ground truth on demand."""
+
+    def load(self) -> GroundTruth:
+        """Decode the ground truth. Raises :class:`DatasetError` on a broken file."""
+        ...
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One (image, query) pair to evaluate.
+
+    Attributes:
+        id: stable across runs and processes; unique within a dataset (includes the split).
+        image_path: the image file.
+        query: the text given to the agent.
+        split: dataset split (``val``, ``testA``, ...).
+        tags: breakdown labels (ReasonSeg ``short``/``long``; gRefCOCO ``target``/``no-target``).
+        no_target: True when the correct answer is no mask at all (gRefCOCO).
+        exif_orientation: load the image with its EXIF orientation applied (True: the
+            dataset's masks are in the displayed frame) or as stored (False: COCO).
+    """
+
+    id: str
+    image_path: Path
+    query: str
+    split: str
+    tags: tuple[str, ...] = ()
+    no_target: bool = False
+    exif_orientation: bool = True
+    gt_source: GroundTruthSource | None = field(default=None, compare=False, repr=False)
+
+    def load_gt(self) -> GroundTruth:
+        """The ground truth, decoded now (not cached: callers hold it as long as they need)."""
+        if self.gt_source is None:
+            raise DatasetError(f"sample {self.id}: no ground truth attached")
+        return self.gt_source.load()
+
+
+def read_json(path: Path, sample: str | None = None) -> Any:
+    """The JSON document at ``path``; :class:`DatasetError` naming it (and ``sample``) if
+    unreadable."""
+    where = f"{path}" + (f" (sample {sample})" if sample else "")
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DatasetError(f"{where}: cannot read: {e}") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # Some published ReasonSeg annotations are saved as Windows-1252.
+        text = raw.decode("cp1252", errors="replace")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"{where}: invalid JSON: {e}") from e
+
+
+def first_dir(*candidates: Path) -> Path | None:
+    """The first of ``candidates`` that is a directory (datasets are unpacked in several ways)."""
+    return next((c for c in candidates if c.is_dir()), None)
