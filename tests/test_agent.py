@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 from fakes import FakeSegmenter, ScriptedChatModel, tool
-from sam3_agent.pruning import MAX_MESSAGES
 
+from sam3_agent.agent.context.sam3 import MAX_MESSAGES
 from sam3_agent.agent.loop import RoundEvent, Sam3Agent
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
@@ -716,7 +716,7 @@ def test_no_file_work_on_the_event_loop(
     batch evaluation shares the loop between sessions."""
     import asyncio
 
-    import sam3_agent.agent as agent_module
+    import sam3_agent.agent.loop as agent_module
     import sam3_agent.values.files as outputs_module
 
     on_loop: list[str] = []

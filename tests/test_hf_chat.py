@@ -19,7 +19,11 @@ import torch
 from tiny_qwen import save_tiny_qwen
 
 from sam3_agent.backends.hf_chat import TransformersChatModel
-from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
+from sam3_agent.backends.torch_runtime import (
+    cpu_supports_bfloat16,
+    resolve_device,
+    resolve_dtype,
+)
 from sam3_agent.values.errors import UserError, WeightsUnavailableError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, ToolSpec
@@ -146,7 +150,10 @@ def test_directory_without_a_model(offline: None, tmp_path: Path):
 
 @pytest.mark.parametrize(
     ("device", "dtype", "expected"),
-    [("cpu", "auto", torch.float32), ("cpu", "bfloat16", torch.bfloat16)],
+    [
+        ("cpu", "auto", torch.bfloat16 if cpu_supports_bfloat16() else torch.float32),
+        ("cpu", "bfloat16", torch.bfloat16),
+    ],
 )
 def test_dtype_resolution(device: str, dtype: str, expected: torch.dtype):
     assert resolve_dtype(dtype, resolve_device(device)) == expected

@@ -343,7 +343,7 @@ def test_the_wheel_ships_the_canonical_set(tmp_path: Path) -> None:
     assert {f"sam3_agent/_prompts/{t}.j2" for t in prompts.TEMPLATES} <= names
     assert not any(n.startswith("prompts/") for n in names)
     probe = (
-        "import json; from sam3_agent import prompts; p = prompts.default_prompt_set(); "
+        "import json; from sam3_agent.agent import prompts; p = prompts.default_prompt_set(); "
         "print(json.dumps(p.describe()))"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}

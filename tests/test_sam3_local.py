@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from sam3_agent.backends.base import ImageEmbedding, Segmenter
 from sam3_agent.backends.sam3_local import Sam3Segmenter, upsample_masks
 from sam3_agent.backends.segmenters import build_segmenter
+from sam3_agent.backends.torch_runtime import auto_dtype_name
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import SegmenterError, UserError, WeightsUnavailableError
 from sam3_agent.values.images import image_digest
@@ -30,7 +31,11 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def segmenter(tiny_sam3_dir: Path, offline: None) -> Sam3Segmenter:
-    return Sam3Segmenter.from_pretrained(tiny_sam3_dir, device="cpu", cache_size=2)
+    # float32 explicitly: the reference post-processing below runs the model in float32,
+    # and ``auto`` is bfloat16 on a CPU that computes it natively.
+    return Sam3Segmenter.from_pretrained(
+        tiny_sam3_dir, device="cpu", dtype="float32", cache_size=2
+    )
 
 
 def make_image(seed: int, height: int = 120, width: int = 90) -> np.ndarray:
@@ -110,7 +115,9 @@ def test_cached_and_uncached_results_are_identical(
     image = make_image(2)
     first = segmenter.embed(image).segment(PHRASES, 0.0)
     cached = segmenter.embed(image).segment(PHRASES, 0.0)
-    uncached = Sam3Segmenter.from_pretrained(tiny_sam3_dir, device="cpu", cache_size=0)
+    uncached = Sam3Segmenter.from_pretrained(
+        tiny_sam3_dir, device="cpu", dtype="float32", cache_size=0
+    )
     fresh = uncached.embed(image).segment(PHRASES, 0.0)
     assert uncached.cached_images == []
     for a, b, c in zip(first, cached, fresh, strict=True):
@@ -296,9 +303,12 @@ def test_plain_constructor_accepts_in_memory_model() -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only default")
-def test_auto_device_without_cuda_is_cpu_float32(tiny_sam3_dir: Path, offline: None) -> None:
+def test_auto_device_without_cuda_is_cpu_in_its_auto_dtype(
+    tiny_sam3_dir: Path, offline: None
+) -> None:
     seg = Sam3Segmenter.from_pretrained(tiny_sam3_dir)
-    assert (seg.device.type, seg.dtype) == ("cpu", torch.float32)
+    expected = getattr(torch, auto_dtype_name("cpu"))  # bfloat16 where the CPU computes it
+    assert (seg.device.type, seg.dtype) == ("cpu", expected)
 
 
 @pytest.mark.gpu
