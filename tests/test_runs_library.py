@@ -8,6 +8,7 @@ settings, progress through a listener, and the sam3-only mode without an MLLM.
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,3 +220,19 @@ def test_a_batch_record_stored_as_an_evaluation_sample_still_reads() -> None:
     record = RequestResult.from_json(old)
     assert (record.masks, record.mask_pixels, record.extra) == (1, 120, {"scores": [0.9]})
     assert RequestResult.from_json(record.to_json()) == record
+
+
+@pytest.mark.parametrize("kind", ["batch", "eval"])
+def test_a_worker_factory_travels_without_the_drivers_chat_model(kind: str) -> None:
+    from sam3_agent.runs.batch.workers import BatchWorkerFactory
+    from sam3_agent.runs.evaluation.workers import EvalWorkerFactory
+
+    chat = make_chat_model()
+    factory: Any = (
+        BatchWorkerFactory(FakeModels(), AgentConfig(), chat_model=chat)
+        if kind == "batch"
+        else EvalWorkerFactory(FakeModels(), AgentConfig(), False, "scripted", chat_model=chat)
+    )
+    travelled = pickle.loads(pickle.dumps(factory))
+    assert factory.chat_model is chat and travelled.chat_model is None
+    assert travelled == factory  # the settings travel whole

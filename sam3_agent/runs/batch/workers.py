@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sam3_agent.runs.jobs.models import ModelSource
+from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource
 from sam3_agent.values.config import AgentConfig
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class BatchWorkerFactory:
+class BatchWorkerFactory(LeavesChatModelOnDriver):
     """One agent per worker: SAM 3 (or its service client) and the MLLM client.
 
     Attributes:
@@ -40,12 +40,3 @@ class BatchWorkerFactory:
         shared = SharedEmbeddings(self.backends.build_segmenter())
         chat_model = self.chat_model or self.backends.build_chat_model()
         return BatchHandler(Sam3Agent(shared, chat_model, self.agent_config), run_dir, shared)
-
-    def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        state["chat_model"] = None  # a driver-side model stays on the driver
-        return state
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        for key, value in state.items():
-            object.__setattr__(self, key, value)

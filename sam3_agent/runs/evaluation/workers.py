@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sam3_agent.runs.jobs.models import ModelSource
+from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource
 from sam3_agent.values.config import AgentConfig
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class EvalWorkerFactory:
+class EvalWorkerFactory(LeavesChatModelOnDriver):
     """The evaluation predictor per worker: the agent, or SAM 3 alone (``sam3_only``).
 
     Attributes:
@@ -55,12 +55,3 @@ class EvalWorkerFactory:
         return EvalHandler(
             predictor, run_dir, shared, max_pixels=self.agent_config.max_image_pixels
         )
-
-    def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        state["chat_model"] = None  # a driver-side model stays on the driver
-        return state
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        for key, value in state.items():
-            object.__setattr__(self, key, value)

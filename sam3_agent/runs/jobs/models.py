@@ -43,6 +43,21 @@ class ModelSource(Protocol):
     def build_chat_model(self) -> ChatModel: ...
 
 
+class LeavesChatModelOnDriver:
+    """For a frozen dataclass worker factory with a ``chat_model`` field (a model the driver
+    already built, for the local engine): pickled to a Ray worker without it, so each worker
+    builds its own from the settings."""
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["chat_model"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+
+
 def chat_model_name(models: ModelSource) -> str | None:
     """The chat model's name as its backend will report it, when the settings alone say it."""
     if models.llm and models.llm.startswith("hf:") and models.llm[3:].strip():
