@@ -38,9 +38,10 @@ from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.values import render
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
+from sam3_agent.values.drawing import resize_mask
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ImagePart, TextPart
-from sam3_agent.values.render import CONTEXT_MIN_MASK_SIDE, _resize_mask
+from sam3_agent.values.render import CONTEXT_MIN_MASK_SIDE
 
 SIZES = [(1008, 1008), (2000, 3000), (3024, 4032)]  # (height, width)
 MASKS = 20
@@ -191,7 +192,7 @@ def print_threshold_choice() -> None:
         ):
             crop = np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8)
             f = target / min(x1 - x0, y1 - y0)
-            small = _resize_mask(crop, max(1, round((x1 - x0) * f)), max(1, round((y1 - y0) * f)))
+            small = resize_mask(crop, max(1, round((x1 - x0) * f)), max(1, round((y1 - y0) * f)))
             back = cv2.resize(small, (x1 - x0, y1 - y0), interpolation=cv2.INTER_NEAREST)
             ious.append(np.count_nonzero(back & crop) / np.count_nonzero(back | crop))
         # The threshold is a module constant that the renderer reads on every call.

@@ -8,16 +8,13 @@ import numpy as np
 import pytest
 
 from sam3_agent.values.detections import Detections, tight_boxes
+from sam3_agent.values.drawing import LABEL_BACKGROUND, LABEL_TEXT, PALETTE, mask_color
 from sam3_agent.values.images import RGBImage, downscale
 from sam3_agent.values.render import (
-    LABEL_BACKGROUND,
-    LABEL_TEXT,
-    PALETTE,
     ZOOM_GAP,
     ZOOM_PANEL_MAX,
     ZOOM_PANEL_MIN,
     Renderer,
-    mask_color,
     overlay,
 )
 
@@ -277,10 +274,10 @@ def test_a_selection_reuses_the_prepared_masks_of_its_parent(
 
     detections = Detections.from_masks(np.stack(MASKS), [0.9, 0.8, 0.7])
     calls: list[int] = []
-    original = render_module._downscale_mask
+    original = render_module.downscale_mask
     monkeypatch.setattr(
         render_module,
-        "_downscale_mask",
+        "downscale_mask",
         lambda *args: calls.append(1) or original(*args),
     )
     renderer.numbered(detections)

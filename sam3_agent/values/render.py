@@ -1,4 +1,4 @@
-"""Images of masks for the MLLM (SPEC §2, §3) and the final ``overlay.png`` (SPEC §4).
+"""Images of masks for the MLLM and the final ``overlay.png``.
 
 A :class:`Renderer` downscales its image once and draws on that copy, so every render sent
 to the model is at most ``max_side`` pixels on its longer side. Masks are resized only
@@ -12,7 +12,6 @@ renders are byte-identical across runs and the prompts built from them are too.
 
 from __future__ import annotations
 
-import colorsys
 import math
 import threading
 import weakref
@@ -22,48 +21,31 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from sam3_agent.values.detections import BoolArray, Detections
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.drawing import (
+    LABEL_TEXT,
+    Color,
+    Placed,
+    Style,
+    downscale_mask,
+    draw_label,
+    fill_mask,
+    label_anchor,
+    mask_color,
+    outline_mask,
+    paste_mask,
+    rescale_placed,
+    resize_mask,
+    shrink_mask,
+)
 from sam3_agent.values.images import RGBImage, downscale
 
-Color = tuple[int, int, int]
-
-# Twenty colours chosen to be told apart from each other (RGB); more masks continue with
-# golden-ratio hues, see :func:`mask_color`.
-PALETTE: tuple[Color, ...] = (
-    (230, 25, 75),
-    (60, 180, 75),
-    (255, 225, 25),
-    (0, 130, 200),
-    (245, 130, 48),
-    (145, 30, 180),
-    (70, 240, 240),
-    (240, 50, 230),
-    (210, 245, 60),
-    (250, 190, 212),
-    (0, 128, 128),
-    (220, 190, 255),
-    (170, 110, 40),
-    (255, 250, 200),
-    (128, 0, 0),
-    (170, 255, 195),
-    (128, 128, 0),
-    (255, 215, 180),
-    (0, 0, 128),
-    (128, 128, 128),
-)
-
-FILL_ALPHA_256 = 115
-"""Opacity of a mask's fill colour, out of 256 (about 45 %)."""
-LABEL_BACKGROUND: Color = (20, 20, 20)
-LABEL_TEXT: Color = (255, 255, 255)
 ZOOM_MARGIN = 0.25
 """The zoom crop extends the mask's box by this fraction of its size on every side."""
 ZOOM_MIN_SIDE = 96
 """Smallest zoom crop side in full-resolution pixels, so tiny masks keep some context."""
 ZOOM_GAP = 6
 """White columns between the two halves of a zoom render."""
-LABEL_SEARCH_SIDE = 256
-"""Label positions are searched on the mask subsampled to at most this many pixels a side."""
 ZOOM_PANEL_MIN = 224
 """Smallest longer side of a close-up panel, in pixels: a small region is enlarged to this
 (8 Qwen-VL tokens), so the checker sees its shape and not a speck."""
@@ -83,25 +65,6 @@ IoU of 0.94 with itself (0.97 at 24 px), and at 1008x1008 the session's tokens f
 0.49x the original's (24 px) to 0.39x (12 px)."""
 
 
-def mask_color(index: int) -> Color:
-    """The RGB colour of the mask at 0-based ``index``; the same in every run."""
-    if index < len(PALETTE):
-        return PALETTE[index]
-    hue = (index * 0.6180339887498949) % 1.0
-    r, g, b = colorsys.hsv_to_rgb(hue, 0.85, 0.95)
-    return round(r * 255), round(g * 255), round(b * 255)
-
-
-@dataclass(frozen=True)
-class _Placed:
-    """A mask drawn on some canvas: ``crop`` ``(h, w)`` uint8 0/1 with its top-left at
-    ``(x, y)`` in canvas pixels. An empty mask has a ``(0, 0)`` crop."""
-
-    crop: npt.NDArray[np.uint8]
-    x: int
-    y: int
-
-
 @dataclass(frozen=True)
 class _Prepared:
     """What every render of one Detections object shares (and a selection from it reuses).
@@ -111,7 +74,7 @@ class _Prepared:
     """
 
     boxes: npt.NDArray[np.int64]
-    display: list[_Placed]
+    display: list[Placed]
     anchors: list[tuple[int, int]]
 
 
@@ -158,13 +121,13 @@ class Renderer:
         (index 0 is labelled "1"). Display size; no detections gives the display image."""
         prepared = self._prepare(detections)
         canvas = self._display.copy()
-        style = _Style.for_canvas(canvas)
+        style = Style.for_canvas(canvas)
         for i, placed in enumerate(prepared.display):
-            _fill(canvas, placed, mask_color(i))
+            fill_mask(canvas, placed, mask_color(i))
         for i, placed in enumerate(prepared.display):
-            _outline(canvas, placed, mask_color(i), style.line)
+            outline_mask(canvas, placed, mask_color(i), style.line)
         for i, anchor in enumerate(prepared.anchors):
-            _label(canvas, str(i + 1), anchor, mask_color(i), style)
+            draw_label(canvas, str(i + 1), anchor, mask_color(i), style)
         return canvas
 
     def single(self, detections: Detections, index: int, side: int | None = None) -> RGBImage:
@@ -175,12 +138,12 @@ class Renderer:
         canvas = self.context(side).copy()
         placed = prepared.display[index]
         if canvas.shape != self._display.shape:
-            placed = _rescale(
+            placed = rescale_placed(
                 placed, canvas.shape[1] / self._display.shape[1], canvas.shape[1], canvas.shape[0]
             )
         color = mask_color(index)
-        _fill(canvas, placed, color)
-        _outline(canvas, placed, color, _Style.for_canvas(canvas).line)
+        fill_mask(canvas, placed, color)
+        outline_mask(canvas, placed, color, Style.for_canvas(canvas).line)
         return canvas
 
     def context(self, side: int | None = None) -> RGBImage:
@@ -241,7 +204,7 @@ class Renderer:
             dx1 = max(dx0 + 1, min(display_w, math.ceil(x1 * sx)))
             dy1 = max(dy0 + 1, min(display_h, math.ceil(y1 * sy)))
             image_region = self._display[dy0:dy1, dx0:dx1]
-            mask_region = _paste(prepared.display[index], dx0, dy0, dx1 - dx0, dy1 - dy0)
+            mask_region = paste_mask(prepared.display[index], dx0, dy0, dx1 - dx0, dy1 - dy0)
         else:
             image_region = self._image[y0:y1, x0:x1]
             mask_region = detections.masks[index, y0:y1, x0:x1].view(np.uint8)
@@ -249,19 +212,19 @@ class Renderer:
         region_h, region_w = image_region.shape[:2]
         shrink = panel_w <= region_w and panel_h <= region_h
         if shrink:
-            plain: RGBImage = _shrink(image_region, panel_w, panel_h)
+            plain: RGBImage = shrink_mask(image_region, panel_w, panel_h)
         else:
             plain = np.asarray(
                 cv2.resize(image_region, (panel_w, panel_h), interpolation=cv2.INTER_LINEAR),
                 dtype=np.uint8,
             )
-        panel_mask = _resize_mask(mask_region, panel_w, panel_h)
-        placed = _Placed(panel_mask, 0, 0)
+        panel_mask = resize_mask(mask_region, panel_w, panel_h)
+        placed = Placed(panel_mask, 0, 0)
 
         drawn = plain.copy()
         color = mask_color(index)
-        _fill(drawn, placed, color)
-        _outline(drawn, placed, color, _Style.for_canvas(drawn).line)
+        fill_mask(drawn, placed, color)
+        outline_mask(drawn, placed, color, Style.for_canvas(drawn).line)
         out = np.full((panel_h, 2 * panel_w + ZOOM_GAP, 3), 255, dtype=np.uint8)
         out[:, :panel_w] = plain
         out[:, panel_w + ZOOM_GAP :] = drawn
@@ -295,11 +258,11 @@ class Renderer:
             boxes = detections.mask_boxes
             sx, sy = display_w / width, display_h / height
             display = [
-                _downscale_mask(mask, box, sx, sy, display_w, display_h)
+                downscale_mask(mask, box, sx, sy, display_w, display_h)
                 for mask, box in zip(detections.masks, boxes.tolist(), strict=True)
             ]
             prepared = _Prepared(
-                boxes=boxes, display=display, anchors=[_anchor(p) for p in display]
+                boxes=boxes, display=display, anchors=[label_anchor(p) for p in display]
             )
         with self._lock:
             self._cache[detections] = prepared
@@ -315,147 +278,24 @@ def overlay(image: RGBImage, detections: Detections) -> RGBImage:
             f"{detections.image_size}"
         )
     canvas = np.array(image, dtype=np.uint8, copy=True, order="C")
-    style = _Style.for_canvas(canvas)
+    style = Style.for_canvas(canvas)
     placed = []
     for mask, (x0, y0, x1, y1) in zip(
         detections.masks, detections.mask_boxes.tolist(), strict=True
     ):
-        placed.append(_Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0))
+        placed.append(Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0))
     for i, p in enumerate(placed):
-        _fill(canvas, p, mask_color(i))
+        fill_mask(canvas, p, mask_color(i))
     for i, p in enumerate(placed):
-        _outline(canvas, p, mask_color(i), style.line)
+        outline_mask(canvas, p, mask_color(i), style.line)
     for i, p in enumerate(placed):
-        _label(canvas, str(i + 1), _anchor(p), mask_color(i), style)
+        draw_label(canvas, str(i + 1), label_anchor(p), mask_color(i), style)
     return canvas
-
-
-@dataclass(frozen=True)
-class _Style:
-    """Line and text sizes, in canvas pixels, growing with the canvas beyond 1024 px."""
-
-    line: int
-    font_scale: float
-    font_thickness: int
-    padding: int
-
-    @classmethod
-    def for_canvas(cls, canvas: RGBImage) -> _Style:
-        unit = max(1.0, max(canvas.shape[:2]) / 1024)
-        return cls(
-            line=max(1, round(2 * unit)),
-            font_scale=0.6 * unit,
-            font_thickness=max(1, round(1.5 * unit)),
-            padding=max(2, round(3 * unit)),
-        )
 
 
 def _check_index(index: int, count: int) -> None:
     if not 0 <= index < count:
         raise IndexError(f"mask index must be in [0, {count - 1}] (0-based), got {index}")
-
-
-def _downscale_mask(
-    mask: BoolArray,
-    box: list[int],
-    sx: float,
-    sy: float,
-    canvas_w: int,
-    canvas_h: int,
-) -> _Placed:
-    """``mask`` ``(H, W)`` resized by ``(sx, sy)`` inside its tight ``box`` only.
-
-    A non-empty mask keeps at least one pixel, however small it becomes.
-    """
-    x0, y0, x1, y1 = box
-    if x1 <= x0:
-        return _Placed(np.zeros((0, 0), dtype=np.uint8), 0, 0)
-    if sx == 1.0 and sy == 1.0:
-        return _Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0)
-    dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
-    dx1 = max(dx0 + 1, min(canvas_w, math.ceil(x1 * sx)))
-    dy1 = max(dy0 + 1, min(canvas_h, math.ceil(y1 * sy)))
-    # Source pixels covered by display pixels dx0..dx1, so the crop lines up with the image.
-    src_x0, src_y0 = math.floor(dx0 / sx), math.floor(dy0 / sy)
-    src_x1 = min(mask.shape[1], math.ceil(dx1 / sx))
-    src_y1 = min(mask.shape[0], math.ceil(dy1 / sy))
-    region = mask[src_y0:src_y1, src_x0:src_x1].view(np.uint8)
-    return _Placed(_resize_mask(region, dx1 - dx0, dy1 - dy0), dx0, dy0)
-
-
-def _resize_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
-    """A 0/1 mask region resized to ``(height, width)``: area-averaged and rounded when
-    shrinking, nearest when growing; keeps one pixel if the region has any."""
-    shrink = width <= region.shape[1] and height <= region.shape[0]
-    if shrink:
-        out = _shrink(region, width, height)
-    else:
-        out = np.asarray(
-            cv2.resize(
-                np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_NEAREST
-            ),
-            dtype=np.uint8,
-        )
-    if not out.any():
-        ys, xs = np.nonzero(region)
-        if ys.size:
-            mid = ys.size // 2
-            oy = min(height - 1, int(ys[mid] * height / region.shape[0]))
-            ox = min(width - 1, int(xs[mid] * width / region.shape[1]))
-            out[oy, ox] = 1
-    return np.asarray(out, dtype=np.uint8)
-
-
-def _rescale(placed: _Placed, factor: float, canvas_w: int, canvas_h: int) -> _Placed:
-    """``placed`` (on some canvas) scaled by ``factor`` onto a ``canvas_w`` x ``canvas_h``
-    canvas; a non-empty mask keeps at least one pixel."""
-    h, w = placed.crop.shape
-    if h == 0:
-        return placed
-    x0, y0 = math.floor(placed.x * factor), math.floor(placed.y * factor)
-    x0, y0 = min(x0, canvas_w - 1), min(y0, canvas_h - 1)
-    x1 = max(x0 + 1, min(canvas_w, math.ceil((placed.x + w) * factor)))
-    y1 = max(y0 + 1, min(canvas_h, math.ceil((placed.y + h) * factor)))
-    return _Placed(_resize_mask(placed.crop, x1 - x0, y1 - y0), x0, y0)
-
-
-def _shrink(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
-    """``region`` reduced to ``(height, width)``, area-averaged.
-
-    OpenCV's area resampling is fast only for whole-number ratios (ten times slower
-    otherwise), so the largest whole-number part of the reduction is done that way and the
-    rest, under 2x, by bilinear interpolation, which does not alias at such ratios. On a 0/1
-    mask the result is 0/1 again (each output pixel rounds its area's mean).
-    """
-    src_h, src_w = region.shape[:2]
-    factor = min(src_w // width, src_h // height)
-    if factor >= 2:
-        trimmed = np.ascontiguousarray(
-            region[: (src_h // factor) * factor, : (src_w // factor) * factor]
-        )
-        region = np.asarray(
-            cv2.resize(trimmed, (src_w // factor, src_h // factor), interpolation=cv2.INTER_AREA),
-            dtype=np.uint8,
-        )
-    if region.shape[1] == width and region.shape[0] == height:
-        return np.asarray(region, dtype=np.uint8)
-    return np.asarray(
-        cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_LINEAR),
-        dtype=np.uint8,
-    )
-
-
-def _paste(placed: _Placed, x0: int, y0: int, width: int, height: int) -> npt.NDArray[np.uint8]:
-    """``placed`` cut to the window ``[x0, x0 + width) x [y0, y0 + height)`` of its canvas."""
-    out = np.zeros((height, width), dtype=np.uint8)
-    h, w = placed.crop.shape
-    ix0, iy0 = max(x0, placed.x), max(y0, placed.y)
-    ix1, iy1 = min(x0 + width, placed.x + w), min(y0 + height, placed.y + h)
-    if ix0 < ix1 and iy0 < iy1:
-        out[iy0 - y0 : iy1 - y0, ix0 - x0 : ix1 - x0] = placed.crop[
-            iy0 - placed.y : iy1 - placed.y, ix0 - placed.x : ix1 - placed.x
-        ]
-    return out
 
 
 def _zoom_window(box: list[int], width: int, height: int) -> tuple[int, int, int, int]:
@@ -474,78 +314,6 @@ def _zoom_window(box: list[int], width: int, height: int) -> tuple[int, int, int
     return x0, y0, x1, y1
 
 
-def _fill(canvas: RGBImage, placed: _Placed, color: Color) -> None:
-    """Blend ``color`` into the canvas pixels under the mask, in place."""
-    h, w = placed.crop.shape
-    if h == 0:
-        return
-    region = canvas[placed.y : placed.y + h, placed.x : placed.x + w]
-    alpha = FILL_ALPHA_256 / 256
-    # region * (1 - alpha) + color * alpha, as two OpenCV passes (filling an array with the
-    # colour first costs more than both).
-    tinted = cv2.addWeighted(region, 1.0 - alpha, region, 0.0, 0.0)
-    offset = (color[0] * alpha, color[1] * alpha, color[2] * alpha, 0.0)
-    cv2.add(tinted, offset, dst=tinted)  # type: ignore[call-overload]  # Scalar form, unstubbed
-    if region.flags.c_contiguous:
-        cv2.copyTo(tinted, placed.crop, region)
-        return
-    # Masked copy into a contiguous buffer (OpenCV writes in place only there), then back.
-    blended = region.copy()
-    cv2.copyTo(tinted, placed.crop, blended)
-    region[...] = blended
-
-
-def _outline(canvas: RGBImage, placed: _Placed, color: Color, thickness: int) -> None:
-    """Draw the mask's outer and hole boundaries in ``color``, in place."""
-    if placed.crop.shape[0] == 0:
-        return
-    # A zero border keeps contours closed where the mask touches the crop's edge.
-    padded = cv2.copyMakeBorder(placed.crop, 1, 1, 1, 1, cv2.BORDER_CONSTANT, value=0)
-    contours, _ = cv2.findContours(
-        padded, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE, offset=(placed.x - 1, placed.y - 1)
-    )
-    cv2.drawContours(canvas, contours, -1, color, thickness, lineType=cv2.LINE_8)
-
-
-def _anchor(placed: _Placed) -> tuple[int, int]:
-    """``(x, y)`` canvas pixel deepest inside the mask (farthest from its boundary), found
-    on a subsampled copy; every candidate is a mask pixel."""
-    h, w = placed.crop.shape
-    if h == 0:
-        return placed.x, placed.y
-    step = max(1, math.ceil(max(h, w) / LABEL_SEARCH_SIDE))
-    sub = np.ascontiguousarray(placed.crop[::step, ::step])
-    padded = cv2.copyMakeBorder(sub, 1, 1, 1, 1, cv2.BORDER_CONSTANT, value=0)
-    distance = cv2.distanceTransform(padded, cv2.DIST_L2, cv2.DIST_MASK_3)
-    if distance.max() <= 0:
-        # The subsampling missed every pixel; fall back to one the mask has.
-        ys, xs = np.nonzero(placed.crop)
-        return placed.x + int(xs[ys.size // 2]), placed.y + int(ys[ys.size // 2])
-    sy, sx = np.unravel_index(int(np.argmax(distance)), distance.shape)
-    return placed.x + (int(sx) - 1) * step, placed.y + (int(sy) - 1) * step
-
-
-def _label(
-    canvas: RGBImage, text: str, anchor: tuple[int, int], color: Color, style: _Style
-) -> None:
-    """A dark box with ``text`` in white, edged in the mask's ``color``, centred on
-    ``anchor`` and moved inside the canvas where it would cross an edge."""
-    font = cv2.FONT_HERSHEY_SIMPLEX
-    (text_w, text_h), baseline = cv2.getTextSize(text, font, style.font_scale, style.font_thickness)
-    box_w = text_w + 2 * style.padding
-    box_h = text_h + baseline + 2 * style.padding
-    canvas_h, canvas_w = canvas.shape[:2]
-    x0 = min(max(anchor[0] - box_w // 2, 0), max(0, canvas_w - box_w))
-    y0 = min(max(anchor[1] - box_h // 2, 0), max(0, canvas_h - box_h))
-    x1, y1 = x0 + box_w - 1, y0 + box_h - 1
-    cv2.rectangle(canvas, (x0, y0), (x1, y1), LABEL_BACKGROUND, thickness=cv2.FILLED)
-    cv2.rectangle(canvas, (x0, y0), (x1, y1), color, thickness=max(1, style.line // 2))
-    origin = (x0 + style.padding, y0 + style.padding + text_h)
-    cv2.putText(
-        canvas, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
-    )
-
-
 LEGEND_MAX_ROWS = 12
 """Masks listed one per row in a legend; the rest are summed up in one more row."""
 LEGEND_QUERY_CHARS = 60
@@ -558,10 +326,10 @@ def legend(canvas: RGBImage, query: str, detections: Detections) -> RGBImage:
     score (masks in ``detections`` order, as numbered on the overlay).
 
     The legend is drawn with OpenCV's ASCII font: other characters of the query show as
-    ``?``. Sizes follow :class:`_Style`, so the legend grows with the canvas.
+    ``?``. Sizes follow :class:`Style`, so the legend grows with the canvas.
     """
     out = np.array(canvas, dtype=np.uint8, copy=True, order="C")
-    style = _Style.for_canvas(out)
+    style = Style.for_canvas(out)
     font = cv2.FONT_HERSHEY_SIMPLEX
     shown = query if len(query) <= LEGEND_QUERY_CHARS else query[: LEGEND_QUERY_CHARS - 3] + "..."
     shown = shown.encode("ascii", "replace").decode("ascii").replace("\n", " ")

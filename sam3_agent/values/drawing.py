@@ -1,0 +1,268 @@
+"""The pen the renders draw with: colours, and masks placed, resized, filled, outlined and
+numbered on a canvas.
+
+A :class:`Placed` mask is a uint8 0/1 crop with its top-left corner on the canvas, so drawing
+touches only the mask's box. All drawing is integer arithmetic in OpenCV/numpy: the same
+input gives the same bytes in every run.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from sam3_agent.values.detections import BoolArray
+from sam3_agent.values.images import RGBImage
+
+Color = tuple[int, int, int]
+
+# Twenty colours chosen to be told apart from each other (RGB); more masks continue with
+# golden-ratio hues, see :func:`mask_color`.
+PALETTE: tuple[Color, ...] = (
+    (230, 25, 75),
+    (60, 180, 75),
+    (255, 225, 25),
+    (0, 130, 200),
+    (245, 130, 48),
+    (145, 30, 180),
+    (70, 240, 240),
+    (240, 50, 230),
+    (210, 245, 60),
+    (250, 190, 212),
+    (0, 128, 128),
+    (220, 190, 255),
+    (170, 110, 40),
+    (255, 250, 200),
+    (128, 0, 0),
+    (170, 255, 195),
+    (128, 128, 0),
+    (255, 215, 180),
+    (0, 0, 128),
+    (128, 128, 128),
+)
+
+FILL_ALPHA_256 = 115
+"""Opacity of a mask's fill colour, out of 256 (about 45 %)."""
+LABEL_BACKGROUND: Color = (20, 20, 20)
+LABEL_TEXT: Color = (255, 255, 255)
+LABEL_SEARCH_SIDE = 256
+"""Label positions are searched on the mask subsampled to at most this many pixels a side."""
+
+
+def mask_color(index: int) -> Color:
+    """The RGB colour of the mask at 0-based ``index``; the same in every run."""
+    if index < len(PALETTE):
+        return PALETTE[index]
+    hue = (index * 0.6180339887498949) % 1.0
+    r, g, b = colorsys.hsv_to_rgb(hue, 0.85, 0.95)
+    return round(r * 255), round(g * 255), round(b * 255)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A mask drawn on some canvas: ``crop`` ``(h, w)`` uint8 0/1 with its top-left at
+    ``(x, y)`` in canvas pixels. An empty mask has a ``(0, 0)`` crop."""
+
+    crop: npt.NDArray[np.uint8]
+    x: int
+    y: int
+
+
+@dataclass(frozen=True)
+class Style:
+    """Line and text sizes, in canvas pixels, growing with the canvas beyond 1024 px."""
+
+    line: int
+    font_scale: float
+    font_thickness: int
+    padding: int
+
+    @classmethod
+    def for_canvas(cls, canvas: RGBImage) -> Style:
+        unit = max(1.0, max(canvas.shape[:2]) / 1024)
+        return cls(
+            line=max(1, round(2 * unit)),
+            font_scale=0.6 * unit,
+            font_thickness=max(1, round(1.5 * unit)),
+            padding=max(2, round(3 * unit)),
+        )
+
+
+def downscale_mask(
+    mask: BoolArray,
+    box: list[int],
+    sx: float,
+    sy: float,
+    canvas_w: int,
+    canvas_h: int,
+) -> Placed:
+    """``mask`` ``(H, W)`` resized by ``(sx, sy)`` inside its tight ``box`` only.
+
+    A non-empty mask keeps at least one pixel, however small it becomes.
+    """
+    x0, y0, x1, y1 = box
+    if x1 <= x0:
+        return Placed(np.zeros((0, 0), dtype=np.uint8), 0, 0)
+    if sx == 1.0 and sy == 1.0:
+        return Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0)
+    dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
+    dx1 = max(dx0 + 1, min(canvas_w, math.ceil(x1 * sx)))
+    dy1 = max(dy0 + 1, min(canvas_h, math.ceil(y1 * sy)))
+    # Source pixels covered by display pixels dx0..dx1, so the crop lines up with the image.
+    src_x0, src_y0 = math.floor(dx0 / sx), math.floor(dy0 / sy)
+    src_x1 = min(mask.shape[1], math.ceil(dx1 / sx))
+    src_y1 = min(mask.shape[0], math.ceil(dy1 / sy))
+    region = mask[src_y0:src_y1, src_x0:src_x1].view(np.uint8)
+    return Placed(resize_mask(region, dx1 - dx0, dy1 - dy0), dx0, dy0)
+
+
+def resize_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
+    """A 0/1 mask region resized to ``(height, width)``: area-averaged and rounded when
+    shrinking, nearest when growing; keeps one pixel if the region has any."""
+    shrink = width <= region.shape[1] and height <= region.shape[0]
+    if shrink:
+        out = shrink_mask(region, width, height)
+    else:
+        out = np.asarray(
+            cv2.resize(
+                np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_NEAREST
+            ),
+            dtype=np.uint8,
+        )
+    if not out.any():
+        ys, xs = np.nonzero(region)
+        if ys.size:
+            mid = ys.size // 2
+            oy = min(height - 1, int(ys[mid] * height / region.shape[0]))
+            ox = min(width - 1, int(xs[mid] * width / region.shape[1]))
+            out[oy, ox] = 1
+    return np.asarray(out, dtype=np.uint8)
+
+
+def rescale_placed(placed: Placed, factor: float, canvas_w: int, canvas_h: int) -> Placed:
+    """``placed`` (on some canvas) scaled by ``factor`` onto a ``canvas_w`` x ``canvas_h``
+    canvas; a non-empty mask keeps at least one pixel."""
+    h, w = placed.crop.shape
+    if h == 0:
+        return placed
+    x0, y0 = math.floor(placed.x * factor), math.floor(placed.y * factor)
+    x0, y0 = min(x0, canvas_w - 1), min(y0, canvas_h - 1)
+    x1 = max(x0 + 1, min(canvas_w, math.ceil((placed.x + w) * factor)))
+    y1 = max(y0 + 1, min(canvas_h, math.ceil((placed.y + h) * factor)))
+    return Placed(resize_mask(placed.crop, x1 - x0, y1 - y0), x0, y0)
+
+
+def shrink_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
+    """``region`` reduced to ``(height, width)``, area-averaged.
+
+    OpenCV's area resampling is fast only for whole-number ratios (ten times slower
+    otherwise), so the largest whole-number part of the reduction is done that way and the
+    rest, under 2x, by bilinear interpolation, which does not alias at such ratios. On a 0/1
+    mask the result is 0/1 again (each output pixel rounds its area's mean).
+    """
+    src_h, src_w = region.shape[:2]
+    factor = min(src_w // width, src_h // height)
+    if factor >= 2:
+        trimmed = np.ascontiguousarray(
+            region[: (src_h // factor) * factor, : (src_w // factor) * factor]
+        )
+        region = np.asarray(
+            cv2.resize(trimmed, (src_w // factor, src_h // factor), interpolation=cv2.INTER_AREA),
+            dtype=np.uint8,
+        )
+    if region.shape[1] == width and region.shape[0] == height:
+        return np.asarray(region, dtype=np.uint8)
+    return np.asarray(
+        cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_LINEAR),
+        dtype=np.uint8,
+    )
+
+
+def paste_mask(placed: Placed, x0: int, y0: int, width: int, height: int) -> npt.NDArray[np.uint8]:
+    """``placed`` cut to the window ``[x0, x0 + width) x [y0, y0 + height)`` of its canvas."""
+    out = np.zeros((height, width), dtype=np.uint8)
+    h, w = placed.crop.shape
+    ix0, iy0 = max(x0, placed.x), max(y0, placed.y)
+    ix1, iy1 = min(x0 + width, placed.x + w), min(y0 + height, placed.y + h)
+    if ix0 < ix1 and iy0 < iy1:
+        out[iy0 - y0 : iy1 - y0, ix0 - x0 : ix1 - x0] = placed.crop[
+            iy0 - placed.y : iy1 - placed.y, ix0 - placed.x : ix1 - placed.x
+        ]
+    return out
+
+
+def fill_mask(canvas: RGBImage, placed: Placed, color: Color) -> None:
+    """Blend ``color`` into the canvas pixels under the mask, in place."""
+    h, w = placed.crop.shape
+    if h == 0:
+        return
+    region = canvas[placed.y : placed.y + h, placed.x : placed.x + w]
+    alpha = FILL_ALPHA_256 / 256
+    # region * (1 - alpha) + color * alpha, as two OpenCV passes (filling an array with the
+    # colour first costs more than both).
+    tinted = cv2.addWeighted(region, 1.0 - alpha, region, 0.0, 0.0)
+    offset = (color[0] * alpha, color[1] * alpha, color[2] * alpha, 0.0)
+    cv2.add(tinted, offset, dst=tinted)  # type: ignore[call-overload]  # Scalar form, unstubbed
+    if region.flags.c_contiguous:
+        cv2.copyTo(tinted, placed.crop, region)
+        return
+    # Masked copy into a contiguous buffer (OpenCV writes in place only there), then back.
+    blended = region.copy()
+    cv2.copyTo(tinted, placed.crop, blended)
+    region[...] = blended
+
+
+def outline_mask(canvas: RGBImage, placed: Placed, color: Color, thickness: int) -> None:
+    """Draw the mask's outer and hole boundaries in ``color``, in place."""
+    if placed.crop.shape[0] == 0:
+        return
+    # A zero border keeps contours closed where the mask touches the crop's edge.
+    padded = cv2.copyMakeBorder(placed.crop, 1, 1, 1, 1, cv2.BORDER_CONSTANT, value=0)
+    contours, _ = cv2.findContours(
+        padded, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE, offset=(placed.x - 1, placed.y - 1)
+    )
+    cv2.drawContours(canvas, contours, -1, color, thickness, lineType=cv2.LINE_8)
+
+
+def label_anchor(placed: Placed) -> tuple[int, int]:
+    """``(x, y)`` canvas pixel deepest inside the mask (farthest from its boundary), found
+    on a subsampled copy; every candidate is a mask pixel."""
+    h, w = placed.crop.shape
+    if h == 0:
+        return placed.x, placed.y
+    step = max(1, math.ceil(max(h, w) / LABEL_SEARCH_SIDE))
+    sub = np.ascontiguousarray(placed.crop[::step, ::step])
+    padded = cv2.copyMakeBorder(sub, 1, 1, 1, 1, cv2.BORDER_CONSTANT, value=0)
+    distance = cv2.distanceTransform(padded, cv2.DIST_L2, cv2.DIST_MASK_3)
+    if distance.max() <= 0:
+        # The subsampling missed every pixel; fall back to one the mask has.
+        ys, xs = np.nonzero(placed.crop)
+        return placed.x + int(xs[ys.size // 2]), placed.y + int(ys[ys.size // 2])
+    sy, sx = np.unravel_index(int(np.argmax(distance)), distance.shape)
+    return placed.x + (int(sx) - 1) * step, placed.y + (int(sy) - 1) * step
+
+
+def draw_label(
+    canvas: RGBImage, text: str, anchor: tuple[int, int], color: Color, style: Style
+) -> None:
+    """A dark box with ``text`` in white, edged in the mask's ``color``, centred on
+    ``anchor`` and moved inside the canvas where it would cross an edge."""
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    (text_w, text_h), baseline = cv2.getTextSize(text, font, style.font_scale, style.font_thickness)
+    box_w = text_w + 2 * style.padding
+    box_h = text_h + baseline + 2 * style.padding
+    canvas_h, canvas_w = canvas.shape[:2]
+    x0 = min(max(anchor[0] - box_w // 2, 0), max(0, canvas_w - box_w))
+    y0 = min(max(anchor[1] - box_h // 2, 0), max(0, canvas_h - box_h))
+    x1, y1 = x0 + box_w - 1, y0 + box_h - 1
+    cv2.rectangle(canvas, (x0, y0), (x1, y1), LABEL_BACKGROUND, thickness=cv2.FILLED)
+    cv2.rectangle(canvas, (x0, y0), (x1, y1), color, thickness=max(1, style.line // 2))
+    origin = (x0 + style.padding, y0 + style.padding + text_h)
+    cv2.putText(
+        canvas, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
+    )
