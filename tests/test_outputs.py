@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sam3_agent.values.files import Trace, atomic_write_json, json_text, safe_name, utf8
+from sam3_agent.agent.trace import Trace
+from sam3_agent.values.files import atomic_write_json, json_text, safe_name, utf8
 
 
 @given(st.text(max_size=300))

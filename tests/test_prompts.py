@@ -45,25 +45,25 @@ def test_system_prompt_teaches_the_protocol_and_every_tool() -> None:
 
 
 def test_checker_prompt_names_the_verdict_format() -> None:
-    text = prompts.render("checker_system")
+    text = prompts.default_prompt_set().render("checker_system")
     assert "<verdict>Accept</verdict>" in text and "<verdict>Reject</verdict>" in text
 
 
 def test_missing_variable_is_an_error() -> None:
     with pytest.raises(jinja2.UndefinedError):
-        prompts.render("user_task", query="x")
+        prompts.default_prompt_set().render("user_task", query="x")
     with pytest.raises(jinja2.UndefinedError):
-        prompts.feedback("masks_found", phrase="cat")
+        prompts.default_prompt_set().feedback("masks_found", phrase="cat")
 
 
 def test_unknown_feedback_is_an_error() -> None:
     with pytest.raises(KeyError):
-        prompts.feedback("nothing_like_this")
+        prompts.default_prompt_set().feedback("nothing_like_this")
 
 
 def test_rendering_is_deterministic() -> None:
-    a = prompts.render("user_task", query="q", tried_phrases=["b", "a", "c"])
-    b = prompts.render("user_task", query="q", tried_phrases=["b", "a", "c"])
+    a = prompts.default_prompt_set().render("user_task", query="q", tried_phrases=["b", "a", "c"])
+    b = prompts.default_prompt_set().render("user_task", query="q", tried_phrases=["b", "a", "c"])
     assert a == b and a.index('"b"') < a.index('"a"') < a.index('"c"')
 
 
@@ -76,7 +76,7 @@ def test_rendering_is_deterministic() -> None:
     ],
 )
 def test_feedback_grammar(message: str, variables: dict[str, object], expected: str) -> None:
-    assert expected in prompts.feedback(message, **variables)
+    assert expected in prompts.default_prompt_set().feedback(message, **variables)
 
 
 # --------------------------------------------------------------------------- prompt sets
@@ -151,8 +151,9 @@ def test_an_agent_uses_its_own_prompt_set(
     written = json.loads((tmp_path / "out" / "result.json").read_text())
     assert written["prompts"] == prompts.load_prompt_set(folder).describe()
     assert written["prompts"]["version"] != prompts.default_prompt_set().version
-    # Outside a session, the module-level helpers still render the canonical set.
-    assert "CUSTOM-SET" not in prompts.feedback("masks_found", phrase="cat", count=2)
+    # The canonical set is untouched by an agent holding another.
+    canonical = prompts.default_prompt_set()
+    assert "CUSTOM-SET" not in canonical.feedback("masks_found", phrase="cat", count=2)
 
 
 def test_concurrent_agents_keep_their_sets_apart(
@@ -236,7 +237,11 @@ BROKEN_SETS: list[tuple[str, dict[str, Callable[[str], str]], str]] = [
     ),
     (
         "macro does not render",
-        {"feedback.j2": _replace('{{ "is" if used == 1', '{{ used|join(", ") }}{{ "is" if used == 1')},
+        {
+            "feedback.j2": _replace(
+                '{{ "is" if used == 1', '{{ used|join(", ") }}{{ "is" if used == 1'
+            )
+        },
         "feedback.j2 macro check_budget_spent does not render",
     ),
 ]
@@ -338,7 +343,7 @@ def test_the_wheel_ships_the_canonical_set(tmp_path: Path) -> None:
     assert {f"sam3_agent/_prompts/{t}.j2" for t in prompts.TEMPLATES} <= names
     assert not any(n.startswith("prompts/") for n in names)
     probe = (
-        "import json; from sam3_agent import prompts; p = prompts.default_prompt_set(); "
+        "import json; from sam3_agent.agent import prompts; p = prompts.default_prompt_set(); "
         "print(json.dumps(p.describe()))"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}

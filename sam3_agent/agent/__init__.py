@@ -13,9 +13,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sam3_agent.agent.loop import MaskCheck, RoundEvent, Sam3Agent
+    from sam3_agent.agent.events import MaskCheck, RoundEvent
+    from sam3_agent.agent.loop import Sam3Agent
 
-_EXPORTS = {"MaskCheck": "loop", "RoundEvent": "loop", "Sam3Agent": "loop"}
+_EXPORTS = {"MaskCheck": "events", "RoundEvent": "events", "Sam3Agent": "loop"}
 
 
 def __getattr__(name: str) -> Any:

@@ -9,17 +9,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from sam3_agent.agent import prompts
 from sam3_agent.agent.parsing import ToolCall
+from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, Part, TextPart
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.prompts import PromptSet
 
 StepKind = Literal["segment", "examine", "final", "correction"]
 """``segment``: an executed segment_phrase (a pruning anchor). ``examine``: an executed
 examine_each_mask. ``final``: select/report that ended the session. ``correction``: anything
 refused or unreadable, answered with a corrective message."""
+
+
+class ToolMistake(Exception):
+    """A mistake the model can fix. ``str(e)`` is the corrective message sent back to it."""
+
+
+@dataclass(frozen=True)
+class Final:
+    """The session's answer: ``masks`` with the selected detections, or ``no_mask``."""
+
+    status: Literal["masks", "no_mask"]
+    detections: Detections
 
 
 @dataclass(frozen=True)
@@ -48,11 +63,17 @@ class Observation:
         return ChatMessage("user", tuple(parts))
 
     def tool_messages(
-        self, call: NativeToolCall, *, with_image: bool, masks_gone: bool = False
+        self,
+        call: NativeToolCall,
+        *,
+        with_image: bool,
+        prompts: PromptSet,
+        masks_gone: bool = False,
     ) -> list[ChatMessage]:
         """The answer to a native tool call: a ``tool`` message with the text, then, when the
-        image is shown, a ``user`` message holding it (OpenAI tool messages take text only).
-        A withheld image is stood in for in the tool message as in :meth:`message`."""
+        image is shown, a ``user`` message holding it (OpenAI tool messages take text only)
+        with the note of ``prompts``. A withheld image is stood in for in the tool message
+        as in :meth:`message`."""
         text = self.text
         if self.image is not None and not with_image:
             stand_in = self.image_gone_text if masks_gone else self.image_dropped_text
@@ -63,6 +84,17 @@ class Observation:
             note = prompts.feedback("tool_result_image", name=call.name)
             messages.append(ChatMessage("user", (ImagePart(self.image), TextPart(note))))
         return messages
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What one tool call (or a refused reply) gave: the step's kind, the answer to send
+    back, the session's answer when the tool ended it, the phrase of a segment."""
+
+    kind: StepKind
+    observation: Observation
+    final: Final | None = None
+    phrase: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,8 +128,10 @@ class ActionStep:
     phrase: str | None = None
     native_call: NativeToolCall | None = None
 
-    def messages(self, *, with_image: bool, masks_gone: bool = False) -> tuple[ChatMessage, ...]:
-        """The round as chat messages: the reply, then its answer.
+    def messages(
+        self, *, with_image: bool, prompts: PromptSet, masks_gone: bool = False
+    ) -> tuple[ChatMessage, ...]:
+        """The round as chat messages: the reply, then its answer (notes from ``prompts``).
 
         Tag protocol: ``(assistant, user)``. Native tool calls: an assistant message with
         the structured call, a ``tool`` message answering it by id, and a ``user`` message
@@ -111,7 +145,7 @@ class ActionStep:
         text = (TextPart(self.reply),) if self.reply else ()
         assistant = ChatMessage("assistant", text, tool_calls=(self.native_call,))
         answer = self.observation.tool_messages(
-            self.native_call, with_image=with_image, masks_gone=masks_gone
+            self.native_call, with_image=with_image, prompts=prompts, masks_gone=masks_gone
         )
         return (assistant, *answer)
 
