@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from sam3_agent.agent import prompts
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.result import AgentResult
-from sam3_agent.agent.tools import TOOLS
+from sam3_agent.agent.tools import TOOLS, tool_docs
 from sam3_agent.apps.cli.main import app
 from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.runs.evaluation.store import reading
@@ -498,3 +498,22 @@ def test_context_notes_and_digests_render_with_the_agents_set(
         for call in chat.digest_calls:
             assert call[0].joined_text.startswith("SET-D digest system.")
             assert call[1].joined_text.startswith("SET-D digest user.")
+
+
+def test_a_set_is_checked_once_however_often_it_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI checks a set before the models load, the agent loads it again: one check."""
+    checks: list[str] = []
+    original = prompts._check
+    monkeypatch.setattr(prompts, "_check", lambda s, r: (checks.append(s.path), original(s, r)))
+    folder = _custom_set(tmp_path / "once", _marked("ONCE"))
+    first = prompts.load_prompt_set(folder)
+    again = prompts.load_prompt_set(folder, tool_docs=tool_docs())
+    assert again is first and checks == [str(folder.resolve())]
+    # The tools the agent lists are rendered in too (the sample lists one tool).
+    broken = "{% if tools|length > 1 %}{{ tools[0].missing }}{% endif %}{{ protocol }}"
+    (folder / "system.j2").write_text(broken)
+    assert prompts.load_prompt_set(folder).version != first.version
+    with pytest.raises(UserError, match=r"system\.j2 does not render"):
+        prompts.load_prompt_set(folder, tool_docs=tool_docs())

@@ -10,6 +10,7 @@ does not load the whole loop.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,6 +23,9 @@ _EXPORTS = {"MaskCheck": "events", "RoundEvent": "events", "Sam3Agent": "loop"}
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
+        # ``sam3_agent.agent.api`` and the like, reached as attributes before an import.
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+            return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module 'sam3_agent.agent' has no attribute {name!r}")
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 

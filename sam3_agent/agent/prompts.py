@@ -203,7 +203,7 @@ ToolDocs = Sequence[Mapping[str, str]]
 @cache
 def default_prompt_set() -> PromptSet:
     """The canonical set, loaded and checked once per process."""
-    return _load(canonical_dir(), BUILTIN_NAME, reference=None, tool_docs=None)
+    return _load(canonical_dir(), BUILTIN_NAME, reference=None)
 
 
 def load_prompt_set(
@@ -211,9 +211,10 @@ def load_prompt_set(
 ) -> PromptSet:
     """The prompt set in ``directory`` (the canonical one for None), checked completely.
 
-    ``system.j2`` is rendered with ``tool_docs`` (the tools the agent will list), or with a
-    sample tool of the same shape when None. A set whose files and tool docs were already
-    checked in this process is not checked again (the same :class:`PromptSet` comes back).
+    The set is checked with a sample tool in ``system.j2``; with ``tool_docs`` (the tools
+    the agent will list) it is also rendered with those. A set whose files were already
+    checked in this process is not checked again (the same :class:`PromptSet` comes back):
+    the CLI and then the agent load it, the check runs once.
 
     Raises:
         UserError: not a readable directory, a template missing, not UTF-8, a syntax error,
@@ -221,17 +222,24 @@ def load_prompt_set(
             arguments, or a template that fails to render with sample values.
     """
     if directory is None:
-        return default_prompt_set()
+        return _with_tools(default_prompt_set(), tool_docs)
     path = Path(directory).expanduser()
     if not path.is_dir():
         raise UserError(f"prompt set {path} is not a directory")
     path = path.resolve()
-    return _load(path, path.name, reference=default_prompt_set(), tool_docs=tool_docs)
+    return _with_tools(_load(path, path.name, reference=default_prompt_set()), tool_docs)
 
 
-def _load(
-    folder: Traversable, name: str, reference: PromptSet | None, tool_docs: ToolDocs | None
-) -> PromptSet:
+def _with_tools(prompt_set: PromptSet, tool_docs: ToolDocs | None) -> PromptSet:
+    """``prompt_set``, once ``system.j2`` renders with ``tool_docs`` in both protocols."""
+    if tool_docs is not None:
+        for protocol in ("tags", "native"):
+            variables = {"tools": list(tool_docs), "protocol": protocol}
+            _try(prompt_set.path, "system" + SUFFIX, prompt_set.render, "system", variables)
+    return prompt_set
+
+
+def _load(folder: Traversable, name: str, reference: PromptSet | None) -> PromptSet:
     where = str(folder)
     sources: dict[str, str] = {}
     try:
@@ -251,8 +259,7 @@ def _load(
             f"prompt set {where} lacks {', '.join(missing)} "
             f"(a prompt set holds {', '.join(t + SUFFIX for t in TEMPLATES)})"
         )
-    docs = tuple(tuple(sorted(d.items())) for d in tool_docs) if tool_docs is not None else None
-    return _checked(name, where, tuple(sorted(sources.items())), docs, reference is None)
+    return _checked(name, where, tuple(sorted(sources.items())), reference is None)
 
 
 @lru_cache(maxsize=32)
@@ -260,13 +267,11 @@ def _checked(
     name: str,
     where: str,
     sources: tuple[tuple[str, str], ...],
-    tool_docs: tuple[tuple[tuple[str, str], ...], ...] | None,
     canonical: bool,
 ) -> PromptSet:
     """A set built and checked once per distinct content (the CLI, then the agent, load it)."""
     prompt_set = PromptSet(name, where, dict(sources))
-    docs = [dict(d) for d in tool_docs] if tool_docs is not None else None
-    _check(prompt_set, prompt_set if canonical else default_prompt_set(), docs)
+    _check(prompt_set, prompt_set if canonical else default_prompt_set())
     logger.debug("prompt set %s (%s) from %s", name, prompt_set.version, where)
     return prompt_set
 
@@ -274,7 +279,7 @@ def _checked(
 # --------------------------------------------------------------------------- checking
 
 
-def _check(prompt_set: PromptSet, reference: PromptSet, tool_docs: ToolDocs | None) -> None:
+def _check(prompt_set: PromptSet, reference: PromptSet) -> None:
     """Refuse a set the agent could not render (see :func:`load_prompt_set`)."""
     where = prompt_set.path
     env = prompt_set._env
@@ -304,7 +309,7 @@ def _check(prompt_set: PromptSet, reference: PromptSet, tool_docs: ToolDocs | No
                 f"prompt set {where}: feedback.j2 macro {message} takes "
                 f"({', '.join(macro.arguments)}); the agent passes ({', '.join(wanted.arguments)})"
             )
-    for template, variables in _sample_renders(tool_docs):
+    for template, variables in _sample_renders():
         _try(where, template + SUFFIX, prompt_set.render, template, variables)
     for message, macro in macros.items():
         if message in reference.feedback_macros():
@@ -312,10 +317,9 @@ def _check(prompt_set: PromptSet, reference: PromptSet, tool_docs: ToolDocs | No
             _try(where, f"feedback.j2 macro {message}", prompt_set.feedback, message, args)
 
 
-def _sample_renders(tool_docs: ToolDocs | None) -> Iterator[tuple[str, dict[str, Any]]]:
-    docs = list(tool_docs) if tool_docs is not None else _SAMPLES["tools"]
+def _sample_renders() -> Iterator[tuple[str, dict[str, Any]]]:
     for protocol in ("tags", "native"):
-        yield "system", {"tools": docs, "protocol": protocol}
+        yield "system", {"tools": _SAMPLES["tools"], "protocol": protocol}
     for template, names in TEMPLATES.items():
         if template not in ("system", "feedback"):
             yield template, {n: _SAMPLES.get(n, "sample") for n in names}

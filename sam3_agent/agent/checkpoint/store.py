@@ -17,6 +17,14 @@ from sam3_agent.agent.checkpoint.journal import (
     JournaledSegmenter,
     read_journal,
 )
+from sam3_agent.agent.checkpoint.saved import (
+    FORMAT,
+    PROMPT_SET_FILE,
+    STATE_FILE,
+    check_fingerprint,
+    load_saved,
+    saved_prompt_set,
+)
 from sam3_agent.agent.checkpoint.state import (
     Fingerprint,
     SessionState,
@@ -28,20 +36,17 @@ from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ResumeError, UserError
 from sam3_agent.values.files import atomic_write_bytes
-from sam3_agent.values.images import EncodedImage, RGBImage
+from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.version import __version__
 
 if TYPE_CHECKING:
-    from sam3_agent.values.config import AgentConfig
+    pass
 
 logger = logging.getLogger(__name__)
 
-STATE_FILE = rundir.STATE
 LOCK_FILE = rundir.LOCK
-PROMPT_SET_FILE = rundir.PROMPT_SET
 SYSTEM_PROMPT_FILE = rundir.SYSTEM_PROMPT
 CHECKER_PROMPT_FILE = rundir.CHECKER_PROMPT
-FORMAT = 1
 
 
 class ContinuedTrace(Trace):
@@ -353,73 +358,3 @@ def _read_prompt(directory: Path, name: str, sha256: str) -> str:
     if _sha256(text) != sha256:
         raise ResumeError(f"cannot resume {directory}: {name} changed since the session started")
     return text
-
-
-def load_saved(directory: Path) -> dict[str, Any]:
-    """``session.json`` of ``directory``, read and checked for its format.
-
-    Raises:
-        ResumeError: no such file (nothing to resume), unreadable, or another format.
-    """
-    path = directory / STATE_FILE
-    if not path.is_file():
-        raise ResumeError(f"nothing to resume in {directory}: no {STATE_FILE}")
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is unreadable: {e}") from e
-    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
-        found = saved.get("format") if isinstance(saved, dict) else None
-        raise ResumeError(
-            f"cannot resume {directory}: {STATE_FILE} has format {found!r}, expected {FORMAT}"
-        )
-    return saved
-
-
-def check_fingerprint(
-    directory: Path, saved: dict[str, Any], now: Fingerprint, *, compare_model: bool = True
-) -> None:
-    """Raise :class:`ResumeError` naming every difference between the session and ``now``."""
-    try:
-        before = Fingerprint.from_json(saved["fingerprint"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
-    differences = before.differences(now, compare_model=compare_model)
-    if differences:
-        raise ResumeError(f"cannot resume {directory}: " + "; ".join(differences))
-
-
-def check_resumable(directory: Path, *, query: str, image: RGBImage, config: AgentConfig) -> int:
-    """Check, before any model loads, that ``directory`` holds a session this request continues.
-
-    The MLLM's name is compared later, when the model is built. Returns the last committed
-    round.
-
-    Raises:
-        ResumeError: nothing to resume, damaged files, or a different image, query or settings.
-    """
-    saved = load_saved(directory)
-    now = Fingerprint.of(query=query, image=image, config=config, model="")
-    check_fingerprint(directory, saved, now, compare_model=False)
-    try:
-        return int(saved["state"]["round"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
-
-
-def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
-    """The prompt set a session in ``directory`` started with (``{"name", "path",
-    "sources"}``), or None when it kept none.
-
-    Raises:
-        ResumeError: the file is there but unreadable or damaged.
-    """
-    path = directory / PROMPT_SET_FILE
-    if not path.is_file():
-        return None
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        sources = {str(k): str(v) for k, v in saved["sources"].items()}
-        return {"name": str(saved["name"]), "path": str(saved["path"]), "sources": sources}
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ResumeError(f"cannot resume {directory}: {PROMPT_SET_FILE} is damaged: {e!r}") from e
