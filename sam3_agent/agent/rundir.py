@@ -80,3 +80,25 @@ def write_run(
     write_png(out / OVERLAY, legend(canvas, result.query, result.detections))
     atomic_write_json(out / RESULT, document)
     return document
+
+
+MARKERS = (RESULT, TRACE, SYSTEM_PROMPT)
+"""A directory holding one of these was written by a run."""
+
+ENTRIES = frozenset(
+    {
+        RESULT,
+        OVERLAY,
+        MASKS_DIR,
+        TRACE,
+        IMAGES_DIR,
+        SYSTEM_PROMPT,
+        CHECKER_PROMPT,
+        PROMPT_SET,
+        STATE,
+        JOURNAL,
+        LOCK,
+    }
+)
+"""Every file and folder a run writes at the top of its directory (what ``--overwrite``
+may remove, and nothing else)."""
