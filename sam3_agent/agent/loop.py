@@ -38,18 +38,18 @@ from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.session import Session
 from sam3_agent.agent.steps import (
-    ActionStep,
     Final,
     Observation,
     TaskStep,
     ToolMistake,
     ToolOutcome,
+    round_step,
 )
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.images import ImageInput, load_image
-from sam3_agent.values.messages import ChatResponse, NativeToolCall
+from sam3_agent.values.messages import ChatResponse
 from sam3_agent.values.text import echo
 
 __all__ = ["STOPPED", "MaskCheck", "RoundCallback", "RoundEvent", "Sam3Agent", "check_query"]
@@ -223,9 +223,7 @@ class Sam3Agent:
             return restored.ending.final, restored.ending.failure
         # After the restore: the policy's digest accounting adds to the restored usage.
         # Policy state (digests, attention, mode) starts afresh on resume; it is a view.
-        session.usage.estimate_source = self.token_counter.source
-        sink = digest_sink(session, self.token_counter)
-        policy = build_policy(PolicyInputs(self.config, self.token_counter, self.chat_model, sink))
+        policy = self._context_policy(session)
         hooks: list[RoundHook] = [TraceHook(self.token_counter), CommitHook(checkpoint)]
         if on_round is not None:
             hooks.append(EventHook(on_round))
@@ -237,6 +235,13 @@ class Sam3Agent:
             aclose = getattr(policy, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    def _context_policy(self, session: Session) -> ContextPolicy:
+        """The session's context policy, its digest calls counted and traced (the
+        context benchmark wraps it)."""
+        session.usage.estimate_source = self.token_counter.source
+        sink = digest_sink(session, self.token_counter)
+        return build_policy(PolicyInputs(self.config, self.token_counter, self.chat_model, sink))
 
     async def _rounds(
         self,
@@ -269,7 +274,7 @@ class Sam3Agent:
             parsed = self._parse(response, session.round)
             outcome = await self._act(session, parsed)
             corrections += outcome.kind == "correction"
-            step = _step(session.round, response, parsed, outcome)
+            step = round_step(session.round, response, parsed, outcome)
             # Counted on the loop (the tokenizer is shared by every session of the process);
             # the usage estimate is kept whether or not a trace is written.
             tokens = self.token_counter.messages(context.messages)
@@ -362,36 +367,3 @@ def check_query(query: str) -> None:
     """Raise :class:`UserError` for a query the agent cannot work on (empty or blank)."""
     if not query or not query.strip():
         raise UserError("the query is empty")
-
-
-REPLAY_LIMIT = 2000
-"""Characters of a refused reply replayed in later contexts (the trace keeps all of it)."""
-
-
-def _step(
-    round_number: int, response: ChatResponse, parsed: ParsedReply, outcome: ToolOutcome
-) -> ActionStep:
-    """The round as the history keeps it. A native call is replayed as a structured call
-    next to the visible text; a refused reply is bounded (:func:`_bounded_replay`)."""
-    reply = response.text if parsed.native_call is not None else parsed.stored_text
-    native_call = parsed.native_call
-    if outcome.kind == "correction":
-        reply, native_call = _bounded_replay(reply, native_call)
-    return ActionStep(
-        round=round_number,
-        reply=reply,
-        kind=outcome.kind,
-        observation=outcome.observation,
-        call=parsed.call,
-        phrase=outcome.phrase,
-        native_call=native_call,
-    )
-
-
-def _bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, NativeToolCall | None]:
-    """A refused reply as later contexts show it: cut to :data:`REPLAY_LIMIT` characters, so
-    a megabyte the model wrote once is not sent back with every following round. A native
-    call's arguments that long are replayed as ``{}`` (they must stay valid JSON)."""
-    if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
-        call = NativeToolCall(echo(call.name), "{}", id=call.id)
-    return echo(reply, REPLAY_LIMIT), call

@@ -11,10 +11,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from sam3_agent.agent.parsing import ToolCall
+from sam3_agent.agent.parsing import ParsedReply, ToolCall
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage
-from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, Part, TextPart
+from sam3_agent.values.messages import (
+    ChatMessage,
+    ChatResponse,
+    ImagePart,
+    NativeToolCall,
+    Part,
+    TextPart,
+)
+from sam3_agent.values.text import echo
 
 if TYPE_CHECKING:
     from sam3_agent.agent.prompts import PromptSet
@@ -166,3 +174,36 @@ def current_masks_index(steps: Sequence[ActionStep]) -> int | None:
         if steps[i].changes_masks:
             return i if steps[i].observation.image is not None else None
     return None
+
+
+REPLAY_LIMIT = 2000
+"""Characters of a refused reply replayed in later contexts (the trace keeps all of it)."""
+
+
+def round_step(
+    round_number: int, response: ChatResponse, parsed: ParsedReply, outcome: ToolOutcome
+) -> ActionStep:
+    """The round as the history keeps it. A native call is replayed as a structured call
+    next to the visible text; a refused reply is bounded (:func:`bounded_replay`)."""
+    reply = response.text if parsed.native_call is not None else parsed.stored_text
+    native_call = parsed.native_call
+    if outcome.kind == "correction":
+        reply, native_call = bounded_replay(reply, native_call)
+    return ActionStep(
+        round=round_number,
+        reply=reply,
+        kind=outcome.kind,
+        observation=outcome.observation,
+        call=parsed.call,
+        phrase=outcome.phrase,
+        native_call=native_call,
+    )
+
+
+def bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, NativeToolCall | None]:
+    """A refused reply as later contexts show it: cut to :data:`REPLAY_LIMIT` characters, so
+    a megabyte the model wrote once is not sent back with every following round. A native
+    call's arguments that long are replayed as ``{}`` (they must stay valid JSON)."""
+    if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
+        call = NativeToolCall(echo(call.name), "{}", id=call.id)
+    return echo(reply, REPLAY_LIMIT), call
