@@ -33,6 +33,7 @@ from bench_round import blob_detections, photo
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint, Journal
 from sam3_agent.agent.checkpoint.journal import response_to_json
 from sam3_agent.agent.checkpoint.state import detections_to_json
+from sam3_agent.agent.prompts import default_prompt_set
 from sam3_agent.agent.session import Session
 from sam3_agent.agent.steps import ActionStep, Observation
 from sam3_agent.values.config import AgentConfig
@@ -82,6 +83,7 @@ def measure(image: RGBImage, raw: Detections, repeats: int) -> tuple[float, ...]
             chat_model=_Unused(),  # type: ignore[arg-type]
             image=image,
             query="q",
+            prompts=default_prompt_set(),
             checker_prompt="c",
             trace=checkpoint.trace,
         )
@@ -97,7 +99,7 @@ def measure(image: RGBImage, raw: Detections, repeats: int) -> tuple[float, ...]
             session.current = Detections(raw.masks, raw.boxes, raw.scores)
 
         def commit() -> None:
-            checkpoint.commit(session, steps, 0)
+            checkpoint.commit(session.snapshot(steps, 0))
 
         return (
             median_s(round_work, repeats),

@@ -716,8 +716,9 @@ def test_no_file_work_on_the_event_loop(
     batch evaluation shares the loop between sessions."""
     import asyncio
 
-    import sam3_agent.agent.loop as agent_module
-    import sam3_agent.values.files as outputs_module
+    import sam3_agent.agent.checkpoint.store as store_module
+    import sam3_agent.agent.rundir as rundir_module
+    import sam3_agent.agent.trace as trace_module
 
     on_loop: list[str] = []
 
@@ -732,15 +733,13 @@ def test_no_file_work_on_the_event_loop(
 
         return wrapper
 
-    monkeypatch.setattr(
-        outputs_module,
-        "atomic_write_bytes",
-        off_loop("atomic_write_bytes", outputs_module.atomic_write_bytes),
-    )
-    monkeypatch.setattr(agent_module, "write_png", off_loop("write_png", agent_module.write_png))
-    monkeypatch.setattr(
-        outputs_module.Trace, "record", off_loop("record", outputs_module.Trace.record)
-    )
+    for module in (rundir_module, trace_module, store_module):
+        monkeypatch.setattr(
+            module, "atomic_write_bytes", off_loop("atomic_write_bytes", module.atomic_write_bytes)
+        )
+    for name in ("write_png", "atomic_write_json"):
+        monkeypatch.setattr(rundir_module, name, off_loop(name, getattr(rundir_module, name)))
+    monkeypatch.setattr(trace_module.Trace, "record", off_loop("record", trace_module.Trace.record))
     replies = [tool("segment_phrase", text_prompt="cat"), tool("examine_each_mask"), SELECT_1]
     agent, _, _ = make_agent(replies, three_cats)
     assert agent.run(image, "cat", output_dir=tmp_path).status == "masks"

@@ -34,8 +34,7 @@ from sam3_agent.agent.checkpoint.store import DirectoryLock
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.result import Usage
-from sam3_agent.agent.steps import ActionStep, Observation
-from sam3_agent.agent.tools import Final
+from sam3_agent.agent.steps import ActionStep, Final, Observation
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections, encode_rle
 from sam3_agent.values.errors import ChatModelError, ResumeError, UserError
@@ -368,10 +367,10 @@ def test_any_string_a_model_or_user_wrote_is_committed_and_read_back(
     fingerprint = Fingerprint.of(query=odd, image=image, config=config, model="m")
     checkpoint = Checkpoint.start(tmp_path, fingerprint, system_prompt="s", checker_prompt="c")
     step = ActionStep(1, odd, "correction", Observation(odd), ToolCall(odd, {odd: [odd]}), odd)
-    session = SimpleNamespace(
-        round=1, phrases=[odd], current=None, checks_used=0, usage=Usage(), timings={odd: 1.0}
+    state = SessionState(
+        round=1, corrections=1, steps=[step], phrases=[odd], usage=Usage(), timings={odd: 1.0}
     )
-    checkpoint.commit(session, [step], 1)  # type: ignore[arg-type]
+    checkpoint.commit(state)
     checkpoint.close()
     assert request_key([ChatMessage.text("user", odd)], None)  # a digest, not an error
     saved = load_saved(tmp_path)

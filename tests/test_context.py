@@ -113,7 +113,9 @@ def test_invariants_over_random_sessions(
             # tags; (assistant, tool) and a user message with the image, natively.
             kept = [i for i, s in enumerate(h.steps) if s.round in record.kept_rounds]
             rounds = [
-                h.steps[i].messages(with_image=i == current, masks_gone=current is None)
+                h.steps[i].messages(
+                    with_image=i == current, masks_gone=current is None, prompts=h.prompts
+                )
                 for i in kept
             ]
             assert messages[2:] == [m for r in rounds for m in r]

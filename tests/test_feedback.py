@@ -56,26 +56,30 @@ def test_every_message_is_covered() -> None:
 @pytest.mark.parametrize("name", messages())
 def test_message_reads_well_with_edge_case_arguments(name: str) -> None:
     for arguments in argument_sets(name):
-        text = prompts.feedback(name, **arguments)
+        text = prompts.default_prompt_set().feedback(name, **arguments)
         assert text and text == text.strip()
         for pattern in BAD_PATTERNS:
             assert not re.search(pattern, text), (name, arguments, pattern, text)
 
 
 def test_wording_of_singular_cases() -> None:
-    assert "numbered 1." in prompts.feedback("masks_found", phrase="cat", count=1)
-    one = prompts.feedback("examined", total=1, kept=[1])
+    assert "numbered 1." in prompts.default_prompt_set().feedback(
+        "masks_found", phrase="cat", count=1
+    )
+    one = prompts.default_prompt_set().feedback("examined", total=1, kept=[1])
     assert "checked the only mask" in one and "renumbered 1;" in one
-    assert "Expected: none; pass an empty object." in prompts.feedback(
+    assert "Expected: none; pass an empty object." in prompts.default_prompt_set().feedback(
         "bad_parameters", name="x", problems="p.", expected="none; pass an empty object."
     )
 
 
 def test_empty_reply_says_the_reply_was_empty() -> None:
-    text = prompts.feedback("empty_reply")
+    text = prompts.default_prompt_set().feedback("empty_reply")
     assert "empty" in text and "after your reasoning" not in text
 
 
 def test_refused_duplicate_says_how_phrases_are_compared() -> None:
-    text = prompts.feedback("duplicate_phrase", phrase="Red  Car", tried=["red car"])
+    text = prompts.default_prompt_set().feedback(
+        "duplicate_phrase", phrase="Red  Car", tried=["red car"]
+    )
     assert "ignoring case" in text and "spaces" in text

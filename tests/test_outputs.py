@@ -3,11 +3,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from fakes import FakeSegmenter, ScriptedChatModel, tool
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sam3_agent.values.files import Trace, atomic_write_json, json_text, safe_name, utf8
+from sam3_agent.agent import rundir
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.trace import Trace
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.files import atomic_write_json, json_text, safe_name, utf8
 
 
 @given(st.text(max_size=300))
@@ -76,3 +82,27 @@ def test_one_trace_record_is_one_line_for_any_line_splitter(tmp_path: Path) -> N
     trace.record({"reply": "a\x85b\u2028c\u2029d\x0be"})
     lines = (tmp_path / "trace.jsonl").read_text("utf-8").splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["reply"] == "a\x85b\u2028c\u2029d\x0be"
+
+
+def test_the_run_directory_names_every_file_a_run_writes(tmp_path: Path) -> None:
+    """Whatever a resumable run with exports leaves at the top of its directory is named
+    in :data:`rundir.ENTRIES` (the CLI's --overwrite removes exactly those)."""
+    h, w = 48, 64
+    masks = np.zeros((1, h, w), dtype=bool)
+    masks[0, 8:24, 8:24] = True
+    found = Detections(masks, np.array([[8.0, 8.0, 24.0, 24.0]]), np.array([0.9]))
+    chat = ScriptedChatModel(
+        replies=[
+            tool("segment_phrase", text_prompt="cat"),
+            tool("select_masks_and_return", final_answer_masks=[1]),
+        ]
+    )
+    image = np.full((h, w, 3), 127, dtype=np.uint8)
+    agent = Sam3Agent(FakeSegmenter({"cat": found}), chat)
+    result = agent.run(image, "a cat", output_dir=tmp_path, exports=("png", "polygons"))
+    written = {p.name for p in tmp_path.iterdir()}
+    assert written <= rundir.ENTRIES
+    assert {rundir.RESULT, rundir.OVERLAY, rundir.MASKS_DIR, rundir.TRACE} <= written
+    document = json.loads((tmp_path / rundir.RESULT).read_text())
+    assert document == rundir.result_document(result, ("png", "polygons"))
+    assert document["mask_files"] == ["masks/01.png"] and document["masks"][0]["polygons"]

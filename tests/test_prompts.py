@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from sam3_agent.agent import prompts
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.result import AgentResult
-from sam3_agent.agent.tools import TOOLS
+from sam3_agent.agent.tools import TOOLS, tool_docs
 from sam3_agent.apps.cli.main import app
 from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.runs.evaluation.results import SampleResult
@@ -46,25 +46,25 @@ def test_system_prompt_teaches_the_protocol_and_every_tool() -> None:
 
 
 def test_checker_prompt_names_the_verdict_format() -> None:
-    text = prompts.render("checker_system")
+    text = prompts.default_prompt_set().render("checker_system")
     assert "<verdict>Accept</verdict>" in text and "<verdict>Reject</verdict>" in text
 
 
 def test_missing_variable_is_an_error() -> None:
     with pytest.raises(jinja2.UndefinedError):
-        prompts.render("user_task", query="x")
+        prompts.default_prompt_set().render("user_task", query="x")
     with pytest.raises(jinja2.UndefinedError):
-        prompts.feedback("masks_found", phrase="cat")
+        prompts.default_prompt_set().feedback("masks_found", phrase="cat")
 
 
 def test_unknown_feedback_is_an_error() -> None:
     with pytest.raises(KeyError):
-        prompts.feedback("nothing_like_this")
+        prompts.default_prompt_set().feedback("nothing_like_this")
 
 
 def test_rendering_is_deterministic() -> None:
-    a = prompts.render("user_task", query="q", tried_phrases=["b", "a", "c"])
-    b = prompts.render("user_task", query="q", tried_phrases=["b", "a", "c"])
+    a = prompts.default_prompt_set().render("user_task", query="q", tried_phrases=["b", "a", "c"])
+    b = prompts.default_prompt_set().render("user_task", query="q", tried_phrases=["b", "a", "c"])
     assert a == b and a.index('"b"') < a.index('"a"') < a.index('"c"')
 
 
@@ -77,7 +77,7 @@ def test_rendering_is_deterministic() -> None:
     ],
 )
 def test_feedback_grammar(message: str, variables: dict[str, object], expected: str) -> None:
-    assert expected in prompts.feedback(message, **variables)
+    assert expected in prompts.default_prompt_set().feedback(message, **variables)
 
 
 # --------------------------------------------------------------------------- prompt sets
@@ -152,8 +152,9 @@ def test_an_agent_uses_its_own_prompt_set(
     written = json.loads((tmp_path / "out" / "result.json").read_text())
     assert written["prompts"] == prompts.load_prompt_set(folder).describe()
     assert written["prompts"]["version"] != prompts.default_prompt_set().version
-    # Outside a session, the module-level helpers still render the canonical set.
-    assert "CUSTOM-SET" not in prompts.feedback("masks_found", phrase="cat", count=2)
+    # The canonical set is untouched by an agent holding another.
+    canonical = prompts.default_prompt_set()
+    assert "CUSTOM-SET" not in canonical.feedback("masks_found", phrase="cat", count=2)
 
 
 def test_concurrent_agents_keep_their_sets_apart(
@@ -498,3 +499,22 @@ def test_context_notes_and_digests_render_with_the_agents_set(
         for call in chat.digest_calls:
             assert call[0].joined_text.startswith("SET-D digest system.")
             assert call[1].joined_text.startswith("SET-D digest user.")
+
+
+def test_a_set_is_checked_once_however_often_it_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI checks a set before the models load, the agent loads it again: one check."""
+    checks: list[str] = []
+    original = prompts._check
+    monkeypatch.setattr(prompts, "_check", lambda s, r: (checks.append(s.path), original(s, r)))
+    folder = _custom_set(tmp_path / "once", _marked("ONCE"))
+    first = prompts.load_prompt_set(folder)
+    again = prompts.load_prompt_set(folder, tool_docs=tool_docs())
+    assert again is first and checks == [str(folder.resolve())]
+    # The tools the agent lists are rendered in too (the sample lists one tool).
+    broken = "{% if tools|length > 1 %}{{ tools[0].missing }}{% endif %}{{ protocol }}"
+    (folder / "system.j2").write_text(broken)
+    assert prompts.load_prompt_set(folder).version != first.version
+    with pytest.raises(UserError, match=r"system\.j2 does not render"):
+        prompts.load_prompt_set(folder, tool_docs=tool_docs())

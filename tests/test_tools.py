@@ -6,6 +6,7 @@ from fakes import FakeSegmenter, ScriptedChatModel, tool
 from pydantic import ValidationError
 
 from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.prompts import default_prompt_set
 from sam3_agent.agent.tools import (
     TOOLS,
     SegmentPhraseParams,
@@ -26,7 +27,7 @@ from sam3_agent.values.detections import Detections
 def test_one_based_numbers_become_zero_based_indices(
     numbers: list[int], count: int, indices: list[int]
 ) -> None:
-    assert mask_numbers_to_indices(numbers, count) == indices
+    assert mask_numbers_to_indices(numbers, count, default_prompt_set()) == indices
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,7 @@ def test_one_based_numbers_become_zero_based_indices(
 )
 def test_bad_numbers_are_mistakes(numbers: list[int], count: int, message: str) -> None:
     with pytest.raises(ToolMistake, match=message):
-        mask_numbers_to_indices(numbers, count)
+        mask_numbers_to_indices(numbers, count, default_prompt_set())
 
 
 @pytest.mark.parametrize(

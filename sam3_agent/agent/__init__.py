@@ -14,15 +14,16 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sam3_agent.agent.loop import MaskCheck, RoundEvent, Sam3Agent
+    from sam3_agent.agent.events import MaskCheck, RoundEvent
+    from sam3_agent.agent.loop import Sam3Agent
 
-_EXPORTS = {"MaskCheck": "loop", "RoundEvent": "loop", "Sam3Agent": "loop"}
+_EXPORTS = {"MaskCheck": "events", "RoundEvent": "events", "Sam3Agent": "loop"}
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        # A submodule (``sam3_agent.agent.api``) asked for as an attribute.
+        # ``sam3_agent.agent.api`` and the like, reached as attributes before an import.
         if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
             return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module 'sam3_agent.agent' has no attribute {name!r}")

@@ -16,12 +16,15 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from sam3_agent.agent import prompts
 from sam3_agent.agent.parsing import Verdict, parse_verdict
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ImagePart, TextPart, TokenUsage
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.prompts import PromptSet
 
 
 @dataclass(frozen=True)
@@ -71,12 +74,14 @@ async def check_one(
     chat_model: ChatModel,
     *,
     system_prompt: str,
+    prompts: PromptSet,
     query: str,
     request: CheckRequest,
     verdict_retries: int,
     record: CallRecorder,
 ) -> CheckResult:
-    """Ask for a verdict; ask again up to ``verdict_retries`` times if unclear, then Reject."""
+    """Ask for a verdict; ask again up to ``verdict_retries`` times if unclear, then Reject.
+    The request and the reminder render with ``prompts``."""
     user = ChatMessage(
         "user",
         (
@@ -117,6 +122,7 @@ async def check_all(
     chat_model: ChatModel,
     *,
     system_prompt: str,
+    prompts: PromptSet,
     query: str,
     requests: Sequence[CheckRequest],
     concurrency: int,
@@ -131,6 +137,7 @@ async def check_all(
             return await check_one(
                 chat_model,
                 system_prompt=system_prompt,
+                prompts=prompts,
                 query=query,
                 request=request,
                 verdict_retries=verdict_retries,

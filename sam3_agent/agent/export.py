@@ -1,31 +1,25 @@
-"""Per-mask exports of a finished run, next to its ``overlay.png``.
+"""Per-mask export formats of a finished run (written by :func:`sam3_agent.agent.rundir.write_run`).
 
 * ``png``: ``masks/NN.png``, one binary (0 / 255) single-channel PNG per final mask at the
   image's full resolution, numbered from 01 in result order (the overlay's numbers).
 * ``polygons``: each mask of ``result.json`` gets ``polygons``: its outer contours in COCO
   polygon form (``[x1, y1, x2, y2, ...]`` in pixels, holes not represented).
 
-The overlay itself, with its legend, is written by the run
-(:func:`sam3_agent.values.render.legend`).
+The overlay itself, with its legend, is written by the run beside them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import cv2
 import numpy as np
 
-from sam3_agent.agent.result import AgentResult
 from sam3_agent.values.detections import BoolArray
 from sam3_agent.values.errors import UserError
-from sam3_agent.values.files import atomic_write_bytes, atomic_write_json
 
 ExportFormat = Literal["png", "polygons"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("png", "polygons")
-MASKS_DIR = "masks"
 
 
 def parse_exports(text: str | None) -> frozenset[ExportFormat]:
@@ -69,27 +63,10 @@ def mask_file_name(index: int, count: int) -> str:
     return f"{index + 1:0{max(2, len(str(count)))}d}.png"
 
 
-def write_exports(
-    result: AgentResult,
-    out_dir: Path,
-    formats: Iterable[ExportFormat],
-) -> dict[str, Any]:
-    """Write the asked ``formats`` beside the run's ``overlay.png``; returns the
-    ``result.json`` document as written (unchanged unless ``polygons``)."""
-    chosen = set(formats)
-    detections = result.detections
-    document = result.to_json()
-    if "png" in chosen:
-        count = len(detections)
-        for i, mask in enumerate(detections.masks):
-            ok, buf = cv2.imencode(".png", np.where(mask, 255, 0).astype(np.uint8))
-            if not ok:
-                raise OSError(f"could not encode mask {i + 1} as PNG")
-            atomic_write_bytes(out_dir / MASKS_DIR / mask_file_name(i, count), buf.tobytes())
-        document["mask_files"] = [f"{MASKS_DIR}/{mask_file_name(i, count)}" for i in range(count)]
-    if "polygons" in chosen:
-        for entry, mask in zip(document["masks"], detections.masks, strict=True):
-            entry["polygons"] = mask_polygons(mask)
-    if chosen:
-        atomic_write_json(out_dir / "result.json", document)
-    return document
+def mask_png(mask: BoolArray, index: int = 0) -> bytes:
+    """``mask`` as a binary (0 / 255) single-channel PNG; ``index`` (0-based) names it in
+    an error."""
+    ok, buf = cv2.imencode(".png", np.where(mask, 255, 0).astype(np.uint8))
+    if not ok:
+        raise OSError(f"could not encode mask {index + 1} as PNG")
+    return bytes(buf.tobytes())

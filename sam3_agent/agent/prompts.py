@@ -10,21 +10,18 @@ and renders with sample values), so a broken set fails with one line before any 
 A variable a template uses but the caller did not pass is an error, not an empty string.
 Rendering is deterministic: the same arguments give byte-identical text in any process.
 
-A :class:`~sam3_agent.agent.loop.Sam3Agent` holds its :class:`PromptSet` and makes it the active
-set while one of its sessions runs (:func:`using`, a context variable: concurrent sessions of
-agents with different sets do not mix). The module-level :func:`render` and :func:`feedback`,
-which the tools, the mask checker and the context builder call, render with the active set,
-or with the canonical one outside any session.
+There is no active set: whoever renders holds the set. A
+:class:`~sam3_agent.agent.loop.Sam3Agent` loads its set once; each session holds the set it
+renders with (a resumed session, the one it started with) and passes it to the tools, the
+mask checker and the context policies (``History.prompts``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
-from functools import cache
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,6 +79,15 @@ _SAMPLES: Mapping[str, Any] = {
     "lines": ['round 2: segment_phrase "cup" gave 3 masks', "round 3: examined: kept 1, 3"],
     "texts": ['Rounds 1-4: "cup" gave 3 masks; masks 1 and 3 accepted.'],
     "max_words": 200,
+    "tools": [
+        {
+            "name": "segment_phrase",
+            "description": "Ask SAM 3 to segment every instance of a short noun phrase.",
+            "parameters_text": '"text_prompt": a short noun phrase (string).',
+            "example": '<tool>{"name": "segment_phrase", '
+            '"parameters": {"text_prompt": "cup"}}</tool>',
+        }
+    ],
     "rounds": [
         {"round": 1, "reply": '<tool>{"name": "segment_phrase"}</tool>', "result": "3 masks"},
         {"round": 2, "reply": "<tool>...</tool>", "result": "kept 1, 3"},
@@ -122,6 +128,16 @@ class PromptSet:
     def describe(self) -> dict[str, str]:
         """``{"name", "path", "version"}``: what ``result.json`` records."""
         return {"name": self.name, "path": self.path, "version": self.version}
+
+    def saved(self) -> dict[str, Any]:
+        """``{"name", "path", "sources"}``: what a run directory keeps to render with this set
+        again (:meth:`from_saved`)."""
+        return {"name": self.name, "path": self.path, "sources": dict(self.sources)}
+
+    @classmethod
+    def from_saved(cls, saved: Mapping[str, Any]) -> PromptSet:
+        """The set :meth:`saved` described (already checked when it was first loaded)."""
+        return cls(str(saved["name"]), str(saved["path"]), saved["sources"])
 
     def identity(self) -> dict[str, str]:
         """``{"name", "version"}``: what makes two runs comparable (the path may move)."""
@@ -179,14 +195,26 @@ def canonical_dir() -> Traversable:
     )
 
 
+ToolDocs = Sequence[Mapping[str, str]]
+"""What ``system.j2`` lists for each tool: ``name``, ``description``, ``parameters_text``,
+``example`` (the agent's are :func:`sam3_agent.agent.tools.tool_docs`)."""
+
+
 @cache
 def default_prompt_set() -> PromptSet:
     """The canonical set, loaded and checked once per process."""
     return _load(canonical_dir(), BUILTIN_NAME, reference=None)
 
 
-def load_prompt_set(directory: str | Path | None = None) -> PromptSet:
+def load_prompt_set(
+    directory: str | Path | None = None, *, tool_docs: ToolDocs | None = None
+) -> PromptSet:
     """The prompt set in ``directory`` (the canonical one for None), checked completely.
+
+    The set is checked with a sample tool in ``system.j2``; with ``tool_docs`` (the tools
+    the agent will list) it is also rendered with those. A set whose files were already
+    checked in this process is not checked again (the same :class:`PromptSet` comes back):
+    the CLI and then the agent load it, the check runs once.
 
     Raises:
         UserError: not a readable directory, a template missing, not UTF-8, a syntax error,
@@ -194,12 +222,21 @@ def load_prompt_set(directory: str | Path | None = None) -> PromptSet:
             arguments, or a template that fails to render with sample values.
     """
     if directory is None:
-        return default_prompt_set()
+        return _with_tools(default_prompt_set(), tool_docs)
     path = Path(directory).expanduser()
     if not path.is_dir():
         raise UserError(f"prompt set {path} is not a directory")
     path = path.resolve()
-    return _load(path, path.name, reference=default_prompt_set())
+    return _with_tools(_load(path, path.name, reference=default_prompt_set()), tool_docs)
+
+
+def _with_tools(prompt_set: PromptSet, tool_docs: ToolDocs | None) -> PromptSet:
+    """``prompt_set``, once ``system.j2`` renders with ``tool_docs`` in both protocols."""
+    if tool_docs is not None:
+        for protocol in ("tags", "native"):
+            variables = {"tools": list(tool_docs), "protocol": protocol}
+            _try(prompt_set.path, "system" + SUFFIX, prompt_set.render, "system", variables)
+    return prompt_set
 
 
 def _load(folder: Traversable, name: str, reference: PromptSet | None) -> PromptSet:
@@ -222,8 +259,19 @@ def _load(folder: Traversable, name: str, reference: PromptSet | None) -> Prompt
             f"prompt set {where} lacks {', '.join(missing)} "
             f"(a prompt set holds {', '.join(t + SUFFIX for t in TEMPLATES)})"
         )
-    prompt_set = PromptSet(name, where, sources)
-    _check(prompt_set, reference or prompt_set)
+    return _checked(name, where, tuple(sorted(sources.items())), reference is None)
+
+
+@lru_cache(maxsize=32)
+def _checked(
+    name: str,
+    where: str,
+    sources: tuple[tuple[str, str], ...],
+    canonical: bool,
+) -> PromptSet:
+    """A set built and checked once per distinct content (the CLI, then the agent, load it)."""
+    prompt_set = PromptSet(name, where, dict(sources))
+    _check(prompt_set, prompt_set if canonical else default_prompt_set())
     logger.debug("prompt set %s (%s) from %s", name, prompt_set.version, where)
     return prompt_set
 
@@ -270,10 +318,8 @@ def _check(prompt_set: PromptSet, reference: PromptSet) -> None:
 
 
 def _sample_renders() -> Iterator[tuple[str, dict[str, Any]]]:
-    from sam3_agent.agent import tools  # tools renders prompts itself: imported when checking
-
     for protocol in ("tags", "native"):
-        yield "system", {"tools": tools.tool_docs(), "protocol": protocol}
+        yield "system", {"tools": _SAMPLES["tools"], "protocol": protocol}
     for template, names in TEMPLATES.items():
         if template not in ("system", "feedback"):
             yield template, {n: _SAMPLES.get(n, "sample") for n in names}
@@ -292,35 +338,3 @@ def _try(
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split())
     return f"{type(error).__name__}: {text[:200]}"
-
-
-# --------------------------------------------------------------------------- the active set
-
-_ACTIVE: ContextVar[PromptSet | None] = ContextVar("sam3_agent_prompt_set", default=None)
-
-
-@contextlib.contextmanager
-def using(prompt_set: PromptSet) -> Iterator[PromptSet]:
-    """Make ``prompt_set`` the active set in this context (a session, and the tasks and
-    threads it starts) until the block ends."""
-    token = _ACTIVE.set(prompt_set)
-    try:
-        yield prompt_set
-    finally:
-        _ACTIVE.reset(token)
-
-
-def active() -> PromptSet:
-    """The set of the session running in this context, else the canonical set."""
-    return _ACTIVE.get() or default_prompt_set()
-
-
-def render(template: str, **variables: Any) -> str:
-    """Render ``<template>.j2`` of the active set; ``jinja2.UndefinedError`` on a missing
-    variable."""
-    return active().render(template, **variables)
-
-
-def feedback(message: str, /, **variables: Any) -> str:
-    """One message of the active set's ``feedback.j2`` (see :meth:`PromptSet.feedback`)."""
-    return active().feedback(message, **variables)

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
+from sam3_agent.agent import rundir
+from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.result import AgentResult, Usage
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.values.config import AgentConfig
-from sam3_agent.values.files import atomic_write_bytes, atomic_write_json, write_png
+from sam3_agent.values.files import atomic_write_bytes
 from sam3_agent.values.images import ImageInput, load_image
 from sam3_agent.values.masks import postprocess
-from sam3_agent.values.render import legend, overlay
 
 MODEL_NAME = "sam3-only"
 """Recorded as the result's ``model``: no MLLM took part."""
@@ -31,8 +33,11 @@ def segment_only(
     *,
     config: AgentConfig | None = None,
     output_dir: str | Path | None = None,
+    exports: Iterable[ExportFormat] = (),
+    image_path: str | Path | None = None,
 ) -> AgentResult:
-    """Segment ``query`` with SAM 3 alone; write the run's files to ``output_dir`` if given.
+    """Segment ``query`` with SAM 3 alone; write the run's files to ``output_dir`` if given
+    (with the ``exports`` asked for; ``image_path`` names an image given decoded).
 
     Uses ``config.score_threshold`` and ``config.max_image_pixels``; ``rounds`` is 0 and
     usage is empty. ``trace.jsonl`` holds one record: the phrase and the masks kept.
@@ -57,14 +62,18 @@ def segment_only(
         usage=Usage(),
         timings={"segment": segmented - started, "total": time.perf_counter() - started},
         model=MODEL_NAME,
-        image_path=str(image) if isinstance(image, (str, Path)) else None,
+        image_path=(
+            str(image_path)
+            if image_path is not None
+            else str(image)
+            if isinstance(image, (str, Path))
+            else None
+        ),
         phrases_tried=[query],
     )
     if output_dir is not None:
         out = Path(output_dir)
-        result.output_dir = out
-        atomic_write_json(out / "result.json", result.to_json())
-        write_png(out / "overlay.png", legend(overlay(pixels, kept), query, kept))
+        rundir.write_run(out, result, pixels, exports)
         record = {
             "mode": MODEL_NAME,
             "phrase": query,
@@ -72,5 +81,5 @@ def segment_only(
             "kept": len(kept),
         }
         line = json.dumps(record, ensure_ascii=False) + "\n"
-        atomic_write_bytes(out / "trace.jsonl", line.encode("utf-8", "surrogatepass"))
+        atomic_write_bytes(out / rundir.TRACE, line.encode("utf-8", "surrogatepass"))
     return result

@@ -1,8 +1,9 @@
 """The state of one agent session and the services its tools use.
 
 A :class:`Session` owns what changes during one request: the current masks, the phrases
-tried, the budgets, usage and timings. Tool handlers (:mod:`sam3_agent.agent.tools`) read and
-change it only through these methods.
+tried, the budgets, usage and timings, and the prompt set it renders with. Tool handlers
+(:mod:`sam3_agent.agent.tools`) read and change it only through these methods; a checkpoint
+restores it with :meth:`Session.restore` and saves :meth:`Session.snapshot`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-from sam3_agent.agent import prompts
+from sam3_agent.agent.checkpoint.state import Ending, SessionState
 from sam3_agent.agent.checks import CheckCall, CheckRequest, CheckResult, check_all
 from sam3_agent.agent.context.tokens import TokenCounter, Tokens
+from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.result import Usage
-from sam3_agent.agent.tools import ToolMistake
-from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter
+from sam3_agent.agent.steps import ActionStep, ToolMistake
+from sam3_agent.agent.trace import Trace, check_record
+from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter, phrase_as_read
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
-from sam3_agent.values.files import Trace
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.masks import postprocess
 from sam3_agent.values.render import Renderer
@@ -44,11 +46,14 @@ class Session:
         chat_model: ChatModel,
         image: RGBImage,
         query: str,
+        prompts: PromptSet,
         checker_prompt: str,
         trace: Trace,
         token_counter: TokenCounter | None = None,
     ) -> None:
+        """``prompts``: the set every message of this session renders with."""
         self.config = config
+        self.prompts = prompts
         self.chat_model = chat_model
         self.image = image
         self.query = query
@@ -89,6 +94,32 @@ class Session:
             with contextlib.suppress(Exception):
                 await self._embedding
 
+    def restore(self, state: SessionState) -> None:
+        """Continue from a committed state (a resumed session)."""
+        self.round = state.round
+        self.phrases = list(state.phrases)
+        self.current = state.current
+        self.checks_used = state.checks_used
+        self.usage = state.usage
+        for phase, seconds in state.timings.items():
+            self.timings[phase] += seconds
+
+    def snapshot(
+        self, steps: Sequence[ActionStep], corrections: int, ending: Ending | None = None
+    ) -> SessionState:
+        """The state to commit after the round :attr:`round`."""
+        return SessionState(
+            round=self.round,
+            corrections=corrections,
+            steps=list(steps),
+            phrases=list(self.phrases),
+            current=self.current,
+            checks_used=self.checks_used,
+            usage=self.usage,
+            timings=dict(self.timings),
+            ending=ending,
+        )
+
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
         started = time.perf_counter()
@@ -106,7 +137,7 @@ class Session:
     def require_masks(self, tool_name: str) -> Detections:
         """The current masks; a :class:`ToolMistake` when there are none."""
         if self.current is None or len(self.current) == 0:
-            raise ToolMistake(prompts.feedback("no_current_masks", name=tool_name))
+            raise ToolMistake(self.prompts.feedback("no_current_masks", name=tool_name))
         return self.current
 
     def clear_masks(self) -> None:
@@ -117,14 +148,19 @@ class Session:
         an evenly spaced run copies full-resolution masks, tens of milliseconds on a photo."""
         return await asyncio.to_thread(detections.__getitem__, indices)
 
-    async def segment(self, phrase: str) -> Detections:
-        """SAM 3 on ``phrase``, post-processed (SPEC §3); becomes the current masks."""
+    async def segment(self, phrase: str) -> tuple[Detections, str]:
+        """SAM 3 on ``phrase``, post-processed; becomes the current masks. Also returns the
+        phrase as SAM 3 read it (cut to its text limit; see
+        :func:`~sam3_agent.backends.base.phrase_as_read`)."""
         with self.timed("embed_wait"):
             embedding = await self.start()
         with self.timed("segment"):
-            raw = (
-                await asyncio.to_thread(embedding.segment, [phrase], self.config.score_threshold)
-            )[0]
+
+            def run() -> tuple[Detections, str]:
+                found = embedding.segment([phrase], self.config.score_threshold)[0]
+                return found, phrase_as_read(embedding, phrase)
+
+            raw, used = await asyncio.to_thread(run)
             detections = await asyncio.to_thread(
                 postprocess,
                 raw,
@@ -133,7 +169,7 @@ class Session:
             )
         self.phrases.append(phrase)
         self.current = detections if len(detections) else None
-        return detections
+        return detections, used
 
     async def show_masks(self, detections: Detections) -> EncodedImage:
         """The numbered render of ``detections``, encoded once and saved to the trace."""
@@ -165,6 +201,7 @@ class Session:
             results = await check_all(
                 self.chat_model,
                 system_prompt=self._checker_prompt,
+                prompts=self.prompts,
                 query=self.query,
                 requests=requests,
                 concurrency=self.config.check_concurrency,
@@ -192,23 +229,10 @@ class Session:
         return [r.accepted for r in results]
 
     def _trace_check(self, call: CheckCall, result: CheckResult, tokens: Tokens) -> None:
-        self.trace.record(
-            {
-                "kind": "check",
-                "round": self.round,
-                "mask": call.number,
-                "attempt": call.attempt,
-                "context": self.trace.messages(call.messages, system_ref="checker_prompt.txt"),
-                "reply": call.response.text,
-                "reasoning": call.response.reasoning,
-                "verdict": call.verdict,
-                "forced_reject": result.forced and call.attempt == len(result.replies),
-                "usage": call.response.usage.to_dict(),
-                "tokens_estimate": tokens.to_dict(),
-                "cached": call.response.cached,
-                "latency_s": round(call.latency_s, 4),
-            }
+        record = check_record(
+            self.trace, round_number=self.round, call=call, result=result, tokens=tokens
         )
+        self.trace.record(record)
 
     def _check_requests(self, detections: Detections) -> list[CheckRequest]:
         return check_requests(

@@ -9,17 +9,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from sam3_agent.agent import prompts
-from sam3_agent.agent.parsing import ToolCall
+from sam3_agent.agent.parsing import ParsedReply, ToolCall
+from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage
-from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, Part, TextPart
+from sam3_agent.values.messages import (
+    ChatMessage,
+    ChatResponse,
+    ImagePart,
+    NativeToolCall,
+    Part,
+    TextPart,
+)
+from sam3_agent.values.text import echo
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.prompts import PromptSet
 
 StepKind = Literal["segment", "examine", "final", "correction"]
 """``segment``: an executed segment_phrase (a pruning anchor). ``examine``: an executed
 examine_each_mask. ``final``: select/report that ended the session. ``correction``: anything
 refused or unreadable, answered with a corrective message."""
+
+
+class ToolMistake(Exception):
+    """A mistake the model can fix. ``str(e)`` is the corrective message sent back to it."""
+
+
+@dataclass(frozen=True)
+class Final:
+    """The session's answer: ``masks`` with the selected detections, or ``no_mask``."""
+
+    status: Literal["masks", "no_mask"]
+    detections: Detections
 
 
 @dataclass(frozen=True)
@@ -48,11 +71,17 @@ class Observation:
         return ChatMessage("user", tuple(parts))
 
     def tool_messages(
-        self, call: NativeToolCall, *, with_image: bool, masks_gone: bool = False
+        self,
+        call: NativeToolCall,
+        *,
+        with_image: bool,
+        prompts: PromptSet,
+        masks_gone: bool = False,
     ) -> list[ChatMessage]:
         """The answer to a native tool call: a ``tool`` message with the text, then, when the
-        image is shown, a ``user`` message holding it (OpenAI tool messages take text only).
-        A withheld image is stood in for in the tool message as in :meth:`message`."""
+        image is shown, a ``user`` message holding it (OpenAI tool messages take text only)
+        with the note of ``prompts``. A withheld image is stood in for in the tool message
+        as in :meth:`message`."""
         text = self.text
         if self.image is not None and not with_image:
             stand_in = self.image_gone_text if masks_gone else self.image_dropped_text
@@ -63,6 +92,17 @@ class Observation:
             note = prompts.feedback("tool_result_image", name=call.name)
             messages.append(ChatMessage("user", (ImagePart(self.image), TextPart(note))))
         return messages
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What one tool call (or a refused reply) gave: the step's kind, the answer to send
+    back, the session's answer when the tool ended it, the phrase of a segment."""
+
+    kind: StepKind
+    observation: Observation
+    final: Final | None = None
+    phrase: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,8 +136,10 @@ class ActionStep:
     phrase: str | None = None
     native_call: NativeToolCall | None = None
 
-    def messages(self, *, with_image: bool, masks_gone: bool = False) -> tuple[ChatMessage, ...]:
-        """The round as chat messages: the reply, then its answer.
+    def messages(
+        self, *, with_image: bool, prompts: PromptSet, masks_gone: bool = False
+    ) -> tuple[ChatMessage, ...]:
+        """The round as chat messages: the reply, then its answer (notes from ``prompts``).
 
         Tag protocol: ``(assistant, user)``. Native tool calls: an assistant message with
         the structured call, a ``tool`` message answering it by id, and a ``user`` message
@@ -111,7 +153,7 @@ class ActionStep:
         text = (TextPart(self.reply),) if self.reply else ()
         assistant = ChatMessage("assistant", text, tool_calls=(self.native_call,))
         answer = self.observation.tool_messages(
-            self.native_call, with_image=with_image, masks_gone=masks_gone
+            self.native_call, with_image=with_image, prompts=prompts, masks_gone=masks_gone
         )
         return (assistant, *answer)
 
@@ -132,3 +174,36 @@ def current_masks_index(steps: Sequence[ActionStep]) -> int | None:
         if steps[i].changes_masks:
             return i if steps[i].observation.image is not None else None
     return None
+
+
+REPLAY_LIMIT = 2000
+"""Characters of a refused reply replayed in later contexts (the trace keeps all of it)."""
+
+
+def round_step(
+    round_number: int, response: ChatResponse, parsed: ParsedReply, outcome: ToolOutcome
+) -> ActionStep:
+    """The round as the history keeps it. A native call is replayed as a structured call
+    next to the visible text; a refused reply is bounded (:func:`bounded_replay`)."""
+    reply = response.text if parsed.native_call is not None else parsed.stored_text
+    native_call = parsed.native_call
+    if outcome.kind == "correction":
+        reply, native_call = bounded_replay(reply, native_call)
+    return ActionStep(
+        round=round_number,
+        reply=reply,
+        kind=outcome.kind,
+        observation=outcome.observation,
+        call=parsed.call,
+        phrase=outcome.phrase,
+        native_call=native_call,
+    )
+
+
+def bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, NativeToolCall | None]:
+    """A refused reply as later contexts show it: cut to :data:`REPLAY_LIMIT` characters, so
+    a megabyte the model wrote once is not sent back with every following round. A native
+    call's arguments that long are replayed as ``{}`` (they must stay valid JSON)."""
+    if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
+        call = NativeToolCall(echo(call.name), "{}", id=call.id)
+    return echo(reply, REPLAY_LIMIT), call

@@ -1,48 +1,40 @@
 """The four tools, as a registry: a name, a typed parameter model, and one handler each.
 
 Adding a tool means adding one :class:`Tool` to :data:`TOOLS`. Every way the model can
-misuse a tool raises :class:`ToolMistake`, whose text goes back to the model verbatim.
+misuse a tool raises :class:`~sam3_agent.agent.steps.ToolMistake`, whose text goes back to
+the model verbatim. Messages render with the session's prompt set (``session.prompts``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sam3_agent.agent import prompts
 from sam3_agent.agent.parsing import ToolCall
-from sam3_agent.agent.steps import Observation, StepKind
+from sam3_agent.agent.steps import Final, Observation, ToolMistake, ToolOutcome
 from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
-from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ToolSpec
 from sam3_agent.values.text import ECHO_LIMIT, echo, echo_list
 
 if TYPE_CHECKING:
+    from sam3_agent.agent.prompts import PromptSet
     from sam3_agent.agent.session import Session
 
-
-class ToolMistake(Exception):
-    """A mistake the model can fix. ``str(e)`` is the corrective message sent back to it."""
-
-
-@dataclass(frozen=True)
-class Final:
-    """The session's answer: ``masks`` with the selected detections, or ``no_mask``."""
-
-    status: Literal["masks", "no_mask"]
-    detections: Detections
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    kind: StepKind
-    observation: Observation
-    final: Final | None = None
-    phrase: str | None = None
+__all__ = [
+    "TOOLS",
+    "Final",
+    "Tool",
+    "ToolMistake",
+    "ToolOutcome",
+    "execute",
+    "mask_numbers_to_indices",
+    "tool_docs",
+    "tool_specs",
+]
 
 
 class _Params(BaseModel):
@@ -100,11 +92,11 @@ def normalize_phrase(phrase: str) -> str:
     return " ".join(phrase.casefold().split())
 
 
-def mask_numbers_to_indices(numbers: Sequence[int], count: int) -> list[int]:
+def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptSet) -> list[int]:
     """The one place where the model's 1-based mask numbers become 0-based indices.
 
-    Repeated numbers are merged; the result is sorted. Raises :class:`ToolMistake` for an
-    empty list or any number outside ``1..count``.
+    Repeated numbers are merged; the result is sorted. Raises :class:`ToolMistake` (its
+    text from ``prompts``) for an empty list or any number outside ``1..count``.
     """
     if not numbers:
         raise ToolMistake(prompts.feedback("empty_selection", count=count))
@@ -114,7 +106,9 @@ def mask_numbers_to_indices(numbers: Sequence[int], count: int) -> list[int]:
     return sorted({n - 1 for n in numbers})
 
 
-def _masks_observation(text: str, image: EncodedImage, count: int) -> Observation:
+def _masks_observation(
+    prompts: PromptSet, text: str, image: EncodedImage, count: int
+) -> Observation:
     """A result showing ``count`` numbered masks, with the stand-ins used when it is hidden."""
     return Observation(
         text,
@@ -125,6 +119,7 @@ def _masks_observation(text: str, image: EncodedImage, count: int) -> Observatio
 
 
 async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> ToolOutcome:
+    prompts = session.prompts
     phrase = params.text_prompt
     if normalize_phrase(phrase) in {normalize_phrase(p) for p in session.phrases}:
         raise ToolMistake(
@@ -132,18 +127,19 @@ async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> Tool
                 "duplicate_phrase", phrase=echo(phrase), tried=echo_list(session.phrases)
             )
         )
-    detections = await session.segment(phrase)
-    used = (await session.start()).used_phrase(phrase)
+    detections, used = await session.segment(phrase)
     cut = prompts.feedback("phrase_cut", phrase=phrase, used=used) + "\n" if used != phrase else ""
     if len(detections) == 0:
         text = cut + prompts.feedback("no_masks", phrase=phrase)
         return ToolOutcome("segment", Observation(text), phrase=phrase)
     image = await session.show_masks(detections)
     text = cut + prompts.feedback("masks_found", phrase=phrase, count=len(detections))
-    return ToolOutcome("segment", _masks_observation(text, image, len(detections)), phrase=phrase)
+    observation = _masks_observation(prompts, text, image, len(detections))
+    return ToolOutcome("segment", observation, phrase=phrase)
 
 
 async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
+    prompts = session.prompts
     current = session.require_masks("examine_each_mask")
     if session.checks_left < len(current):
         raise ToolMistake(prompts.feedback("check_budget_spent", used=session.checks_used))
@@ -158,12 +154,12 @@ async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
     session.current = survivors
     image = await session.show_masks(survivors)
     text = prompts.feedback("examined", total=len(current), kept=kept_numbers)
-    return ToolOutcome("examine", _masks_observation(text, image, len(survivors)))
+    return ToolOutcome("examine", _masks_observation(prompts, text, image, len(survivors)))
 
 
 async def _select_masks_and_return(session: Session, params: SelectMasksParams) -> ToolOutcome:
     current = session.require_masks("select_masks_and_return")
-    indices = mask_numbers_to_indices(params.final_answer_masks, len(current))
+    indices = mask_numbers_to_indices(params.final_answer_masks, len(current), session.prompts)
     selected = await session.select(current, indices)
     return ToolOutcome("final", Observation(""), final=Final("masks", selected))
 
@@ -258,6 +254,7 @@ def _describe_errors(error: ValidationError) -> str:
 
 async def execute(session: Session, call: ToolCall) -> ToolOutcome:
     """Validate ``call`` and run its handler. Raises :class:`ToolMistake` for model mistakes."""
+    prompts = session.prompts
     tool = TOOLS.get(call.name)
     if tool is None:
         raise ToolMistake(prompts.feedback("unknown_tool", name=echo(call.name), names=list(TOOLS)))

@@ -4,6 +4,10 @@ A :class:`Segmenter` follows segment-anything's predictor: the expensive image e
 computed once (:meth:`Segmenter.embed`) and answers many phrase queries. ``embed`` returns a
 handle instead of storing the image on the segmenter, so one segmenter can serve many
 concurrent sessions (batch evaluation) without a shared "current image".
+
+An embedding may also say how it read a phrase (:class:`ReadsPhrases`, optional: SAM 3 cuts
+a long phrase to its text encoder's limit); :func:`phrase_as_read` asks it, and takes the
+phrase as read in full from an embedding that does not say.
 """
 
 from __future__ import annotations
@@ -37,14 +41,29 @@ class ImageEmbedding(Protocol):
         """
         ...
 
+
+@runtime_checkable
+class ReadsPhrases(Protocol):
+    """Optional on an :class:`ImageEmbedding`: how it read each phrase it segmented.
+
+    An embedding without this method is taken to read every phrase in full.
+    """
+
     def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as the segmenter read it in :meth:`segment`: the same string, or its
+        """``phrase`` as the segmenter read it in ``segment``: the same string, or its
         longest prefix that fits the text encoder's limit (SAM 3 reads 32 tokens).
 
         Raises:
             SegmenterError: the backend failed.
         """
         ...
+
+
+def phrase_as_read(embedding: ImageEmbedding, phrase: str) -> str:
+    """``phrase`` as ``embedding`` read it: its :meth:`ReadsPhrases.used_phrase` when it has
+    one, else ``phrase`` itself (the documented default)."""
+    reader = getattr(embedding, "used_phrase", None)
+    return str(reader(phrase)) if callable(reader) else phrase
 
 
 @runtime_checkable

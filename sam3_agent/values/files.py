@@ -1,4 +1,4 @@
-"""Files a run leaves behind: safe names, atomic writes, the trace, result.json, overlay.png.
+"""Writing files safely: safe names, atomic writes, JSON text any UTF-8 writer accepts.
 
 Every path is built from a directory the caller chose plus a name that went through
 :func:`safe_name`, so nothing a user or model writes can escape the run directory.
@@ -11,15 +11,12 @@ import json
 import os
 import re
 import tempfile
-import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import cv2
 
-from sam3_agent.values.images import EncodedImage, RGBImage
-from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
+from sam3_agent.values.images import RGBImage
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Escaped in JSON text: lone surrogates (no UTF-8 form) and the line breaks JSON leaves
@@ -128,72 +125,3 @@ def write_png(path: Path, image: RGBImage) -> None:
     if not ok:
         raise OSError(f"could not encode {path.name} as PNG")
     atomic_write_bytes(path, buf.tobytes())
-
-
-class Trace:
-    """``trace.jsonl`` (one record per MLLM call) and the images it references.
-
-    With ``directory=None`` nothing is written; the agent calls it the same way. Images are
-    written once each under ``images/``; the system prompts once as text files.
-    """
-
-    def __init__(self, directory: Path | None) -> None:
-        self.directory = directory
-        self._written: set[str] = set()
-        self._lock = threading.Lock()
-        if directory is not None:
-            (directory / "images").mkdir(parents=True, exist_ok=True)
-            (directory / "trace.jsonl").write_text("")
-
-    @property
-    def enabled(self) -> bool:
-        return self.directory is not None
-
-    def save_text(self, name: str, text: str) -> str:
-        """Write ``text`` once as ``name``; return the reference used in records."""
-        name = safe_name(name)
-        if self.directory is not None and name not in self._written:
-            atomic_write_bytes(self.directory / name, utf8(text))
-            self._written.add(name)
-        return name
-
-    def save_image(self, image: EncodedImage) -> str:
-        """Write the image's bytes once under ``images/``; return its relative path."""
-        rel = f"images/{safe_name(image.name)}"
-        if self.directory is not None and rel not in self._written:
-            atomic_write_bytes(self.directory / rel, image.data)
-            self._written.add(rel)
-        return rel
-
-    def messages(
-        self, messages: Sequence[ChatMessage], *, system_ref: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The context as sent, JSON-ready: images by file name, the system prompt by file."""
-        out: list[dict[str, Any]] = []
-        for m in messages:
-            if m.role == "system" and system_ref is not None:
-                out.append({"role": "system", "content": [{"type": "file", "file": system_ref}]})
-                continue
-            content: list[dict[str, Any]] = []
-            for part in m.parts:
-                if isinstance(part, ImagePart):
-                    content.append({"type": "image", "file": self.save_image(part.image)})
-                elif isinstance(part, TextPart):
-                    content.append({"type": "text", "text": part.text})
-            entry: dict[str, Any] = {"role": m.role, "content": content}
-            if m.tool_calls:
-                entry["tool_calls"] = [
-                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
-                ]
-            if m.tool_call_id is not None:
-                entry["tool_call_id"] = m.tool_call_id
-            out.append(entry)
-        return out
-
-    def record(self, record: dict[str, Any]) -> None:
-        if self.directory is None:
-            return
-        line = json_text(record) + "\n"
-        with self._lock, open(self.directory / "trace.jsonl", "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()

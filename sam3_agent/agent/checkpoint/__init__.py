@@ -23,15 +23,14 @@ nothing and the backends are used unwrapped.
 from __future__ import annotations
 
 from sam3_agent.agent.checkpoint.journal import JOURNAL_FILE, Journal, read_journal, request_key
-from sam3_agent.agent.checkpoint.state import Ending, Fingerprint, SessionState, coco_rle
-from sam3_agent.agent.checkpoint.store import (
+from sam3_agent.agent.checkpoint.saved import (
     STATE_FILE,
-    Checkpoint,
-    ContinuedTrace,
     check_resumable,
     load_saved,
     saved_prompt_set,
 )
+from sam3_agent.agent.checkpoint.state import Ending, Fingerprint, SessionState, coco_rle
+from sam3_agent.agent.checkpoint.store import Checkpoint, ContinuedTrace
 
 __all__ = [
     "JOURNAL_FILE",

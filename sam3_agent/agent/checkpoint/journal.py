@@ -17,6 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
+from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint.state import detections_from_json, detections_to_json
 from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter
 from sam3_agent.values.detections import Detections
@@ -31,7 +32,7 @@ from sam3_agent.values.messages import (
     ToolSpec,
 )
 
-JOURNAL_FILE = "calls.jsonl"
+JOURNAL_FILE = rundir.JOURNAL
 
 
 def request_key(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:

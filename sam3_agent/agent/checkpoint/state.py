@@ -17,8 +17,7 @@ import numpy.typing as npt
 
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.result import Usage
-from sam3_agent.agent.steps import ActionStep, Observation
-from sam3_agent.agent.tools import Final
+from sam3_agent.agent.steps import ActionStep, Final, Observation
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, RGBImage, image_digest
 from sam3_agent.values.messages import NativeToolCall, TokenUsage
@@ -99,7 +98,7 @@ def _jsonable(value: Any) -> Any:
 
 @dataclass
 class Ending:
-    """How a session ended: a :class:`~sam3_agent.agent.tools.Final` answer, or a failure text."""
+    """How a session ended: a :class:`~sam3_agent.agent.steps.Final` answer, or a failure text."""
 
     final: Final | None
     failure: str | None

@@ -6,10 +6,10 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint.journal import (
     JOURNAL_FILE,
     Journal,
@@ -17,32 +17,36 @@ from sam3_agent.agent.checkpoint.journal import (
     JournaledSegmenter,
     read_journal,
 )
+from sam3_agent.agent.checkpoint.saved import (
+    FORMAT,
+    PROMPT_SET_FILE,
+    STATE_FILE,
+    check_fingerprint,
+    load_saved,
+    saved_prompt_set,
+)
 from sam3_agent.agent.checkpoint.state import (
-    Ending,
     Fingerprint,
     SessionState,
     detections_to_json,
 )
-from sam3_agent.agent.steps import ActionStep
+from sam3_agent.agent.prompts import PromptSet
+from sam3_agent.agent.trace import Trace
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ResumeError, UserError
-from sam3_agent.values.files import Trace, atomic_write_bytes
-from sam3_agent.values.images import EncodedImage, RGBImage
+from sam3_agent.values.files import atomic_write_bytes
+from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.version import __version__
 
 if TYPE_CHECKING:
-    from sam3_agent.agent.session import Session
-    from sam3_agent.values.config import AgentConfig
+    pass
 
 logger = logging.getLogger(__name__)
 
-STATE_FILE = "session.json"
-LOCK_FILE = ".session.lock"
-PROMPT_SET_FILE = "prompt_set.json"
-SYSTEM_PROMPT_FILE = "system_prompt.txt"
-CHECKER_PROMPT_FILE = "checker_prompt.txt"
-FORMAT = 1
+LOCK_FILE = rundir.LOCK
+SYSTEM_PROMPT_FILE = rundir.SYSTEM_PROMPT
+CHECKER_PROMPT_FILE = rundir.CHECKER_PROMPT
 
 
 class ContinuedTrace(Trace):
@@ -55,11 +59,11 @@ class ContinuedTrace(Trace):
     def __init__(self, directory: Path, committed_bytes: int) -> None:
         super().__init__(None)  # None: do not create or empty anything
         self.directory = directory
-        path = directory / "trace.jsonl"
+        path = directory / rundir.TRACE
         size = path.stat().st_size if path.is_file() else 0
         if size < committed_bytes:
             raise ResumeError(
-                f"cannot resume {directory}: trace.jsonl has {size} bytes, the last committed "
+                f"cannot resume {directory}: {rundir.TRACE} has {size} bytes, the last committed "
                 f"round had written {committed_bytes}"
             )
         with open(path, "r+b") as f:
@@ -98,7 +102,8 @@ class Checkpoint:
 
     Build it with :meth:`start` (a new session), :meth:`resume` (continue one) or
     :meth:`disabled` (no output directory). The session's prompts are :attr:`system_prompt`
-    and :attr:`checker_prompt`; its trace is :attr:`trace`.
+    and :attr:`checker_prompt` (and, resumed, the set it started with: :attr:`prompt_set`);
+    its trace is :attr:`trace`.
     """
 
     def __init__(
@@ -111,8 +116,11 @@ class Checkpoint:
         fingerprint: Fingerprint | None,
         saved: dict[str, Any] | None = None,
         lock: DirectoryLock | None = None,
+        prompt_set: PromptSet | None = None,
     ) -> None:
         self.directory = directory
+        self.prompt_set = prompt_set
+        """A resumed session's own prompt set (None when it kept none, or when starting)."""
         self._lock = lock
         self.trace = trace
         self.system_prompt = system_prompt
@@ -149,11 +157,11 @@ class Checkpoint:
         *,
         system_prompt: str,
         checker_prompt: str,
-        prompt_set: dict[str, Any] | None = None,
+        prompt_set: PromptSet | None = None,
     ) -> Checkpoint:
         """A new session in ``directory``: an empty trace, the prompts saved, round 0 committed.
 
-        ``prompt_set`` (``{"name", "path", "sources"}``: every template's text) is kept in
+        ``prompt_set`` (every template's text: :meth:`PromptSet.saved`) is kept in
         ``prompt_set.json``, so a resumed session renders with the set it started with.
 
         Raises:
@@ -167,7 +175,7 @@ class Checkpoint:
             trace.save_text(SYSTEM_PROMPT_FILE, system_prompt)
             trace.save_text(CHECKER_PROMPT_FILE, checker_prompt)
             if prompt_set is not None:
-                text = json.dumps(prompt_set, indent=1) + "\n"
+                text = json.dumps(prompt_set.saved(), indent=1) + "\n"
                 atomic_write_bytes(directory / PROMPT_SET_FILE, text.encode("ascii"))
             checkpoint = cls(
                 directory,
@@ -192,7 +200,8 @@ class Checkpoint:
                 the session, or ``fingerprint`` (the image, query and settings given now)
                 differs from the session's.
         """
-        load_saved(directory)  # nothing to resume: say so before creating a lock file
+        if not (directory / STATE_FILE).is_file():  # say so before creating a lock file
+            raise ResumeError(f"nothing to resume in {directory}: no {STATE_FILE}")
         lock = DirectoryLock(directory, resuming=True)
         try:
             return cls._resume_locked(directory, fingerprint, lock)
@@ -214,6 +223,7 @@ class Checkpoint:
             raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
         system_prompt = _read_prompt(directory, SYSTEM_PROMPT_FILE, hashes["system"])
         checker_prompt = _read_prompt(directory, CHECKER_PROMPT_FILE, hashes["checker"])
+        saved_set = saved_prompt_set(directory)
         trace = ContinuedTrace(directory, trace_bytes)
         checkpoint = cls(
             directory,
@@ -223,6 +233,7 @@ class Checkpoint:
             fingerprint=fingerprint,
             saved=saved,
             lock=lock,
+            prompt_set=PromptSet.from_saved(saved_set) if saved_set is not None else None,
         )
         journal = checkpoint._journal
         logger.info(
@@ -249,59 +260,35 @@ class Checkpoint:
 
     # -- the loop's two calls --------------------------------------------------------
 
-    def restore(self, session: Session) -> SessionState:
-        """Put the committed state into ``session``; the state (empty for a new session)."""
+    def restore(self, image_size: tuple[int, int]) -> SessionState:
+        """The committed state (empty for a new session); ``image_size`` is ``(height,
+        width)`` of its masks. The session continues from it (:meth:`Session.restore`)."""
         if self._saved is None or self.directory is None:
             return SessionState()
-        h, w = session.image.shape[:2]
         try:
-            state = SessionState.from_json(
-                self._saved["state"], load_image=self._load_image, image_size=(h, w)
+            return SessionState.from_json(
+                self._saved["state"], load_image=self._load_image, image_size=image_size
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ResumeError(
                 f"cannot resume {self.directory}: {STATE_FILE} is damaged: {e!r}"
             ) from e
-        session.round = state.round
-        session.phrases = list(state.phrases)
-        session.current = state.current
-        session.checks_used = state.checks_used
-        session.usage = state.usage
-        for phase, seconds in state.timings.items():
-            session.timings[phase] += seconds
-        return state
 
-    def commit(
-        self,
-        session: Session,
-        steps: Sequence[ActionStep],
-        corrections: int,
-        ending: Ending | None = None,
-    ) -> None:
-        """Commit the state after the round ``session.round`` (atomic; then a new journal)."""
+    def commit(self, state: SessionState) -> None:
+        """Commit ``state`` (:meth:`Session.snapshot` after a round; atomic), then start the
+        next round's journal."""
         if self.directory is None:
             return
-        state = SessionState(
-            round=session.round,
-            corrections=corrections,
-            steps=list(steps),
-            phrases=list(session.phrases),
-            current=session.current,
-            checks_used=session.checks_used,
-            usage=session.usage,
-            timings=dict(session.timings),
-            ending=ending,
-        )
         self._write(state)
         if self._journal is not None:
-            self._journal.reset(session.round + 1)
+            self._journal.reset(state.round + 1)
 
     # -- files -----------------------------------------------------------------------
 
     def _write(self, state: SessionState) -> None:
         if self.directory is None or self.fingerprint is None:
             return
-        trace_path = self.directory / "trace.jsonl"
+        trace_path = self.directory / rundir.TRACE
         # The trace is appended without syncing; sync it before the state that points past it.
         with open(trace_path, "rb+") as f:
             os.fsync(f.fileno())
@@ -371,73 +358,3 @@ def _read_prompt(directory: Path, name: str, sha256: str) -> str:
     if _sha256(text) != sha256:
         raise ResumeError(f"cannot resume {directory}: {name} changed since the session started")
     return text
-
-
-def load_saved(directory: Path) -> dict[str, Any]:
-    """``session.json`` of ``directory``, read and checked for its format.
-
-    Raises:
-        ResumeError: no such file (nothing to resume), unreadable, or another format.
-    """
-    path = directory / STATE_FILE
-    if not path.is_file():
-        raise ResumeError(f"nothing to resume in {directory}: no {STATE_FILE}")
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is unreadable: {e}") from e
-    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
-        found = saved.get("format") if isinstance(saved, dict) else None
-        raise ResumeError(
-            f"cannot resume {directory}: {STATE_FILE} has format {found!r}, expected {FORMAT}"
-        )
-    return saved
-
-
-def check_fingerprint(
-    directory: Path, saved: dict[str, Any], now: Fingerprint, *, compare_model: bool = True
-) -> None:
-    """Raise :class:`ResumeError` naming every difference between the session and ``now``."""
-    try:
-        before = Fingerprint.from_json(saved["fingerprint"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
-    differences = before.differences(now, compare_model=compare_model)
-    if differences:
-        raise ResumeError(f"cannot resume {directory}: " + "; ".join(differences))
-
-
-def check_resumable(directory: Path, *, query: str, image: RGBImage, config: AgentConfig) -> int:
-    """Check, before any model loads, that ``directory`` holds a session this request continues.
-
-    The MLLM's name is compared later, when the model is built. Returns the last committed
-    round.
-
-    Raises:
-        ResumeError: nothing to resume, damaged files, or a different image, query or settings.
-    """
-    saved = load_saved(directory)
-    now = Fingerprint.of(query=query, image=image, config=config, model="")
-    check_fingerprint(directory, saved, now, compare_model=False)
-    try:
-        return int(saved["state"]["round"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
-
-
-def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
-    """The prompt set a session in ``directory`` started with (``{"name", "path",
-    "sources"}``), or None when it kept none.
-
-    Raises:
-        ResumeError: the file is there but unreadable or damaged.
-    """
-    path = directory / PROMPT_SET_FILE
-    if not path.is_file():
-        return None
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        sources = {str(k): str(v) for k, v in saved["sources"].items()}
-        return {"name": str(saved["name"]), "path": str(saved["path"]), "sources": sources}
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ResumeError(f"cannot resume {directory}: {PROMPT_SET_FILE} is damaged: {e!r}") from e

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sam3_agent.agent import prompts
 from sam3_agent.agent.context.tokens import TokenCounter, Tokens
+from sam3_agent.agent.prompts import PromptSet, default_prompt_set
 from sam3_agent.agent.steps import ActionStep, TaskStep, current_masks_index
 from sam3_agent.values.errors import Sam3AgentError
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
@@ -78,6 +78,8 @@ class History:
     system_prompt: str
     task: TaskStep
     steps: Sequence[ActionStep]
+    prompts: PromptSet = field(default_factory=default_prompt_set)
+    """The set the session renders with (the request, notes, tool-result notes)."""
 
     @property
     def next_round(self) -> int:
@@ -202,7 +204,11 @@ class Selection:
 
 
 def first_user_message(
-    task: TaskStep, tried_phrases: Sequence[str] = (), notes: Sequence[str] = ()
+    task: TaskStep,
+    tried_phrases: Sequence[str] = (),
+    notes: Sequence[str] = (),
+    *,
+    prompts: PromptSet,
 ) -> ChatMessage:
     """The raw image and the request, with the tried-phrases note and any notes after it."""
     text = prompts.render("user_task", query=task.query, tried_phrases=list(tried_phrases))
@@ -216,13 +222,19 @@ def render(history: History, selection: Selection) -> tuple[list[ChatMessage], l
     steps = history.steps
     messages = [
         ChatMessage.text("system", history.system_prompt),
-        first_user_message(history.task, selection.tried_phrases, selection.notes),
+        first_user_message(
+            history.task, selection.tried_phrases, selection.notes, prompts=history.prompts
+        ),
     ]
     current = current_masks_index(steps)
     replaced = []
     for i in sorted(set(selection.kept)):
         step = steps[i]
-        messages.extend(step.messages(with_image=i == current, masks_gone=current is None))
+        messages.extend(
+            step.messages(
+                with_image=i == current, masks_gone=current is None, prompts=history.prompts
+            )
+        )
         if step.observation.image is not None and i != current:
             replaced.append(step.round)
     return messages, replaced
@@ -247,13 +259,17 @@ class Costs:
         self.current = current_masks_index(steps)
         self.head = (
             self.counter.message(ChatMessage.text("system", self.history.system_prompt)).total
-            + self.counter.message(first_user_message(self.history.task)).total
+            + self.counter.message(
+                first_user_message(self.history.task, prompts=self.history.prompts)
+            ).total
         )
         gone = self.current is None
         self.rounds = [
             sum(
                 self.counter.message(m).total
-                for m in s.messages(with_image=i == self.current, masks_gone=gone)
+                for m in s.messages(
+                    with_image=i == self.current, masks_gone=gone, prompts=self.history.prompts
+                )
             )
             for i, s in enumerate(steps)
         ]
@@ -273,10 +289,12 @@ class Costs:
         """What the tried-phrases note and ``notes`` add to the first user message."""
         if not tried_phrases and not notes:
             return 0
+        prompts = self.history.prompts
         with_note = self.counter.message(
-            first_user_message(self.history.task, tried_phrases, notes)
+            first_user_message(self.history.task, tried_phrases, notes, prompts=prompts)
         ).total
-        return with_note - self.counter.message(first_user_message(self.history.task)).total
+        bare = first_user_message(self.history.task, prompts=prompts)
+        return with_note - self.counter.message(bare).total
 
 
 def check_pinned(costs: Costs, budget: Budget, policy: str, head_extra: int = 0) -> None:

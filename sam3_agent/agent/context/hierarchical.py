@@ -20,7 +20,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from sam3_agent.agent import prompts
 from sam3_agent.agent.context.base import (
     Budget,
     Context,
@@ -34,6 +33,7 @@ from sam3_agent.agent.context.base import (
 )
 from sam3_agent.agent.context.sam3 import anchor_index
 from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import ActionStep
 
 ARCHIVE_SHARE = 0.2
@@ -53,7 +53,7 @@ def archive_line(step: ActionStep) -> str:
     return f"round {step.round}: a mistake was corrected: {result}."
 
 
-def archive_note(lines: Sequence[str]) -> str:
+def archive_note(lines: Sequence[str], prompts: PromptSet) -> str:
     return prompts.render("context_archive", lines=list(lines)) if lines else ""
 
 
@@ -120,7 +120,7 @@ class HierarchicalPolicy:
             reasons[shown.pop(0)] = "archive over its budget: line dropped"
         evicted = [Evicted(steps[i].round, reason) for i, reason in reasons.items()]
         tried = tried_before(steps, sorted(kept))
-        note = archive_note([lines[i] for i in shown])
+        note = archive_note([lines[i] for i in shown], history.prompts)
         selection = Selection(sorted(kept), tried, [note] if note else [])
         notes_tokens = costs.note_tokens(tried, selection.notes)
         working = [i for i in kept if i not in protected]

@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sam3_agent.agent import prompts
 from sam3_agent.agent.context.base import (
     Budget,
     Context,
@@ -37,6 +36,7 @@ from sam3_agent.agent.context.base import (
     finish,
 )
 from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import ActionStep
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.values.messages import ChatMessage, ChatResponse
@@ -78,7 +78,9 @@ class DigestCall:
 DigestSink = Callable[[DigestCall], None]
 
 
-def digest_messages(query: str, steps: Sequence[ActionStep], max_tokens: int) -> list[ChatMessage]:
+def digest_messages(
+    query: str, steps: Sequence[ActionStep], max_tokens: int, prompts: PromptSet
+) -> list[ChatMessage]:
     """The digest request for ``steps`` (text only: images are not condensed)."""
     rounds = [
         {"round": s.round, "reply": _reply_text(s), "result": s.observation.text.strip()}
@@ -170,7 +172,7 @@ class SummaryPolicy:
         shown = [d for d in self.digests if set(d.rounds) <= self._evicted]
         kept = [i for i in range(len(steps)) if i not in set(evict)]
         dropped_digests: list[Digest] = []
-        while shown and costs.total(kept, costs.note_tokens((), self._notes(shown))) > (
+        while shown and costs.total(kept, costs.note_tokens((), self._notes(shown, history))) > (
             self.budget.limit
         ):
             dropped_digests.append(shown.pop(0))
@@ -183,7 +185,7 @@ class SummaryPolicy:
         self._start_speculative(history, costs, evict)
         return finish(
             history,
-            Selection(kept, (), self._notes(shown)),
+            Selection(kept, (), self._notes(shown, history)),
             policy=self.name,
             budget=self.budget,
             costs=costs,
@@ -201,10 +203,10 @@ class SummaryPolicy:
     def _covered_rounds(self) -> set[int]:
         return {r for d in self.digests for r in d.rounds} | self._dropped_rounds
 
-    def _notes(self, shown: Sequence[Digest]) -> list[str]:
+    def _notes(self, shown: Sequence[Digest], history: History) -> list[str]:
         if not shown:
             return []
-        return [prompts.render("context_digests", texts=[d.note() for d in shown])]
+        return [history.prompts.render("context_digests", texts=[d.note() for d in shown])]
 
     def _evict_more(self, costs: Costs, evict: Sequence[int], limit: int, target: int) -> list[int]:
         """``evict`` plus the oldest unprotected rounds needed to fit.
@@ -221,7 +223,7 @@ class SummaryPolicy:
         def total() -> int:
             kept = [i for i in range(len(steps)) if i not in set(out)]
             gone = {steps[i].round for i in out}
-            notes = self._notes([d for d in self.digests if set(d.rounds) <= gone])
+            notes = self._notes([d for d in self.digests if set(d.rounds) <= gone], costs.history)
             allowance = costs.note_tokens((), notes)
             if any(steps[i].round not in covered for i in out):
                 allowance += self.max_digest_tokens + 40
@@ -254,7 +256,9 @@ class SummaryPolicy:
     async def _digest(
         self, history: History, steps: Sequence[ActionStep], *, blocking: bool
     ) -> Digest:
-        messages = digest_messages(history.task.query, steps, self.max_digest_tokens)
+        messages = digest_messages(
+            history.task.query, steps, self.max_digest_tokens, history.prompts
+        )
         started = time.perf_counter()
         response = await self.chat_model.complete(messages)
         latency = time.perf_counter() - started

@@ -53,7 +53,9 @@ from sam3_agent.values.config import DEFAULT_MAX_PIXELS, AgentConfig
 from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
+    from sam3_agent.agent.export import ExportFormat
     from sam3_agent.agent.result import AgentResult
+    from sam3_agent.values.images import RGBImage
 
 EXIT_FAILED_SESSION = 3
 
@@ -183,8 +185,9 @@ def run_command(
         elif out is not None:
             check_run_dir(out, overwrite=overwrite)
 
-        from sam3_agent.agent.export import parse_exports, write_exports
+        from sam3_agent.agent.export import parse_exports
         from sam3_agent.agent.loop import check_query
+        from sam3_agent.agent.rundir import result_document
         from sam3_agent.values.files import safe_name
         from sam3_agent.values.images import load_image
 
@@ -209,17 +212,16 @@ def run_command(
         else:
             clear_run_dir(out)
             out_dir = out
+        # The decoded pixels go on: one decode; the run writes result.json once, exports in.
         if sam3_only:
-            result = _run_sam3_only(backends, image, query, config, out_dir)
+            result = _run_sam3_only(backends, pixels, image, query, config, out_dir, formats)
         else:
-            result = _run_agent(backends, image, query, config, out_dir, resume=resume is not None)
-        if result.status != "failed":
-            document = write_exports(result, out_dir, formats)
-        else:
-            document = result.to_json()
+            result = _run_agent(
+                backends, pixels, image, query, config, out_dir, formats, resume=resume is not None
+            )
 
     if json_output:
-        typer.echo(json.dumps(document, indent=2))
+        typer.echo(json.dumps(result_document(result, formats), indent=2))
     summary = {
         "masks": f"[green]{len(result.detections)} mask(s)[/green]",
         "no_mask": "[yellow]no mask[/yellow] (nothing matching was found)",
@@ -237,10 +239,12 @@ def run_command(
 
 def _run_agent(
     backends: BackendOptions,
+    pixels: RGBImage,
     image: Path,
     query: str,
     config: AgentConfig,
     out_dir: Path,
+    exports: frozenset[ExportFormat],
     *,
     resume: bool = False,
 ) -> AgentResult:
@@ -257,15 +261,37 @@ def _run_agent(
             err_console.print(f"round {event.round}: {tool} - {event.summary}", soft_wrap=True)
             status.update(f"round {event.round + 1}: asking {chat_model.name}...")
 
-        return agent.run(image, query, output_dir=out_dir, on_round=on_round, resume=resume)
+        return agent.run(
+            pixels,
+            query,
+            output_dir=out_dir,
+            on_round=on_round,
+            resume=resume,
+            exports=exports,
+            image_path=image,
+        )
 
 
 def _run_sam3_only(
-    backends: BackendOptions, image: Path, query: str, config: AgentConfig, out_dir: Path
+    backends: BackendOptions,
+    pixels: RGBImage,
+    image: Path,
+    query: str,
+    config: AgentConfig,
+    out_dir: Path,
+    exports: frozenset[ExportFormat],
 ) -> AgentResult:
     from sam3_agent.agent.sam3_only import segment_only
 
     with err_console.status("loading SAM 3...") as status:
         segmenter = backends.build_segmenter()
         status.update(f"segmenting {query!r}...")
-        return segment_only(segmenter, image, query, config=config, output_dir=out_dir)
+        return segment_only(
+            segmenter,
+            pixels,
+            query,
+            config=config,
+            output_dir=out_dir,
+            exports=exports,
+            image_path=image,
+        )

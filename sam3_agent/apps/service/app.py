@@ -49,7 +49,7 @@ from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_STORED_IMAGES,
     DEFAULT_MAX_UPLOAD_BYTES,
 )
-from sam3_agent.backends.base import Segmenter
+from sam3_agent.backends.base import Segmenter, phrase_as_read
 from sam3_agent.backends.schemas import (
     ErrorCode,
     HealthResponse,
@@ -219,7 +219,7 @@ def _segment_sync(
             results.append(
                 PhraseResult(
                     phrase=phrase,
-                    used_phrase=embedding.used_phrase(phrase),
+                    used_phrase=phrase_as_read(embedding, phrase),
                     masks=[
                         RleMask(size=(r["size"][0], r["size"][1]), counts=r["counts"])
                         for r in encode_masks(det.masks, rle_order)

@@ -1,0 +1,108 @@
+"""What the loop tells its caller after each round (the CLI's status line, the web demo).
+
+:class:`RoundEvent` is built from the finished round by :func:`round_event`; a
+``RoundCallback`` given to :meth:`Sam3Agent.run <sam3_agent.agent.loop.Sam3Agent.run>`
+receives one per main round, after the round is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sam3_agent.agent.checks import CheckRequest, CheckResult
+from sam3_agent.agent.parsing import ParsedReply
+from sam3_agent.agent.steps import ActionStep
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import ChatResponse, TokenUsage
+
+
+@dataclass(frozen=True)
+class MaskCheck:
+    """One mask's isolated check in an ``examine_each_mask`` round.
+
+    Attributes:
+        number: the mask's 1-based number on the image shown before the check.
+        accepted: the checker's verdict (a reply without a clear verdict counts as Reject).
+        reply: the checker's last reply, reasoning included.
+        mask_image: the whole image with only this mask drawn, as the checker saw it.
+        zoom_image: the close-up of the mask beside the raw crop, as the checker saw it.
+    """
+
+    number: int
+    accepted: bool
+    reply: str
+    mask_image: EncodedImage
+    zoom_image: EncodedImage
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    """One finished main round, as the CLI's status line and the web demo show it.
+
+    Attributes:
+        round: 1-based number of the main MLLM call.
+        tool: the tool called, None when the reply had no readable call.
+        kind: how the round ended: ``segment``, ``examine``, ``final`` or ``correction``.
+        summary: the first sentence of what went back to the model.
+        reasoning: the model's reasoning (its reasoning channel, else its ``<think>`` text).
+        parameters: the tool call's parameters as the model wrote them.
+        observation: the whole message sent back to the model ("" after a final tool).
+        image: the numbered masks image sent back, when there was one.
+        checks: the per-mask verdicts of an ``examine_each_mask`` round, in mask order.
+        usage: tokens of this round: its main call plus its mask checks.
+        seconds: wall time of the round, the model's answer and the tool's work.
+    """
+
+    round: int
+    tool: str | None
+    kind: str
+    summary: str
+    reasoning: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    observation: str = ""
+    image: EncodedImage | None = None
+    checks: tuple[MaskCheck, ...] = ()
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    seconds: float = 0.0
+
+
+RoundCallback = Callable[[RoundEvent], None]
+
+
+def round_event(
+    step: ActionStep,
+    response: ChatResponse,
+    parsed: ParsedReply,
+    last_checks: Sequence[tuple[CheckRequest, CheckResult]],
+    seconds: float,
+) -> RoundEvent:
+    """The event of the round that produced ``step`` (``last_checks``: the session's latest
+    mask checks, counted only when this round ran them)."""
+    tool = step.call.name if step.call else None
+    summary = step.observation.text.split(". ")[0] if step.observation.text else tool or ""
+    checks: list[MaskCheck] = []
+    usage = response.usage
+    if step.kind == "examine":  # only an executed examine_each_mask ran checks this round
+        for request, result in last_checks:
+            reply = result.replies[-1] if result.replies else ""
+            checks.append(
+                MaskCheck(
+                    request.number, result.accepted, reply, request.mask_image, request.zoom_image
+                )
+            )
+            usage = usage + result.usage
+    return RoundEvent(
+        round=step.round,
+        tool=tool,
+        kind=step.kind,
+        summary=summary,
+        reasoning=(response.reasoning or parsed.thinking or "").strip(),
+        parameters=dict(step.call.parameters) if step.call else {},
+        observation=step.observation.text,
+        image=step.observation.image,
+        checks=tuple(checks),
+        usage=usage,
+        seconds=seconds,
+    )

@@ -1,0 +1,133 @@
+"""What runs after each round of the loop: the trace, the checkpoint, the caller's event.
+
+The loop (:mod:`sam3_agent.agent.loop`) plays the rounds; after each it hands a
+:class:`FinishedRound` to its hooks, in order: :class:`TraceHook` writes the round's record,
+:class:`CommitHook` commits the session (after the record: the state points past it), then
+:class:`EventHook` tells the caller (after the commit: what was shown is saved).
+:func:`digest_sink` counts and traces the calls a context policy makes on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from sam3_agent.agent.events import RoundCallback, round_event
+from sam3_agent.agent.trace import digest_record, main_record
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.checkpoint import Checkpoint, Ending
+    from sam3_agent.agent.context import Context, Tokens
+    from sam3_agent.agent.context.summary import DigestCall, DigestSink
+    from sam3_agent.agent.context.tokens import TokenCounter
+    from sam3_agent.agent.parsing import ParsedReply
+    from sam3_agent.agent.session import Session
+    from sam3_agent.agent.steps import ActionStep
+    from sam3_agent.values.messages import ChatResponse
+
+
+@dataclass(frozen=True)
+class FinishedRound:
+    """One main round as the loop finished it.
+
+    Attributes:
+        step: the round (also in ``steps`` unless it ended the session).
+        context: what was sent; ``tokens`` its counted prompt tokens.
+        response, parsed: the model's answer and how it was read.
+        started: ``time.perf_counter()`` when the round began; ``latency_s``: its MLLM call.
+        steps, corrections: the history and the corrections so far, after this round.
+        ending: set when this round ended the session.
+    """
+
+    step: ActionStep
+    context: Context
+    tokens: Tokens
+    response: ChatResponse
+    parsed: ParsedReply
+    started: float
+    latency_s: float
+    steps: Sequence[ActionStep]
+    corrections: int
+    ending: Ending | None
+
+
+class RoundHook(Protocol):
+    async def __call__(self, session: Session, done: FinishedRound) -> None: ...
+
+
+class TraceHook:
+    """Writes the round's ``main`` record (and its images) to the session's trace."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self._counter = counter
+
+    async def __call__(self, session: Session, done: FinishedRound) -> None:
+        if not session.trace.enabled:
+            return
+        # Counted on the loop (the tokenizer is shared by every session of the process).
+        per_message = self._counter.per_message(done.context.messages)
+
+        def write() -> None:
+            record = main_record(
+                session.trace,
+                context=done.context,
+                response=done.response,
+                parsed=done.parsed,
+                step=done.step,
+                tokens=done.tokens,
+                per_message=per_message,
+                token_source=self._counter.source,
+                latency_s=done.latency_s,
+                round_s=time.perf_counter() - done.started,
+            )
+            session.trace.record(record)
+
+        # Image saves and the record's write are file work: off the event loop, awaited here
+        # so records keep their order.
+        await asyncio.to_thread(write)
+
+
+class CommitHook:
+    """Commits the session's state after the round (see :mod:`sam3_agent.agent.checkpoint`)."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self._checkpoint = checkpoint
+
+    async def __call__(self, session: Session, done: FinishedRound) -> None:
+        state = session.snapshot(done.steps, done.corrections, done.ending)
+        # Off the event loop: encoding masks and syncing files must not hold up the other
+        # sessions of a batch evaluation.
+        await asyncio.to_thread(self._checkpoint.commit, state)
+
+
+class EventHook:
+    """Calls the caller's ``on_round`` with the round's :class:`~.events.RoundEvent`."""
+
+    def __init__(self, on_round: RoundCallback) -> None:
+        self._on_round = on_round
+
+    async def __call__(self, session: Session, done: FinishedRound) -> None:
+        seconds = time.perf_counter() - done.started
+        self._on_round(
+            round_event(done.step, done.response, done.parsed, session.last_checks, seconds)
+        )
+
+
+def digest_sink(session: Session, counter: TokenCounter) -> DigestSink:
+    """A sink adding each digest call to ``session.usage.digests`` (apart from the main
+    calls) and writing it to the trace as a ``"kind": "digest"`` record."""
+
+    def record(call: DigestCall) -> None:
+        usage = session.usage
+        usage.digests = usage.digests + call.response.usage
+        usage.cached_calls += int(call.response.cached)
+        tokens = counter.messages(call.messages)
+        usage.add_estimate("digests", tokens.text, tokens.image)
+        if session.trace.enabled:
+            trace = session.trace
+            trace.record(digest_record(trace, round_number=session.round, call=call, tokens=tokens))
+
+    return record

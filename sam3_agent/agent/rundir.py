@@ -1,0 +1,104 @@
+"""The run directory: every file a session leaves in its folder, named here and only here.
+
+A run directory holds:
+
+* ``result.json`` (:data:`RESULT`): the outcome (:meth:`AgentResult.to_json`), with the
+  exports asked for folded in; written once, last, by :func:`write_run`.
+* ``overlay.png`` (:data:`OVERLAY`): the final masks drawn on the image, with a legend.
+* ``masks/NN.png`` (:data:`MASKS_DIR`, ``--export png``): one binary PNG per final mask.
+* ``trace.jsonl`` and ``images/`` (:data:`TRACE`, :data:`IMAGES_DIR`): one record per model
+  call and the images they reference (:mod:`sam3_agent.agent.trace`).
+* ``system_prompt.txt``, ``checker_prompt.txt``, ``prompt_set.json``, ``session.json``,
+  ``calls.jsonl``, ``.session.lock``: the checkpoint of a resumable session
+  (:mod:`sam3_agent.agent.checkpoint`).
+
+Every write is atomic (a temporary file, fsynced, renamed; the mode any new file gets under
+the umask): :func:`sam3_agent.values.files.atomic_write_bytes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.agent.export import ExportFormat, mask_file_name, mask_png, mask_polygons
+from sam3_agent.agent.result import AgentResult
+from sam3_agent.values.files import atomic_write_bytes, atomic_write_json, write_png
+from sam3_agent.values.images import RGBImage
+from sam3_agent.values.render import legend, overlay
+
+RESULT = "result.json"
+OVERLAY = "overlay.png"
+MASKS_DIR = "masks"
+TRACE = "trace.jsonl"
+IMAGES_DIR = "images"
+SYSTEM_PROMPT = "system_prompt.txt"
+CHECKER_PROMPT = "checker_prompt.txt"
+PROMPT_SET = "prompt_set.json"
+STATE = "session.json"
+JOURNAL = "calls.jsonl"
+LOCK = ".session.lock"
+
+
+def result_document(result: AgentResult, exports: Iterable[ExportFormat] = ()) -> dict[str, Any]:
+    """The ``result.json`` document of ``result``.
+
+    With exports, a session that did not fail gets ``mask_files`` (``png``: the files
+    :func:`write_run` writes) and each mask its ``polygons`` (``polygons``: outer contours
+    in COCO form).
+    """
+    chosen = set(exports) if result.status != "failed" else set()
+    document = result.to_json()
+    detections = result.detections
+    if "png" in chosen:
+        count = len(detections)
+        document["mask_files"] = [f"{MASKS_DIR}/{mask_file_name(i, count)}" for i in range(count)]
+    if "polygons" in chosen:
+        for entry, mask in zip(document["masks"], detections.masks, strict=True):
+            entry["polygons"] = mask_polygons(mask)
+    return document
+
+
+def write_run(
+    out: Path,
+    result: AgentResult,
+    image: RGBImage,
+    exports: Iterable[ExportFormat] = (),
+) -> dict[str, Any]:
+    """Write the outcome of a run to ``out``: the mask PNGs asked for, ``overlay.png`` on
+    ``image`` (the decoded pixels), then ``result.json``, once; returns its document and
+    sets ``result.output_dir``."""
+    chosen = frozenset(exports)
+    result.output_dir = out
+    document = result_document(result, chosen)
+    if "png" in chosen and result.status != "failed":
+        count = len(result.detections)
+        for i, mask in enumerate(result.detections.masks):
+            atomic_write_bytes(out / MASKS_DIR / mask_file_name(i, count), mask_png(mask, i))
+    canvas = overlay(image, result.detections)
+    write_png(out / OVERLAY, legend(canvas, result.query, result.detections))
+    atomic_write_json(out / RESULT, document)
+    return document
+
+
+MARKERS = (RESULT, TRACE, SYSTEM_PROMPT)
+"""A directory holding one of these was written by a run."""
+
+ENTRIES = frozenset(
+    {
+        RESULT,
+        OVERLAY,
+        MASKS_DIR,
+        TRACE,
+        IMAGES_DIR,
+        SYSTEM_PROMPT,
+        CHECKER_PROMPT,
+        PROMPT_SET,
+        STATE,
+        JOURNAL,
+        LOCK,
+    }
+)
+"""Every file and folder a run writes at the top of its directory (what ``--overwrite``
+may remove, and nothing else)."""
