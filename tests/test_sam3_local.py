@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sam3_agent.backends.base import ImageEmbedding, Segmenter
-from sam3_agent.backends.sam3_local import Sam3Segmenter, upsample_masks
+from sam3_agent.backends.sam3_local import Sam3Segmenter
+from sam3_agent.backends.sam3_masks import upsample_masks
 from sam3_agent.backends.segmenters import build_segmenter
 from sam3_agent.backends.torch_runtime import auto_dtype_name
 from sam3_agent.values.detections import Detections
