@@ -4,11 +4,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 
 import sam3_agent
 from sam3_agent.backends import chat_models, segmenters
 from sam3_agent.values.detections import Detections
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 
 def test_segment_builds_the_backends_and_runs_one_session(

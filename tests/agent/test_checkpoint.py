@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -41,6 +40,7 @@ from sam3_agent.values.detections import Detections, encode_rle
 from sam3_agent.values.errors import ChatModelError, ResumeError, UserError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, TokenUsage
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 H, W = 6, 7
 _rng = np.random.default_rng(1)

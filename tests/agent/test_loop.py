@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 from sam3_agent.pruning import MAX_MESSAGES
 
 from sam3_agent.agent.loop import RoundEvent, Sam3Agent
@@ -16,6 +15,7 @@ from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.messages import ChatMessage
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 SELECT_1 = tool("select_masks_and_return", final_answer_masks=[1])
 

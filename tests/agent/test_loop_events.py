@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 
 from sam3_agent.agent.loop import STOPPED, RoundEvent, Sam3Agent
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 
 def test_round_events_carry_reasoning_images_checks_and_cost(

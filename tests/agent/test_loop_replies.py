@@ -14,7 +14,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from fakes import FakeSegmenter, ScriptedChatModel, square_mask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.messages import ChatResponse, NativeToolCall
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, square_mask
 
 H, W = 48, 64
 # Any code point, lone surrogates included (st.text() leaves them out by default).

@@ -15,8 +15,6 @@ from pathlib import Path
 import jinja2
 import numpy as np
 import pytest
-from eval_fixtures import make_chat_model, make_segmenter, write_reasonseg
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -32,6 +30,8 @@ from sam3_agent.runs.evaluation.store import reading
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import UserError
+from tests.support.eval_fixtures import make_chat_model, make_segmenter, write_reasonseg
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 
 def test_system_prompt_teaches_the_protocol_and_every_tool() -> None:
@@ -82,7 +82,7 @@ def test_feedback_grammar(message: str, variables: dict[str, object], expected: 
 # --------------------------------------------------------------------------- prompt sets
 
 cli = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _custom_set(root: Path, edits: dict[str, Callable[[str], str]] | None = None) -> Path:

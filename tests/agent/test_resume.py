@@ -14,15 +14,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel
 from PIL import Image
-from resume_driver import SCRIPT, VERDICTS, LoggedChatModel, cats, make_segmenter
 from typer.testing import CliRunner
 
 from sam3_agent.agent.checkpoint import JOURNAL_FILE, STATE_FILE
@@ -32,11 +30,12 @@ from sam3_agent.agent.session import Session
 from sam3_agent.apps.cli.main import app
 from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.values.config import AgentConfig
-from sam3_agent.values.messages import ChatMessage, ChatResponse, NativeToolCall, ToolSpec
+from sam3_agent.values.messages import ChatResponse, NativeToolCall
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
+from tests.support.resume import QUERY, Killed, KilledAt, comparable, trace_records
+from tests.support.resume_driver import SCRIPT, VERDICTS, LoggedChatModel, cats, make_segmenter
 
-DRIVER = Path(__file__).with_name("resume_driver.py")
-ROOT = Path(__file__).parents[1]
-QUERY = "the two cats"
+ROOT = Path(__file__).parents[2]
 # Remote backends by name (the fakes answer; nothing listens there), so no in-process model
 # is planned or sized; checks one at a time, so a kill can land between two of them.
 FAKE_BACKEND_FLAGS = [
@@ -44,43 +43,6 @@ FAKE_BACKEND_FLAGS = [
     "--llm-model", "scripted", "--check-concurrency", "1",
 ]  # fmt: skip
 CHAT_CALLS = len(SCRIPT) + 3  # three masks are checked
-
-
-class Killed(BaseException):
-    """Stands in for SIGKILL inside one process: nothing catches it, nothing is written."""
-
-
-class KilledAt:
-    """Passes calls to ``inner`` but dies instead of making call number ``at`` (1-based)."""
-
-    def __init__(self, inner: ScriptedChatModel, at: int) -> None:
-        self.inner, self.at, self.made = inner, at, 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
-    ) -> ChatResponse:
-        self.made += 1
-        if self.made == self.at:
-            raise Killed
-        return await self.inner.complete(messages, tools=tools)
-
-
-def comparable(result: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in result.items() if k != "timings_s"}
-
-
-def trace_records(directory: Path) -> list[dict[str, Any]]:
-    lines = (directory / "trace.jsonl").read_text().splitlines()
-    timings = ("latency_s", "round_s")
-    records = [{k: v for k, v in json.loads(line).items() if k not in timings} for line in lines]
-    for record in records:  # the context policy's own time is a timing too
-        if isinstance(record.get("context_policy"), dict):
-            record["context_policy"].pop("latency_ms", None)
-    return records
 
 
 def new_chat() -> ScriptedChatModel:
@@ -228,7 +190,8 @@ def test_sigkilled_run_resumes_to_the_same_result(tmp_path: Path, photo: Path, p
     }
     command = [
         sys.executable,
-        str(DRIVER),
+        "-m",
+        "tests.support.resume_driver",
         "--log",
         str(log),
         "--delay",

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel
-from resume_driver import SCRIPT, VERDICTS, cats
-from test_resume import QUERY, Killed, KilledAt, comparable, trace_records
 
 from sam3_agent.agent import prompts
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.values.config import AgentConfig
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
+from tests.support.resume import QUERY, Killed, KilledAt, comparable, trace_records
+from tests.support.resume_driver import SCRIPT, VERDICTS, cats
 
 
 def test_a_changed_prompt_set_does_not_reach_a_resumed_session(

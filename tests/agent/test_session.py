@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from fakes import square_mask
 
 from sam3_agent.agent.session import check_requests
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.render import ZOOM_GAP, ZOOM_PANEL_MAX, Renderer
+from tests.support.fakes import square_mask
 
 
 def test_check_images_are_sized_for_their_mask() -> None:

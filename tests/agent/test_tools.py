@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 from pydantic import ValidationError
 
 from sam3_agent.agent.loop import Sam3Agent
@@ -17,6 +16,7 @@ from sam3_agent.agent.tools import (
 from sam3_agent.backends.schemas import SegmentRequest
 from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
 from sam3_agent.values.detections import Detections
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import ScriptedChatModel, tool
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -21,6 +20,7 @@ from sam3_agent import AgentConfig, Sam3Agent
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.values.messages import ChatMessage
+from tests.support.fakes import ScriptedChatModel, tool
 
 
 def decide(messages: Sequence[ChatMessage]) -> str:

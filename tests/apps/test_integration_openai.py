@@ -15,8 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, square_mask, tool
-from openai_server import RecordedRequest, Reply, ScriptedServer, max_overlap, serve
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -24,6 +22,8 @@ from sam3_agent.apps.cli import options
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
 from sam3_agent.values.detections import Detections, decode_rle
+from tests.support.fakes import FakeSegmenter, square_mask, tool
+from tests.support.openai_server import RecordedRequest, Reply, ScriptedServer, max_overlap, serve
 
 H, W = 120, 160
 CHECK_LATENCY_S = 0.2

@@ -27,7 +27,7 @@ from PIL import Image
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # The `sam3-agent` application, run as the console script runs it, from this checkout.
 CLI = [sys.executable, "-c", "from sam3_agent.apps.cli.main import app; app(prog_name='sam3-agent')"]
 STARTUP_TIMEOUT_S = 180.0

@@ -10,13 +10,13 @@ from typing import Any
 import huggingface_hub.constants
 import pytest
 import torch
-from openai_server import Reply, ScriptedServer, serve
-from tiny_qwen import save_tiny_qwen
 
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.values.errors import ChatModelError
 from sam3_agent.values.messages import ChatMessage
+from tests.support.openai_server import Reply, ScriptedServer, serve
+from tests.support.tiny_qwen import save_tiny_qwen
 
 
 def conversation() -> list[ChatMessage]:

@@ -7,7 +7,6 @@ from typing import Any
 
 import huggingface_hub.constants
 import pytest
-from tiny_qwen import save_tiny_qwen
 
 from sam3_agent.backends import memory
 from sam3_agent.backends.chat_models import (
@@ -22,6 +21,7 @@ from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.backends.response_cache import CachedChatModel
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
+from tests.support.tiny_qwen import save_tiny_qwen
 
 
 class Loaded:

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fakes import ScriptedChatModel
-from openai_server import Reply, ScriptedServer, serve
 
 from sam3_agent.backends.chat_models import build_chat_model
 from sam3_agent.backends.failover import FailoverChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.values.errors import ChatModelError, UserError
 from sam3_agent.values.messages import ChatMessage, ChatResponse
+from tests.support.fakes import ScriptedChatModel
+from tests.support.openai_server import Reply, ScriptedServer, serve
 
 HELLO = [ChatMessage.text("user", "hello")]
 

@@ -14,8 +14,6 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from openai_server import Reply, ScriptedServer, serve
-from tiny_qwen import save_tiny_qwen
 
 from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
 from sam3_agent.backends.hf_chat import TransformersChatModel
@@ -23,6 +21,8 @@ from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.backends.response_cache import CachedChatModel
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
+from tests.support.openai_server import Reply, ScriptedServer, serve
+from tests.support.tiny_qwen import save_tiny_qwen
 
 THINKING = {"chat_template_kwargs": {"enable_thinking": True}}
 

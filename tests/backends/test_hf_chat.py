@@ -16,13 +16,13 @@ import huggingface_hub.constants
 import numpy as np
 import pytest
 import torch
-from tiny_qwen import save_tiny_qwen
 
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
 from sam3_agent.values.errors import UserError, WeightsUnavailableError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, ToolSpec
+from tests.support.tiny_qwen import save_tiny_qwen
 
 
 @pytest.fixture(scope="module")

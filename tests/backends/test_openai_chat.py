@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Iterator
 
 import numpy as np
 import pytest
-from openai_server import Reply, ScriptedServer, max_overlap, serve
 
 import sam3_agent.values.images as images_module
 from sam3_agent.backends.openai_chat import OpenAIChatModel, RetryPolicy
@@ -24,6 +23,7 @@ from sam3_agent.values.messages import (
     TokenUsage,
     ToolSpec,
 )
+from tests.support.openai_server import Reply, ScriptedServer, max_overlap, serve
 
 
 @pytest.fixture
@@ -381,11 +381,10 @@ def test_retry_policy_delay(retry: int, retry_after: float | None, low: float, h
 def test_native_calls_are_replayed_as_tool_messages(server: ScriptedServer) -> None:
     """The whole agent against the server: earlier calls go back as structured assistant
     tool calls answered by ``tool`` messages, images in a user message after them."""
-    from fakes import FakeSegmenter, square_mask
-
     from sam3_agent.agent.loop import Sam3Agent
     from sam3_agent.values.config import AgentConfig
     from sam3_agent.values.detections import Detections
+    from tests.support.fakes import FakeSegmenter, square_mask
 
     height, width = 120, 160
     cats = Detections.from_masks(

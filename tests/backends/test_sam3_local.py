@@ -287,7 +287,7 @@ def test_build_segmenter_loads_in_process(tiny_sam3_dir: Path, offline: None) ->
 
 
 def test_plain_constructor_accepts_in_memory_model() -> None:
-    from tiny_sam3 import tiny_model_and_processor
+    from tests.support.tiny_sam3 import tiny_model_and_processor
 
     model, processor = tiny_model_and_processor()
     seg = Sam3Segmenter(model, processor, device="cpu", cache_size=1)
@@ -392,7 +392,7 @@ SHORT_TEXT = 8  # the tiny encoder's max_position_embeddings in these tests: 6 +
 
 @pytest.fixture(scope="module")
 def short_text_segmenter() -> Sam3Segmenter:
-    from tiny_sam3 import tiny_model_and_processor
+    from tests.support.tiny_sam3 import tiny_model_and_processor
 
     model, processor = tiny_model_and_processor(text_positions=SHORT_TEXT)
     return Sam3Segmenter(model, processor, device="cpu")

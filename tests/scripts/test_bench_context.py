@@ -1,25 +1,17 @@
-"""scripts/bench_context.py: its simulated model acts on the context, and the table prints."""
+"""scripts/bench/context.py: its simulated model acts on the context, and the table prints."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_context.py"
-
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_context", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_context"] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("scripts.bench.context")
 
 
 def test_a_session_without_eviction_ends_with_the_right_masks(bench: ModuleType) -> None:
@@ -37,7 +29,7 @@ def test_the_policy_changes_the_outcome(bench: ModuleType) -> None:
 
 
 def test_the_table_prints(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["bench_context.py", "--sessions", "1", "--budgets", "4096", "--policies", "sam3"]
+    argv = ["context", "--sessions", "1", "--budgets", "4096", "--policies", "sam3"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "argv", argv)
         bench.main()

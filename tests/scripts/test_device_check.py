@@ -3,7 +3,7 @@ cannot rot where no GPU runs it; and ``device_check.sh`` refusing to run without
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
 import subprocess
 from pathlib import Path
@@ -11,19 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
 
 def _script() -> object:
-    spec = importlib.util.spec_from_file_location(
-        "device_check", REPO / "scripts" / "device_check.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("scripts.device_check")
 
 
 def test_cpu_smoke_path_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,6 @@
 """``scripts/reproduce.sh`` end to end on the fixture datasets: each preset evaluated in
 its own run directory, then one report with the published rows. The real commands run in
-subprocesses with the fake backends (``tests/eval_cli_driver.py``); no server is started
+subprocesses with the fake backends (``python -m tests.support.eval_cli_driver``); no server is started
 because an endpoint URL is given (the fakes never call it)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eval_fixtures import write_reasonseg
+from tests.support.eval_fixtures import write_reasonseg
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "reproduce.sh"
 
 
@@ -20,7 +20,7 @@ def _script(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
-        "SAM3_AGENT": f"{sys.executable} {ROOT / 'tests' / 'eval_cli_driver.py'}",
+        "SAM3_AGENT": f"{sys.executable} -m tests.support.eval_cli_driver",
     }
     return subprocess.run(
         ["bash", str(SCRIPT), *args],

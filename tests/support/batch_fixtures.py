@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from openai_server import Reply
 from PIL import Image
+
+from tests.support.openai_server import Reply
 
 QUERIES = ("red block", "blue stripe")
 IMAGES = ("one.png", "two.png", "three.png")

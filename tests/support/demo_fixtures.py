@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fakes import FakeSegmenter
-from openai_server import Reply, ScriptedServer
 
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.apps.demo.sessions import DemoRunner
@@ -29,8 +27,10 @@ from sam3_agent.backends.chat_models import build_chat_model
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
+from tests.support.fakes import FakeSegmenter
+from tests.support.openai_server import Reply, ScriptedServer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COFFEE = REPO / "assets" / "coffee.jpg"
 QUERY = "the coffee in the cup"
 MASK_NUMBER = re.compile(r"mask (\d+) of (\d+)")

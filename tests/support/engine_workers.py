@@ -1,4 +1,4 @@
-"""Worker factories for the engine tests; importable by Ray workers (tests/ is on their path).
+"""Worker factories for the engine tests; importable by Ray workers (the repository root is on their path).
 
 :class:`KillOnceFactory` wraps a real factory: the first worker to meet ``victim`` kills
 its own process (SIGKILL, no cleanup), once per ``marker`` file, as a lost machine would.

@@ -1,6 +1,6 @@
 """``eval`` / ``report`` with the fake backends, for tests and scripts in other processes.
 
-``python tests/eval_cli_driver.py [--delay S] eval --dataset ... --out ...`` runs the real
+``python -m tests.support.eval_cli_driver [--delay S] eval --dataset ... --out ...`` runs the real
 commands with :func:`eval_fixtures.make_segmenter` and a scripted chat model whose every
 call waits ``S`` seconds; a test can kill it part-way and check what survives.
 """
@@ -8,18 +8,14 @@ call waits ``S`` seconds; a test can kill it part-way and check what survives.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import typer
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from eval_fixtures import make_chat_model, make_segmenter
 
 from sam3_agent.apps.cli.main import app
 from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
 from sam3_agent.backends.base import ChatModel, Segmenter
+from tests.support.eval_fixtures import make_chat_model, make_segmenter
 
 
 def make_app() -> typer.Typer:

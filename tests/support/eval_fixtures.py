@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from fakes import FakeSegmenter, ScriptedChatModel, square_mask, tool
 from PIL import Image
 from pycocotools import mask as mask_utils
 
@@ -43,6 +42,7 @@ from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError, SegmenterError
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, square_mask, tool
 
 Answer = Literal["select", "no_mask", "error"]
 

@@ -1,6 +1,6 @@
 """``sam3-agent run`` with fake backends whose every answer is logged, for kill-and-resume tests.
 
-``python tests/resume_driver.py --log FILE [--delay S] run IMAGE QUERY ...`` runs the real
+``python -m tests.support.resume_driver --log FILE [--delay S] run IMAGE QUERY ...`` runs the real
 command. The scripted MLLM waits ``S`` seconds per call, then appends a line to ``FILE``
 (synced) for each answer it hands over: ``main <index>`` for the main conversation's
 :data:`SCRIPT`, ``check <request digest>`` for a mask check. A new process continues the
@@ -15,10 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 import numpy as np
-from fakes import FakeSegmenter, ScriptedChatModel, is_check_request, square_mask, tool
 
 from sam3_agent.agent.checkpoint import request_key
 from sam3_agent.apps.cli.main import app
@@ -26,6 +23,13 @@ from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
+from tests.support.fakes import (
+    FakeSegmenter,
+    ScriptedChatModel,
+    is_check_request,
+    square_mask,
+    tool,
+)
 
 SCRIPT = [
     tool("segment_phrase", text_prompt="dog"),

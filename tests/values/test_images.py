@@ -286,10 +286,9 @@ def test_cli_refuses_a_bomb_in_one_line_with_exit_2(tmp_path: Path) -> None:
 def test_agent_segments_and_reports_the_displayed_frame(tmp_path: Path) -> None:
     import json
 
-    from fakes import FakeSegmenter, ScriptedChatModel, tool
-
     from sam3_agent.agent.loop import Sam3Agent
     from sam3_agent.values.config import AgentConfig
+    from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
     path = tmp_path / "phone.jpg"
     path.write_bytes(_with_orientation(np.zeros((400, 600, 3), np.uint8), 6, "JPEG"))

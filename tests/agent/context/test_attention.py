@@ -10,9 +10,6 @@ import huggingface_hub.constants
 import numpy as np
 import pytest
 import torch
-from context_histories import Spec, history
-from fakes import FakeSegmenter, ScriptedChatModel
-from tiny_qwen import save_tiny_qwen
 
 from sam3_agent.agent.context.attention import AttentionPolicy
 from sam3_agent.agent.context.base import Budget, History
@@ -23,6 +20,9 @@ from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
+from tests.support.context_histories import Spec, history
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
+from tests.support.tiny_qwen import save_tiny_qwen
 
 
 @pytest.fixture(scope="module")

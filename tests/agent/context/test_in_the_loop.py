@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.values.detections import Detections
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 SELECT_1 = tool("select_masks_and_return", final_answer_masks=[1])
 

@@ -6,8 +6,6 @@ import asyncio
 from collections.abc import Sequence
 
 import pytest
-from context_histories import SYSTEM, Spec, history, make_steps, task
-from fakes import ScriptedChatModel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +24,8 @@ from sam3_agent.agent.steps import current_masks_index
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
+from tests.support.context_histories import SYSTEM, Spec, history, make_steps, task
+from tests.support.fakes import ScriptedChatModel
 
 COUNTER = TokenCounter()
 

@@ -120,7 +120,7 @@ def test_counter_falls_back_to_the_estimate_offline() -> None:
 def test_counter_reads_a_tokenizer_from_the_local_hub_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tiny_qwen import build_tokenizer
+    from tests.support.tiny_qwen import build_tokenizer
 
     build_tokenizer().save_pretrained(tmp_path)
     found = str(tmp_path / "tokenizer.json")

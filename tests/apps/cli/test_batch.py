@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_fixtures import QUERIES, respond, write_images, write_jsonl
-from openai_server import Reply, ScriptedServer, serve
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.main import app
 from sam3_agent.runs.evaluation.store import reading
+from tests.support.batch_fixtures import QUERIES, respond, write_images, write_jsonl
+from tests.support.openai_server import Reply, ScriptedServer, serve
 
 runner = CliRunner()
 

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli import demo as demo_cli
 from sam3_agent.apps.cli.main import app
 from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
 
 PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
 

@@ -13,8 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from eval_cli_driver import make_app
-from eval_fixtures import (
+from typer.testing import CliRunner
+
+from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.backends import memory
+from sam3_agent.backends.memory import GPU_DEFAULT_MLLM, SMALL_DEFAULT_MLLMS
+from sam3_agent.runs.evaluation.store import ResultStore, reading, sample_dir_name
+from tests.support.eval_cli_driver import make_app
+from tests.support.eval_fixtures import (
     EXPECTED,
     make_chat_model,
     make_segmenter,
@@ -23,18 +29,12 @@ from eval_fixtures import (
     write_reasonseg,
     write_refcoco,
 )
-from fakes import FakeSegmenter, ScriptedChatModel
-from typer.testing import CliRunner
-
-from sam3_agent.apps.cli.options import BackendOptions
-from sam3_agent.backends import memory
-from sam3_agent.backends.memory import GPU_DEFAULT_MLLM, SMALL_DEFAULT_MLLMS
-from sam3_agent.runs.evaluation.store import ResultStore, reading, sample_dir_name
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
 
 runner = CliRunner()
 PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
 app = make_app()
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -259,7 +259,7 @@ def test_killed_process_resumes_to_the_uninterrupted_result(
     run = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "eval_cli_driver.py"), "--delay", "0.3", "eval",
+        [sys.executable, "-m", "tests.support.eval_cli_driver", "--delay", "0.3", "eval",
          "--no-progress", *common, "--out", str(run)],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.main import COMMANDS, app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 HEAVY = (
     "torch",
     "transformers",

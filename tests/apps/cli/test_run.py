@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -20,6 +19,7 @@ from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
 from sam3_agent.values.detections import Detections, decode_rle
 from sam3_agent.values.errors import ChatModelError
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 runner = CliRunner()
 PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)

@@ -22,11 +22,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from demo_fixtures import COFFEE, QUERY, REPO, CoffeeScript, coffee_runner, serve_app
-from openai_server import ScriptedServer, serve
 from PIL import Image
 
 from sam3_agent.apps.demo.server import bundled_examples, create_app
+from tests.support.demo_fixtures import COFFEE, QUERY, REPO, CoffeeScript, coffee_runner, serve_app
+from tests.support.openai_server import ScriptedServer, serve
 
 pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
 sync_api = pytest.importorskip(

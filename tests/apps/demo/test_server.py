@@ -16,11 +16,18 @@ from typing import Any
 
 import httpx
 import pytest
-from demo_fixtures import COFFEE, QUERY, CoffeeScript, coffee_runner, serve_app, wait_for
-from openai_server import ScriptedServer, max_overlap, serve
 
 from sam3_agent.agent.loop import STOPPED
 from sam3_agent.apps.demo.server import create_app
+from tests.support.demo_fixtures import (
+    COFFEE,
+    QUERY,
+    CoffeeScript,
+    coffee_runner,
+    serve_app,
+    wait_for,
+)
+from tests.support.openai_server import ScriptedServer, max_overlap, serve
 
 pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
 gradio_client = pytest.importorskip("gradio_client")
@@ -133,7 +140,7 @@ def test_sessions_run_at_the_same_time(server: ScriptedServer, tmp_path: Path):
 
 
 def test_the_token_guards_the_page_and_the_sam3_api(server: ScriptedServer, tmp_path: Path):
-    from demo_fixtures import coffee_segmenter
+    from tests.support.demo_fixtures import coffee_segmenter
 
     server.responder = CoffeeScript()
     segmenter = coffee_segmenter()

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 from PIL import Image
 
 from sam3_agent.agent.loop import STOPPED, Sam3Agent
@@ -18,6 +17,7 @@ from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 SEGMENT = tool("segment_phrase", text_prompt="cat")
 SELECT_1 = tool("select_masks_and_return", final_answer_masks=[1])

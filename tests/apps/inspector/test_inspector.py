@@ -13,10 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from resume_driver import SCRIPT, VERDICTS, cats
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -27,6 +25,8 @@ from sam3_agent.apps.inspector.html_page import render as render_html
 from sam3_agent.apps.inspector.model import estimate_image_tokens, estimate_text_tokens
 from sam3_agent.apps.inspector.summary import clean
 from sam3_agent.apps.inspector.terminal import render as render_terminal
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
+from tests.support.resume_driver import SCRIPT, VERDICTS, cats
 
 runner = CliRunner()
 QUERY = 'the two cats </pre><script>alert("q")</script> [bold]x[/bold]'

@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 import typer
 import uvicorn
-from fakes import FakeSegmenter
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
@@ -42,6 +41,7 @@ from sam3_agent.backends.wire import decode_masks, encode_masks
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import image_digest, load_image
+from tests.support.fakes import FakeSegmenter
 
 TOKEN = "test-token-7f3a"
 MAX_UPLOAD = 256 * 1024
@@ -804,9 +804,8 @@ def test_client_reads_the_token_from_the_environment(monkeypatch: pytest.MonkeyP
 def test_api_segment_passes_the_service_token(
     monkeypatch: pytest.MonkeyPatch, three_cats: Detections, image: np.ndarray
 ) -> None:
-    from fakes import ScriptedChatModel, tool
-
     import sam3_agent
+    from tests.support.fakes import ScriptedChatModel, tool
 
     asked: dict[str, object] = {}
 
@@ -847,7 +846,7 @@ def test_cli_bounds_the_decodes_and_the_store(
 
 
 def test_readme_never_puts_the_service_token_on_a_command_line() -> None:
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
     commands = [line for line in readme.splitlines() if line.lstrip().startswith("sam3-agent ")]
     assert any("serve-sam3" in line for line in commands)
     assert not [line for line in commands if "--token" in line or "--sam3-token" in line]

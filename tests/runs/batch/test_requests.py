@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from batch_fixtures import write_images, write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sam3_agent.runs.batch.requests import BatchRequest, default_id, load_requests
 from sam3_agent.values.errors import DatasetError, UserError
+from tests.support.batch_fixtures import write_images, write_jsonl
 
 
 def test_jsonl_with_relative_paths_and_default_ids(tmp_path: Path) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from eval_fixtures import write_grefcoco, write_reasonseg, write_refcoco
-from fakes import square_mask
 
 from sam3_agent.runs.evaluation.datasets import load_samples
 from sam3_agent.values.errors import DatasetError, UserError
+from tests.support.eval_fixtures import write_grefcoco, write_reasonseg, write_refcoco
+from tests.support.fakes import square_mask
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fakes import square_mask
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +15,7 @@ from sam3_agent.runs.evaluation.metrics import (
     score_mask,
     summarize,
 )
+from tests.support.fakes import square_mask
 
 
 def _s(

@@ -9,14 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from eval_fixtures import (
-    EXPECTED,
-    UnionPredictor,
-    make_segmenter,
-    write_grefcoco,
-    write_reasonseg,
-    write_refcoco,
-)
 from PIL import Image
 
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
@@ -24,6 +16,14 @@ from sam3_agent.runs.evaluation.report import write_report
 from sam3_agent.runs.evaluation.runner import SharedEmbeddings, evaluate, select_shard
 from sam3_agent.runs.evaluation.store import ResultStore
 from sam3_agent.values.errors import UserError
+from tests.support.eval_fixtures import (
+    EXPECTED,
+    UnionPredictor,
+    make_segmenter,
+    write_grefcoco,
+    write_reasonseg,
+    write_refcoco,
+)
 
 
 def _config(dataset: str, **extra: Any) -> dict[str, Any]:

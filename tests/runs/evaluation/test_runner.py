@@ -17,15 +17,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from eval_fixtures import (
-    EXPECTED,
-    PLAN,
-    UnionPredictor,
-    make_segmenter,
-    write_grefcoco,
-    write_reasonseg,
-)
-from fakes import FakeSegmenter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +32,15 @@ from sam3_agent.runs.evaluation.runner import (
 )
 from sam3_agent.runs.evaluation.store import ResultStore, SampleResult
 from sam3_agent.values.errors import ChatModelError, DatasetError, SegmenterError, UserError
+from tests.support.eval_fixtures import (
+    EXPECTED,
+    PLAN,
+    UnionPredictor,
+    make_segmenter,
+    write_grefcoco,
+    write_reasonseg,
+)
+from tests.support.fakes import FakeSegmenter
 
 CONFIG = {"dataset": "test", "split": "val", "mode": "sam3-only"}
 
@@ -264,10 +264,9 @@ def test_shared_embeddings_compute_once_per_content() -> None:
 
 
 async def test_sam3_only_is_the_union_of_every_mask_above_threshold() -> None:
-    from fakes import FakeSegmenter, square_mask
-
     from sam3_agent.runs.evaluation.runner import Sam3OnlyPredictor
     from sam3_agent.values.detections import Detections
+    from tests.support.fakes import FakeSegmenter, square_mask
 
     big = square_mask(40, 40, 0, 0, 20)
     overlapping = square_mask(40, 40, 5, 5, 20)  # would be dropped by overlap removal

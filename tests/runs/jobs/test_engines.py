@@ -24,7 +24,7 @@ from sam3_agent.runs.jobs.local import LocalEngine
 from sam3_agent.runs.jobs.ray_engine import RayEngine, RayWorker, image_groups, import_ray
 from sam3_agent.values.errors import DatasetError, ImageLoadError, UserError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _result(job: BatchRequest, status: str = "masks", **extra: Any) -> SampleResult:
@@ -237,10 +237,10 @@ def test_ray_worker_udf_returns_records_and_errors_as_rows(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("command", ["eval", "batch"])
 def test_eval_and_batch_share_the_engine_flags(tmp_path: Path, command: str) -> None:
-    from eval_fixtures import write_reasonseg
     from typer.testing import CliRunner
 
     from sam3_agent.apps.cli.main import app
+    from tests.support.eval_fixtures import write_reasonseg
 
     _images(tmp_path / "img", 1)
     if command == "eval":

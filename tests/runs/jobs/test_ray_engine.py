@@ -25,10 +25,6 @@ ray = pytest.importorskip(
     "ray.data", reason='the Ray engine tests need Ray Data: pip install "sam3-agent[ray]"'
 )
 
-from batch_fixtures import respond, write_jsonl  # noqa: E402
-from engine_workers import KillOnceFactory  # noqa: E402
-from eval_fixtures import write_refcoco  # noqa: E402
-from openai_server import ScriptedServer, serve  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from sam3_agent.apps.cli.main import app  # noqa: E402
@@ -40,19 +36,22 @@ from sam3_agent.runs.jobs.ray_engine import RayEngine  # noqa: E402
 from sam3_agent.runs.jobs.workers import BatchWorkerFactory  # noqa: E402
 from sam3_agent.values.config import AgentConfig  # noqa: E402
 from sam3_agent.values.errors import EngineError  # noqa: E402
+from tests.support.batch_fixtures import respond, write_jsonl  # noqa: E402
+from tests.support.engine_workers import KillOnceFactory  # noqa: E402
+from tests.support.eval_fixtures import write_refcoco  # noqa: E402
+from tests.support.openai_server import ScriptedServer, serve  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = REPO / "tests"
+REPO = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 
 @pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:
-    """A local Ray for the session; its workers import this checkout and tests/."""
+    """A local Ray for the session; its workers import this checkout (tests.support too)."""
     import ray as ray_core
 
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "HF_HUB_OFFLINE")}
-    path = os.pathsep.join(p for p in (str(REPO), str(TESTS), saved["PYTHONPATH"]) if p)
+    path = os.pathsep.join(p for p in (str(REPO), saved["PYTHONPATH"]) if p)
     os.environ["PYTHONPATH"] = path
     os.environ["HF_HUB_OFFLINE"] = "1"
     try:
