@@ -1,12 +1,12 @@
 """Batch throughput: the local engine vs Ray with 1 and 2 workers, side by side in one run.
 
 Every engine runs the same requests through the real ``batch`` code path (request loader,
-worker factory, driver, store) with the tiny random SAM 3 of ``tests/tiny_sam3.py`` loaded
-from disk and the scripted OpenAI-compatible server of ``tests/openai_server.py`` answering
+worker factory, driver, store) with the tiny random SAM 3 of ``tests/support/tiny_sam3.py`` loaded
+from disk and the scripted OpenAI-compatible server of ``tests/support/openai_server.py`` answering
 every MLLM call after ``--latency`` seconds (two calls per request). Each engine keeps
 ``--concurrency`` requests in flight per worker.
 
-    python scripts/bench_batch.py [--requests 48] [--latency 0.25] [--concurrency 4]
+    python -m scripts.bench batch [--requests 48] [--latency 0.25] [--concurrency 4]
 
 Prints, per engine: wall time including start-up (Ray: actors, model loads), requests per
 second over that wall time and in the steady state (first to last result), and each rate's
@@ -21,7 +21,6 @@ import asyncio
 import importlib.util
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -29,9 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 # Ray workers are new processes: they must import this checkout, offline.
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
@@ -39,10 +36,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import numpy as np  # noqa: E402
-from batch_fixtures import respond  # noqa: E402
-from openai_server import ScriptedServer, serve  # noqa: E402
 from PIL import Image  # noqa: E402
-from tiny_sam3 import save_tiny_sam3  # noqa: E402
 
 from sam3_agent.apps.cli.options import BackendOptions  # noqa: E402
 from sam3_agent.runs.batch.requests import BatchRequest, load_requests  # noqa: E402
@@ -51,6 +45,9 @@ from sam3_agent.runs.jobs.base import EngineOptions, build_engine  # noqa: E402
 from sam3_agent.runs.jobs.driver import run_jobs  # noqa: E402
 from sam3_agent.runs.jobs.workers import BatchWorkerFactory  # noqa: E402
 from sam3_agent.values.config import AgentConfig  # noqa: E402
+from tests.support.batch_fixtures import respond  # noqa: E402
+from tests.support.openai_server import ScriptedServer, serve  # noqa: E402
+from tests.support.tiny_sam3 import save_tiny_sam3  # noqa: E402
 
 QUERIES = ("red block", "blue stripe", "thing")
 

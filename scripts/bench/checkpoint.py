@@ -3,7 +3,7 @@
 For 1 / 20 / 50 synthetic masks at 1008x1008 and 3000x2000, prints medians of:
 
 * "round work": the agent's own work in a segment round (post-processing, the numbered
-  render and its JPEG encode), as ``bench_round.py`` measures it;
+  render and its JPEG encode), as ``python -m scripts.bench round`` measures it;
 * "commit": :meth:`Checkpoint.commit` after a 12-round history with those masks new and
   current (JSON of the steps, the masks as COCO RLE, an fsync of the trace, an atomic
   replace); a round that leaves the masks as they were reuses their encoding;
@@ -13,22 +13,17 @@ For 1 / 20 / 50 synthetic masks at 1008x1008 and 3000x2000, prints medians of:
 and the ratio of commit + journal SAM 3 to the round's work. The MLLM and SAM 3 calls
 themselves (seconds) are not included: the ratio is an upper bound of the overhead.
 
-Usage: PYTHONPATH=. python scripts/bench_checkpoint.py [--repeats N]
+Usage: python -m scripts.bench checkpoint [--repeats N]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from bench_round import blob_detections, photo
 
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint, Journal
 from sam3_agent.agent.checkpoint.journal import response_to_json
@@ -41,13 +36,11 @@ from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.masks import postprocess
 from sam3_agent.values.messages import ChatResponse
 from sam3_agent.values.render import Renderer
+from scripts.bench.round import blob_detections, photo
+from tests.support.fakes import ScriptedChatModel
 
 SIZES = [(1008, 1008), (2000, 3000)]
 MASK_COUNTS = [1, 20, 50]
-
-
-class _Unused:
-    name = "unused"
 
 
 def median_s(
@@ -79,7 +72,7 @@ def measure(image: RGBImage, raw: Detections, repeats: int) -> tuple[float, ...]
         session = Session(
             config=config,
             segmenter=None,  # type: ignore[arg-type]
-            chat_model=_Unused(),  # type: ignore[arg-type]
+            chat_model=ScriptedChatModel(),  # never called: the session is only committed
             image=image,
             query="q",
             checker_prompt="c",

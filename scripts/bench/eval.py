@@ -5,11 +5,11 @@ gRefCOCO) are evaluated by the real agent with the fake SAM 3 and an MLLM that t
 ``--latency`` seconds per call:
 
 * ``--backend http``: ``OpenAIChatModel`` against the scripted OpenAI-compatible server of
-  ``tests/openai_server.py`` on 127.0.0.1 (needs both in this checkout);
+  ``tests/support/openai_server.py`` on 127.0.0.1;
 * ``--backend scripted``: ``ScriptedChatModel(delay_s=latency)`` in process;
 * ``--backend auto`` (default): http when available, else scripted (the output says which).
 
-    python scripts/bench_eval.py [--latency 0.2] [--copies 6] [--backend auto]
+    python -m scripts.bench eval [--latency 0.2] [--copies 6] [--backend auto]
 
 Prints samples/s at each concurrency and their ratio; metrics must be identical.
 """
@@ -21,18 +21,21 @@ import asyncio
 import contextlib
 import importlib.util
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
-
-from eval_fixtures import (  # noqa: E402
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.backends.base import ChatModel
+from sam3_agent.runs.evaluation.datasets import Sample, load_samples
+from sam3_agent.runs.evaluation.metrics import breakdown
+from sam3_agent.runs.evaluation.runner import AgentPredictor, SharedEmbeddings, evaluate
+from sam3_agent.runs.evaluation.store import ResultStore
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.messages import ChatMessage
+from tests.support.eval_fixtures import (
     make_chat_model,
     make_segmenter,
     scripted_reply,
@@ -41,20 +44,9 @@ from eval_fixtures import (  # noqa: E402
     write_refcoco,
 )
 
-from sam3_agent.agent.loop import Sam3Agent  # noqa: E402
-from sam3_agent.backends.base import ChatModel  # noqa: E402
-from sam3_agent.runs.evaluation.datasets import Sample, load_samples  # noqa: E402
-from sam3_agent.runs.evaluation.metrics import breakdown  # noqa: E402
-from sam3_agent.runs.evaluation.runner import AgentPredictor, SharedEmbeddings, evaluate  # noqa: E402
-from sam3_agent.runs.evaluation.store import ResultStore  # noqa: E402
-from sam3_agent.values.config import AgentConfig  # noqa: E402
-from sam3_agent.values.messages import ChatMessage  # noqa: E402
-
 
 def http_available() -> bool:
-    return (ROOT / "tests" / "openai_server.py").is_file() and (
-        importlib.util.find_spec("sam3_agent.backends.openai_chat") is not None
-    )
+    return importlib.util.find_spec("sam3_agent.backends.openai_chat") is not None
 
 
 def _text(content: Any) -> str:
@@ -66,10 +58,9 @@ def _text(content: Any) -> str:
 @contextlib.contextmanager
 def http_chat_model(latency_s: float) -> Iterator[ChatModel]:
     """OpenAIChatModel against the scripted server, answering like the fixtures' MLLM."""
-    from openai_server import Reply, ScriptedServer, serve
-
     from sam3_agent.backends.openai_chat import OpenAIChatModel
     from sam3_agent.values.errors import ChatModelError
+    from tests.support.openai_server import Reply, ScriptedServer, serve
 
     def respond(body: dict[str, Any]) -> Reply:
         messages = [
@@ -127,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if backend == "auto":
         backend = "http" if http_available() else "scripted"
     if backend == "http" and not http_available():
-        parser.error("--backend http needs tests/openai_server.py and OpenAIChatModel")
+        parser.error("--backend http needs OpenAIChatModel")
     chat_context = http_chat_model if backend == "http" else scripted_chat_model
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,23 +5,19 @@ remote endpoint; SAM 3 is replaced by a segmenter that returns N fixed masks on 
 photo. Both runs go through the real agent; only ``check_concurrency`` differs.
 
 With ``--http`` the latency comes from a scripted OpenAI-compatible server on 127.0.0.1
-(``tests/openai_server.py``) and the agent talks to it through ``OpenAIChatModel``, so the
+(``tests/support/openai_server.py``) and the agent talks to it through ``OpenAIChatModel``, so the
 figure includes the real HTTP client, JSON and base64 image payloads.
 
-    python scripts/bench_examine.py [--masks 8] [--latency 0.2] [--repeats 3] [--http]
+    python -m scripts.bench examine [--masks 8] [--latency 0.2] [--repeats 3] [--http]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import statistics
-import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -32,7 +28,7 @@ from sam3_agent.backends.base import ChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
-from sam3_agent.values.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
 
 
 def _call(name: str, **parameters: object) -> str:
@@ -51,19 +47,19 @@ def planned_reply(system_text: str, n_messages: int, last_text: str) -> str:
     return _call("select_masks_and_return", final_answer_masks=[1])
 
 
-@dataclass
-class LatencyChatModel:
-    """Waits ``latency_s`` per request, then follows :func:`planned_reply`."""
-
-    latency_s: float
-    name: str = "latency-model"
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
-    ) -> ChatResponse:
-        await asyncio.sleep(self.latency_s)
-        text = planned_reply(messages[0].joined_text, len(messages), messages[-1].joined_text)
-        return ChatResponse(text, TokenUsage(1000, 20, 1))
+def scripted_chat_model(latency_s: float) -> ScriptedChatModel:
+    """The plan of :func:`planned_reply` in process, waiting ``latency_s`` per request."""
+    return ScriptedChatModel(
+        replies=[
+            _call("segment_phrase", text_prompt="thing"),
+            _call("examine_each_mask"),
+            _call("select_masks_and_return", final_answer_masks=[1]),
+        ],
+        default_verdict="<verdict>Accept</verdict>",
+        delay_s=latency_s,
+        prompt_tokens=1000,
+        completion_tokens=20,
+    )
 
 
 def _text(content: Any) -> str:
@@ -75,8 +71,7 @@ def _text(content: Any) -> str:
 @contextlib.contextmanager
 def http_chat_model(latency_s: float) -> Iterator[ChatModel]:
     """OpenAIChatModel against the scripted test server on 127.0.0.1 (``latency_s`` per call)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from openai_server import Reply, ScriptedServer, serve
+    from tests.support.openai_server import Reply, ScriptedServer, serve
 
     def respond(body: dict[str, Any]) -> Reply:
         messages = body["messages"]
@@ -87,24 +82,6 @@ def http_chat_model(latency_s: float) -> Iterator[ChatModel]:
 
     with serve(ScriptedServer(responder=respond, latency_s=latency_s)) as server:
         yield OpenAIChatModel("bench-vlm", base_url=server.base_url, api_key="bench")
-
-
-@dataclass
-class FixedMasks:
-    detections: Detections
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        return self.detections.image_size
-
-    def embed(self, image: np.ndarray) -> FixedMasks:
-        return self
-
-    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
-        return [self.detections for _ in phrases]
-
-    def used_phrase(self, phrase: str) -> str:
-        return phrase
 
 
 def grid_masks(image: np.ndarray, n: int) -> Detections:
@@ -141,18 +118,19 @@ def main() -> None:
     args = parser.parse_args()
 
     image = data.astronaut()
-    segmenter = FixedMasks(grid_masks(image, args.masks))
+    segmenter = FakeSegmenter(default=grid_masks(image, args.masks))
     times = {}
     with contextlib.ExitStack() as stack:
-        chat: ChatModel = (
-            stack.enter_context(http_chat_model(args.latency))
-            if args.http
-            else LatencyChatModel(args.latency)
-        )
-        for label, concurrency in (("concurrent", args.concurrency), ("sequential", 1)):
+        served = stack.enter_context(http_chat_model(args.latency)) if args.http else None
+
+        def session_time(concurrency: int) -> float:
+            chat: ChatModel = served or scripted_chat_model(args.latency)
             agent = Sam3Agent(segmenter, chat, AgentConfig(check_concurrency=concurrency))
+            return checks_wall_time(agent, image)
+
+        for label, concurrency in (("concurrent", args.concurrency), ("sequential", 1)):
             times[label] = statistics.median(
-                checks_wall_time(agent, image) for _ in range(args.repeats)
+                session_time(concurrency) for _ in range(args.repeats)
             )
     ratio = times["concurrent"] / times["sequential"]
     print(

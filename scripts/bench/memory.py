@@ -1,7 +1,7 @@
 """Benchmark: peak memory of one segment round against the size of the image.
 
 For each size (1, 12, 50 and 100 megapixels by default) a fresh subprocess loads the tiny
-random SAM 3 of ``tests/tiny_sam3.py`` (the model's weights are a fixed cost, measured after
+random SAM 3 of ``tests/support/tiny_sam3.py`` (the model's weights are a fixed cost, measured after
 a warm-up round on a small image), then does what one ``segment_phrase`` round does with a
 phone photo: decode the JPEG (``load_image``), run the backbone (``embed``), segment one
 phrase, and apply the agent's post-processing (``masks.postprocess``). It reports the peak
@@ -12,7 +12,7 @@ bytes). Goal: under 4x. Every size runs in its own process; the peak is the proc
 The tiny model's random scores are fixed by the image content; every size shows the same
 pattern, so every size keeps the same masks (the ``masks`` column).
 
-    PYTHONPATH=$PWD python scripts/bench_memory.py [--sizes 1,12,50,100] [--threshold 0.0]
+    python -m scripts.bench memory [--sizes 1,12,50,100] [--threshold 0.0]
 
 Needs about 6x the largest image in free memory (100 MP: ~2 GB) and a minute per size.
 """
@@ -30,9 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
 
 ASPECT = (4, 3)  # width : height of a phone photo
 
@@ -136,7 +134,7 @@ def main() -> None:
         child(Path(args.child[0]), Path(args.child[1]), args.threshold)
         return
 
-    from tiny_sam3 import save_tiny_sam3
+    from tests.support.tiny_sam3 import save_tiny_sam3
 
     sizes = [float(s) for s in args.sizes.split(",")]
     print(
@@ -151,7 +149,8 @@ def main() -> None:
             done = subprocess.run(
                 [
                     sys.executable,
-                    __file__,
+                    "-m",
+                    "scripts.bench.memory",
                     "--threshold",
                     str(args.threshold),
                     "--child",
@@ -160,6 +159,7 @@ def main() -> None:
                 ],
                 capture_output=True,
                 text=True,
+                cwd=ROOT,
                 check=False,
             )
             if done.returncode != 0:

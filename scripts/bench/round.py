@@ -1,4 +1,4 @@
-"""Time the agent's own work per round (SPEC §8), everything but the two models.
+"""Time the agent's own work per round, everything but the two models.
 
 For 1 / 5 / 20 / 50 synthetic blob masks on a real photo at 1008x1008 and 3000x2000, prints
 medians of: post-processing; overlap removal alone next to a naïve full-array reference
@@ -17,7 +17,7 @@ Last, one whole session (segment, examine, select) at 3000x2000 with 20 masks an
 directory, with a probe task measuring how long the event loop was kept from running: the
 longest stall is what a batch evaluation's other sessions would wait (goal: under 50 ms).
 
-Usage: PYTHONPATH=. python scripts/bench_round.py [--quick] [--repeats N] [--budget-only]
+Usage: python -m scripts.bench round [--quick] [--repeats N] [--budget-only]
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
@@ -43,8 +42,8 @@ from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections, tight_boxes
 from sam3_agent.values.images import EncodedImage, RGBImage, downscale
 from sam3_agent.values.masks import postprocess, remove_overlaps
-from sam3_agent.values.messages import ChatResponse
 from sam3_agent.values.render import Renderer
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
 
 SIZES: list[tuple[int, int]] = [(1008, 1008), (2000, 3000)]  # (height, width)
 MASK_COUNTS = [1, 5, 20, 50]
@@ -240,42 +239,17 @@ def main() -> None:
     print_image_tokens()
 
 
-class _ScriptedChat:
+def scripted_chat() -> ScriptedChatModel:
     """Replies segment / examine / select and accepts every mask; answers at once."""
-
-    name = "bench"
-
-    def __init__(self) -> None:
-        self.replies = [
+    return ScriptedChatModel(
+        replies=[
             '<tool>{"name": "segment_phrase", "parameters": {"text_prompt": "blob"}}</tool>',
             '<tool>{"name": "examine_each_mask", "parameters": {}}</tool>',
             '<tool>{"name": "select_masks_and_return", "parameters": {"final_answer_masks": [1]}}'
             "</tool>",
-        ]
-
-    async def complete(self, messages: Any, *, tools: Any = None) -> ChatResponse:
-        await asyncio.sleep(0)
-        if "<verdict>" in messages[0].joined_text:
-            return ChatResponse("<verdict>Accept</verdict>")
-        return ChatResponse(self.replies.pop(0))
-
-
-class _BlobSegmenter:
-    def __init__(self, detections: Detections) -> None:
-        self.detections = detections
-
-    def embed(self, image: RGBImage) -> _BlobSegmenter:
-        return self
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        return self.detections.image_size
-
-    def segment(self, phrases: Any, score_threshold: float) -> list[Detections]:
-        return [fresh(self.detections) for _ in phrases]
-
-    def used_phrase(self, phrase: str) -> str:
-        return phrase
+        ],
+        default_verdict="<verdict>Accept</verdict>",
+    )
 
 
 async def _session_with_probe(
@@ -313,11 +287,12 @@ async def _session_with_probe(
 def print_session_stall(repeats: int) -> None:
     height, width, count = 2000, 3000, 20
     image = photo(height, width)
-    segmenter = _BlobSegmenter(blob_detections(height, width, count, seed=count))
+    detections = blob_detections(height, width, count, seed=count)
+    segmenter = FakeSegmenter(default=lambda image: fresh(detections))
     stalls, idle = [], []
 
     def session() -> float:
-        agent = Sam3Agent(segmenter, _ScriptedChat(), AgentConfig())  # type: ignore[arg-type]
+        agent = Sam3Agent(segmenter, scripted_chat(), AgentConfig())
         with tempfile.TemporaryDirectory() as tmp:
             return asyncio.run(_session_with_probe(agent, image, Path(tmp) / "run"))
 

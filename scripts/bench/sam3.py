@@ -13,24 +13,20 @@ side by side in one process, and the ratio of wall times is printed (about 0.4 e
 a CPU: one backbone plus three light decoder passes against three full forwards). Not part
 of CI: it needs ~5 GB of RAM and a few minutes on two cores.
 
-    PYTHONPATH=$PWD python scripts/bench_sam3_cache.py [--threads N] [--no-warmup]
+    python -m scripts.bench sam3 [--threads N] [--no-warmup]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.values.detections import Detections
-from tests.tiny_sam3 import tiny_tokenizer
+from tests.support.tiny_sam3 import tiny_tokenizer
 
 PHRASES = ["a person", "the helmet", "a flag"]
 

@@ -5,7 +5,7 @@ path; the median wall time is printed beside the budget (1 s: ``--help``, ``--ve
 usage errors must answer at once) and beside ``python -c pass`` (the interpreter's own
 start), so the figures read the same on a fast or a busy machine.
 
-    python scripts/bench_startup.py [--repeat 5] [--budget 1.0]
+    python -m scripts.bench startup [--repeat 5] [--budget 1.0]
 
 Prints figures only; nothing here fails on a slow machine.
 """
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 CASES: list[tuple[str, list[str]]] = [
     ("python -c pass (baseline)", ["-c", "pass"]),

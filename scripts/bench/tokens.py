@@ -18,7 +18,7 @@ each candidate threshold N, how much of a mask's shape survives being shown at t
 IoU of the mask downscaled so its box's shorter side is N pixels, and scaled back, with
 itself), beside what the session then costs at 1008x1008 against the original.
 
-Usage: PYTHONPATH=. python scripts/bench_tokens.py
+Usage: python -m scripts.bench tokens
 """
 
 from __future__ import annotations
@@ -26,9 +26,6 @@ from __future__ import annotations
 import asyncio
 import math
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import cv2
 import numpy as np
@@ -39,8 +36,9 @@ from sam3_agent.values import render
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, RGBImage
-from sam3_agent.values.messages import ChatMessage, ChatResponse, ImagePart, TextPart
+from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 from sam3_agent.values.render import CONTEXT_MIN_MASK_SIDE, _resize_mask
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, is_check_request
 
 SIZES = [(1008, 1008), (2000, 3000), (3024, 4032)]  # (height, width)
 MASKS = 20
@@ -78,52 +76,22 @@ def separate_masks(height: int, width: int, count: int, seed: int = 0) -> Detect
     return Detections.from_masks(masks, scores)
 
 
-@dataclass
-class Count:
-    main: int = 0
-    checks: int = 0
-    main_images: int = 0
-    check_images: int = 0
-    calls: list[list[ChatMessage]] = field(default_factory=list)
-
-
-class RecordingChat:
-    """Plays the trajectory and keeps every request."""
-
-    name = "bench-tokens"
-
-    def __init__(self) -> None:
-        self.replies = [
+def trajectory_chat() -> ScriptedChatModel:
+    """Plays the trajectory, accepting every mask; its transcript keeps every request."""
+    return ScriptedChatModel(
+        replies=[
             '<tool>{"name": "segment_phrase", "parameters": {"text_prompt": "blob"}}</tool>',
             '<tool>{"name": "examine_each_mask", "parameters": {}}</tool>',
             '<tool>{"name": "select_masks_and_return", "parameters": {"final_answer_masks": [1]}}'
             "</tool>",
-        ]
-        self.requests: list[tuple[bool, list[ChatMessage], str]] = []
-
-    async def complete(self, messages: Sequence[ChatMessage], *, tools: Any = None) -> ChatResponse:
-        check = "<verdict>" in messages[0].joined_text
-        reply = "<think>It fits.</think><verdict>Accept</verdict>" if check else self.replies.pop(0)
-        self.requests.append((check, list(messages), reply))
-        return ChatResponse(reply)
+        ],
+        default_verdict="<think>It fits.</think><verdict>Accept</verdict>",
+    )
 
 
-class FixedSegmenter:
-    def __init__(self, detections: Detections) -> None:
-        self.detections = detections
-
-    def embed(self, image: RGBImage) -> FixedSegmenter:
-        return self
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        return self.detections.image_size
-
-    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
-        return [self.detections for _ in phrases]
-
-    def used_phrase(self, phrase: str) -> str:
-        return phrase
+def requests_of(chat: ScriptedChatModel) -> list[tuple[bool, list[ChatMessage], str]]:
+    """Each request the chat model answered: (a mask check?, its messages, the reply)."""
+    return [(is_check_request(m), m, response.text) for m, response in chat.transcript]
 
 
 def original_size(image: EncodedImage, height: int, width: int) -> tuple[int, int]:
@@ -162,17 +130,15 @@ def image(height: int, width: int) -> RGBImage:
 
 def session_tokens(height: int, width: int) -> tuple[dict[str, int], dict[str, int]]:
     """Our and the original's tokens for the trajectory at ``height`` x ``width``."""
-    chat = RecordingChat()
-    agent = Sam3Agent(
-        FixedSegmenter(separate_masks(height, width, MASKS)),  # type: ignore[arg-type]
-        chat,  # type: ignore[arg-type]
-        AgentConfig(),
-    )
+    chat = trajectory_chat()
+    segmenter = FakeSegmenter(default=separate_masks(height, width, MASKS))
+    agent = Sam3Agent(segmenter, chat, AgentConfig())
     result = asyncio.run(agent.arun(image(height, width), "the blobs"))
-    checks = sum(1 for check, _, _ in chat.requests if check)
+    requests = requests_of(chat)
+    checks = sum(1 for check, _, _ in requests if check)
     if result.status != "masks" or checks != MASKS:
         raise SystemExit(f"unexpected trajectory: {result.status}, {checks} checks")
-    return count_tokens(chat.requests, height, width)
+    return count_tokens(requests, height, width)
 
 
 def ratio(ours: dict[str, int], original: dict[str, int]) -> float:

@@ -11,22 +11,18 @@ objects), it times the three costs the service path adds to a segment round:
 * upload: a level-1 PNG (encode on the client, decode on the server) against raw RGB bytes,
   with the bytes sent.
 
-    PYTHONPATH=$PWD python scripts/bench_sam3_wire.py [--size 4000x3000] [--masks 20]
+    python -m scripts.bench wire [--size 4000x3000] [--masks 20]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sam3_agent.backends.wire import decode_masks, decode_raw, encode_masks, encode_raw
 from sam3_agent.values.detections import Detections

@@ -44,6 +44,7 @@ class ScriptedChatModel:
         digest_reply: the answer to every digest request of the summary context policy.
         delay_s: simulated latency per call (``asyncio.sleep``, so concurrency is real).
         calls: every message list received, main and checks, in arrival order.
+        transcript: every message list with the response it got, in arrival order.
     """
 
     replies: list[Reply] = field(default_factory=list)
@@ -59,9 +60,17 @@ class ScriptedChatModel:
     check_calls: list[list[ChatMessage]] = field(default_factory=list)
     digest_calls: list[list[ChatMessage]] = field(default_factory=list)
     tools_seen: list[list[ToolSpec] | None] = field(default_factory=list)
+    transcript: list[tuple[list[ChatMessage], ChatResponse]] = field(default_factory=list)
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        response = await self._answer(messages, tools)
+        self.transcript.append((list(messages), response))
+        return response
+
+    async def _answer(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None
     ) -> ChatResponse:
         self.calls.append(list(messages))
         if self.delay_s:
@@ -119,7 +128,7 @@ class FakeEmbedding:
         out = []
         for phrase in phrases:
             self.owner.phrases.append(phrase)
-            entry = self.owner.results.get(phrase)
+            entry = self.owner.results.get(phrase, self.owner.default)
             if entry is None:
                 out.append(Detections.empty(*self.image_size))
             elif callable(entry):
@@ -138,14 +147,15 @@ class FakeEmbedding:
 class FakeSegmenter:
     """Returns the detections a test registered for each phrase (empty for others).
 
-    ``results`` maps phrase -> Detections, or a function of the image giving them.
-    ``embed_calls`` and ``phrases`` record what the agent asked for. ``max_words``, when set,
+    ``results`` maps phrase -> Detections, or a function of the image giving them;
+    ``default`` (the same kinds) answers every other phrase. ``embed_calls`` and ``phrases`` record what the agent asked for. ``max_words``, when set,
     plays the text encoder's limit: longer phrases are read as their first words.
     """
 
     results: dict[str, Detections | Callable[[RGBImage], Detections]] = field(
         default_factory=dict
     )
+    default: Detections | Callable[[RGBImage], Detections] | None = None
     embed_calls: int = 0
     phrases: list[str] = field(default_factory=list)
     max_words: int | None = None
