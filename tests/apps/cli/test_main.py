@@ -2,7 +2,7 @@
 heavy module (torch, transformers, openai, OpenCV, numpy, the web framework).
 
 Each case runs in a fresh interpreter (a subprocess), where ``sys.modules`` says exactly
-what one invocation imported. Timing is left to ``scripts/bench_startup.py``.
+what one invocation imported. Timing is left to ``python -m scripts.bench startup``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The evaluation runner with a SAM 3-style predictor over the fake segmenter.
 
-The agent itself is exercised end to end in ``test_cli_evaluate.py``; here a small
+The agent itself is exercised end to end in ``tests/apps/cli/test_evaluate.py``; here a small
 predictor (segment the raw query, union of all masks) isolates the runner: ordering,
 sharing, failures, commits and resume.
 """
