@@ -23,7 +23,7 @@ from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
 from sam3_agent.values.detections import Detections, decode_rle
 from tests.support.fakes import FakeSegmenter, square_mask, tool
-from tests.support.openai_server import RecordedRequest, Reply, ScriptedServer, max_overlap, serve
+from tests.support.openai_server import RecordedRequest, Rendezvous, Reply, ScriptedServer, serve
 
 H, W = 120, 160
 CHECK_LATENCY_S = 0.2
@@ -123,6 +123,8 @@ def test_run_end_to_end_with_retries_and_concurrent_checks(
             Reply(text=tool("select_masks_and_return", final_answer_masks=[1]), usage=(900, 9)),
         ]
     )
+    # The checks are answered only once all eight are in flight at the same time.
+    server.rendezvous = Rendezvous(8, admits=is_check)
     out = tmp_path / "out"
     result = run_cli(server, image_path, out)
     assert result.exit_code == 0, result.output
@@ -147,7 +149,7 @@ def test_run_end_to_end_with_retries_and_concurrent_checks(
 
     # The eight mask checks were in flight at the same time.
     assert len(checks(server)) == 8
-    assert max_overlap(checks(server)) == 8
+    assert server.rendezvous.met
 
     # Images travel as data URLs; the raw image is the same bytes in every request.
     raw_urls = {r.body["messages"][1]["content"][0]["image_url"]["url"] for r in main_requests}

@@ -23,7 +23,7 @@ from sam3_agent.values.messages import (
     TokenUsage,
     ToolSpec,
 )
-from tests.support.openai_server import Reply, ScriptedServer, max_overlap, serve
+from tests.support.openai_server import Rendezvous, Reply, ScriptedServer, serve
 
 
 @pytest.fixture
@@ -315,12 +315,12 @@ async def test_client_errors_fail_at_once(
 
 
 async def test_concurrent_calls_overlap(model: OpenAIChatModel, server: ScriptedServer):
-    server.latency_s = 0.2
+    server.rendezvous = Rendezvous(8)  # answers only once all eight are in flight
     replies = await asyncio.gather(
         *(model.complete(conversation(text=f"mask {i}")) for i in range(8))
     )
     assert len(replies) == 8
-    assert max_overlap(server.completions) == 8
+    assert server.rendezvous.met
 
 
 async def test_one_client_per_instance(model: OpenAIChatModel, monkeypatch: pytest.MonkeyPatch):

@@ -3,7 +3,8 @@
 It answers from a queue of :class:`Reply` values (or from a function of the request), can
 fail on purpose (429 with ``Retry-After``, 500, a hang past the client's timeout, a dropped
 connection, a reply cut off by the token limit), and records every request it got with its
-start and end times (``time.monotonic``, comparable with the test's own clock).
+start and end times (``time.monotonic``, comparable with the test's own clock). A
+:class:`Rendezvous` shows that requests were in flight together without timing them.
 
 The server binds a free port on the loopback interface only and runs in a daemon thread;
 :func:`serve` stops it, and wakes any handler still sleeping, when the ``with`` block ends.
@@ -84,6 +85,48 @@ class RecordedRequest:
 Responder = Callable[[dict[str, Any]], Reply]
 
 
+def _every_request(body: dict[str, Any]) -> bool:
+    return True
+
+
+@dataclass
+class Rendezvous:
+    """A barrier: each admitted request is held until ``parties`` of them are held at once.
+
+    It proves concurrency without a clock: requests sent one after another never fill it,
+    so the first one waits ``timeout_s`` (generous: a slow machine only waits longer), the
+    barrier breaks, every request is answered anyway, and :attr:`met` is False.
+
+    Attributes:
+        parties: how many requests must be in flight together.
+        admits: which requests take part (a function of the request body); others pass.
+        filled: how many times ``parties`` requests met.
+    """
+
+    parties: int
+    admits: Callable[[dict[str, Any]], bool] = _every_request
+    timeout_s: float = 60.0
+    filled: int = 0
+    barrier: threading.Barrier = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.barrier = threading.Barrier(self.parties, timeout=self.timeout_s)
+
+    @property
+    def met(self) -> bool:
+        """True when the parties met and nobody gave up waiting."""
+        return self.filled > 0 and not self.barrier.broken
+
+    def wait(self, body: dict[str, Any]) -> None:
+        if not self.admits(body):
+            return
+        try:
+            if self.barrier.wait() == 0:  # one thread per meeting counts it
+                self.filled += 1
+        except threading.BrokenBarrierError:
+            pass  # timed out or the server stopped: answer; ``met`` reports it
+
+
 @dataclass
 class ScriptedServer:
     """State shared by the handler threads. Tests set ``script``/``responder``/``latency_s``.
@@ -96,6 +139,7 @@ class ScriptedServer:
     responder: Responder | None = None
     default: Reply = field(default_factory=Reply)
     latency_s: float = 0.0
+    rendezvous: Rendezvous | None = None
     requests: list[RecordedRequest] = field(default_factory=list)
     host: str = "127.0.0.1"
     port: int = 0
@@ -178,6 +222,8 @@ def _handler_class(state: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 body = {"_raw": raw.decode("utf-8", "replace")}
             headers = {k.lower(): v for k, v in self.headers.items()}
             reply = state.next_reply(body)
+            if state.rendezvous is not None:
+                state.rendezvous.wait(body)
             state.wait(state.latency_s + reply.delay_s)
             # Recorded before the answer goes out, so a test that has its reply also has the
             # record; ``ended`` is when the server finished working on the request.
@@ -233,19 +279,9 @@ def serve(state: ScriptedServer | None = None) -> Iterator[ScriptedServer]:
         yield state
     finally:
         state.stopping.set()
+        if state.rendezvous is not None:
+            state.rendezvous.barrier.abort()  # wake handlers still waiting for partners
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
 
-
-def max_overlap(requests: list[RecordedRequest]) -> int:
-    """The largest number of requests that were being served at the same moment."""
-    events = sorted(
-        [(r.started, 1) for r in requests] + [(r.ended, -1) for r in requests],
-        key=lambda e: (e[0], e[1]),
-    )
-    current = peak = 0
-    for _, delta in events:
-        current += delta
-        peak = max(peak, current)
-    return peak

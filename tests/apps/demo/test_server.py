@@ -24,10 +24,11 @@ from tests.support.demo_fixtures import (
     QUERY,
     CoffeeScript,
     coffee_runner,
+    is_check,
     serve_app,
     wait_for,
 )
-from tests.support.openai_server import ScriptedServer, max_overlap, serve
+from tests.support.openai_server import Rendezvous, ScriptedServer, serve
 
 pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
 gradio_client = pytest.importorskip("gradio_client")
@@ -127,16 +128,22 @@ def test_stop_ends_the_session_and_keeps_what_it_had(server: ScriptedServer, tmp
     assert set(files_by_name(final)) == {"result.json", "overlay.png"}
 
 
+def first_main_call(body: dict[str, Any]) -> bool:
+    """A session's first call to the model: not a mask check, no assistant turn yet."""
+    return not is_check(body) and all(m["role"] != "assistant" for m in body["messages"])
+
+
 def test_sessions_run_at_the_same_time(server: ScriptedServer, tmp_path: Path):
     server.responder = CoffeeScript(by_round=True)
-    server.latency_s = 0.3  # long enough that both sessions are waiting on the model at once
+    # Each session's first model call is answered only once both are waiting at once.
+    server.rendezvous = Rendezvous(2, admits=first_main_call)
     app = create_app(coffee_runner(server, tmp_path / "runs"), concurrency=2)
     with serve_app(app) as url:
         jobs = [run(client(url), COFFEE) for _ in range(2)]
         finals = [job.result() for job in jobs]
     assert all("s3a-status-done" in f[STATUS] for f in finals), [f[STATUS] for f in finals]
     assert len(list((tmp_path / "runs").iterdir())) == 2
-    assert max_overlap(server.completions) >= 2
+    assert server.rendezvous.met
 
 
 def test_the_token_guards_the_page_and_the_sam3_api(server: ScriptedServer, tmp_path: Path):
