@@ -118,7 +118,8 @@ class Session:
         return await asyncio.to_thread(detections.__getitem__, indices)
 
     async def segment(self, phrase: str) -> Detections:
-        """SAM 3 on ``phrase``, post-processed (SPEC §3); becomes the current masks."""
+        """SAM 3 on ``phrase``, post-processed (threshold, overlaps, score order); becomes the
+        current masks."""
         with self.timed("embed_wait"):
             embedding = await self.start()
         with self.timed("segment"):

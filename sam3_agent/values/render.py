@@ -1,4 +1,4 @@
-"""Images of masks for the MLLM (SPEC §2, §3) and the final ``overlay.png`` (SPEC §4).
+"""Images of masks for the MLLM (numbered renders, mask checks) and the final ``overlay.png``.
 
 A :class:`Renderer` downscales its image once and draws on that copy, so every render sent
 to the model is at most ``max_side`` pixels on its longer side. Masks are resized only

@@ -33,7 +33,8 @@ def make_agent(
 
 
 def assert_context_invariants(chat: ScriptedChatModel) -> None:
-    """SPEC §2 invariants, at every main-conversation call of the session."""
+    """At every main-conversation call: at most two images (the raw image and the latest
+    render), a bounded number of messages, and the same system prompt bytes."""
     system = chat.main_calls[0][0]
     for messages in chat.main_calls:
         assert messages[0] == system  # the same bytes every round: prefix caches can reuse it

@@ -80,7 +80,8 @@ def build_processor() -> Qwen2_5_VLProcessor:
 
 
 def build_model(processor: Qwen2_5_VLProcessor) -> Qwen2_5_VLForConditionalGeneration:
-    """Random weights at the sizes of SPEC §5; token ids taken from ``processor``'s tokenizer."""
+    """Random weights at tiny sizes (text hidden 64, 2 layers; vision depth 2, hidden 32); token
+    ids taken from ``processor``'s tokenizer."""
     tok = processor.tokenizer
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     config = Qwen2_5_VLConfig(

@@ -1,7 +1,7 @@
 """A tiny, randomly initialised SAM 3 that runs in milliseconds on a CPU, built offline.
 
-The architecture is the real ``transformers`` ``Sam3Model``; only the sizes shrink (see
-SPEC §5). The tokenizer is a ``CLIPTokenizer`` whose vocabulary is the byte-level alphabet
+The architecture is the real ``transformers`` ``Sam3Model``; only the sizes shrink (hidden
+size 32, two backbone layers, 224 px images, 8 queries). The tokenizer is a ``CLIPTokenizer`` whose vocabulary is the byte-level alphabet
 (each symbol also with CLIP's ``</w>`` end-of-word suffix) plus the two special tokens, with
 no merges, so it tokenizes any text character by character without downloading anything.
 Random weights give random scores: tests that need masks use ``score_threshold=0.0``.

@@ -1,5 +1,5 @@
 """Tests for :mod:`sam3_agent.values.masks`: table cases plus a property test against a naïve,
-full-array reference implementation of SPEC §3."""
+full-array reference implementation of the post-processing rules."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from sam3_agent.values.masks import postprocess
 def naive_kept(
     detections: Detections, score_threshold: float, overlap_threshold: float
 ) -> list[int]:
-    """SPEC §3 written as plainly as possible on full arrays: 0-based indices, output order."""
+    """The rules (threshold, drop empty, greedy IoM overlap removal, order by score) written as
+    plainly as possible on full arrays: 0-based indices, output order."""
     masks, scores = detections.masks, detections.scores
     candidates = [i for i in range(len(detections)) if scores[i] >= score_threshold]
     candidates = [i for i in candidates if masks[i].sum() > 0]

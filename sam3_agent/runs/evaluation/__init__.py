@@ -1,4 +1,4 @@
-"""Batch evaluation on referring and reasoning segmentation datasets (SPEC §6).
+"""Batch evaluation on referring and reasoning segmentation datasets.
 
 * :mod:`~sam3_agent.runs.evaluation.datasets`: ReasonSeg, RefCOCO/+/g and gRefCOCO loaders.
 * :mod:`~sam3_agent.runs.evaluation.metrics`: per-sample I/U and the summary metrics (pure).

@@ -1,4 +1,4 @@
-"""Evaluation datasets in their published on-disk formats (SPEC §6).
+"""Evaluation datasets in their published on-disk formats.
 
 Each loader returns :class:`Sample` values in a deterministic dataset order. A sample knows
 its stable id, image path, query, split and tags; its ground-truth mask is loaded only when

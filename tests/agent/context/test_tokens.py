@@ -27,7 +27,7 @@ from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, T
 @pytest.mark.parametrize(
     ("height", "width", "tokens"),
     [
-        (1008, 1008, 1296),  # SPEC §8: the original's cost per 1008² image
+        (1008, 1008, 1296),  # what the original pays per 1008² image
         (2000, 3000, 7597),
         (3024, 4032, 15552),
         (683, 1024, 37 * 24),  # a 1,024 px photo as sent: 896 tokens

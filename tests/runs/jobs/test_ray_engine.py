@@ -1,6 +1,6 @@
 """The Ray engine against the local one: same results, and resumes after kills.
 
-One local Ray (8 logical CPUs: a 2-CPU Ray can deadlock an actor pool, SPEC §10; no
+One local Ray (8 logical CPUs: a 2-CPU Ray can deadlock an actor pool under backpressure; no
 dashboard) serves the whole module. Workers load the tiny SAM 3 from disk and talk to the
 test MLLM server on 127.0.0.1; both engines must store exactly the same results.
 """
