@@ -26,7 +26,6 @@ from tests.support.fakes import FakeSegmenter, square_mask, tool
 from tests.support.openai_server import RecordedRequest, Rendezvous, Reply, ScriptedServer, serve
 
 H, W = 120, 160
-CHECK_LATENCY_S = 0.2
 MASK_NUMBER = re.compile(r"mask (\d+) of (\d+)")
 
 
@@ -61,10 +60,7 @@ class Script:
             match = MASK_NUMBER.search(user_text(body))
             number = int(match.group(1)) if match else 0
             verdict = "Accept" if number % 2 else "Reject"
-            return Reply(
-                text=f"<think>Mask {number}.</think><verdict>{verdict}</verdict>",
-                delay_s=CHECK_LATENCY_S,
-            )
+            return Reply(text=f"<think>Mask {number}.</think><verdict>{verdict}</verdict>")
         if not self.main:
             return Reply(text="script exhausted", status=500)
         return self.main.pop(0)
