@@ -16,8 +16,8 @@ The model is built directly on the target device, so a GPU run spends seconds, n
 on construction; the whole check takes well under the 5 minutes it is allowed. Nothing is
 downloaded: the tokenizers are the tests' offline ones.
 
-    PYTHONPATH=$PWD python scripts/device_check.py                    # CUDA, full size
-    PYTHONPATH=$PWD python scripts/device_check.py --device cpu --tiny   # the CPU smoke path
+    python -m scripts.device_check                      # CUDA, full size (from the repo root)
+    python -m scripts.device_check --device cpu --tiny  # the CPU smoke path
 """
 
 from __future__ import annotations
@@ -36,11 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # tiny_sam3 / tiny_qwen: offline tokenizers and models
-
-from sam3_agent.backends.sam3_local import Sam3Segmenter  # noqa: E402
+from sam3_agent.backends.sam3_local import Sam3Segmenter
 
 PHRASES = [
     "a person",
@@ -114,14 +110,15 @@ def photo(seed: int, size: tuple[int, int]) -> np.ndarray:
 
 def build_sam3(device: torch.device, dtype: torch.dtype, tiny: bool) -> tuple[Any, Any, str]:
     """The model (on ``device``, in ``dtype``, eval mode), its processor, and a description."""
-    from tiny_sam3 import tiny_model_and_processor, tiny_tokenizer
     from transformers import Sam3Config, Sam3ImageProcessor, Sam3Model, Sam3Processor
+
+    from tests.support.tiny_sam3 import tiny_model_and_processor, tiny_tokenizer
 
     torch.manual_seed(0)
     if tiny:
         tiny_model, processor = tiny_model_and_processor()
         moved: Any = tiny_model.to(device=device, dtype=dtype)
-        return moved.eval(), processor, "tiny SAM 3 (tests/tiny_sam3.py)"
+        return moved.eval(), processor, "tiny SAM 3 (tests/support/tiny_sam3.py)"
     # Built on the device itself: no 840M-parameter random init on the CPU, no copy after.
     with torch.device(device):
         model: Any = Sam3Model(Sam3Config())
@@ -181,11 +178,10 @@ def check_sam3(meter: Meter, dtype: torch.dtype, tiny: bool, repeats: int) -> No
 
 
 def check_mllm_round(meter: Meter, dtype: torch.dtype, repeats: int) -> None:
-    from fakes import FakeSegmenter
-    from tiny_qwen import save_tiny_qwen
-
     from sam3_agent import AgentConfig, Sam3Agent
     from sam3_agent.backends.hf_chat import TransformersChatModel
+    from tests.support.fakes import FakeSegmenter
+    from tests.support.tiny_qwen import save_tiny_qwen
 
     device = meter.device
     dtype_name = str(dtype).removeprefix("torch.")
@@ -196,7 +192,7 @@ def check_mllm_round(meter: Meter, dtype: torch.dtype, repeats: int) -> None:
             chat = TransformersChatModel.from_pretrained(
                 folder, device=str(device), dtype=dtype_name, max_new_tokens=16
             )
-    print(f"MLLM: tiny random Qwen2.5-VL (tests/tiny_qwen.py), {dtype} on {device}")
+    print(f"MLLM: tiny random Qwen2.5-VL (tests/support/tiny_qwen.py), {dtype} on {device}")
     print(f"  load: {built['seconds']:.1f} s, peak {_gib(built['peak_gib'])}")
     # One round: the model's gibberish is corrected once and max_rounds ends the session.
     # A fake SAM 3, so that the backbone the agent starts in the background costs nothing.

@@ -15,9 +15,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 
 # Only the files holding gpu-marked tests: collecting the others needs nothing on a GPU box
 # and would cost time (or fail on an optional extra that is not installed there).
-mapfile -t gpu_files < <(grep -l "mark.gpu" tests/test_*.py)
+mapfile -t gpu_files < <(grep -rl --include="test_*.py" "mark.gpu" tests | sort)
 echo "== gpu-marked tests: ${gpu_files[*]}"
 timeout 150 "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu "${gpu_files[@]}"
 
 echo "== measurements"
-timeout 200 "$PYTHON" scripts/device_check.py --device cuda "$@"
+timeout 200 "$PYTHON" -m scripts.device_check --device cuda "$@"

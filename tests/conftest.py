@@ -1,18 +1,14 @@
-"""Shared fixtures. Test doubles themselves live in ``tests/fakes.py``."""
+"""Shared fixtures. Test doubles themselves live in ``tests/support/``."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fakes import square_mask
-
 from sam3_agent.values.detections import Detections
+from tests.support.fakes import square_mask
 
 H, W = 240, 320
 
@@ -40,7 +36,7 @@ def three_cats() -> Detections:
 @pytest.fixture(scope="session")
 def tiny_sam3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding a tiny random SAM 3 model + processor (``save_pretrained``)."""
-    from tiny_sam3 import save_tiny_sam3
+    from tests.support.tiny_sam3 import save_tiny_sam3
 
     return save_tiny_sam3(tmp_path_factory.mktemp("tiny_sam3"))
 
@@ -49,7 +45,8 @@ def tiny_sam3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_qwen_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding a tiny random Qwen2.5-VL model + processor (``save_pretrained``)."""
     import torch
-    from tiny_qwen import save_tiny_qwen
+
+    from tests.support.tiny_qwen import save_tiny_qwen
 
     torch.manual_seed(0)
     return save_tiny_qwen(tmp_path_factory.mktemp("tiny_qwen"))

@@ -77,7 +77,7 @@ def auto_dtype_name(device_type: str) -> str:
 
     bfloat16 on CUDA; on a CPU, bfloat16 where it computes it natively (half the memory
     of float32; the tiny models' outputs agree to about 2 decimal places, see
-    ``tests/test_torch_runtime.py``), else float32 (emulated bfloat16 would be slow).
+    ``tests/backends/test_torch_runtime.py``), else float32 (emulated bfloat16 would be slow).
     """
     if device_type == "cuda":
         return "bfloat16"

@@ -1,7 +1,7 @@
 """Compact, copy-free encodings of what crosses the wire between agent and service.
 
 * Images: the client sends the exact pixels as raw RGB bytes (:data:`RAW_RGB_MIME`, size in
-  the query string). Measured at 4000x3000 on 2 CPU cores (``scripts/bench_sam3_wire.py``):
+  the query string). Measured at 4000x3000 on 2 CPU cores (``python -m scripts.bench wire``):
   a level-1 PNG takes seconds to encode and about a second to decode for ~55% of the bytes;
   raw bytes cost nothing on either side, so on a LAN they arrive sooner. Encoded files (PNG,
   JPEG, ...) are still accepted, decoded by :func:`sam3_agent.values.images.load_image`.

@@ -1,4 +1,4 @@
-"""Post-processing of a segmenter's raw detections (SPEC §3).
+"""Post-processing of a segmenter's raw detections.
 
 In this order: drop masks scoring under a threshold, drop empty masks, greedily drop masks
 that overlap an already kept, higher-scoring mask, and order the rest by score. The overlap

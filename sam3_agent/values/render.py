@@ -1,4 +1,4 @@
-"""Images of masks for the MLLM and the final ``overlay.png``.
+"""Images of masks for the MLLM (numbered renders, mask checks) and the final ``overlay.png``.
 
 A :class:`Renderer` downscales its image once and draws on that copy, so every render sent
 to the model is at most ``max_side`` pixels on its longer side. Masks are resized only
@@ -60,7 +60,7 @@ Qwen-VL's 28-pixel token grid."""
 CONTEXT_MIN_MASK_SIDE = 12
 """A context view is small enough once the mask's box keeps this many pixels on its shorter
 side there. The whole-image views show where the mask lies; the close-up shows its shape.
-Measured (``scripts/bench_tokens.py``): a mask shown at 12 px and scaled back keeps a median
+Measured (``python -m scripts.bench tokens``): a mask shown at 12 px and scaled back keeps a median
 IoU of 0.94 with itself (0.97 at 24 px), and at 1008x1008 the session's tokens fall from
 0.49x the original's (24 px) to 0.39x (12 px)."""
 

@@ -89,7 +89,7 @@ def sam3_selection(steps: Sequence[ActionStep]) -> tuple[Selection, list[Evicted
 
 
 def build_context(system_prompt: str, task: TaskStep, steps: Sequence[ActionStep]) -> Context:
-    """The three-part context with no token budget (the pure function of SPEC §2)."""
+    """The three-part context with no token budget: a pure function of the steps."""
     selection, _ = sam3_selection(steps)
     messages, replaced = render(History(system_prompt, task, steps), selection)
     kept = set(selection.kept)

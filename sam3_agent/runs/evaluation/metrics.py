@@ -1,4 +1,4 @@
-"""Segmentation metrics (SPEC §6). Pure functions: no files, no models.
+"""Segmentation metrics. Pure functions: no files, no models.
 
 Per sample, on the union of the predicted masks against the ground truth, with ignore pixels
 excluded from both: I (intersection) and U (union) in pixels, IoU = I / U, and IoU = 1.0 when

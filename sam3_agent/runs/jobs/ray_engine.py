@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 MIN_LOCAL_CPUS = 8
 """Logical CPUs of a Ray started here. Ray Data's actor pool can deadlock under
-backpressure when a small machine declares its 2 real cores (measured); the
+backpressure when a small machine declares its 2 real cores (seen with Ray 2.60); the
 work is I/O-bound (model servers), so more logical slots than cores is right."""
 
 

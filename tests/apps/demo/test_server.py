@@ -1,0 +1,172 @@
+"""The demo's app over HTTP with ``gradio_client``: the ``/run`` endpoint streams the rounds,
+``/stop`` ends a session cleanly, sessions run at once, the token guards the page and the
+SAM 3 API served beside it.
+
+The real app, agent and OpenAI-compatible client; the MLLM is the scripted server on
+127.0.0.1 and SAM 3 the fake segmenter (see ``demo_fixtures``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from sam3_agent.agent.loop import STOPPED
+from sam3_agent.apps.demo.server import create_app
+from tests.support.demo_fixtures import (
+    COFFEE,
+    QUERY,
+    CoffeeScript,
+    coffee_runner,
+    is_check,
+    serve_app,
+    wait_for,
+)
+from tests.support.openai_server import Rendezvous, ScriptedServer, serve
+
+pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
+gradio_client = pytest.importorskip("gradio_client")
+
+ROUNDS, STATUS, FINAL, FILES = range(4)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with serve() as state:
+        yield state
+
+
+def client(url: str, **kwargs: Any) -> Any:
+    return gradio_client.Client(url + "/", verbose=False, download_files=False, **kwargs)
+
+
+def run(c: Any, image: Path, query: str = QUERY) -> Any:
+    return c.submit(gradio_client.handle_file(str(image)), query, api_name="/run")
+
+
+def files_by_name(outputs: tuple[Any, ...]) -> dict[str, str]:
+    """Download name -> URL of the files offered (the client leaves them on the server)."""
+    return {f["orig_name"]: f["url"] for f in outputs[FILES] or []}
+
+
+def test_run_streams_each_round_then_the_result(server: ScriptedServer, tmp_path: Path):
+    server.responder = CoffeeScript()
+    app = create_app(coffee_runner(server, tmp_path / "runs"))
+    with serve_app(app) as url:
+        job = run(client(url), COFFEE)
+        updates = list(job)
+        final = job.result()
+        names = files_by_name(final)
+        assert set(names) == {"result.json", "overlay.png", "mask_01.png"}
+        document = httpx.get(names["result.json"]).json()
+        mask_png = httpx.get(names["mask_01.png"]).content
+
+    # One update per round as it finished, before the end.
+    round_counts = [u[ROUNDS].count('class="s3a-round ') for u in updates]
+    assert {1, 2, 3} <= set(round_counts)
+    assert round_counts == sorted(round_counts)
+    assert "s3a-status-done" in final[STATUS] and "1 mask(s)" in final[STATUS]
+    assert 'segment_phrase {"text_prompt": "coffee"}' in html.unescape(final[ROUNDS])
+    assert "This is the spoon, not coffee." in final[ROUNDS]  # the rejected check's reasoning
+    assert final[ROUNDS].count("s3a-check s3a-reject") == 1
+    assert [a["label"] for a in final[FINAL]["annotations"]] == ["1 (0.91)"]
+
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert document == json.loads((run_dir / "result.json").read_text())
+    assert mask_png.startswith(b"\x89PNG")
+    assert document["status"] == "masks" and document["query"] == QUERY
+    assert len(document["masks"]) == 1 and document["masks"][0]["score"] == 0.91
+    assert document["rounds"] == 3 and document["phrases_tried"] == ["coffee"]
+
+
+def test_an_unreadable_image_is_a_message(server: ScriptedServer, tmp_path: Path):
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"\xff\xd8 this is not a JPEG")
+    app = create_app(coffee_runner(server, tmp_path / "runs"))
+    with serve_app(app) as url:
+        final = run(client(url), broken).result()
+    assert "s3a-status-error" in final[STATUS]
+    assert "cannot read the image broken.jpg" in final[STATUS]
+    assert "Traceback" not in final[STATUS] and "/tmp" not in final[STATUS]
+    assert server.completions == []  # refused before any model work
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_an_empty_query_is_a_message(server: ScriptedServer, tmp_path: Path):
+    app = create_app(coffee_runner(server, tmp_path / "runs"))
+    with serve_app(app) as url:
+        final = run(client(url), COFFEE, "   ").result()
+    assert "s3a-status-error" in final[STATUS] and "the query is empty" in final[STATUS]
+
+
+def test_stop_ends_the_session_and_keeps_what_it_had(server: ScriptedServer, tmp_path: Path):
+    server.responder = CoffeeScript(hold=2)  # round 2 never answers
+    app = create_app(coffee_runner(server, tmp_path / "runs"))
+    with serve_app(app) as url:
+        c = client(url)
+        job = run(c, COFFEE)
+        wait_for(
+            lambda: any('class="s3a-round ' in o[ROUNDS] for o in job.outputs()),
+            what="round 1 in the stream",
+        )
+        assert c.predict(api_name="/stop") == "stopping"
+        final = job.result()
+        assert c.predict(api_name="/stop") == "nothing is running"
+
+    assert "s3a-status-stopped" in final[STATUS]
+    assert final[ROUNDS].count('class="s3a-round ') == 1
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    document = json.loads((run_dir / "result.json").read_text())
+    assert document["status"] == "failed" and document["failure"] == STOPPED
+    assert document["phrases_tried"] == ["coffee"]
+    assert set(files_by_name(final)) == {"result.json", "overlay.png"}
+
+
+def first_main_call(body: dict[str, Any]) -> bool:
+    """A session's first call to the model: not a mask check, no assistant turn yet."""
+    return not is_check(body) and all(m["role"] != "assistant" for m in body["messages"])
+
+
+def test_sessions_run_at_the_same_time(server: ScriptedServer, tmp_path: Path):
+    server.responder = CoffeeScript(by_round=True)
+    # Each session's first model call is answered only once both are waiting at once.
+    server.rendezvous = Rendezvous(2, admits=first_main_call)
+    app = create_app(coffee_runner(server, tmp_path / "runs"), concurrency=2)
+    with serve_app(app) as url:
+        jobs = [run(client(url), COFFEE) for _ in range(2)]
+        finals = [job.result() for job in jobs]
+    assert all("s3a-status-done" in f[STATUS] for f in finals), [f[STATUS] for f in finals]
+    assert len(list((tmp_path / "runs").iterdir())) == 2
+    assert server.rendezvous.met
+
+
+def test_the_token_guards_the_page_and_the_sam3_api(server: ScriptedServer, tmp_path: Path):
+    from tests.support.demo_fixtures import coffee_segmenter
+
+    server.responder = CoffeeScript()
+    segmenter = coffee_segmenter()
+    app = create_app(
+        coffee_runner(server, tmp_path / "runs", segmenter=segmenter),
+        token="s3cret",
+        service_segmenter=segmenter,
+    )
+    with serve_app(app) as url:
+        with pytest.raises(Exception):  # noqa: B017 - gradio_client raises a plain ValueError
+            client(url)
+        final = run(client(url, auth=("anyone", "s3cret")), COFFEE).result()
+        assert "s3a-status-done" in final[STATUS]
+        assert httpx.get(f"{url}/health").json() == {"status": "ok"}
+        segment = {"image": {"base64": ""}, "phrases": ["coffee"]}
+        assert httpx.post(f"{url}/v1/segment", json=segment).status_code == 401
+        answer = httpx.post(
+            f"{url}/v1/images",
+            content=COFFEE.read_bytes(),
+            headers={"Authorization": "Bearer s3cret"},
+        )
+        assert answer.status_code == 200 and answer.json()["image_size"] == [400, 600]

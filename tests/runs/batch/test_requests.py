@@ -1,0 +1,120 @@
+"""Batch inputs: JSONL, CSV, a folder of images; every problem is one named error."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sam3_agent.runs.batch.requests import BatchRequest, default_id, load_requests
+from sam3_agent.values.errors import DatasetError, UserError
+from tests.support.batch_fixtures import write_images, write_jsonl
+
+
+def test_jsonl_with_relative_paths_and_default_ids(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path)
+    requests = load_requests(path)
+    assert len(requests) == 6
+    first = requests[0]
+    assert first == BatchRequest("one.png:red block", tmp_path / "images" / "one.png", "red block")
+    assert first.image_path.is_absolute()
+    assert [r.id for r in requests][:2] == ["one.png:red block", "one.png:blue stripe"]
+
+
+def test_csv_with_ids(tmp_path: Path) -> None:
+    (one, two, _) = write_images(tmp_path / "img")
+    path = tmp_path / "requests.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "image", "query"])
+        writer.writerow(["r1", str(one), "the dog, on the left"])
+        writer.writerow(["", "img/two.png", "a cat"])
+    requests = load_requests(path)
+    assert requests == [
+        BatchRequest("r1", one, "the dog, on the left"),
+        BatchRequest("two.png:a cat", two, "a cat"),
+    ]
+
+
+def test_folder_with_one_query(tmp_path: Path) -> None:
+    write_images(tmp_path / "img")
+    (tmp_path / "img" / "notes.txt").write_text("not an image")
+    requests = load_requests(tmp_path / "img", query="  the sky ")
+    assert [r.id for r in requests] == ["one.png", "three.png", "two.png"]
+    assert {r.query for r in requests} == {"the sky"}
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["{"], r"requests.jsonl:1: not a JSON object"),
+        (["[1, 2]"], r"requests.jsonl:1: expected a JSON object, got list"),
+        (['{"query": "x"}'], r"requests.jsonl:1: 'image' must be a non-empty path"),
+        (['{"image": "img/one.png", "query": " "}'], r"requests.jsonl:1: 'query' must be"),
+        (
+            ['{"image": "img/nope.png", "query": "x"}'],
+            r"requests.jsonl:1: image .*nope.png does not exist",
+        ),
+        (['{"image": "img/one.png", "query": "x", "id": true}'], r"'id' must be text or a number"),
+        (
+            [
+                '{"image": "img/one.png", "query": "x", "id": 7}',
+                "",
+                '{"image": "img/two.png", "query": "y", "id": "7"}',
+            ],
+            r"the id '7' is used twice",
+        ),
+        (
+            ['{"image": "img/one.png", "query": "x"}', '{"image": "img/one.png", "query": "x"}'],
+            r"the id 'one.png:x' is used twice",
+        ),
+        ([], r"holds no requests"),
+    ],
+)
+def test_bad_jsonl_is_one_named_error(tmp_path: Path, lines: list[str], message: str) -> None:
+    write_images(tmp_path / "img")
+    path = tmp_path / "requests.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetError, match=message):
+        load_requests(path)
+
+
+def test_wrong_kind_of_input_is_a_user_error(tmp_path: Path) -> None:
+    write_images(tmp_path / "img")
+    jsonl = write_jsonl(tmp_path / "j")
+    with pytest.raises(UserError, match="give the query with --query"):
+        load_requests(tmp_path / "img")
+    with pytest.raises(UserError, match="--query applies to a folder"):
+        load_requests(jsonl, query="x")
+    with pytest.raises(UserError, match="does not exist"):
+        load_requests(tmp_path / "missing.jsonl")
+    (tmp_path / "r.txt").write_text("x")
+    with pytest.raises(UserError, match=r"must be a \.jsonl or \.csv"):
+        load_requests(tmp_path / "r.txt")
+    bad_csv = tmp_path / "r.csv"
+    bad_csv.write_text("picture,text\na.png,b\n")
+    with pytest.raises(DatasetError, match="must name the columns image and query"):
+        load_requests(bad_csv)
+    binary = tmp_path / "b.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(DatasetError, match="cannot read"):
+        load_requests(binary)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(queries=st.lists(st.text(min_size=1, max_size=40).filter(str.strip), min_size=1, max_size=6))
+def test_any_query_text_round_trips_through_jsonl(tmp_path: Path, queries: list[str]) -> None:
+    """Whatever the text (quotes, newlines, non-ASCII), a request keeps it; ids stay unique."""
+    write_images(tmp_path / "img")
+    rows = [{"image": "img/one.png", "query": q, "id": f"r{i}"} for i, q in enumerate(queries)]
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    requests = load_requests(path)
+    assert [r.query for r in requests] == [q.strip() for q in queries]
+    assert default_id(Path("a/b.png"), "x") == "b.png:x"

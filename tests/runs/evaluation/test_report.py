@@ -1,0 +1,273 @@
+"""Reports: metrics.json, report.md, histogram, gallery; merging shards and runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from sam3_agent.runs.evaluation.datasets import Sample, load_samples
+from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.evaluation.runner import evaluate_samples, select_shard
+from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
+from sam3_agent.runs.jobs.store import ResultStore
+from sam3_agent.values.errors import UserError
+from tests.support.eval_fixtures import (
+    EXPECTED,
+    UnionPredictor,
+    make_segmenter,
+    write_grefcoco,
+    write_reasonseg,
+    write_refcoco,
+)
+
+
+def _config(dataset: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "dataset": dataset,
+        "split": "val",
+        "mode": "sam3-only",
+        "all_texts": False,
+        "shard": None,
+        "model": None,
+        "sam3": "fake-sam3",
+        "agent": {"score_threshold": 0.5},
+        **extra,
+    }
+
+
+def _run(samples: Sequence[Sample], run_dir: Path, config: dict[str, Any]) -> Path:
+    shared = SharedEmbeddings(make_segmenter())
+    with ResultStore.create_or_resume(run_dir, config, SampleResult.from_json) as store:
+        store.set_planned(len(samples))
+        asyncio.run(evaluate_samples(samples, store, UnionPredictor(shared), shared=shared))
+    return run_dir
+
+
+def _metrics(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))
+
+
+def test_reasonseg_report(tmp_path: Path) -> None:
+    samples = load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
+    run = _run(samples, tmp_path / "run", _config("reasonseg"))
+    files = write_report([run], run, gallery_size=2)
+
+    doc = _metrics(files.metrics_json)
+    (method,) = doc["methods"]
+    overall = method["metrics"]["overall"]
+    want = EXPECTED["reasonseg"]
+    assert overall["gIoU"] == pytest.approx(want["gIoU"])
+    assert overall["cIoU"] == pytest.approx(want["cIoU"])
+    assert overall["precision"]["Pr@0.5"] == pytest.approx(0.25)
+    short = method["metrics"]["splits"]["val"]["tags"]["short"]
+    assert (short["gIoU"], short["cIoU"]) == pytest.approx(want["short"])
+    assert method["metrics"]["failed"] == [
+        {"id": "val/d#0", "failure": "SegmenterError: scripted SAM 3 failure"}
+    ]
+    assert method["usage"]["samples"] == 4
+
+    md = files.report_md.read_text()
+    assert "## ReasonSeg" in md
+    assert "| method | val gIoU | val cIoU |" in md
+    assert "| SAM 3 only (fake-sam3) | 30.0 | 48.7 |" in md
+    assert "| SAM 3 only (fake-sam3) | val | 25.0 | 25.0 | 25.0 | 25.0 | 25.0 |" in md
+    assert "`val/d#0`: SegmenterError: scripted SAM 3 failure" in md
+    assert "![IoU histogram](iou_hist.png)" in md
+
+    assert files.histogram is not None
+    assert Image.open(files.histogram).format == "PNG"
+    # Worst two: the failed sample and the one answered with nothing (IoU 0, U 100 each).
+    assert len(files.gallery) == 2
+    for path in files.gallery:
+        assert path.parent == run / "gallery"
+        assert Image.open(path).size[0] > 60
+        assert f"gallery/{path.name}" in md
+
+
+def test_reasonseg_table_has_the_paper_layout(tmp_path: Path) -> None:
+    root = write_reasonseg(tmp_path / "rs")
+    write_reasonseg(root, split="test")
+    runs = [
+        _run(
+            load_samples("reasonseg", root, split),
+            tmp_path / split,
+            _config("reasonseg", split=split),
+        )
+        for split in ("test", "val")
+    ]
+    md = write_report(runs, tmp_path / "out").report_md.read_text()
+    header = (
+        "| method | val gIoU | val cIoU | test short gIoU | test short cIoU | test long gIoU "
+        "| test long cIoU | test overall gIoU | test overall cIoU |"
+    )
+    assert header in md
+    # val overall 30.0 / 48.7; test short 10.0 / 15.8, long 50.0 / 80.0, overall 30.0 / 48.7
+    assert (
+        "| SAM 3 only (fake-sam3) | 30.0 | 48.7 | 10.0 | 15.8 | 50.0 | 80.0 | 30.0 | 48.7 |" in md
+    )
+
+
+def test_grefcoco_report_has_n_acc_and_t_acc(tmp_path: Path) -> None:
+    samples = load_samples("grefcoco", write_grefcoco(tmp_path / "g"), "val")
+    run = _run(samples, tmp_path / "run", _config("grefcoco"))
+    files = write_report([run], tmp_path / "out")
+    overall = _metrics(files.metrics_json)["methods"][0]["metrics"]["overall"]
+    want = EXPECTED["grefcoco"]
+    for key in ("gIoU", "cIoU", "N-acc", "T-acc"):
+        assert overall[key] == pytest.approx(want[key]), key
+    md = files.report_md.read_text()
+    assert "| method | val gIoU | val cIoU | val N-acc | val T-acc |" in md
+    assert "| 50.0 | 50.0 | 50.0 | 50.0 |" in md
+
+
+def test_shards_merge_to_the_whole_run(tmp_path: Path) -> None:
+    samples = load_samples("refcoco", write_refcoco(tmp_path / "r"), "val")
+    whole = _run(samples, tmp_path / "whole", _config("refcoco"))
+    shards = [
+        _run(select_shard(samples, i, 2), tmp_path / f"s{i}", _config("refcoco", shard=f"{i}/2"))
+        for i in range(2)
+    ]
+    merged = write_report(shards, tmp_path / "merged")
+    single = write_report([whole], whole)
+    m = _metrics(merged.metrics_json)["methods"]
+    s = _metrics(single.metrics_json)["methods"]
+    assert len(m) == 1
+    assert m[0]["metrics"] == s[0]["metrics"]
+    assert m[0]["metrics"]["overall"]["gIoU"] == pytest.approx(EXPECTED["refcoco"]["gIoU"])
+    assert m[0]["metrics"]["overall"]["cIoU"] == pytest.approx(EXPECTED["refcoco"]["cIoU"])
+    assert m[0]["usage"]["planned"] == 3
+
+
+def test_splits_and_models_become_columns_and_rows(tmp_path: Path) -> None:
+    root = write_refcoco(tmp_path / "r")
+    val = load_samples("refcoco", root, "val")
+    test_a = load_samples("refcoco", root, "testA")
+    runs = [
+        _run(val, tmp_path / "a_val", _config("refcoco")),
+        _run(test_a, tmp_path / "a_testA", _config("refcoco", split="testA")),
+        _run(val, tmp_path / "b_val", _config("refcoco", mode="agent", model="vlm-x")),
+    ]
+    files = write_report(runs, tmp_path / "out")
+    md = files.report_md.read_text()
+    assert "| method | val gIoU | val cIoU | testA gIoU | testA cIoU |" in md
+    assert "| SAM 3 only (fake-sam3) | 46.4 | 53.8 | 100.0 | 100.0 |" in md
+    assert "| vlm-x + SAM 3 agent | 46.4 | 53.8 | – | – |" in md
+
+
+def test_sample_in_two_directories_counts_once(tmp_path: Path) -> None:
+    samples = load_samples("refcoco", write_refcoco(tmp_path / "r"), "val")
+    a = _run(samples, tmp_path / "a", _config("refcoco", shard="0/2"))
+    b = _run(samples[:1], tmp_path / "b", _config("refcoco", shard="1/2"))
+    doc = _metrics(write_report([a, b], tmp_path / "out").metrics_json)
+    assert doc["methods"][0]["metrics"]["overall"]["count"] == 3
+
+
+def test_report_refuses_non_run_directory(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not a run directory"):
+        write_report([tmp_path], tmp_path)
+    with pytest.raises(UserError, match="at least one"):
+        write_report([], tmp_path)
+
+
+def test_gallery_skips_missing_images(tmp_path: Path) -> None:
+    root = write_reasonseg(tmp_path / "rs")
+    samples = load_samples("reasonseg", root, "val")
+    run = _run(samples, tmp_path / "run", _config("reasonseg"))
+    for image in (root / "val").glob("*.jpg"):
+        image.unlink()
+    files = write_report([run], run)
+    assert files.gallery == []
+    assert "Worst samples" not in files.report_md.read_text()
+
+
+def test_each_dataset_gets_its_section_and_labels_stay_plain(tmp_path: Path) -> None:
+    rs = load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
+    gref = load_samples("grefcoco", write_grefcoco(tmp_path / "g"), "val")
+    runs = [
+        _run(rs, tmp_path / "rs_run", _config("reasonseg")),
+        _run(gref, tmp_path / "g_run", _config("grefcoco")),
+    ]
+    files = write_report(runs, tmp_path / "out")
+    md = files.report_md.read_text()
+    assert md.index("## ReasonSeg") < md.index("## gRefCOCO")
+    assert "[2]" not in md
+    assert [m.label for m in files.methods] == ["SAM 3 only (fake-sam3)"] * 2
+
+
+# --------------------------------------------------------------------------- published rows
+
+
+def test_published_rows_sit_beside_the_runs_marked_published(tmp_path: Path) -> None:
+    root = write_reasonseg(tmp_path / "rs")
+    write_reasonseg(root, split="test")
+    runs = [
+        _run(
+            load_samples("reasonseg", root, split),
+            tmp_path / split,
+            _config("reasonseg", split=split, mode="agent", model="Qwen/Qwen2.5-VL-7B-Instruct"),
+        )
+        for split in ("val", "test")
+    ]
+    files = write_report(runs, tmp_path / "report")
+    md = files.report_md.read_text()
+    header = (
+        "| method | val gIoU | val cIoU | test short gIoU | test short cIoU | test long gIoU | "
+        "test long cIoU | test overall gIoU | test overall cIoU |"
+    )
+    assert header in md
+    assert "| SAM 3 Agent, Qwen2.5-VL 7B (published) | 62.2 | – | – | – | – | – | 63.0 | – |" in md
+    assert "| SAM 3 Agent, Gemini 2.5 Pro (published) | 77.0 | – | – | – | – | – | 74.0 | – |" in md
+    assert "arXiv 2511.16719" in md
+    # The run's MLLM is the paper's Qwen2.5-VL 7B: its difference is shown.
+    assert "### Against the published figures (same MLLM)" in md
+    label = "Qwen/Qwen2.5-VL-7B-Instruct + SAM 3 agent"
+    assert f"| {label} | Qwen2.5-VL 7B | val | gIoU | 30.0 | 62.2 | -32.2 |" in md
+    assert f"| {label} | Qwen2.5-VL 7B | test | gIoU | 30.0 | 63.0 | -33.0 |" in md
+    doc = _metrics(files.metrics_json)
+    assert {(c["split"], c["difference"]) for c in doc["compared_with_published"]} == {
+        ("val", -32.2),
+        ("test", -33.0),
+    }
+    assert len(doc["published"]) == 6 and all(r["source"] for r in doc["published"])
+    assert len(doc["methods"]) == 1  # val and test of one model: one row
+
+
+def test_no_comparison_for_another_model_or_sam3_alone(tmp_path: Path) -> None:
+    root = write_reasonseg(tmp_path / "rs")
+    samples = load_samples("reasonseg", root, "val")
+    runs = [
+        _run(
+            samples,
+            tmp_path / "other",
+            _config("reasonseg", mode="agent", model="Qwen/Qwen3-VL-8B-Instruct"),
+        ),
+        _run(samples, tmp_path / "alone", _config("reasonseg")),
+    ]
+    md = write_report(runs, tmp_path / "report").report_md.read_text()
+    assert "(published)" in md
+    assert "Against the published figures" not in md  # 8B Instruct is not the Thinking model
+
+
+def test_datasets_without_published_figures_get_no_published_rows(tmp_path: Path) -> None:
+    samples = load_samples("refcoco", write_refcoco(tmp_path / "rc"), "val")
+    run = _run(samples, tmp_path / "run", _config("refcoco"))
+    assert "(published)" not in write_report([run], run).report_md.read_text()
+
+
+def test_published_matching_by_normalised_model_name() -> None:
+    from sam3_agent.runs.evaluation.published import PUBLISHED, matches, normalise_model
+
+    assert normalise_model("Qwen/Qwen2.5-VL-7B-Instruct") == "qwen2.5-vl-7b-instruct"
+    thinking = next(r for r in PUBLISHED if r.model == "Qwen3-VL 8B Thinking")
+    assert matches(thinking, "Qwen/Qwen3-VL-8B-Thinking")
+    assert not matches(thinking, "Qwen/Qwen3-VL-8B-Instruct")
+    gemini = next(r for r in PUBLISHED if r.dataset == "refcoco+")
+    assert (gemini.metric, gemini.value, gemini.split) == ("cIoU", 67.3, "val")
+    assert matches(gemini, "gemini-2.5-pro") and not matches(gemini, None)

@@ -1,0 +1,1 @@
+"""Test doubles, fixtures and subprocess drivers shared by every layer's tests."""
