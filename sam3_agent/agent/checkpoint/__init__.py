@@ -22,7 +22,7 @@ nothing and the backends are used unwrapped.
 
 from __future__ import annotations
 
-from sam3_agent.agent.checkpoint.journal import JOURNAL_FILE, Journal, read_journal, request_key
+from sam3_agent.agent.checkpoint.journal import JOURNAL_FILE, Journal, read_journal
 from sam3_agent.agent.checkpoint.state import Ending, Fingerprint, SessionState, coco_rle
 from sam3_agent.agent.checkpoint.store import (
     STATE_FILE,
@@ -32,6 +32,7 @@ from sam3_agent.agent.checkpoint.store import (
     load_saved,
     saved_prompt_set,
 )
+from sam3_agent.values.messages import request_key
 
 __all__ = [
     "JOURNAL_FILE",
