@@ -27,6 +27,7 @@ from sam3_agent.agent.result import AgentResult
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
 from sam3_agent.values.files import atomic_write_bytes, safe_name
 from sam3_agent.values.images import RGBImage, downscale, load_image
+from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class DemoRunner:
             yield Update("error", message=image_error(image_path, e))
             return
         except UserError as e:
-            yield Update("error", message=_one_line(e))
+            yield Update("error", message=one_line(e))
             return
 
         out = self._out_dir(key, query)
@@ -214,7 +215,7 @@ class DemoRunner:
                 # A bug: the server log gets the traceback, the page one line.
                 logger.error("demo request failed", exc_info=error)
             files = await asyncio.to_thread(_downloads, out, None)
-            return Update("error", rounds, _one_line(error), None, files, out)
+            return Update("error", rounds, one_line(error), None, files, out)
         result = task.result()
         files = await asyncio.to_thread(_downloads, out, result)
         return Update("done", rounds, "", result, files, out)
@@ -226,10 +227,3 @@ def image_error(image_path: str | Path | None, error: ImageLoadError) -> str:
     name = Path(image_path).name if image_path is not None else "the image"
     logger.info("unreadable upload %s: %s", name, error)
     return f"cannot read the image {name}: it is not an image file this demo can decode"
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    if isinstance(error, UserError):
-        return text
-    return f"{type(error).__name__}: {text}"
