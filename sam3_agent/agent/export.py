@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from sam3_agent.agent.result import AgentResult
-from sam3_agent.values.detections import BoolArray
+from sam3_agent.values.detections import BoolArray, Detections
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.files import atomic_write_bytes, atomic_write_json
 
@@ -69,6 +69,19 @@ def mask_file_name(index: int, count: int) -> str:
     return f"{index + 1:0{max(2, len(str(count)))}d}.png"
 
 
+def write_mask_pngs(detections: Detections, out_dir: Path) -> list[str]:
+    """Write ``masks/NN.png`` under ``out_dir`` for each mask (the ``png`` export; the demo's
+    downloads too); returns their paths relative to ``out_dir``, in mask order."""
+    count = len(detections)
+    names = [f"{MASKS_DIR}/{mask_file_name(i, count)}" for i in range(count)]
+    for i, (mask, name) in enumerate(zip(detections.masks, names, strict=True)):
+        ok, buf = cv2.imencode(".png", np.where(mask, 255, 0).astype(np.uint8))
+        if not ok:
+            raise OSError(f"could not encode mask {i + 1} as PNG")
+        atomic_write_bytes(out_dir / name, buf.tobytes())
+    return names
+
+
 def write_exports(
     result: AgentResult,
     out_dir: Path,
@@ -80,13 +93,7 @@ def write_exports(
     detections = result.detections
     document = result.to_json()
     if "png" in chosen:
-        count = len(detections)
-        for i, mask in enumerate(detections.masks):
-            ok, buf = cv2.imencode(".png", np.where(mask, 255, 0).astype(np.uint8))
-            if not ok:
-                raise OSError(f"could not encode mask {i + 1} as PNG")
-            atomic_write_bytes(out_dir / MASKS_DIR / mask_file_name(i, count), buf.tobytes())
-        document["mask_files"] = [f"{MASKS_DIR}/{mask_file_name(i, count)}" for i in range(count)]
+        document["mask_files"] = write_mask_pngs(detections, out_dir)
     if "polygons" in chosen:
         for entry, mask in zip(document["masks"], detections.masks, strict=True):
             entry["polygons"] = mask_polygons(mask)

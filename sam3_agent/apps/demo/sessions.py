@@ -22,10 +22,11 @@ from typing import Literal
 import cv2
 import numpy as np
 
+from sam3_agent.agent.export import write_mask_pngs
 from sam3_agent.agent.loop import RoundEvent, Sam3Agent, check_query
 from sam3_agent.agent.result import AgentResult
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
-from sam3_agent.values.files import atomic_write_bytes, safe_name
+from sam3_agent.values.files import safe_name
 from sam3_agent.values.images import RGBImage, downscale, load_image
 from sam3_agent.values.text import one_line
 
@@ -85,23 +86,11 @@ def final_annotations(image_path: str | Path, result: AgentResult) -> Annotation
     return Annotations(display, labelled)
 
 
-def write_mask_pngs(result: AgentResult, directory: Path) -> list[Path]:
-    """One black-and-white PNG per final mask, ``mask_01.png`` .. (1-based, score order)."""
-    paths = []
-    for i, mask in enumerate(result.detections.masks):
-        ok, buf = cv2.imencode(".png", mask.astype(np.uint8) * 255)
-        if not ok:
-            raise OSError(f"could not encode mask {i + 1} as PNG")
-        path = directory / f"mask_{i + 1:02d}.png"
-        atomic_write_bytes(path, buf.tobytes())
-        paths.append(path)
-    return paths
-
-
 def _downloads(out: Path, result: AgentResult | None) -> tuple[Path, ...]:
     files = [out / "result.json", out / "overlay.png"]
     if result is not None and len(result.detections):
-        files += write_mask_pngs(result, out)
+        # The names `sam3-agent run --export png` writes: masks/01.png, ...
+        files += [out / name for name in write_mask_pngs(result.detections, out)]
     return tuple(f for f in files if f.is_file())
 
 
