@@ -5,7 +5,9 @@ canonical JSON of the model name, the messages with each image by the sha256 of 
 bytes, the tool specs, and the generation parameters the inner model exposes as
 ``generation_params``); the answer is stored as
 :func:`~sam3_agent.values.messages.response_to_json` writes it. Identical requests in later
-runs (or other processes) are answered from the file without calling the model.
+runs (or other processes) are answered from the file without calling the model. The key
+carries :data:`~sam3_agent.values.messages.REQUEST_KEY_FORMAT`; records written before
+tool-call ids were kept still read (what they lack takes its default).
 
 Decisions:
 
@@ -39,7 +41,6 @@ from typing import Any
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.values.errors import ReplayMissError, UserError
 from sam3_agent.values.messages import (
-    REQUEST_KEY_FORMAT,
     ChatMessage,
     ChatResponse,
     TokenUsage,
@@ -50,10 +51,6 @@ from sam3_agent.values.messages import (
 )
 
 logger = logging.getLogger(__name__)
-
-CACHE_FORMAT = REQUEST_KEY_FORMAT
-"""Part of every key (the request key's format). Records written before tool-call ids were
-kept still read: :func:`response_from_json` gives what they lack its default."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
