@@ -459,29 +459,36 @@ def _check(record: dict[str, Any], loader: _Loader) -> CallView:
     verdict = as_str(record, "verdict") or None
     if record.get("forced_reject") is True:
         verdict = "reject (no clear verdict)"
-    return CallView(
-        kind="check",
-        title=f"mask {mask if mask is not None else '?'}, attempt {attempt or 1}",
-        verdict=verdict,
-        messages=loader.messages(record, main=False),
-        reply=as_str(record, "reply"),
-        reasoning=as_str(record, "reasoning"),
-        usage=as_dict(record, "usage"),
-        latency_s=as_float(record, "latency_s"),
-        extra={"mask": mask, "attempt": attempt},
-    )
+    title = f"mask {mask if mask is not None else '?'}, attempt {attempt or 1}"
+    extra = {"mask": mask, "attempt": attempt}
+    return _call("check", title, verdict, as_str(record, "reasoning"), extra, record, loader)
 
 
 def _digest(record: dict[str, Any], loader: _Loader) -> CallView:
     condensed = [r for r in as_list(record, "rounds_condensed") if isinstance(r, int)]
+    title = f"digest of rounds {', '.join(map(str, condensed)) or '?'}"
+    extra = {"blocking": record.get("blocking") is True}
+    return _call("digest", title, None, "", extra, record, loader)
+
+
+def _call(
+    kind: Literal["check", "digest"],
+    title: str,
+    verdict: str | None,
+    reasoning: str,
+    extra: dict[str, Any],
+    record: dict[str, Any],
+    loader: _Loader,
+) -> CallView:
+    """A check or digest record as a view: what every call record carries, read alike."""
     return CallView(
-        kind="digest",
-        title=f"digest of rounds {', '.join(map(str, condensed)) or '?'}",
-        verdict=None,
+        kind=kind,
+        title=title,
+        verdict=verdict,
         messages=loader.messages(record, main=False),
         reply=as_str(record, "reply"),
-        reasoning="",
+        reasoning=reasoning,
         usage=as_dict(record, "usage"),
         latency_s=as_float(record, "latency_s"),
-        extra={"blocking": record.get("blocking") is True},
+        extra=extra,
     )
