@@ -31,6 +31,7 @@ import jinja2.meta
 import jinja2.runtime
 
 from sam3_agent.values.errors import UserError
+from sam3_agent.values.text import one_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -299,7 +300,7 @@ def _check(prompt_set: PromptSet, reference: PromptSet) -> None:
     try:
         macros = prompt_set.feedback_macros()
     except Exception as e:  # any failure of the template's top level, whatever its type
-        raise UserError(f"prompt set {where}: feedback.j2 does not load: {_one_line(e)}") from e
+        raise UserError(f"prompt set {where}: feedback.j2 does not load: {one_line(e)}") from e
     for message, wanted in reference.feedback_macros().items():
         macro = macros.get(message)
         if macro is None:
@@ -332,9 +333,4 @@ def _try(
     try:
         render(name, **variables)
     except Exception as e:  # a template can fail in any way (a filter on a bad type, ...)
-        raise UserError(f"prompt set {where}: {what} does not render: {_one_line(e)}") from e
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:200]}"
+        raise UserError(f"prompt set {where}: {what} does not render: {one_line(e)}") from e

@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from sam3_agent.backends.chat_models import DEFAULT_HF_MODEL
 from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.hub import hub_access
+from sam3_agent.backends.memory import GPU_DEFAULT_MLLM
 from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
 from sam3_agent.values.errors import ChatModelError, UserError, WeightsUnavailableError
 from sam3_agent.values.messages import (
@@ -117,7 +117,7 @@ class TransformersChatModel:
         if looks_local and not local.is_dir():
             raise WeightsUnavailableError(
                 f"no model directory at {local}: pass a directory written by save_pretrained "
-                f"(or `hf download <id> --local-dir DIR`), or a hub id such as {DEFAULT_HF_MODEL}"
+                f"(or `hf download <id> --local-dir DIR`), or a hub id such as {GPU_DEFAULT_MLLM}"
             )
         source = str(local) if looks_local else model_id_or_dir
         local_only = hub_access(source, what="the MLLM", flag="--llm hf:DIR")

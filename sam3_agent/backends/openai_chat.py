@@ -35,6 +35,7 @@ from sam3_agent.values.messages import (
     TokenUsage,
     ToolSpec,
 )
+from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -239,11 +240,11 @@ class OpenAIChatModel:
         except ChatModelError as e:
             if "\n" not in str(e):
                 raise
-            raise ChatModelError(_one_line(str(e))) from e
+            raise ChatModelError(one_line(str(e))) from e
         except Exception as e:  # anything a library raises while serving is one failure
             raise ChatModelError(
                 f"MLLM endpoint {self.endpoint} (model {self._model}): "
-                f"{type(e).__name__}: {_one_line(str(e)) or 'no detail'}"
+                f"{type(e).__name__}: {one_line(str(e)) or 'no detail'}"
             ) from e
 
     async def _complete(
@@ -393,12 +394,6 @@ class OpenAIChatModel:
             finish_reason=choice.finish_reason or "stop",
             tool_calls=_tool_calls(message),
         )
-
-
-def _one_line(text: str, limit: int = 500) -> str:
-    """Whitespace collapsed to single spaces, cut to ``limit`` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

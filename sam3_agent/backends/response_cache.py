@@ -1,9 +1,13 @@
 """An opt-in SQLite cache of chat completions, for cheap reruns and deterministic replay.
 
-A request is keyed by the sha256 of a canonical JSON of: the model name, the messages (each
-image replaced by the sha256 of its encoded bytes), the tool specs, and the generation
-parameters the inner model exposes as ``generation_params``. Identical requests in later
-runs (or other processes) are answered from the file without calling the model.
+A request is keyed by :func:`~sam3_agent.values.messages.request_key` (the sha256 of a
+canonical JSON of the model name, the messages with each image by the sha256 of its encoded
+bytes, the tool specs, and the generation parameters the inner model exposes as
+``generation_params``); the answer is stored as
+:func:`~sam3_agent.values.messages.response_to_json` writes it. Identical requests in later
+runs (or other processes) are answered from the file without calling the model. The key
+carries :data:`~sam3_agent.values.messages.REQUEST_KEY_FORMAT`; records written before
+tool-call ids were kept still read (what they lack takes its default).
 
 Decisions:
 
@@ -23,7 +27,6 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import sqlite3
@@ -31,7 +34,7 @@ import threading
 import time
 from collections.abc import Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,17 +43,14 @@ from sam3_agent.values.errors import ReplayMissError, UserError
 from sam3_agent.values.messages import (
     ChatMessage,
     ChatResponse,
-    ImagePart,
-    NativeToolCall,
-    TextPart,
     TokenUsage,
     ToolSpec,
+    request_key,
+    response_from_json,
+    response_to_json,
 )
 
 logger = logging.getLogger(__name__)
-
-CACHE_FORMAT = 1
-"""Part of every key: bump it when the key or the stored record changes meaning."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -62,46 +62,6 @@ CREATE TABLE IF NOT EXISTS responses (
     created_at REAL NOT NULL
 )
 """
-
-
-def request_key(
-    model_name: str,
-    messages: Sequence[ChatMessage],
-    tools: Sequence[ToolSpec] | None,
-    generation_params: dict[str, Any],
-) -> str:
-    """The sha256 hex digest identifying one request; stable across processes and runs."""
-    payload = {
-        "format": CACHE_FORMAT,
-        "model": model_name,
-        "params": generation_params,
-        "tools": None
-        if tools is None
-        else [
-            {"name": t.name, "description": t.description, "parameters": t.parameters}
-            for t in tools
-        ],
-        "messages": [_message_key(m) for m in messages],
-    }
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    # surrogatepass: a lone surrogate in a reply still gives a key (valid text is unchanged).
-    return hashlib.sha256(canonical.encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
-def _message_key(message: ChatMessage) -> dict[str, Any]:
-    key: dict[str, Any] = {"role": message.role, "parts": [_part_key(p) for p in message.parts]}
-    # Only native tool-call replays carry these; other keys stay as they were.
-    if message.tool_calls:
-        key["tool_calls"] = [[c.id, c.name, c.arguments] for c in message.tool_calls]
-    if message.tool_call_id is not None:
-        key["tool_call_id"] = message.tool_call_id
-    return key
-
-
-def _part_key(part: TextPart | ImagePart) -> dict[str, str]:
-    if isinstance(part, TextPart):
-        return {"text": part.text}
-    return {"image_sha256": part.image.sha256}
 
 
 @dataclass
@@ -185,7 +145,9 @@ class CachedChatModel:
 
     def key(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
         """The cache key of a request to this model."""
-        return request_key(self.name, messages, tools, self.generation_params)
+        return request_key(
+            messages, tools, model=self.name, generation_params=self.generation_params
+        )
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
@@ -229,26 +191,13 @@ class CachedChatModel:
             ).fetchone()
         if row is None:
             return None
-        record = json.loads(row[0])
-        response = ChatResponse(
-            text=record["text"],
-            usage=TokenUsage(0, 0, 0),
-            reasoning=record.get("reasoning"),
-            finish_reason=record.get("finish_reason", "stop"),
-            tool_calls=tuple(
-                NativeToolCall(c["name"], c["arguments"]) for c in record["tool_calls"]
-            ),
-            cached=True,
+        response = replace(
+            response_from_json(json.loads(row[0])), usage=TokenUsage(0, 0, 0), cached=True
         )
         return response, TokenUsage(int(row[1]), int(row[2]), 1)
 
     def _put(self, key: str, response: ChatResponse) -> None:
-        record = {
-            "text": response.text,
-            "reasoning": response.reasoning,
-            "finish_reason": response.finish_reason,
-            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in response.tool_calls],
-        }
+        record = response_to_json(response)
         with closing(self._connect()) as db, db:
             db.execute(
                 "INSERT OR IGNORE INTO responses "

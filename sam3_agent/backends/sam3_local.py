@@ -35,6 +35,7 @@ from sam3_agent.values.errors import (
     WeightsUnavailableError,
 )
 from sam3_agent.values.images import RGBImage, image_digest
+from sam3_agent.values.text import one_line
 
 if TYPE_CHECKING:
     from transformers import Sam3Model, Sam3Processor
@@ -426,9 +427,4 @@ def _torch_failures(stage: str, device: torch.device) -> Iterator[None]:
             "--cache-size, fewer phrases per call, or a larger device"
         ) from e
     except Exception as e:
-        raise SegmenterError(f"SAM 3 failed in the {stage}: {_one_line(e)}") from e
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
+        raise SegmenterError(f"SAM 3 failed in the {stage}: {one_line(e)}") from e

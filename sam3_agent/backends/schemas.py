@@ -7,7 +7,7 @@ is ``{"error": str, "code": str}`` plus ``details`` for validation errors.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -28,7 +28,6 @@ TOKEN_ENV = "SAM3_AGENT_TOKEN"
 MAX_PHRASES = 32
 """Phrases one segment request may carry."""
 
-ImageId = str
 IMAGE_ID_PATTERN = r"^[0-9a-f]{64}$"
 """An image id is the SHA-256 content hash of the decoded pixels (``image_digest``)."""
 
@@ -45,12 +44,6 @@ class ErrorCode:
     SEGMENTER = "segmenter_failed"
     NOT_FOUND = "not_found"
     INTERNAL = "internal_error"
-
-
-class ErrorResponse(BaseModel):
-    error: str
-    code: str
-    details: list[dict[str, Any]] | None = None
 
 
 class HealthResponse(BaseModel):

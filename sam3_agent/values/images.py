@@ -28,6 +28,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from sam3_agent.values.config import DEFAULT_MAX_PIXELS
 from sam3_agent.values.errors import ImageLoadError
+from sam3_agent.values.text import one_line
 
 RGBImage = npt.NDArray[np.uint8]
 """An ``(H, W, 3)`` uint8 RGB image."""
@@ -102,7 +103,7 @@ def load_image(
         except ImageLoadError:
             raise
         except (OSError, SyntaxError, ValueError, TypeError) as e:
-            raise ImageLoadError(f"cannot convert the PIL image: {_one_line(e)}") from e
+            raise ImageLoadError(f"cannot convert the PIL image: {one_line(e)}") from e
     if isinstance(image, np.ndarray):
         return _array_to_rgb(image, max_pixels)
     kind = type(image).__name__
@@ -124,7 +125,7 @@ def image_size_as_displayed(path: Path, *, exif_orientation: bool = True) -> tup
                 width, height = height, width
             return int(height), int(width)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
-        raise ImageLoadError(f"cannot read image {path}: {_one_line(e)}") from e
+        raise ImageLoadError(f"cannot read image {path}: {one_line(e)}") from e
 
 
 def _load_file(
@@ -141,9 +142,9 @@ def _load_file(
     except ImageLoadError:
         raise
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, TypeError) as e:
-        raise ImageLoadError(f"cannot read image {name}: {_one_line(e)}") from e
+        raise ImageLoadError(f"cannot read image {name}: {one_line(e)}") from e
     except Image.DecompressionBombError as e:  # pragma: no cover - the check is off above
-        raise ImageLoadError(f"image {name} refused: {_one_line(e)}") from e
+        raise ImageLoadError(f"image {name} refused: {one_line(e)}") from e
 
 
 _bomb_lock = threading.Lock()
@@ -194,11 +195,6 @@ def _orientation(pil: Image.Image) -> int | None:
     except (OSError, SyntaxError, ValueError, TypeError):
         return None  # broken EXIF: show the pixels as stored, as viewers do
     return value if isinstance(value, int) else None
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return text[:300] if text else type(error).__name__
 
 
 def _pil_to_rgb(pil: Image.Image) -> RGBImage:

@@ -2,10 +2,17 @@
 
 Backends translate these typed values into their own wire format (OpenAI JSON, a
 transformers chat template); the agent never builds provider-specific dicts.
+
+A request has one digest (:func:`request_key`) and a response one JSON form
+(:func:`response_to_json`, :func:`response_from_json`): the response cache and the
+checkpoint journal both use them, so a request is the same request to both.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -124,3 +131,93 @@ class ChatResponse:
     finish_reason: str = "stop"
     tool_calls: tuple[NativeToolCall, ...] = ()
     cached: bool = False
+
+
+REQUEST_KEY_FORMAT = 1
+"""Part of every key: bump it when the key changes meaning (stored caches then miss)."""
+
+
+def request_key(
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec] | None = None,
+    *,
+    model: str = "",
+    generation_params: dict[str, Any] | None = None,
+) -> str:
+    """The sha256 hex digest identifying one request; stable across processes and runs.
+
+    It covers the model name, the generation parameters, the tool specs and the messages
+    (each image by the sha256 of its encoded bytes; native tool calls with their ids).
+    """
+    payload = {
+        "format": REQUEST_KEY_FORMAT,
+        "model": model,
+        "params": generation_params or {},
+        "tools": None
+        if tools is None
+        else [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in tools
+        ],
+        "messages": [_message_key(m) for m in messages],
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # surrogatepass: a lone surrogate in a reply still gives a key (valid text is unchanged).
+    return hashlib.sha256(canonical.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def _message_key(message: ChatMessage) -> dict[str, Any]:
+    key: dict[str, Any] = {"role": message.role, "parts": [_part_key(p) for p in message.parts]}
+    # Only native tool-call replays carry these; other keys stay as they were.
+    if message.tool_calls:
+        key["tool_calls"] = [[c.id, c.name, c.arguments] for c in message.tool_calls]
+    if message.tool_call_id is not None:
+        key["tool_call_id"] = message.tool_call_id
+    return key
+
+
+def _part_key(part: Part) -> dict[str, str]:
+    if isinstance(part, TextPart):
+        return {"text": part.text}
+    return {"image_sha256": part.image.sha256}
+
+
+def response_to_json(response: ChatResponse) -> dict[str, Any]:
+    """``response`` as a JSON-able dict, every field kept (tool-call ids included)."""
+    return {
+        "text": response.text,
+        "usage": [
+            response.usage.prompt_tokens,
+            response.usage.completion_tokens,
+            response.usage.calls,
+        ],
+        "reasoning": response.reasoning,
+        "finish_reason": response.finish_reason,
+        "tool_calls": [
+            {"name": c.name, "arguments": c.arguments, "id": c.id} for c in response.tool_calls
+        ],
+        "cached": response.cached,
+    }
+
+
+def response_from_json(doc: dict[str, Any]) -> ChatResponse:
+    """The response :func:`response_to_json` wrote.
+
+    Also reads the older, shorter records of response caches (no usage, no ``cached``, no
+    tool-call ids): what is missing takes its default.
+
+    Raises:
+        KeyError, TypeError, ValueError: ``doc`` is not such a record.
+    """
+    prompt, completion, calls = doc.get("usage", (0, 0, 1))
+    return ChatResponse(
+        text=doc["text"],
+        usage=TokenUsage(int(prompt), int(completion), int(calls)),
+        reasoning=doc.get("reasoning"),
+        finish_reason=doc.get("finish_reason", "stop"),
+        tool_calls=tuple(
+            NativeToolCall(c["name"], c["arguments"], c.get("id", ""))
+            for c in doc.get("tool_calls", ())
+        ),
+        cached=bool(doc.get("cached", False)),
+    )

@@ -1,15 +1,21 @@
-"""Quoting the model's own input back to it, bounded.
+"""Bounded text: quoting the model's own input back to it, and one-line messages.
 
 A corrective message often repeats what the model wrote (a phrase, a tool name, a value a
 parameter refused). The model can write anything, a megabyte of text included, so every
 such echo goes through :func:`echo` or :func:`echo_list`: a correction stays a few hundred
 characters however long the input was, and the next context does not grow with it.
+
+An error that ends a run, or a failure a library or server reported, reaches a person as one
+line made by :func:`one_line`: bounded, plain, and writable to any terminal or file.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
+
+from sam3_agent.values.errors import UserError
 
 ECHO_LIMIT = 200
 """Characters of one echoed value kept before it is cut."""
@@ -45,6 +51,41 @@ def echo_list(
         kept.append(item)
         used += len(item)
     return kept
+
+
+ONE_LINE_LIMIT = 500
+"""Characters of a one-line message kept before it is cut."""
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(value: BaseException | str, limit: int = ONE_LINE_LIMIT) -> str:
+    """``value`` as one bounded line of plain text.
+
+    An exception reads ``TypeName: message`` (the bare name when the message is empty, a
+    placeholder when ``str()`` itself fails), except a
+    :class:`~sam3_agent.values.errors.UserError`: it is worded for the user and reads as its
+    message alone (as the CLI prints it). Runs of whitespace become one space; other
+    control characters read ``\\xNN`` and lone surrogates ``\\udNNN``, so the line is safe on
+    a terminal and encodes as UTF-8. A line longer than ``limit`` characters is cut and ends
+    in ``...``.
+    """
+    if isinstance(value, BaseException):
+        try:
+            text = str(value)
+        except Exception:  # a __str__ that raises still gives a line
+            text = "(the error's message cannot be shown)"
+    else:
+        text = value
+    text = " ".join(text.split())
+    text = _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, BaseException) and not isinstance(value, UserError):
+        name = type(value).__name__
+        text = f"{name}: {text}" if text else name
+    if len(text) > limit:
+        text = text[: max(0, limit - 3)] + "..."
+    return text
 
 
 def _as_json(value: object) -> str:

@@ -38,7 +38,6 @@ from sam3_agent.values.detections import Detections
 from sam3_agent.values.drawing import resize_mask
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
-from sam3_agent.values.drawing import resize_mask
 from sam3_agent.values.render import CONTEXT_MIN_MASK_SIDE
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, is_check_request
 

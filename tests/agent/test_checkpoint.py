@@ -192,6 +192,18 @@ def test_request_key_tells_images_apart_by_content() -> None:
     assert request_key([a], None) == request_key([ChatMessage(a.role, a.parts)], None)
 
 
+async def test_the_journal_keys_a_request_as_the_response_cache_does(tmp_path: Path) -> None:
+    from sam3_agent.agent.checkpoint.journal import JournaledChatModel
+    from sam3_agent.backends.response_cache import CachedChatModel
+
+    messages = [ChatMessage("user", (ImagePart(IMAGES[0]), TextPart("q")))]
+    inner = ScriptedChatModel(replies=["<tool>{}</tool>"])
+    journal = Journal(tmp_path / JOURNAL_FILE, 0, [])
+    await JournaledChatModel(inner, journal).complete(messages)
+    [entry] = read_journal(tmp_path / JOURNAL_FILE)
+    assert entry["key"] == CachedChatModel(inner, tmp_path / "c.sqlite").key(messages, None)
+
+
 # -- whole sessions -----------------------------------------------------------------------
 
 

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from fakes import ScriptedChatModel, tool
 
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.backends.base import ImageEmbedding, ReadsPhrases, Segmenter, phrase_as_read
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
+from tests.support.fakes import ScriptedChatModel, tool
 
 
 class PlainEmbedding:

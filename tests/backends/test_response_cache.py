@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sam3_agent.backends.response_cache import CachedChatModel, request_key
+from sam3_agent.backends.response_cache import CachedChatModel
 from sam3_agent.values.errors import ChatModelError, ReplayMissError, UserError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import (
@@ -25,6 +25,7 @@ from sam3_agent.values.messages import (
     TextPart,
     TokenUsage,
     ToolSpec,
+    request_key,
 )
 
 
@@ -101,8 +102,8 @@ def test_images_are_keyed_by_content_not_identity():
     a = conversation(seed=1)
     same_bytes = conversation(seed=1)
     assert a[1].images[0] is not same_bytes[1].images[0]
-    assert request_key("m", a, None, {}) == request_key("m", same_bytes, None, {})
-    assert request_key("m", a, None, {}) != request_key("m", conversation(seed=2), None, {})
+    assert request_key(a, model="m") == request_key(same_bytes, model="m")
+    assert request_key(a, model="m") != request_key(conversation(seed=2), model="m")
 
 
 @pytest.mark.parametrize(
@@ -111,14 +112,14 @@ def test_images_are_keyed_by_content_not_identity():
 )
 def test_every_part_of_the_request_is_in_the_key(change: str):
     base: dict[str, Any] = {
-        "model_name": "m",
+        "model": "m",
         "messages": conversation(),
         "tools": None,
         "generation_params": {"temperature": 0.0},
     }
     other = dict(base)
     if change == "model":
-        other["model_name"] = "m2"
+        other["model"] = "m2"
     elif change == "text":
         other["messages"] = conversation("dog")
     elif change == "role":
@@ -274,7 +275,9 @@ def test_locked_while_creating_is_retried(tmp_path: Path, monkeypatch: pytest.Mo
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_other_errors_while_creating_are_not_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_other_errors_while_creating_are_not_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     calls = {"n": 0}
 
     def broken(*args: object, **kwargs: object) -> sqlite3.Connection:
@@ -306,7 +309,7 @@ def test_native_replays_are_in_the_key() -> None:
         ),
         replay[3],
     ]
-    keys = {request_key("m", m, None, {}) for m in (replay, as_text, other_id)}
+    keys = {request_key(m, model="m") for m in (replay, as_text, other_id)}
     assert len(keys) == 3
 
 
@@ -317,3 +320,67 @@ async def test_lone_surrogates_are_keyed_and_stored(tmp_path: Path) -> None:
     response = await CachedChatModel(inner, path).complete(conversation("dog \ud83d"))
     assert response.cached and inner.calls == 0
     assert response.text == "echo: dog \ud83d"
+
+
+def native_conversation() -> tuple[list[ChatMessage], list[ToolSpec]]:
+    """A text-only request with a native tool-call replay (its key does not depend on PNG
+    encoder bytes)."""
+    call = NativeToolCall("segment_phrase", '{"text_prompt": "cat"}', id="call00001")
+    messages = [
+        ChatMessage.text("system", "sys"),
+        ChatMessage.text("user", "find the cat \u00e9"),
+        ChatMessage("assistant", (), tool_calls=(call,)),
+        ChatMessage("tool", (TextPart("3 masks"),), tool_call_id="call00001"),
+    ]
+    return messages, [ToolSpec("segment_phrase", "Segment.", {"type": "object"})]
+
+
+def test_the_key_of_stored_caches_is_unchanged() -> None:
+    # Pinned: a cache recorded by an earlier version must still hit (replay promises zero
+    # requests). A change here needs REQUEST_KEY_FORMAT bumped and the README told.
+    messages, tools = native_conversation()
+    key = request_key(messages, tools, model="m", generation_params={"temperature": 0.0})
+    assert key == "3505941e6bf26b108da7522f54db64a470c32fdfb3b0ff99af3c403cfdb8c0de"
+
+
+async def test_tool_call_ids_survive_the_cache(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    response = ChatResponse("", tool_calls=(NativeToolCall("segment_phrase", "{}", id="c7"),))
+    inner = ScriptedAnswer(response)
+    await CachedChatModel(inner, path).complete(conversation())
+    hit = await CachedChatModel(inner, path).complete(conversation())
+    assert hit.cached and inner.calls == 1
+    assert [c.id for c in hit.tool_calls] == ["c7"]
+
+
+async def test_records_of_earlier_versions_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = CachedChatModel(EchoModel(), path)
+    old_record = (
+        '{"text": "old", "reasoning": null, "finish_reason": "stop", '
+        '"tool_calls": [{"name": "segment_phrase", "arguments": "{}"}]}'
+    )
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?)",
+            (cache.key(conversation(), None), "echo", old_record, 5, 1, 0.0),
+        )
+    hit = await cache.complete(conversation())
+    assert hit.cached and hit.text == "old" and hit.usage == TokenUsage(0, 0, 0)
+    assert hit.tool_calls == (NativeToolCall("segment_phrase", "{}"),)
+    assert cache.stats.saved == TokenUsage(5, 1, 1)
+
+
+@dataclass
+class ScriptedAnswer:
+    """Answers every request with ``response``; counts calls."""
+
+    response: ChatResponse
+    name: str = "scripted"
+    calls: int = 0
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        self.calls += 1
+        return self.response

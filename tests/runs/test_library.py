@@ -16,8 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from eval_fixtures import EXPECTED, make_chat_model, make_segmenter, write_reasonseg
-from fakes import FakeSegmenter, ScriptedChatModel
 
 from sam3_agent.agent.sam3_only import segment_only
 from sam3_agent.runs.batch.requests import BatchRequest
@@ -30,6 +28,8 @@ from sam3_agent.runs.jobs.store import reading
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import ImageTooLargeError
+from tests.support.eval_fixtures import EXPECTED, make_chat_model, make_segmenter, write_reasonseg
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import FakeSegmenter, ScriptedChatModel, tool
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.trace import Trace
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.files import atomic_write_json, json_text, safe_name, utf8
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 
 @given(st.text(max_size=300))

@@ -22,7 +22,7 @@ nothing and the backends are used unwrapped.
 
 from __future__ import annotations
 
-from sam3_agent.agent.checkpoint.journal import JOURNAL_FILE, Journal, read_journal, request_key
+from sam3_agent.agent.checkpoint.journal import JOURNAL_FILE, Journal, read_journal
 from sam3_agent.agent.checkpoint.saved import (
     STATE_FILE,
     check_resumable,
@@ -31,6 +31,7 @@ from sam3_agent.agent.checkpoint.saved import (
 )
 from sam3_agent.agent.checkpoint.state import Ending, Fingerprint, SessionState, coco_rle
 from sam3_agent.agent.checkpoint.store import Checkpoint, ContinuedTrace
+from sam3_agent.values.messages import request_key
 
 __all__ = [
     "JOURNAL_FILE",

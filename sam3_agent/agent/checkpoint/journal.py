@@ -3,7 +3,9 @@
 Each result is appended and synced the moment it arrives, tagged with its round. The
 backends are wrapped (:class:`JournaledChatModel`, :class:`JournaledSegmenter`) so that a
 resumed session gets a recorded result back instead of making the call again; a result is
-found by a digest of the request (:func:`request_key`) or of the phrases.
+found by the request's key (:func:`~sam3_agent.values.messages.request_key`, the response
+cache's) or by a digest of the phrases. Answers are stored as
+:func:`~sam3_agent.values.messages.response_to_json` writes them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import json
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,66 +26,13 @@ from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import (
     ChatMessage,
     ChatResponse,
-    ImagePart,
-    NativeToolCall,
-    TextPart,
-    TokenUsage,
     ToolSpec,
+    request_key,
+    response_from_json,
+    response_to_json,
 )
 
 JOURNAL_FILE = rundir.JOURNAL
-
-
-def request_key(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
-    """A digest of one chat request: roles, texts, image contents (by hash), tool specs.
-
-    Any other field of a message (native tool calls, say) counts by its ``repr``.
-    """
-    canonical = [
-        [
-            m.role,
-            [
-                ["i", p.image.sha256] if isinstance(p, ImagePart) else ["t", p.text]
-                for p in m.parts
-                if isinstance(p, ImagePart | TextPart)
-            ],
-            [repr(getattr(m, f.name)) for f in fields(m) if f.name not in ("role", "parts")],
-        ]
-        for m in messages
-    ]
-    specs = [[t.name, t.description, t.parameters] for t in tools or ()]
-    # ASCII JSON: a lone surrogate (from a reply or a query) is an escape, not an error.
-    blob = json.dumps([canonical, specs], sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def response_to_json(response: ChatResponse) -> dict[str, Any]:
-    return {
-        "text": response.text,
-        "usage": [
-            response.usage.prompt_tokens,
-            response.usage.completion_tokens,
-            response.usage.calls,
-        ],
-        "reasoning": response.reasoning,
-        "finish_reason": response.finish_reason,
-        "tool_calls": [
-            {f.name: getattr(c, f.name) for f in fields(c)} for c in response.tool_calls
-        ],
-        "cached": response.cached,
-    }
-
-
-def response_from_json(doc: dict[str, Any]) -> ChatResponse:
-    prompt, completion, calls = doc["usage"]
-    return ChatResponse(
-        text=doc["text"],
-        usage=TokenUsage(int(prompt), int(completion), int(calls)),
-        reasoning=doc["reasoning"],
-        finish_reason=doc["finish_reason"],
-        tool_calls=tuple(NativeToolCall(**c) for c in doc["tool_calls"]),
-        cached=bool(doc["cached"]),
-    )
 
 
 JournalKind = Literal["chat", "segment"]
@@ -165,7 +113,12 @@ class JournaledChatModel:
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> ChatResponse:
-        key = request_key(messages, tools)
+        key = request_key(
+            messages,
+            tools,
+            model=self.name,
+            generation_params=dict(getattr(self.inner, "generation_params", {}) or {}),
+        )
         saved = self._journal.take("chat", key)
         if saved is not None:
             return response_from_json(saved)

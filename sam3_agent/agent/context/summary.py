@@ -23,7 +23,6 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sam3_agent.agent.context.base import (
     Budget,
@@ -269,13 +268,3 @@ class SummaryPolicy:
             self.on_digest(DigestCall(rounds, messages, response, blocking, latency))
         logger.debug("digest of rounds %s (%s)", rounds, "blocking" if blocking else "background")
         return Digest(rounds, digest_text(response.text, self.counter, self.max_digest_tokens))
-
-
-def digest_usage(calls: Sequence[DigestCall]) -> dict[str, Any]:
-    """Totals of some digest calls (for benchmarks and tests)."""
-    return {
-        "calls": len(calls),
-        "blocking": sum(c.blocking for c in calls),
-        "prompt_tokens": sum(c.response.usage.prompt_tokens for c in calls),
-        "completion_tokens": sum(c.response.usage.completion_tokens for c in calls),
-    }

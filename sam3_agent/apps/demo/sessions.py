@@ -22,11 +22,14 @@ from typing import Literal
 import cv2
 import numpy as np
 
+from sam3_agent.agent import rundir
+from sam3_agent.agent.export import mask_file_name
 from sam3_agent.agent.loop import RoundEvent, Sam3Agent, check_query
 from sam3_agent.agent.result import AgentResult
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
-from sam3_agent.values.files import atomic_write_bytes, safe_name
+from sam3_agent.values.files import safe_name
 from sam3_agent.values.images import RGBImage, downscale, load_image
+from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -84,23 +87,12 @@ def final_annotations(image_path: str | Path, result: AgentResult) -> Annotation
     return Annotations(display, labelled)
 
 
-def write_mask_pngs(result: AgentResult, directory: Path) -> list[Path]:
-    """One black-and-white PNG per final mask, ``mask_01.png`` .. (1-based, score order)."""
-    paths = []
-    for i, mask in enumerate(result.detections.masks):
-        ok, buf = cv2.imencode(".png", mask.astype(np.uint8) * 255)
-        if not ok:
-            raise OSError(f"could not encode mask {i + 1} as PNG")
-        path = directory / f"mask_{i + 1:02d}.png"
-        atomic_write_bytes(path, buf.tobytes())
-        paths.append(path)
-    return paths
-
-
 def _downloads(out: Path, result: AgentResult | None) -> tuple[Path, ...]:
-    files = [out / "result.json", out / "overlay.png"]
+    files = [out / rundir.RESULT, out / rundir.OVERLAY]
     if result is not None and len(result.detections):
-        files += write_mask_pngs(result, out)
+        # The run wrote them as `sam3-agent run --export png` does: masks/01.png, ...
+        count = len(result.detections)
+        files += [out / rundir.MASKS_DIR / mask_file_name(i, count) for i in range(count)]
     return tuple(f for f in files if f.is_file())
 
 
@@ -162,13 +154,15 @@ class DemoRunner:
             yield Update("error", message=image_error(image_path, e))
             return
         except UserError as e:
-            yield Update("error", message=_one_line(e))
+            yield Update("error", message=one_line(e))
             return
 
         out = self._out_dir(key, query)
         events: asyncio.Queue[RoundEvent] = asyncio.Queue()
         task = asyncio.create_task(
-            self.agent.arun(image_path, query, output_dir=out, on_round=events.put_nowait)
+            self.agent.arun(
+                image_path, query, output_dir=out, on_round=events.put_nowait, exports=("png",)
+            )
         )
         self._running[key] = task
         rounds: list[RoundEvent] = []
@@ -214,7 +208,7 @@ class DemoRunner:
                 # A bug: the server log gets the traceback, the page one line.
                 logger.error("demo request failed", exc_info=error)
             files = await asyncio.to_thread(_downloads, out, None)
-            return Update("error", rounds, _one_line(error), None, files, out)
+            return Update("error", rounds, one_line(error), None, files, out)
         result = task.result()
         files = await asyncio.to_thread(_downloads, out, result)
         return Update("done", rounds, "", result, files, out)
@@ -226,10 +220,3 @@ def image_error(image_path: str | Path | None, error: ImageLoadError) -> str:
     name = Path(image_path).name if image_path is not None else "the image"
     logger.info("unreadable upload %s: %s", name, error)
     return f"cannot read the image {name}: it is not an image file this demo can decode"
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    if isinstance(error, UserError):
-        return text
-    return f"{type(error).__name__}: {text}"

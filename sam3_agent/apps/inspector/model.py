@@ -8,10 +8,10 @@ file that is not a JPEG or PNG is not shown. Renderers (:mod:`.terminal`, :mod:`
 receive only these views.
 
 Token counts per message come from the trace when it carries them (``tokens_estimate``
-with ``per_message``, written by the context policies); otherwise they are estimated here
-with :func:`estimate_text_tokens` and :func:`estimate_image_tokens` and marked as such.
-(Those estimates follow the agent's documented fallback rule; they serve traces written
-without counts, so they read only what such a trace holds.)
+with ``per_message``, written for the main context); otherwise (mask checks, digests, older
+traces) they are counted here with the agent's own
+:class:`~sam3_agent.agent.context.tokens.TokenCounter` for the run's model (its image cell,
+its tokenizer when cached locally), and marked as estimates.
 """
 
 from __future__ import annotations
@@ -21,32 +21,14 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from sam3_agent.agent.context.tokens import TokenCounter, counter_for
 from sam3_agent.values.errors import UserError
-
-MESSAGE_OVERHEAD = 4
-"""Tokens of a message's role markers in ChatML (``<|im_start|>role\\n ... <|im_end|>``)."""
-
-IMAGE_CELL = 28
-"""Qwen2.5-VL: one image token per 28x28 px cell of the image as sent."""
+from sam3_agent.values.images import EncodedImage
+from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, Role, TextPart
 
 TokenSource = Literal["trace", "estimate"]
-
-
-def estimate_text_tokens(text: str) -> int:
-    """``ceil(utf-8 bytes / 4)``: byte-level BPE averages 3.5-4.5 bytes per token."""
-    return math.ceil(len(text.encode("utf-8", "replace")) / 4)
-
-
-def estimate_image_tokens(width: int, height: int) -> int:
-    """Qwen2.5-VL's count for an image sent at ``width`` x ``height`` px, plus 2 markers.
-
-    Each side is rounded to a multiple of 28 px (at least one cell); one token per cell.
-    """
-    w = max(IMAGE_CELL, round(width / IMAGE_CELL) * IMAGE_CELL)
-    h = max(IMAGE_CELL, round(height / IMAGE_CELL) * IMAGE_CELL)
-    return (w // IMAGE_CELL) * (h // IMAGE_CELL) + 2
 
 
 # -- views --------------------------------------------------------------------------------
@@ -207,13 +189,21 @@ _JPEG = b"\xff\xd8\xff"
 _PNG = b"\x89PNG\r\n\x1a\n"
 
 
+@dataclass(frozen=True)
+class _RunModel:
+    """The run's MLLM as :func:`counter_for` sees it: a name (no weights, no endpoint)."""
+
+    name: str
+
+
 class _Loader:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, model: str) -> None:
         self.directory = directory
         self.root = directory.resolve()
         self.images: dict[str, ImageRef] = {}
         self.notes: list[str] = []
         self.prompts: dict[str, str | None] = {}
+        self.counter: TokenCounter = counter_for(_RunModel(model))
 
     def image(self, file: str) -> ImageRef:
         if file not in self.images:
@@ -270,13 +260,42 @@ class _Loader:
         for i, message in enumerate(context):
             role = as_str(message, "role") or "?"
             parts = tuple(self._part(p) for p in as_list(message, "content") if isinstance(p, dict))
+            tokens = counted[i] if use_counted else self.count(role, parts, message)
             parts += _native_calls(message)
-            tokens = counted[i] if use_counted else _estimate(parts, self)
             zone = _zone(i, role) if main else "call"
             views.append(
                 MessageView(i, role, zone, parts, tokens, "trace" if use_counted else "estimate")
             )
         return tuple(views)
+
+    def count(self, role: str, parts: tuple[Part, ...], message: dict[str, Any]) -> int:
+        """Tokens of one traced message, counted as the agent counts the message it was."""
+        sent: list[TextPart | ImagePart] = []
+        for part in parts:
+            if part.kind == "text":
+                sent.append(TextPart(part.text))
+            elif part.kind == "file":
+                sent.append(TextPart(self.prompt(part.text) or ""))
+            elif part.image is not None:
+                ref = part.image
+                if ref.data is not None and ref.mime and ref.width and ref.height:
+                    mime = cast(Literal["image/jpeg", "image/png"], ref.mime)
+                    sent.append(
+                        ImagePart(EncodedImage(ref.file, ref.data, mime, ref.width, ref.height))
+                    )
+        calls = tuple(
+            NativeToolCall(as_str(c, "name"), as_str(c, "arguments"), as_str(c, "id"))
+            for c in as_list(message, "tool_calls")
+            if isinstance(c, dict)
+        )
+        answered = message.get("tool_call_id")
+        rebuilt = ChatMessage(
+            cast(Role, role),
+            tuple(sent),
+            tool_calls=calls,
+            tool_call_id=answered if isinstance(answered, str) else None,
+        )
+        return self.counter.message(rebuilt).total
 
     def _part(self, part: dict[str, Any]) -> Part:
         kind = as_str(part, "type")
@@ -296,18 +315,6 @@ def _native_calls(message: dict[str, Any]) -> tuple[Part, ...]:
     )
     answered = as_str(message, "tool_call_id")
     return calls + ((Part("call", text=f"answers call id {answered!r}"),) if answered else ())
-
-
-def _estimate(parts: tuple[Part, ...], loader: _Loader) -> int:
-    tokens = MESSAGE_OVERHEAD
-    for part in parts:
-        if part.kind in ("text", "call"):
-            tokens += estimate_text_tokens(part.text)
-        elif part.kind == "file":
-            tokens += estimate_text_tokens(loader.prompt(part.text) or "")
-        elif part.image is not None and part.image.width and part.image.height:
-            tokens += estimate_image_tokens(part.image.width, part.image.height)
-    return tokens
 
 
 def _zone(index: int, role: str) -> str:
@@ -375,7 +382,9 @@ def load_run(directory: Path) -> RunView:
     trace = directory / "trace.jsonl"
     if not trace.is_file():
         raise UserError(f"no trace.jsonl in {directory}: not a run directory, or a run without one")
-    loader = _Loader(directory)
+    result = _read_json(directory / "result.json")
+    session = _read_json(directory / "session.json")
+    loader = _Loader(directory, _model_name(result, session))
     records = read_trace(trace, loader.notes)
     rounds: dict[int, RoundView] = {}
 
@@ -397,13 +406,12 @@ def load_run(directory: Path) -> RunView:
         view.checks.sort(
             key=lambda c: (as_int(c.extra, "mask") or 0, as_int(c.extra, "attempt") or 0)
         )
-    session = _read_json(directory / "session.json")
     state = as_dict(session, "state")
     committed = as_int(state, "round") if session else None
     return RunView(
         directory=directory,
         rounds=[rounds[n] for n in sorted(rounds)],
-        result=_read_json(directory / "result.json"),
+        result=result,
         system_prompt=loader.prompt("system_prompt.txt"),
         checker_prompt=loader.prompt("checker_prompt.txt"),
         committed_round=committed,
@@ -411,6 +419,12 @@ def load_run(directory: Path) -> RunView:
         notes=loader.notes,
         images=loader.images,
     )
+
+
+def _model_name(result: dict[str, Any] | None, session: dict[str, Any] | None) -> str:
+    """The run's MLLM: from ``result.json``, else from the fingerprint of ``session.json``."""
+    settings = as_dict(as_dict(session, "fingerprint"), "settings")
+    return as_str(result, "model") or as_str(settings, "model")
 
 
 def _fill_main(view: RoundView, record: dict[str, Any], loader: _Loader) -> None:
@@ -445,29 +459,36 @@ def _check(record: dict[str, Any], loader: _Loader) -> CallView:
     verdict = as_str(record, "verdict") or None
     if record.get("forced_reject") is True:
         verdict = "reject (no clear verdict)"
-    return CallView(
-        kind="check",
-        title=f"mask {mask if mask is not None else '?'}, attempt {attempt or 1}",
-        verdict=verdict,
-        messages=loader.messages(record, main=False),
-        reply=as_str(record, "reply"),
-        reasoning=as_str(record, "reasoning"),
-        usage=as_dict(record, "usage"),
-        latency_s=as_float(record, "latency_s"),
-        extra={"mask": mask, "attempt": attempt},
-    )
+    title = f"mask {mask if mask is not None else '?'}, attempt {attempt or 1}"
+    extra = {"mask": mask, "attempt": attempt}
+    return _call("check", title, verdict, as_str(record, "reasoning"), extra, record, loader)
 
 
 def _digest(record: dict[str, Any], loader: _Loader) -> CallView:
     condensed = [r for r in as_list(record, "rounds_condensed") if isinstance(r, int)]
+    title = f"digest of rounds {', '.join(map(str, condensed)) or '?'}"
+    extra = {"blocking": record.get("blocking") is True}
+    return _call("digest", title, None, "", extra, record, loader)
+
+
+def _call(
+    kind: Literal["check", "digest"],
+    title: str,
+    verdict: str | None,
+    reasoning: str,
+    extra: dict[str, Any],
+    record: dict[str, Any],
+    loader: _Loader,
+) -> CallView:
+    """A check or digest record as a view: what every call record carries, read alike."""
     return CallView(
-        kind="digest",
-        title=f"digest of rounds {', '.join(map(str, condensed)) or '?'}",
-        verdict=None,
+        kind=kind,
+        title=title,
+        verdict=verdict,
         messages=loader.messages(record, main=False),
         reply=as_str(record, "reply"),
-        reasoning="",
+        reasoning=reasoning,
         usage=as_dict(record, "usage"),
         latency_s=as_float(record, "latency_s"),
-        extra={"blocking": record.get("blocking") is True},
+        extra=extra,
     )

@@ -62,6 +62,7 @@ from sam3_agent.backends.schemas import (
 from sam3_agent.backends.wire import RAW_RGB_MIME, RleOrder, decode_raw, encode_masks
 from sam3_agent.values.errors import ImageLoadError, SegmenterError, UserError
 from sam3_agent.values.images import ImageTooLargeError, RGBImage, image_digest, load_image
+from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -369,7 +370,7 @@ def create_app(
             payload = json.loads(body)
         except (ValueError, RecursionError) as e:
             # ValueError covers bad JSON, bad UTF-8 and integers past Python's digit limit.
-            detail = " ".join(str(e).split())[:200] or type(e).__name__
+            detail = one_line(e)
             raise ServiceError(
                 400, ErrorCode.BAD_JSON, f"the body is not valid JSON: {detail}"
             ) from e

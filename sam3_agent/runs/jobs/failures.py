@@ -12,7 +12,8 @@ import asyncio
 import builtins
 import logging
 
-from sam3_agent.values.errors import ChatModelError, ImageLoadError, SegmenterError
+from sam3_agent.values.errors import ChatModelError, ImageLoadError, SegmenterError, UserError
+from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -43,17 +44,12 @@ def stops_the_run(error: BaseException) -> bool:
 
 def failure_message(error: BaseException) -> str:
     """``"TypeName: message"`` on one line, bounded, encodable as UTF-8 whatever the error holds
-    (a message with newlines, lone surrogates, or a ``__str__`` that itself raises)."""
-    try:
-        text = str(error)
-    except Exception:
-        text = "(the error's message cannot be shown)"
-    text = " ".join(text.split())
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    if len(text) > FAILURE_MESSAGE_CHARS:
-        text = text[: FAILURE_MESSAGE_CHARS - 3] + "..."
+    (a message with newlines, lone surrogates, or a ``__str__`` that itself raises).
+
+    A failure record always names the error's type, a user error's too."""
+    text = one_line(error, FAILURE_MESSAGE_CHARS)
     name = type(error).__name__
-    return f"{name}: {text}" if text else name
+    return f"{name}: {text}" if isinstance(error, UserError) else text
 
 
 def job_failure(kind: str, job_id: str, error: BaseException) -> str:

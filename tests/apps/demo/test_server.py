@@ -63,9 +63,9 @@ def test_run_streams_each_round_then_the_result(server: ScriptedServer, tmp_path
         updates = list(job)
         final = job.result()
         names = files_by_name(final)
-        assert set(names) == {"result.json", "overlay.png", "mask_01.png"}
+        assert set(names) == {"result.json", "overlay.png", "01.png"}
         document = httpx.get(names["result.json"]).json()
-        mask_png = httpx.get(names["mask_01.png"]).content
+        mask_png = httpx.get(names["01.png"]).content
 
     # One update per round as it finished, before the end.
     round_counts = [u[ROUNDS].count('class="s3a-round ') for u in updates]

@@ -71,7 +71,9 @@ async def test_rounds_stream_then_the_result_and_its_files(
     assert [len(u.rounds) for u in updates] == [1, 2, 3, 3]
     done = updates[-1]
     assert done.result is not None and done.result.status == "masks"
-    assert [f.name for f in done.files] == ["result.json", "overlay.png", "mask_01.png"]
+    assert done.output_dir is not None
+    names = [f.relative_to(done.output_dir).as_posix() for f in done.files]
+    assert names == ["result.json", "overlay.png", "masks/01.png"]  # as --export png names them
     mask = np.asarray(Image.open(done.files[2]))
     np.testing.assert_array_equal(mask == 255, done.result.detections.masks[0])
     assert set(np.unique(mask)) <= {0, 255}

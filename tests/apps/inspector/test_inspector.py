@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
+from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.apps.cli.main import app
 from sam3_agent.apps.inspector import load_run
 from sam3_agent.apps.inspector.html_page import render as render_html
-from sam3_agent.apps.inspector.model import estimate_image_tokens, estimate_text_tokens
 from sam3_agent.apps.inspector.summary import clean
 from sam3_agent.apps.inspector.terminal import render as render_terminal
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel
@@ -200,14 +200,32 @@ def test_counts_from_the_trace_are_preferred_and_eviction_is_explained(run_dir: 
 
 
 def test_estimates_when_the_trace_has_no_counts(run_dir: Path) -> None:
-    run = load_run(run_dir)
-    first = run.rounds[0].messages
+    trace = run_dir / "trace.jsonl"
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    for record in records:
+        record.pop("tokens_estimate", None)
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    first = load_run(run_dir).rounds[0].messages
+    assert {m.tokens_source for m in first} == {"estimate"}
+    counter = TokenCounter()  # the agent's, for a model that is not Qwen3-VL
     system = (run_dir / "system_prompt.txt").read_text()
-    assert first[0].tokens == 4 + estimate_text_tokens(system)
-    assert first[1].tokens == 4 + estimate_image_tokens(320, 240) + estimate_text_tokens(
-        first[1].text
-    )
-    assert estimate_image_tokens(1008, 1008) == 36 * 36 + 2
+    assert first[0].tokens == 4 + counter.text(system)
+    assert first[1].tokens == 4 + counter.image(320, 240) + counter.text(first[1].text)
+
+
+@pytest.mark.parametrize("model", ["scripted", "Qwen/Qwen3-VL-8B-Instruct"])
+def test_mask_checks_count_as_the_agent_counted_them(
+    model: str, tmp_path: Path, image: np.ndarray
+) -> None:
+    # Check records carry only the agent's total; the inspector counts each message itself
+    # and must arrive at the same figure (Qwen3-VL's 32 px cells included).
+    out = tmp_path / "run"
+    chat = ScriptedChatModel(replies=list(SCRIPT), verdicts=dict(VERDICTS), name=model)
+    Sam3Agent(FakeSegmenter({"cat": cats}), chat).run(image, QUERY, output_dir=out)
+    traced = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
+    totals = sorted(r["tokens_estimate"]["total"] for r in traced if r["kind"] == "check")
+    checks = [c for r in load_run(out).rounds for c in r.checks]
+    assert totals and sorted(sum(m.tokens for m in c.messages) for c in checks) == totals
 
 
 def test_a_stopped_session_shows_its_unfinished_round(run_dir: Path, tmp_path: Path) -> None:

@@ -398,7 +398,7 @@ def test_no_exception_of_one_sample_stops_the_run(
             assert "\n" not in failure and len(failure) <= 500 + len(type(error).__name__) + 2
             failure.encode("utf-8")  # storable and printable anywhere
             message = " ".join(str(error).split()) if not isinstance(error, Unprintable) else ""
-            if message and message.isascii() and len(message) < 400:
+            if message and message.isascii() and message.isprintable() and len(message) < 400:
                 assert failure == f"{type(error).__name__}: {message}"
         b = breakdown(r.scored() for r in results.values())
         failed_ids = {i for i, _ in b.failed}
