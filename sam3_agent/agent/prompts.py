@@ -270,7 +270,7 @@ def _check(prompt_set: PromptSet, reference: PromptSet) -> None:
 
 
 def _sample_renders() -> Iterator[tuple[str, dict[str, Any]]]:
-    from sam3_agent import tools  # tools renders prompts itself: imported when checking
+    from sam3_agent.agent import tools  # tools renders prompts itself: imported when checking
 
     for protocol in ("tags", "native"):
         yield "system", {"tools": tools.tool_docs(), "protocol": protocol}
