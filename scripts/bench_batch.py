@@ -44,7 +44,7 @@ from openai_server import ScriptedServer, serve  # noqa: E402
 from PIL import Image  # noqa: E402
 from tiny_sam3 import save_tiny_sam3  # noqa: E402
 
-from sam3_agent.apps.cli.options import BackendOptions  # noqa: E402
+from sam3_agent.backends.spec import BackendSpec  # noqa: E402
 from sam3_agent.runs.batch.requests import BatchRequest, load_requests  # noqa: E402
 from sam3_agent.runs.evaluation.store import ResultStore, SampleResult  # noqa: E402
 from sam3_agent.runs.jobs.base import EngineOptions, build_engine  # noqa: E402
@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ):
         tmp = Path(tmp_name)
         requests = write_requests(tmp / "in", args.requests)
-        backends = BackendOptions(
+        backends = BackendSpec(
             sam3=str(save_tiny_sam3(tmp / "sam3")),
             device="cpu",
             llm_url=server.base_url,

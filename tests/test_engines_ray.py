@@ -32,7 +32,7 @@ from openai_server import ScriptedServer, serve  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from sam3_agent.apps.cli.main import app  # noqa: E402
-from sam3_agent.apps.cli.options import BackendOptions  # noqa: E402
+from sam3_agent.backends.spec import BackendSpec  # noqa: E402
 from sam3_agent.runs.batch.requests import load_requests  # noqa: E402
 from sam3_agent.runs.evaluation.store import ResultStore, reading  # noqa: E402
 from sam3_agent.runs.jobs.driver import run_jobs  # noqa: E402
@@ -164,7 +164,7 @@ def test_worker_killed_mid_run_resumes_to_the_same_store(
     tiny_sam3_dir: Path, mllm: ScriptedServer,
 ) -> None:  # fmt: skip
     requests = load_requests(batch_input)
-    backends = BackendOptions(
+    backends = BackendSpec(
         sam3=str(tiny_sam3_dir), device="cpu", llm_url=mllm.base_url, llm_model="test-vlm",
         llm_api_key="k",
     )  # fmt: skip

@@ -807,18 +807,19 @@ def test_api_segment_passes_the_service_token(
     from fakes import ScriptedChatModel, tool
 
     import sam3_agent
+    from sam3_agent.backends.spec import BackendSpec
 
     asked: dict[str, object] = {}
 
-    def fake_segmenter(**kwargs: object) -> FakeSegmenter:
-        asked.update(kwargs)
+    def fake_segmenter(self: BackendSpec) -> FakeSegmenter:
+        asked.update(token=self.sam3_token)
         return FakeSegmenter({"cat": three_cats})
 
-    monkeypatch.setattr(sam3_agent.agent.api, "build_segmenter", fake_segmenter)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", fake_segmenter)
     monkeypatch.setattr(
-        sam3_agent.agent.api,
+        BackendSpec,
         "build_chat_model",
-        lambda **kwargs: ScriptedChatModel(replies=[tool("report_no_mask")]),
+        lambda self: ScriptedChatModel(replies=[tool("report_no_mask")]),
     )
     result = sam3_agent.segment(
         image, "a cat", sam3_url="http://127.0.0.1:8100", sam3_token="tok", llm_url="http://x/v1",

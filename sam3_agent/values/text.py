@@ -1,4 +1,8 @@
-"""Quoting the model's own input back to it, bounded.
+"""Text from outside (a model, a file, a user) made safe to show, and quoted back bounded.
+
+:func:`visible` is for every surface that shows such text to a person (the terminal, HTML
+after escaping): control, bidi-override and lone-surrogate characters appear as ``\\xNN``
+instead of acting.
 
 A corrective message often repeats what the model wrote (a phrase, a tool name, a value a
 parameter refused). The model can write anything, a megabyte of text included, so every
@@ -9,7 +13,21 @@ characters however long the input was, and the next context does not grow with i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
+
+_INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def visible(text: str, limit: int | None = None) -> str:
+    """``text`` with control, bidi-override and lone-surrogate characters shown as ``\\xNN``
+    (so it cannot restyle a terminal, move its cursor, hide lines or fail to encode), cut at
+    ``limit`` characters when given."""
+    text = _INVISIBLE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if limit is not None and len(text) > limit:
+        return text[:limit] + f"… (+{len(text) - limit} chars)"
+    return text
+
 
 ECHO_LIMIT = 200
 """Characters of one echoed value kept before it is cut."""

@@ -35,16 +35,28 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind_security(host: str, token: str | None) -> None:
-    """Refuse to listen beyond loopback without a bearer token.
+def check_bind_security(
+    host: str,
+    token: str | None,
+    *,
+    serving: str = "listen",
+    token_env: str = TOKEN_ENV,
+    spends: str = "use the GPU",
+) -> None:
+    """Refuse to listen beyond loopback without a bearer token: the one rule of every server
+    this package runs (the SAM 3 service, the demo).
+
+    Args:
+        serving, token_env, spends: the message's words: what would be served, the
+            environment variable that holds the token, what a stranger could spend.
 
     Raises:
         UserError: ``host`` is not loopback and ``token`` is empty.
     """
     if not is_loopback(host) and not token:
         raise UserError(
-            f"refusing to listen on {host} without a token: anyone who can reach it could use "
-            f"the GPU. Set {TOKEN_ENV} (or pass --token), or listen on 127.0.0.1."
+            f"refusing to {serving} on {host} without a token: anyone who can reach it could "
+            f"{spends}. Pass --token or set {token_env}, or listen on 127.0.0.1."
         )
 
 

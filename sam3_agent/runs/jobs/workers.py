@@ -1,6 +1,7 @@
-"""What each engine worker builds from a command's flags (picklable, for Ray actors).
+"""What each engine worker builds (picklable, for Ray actors).
 
-A factory carries flags, never models: :meth:`build` loads the models where the work runs
+A factory carries a :class:`~sam3_agent.backends.spec.BackendSpec` and an ``AgentConfig``,
+never models: :meth:`build` loads the models where the work runs
 (this process for the local engine, each actor for Ray). The agent and the runner are
 imported there too, so the commands can name the factories without importing numpy.
 """
@@ -11,38 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
-from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel
     from sam3_agent.runs.batch.handler import BatchHandler
     from sam3_agent.runs.evaluation.runner import EvalHandler
-
-
-def model_name_from_flags(backends: BackendOptions) -> str | None:
-    """The chat model's name as its backend will report it, when the flags alone say it."""
-    if backends.llm and backends.llm.startswith("hf:") and backends.llm[3:].strip():
-        return backends.llm[3:].strip()
-    if backends.llm_model and not backends.llm:
-        return backends.llm_model
-    return None
-
-
-def require_model_name(backends: BackendOptions, engine: str) -> str | None:
-    """The model name from the flags; the Ray engine needs it (nothing loads on the driver).
-
-    Raises:
-        UserError: ``engine`` is ``ray`` and the flags do not name the model.
-    """
-    name = model_name_from_flags(backends)
-    if name is None and engine == "ray":
-        raise UserError(
-            "--engine ray loads the MLLM on the workers only: name it with --llm-url and "
-            "--llm-model, or --llm hf:<id or dir>"
-        )
-    return name
 
 
 @dataclass(frozen=True)
@@ -54,7 +30,7 @@ class BatchWorkerFactory:
             Ray workers, which build their own from ``backends``).
     """
 
-    backends: BackendOptions
+    backends: BackendSpec
     agent_config: AgentConfig
     chat_model: ChatModel | None = field(default=None, compare=False, repr=False)
 
@@ -85,7 +61,7 @@ class EvalWorkerFactory:
         model: the name recorded with each result (the MLLM's, or SAM 3's for sam3-only).
     """
 
-    backends: BackendOptions
+    backends: BackendSpec
     agent_config: AgentConfig
     sam3_only: bool
     model: str
