@@ -246,4 +246,3 @@ def build_chat_model(
 
         return CachedChatModel(inner, cache, replay=replay)
     return inner
-

@@ -129,7 +129,7 @@ def eval_command(
             backends.require_model_name(engine.engine)
         samples, identity = select_samples(
             dataset_name, root, split, images=images, all_texts=all_texts, limit=limit,
-            shard=shard, mode=mode_name, preset=chosen and chosen.name,
+            shard=shard, mode=mode_name, preset=chosen.name if chosen else None,
         )  # fmt: skip
         backends = plan_for(backends, engine, chat=not sam3_only)
         bar = make_progress(err_console, "eval", EvalTally()) if progress else None

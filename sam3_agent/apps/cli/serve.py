@@ -24,7 +24,7 @@ from sam3_agent.apps.service.limits import (
     MIB,
 )
 from sam3_agent.apps.service.server import check_bind_security
-from sam3_agent.backends.schemas import TOKEN_ENV
+from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.errors import UserError
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from typing import TYPE_CHECKING
 
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
@@ -12,9 +13,11 @@ from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_STORED_IMAGES,
     DEFAULT_MAX_UPLOAD_BYTES,
 )
-from sam3_agent.backends.base import Segmenter
-from sam3_agent.backends.schemas import TOKEN_ENV
+from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.values.errors import UserError
+
+if TYPE_CHECKING:  # serve-sam3 --help and the demo's flag check import no numpy
+    from sam3_agent.backends.base import Segmenter
 
 logger = logging.getLogger(__name__)
 

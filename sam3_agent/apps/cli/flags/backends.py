@@ -12,6 +12,7 @@ from typing import Any
 
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
+from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.backends.torch_runtime import DTYPE_NAMES
 from sam3_agent.values.config import ToolProtocol
@@ -52,7 +53,7 @@ BACKENDS = FlagGroup(
             "SAM 3 in this process.",
         ),
         _flag(
-            "sam3_token", str | None, None, "--sam3-token", envvar="SAM3_AGENT_TOKEN",
+            "sam3_token", str | None, None, "--sam3-token", envvar=TOKEN_ENV,
             help="Bearer token for the SAM 3 service.",
         ),
         DEVICE,
