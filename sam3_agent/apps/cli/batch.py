@@ -40,7 +40,7 @@ from sam3_agent.values.config import AgentConfig
 INPUT = "Input"
 
 
-@with_flags(VERBOSE, BACKENDS, AGENT, ENGINE)
+@with_flags(BACKENDS, AGENT, ENGINE, VERBOSE)
 def batch_command(
     source: Annotated[
         Path,

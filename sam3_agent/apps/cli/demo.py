@@ -46,7 +46,7 @@ def _demo(*names: str, help: str, **kwargs: object) -> typer.models.OptionInfo:
     return typer.Option(*names, help=help, rich_help_panel=DEMO, **kwargs)  # type: ignore[arg-type]
 
 
-@with_flags(VERBOSE, BACKENDS, AGENT)
+@with_flags(BACKENDS, AGENT, VERBOSE)
 def demo_command(
     host: Annotated[
         str, _demo("--host", help="Address to listen on. Anything but loopback requires a token.")

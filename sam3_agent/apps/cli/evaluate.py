@@ -57,7 +57,7 @@ def _data(*names: str, help: str, **kwargs: object) -> typer.models.OptionInfo:
     return typer.Option(*names, help=help, rich_help_panel=DATA, **kwargs)  # type: ignore[arg-type]
 
 
-@with_flags(VERBOSE, BACKENDS, AGENT, ENGINE)
+@with_flags(BACKENDS, AGENT, ENGINE, VERBOSE)
 def eval_command(
     root: Annotated[Path, _data("--root", help="Dataset directory.")],
     out: OutDirOpt,

@@ -46,7 +46,7 @@ ModeOpt = Annotated[
 ]
 
 
-@with_flags(VERBOSE, BACKENDS, AGENT)
+@with_flags(BACKENDS, AGENT, VERBOSE)
 def run_command(
     image: Annotated[Path, typer.Argument(help="The image (JPEG, PNG, ...).")],
     query: Annotated[str, typer.Argument(help='What to segment, e.g. "the leftmost child".')],

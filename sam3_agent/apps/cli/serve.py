@@ -50,7 +50,7 @@ LIMIT_FLAGS = (
 LIMITS = FlagGroup("limits", LIMIT_FLAGS, lambda values, built: dict(values))
 
 
-@with_flags(VERBOSE, SAM3, LIMITS)
+@with_flags(SAM3, LIMITS, VERBOSE)
 def serve_sam3(
     host: Annotated[
         str,

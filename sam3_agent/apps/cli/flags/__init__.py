@@ -3,13 +3,13 @@
 A command names its groups in :func:`with_flags` and declares, keyword-only, the value each
 group builds instead of the group's options::
 
-    @with_flags(VERBOSE, BACKENDS, AGENT)
+    @with_flags(BACKENDS, AGENT, VERBOSE)
     def run_command(image: ..., *, backends: BackendSpec, config: AgentConfig) -> None: ...
 
 =============  ==============================================  =========================
 group          flags                                           hands the command
 =============  ==============================================  =========================
-``VERBOSE``    ``--verbose``                                   ``verbose`` (logging set)
+``VERBOSE``    ``--verbose`` (built first)                     ``verbose`` (logging set)
 ``SAM3``       ``--sam3 --device --dtype``                     ``backends: BackendSpec``
 ``BACKENDS``   SAM 3 (local or ``--sam3-url``), the MLLM,      ``backends: BackendSpec``
                generation, ``--memory-check``, cache/replay

@@ -41,11 +41,13 @@ class FlagGroup:
         flags: the options, in ``--help`` order.
         build: ``(the options' values, the values of the groups built before) -> value``;
             raises :class:`~sam3_agent.values.errors.UserError` naming the flag.
+        first: built before the other groups wherever it is listed (logging).
     """
 
     target: str
     flags: tuple[Flag, ...]
     build: Callable[[dict[str, Any], dict[str, Any]], Any]
+    first: bool = False
 
 
 def with_flags(*groups: FlagGroup) -> Callable[[F], F]:
@@ -54,7 +56,8 @@ def with_flags(*groups: FlagGroup) -> Callable[[F], F]:
     The command declares each group's ``target`` (keyword-only) instead of its options.
     Typer reads a command's options from ``inspect.signature(..., eval_str=True)`` and
     ``typing.get_type_hints``, so the wrapper sets both ``__signature__`` and
-    ``__annotations__``. Groups are built in the order given, inside
+    ``__annotations__``. The options appear in ``--help`` in the order given; the groups are
+    built in that order too (a ``first`` group before the others), inside
     :func:`~sam3_agent.apps.cli.console.one_line_errors` (a bad value: one line naming the
     flag, exit code 2); a group may read what an earlier one built.
     """
@@ -79,7 +82,7 @@ def with_flags(*groups: FlagGroup) -> Callable[[F], F]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             built: dict[str, Any] = {}
             with one_line_errors():
-                for group in groups:
+                for group in sorted(groups, key=lambda g: not g.first):
                     values = {f.name: kwargs.pop(f.name) for f in group.flags}
                     built[group.target] = group.build(values, built)
             wanted = {k: v for k, v in built.items() if k in signature.parameters}

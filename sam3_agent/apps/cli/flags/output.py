@@ -18,9 +18,12 @@ def _logging(values: dict[str, Any], built: dict[str, Any]) -> bool:
 
 
 VERBOSE = FlagGroup(
-    "verbose", (flag("verbose", bool, False, "--verbose", "-v", help="Debug logging."),), _logging
+    "verbose",
+    (flag("verbose", bool, False, "--verbose", "-v", help="Debug logging."),),
+    _logging,
+    first=True,
 )
-"""``--verbose/-v``: logging set up before anything else (list it first)."""
+"""``--verbose/-v``: logging set up before anything else (listed last, built first)."""
 
 
 class Mode(str, Enum):
