@@ -127,7 +127,7 @@ def test_only_the_ray_engine_imports_ray() -> None:
             if any(n == "ray" or n.startswith("ray.") for n in names):
                 found.append((path.relative_to(package).as_posix(), node.col_offset > 0))
     assert found, "the Ray engine must import ray somewhere"
-    assert {where for where, _ in found} == {"engines/ray_engine.py"}
+    assert {where for where, _ in found} == {"runs/jobs/ray_engine.py"}
     assert all(nested for _, nested in found)  # inside a function, never at module level
 
 

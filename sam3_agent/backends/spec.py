@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sam3_agent.backends.chat_models import ChatChoice, check_chat_options
+from sam3_agent.backends.chat_models import HF_PREFIX, ChatChoice, check_chat_options
 from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.backends.torch_runtime import check_device_name, check_dtype_name
@@ -233,7 +233,7 @@ class BackendSpec:
                     f"MLLM: {model} in {dtype}, in this process ({default.reason}); "
                     "choose another with --llm hf:ID or --llm-url"
                 )
-                spec = replace(self, llm=f"hf:{model}")
+                spec = replace(self, llm=f"{HF_PREFIX}{model}")
             mllm = memory.footprint(model, "mllm", dtype)
             footprints += [mllm] if mllm else []
         if self.memory_check:
