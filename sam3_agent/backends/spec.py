@@ -135,20 +135,24 @@ class BackendSpec:
             raise UserError(
                 f"--llm-timeout must be a number of seconds > 0, got {self.llm_timeout}"
             )
-        generation = self.generation()
+        chat_options = self._chat_options()  # the generation settings checked here too
         if self.cache is not None:
             check_cache_file(self.cache)
         if chat:
-            check_chat_options(
-                llm=self.llm,
-                url=self.llm_url,
-                model=self.llm_model,
-                tool_protocol=self.tool_protocol,
-                cache=str(self.cache) if self.cache else None,
-                replay=self.replay,
-                timeout_s=self.llm_timeout,
-                generation=generation,
-            )
+            check_chat_options(**chat_options)
+
+    def _chat_options(self) -> dict[str, Any]:
+        """The options :func:`check_chat_options` and ``build_chat_model`` both take."""
+        return {
+            "llm": self.llm,
+            "url": self.llm_url,
+            "model": self.llm_model,
+            "tool_protocol": self.tool_protocol,
+            "cache": str(self.cache) if self.cache else None,
+            "replay": self.replay,
+            "timeout_s": self.llm_timeout,
+            "generation": self.generation(),
+        }
 
     def chat_choice(self) -> ChatChoice:
         """Which chat backend the options select (endpoint, in process, or the default).
@@ -276,17 +280,7 @@ class BackendSpec:
             logger.warning("%s", plan.note)
             spec = plan.spec
         return build_chat_model(
-            llm=spec.llm,
-            url=spec.llm_url,
-            model=spec.llm_model,
-            api_key=spec.llm_api_key,
-            tool_protocol=spec.tool_protocol,
-            cache=str(spec.cache) if spec.cache else None,
-            replay=spec.replay,
-            timeout_s=spec.llm_timeout,
-            device=spec.device,
-            dtype=spec.dtype,
-            generation=spec.generation(),
+            **spec._chat_options(), api_key=spec.llm_api_key, device=spec.device, dtype=spec.dtype
         )
 
 
