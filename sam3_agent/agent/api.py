@@ -2,19 +2,24 @@
 
 :func:`segment` builds the backends, runs one session and returns its result. Building SAM 3
 and an MLLM takes seconds to minutes, so for many requests build a
-:class:`~sam3_agent.agent.loop.Sam3Agent` once and call its ``run`` instead.
+:class:`~sam3_agent.agent.loop.Sam3Agent` once and call its ``run`` instead (a
+:class:`~sam3_agent.backends.spec.BackendSpec` builds both backends).
 """
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.result import AgentResult
-from sam3_agent.backends.chat_models import build_chat_model
-from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, build_segmenter
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import ImageInput
+
+_SPEC_NAMES = frozenset(f.name for f in fields(BackendSpec))
 
 
 def segment(
@@ -23,34 +28,39 @@ def segment(
     *,
     output_dir: str | Path | None = None,
     config: AgentConfig | None = None,
-    sam3: str = DEFAULT_SAM3_MODEL,
-    sam3_url: str | None = None,
-    sam3_token: str | None = None,
-    llm: str | None = None,
-    llm_url: str | None = None,
-    llm_model: str | None = None,
-    llm_api_key: str | None = None,
-    device: str = "auto",
+    backends: BackendSpec | None = None,
+    **options: Any,
 ) -> AgentResult:
     """Segment what ``query`` describes in ``image`` with the default or given backends.
 
-    The backend arguments mean what the CLI flags of the same names mean: SAM 3 in process
-    (``sam3``) or remote (``sam3_url``, with ``sam3_token`` or else the ``SAM3_AGENT_TOKEN``
-    environment variable as its bearer token); the MLLM in process (``llm="hf:<id or dir>"``, the
-    default when no endpoint is given) or at an OpenAI-compatible endpoint
-    (``llm_url``/``llm_model``).
+    The backends are a :class:`BackendSpec` (``backends=``), or its fields as keywords,
+    named as the CLI flags are (``--llm-url`` is ``llm_url``): ``sam3`` / ``sam3_url`` /
+    ``sam3_token``, ``device``, ``dtype``; ``llm="hf:<id or dir>"`` or ``llm_url`` (one URL
+    or several) with ``llm_model`` / ``llm_api_key`` / ``llm_timeout``; ``tool_protocol``;
+    ``temperature``, ``max_tokens``, ``seed``, ``llm_extra``; ``cache`` and ``replay``;
+    ``memory_check``. Keywords given beside ``backends=`` replace its fields. With no MLLM
+    named, the default for this machine is chosen (and logged). ``config`` holds the agent
+    settings (its ``tool_protocol`` is the spec's unless the spec sets one).
+
+    Every option is checked, and the models checked to fit in memory (unless
+    ``memory_check=False``), before anything loads.
 
     Raises:
-        UserError, ImageLoadError, WeightsUnavailableError, ChatModelError, SegmenterError.
+        UserError (a bad option, models that do not fit), ImageLoadError,
+        WeightsUnavailableError, ChatModelError, SegmenterError.
     """
+    unknown = sorted(set(options) - _SPEC_NAMES)
+    if unknown:
+        raise UserError(f"segment() got unknown options: {', '.join(unknown)}")
     config = config or AgentConfig()
-    segmenter = build_segmenter(model=sam3, url=sam3_url, token=sam3_token, device=device)
-    chat_model = build_chat_model(
-        llm=llm,
-        url=llm_url,
-        model=llm_model,
-        api_key=llm_api_key,
-        tool_protocol=config.tool_protocol,
-        device=device,
+    if backends is None:
+        options.setdefault("tool_protocol", config.tool_protocol)
+    spec = replace(backends or BackendSpec(), **options)
+    spec.validate()
+    spec.check_context(config)
+    spec = spec.plan().spec
+    if config.tool_protocol != spec.tool_protocol:
+        config = replace(config, tool_protocol=spec.tool_protocol)
+    return Sam3Agent(spec.build_segmenter(), spec.build_chat_model(), config).run(
+        image, query, output_dir=output_dir
     )
-    return Sam3Agent(segmenter, chat_model, config).run(image, query, output_dir=output_dir)

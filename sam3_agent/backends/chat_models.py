@@ -6,9 +6,9 @@ Which backend:
 * ``url`` and/or ``model`` (or ``OPENAI_BASE_URL`` in the environment): an
   :class:`OpenAIChatModel` at that endpoint; several URLs: one per endpoint behind a
   :class:`~sam3_agent.backends.failover.FailoverChatModel`.
-* neither: :class:`TransformersChatModel` with the default for this machine
-  (:func:`sam3_agent.backends.memory.choose_default_mllm`: Qwen3-VL 8B on a GPU with room
-  for it, a smaller Qwen3-VL elsewhere).
+* neither: the default for this machine (Qwen3-VL 8B on a GPU with room for it, a smaller
+  Qwen3-VL elsewhere), chosen by :meth:`sam3_agent.backends.spec.BackendSpec.plan` (the
+  one place that chooses it, next to the memory check) before :func:`build_chat_model`.
 
 With ``cache`` the model is wrapped in a :class:`CachedChatModel`. Options that contradict
 each other raise :class:`UserError` from :func:`check_chat_options` before any weights are
@@ -32,7 +32,6 @@ from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel
-    from sam3_agent.backends.memory import DefaultChoice
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +185,8 @@ def build_chat_model(
     Raises:
         UserError: contradictory or malformed options.
         WeightsUnavailableError: the in-process model's weights cannot be loaded.
+        ValueError: no model named: the default MLLM is chosen by
+            :meth:`~sam3_agent.backends.spec.BackendSpec.plan`, build through the spec.
     """
     choice = check_chat_options(
         llm=llm,
@@ -197,6 +198,8 @@ def build_chat_model(
         timeout_s=timeout_s,
         generation=generation,
     )
+    if choice.default:
+        raise ValueError("no MLLM named: build it with BackendSpec, which plans the default")
     inner: ChatModel
     if choice.urls:
         from sam3_agent.backends.failover import FailoverChatModel
@@ -234,25 +237,12 @@ def build_chat_model(
     else:
         from sam3_agent.backends.hf_chat import TransformersChatModel
 
-        model_id = default_mllm(device, dtype).model if choice.default else choice.model
-        logger.info("MLLM: loading %s in-process", model_id)
+        logger.info("MLLM: loading %s in-process", choice.model)
         inner = TransformersChatModel.from_pretrained(
-            model_id, device=device, dtype=dtype, generation=generation
+            choice.model, device=device, dtype=dtype, generation=generation
         )
     if cache:
         from sam3_agent.backends.response_cache import CachedChatModel
 
         return CachedChatModel(inner, cache, replay=replay)
     return inner
-
-
-def default_mllm(device: str, dtype: str) -> DefaultChoice:
-    """The default in-process MLLM for this machine (logged with the reason)."""
-    from sam3_agent.backends import memory
-    from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
-
-    torch_device = resolve_device(device)
-    dtype_name = auto_dtype_name(torch_device.type) if dtype == "auto" else dtype
-    choice = memory.choose_default_mllm(memory.read_memory(torch_device), dtype_name)
-    logger.warning("MLLM: %s (%s)", choice.model, choice.reason)
-    return choice

@@ -26,8 +26,9 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from sam3_agent.backends.schemas import TOKEN_ENV, ErrorCode, SegmentResponse, UploadResponse
+from sam3_agent.backends.schemas import ErrorCode, SegmentResponse, UploadResponse
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
+from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.backends.wire import RAW_RGB_MIME, decode_masks, encode_raw
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import SegmenterError, UserError

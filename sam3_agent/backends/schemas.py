@@ -22,9 +22,6 @@ RAW_RGB_MIME = "application/x-sam3-rgb8"
 """Content type of an upload holding ``H * W * 3`` bytes of RGB, rows top to bottom;
 ``height`` and ``width`` go in the query string."""
 
-TOKEN_ENV = "SAM3_AGENT_TOKEN"
-"""The environment variable ``serve-sam3`` and the client read the bearer token from."""
-
 MAX_PHRASES = 32
 """Phrases one segment request may carry."""
 

@@ -1,4 +1,8 @@
-"""Bounded text: quoting the model's own input back to it, and one-line messages.
+"""Text from outside (a model, a file, a user) made safe to show, and quoted back bounded.
+
+:func:`visible` is for every surface that shows such text to a person (the terminal, HTML
+after escaping): control, bidi-override and lone-surrogate characters appear as ``\\xNN``
+instead of acting.
 
 A corrective message often repeats what the model wrote (a phrase, a tool name, a value a
 parameter refused). The model can write anything, a megabyte of text included, so every
@@ -16,6 +20,19 @@ import re
 from collections.abc import Iterable
 
 from sam3_agent.values.errors import UserError
+
+_INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def visible(text: str, limit: int | None = None) -> str:
+    """``text`` with control, bidi-override and lone-surrogate characters shown as ``\\xNN``
+    (so it cannot restyle a terminal, move its cursor, hide lines or fail to encode), cut at
+    ``limit`` characters when given."""
+    text = _INVISIBLE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if limit is not None and len(text) > limit:
+        return text[:limit] + f"… (+{len(text) - limit} chars)"
+    return text
+
 
 ECHO_LIMIT = 200
 """Characters of one echoed value kept before it is cut."""
@@ -56,9 +73,6 @@ def echo_list(
 ONE_LINE_LIMIT = 500
 """Characters of a one-line message kept before it is cut."""
 
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
 def one_line(value: BaseException | str, limit: int = ONE_LINE_LIMIT) -> str:
     """``value`` as one bounded line of plain text.
 
@@ -66,9 +80,9 @@ def one_line(value: BaseException | str, limit: int = ONE_LINE_LIMIT) -> str:
     placeholder when ``str()`` itself fails), except a
     :class:`~sam3_agent.values.errors.UserError`: it is worded for the user and reads as its
     message alone (as the CLI prints it). Runs of whitespace become one space; other
-    control characters read ``\\xNN`` and lone surrogates ``\\udNNN``, so the line is safe on
-    a terminal and encodes as UTF-8. A line longer than ``limit`` characters is cut and ends
-    in ``...``.
+    control, bidi-override and lone-surrogate characters read ``\\xNN`` (:func:`visible`), so
+    the line is safe on a terminal and encodes as UTF-8. A line longer than ``limit``
+    characters is cut and ends in ``...``.
     """
     if isinstance(value, BaseException):
         try:
@@ -77,9 +91,7 @@ def one_line(value: BaseException | str, limit: int = ONE_LINE_LIMIT) -> str:
             text = "(the error's message cannot be shown)"
     else:
         text = value
-    text = " ".join(text.split())
-    text = _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = visible(" ".join(text.split()))
     if isinstance(value, BaseException) and not isinstance(value, UserError):
         name = type(value).__name__
         text = f"{name}: {text}" if text else name

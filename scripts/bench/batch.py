@@ -38,7 +38,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from sam3_agent.apps.cli.options import BackendOptions  # noqa: E402
+from sam3_agent.backends.spec import BackendSpec  # noqa: E402
 from sam3_agent.runs.batch.requests import BatchRequest, load_requests  # noqa: E402
 from sam3_agent.runs.batch.results import RequestResult  # noqa: E402
 from sam3_agent.runs.batch.workers import BatchWorkerFactory  # noqa: E402
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ):
         tmp = Path(tmp_name)
         requests = write_requests(tmp / "in", args.requests)
-        backends = BackendOptions(
+        backends = BackendSpec(
             sam3=str(save_tiny_sam3(tmp / "sam3")),
             device="cpu",
             llm_url=server.base_url,

@@ -1,43 +1,114 @@
+"""sam3_agent.segment(): one call that takes every backend option the CLI takes."""
+
 from __future__ import annotations
 
+import re
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import sam3_agent
-from sam3_agent.backends import chat_models, segmenters
+from sam3_agent.backends import memory
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import UserError
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
+
+PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
+
+
+def scripted_cat() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        replies=[
+            tool("segment_phrase", text_prompt="cat"),
+            tool("select_masks_and_return", final_answer_masks=[1]),
+        ]
+    )
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch, three_cats: Detections) -> dict[str, BackendSpec]:
+    """The specs segment() built its backends from (fakes stand in for the models)."""
+    specs: dict[str, BackendSpec] = {}
+
+    def fake_segmenter(self: BackendSpec) -> FakeSegmenter:
+        specs["sam3"] = self
+        return FakeSegmenter({"cat": three_cats})
+
+    def fake_chat(self: BackendSpec) -> ScriptedChatModel:
+        specs["llm"] = self
+        return scripted_cat()
+
+    monkeypatch.setattr(BackendSpec, "build_segmenter", fake_segmenter)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", fake_chat)
+    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    return specs
 
 
 def test_segment_builds_the_backends_and_runs_one_session(
-    monkeypatch: pytest.MonkeyPatch, image: np.ndarray, three_cats: Detections, tmp_path: Path
+    built: dict[str, BackendSpec], image: np.ndarray, tmp_path: Path
 ) -> None:
-    asked: dict[str, dict[str, object]] = {}
-
-    def fake_segmenter(**kwargs: object) -> FakeSegmenter:
-        asked["sam3"] = kwargs
-        return FakeSegmenter({"cat": three_cats})
-
-    def fake_chat(**kwargs: object) -> ScriptedChatModel:
-        asked["llm"] = kwargs
-        return ScriptedChatModel(
-            replies=[
-                tool("segment_phrase", text_prompt="cat"),
-                tool("select_masks_and_return", final_answer_masks=[1]),
-            ]
-        )
-
-    monkeypatch.setattr(sam3_agent.agent.api, "build_segmenter", fake_segmenter)
-    monkeypatch.setattr(sam3_agent.agent.api, "build_chat_model", fake_chat)
     result = sam3_agent.segment(
         image, "a cat", output_dir=tmp_path, sam3_url="http://127.0.0.1:8100", llm_model="m",
         llm_url="http://127.0.0.1:9/v1",
     )  # fmt: skip
     assert result.status == "masks" and len(result.detections) == 1
-    assert asked["sam3"]["url"] == "http://127.0.0.1:8100"
-    assert (asked["llm"]["url"], asked["llm"]["model"]) == ("http://127.0.0.1:9/v1", "m")
+    assert built["sam3"].sam3_url == "http://127.0.0.1:8100"
+    assert (built["llm"].llm_url, built["llm"].llm_model) == ("http://127.0.0.1:9/v1", "m")
     assert (tmp_path / "result.json").is_file()
-    assert segmenters.build_segmenter is not fake_segmenter  # only the api module was patched
-    assert chat_models.build_chat_model is not fake_chat
+
+
+def test_segment_takes_every_backend_option_the_cli_does(
+    built: dict[str, BackendSpec], image: np.ndarray, tmp_path: Path
+) -> None:
+    options = {
+        "sam3_url": "http://127.0.0.1:8100", "sam3_token": "tok", "device": "cpu",
+        "dtype": "float32", "llm_url": ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"],
+        "llm_model": "m", "llm_api_key": "k", "llm_timeout": 5.0, "tool_protocol": "native",
+        "cache": tmp_path / "responses.sqlite", "temperature": 0.5, "max_tokens": 64,
+        "seed": 7, "llm_extra": '{"top_k": 5}', "memory_check": False,
+    }  # fmt: skip
+    flag_names = {f.name for f in fields(BackendSpec)}
+    assert set(options) | {"sam3", "llm", "replay", "sam3_cache_size"} == flag_names
+    sam3_agent.segment(image, "a cat", **options)
+    spec = built["llm"]
+    assert spec.llm_url == ("http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1")
+    assert (spec.dtype, spec.llm_timeout, spec.tool_protocol) == ("float32", 5.0, "native")
+    assert spec.generation().extra_body == {"top_k": 5} and spec.seed == 7
+
+
+def test_segment_takes_a_spec_and_keywords_replace_its_fields(
+    built: dict[str, BackendSpec], image: np.ndarray
+) -> None:
+    spec = BackendSpec(sam3_url="http://127.0.0.1:8100", llm_url="http://a/v1", llm_model="m")
+    sam3_agent.segment(image, "a cat", backends=spec, llm_model="other")
+    assert built["llm"] == replace(spec, llm_model="other")
+
+
+def test_the_simple_call_chooses_the_default_mllm(
+    built: dict[str, BackendSpec], image: np.ndarray
+) -> None:
+    result = sam3_agent.segment(image, "the leftmost cat")
+    assert result.status == "masks"
+    assert built["llm"].llm == "hf:Qwen/Qwen3-VL-4B-Instruct"  # planned: no CUDA here
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"llm_timeout": 0}, "--llm-timeout must be"),
+        ({"temperature": 9.0}, "--temperature"),
+        ({"llm_url": "ftp://x", "llm_model": "m"}, "--llm-url must be"),
+        ({"replay": True}, "--replay answers from the response cache"),
+        ({"llm_mdoel": "m"}, "unknown options: llm_mdoel"),
+    ],
+)
+def test_segment_refuses_a_bad_option_before_anything_loads(
+    built: dict[str, BackendSpec], image: np.ndarray, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        sam3_agent.segment(image, "a cat", **options)
+    assert built == {}

@@ -25,7 +25,7 @@ from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.tools import TOOLS, tool_docs
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.jobs.store import reading
 from sam3_agent.values.config import AgentConfig
@@ -366,11 +366,11 @@ def test_the_wheel_ships_the_canonical_set(tmp_path: Path) -> None:
 
 
 def _no_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_models(self: BackendOptions) -> object:
+    def no_models(self: BackendSpec) -> object:
         raise AssertionError("models must not be built for a broken prompt set")
 
-    monkeypatch.setattr(BackendOptions, "build_segmenter", no_models)
-    monkeypatch.setattr(BackendOptions, "build_chat_model", no_models)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", no_models)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", no_models)
 
 
 @pytest.mark.parametrize("command", ["run", "eval"])
@@ -401,9 +401,9 @@ def test_run_records_the_set_it_used(
         replies=[tool("segment_phrase", text_prompt="cat"), tool("report_no_mask")]
     )
     monkeypatch.setattr(
-        BackendOptions, "build_segmenter", lambda self: FakeSegmenter({"cat": three_cats})
+        BackendSpec, "build_segmenter", lambda self: FakeSegmenter({"cat": three_cats})
     )
-    monkeypatch.setattr(BackendOptions, "build_chat_model", lambda self: chat)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", lambda self: chat)
     photo = tmp_path / "photo.png"
     Image.fromarray(image).save(photo)
     folder = _custom_set(tmp_path / "terse", _marked("TERSE"))
@@ -425,8 +425,8 @@ def test_run_records_the_set_it_used(
 def test_an_eval_run_directory_refuses_another_prompt_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(BackendOptions, "build_segmenter", lambda self: make_segmenter())
-    monkeypatch.setattr(BackendOptions, "build_chat_model", lambda self: make_chat_model())
+    monkeypatch.setattr(BackendSpec, "build_segmenter", lambda self: make_segmenter())
+    monkeypatch.setattr(BackendSpec, "build_chat_model", lambda self: make_chat_model())
     root = write_reasonseg(tmp_path / "ReasonSeg")
     run = tmp_path / "run"
     base = [

@@ -28,7 +28,7 @@ from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.session import Session
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.messages import ChatResponse, NativeToolCall
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel
@@ -171,8 +171,8 @@ def run_cli(log: Path, *args: str) -> Any:
     """``sam3-agent run`` in this process, with the driver's logged backends."""
     with pytest.MonkeyPatch.context() as patch:
         segmenter = make_segmenter(log)
-        patch.setattr(BackendOptions, "build_segmenter", lambda self: segmenter)
-        patch.setattr(BackendOptions, "build_chat_model", lambda self: LoggedChatModel(log, 0.0))
+        patch.setattr(BackendSpec, "build_segmenter", lambda self: segmenter)
+        patch.setattr(BackendSpec, "build_chat_model", lambda self: LoggedChatModel(log, 0.0))
         return CliRunner().invoke(app, ["run", *args, *FAKE_BACKEND_FLAGS, "--json"])
 
 

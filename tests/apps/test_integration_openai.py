@@ -18,9 +18,9 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from sam3_agent.apps.cli import options
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.detections import Detections, decode_rle
 from tests.support.fakes import FakeSegmenter, square_mask, tool
 from tests.support.openai_server import RecordedRequest, Rendezvous, Reply, ScriptedServer, serve
@@ -79,7 +79,7 @@ def server() -> Iterator[ScriptedServer]:
 @pytest.fixture
 def segmenter(monkeypatch: pytest.MonkeyPatch) -> FakeSegmenter:
     fake = FakeSegmenter({"cat": eight_cats()})
-    monkeypatch.setattr(options.BackendOptions, "build_segmenter", lambda self: fake)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", lambda self: fake)
     # The fake SAM 3 needs no memory: the check must not depend on this machine's.
     monkeypatch.setattr(
         memory, "read_memory", lambda device: memory.MemoryReading("cpu", 1 << 50, 1 << 50)

@@ -19,6 +19,7 @@ from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.backends.response_cache import CachedChatModel
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
 from tests.support.tiny_qwen import save_tiny_qwen
@@ -52,10 +53,13 @@ def test_default_is_the_machines_default_model(
 ):
     reading = memory.MemoryReading("cpu", available_gb * 10**9, available_gb * 10**9)
     monkeypatch.setattr(memory, "read_memory", lambda device: reading)
-    built = build_chat_model(device="cpu", dtype="bfloat16")
+    spec = BackendSpec(sam3_url="http://127.0.0.1:8100", device="cpu", dtype="bfloat16")
+    built = spec.build_chat_model()  # the spec plans the default; build_chat_model cannot
     assert isinstance(built, Loaded)
     assert built.name == expected
     assert DEFAULT_HF_MODEL == "Qwen/Qwen3-VL-8B-Instruct"
+    with pytest.raises(ValueError, match="BackendSpec"):
+        build_chat_model(device="cpu", dtype="bfloat16")
 
 
 def test_hf_prefix_loads_in_process(loads: None):

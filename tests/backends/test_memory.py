@@ -4,6 +4,7 @@ machine's memory or touches the network)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,6 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.cli.options import BackendOptions, plan_models
 from sam3_agent.backends import memory
 from sam3_agent.backends.memory import (
     GB,
@@ -23,6 +23,7 @@ from sam3_agent.backends.memory import (
     Footprint,
     MemoryReading,
 )
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.errors import UserError
 
 
@@ -102,35 +103,35 @@ def test_check_fits_refuses_in_one_line_with_the_numbers() -> None:
 def test_plan_with_tiny_models_refuses_a_tiny_memory(
     tiny_qwen_dir: Path, tiny_sam3_dir: Path
 ) -> None:
-    options = BackendOptions(sam3=str(tiny_sam3_dir), llm=f"hf:{tiny_qwen_dir}", device="cpu")
-    plan = plan_models(options, reading=reading(8))
-    assert plan.backends == options and plan.note is None
+    options = BackendSpec(sam3=str(tiny_sam3_dir), llm=f"hf:{tiny_qwen_dir}", device="cpu")
+    plan = options.plan(reading=reading(8))
+    assert plan.spec == options and plan.note is None
     with pytest.raises(UserError, match="not enough memory on cpu") as caught:
-        plan_models(options, reading=MemoryReading("cpu", 10**6, 10**9))
+        options.plan(reading=MemoryReading("cpu", 10**6, 10**9))
     for way in ("--llm-url", "--llm hf:", "--sam3-url", "--no-memory-check"):
         assert way in str(caught.value)
-    unchecked = plan_models(options, memory_check=False, reading=MemoryReading("cpu", 10**6, 10**9))
-    assert unchecked.backends == options
+    unchecked = replace(options, memory_check=False)
+    assert unchecked.plan(reading=MemoryReading("cpu", 10**6, 10**9)).spec == unchecked
 
 
 def test_plan_makes_the_default_explicit_and_says_why() -> None:
-    options = BackendOptions(device="cpu", dtype="bfloat16")
-    plan = plan_models(options, reading=reading(64))
-    assert plan.backends.llm == "hf:Qwen/Qwen3-VL-4B-Instruct"
+    options = BackendSpec(device="cpu", dtype="bfloat16")
+    plan = options.plan(reading=reading(64))
+    assert plan.spec.llm == "hf:Qwen/Qwen3-VL-4B-Instruct"
     assert plan.note is not None and "\n" not in plan.note
     assert plan.note.startswith("MLLM: Qwen/Qwen3-VL-4B-Instruct in bfloat16")
     assert "no CUDA device" in plan.note
 
 
 def test_plan_counts_only_what_runs_in_this_process() -> None:
-    remote = BackendOptions(
+    remote = BackendSpec(
         sam3_url="http://127.0.0.1:1", llm_url="http://127.0.0.1:2/v1", llm_model="m"
     )
-    assert plan_models(remote, reading=MemoryReading("cpu", 0, 0)).backends == remote
-    sam3_only = BackendOptions(device="cpu", dtype="float32")
+    assert remote.plan(reading=MemoryReading("cpu", 0, 0)).spec == remote
+    sam3_only = BackendSpec(device="cpu", dtype="float32")
     with pytest.raises(UserError, match=r"facebook/sam3 ≈5\.1 GB in float32"):
-        plan_models(sam3_only, chat=False, reading=reading(2))
-    plan_models(sam3_only, chat=False, reading=reading(6))
+        sam3_only.plan(chat=False, reading=reading(2))
+    sam3_only.plan(chat=False, reading=reading(6))
 
 
 def test_run_on_a_small_machine_refuses_before_loading_or_writing(
@@ -139,11 +140,11 @@ def test_run_on_a_small_machine_refuses_before_loading_or_writing(
     import numpy as np
     from PIL import Image
 
-    def no_models(self: BackendOptions) -> object:
+    def no_models(self: BackendSpec) -> object:
         raise AssertionError("nothing may load when the models do not fit")
 
-    monkeypatch.setattr(BackendOptions, "build_segmenter", no_models)
-    monkeypatch.setattr(BackendOptions, "build_chat_model", no_models)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", no_models)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", no_models)
     monkeypatch.setattr(memory, "read_memory", lambda device: reading(6))
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     photo = tmp_path / "p.png"

@@ -46,6 +46,12 @@ class FakeModels:
     def generation_identity(self) -> dict[str, Any]:
         return {} if self.temperature is None else {"temperature": self.temperature}
 
+    def require_model_name(self, engine: str) -> str | None:
+        # As BackendSpec does: the name given, and the Ray engine refused without one.
+        if self.llm_model is None and engine == "ray":
+            raise UserError("--engine ray loads the MLLM on the workers only: name it")
+        return self.llm_model
+
     def build_segmenter(self) -> FakeSegmenter:
         self.built.append("sam3")
         return make_segmenter()

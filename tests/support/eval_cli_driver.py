@@ -12,9 +12,9 @@ import sys
 import typer
 
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
 from sam3_agent.backends.base import ChatModel, Segmenter
+from sam3_agent.backends.spec import BackendSpec
 from tests.support.eval_fixtures import make_chat_model, make_segmenter
 
 
@@ -24,16 +24,16 @@ def make_app() -> typer.Typer:
 
 
 def use_fake_backends(delay_s: float = 0.0) -> None:
-    """Make every BackendOptions build the fixtures' fakes (for a process of its own)."""
+    """Make every BackendSpec build the fixtures' fakes (for a process of its own)."""
 
-    def build_segmenter(self: BackendOptions) -> Segmenter:
+    def build_segmenter(self: BackendSpec) -> Segmenter:
         return make_segmenter()
 
-    def build_chat_model(self: BackendOptions) -> ChatModel:
+    def build_chat_model(self: BackendSpec) -> ChatModel:
         return make_chat_model(delay_s=delay_s)
 
-    BackendOptions.build_segmenter = build_segmenter  # type: ignore[method-assign]
-    BackendOptions.build_chat_model = build_chat_model  # type: ignore[method-assign]
+    BackendSpec.build_segmenter = build_segmenter  # type: ignore[method-assign]
+    BackendSpec.build_chat_model = build_chat_model  # type: ignore[method-assign]
     # The fakes need no memory: the memory check must not depend on this machine's.
     memory.read_memory = lambda device: memory.MemoryReading("cpu", 1 << 50, 1 << 50)
 

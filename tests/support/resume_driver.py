@@ -19,7 +19,7 @@ import numpy as np
 
 from sam3_agent.agent.checkpoint import request_key
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
@@ -102,8 +102,8 @@ def make_segmenter(log: Path) -> FakeSegmenter:
 
 def use_logged_backends(log: Path, delay_s: float) -> None:
     segmenter = make_segmenter(log)
-    BackendOptions.build_segmenter = lambda self: segmenter  # type: ignore[method-assign,assignment,return-value]
-    BackendOptions.build_chat_model = lambda self: LoggedChatModel(log, delay_s)  # type: ignore[method-assign,assignment,return-value]
+    BackendSpec.build_segmenter = lambda self: segmenter  # type: ignore[method-assign,assignment,return-value]
+    BackendSpec.build_chat_model = lambda self: LoggedChatModel(log, delay_s)  # type: ignore[method-assign,assignment,return-value]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,10 @@
-"""What every command shares: the consoles, one-line errors, logging setup.
+"""What every command shares: the consoles, plain-text lines, one-line errors, logging.
+
+Text that came from outside (a model's phrase, a file name, a flag's value, an error
+message quoting any of them) is printed through :func:`say` or :func:`plain`: never read as
+rich markup (``[ray]`` stays, ``[/x]`` cannot crash the print), control characters shown as
+``\\xNN`` (:func:`sam3_agent.values.text.visible`). Only the fixed words a command writes
+itself carry a style.
 
 Both consoles soft-wrap: a line longer than the terminal (or than 80 columns when the
 output is a file or a pipe) stays one line, so logs and ``grep`` see whole lines.
@@ -12,8 +18,10 @@ from collections.abc import Iterator
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from sam3_agent.values.errors import Sam3AgentError, UserError
+from sam3_agent.values.text import visible
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 """Progress, status and errors."""
@@ -23,26 +31,42 @@ out_console = Console(highlight=False, soft_wrap=True)
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def plain(*parts: str | tuple[str, str]) -> Text:
+    """One line of plain text: each part a string (shown as it is, never as markup), or a
+    ``(text, style)`` pair; control characters of every part are made visible."""
+    line = Text()
+    for part in parts:
+        text, style = (part, "") if isinstance(part, str) else part
+        line.append(visible(text), style=style)
+    return line
+
+
+def say(*parts: str | tuple[str, str], console: Console | None = None) -> None:
+    """Print :func:`plain` ``parts`` as one line (on stderr unless ``console`` is given)."""
+    (console or err_console).print(plain(*parts), soft_wrap=True)
 
 
 @contextlib.contextmanager
 def one_line_errors() -> Iterator[None]:
-    """Turn library errors into one clean line on stderr and a non-zero exit code.
+    """Turn library errors into one plain line on stderr and a non-zero exit code.
 
-    ``UserError`` (bad input, bad option) exits with 2, other library errors with 1.
-    Anything else is a bug and keeps its traceback.
+    ``UserError`` (bad input, bad option) exits with 2, other library errors with 1,
+    Ctrl+C with 130. Anything else is a bug and keeps its traceback.
     """
     try:
         yield
     except UserError as e:
-        err_console.print(f"[red]error:[/red] {e}", soft_wrap=True)
+        say(("error:", "red"), f" {e}")
         raise typer.Exit(EXIT_USAGE) from e
     except Sam3AgentError as e:
-        err_console.print(f"[red]error:[/red] {type(e).__name__}: {e}", soft_wrap=True)
+        say(("error:", "red"), f" {type(e).__name__}: {e}")
         raise typer.Exit(EXIT_ERROR) from e
     except KeyboardInterrupt as e:
-        err_console.print("[yellow]interrupted[/yellow]")
-        raise typer.Exit(130) from e
+        say(("interrupted", "yellow"))
+        raise typer.Exit(EXIT_INTERRUPTED) from e
 
 
 def setup_logging(verbose: bool) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from sam3_agent.apps.cli.console import err_console, one_line_errors
+from sam3_agent.apps.cli.console import one_line_errors, say
 
 
 def inspect_command(
@@ -49,7 +49,7 @@ def inspect_command(
                 from sam3_agent.values.errors import UserError
 
                 raise UserError(f"cannot write {html}: {e}") from e
-            err_console.print(f"wrote {html}", soft_wrap=True, markup=False, highlight=False)
+            say(f"wrote {html}")
             return
         from rich.console import Console
 

@@ -60,7 +60,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "Run the agent on many requests; rerun the same command to resume after a stop.",
     ),
     "report": LazyCommand(
-        "sam3_agent.apps.cli.evaluate",
+        "sam3_agent.apps.cli.report",
         "report_command",
         "Write metrics.json, report.md, the IoU histogram and a gallery for run directories.",
     ),

@@ -13,7 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
-from sam3_agent.apps.cli.options import check_writable_dir
+from sam3_agent.backends.spec import check_writable_dir
 from sam3_agent.values.errors import UserError
 
 RUN_MARKERS = ("result.json", "trace.jsonl", "system_prompt.txt")
@@ -40,6 +40,32 @@ RUN_ENTRIES = frozenset(
 
 DEFAULT_ROOT = Path("runs")
 MAX_SUFFIX = 1000
+
+
+def check_out_flags(out: Path | None, *, resume: Path | None, overwrite: bool, agent: bool) -> None:
+    """``--out``, ``--overwrite`` and ``--resume`` of ``run`` together, before anything loads.
+
+    Raises:
+        UserError: ``--resume`` with another ``--out`` or without the agent, or a bad ``--out``.
+    """
+    if resume is not None:  # the directory holds the session: not cleared, not claimed
+        if out is not None and out.resolve() != resume.resolve():
+            raise UserError("--resume continues the session in its own directory; drop --out")
+        if not agent:
+            raise UserError("--resume continues an agent session; not with --mode sam3-only")
+    elif out is not None:
+        check_run_dir(out, overwrite=overwrite)
+
+
+def take_run_dir(out: Path | None, *, resume: Path | None, default_name: str) -> Path:
+    """The directory ``run`` writes to: the resumed one, ``--out`` cleared of a previous
+    run's files, or a fresh default one (:func:`claim_default_run_dir`)."""
+    if resume is not None:
+        return resume
+    if out is None:
+        return claim_default_run_dir(default_name)
+    clear_run_dir(out)
+    return out
 
 
 def check_run_dir(out: Path, *, overwrite: bool) -> None:

@@ -31,13 +31,13 @@ from sam3_agent.apps.inspector.model import (
 )
 from sam3_agent.apps.inspector.summary import (
     checks_summary,
-    clean,
     compact,
     eviction_lines,
     round_title,
     run_facts,
     usage_line,
 )
+from sam3_agent.values.text import visible
 
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -63,7 +63,7 @@ figure { margin: .3em 0; } img { max-width: 100%; height: auto; border: 1px soli
 
 def esc(text: object) -> str:
     """``text`` for HTML text or a quoted attribute: escaped, control characters visible."""
-    return html.escape(clean(str(text)), quote=True)
+    return html.escape(visible(str(text)), quote=True)
 
 
 class _Images:

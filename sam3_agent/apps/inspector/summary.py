@@ -6,7 +6,6 @@ Everything returned is plain text; the renderers escape it for their medium.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from typing import Any
 
@@ -19,16 +18,6 @@ from sam3_agent.apps.inspector.model import (
     as_list,
     as_str,
 )
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def clean(text: str, limit: int | None = None) -> str:
-    """``text`` with control and bidi-override characters shown as ``\\xNN``, cut at ``limit``."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    if limit is not None and len(text) > limit:
-        return text[:limit] + f"… (+{len(text) - limit} chars)"
-    return text
 
 
 def compact(value: Any, limit: int = 400) -> str:

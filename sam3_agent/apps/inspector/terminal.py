@@ -1,7 +1,7 @@
 """The session in the terminal, with rich.
 
 Every string from the run directory is passed as :class:`rich.text.Text` (never as markup)
-after :func:`~sam3_agent.apps.inspector.summary.clean` has made control characters visible, so
+after :func:`~sam3_agent.values.text.visible` has made control characters visible, so
 a reply cannot restyle the terminal, move the cursor or hide lines.
 """
 
@@ -15,18 +15,18 @@ from rich.text import Text
 from sam3_agent.apps.inspector.model import CallView, MessageView, Part, RoundView, RunView
 from sam3_agent.apps.inspector.summary import (
     checks_summary,
-    clean,
     compact,
     eviction_lines,
     round_title,
     run_facts,
     usage_line,
 )
+from sam3_agent.values.text import visible
 
 
 def plain(text: str, style: str = "", limit: int | None = None) -> Text:
     """Untrusted ``text`` as rich text: never read as markup, control characters visible."""
-    return Text(clean(text, limit), style=style)
+    return Text(visible(text, limit), style=style)
 
 
 def render(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from typing import TYPE_CHECKING
 
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
@@ -12,9 +13,11 @@ from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_STORED_IMAGES,
     DEFAULT_MAX_UPLOAD_BYTES,
 )
-from sam3_agent.backends.base import Segmenter
-from sam3_agent.backends.schemas import TOKEN_ENV
+from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.values.errors import UserError
+
+if TYPE_CHECKING:  # serve-sam3 --help and the demo's flag check import no numpy
+    from sam3_agent.backends.base import Segmenter
 
 logger = logging.getLogger(__name__)
 
@@ -35,16 +38,28 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind_security(host: str, token: str | None) -> None:
-    """Refuse to listen beyond loopback without a bearer token.
+def check_bind_security(
+    host: str,
+    token: str | None,
+    *,
+    serving: str = "listen",
+    token_env: str = TOKEN_ENV,
+    spends: str = "use the GPU",
+) -> None:
+    """Refuse to listen beyond loopback without a bearer token: the one rule of every server
+    this package runs (the SAM 3 service, the demo).
+
+    Args:
+        serving, token_env, spends: the message's words: what would be served, the
+            environment variable that holds the token, what a stranger could spend.
 
     Raises:
         UserError: ``host`` is not loopback and ``token`` is empty.
     """
     if not is_loopback(host) and not token:
         raise UserError(
-            f"refusing to listen on {host} without a token: anyone who can reach it could use "
-            f"the GPU. Set {TOKEN_ENV} (or pass --token), or listen on 127.0.0.1."
+            f"refusing to {serving} on {host} without a token: anyone who can reach it could "
+            f"{spends}. Pass --token or set {token_env}, or listen on 127.0.0.1."
         )
 
 

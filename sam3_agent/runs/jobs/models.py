@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sam3_agent.values.errors import UserError
-
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel, Segmenter
     from sam3_agent.values.config import AgentConfig
@@ -38,6 +36,11 @@ class ModelSource(Protocol):
         """The generation settings that were given (they change predictions)."""
         ...
 
+    def require_model_name(self, engine: str) -> str | None:
+        """The chat model's name when the settings say it; refuses the Ray engine without it
+        (:class:`~sam3_agent.values.errors.UserError`)."""
+        ...
+
     def build_segmenter(self) -> Segmenter: ...
 
     def build_chat_model(self) -> ChatModel: ...
@@ -58,30 +61,6 @@ class LeavesChatModelOnDriver:
             object.__setattr__(self, key, value)
 
 
-def chat_model_name(models: ModelSource) -> str | None:
-    """The chat model's name as its backend will report it, when the settings alone say it."""
-    if models.llm and models.llm.startswith("hf:") and models.llm[3:].strip():
-        return models.llm[3:].strip()
-    if models.llm_model and not models.llm:
-        return models.llm_model
-    return None
-
-
-def require_chat_model_name(models: ModelSource, engine: str) -> str | None:
-    """The model name from the settings; the Ray engine needs it (nothing loads on the driver).
-
-    Raises:
-        UserError: ``engine`` is ``ray`` and the settings do not name the model.
-    """
-    name = chat_model_name(models)
-    if name is None and engine == "ray":
-        raise UserError(
-            "--engine ray loads the MLLM on the workers only: name it with --llm-url and "
-            "--llm-model, or --llm hf:<id or dir>"
-        )
-    return name
-
-
 def name_chat_model(models: ModelSource, engine: str) -> tuple[str, ChatModel | None]:
     """The chat model's name, and the model itself when it had to be built to learn it.
 
@@ -93,7 +72,7 @@ def name_chat_model(models: ModelSource, engine: str) -> tuple[str, ChatModel | 
         UserError: the Ray engine and settings that do not name the model.
         ChatModelError: the model could not be built.
     """
-    name = require_chat_model_name(models, engine)
+    name = models.require_model_name(engine)
     if name is not None:
         return name, None
     chat_model = models.build_chat_model()

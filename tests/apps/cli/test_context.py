@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.cli.options import BackendOptions
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 
 runner = CliRunner()
@@ -52,11 +52,11 @@ def test_bad_context_flags_fail_before_any_model_loads(
 ) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
-    def no_models(self: BackendOptions) -> None:
+    def no_models(self: BackendSpec) -> None:
         raise AssertionError("a model was built before the flags were checked")
 
-    monkeypatch.setattr(BackendOptions, "build_segmenter", no_models)
-    monkeypatch.setattr(BackendOptions, "build_chat_model", no_models)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", no_models)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", no_models)
     if command == "run":
         args = ["run", "assets/astronaut.jpg", "the flag", "--out", str(tmp_path / "out")]
     elif command == "eval":

@@ -10,21 +10,21 @@ from typer.testing import CliRunner
 
 from sam3_agent.apps.cli import demo as demo_cli
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
+from sam3_agent.backends.spec import BackendSpec
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel
 
 PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
 
 
-def never(self: BackendOptions) -> Any:
+def never(self: BackendSpec) -> Any:
     raise AssertionError("a model was built before the flags were checked")
 
 
 @pytest.fixture
 def no_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(BackendOptions, "build_segmenter", never)
-    monkeypatch.setattr(BackendOptions, "build_chat_model", never)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", never)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", never)
     monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
     monkeypatch.delenv(demo_cli.DEMO_TOKEN_ENV, raising=False)
 
@@ -75,11 +75,11 @@ def test_serves_the_page_and_the_sam3_api_with_the_token_from_the_environment(
 
     built: list[str] = []
 
-    def segmenter(self: BackendOptions) -> FakeSegmenter:
+    def segmenter(self: BackendSpec) -> FakeSegmenter:
         built.append("sam3")
         return FakeSegmenter()
 
-    def chat_model(self: BackendOptions) -> ScriptedChatModel:
+    def chat_model(self: BackendSpec) -> ScriptedChatModel:
         built.append("llm")
         return ScriptedChatModel()
 
@@ -88,8 +88,8 @@ def test_serves_the_page_and_the_sam3_api_with_the_token_from_the_environment(
     def fake_serve(app: Any, *, host: str, port: int, log_level: str) -> None:
         served.update(app=app, host=host, port=port)
 
-    monkeypatch.setattr(BackendOptions, "build_segmenter", segmenter)
-    monkeypatch.setattr(BackendOptions, "build_chat_model", chat_model)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", segmenter)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", chat_model)
     monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
     monkeypatch.setattr(server, "serve", fake_serve)
     out = tmp_path / "runs"

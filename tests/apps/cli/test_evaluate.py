@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM, SMALL_DEFAULT_MLLMS
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name, reading
 from tests.support.eval_cli_driver import make_app
@@ -43,17 +43,17 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Fresh fakes per command run; ``made`` lists every backend built."""
     made: dict[str, Any] = {"segmenters": [], "chats": [], "options": []}
 
-    def build_segmenter(self: BackendOptions) -> FakeSegmenter:
+    def build_segmenter(self: BackendSpec) -> FakeSegmenter:
         made["options"].append(self)
         made["segmenters"].append(make_segmenter())
         return made["segmenters"][-1]
 
-    def build_chat_model(self: BackendOptions) -> ScriptedChatModel:
+    def build_chat_model(self: BackendSpec) -> ScriptedChatModel:
         made["chats"].append(make_chat_model())
         return made["chats"][-1]
 
-    monkeypatch.setattr(BackendOptions, "build_segmenter", build_segmenter)
-    monkeypatch.setattr(BackendOptions, "build_chat_model", build_chat_model)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", build_segmenter)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", build_chat_model)
     monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
     return made
 
@@ -115,10 +115,10 @@ def test_eval_reasonseg_with_the_agent(tmp_path: Path, fakes: dict[str, Any]) ->
 def test_eval_refcoco_sam3_only_needs_no_chat_model(
     tmp_path: Path, fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_chat(self: BackendOptions) -> None:
+    def no_chat(self: BackendSpec) -> None:
         raise AssertionError("sam3-only must not build a chat model")
 
-    monkeypatch.setattr(BackendOptions, "build_chat_model", no_chat)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", no_chat)
     root = write_refcoco(tmp_path / "refer")
     run = tmp_path / "run"
     result = _eval(
@@ -299,7 +299,7 @@ def test_ctrl_c_keeps_committed_samples(
         return scripted_reply(messages)
 
     monkeypatch.setattr(
-        BackendOptions,
+        BackendSpec,
         "build_chat_model",
         lambda self: ScriptedChatModel(replies=[reply_then_interrupt] * 20),
     )
@@ -310,7 +310,7 @@ def test_ctrl_c_keeps_committed_samples(
     assert result.exit_code == 130
     assert "run the same command to resume" in result.stderr
     assert [r["id"] for r in _stored(run)] == ["val/a#0"]
-    monkeypatch.setattr(BackendOptions, "build_chat_model", lambda self: make_chat_model())
+    monkeypatch.setattr(BackendSpec, "build_chat_model", lambda self: make_chat_model())
     result = _eval(*args)
     assert result.exit_code == 0, result.output
     assert "3 evaluated, 1 already stored" in result.stderr
@@ -352,7 +352,7 @@ def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
 
     from rich.console import Console
 
-    from sam3_agent.apps.cli.evaluate import EvalTally
+    from sam3_agent.apps.cli.jobs import EvalTally
     from sam3_agent.apps.cli.progress import PlainProgress
 
     now = [0.0]
@@ -375,7 +375,7 @@ def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
 
 
 def test_help_default_concurrency_is_the_runners() -> None:
-    from sam3_agent.apps.cli.evaluate import DEFAULT_CONCURRENCY
+    from sam3_agent.apps.cli.flags.jobs import DEFAULT_CONCURRENCY
     from sam3_agent.runs.evaluation import runner as runner_module
 
     assert DEFAULT_CONCURRENCY == runner_module.DEFAULT_CONCURRENCY

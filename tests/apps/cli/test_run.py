@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from sam3_agent.apps.cli import outdir
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.cli.options import BackendOptions
 from sam3_agent.backends import memory
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.detections import Detections, decode_rle
 from sam3_agent.values.errors import ChatModelError
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
@@ -39,12 +39,12 @@ def backends(monkeypatch: pytest.MonkeyPatch, three_cats: Detections) -> dict[st
         "chat": ScriptedChatModel(),
     }
 
-    def build_segmenter(self: BackendOptions) -> object:
+    def build_segmenter(self: BackendSpec) -> object:
         made["options"] = self
         return made["segmenter"]
 
-    monkeypatch.setattr(BackendOptions, "build_segmenter", build_segmenter)
-    monkeypatch.setattr(BackendOptions, "build_chat_model", lambda self: made["chat"])
+    monkeypatch.setattr(BackendSpec, "build_segmenter", build_segmenter)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", lambda self: made["chat"])
     monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
     return made
 
@@ -88,7 +88,7 @@ def test_backend_flags_reach_the_factories(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     options = backends["options"]
-    assert isinstance(options, BackendOptions)
+    assert isinstance(options, BackendSpec)
     assert options.sam3_url == "http://127.0.0.1:8100"
     assert (options.llm_url, options.llm_model, options.tool_protocol) == (
         "http://127.0.0.1:9/v1",
@@ -156,11 +156,11 @@ def test_version() -> None:
 def test_empty_query_fails_before_any_model_loads(
     photo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_models(self: BackendOptions) -> object:
+    def no_models(self: BackendSpec) -> object:
         raise AssertionError("models must not be built for a bad query")
 
-    monkeypatch.setattr(BackendOptions, "build_segmenter", no_models)
-    monkeypatch.setattr(BackendOptions, "build_chat_model", no_models)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", no_models)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", no_models)
     result = runner.invoke(app, ["run", str(photo), "   "])
     assert result.exit_code == 2 and "query is empty" in result.stderr
 
@@ -172,11 +172,11 @@ NO_MODELS = "models must not be built for a bad option"
 
 @pytest.fixture
 def no_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(self: BackendOptions) -> object:
+    def refuse(self: BackendSpec) -> object:
         raise AssertionError(NO_MODELS)
 
-    monkeypatch.setattr(BackendOptions, "build_segmenter", refuse)
-    monkeypatch.setattr(BackendOptions, "build_chat_model", refuse)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", refuse)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", refuse)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
@@ -337,10 +337,10 @@ def test_default_out_dir_is_claimed_after_the_image_is_read(
 def test_sam3_only_writes_every_mask_above_threshold_without_a_chat_model(
     photo: Path, tmp_path: Path, backends: dict[str, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_chat(self: BackendOptions) -> object:
+    def no_chat(self: BackendSpec) -> object:
         raise AssertionError("sam3-only needs no MLLM")
 
-    monkeypatch.setattr(BackendOptions, "build_chat_model", no_chat)
+    monkeypatch.setattr(BackendSpec, "build_chat_model", no_chat)
     out = tmp_path / "o"
     result = runner.invoke(
         app,

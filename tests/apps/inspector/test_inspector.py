@@ -23,8 +23,8 @@ from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.apps.cli.main import app
 from sam3_agent.apps.inspector import load_run
 from sam3_agent.apps.inspector.html_page import render as render_html
-from sam3_agent.apps.inspector.summary import clean
 from sam3_agent.apps.inspector.terminal import render as render_terminal
+from sam3_agent.values.text import visible
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel
 from tests.support.resume_driver import SCRIPT, VERDICTS, cats
 
@@ -342,7 +342,7 @@ def test_hostile_strings_in_a_trace_stay_text(tmp_path: Path, data: st.DataObjec
     assert builder.root.find_all("img") == []  # no file the trace names is a real image
     text = builder.root.all_text()
     for value in (records[0]["reply"], records[1]["reply"], result["query"]):
-        assert clean(value) in text
+        assert visible(value) in text
 
     console = Console(file=StringIO(), width=120, color_system=None)
     render_terminal(run, console, full=True)

@@ -524,8 +524,8 @@ def test_cli_refuses_public_bind_without_token(
 ) -> None:
     monkeypatch.delenv("SAM3_AGENT_TOKEN", raising=False)
     result = CliRunner().invoke(cli, ["serve-sam3", "--host", "0.0.0.0"])
-    assert result.exit_code == 1
-    assert "without a token" in result.output
+    assert result.exit_code == 2  # a usage error, as in every other command
+    assert result.output.startswith("error: refusing to listen on 0.0.0.0 without a token")
     assert captured_serve == []
 
 
@@ -547,7 +547,7 @@ def test_cli_serves_the_model_with_its_limits(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("SAM3_AGENT_TOKEN", "from-env")
-    args = ["serve-sam3", "--model", str(tiny_sam3_dir), "--host", "0.0.0.0", "--port", "9100"]
+    args = ["serve-sam3", "--sam3", str(tiny_sam3_dir), "--host", "0.0.0.0", "--port", "9100"]
     args += ["--device", "cpu", "--cache-size", "3", "--max-upload-mb", "2", "--max-pixels", "1000"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
@@ -805,19 +805,20 @@ def test_api_segment_passes_the_service_token(
     monkeypatch: pytest.MonkeyPatch, three_cats: Detections, image: np.ndarray
 ) -> None:
     import sam3_agent
+    from sam3_agent.backends.spec import BackendSpec
     from tests.support.fakes import ScriptedChatModel, tool
 
     asked: dict[str, object] = {}
 
-    def fake_segmenter(**kwargs: object) -> FakeSegmenter:
-        asked.update(kwargs)
+    def fake_segmenter(self: BackendSpec) -> FakeSegmenter:
+        asked.update(token=self.sam3_token)
         return FakeSegmenter({"cat": three_cats})
 
-    monkeypatch.setattr(sam3_agent.agent.api, "build_segmenter", fake_segmenter)
+    monkeypatch.setattr(BackendSpec, "build_segmenter", fake_segmenter)
     monkeypatch.setattr(
-        sam3_agent.agent.api,
+        BackendSpec,
         "build_chat_model",
-        lambda **kwargs: ScriptedChatModel(replies=[tool("report_no_mask")]),
+        lambda self: ScriptedChatModel(replies=[tool("report_no_mask")]),
     )
     result = sam3_agent.segment(
         image, "a cat", sam3_url="http://127.0.0.1:8100", sam3_token="tok", llm_url="http://x/v1",

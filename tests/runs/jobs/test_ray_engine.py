@@ -28,7 +28,7 @@ ray = pytest.importorskip(
 from typer.testing import CliRunner  # noqa: E402
 
 from sam3_agent.apps.cli.main import app  # noqa: E402
-from sam3_agent.apps.cli.options import BackendOptions  # noqa: E402
+from sam3_agent.backends.spec import BackendSpec  # noqa: E402
 from sam3_agent.runs.batch.requests import load_requests  # noqa: E402
 from sam3_agent.runs.batch.results import RequestResult  # noqa: E402
 from sam3_agent.runs.batch.workers import BatchWorkerFactory  # noqa: E402
@@ -163,7 +163,7 @@ def test_worker_killed_mid_run_resumes_to_the_same_store(
     tiny_sam3_dir: Path, mllm: ScriptedServer,
 ) -> None:  # fmt: skip
     requests = load_requests(batch_input)
-    backends = BackendOptions(
+    backends = BackendSpec(
         sam3=str(tiny_sam3_dir), device="cpu", llm_url=mllm.base_url, llm_model="test-vlm",
         llm_api_key="k",
     )  # fmt: skip

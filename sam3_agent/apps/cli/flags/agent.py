@@ -1,0 +1,138 @@
+"""The agent and context flags: they build a validated :class:`AgentConfig`."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
+from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.values.config import CONTEXT_POLICIES, DEFAULT_MAX_PIXELS, AgentConfig, ToolProtocol
+from sam3_agent.values.errors import UserError
+
+AGENT_PANEL = "Agent"
+CONTEXT_PANEL = "Context"
+
+MIN_IMAGE_SIDE = 128
+"""The smallest ``--max-image-side``: below it the numbered labels and the zoom-in view of
+the mask checks (at least 96 pixels, ``render.ZOOM_MIN_SIDE``) no longer fit legibly."""
+
+_agent = functools.partial(flag, panel=AGENT_PANEL)
+_context = functools.partial(flag, panel=CONTEXT_PANEL)
+
+AGENT_FLAGS = (
+    _agent("max_rounds", int, AgentConfig.max_rounds, "--max-rounds",
+           help="Main MLLM calls per session."),
+    _agent("max_corrections", int, AgentConfig.max_corrections, "--max-corrections",
+           help="Model mistakes corrected per session before it fails."),
+    _agent("check_concurrency", int, AgentConfig.check_concurrency, "--check-concurrency",
+           help="Mask checks run at the same time."),
+    _agent("score_threshold", float, AgentConfig.score_threshold, "--score-threshold",
+           help="SAM 3 score threshold."),
+    _agent("max_image_side", int, AgentConfig.max_image_side, "--max-image-side",
+           help="Longer side of images sent to the MLLM, in pixels."),
+    _agent("max_pixels", int, DEFAULT_MAX_PIXELS, "--max-pixels",
+           help="Largest input image, in width x height pixels (checked before decoding)."),
+    _agent("prompts", Path | None, None, "--prompts",
+           help="A directory holding another prompt set (the templates of prompts/); checked "
+           "before any model loads. Default: the prompt set shipped with sam3-agent."),
+    _context("context_policy", str, AgentConfig.context_policy, "--context-policy",
+             help="How each call's context is chosen from the history: "
+             + ", ".join(CONTEXT_POLICIES)
+             + " (attention: in-process --llm hf:... only). See README 'Context policies'."),
+    _context("max_context_tokens", int, AgentConfig.max_context_tokens, "--max-context-tokens",
+             help="The MLLM's context window; every call fits it minus the reply reserve "
+             "(--reserve-tokens)."),
+    _context("reserve_tokens", int, AgentConfig.context_reserve_tokens, "--reserve-tokens",
+             help="Tokens of the context window kept free for the MLLM's reply (0 or more, "
+             "below --max-context-tokens)."),
+)  # fmt: skip
+
+# AgentConfig names its fields; the user typed flags.
+_FIELD_FLAGS = {
+    "max_image_pixels": "--max-pixels",
+    "prompts_dir": "--prompts",
+    "context_reserve_tokens": "--reserve-tokens",
+}
+
+
+def config_from_flags(
+    *,
+    max_rounds: int = AgentConfig.max_rounds,
+    max_corrections: int = AgentConfig.max_corrections,
+    check_concurrency: int = AgentConfig.check_concurrency,
+    score_threshold: float = AgentConfig.score_threshold,
+    max_image_side: int = AgentConfig.max_image_side,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    prompts: Path | None = None,
+    context_policy: str = AgentConfig.context_policy,
+    max_context_tokens: int = AgentConfig.max_context_tokens,
+    reserve_tokens: int = AgentConfig.context_reserve_tokens,
+    tool_protocol: ToolProtocol = "tags",
+) -> AgentConfig:
+    """The :class:`AgentConfig` of the agent and context flags (keywords: the flags' names).
+
+    Only the values are checked here (nothing imported); :func:`check_agent` checks the rest
+    once the backend flags are valid.
+
+    Raises:
+        UserError: a value out of range (NaN included), named by its flag.
+    """
+    if max_image_side < MIN_IMAGE_SIDE:
+        raise UserError(
+            f"--max-image-side must be >= {MIN_IMAGE_SIDE} (room for the numbered masks and "
+            f"the zoomed views), got {max_image_side}"
+        )
+    if reserve_tokens < 0:
+        raise UserError(f"--reserve-tokens must be >= 0, got {reserve_tokens}")
+    if max_context_tokens <= reserve_tokens:
+        raise UserError(
+            f"--max-context-tokens ({max_context_tokens}) must exceed the reply reserve "
+            f"(--reserve-tokens {reserve_tokens})"
+        )
+    try:
+        config = AgentConfig(
+            max_rounds=max_rounds,
+            max_corrections=max_corrections,
+            check_concurrency=check_concurrency,
+            score_threshold=score_threshold,
+            max_image_side=max_image_side,
+            tool_protocol=tool_protocol,
+            prompts_dir=prompts,
+            context_policy=context_policy,
+            max_context_tokens=max_context_tokens,
+            context_reserve_tokens=reserve_tokens,
+            max_image_pixels=max_pixels,
+        )
+    except UserError as e:
+        field, _, rest = str(e).partition(" ")
+        raise UserError(f"{_FIELD_FLAGS.get(field, '--' + field.replace('_', '-'))} {rest}") from e
+    return config
+
+
+def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True) -> None:
+    """What the agent flags need beyond their values, checked after
+    :meth:`BackendSpec.validate` and before any model loads: the context policy against the
+    MLLM the backend flags select (with ``chat``), and the prompt set (rendered once, which
+    imports the agent: a usage error found earlier costs no such import).
+
+    Raises:
+        UserError: ``--context-policy attention`` with an endpoint, or a broken ``--prompts``.
+    """
+    if chat:
+        backends.check_context(config)
+    from sam3_agent.agent.prompts import load_prompt_set
+
+    load_prompt_set(config.prompts_dir)
+
+
+def _config(values: dict[str, Any], built: dict[str, Any]) -> AgentConfig:
+    backends = built.get("backends")
+    protocol = backends.tool_protocol if isinstance(backends, BackendSpec) else "tags"
+    return config_from_flags(**values, tool_protocol=protocol)
+
+
+AGENT = FlagGroup("config", AGENT_FLAGS, _config)
+"""The agent and context flags: a validated :class:`AgentConfig` (listed after ``BACKENDS``,
+whose ``--tool-protocol`` it takes)."""

@@ -1,0 +1,60 @@
+"""Logging and the output of one request (``run``)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sam3_agent.apps.cli.console import setup_logging
+from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
+
+
+def _logging(values: dict[str, Any], built: dict[str, Any]) -> bool:
+    setup_logging(values["verbose"])
+    return bool(values["verbose"])
+
+
+VERBOSE = FlagGroup(
+    "verbose",
+    (flag("verbose", bool, False, "--verbose", "-v", help="Debug logging."),),
+    _logging,
+    first=True,
+)
+"""``--verbose/-v``: logging set up before anything else (listed last, built first)."""
+
+
+class Mode(str, Enum):
+    """``--mode`` of ``run`` and ``eval``."""
+
+    agent = "agent"
+    sam3_only = "sam3-only"
+
+
+RunOutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Output directory (default: runs/<time>-<image>-<query>)."),
+]
+OverwriteOpt = Annotated[
+    bool,
+    typer.Option("--overwrite", help="Replace a previous run's files in --out (nothing else)."),
+]
+ExportOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--export",
+        help="Also write per-mask files: png (masks/NN.png, binary), polygons (in "
+        "result.json); comma-separated.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print result.json to stdout.")]
+ResumeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--resume",
+        help="Continue the interrupted session in this run directory, from its last committed "
+        "round (give the same IMAGE, QUERY and agent flags).",
+    ),
+]

@@ -1,0 +1,128 @@
+"""What ``eval`` and ``batch`` share around their one library call
+(:func:`~sam3_agent.runs.evaluation.run.evaluate`, :func:`~sam3_agent.runs.batch.run.run_batch`):
+the memory plan, Ctrl+C, the running tallies of the progress display, and the summaries
+printed at the end.
+
+Nothing heavy is imported at module level: ``eval --help`` and ``batch --help`` stay light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from sam3_agent.apps.cli.console import EXIT_INTERRUPTED, out_console, plain, say
+from sam3_agent.apps.cli.progress import PlainProgress, ProgressBar
+
+if TYPE_CHECKING:
+    from sam3_agent.backends.spec import BackendSpec
+    from sam3_agent.runs.batch.results import RequestResult
+    from sam3_agent.runs.batch.summary import BatchTotals
+    from sam3_agent.runs.evaluation.report import ReportFiles
+    from sam3_agent.runs.evaluation.results import SampleResult
+    from sam3_agent.runs.jobs.base import EngineOptions
+
+Bar = ProgressBar | PlainProgress | None
+
+
+def plan_for(spec: BackendSpec, engine: EngineOptions, *, chat: bool = True) -> BackendSpec:
+    """Which default MLLM, and do the models fit: before any download. Only where they load
+    here: Ray workers load them on machines whose memory this one cannot see (and there the
+    flags name the MLLM: :meth:`BackendSpec.require_model_name`)."""
+    if engine.engine != "local":
+        return spec
+    plan = spec.plan(chat=chat)
+    if plan.note:
+        say(plan.note)
+    return plan.spec
+
+
+@contextlib.contextmanager
+def kept_when_interrupted(out: Path, what: str, bar: Bar = None) -> Iterator[None]:
+    """Stop the progress display at the end; Ctrl+C: say that the finished ``what`` are kept
+    in ``out``; exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        say(("interrupted", "yellow"), f": finished {what} are kept in {out}; run the same "
+            "command to resume.")  # fmt: skip
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
+class EvalTally:
+    """Running gIoU / cIoU and failures, for the progress display."""
+
+    def __init__(self) -> None:
+        from sam3_agent.runs.evaluation.metrics import RunningMetrics
+
+        self.running: Any = RunningMetrics()
+
+    def add(self, result: SampleResult) -> None:
+        self.running.add(result.scored())
+
+    def text(self) -> str:
+        running = self.running
+        return f"gIoU {_pct(running.giou)}  cIoU {_pct(running.ciou)}  failed {running.failed}"
+
+
+class BatchTally:
+    """Requests by outcome, for the progress display."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def add(self, result: RequestResult) -> None:
+        self.counts[result.status] += 1
+
+    def text(self) -> str:
+        c = self.counts
+        return f"masks {c['masks']}  no mask {c['no_mask']}  failed {c['failed']}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def print_report_summary(files: ReportFiles) -> None:
+    """One line per method (its label names a model: plain text), and the report's path."""
+    for m in files.methods:
+        overall = m.metrics.overall
+        say(
+            f"{m.label}: {overall.count} samples, gIoU {_pct(overall.giou)}, "
+            f"cIoU {_pct(overall.ciou)}, failed {overall.failed}",
+            console=out_console,
+        )
+    say(f"report: {files.report_md}", console=out_console)
+
+
+def print_batch_totals(totals: BatchTotals, out: Path) -> None:
+    """The batch's outcome as a table on stdout, and where its summary lies."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from sam3_agent.runs.batch.summary import SUMMARY_NAME
+
+    table = Table(title=plain(f"batch {out}"), show_edge=False)
+    for column in ("requests", "masks", "no mask", "failed", "missing", "tokens", "time (s)"):
+        table.add_column(column, justify="right")
+    s = totals.by_status
+    table.add_row(
+        str(totals.requests),
+        str(s["masks"]),
+        str(s["no_mask"]),
+        str(s["failed"]),
+        str(totals.missing),
+        str(totals.prompt_tokens + totals.completion_tokens),
+        f"{totals.time_s:.1f}",
+    )
+    console = Console(highlight=False)
+    console.print(table)
+    say(f"summary: {out / SUMMARY_NAME}", console=console)

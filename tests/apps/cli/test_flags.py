@@ -1,0 +1,164 @@
+"""Every flag group is declared once and composed: the commands that take a group expose
+exactly its options, and the console prints outside text as plain text."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.console import Console
+from typer.testing import CliRunner
+
+from sam3_agent.apps.cli import console as console_module
+from sam3_agent.apps.cli.flags import AGENT, BACKENDS, ENGINE, SAM3, FlagGroup
+from sam3_agent.apps.cli.main import COMMANDS, app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+runner = CliRunner()
+
+
+def options_of(name: str) -> dict[str, tuple[str, ...]]:
+    """The click options of command ``name``: parameter name -> its option strings."""
+    command = COMMANDS[name].load(name)
+    return {p.name: tuple(sorted(p.opts)) for p in command.params if p.name and not p.hidden}
+
+
+def group_options(group: FlagGroup) -> set[str]:
+    return {f.name for f in group.flags}
+
+
+@pytest.mark.parametrize("group", [BACKENDS, AGENT], ids=["backends", "agent+context"])
+def test_run_eval_batch_and_demo_expose_the_same_backend_agent_and_context_flags(
+    group: FlagGroup,
+) -> None:
+    names = group_options(group)
+    seen = {
+        command: {k: v for k, v in options_of(command).items() if k in names}
+        for command in ("run", "eval", "batch", "demo")
+    }
+    assert set(seen["run"]) == names
+    assert seen["eval"] == seen["run"] == seen["batch"] == seen["demo"]
+
+
+def test_the_context_group_and_the_flags_that_drifted_are_everywhere() -> None:
+    for command in ("run", "eval", "batch", "demo"):
+        flags = {o for opts in options_of(command).values() for o in opts}
+        for flag in (
+            "--context-policy",
+            "--max-context-tokens",
+            "--reserve-tokens",
+            "--max-pixels",
+        ):
+            assert flag in flags, (command, flag)
+    assert "-o" in options_of("eval")["out"]
+
+
+def test_eval_and_batch_share_the_engine_flags() -> None:
+    names = group_options(ENGINE)
+    eval_engine = {k: v for k, v in options_of("eval").items() if k in names}
+    batch_engine = {k: v for k, v in options_of("batch").items() if k in names}
+    assert set(eval_engine) == names and eval_engine == batch_engine
+
+
+def test_serve_sam3_takes_the_sam3_flags_of_the_other_commands() -> None:
+    serve = options_of("serve-sam3")
+    run = options_of("run")
+    for name in group_options(SAM3):
+        assert serve[name] == run[name]
+    assert serve["sam3"] == ("--sam3",) and "--verbose" in serve["verbose"]
+    hidden = [p for p in COMMANDS["serve-sam3"].load("serve-sam3").params if p.hidden]
+    assert [p.opts for p in hidden] == [["--model"]]  # the former spelling still parses
+
+
+def test_the_commands_help_still_answers_without_importing_heavy_modules() -> None:
+    heavy = ("torch", "transformers", "openai", "cv2", "numpy", "fastapi", "httpx", "ray")
+    script = (
+        "import sys, runpy, contextlib, io\n"
+        "for name in sys.argv[1:]:\n"
+        "    sys.argv = ['sam3-agent', name, '--help']\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            runpy.run_module('sam3_agent.apps.cli.main', run_name='__main__')\n"
+        "        except SystemExit as e:\n"
+        "            assert e.code == 0, (name, e.code)\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *COMMANDS],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--reserve-tokens", "-1"], "--reserve-tokens must be >= 0"),
+        (["--reserve-tokens", "40000"], "must exceed the reply reserve (--reserve-tokens 40000)"),
+        (["--max-pixels", "0"], "--max-pixels must be"),
+    ],
+)
+def test_new_agent_flags_are_refused_in_one_line_naming_them(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("")
+    result = runner.invoke(app, ["batch", str(source), "--out", str(tmp_path / "o"), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_serve_sam3_fails_in_one_line_with_the_exit_code_of_a_usage_error() -> None:
+    result = runner.invoke(app, ["serve-sam3", "--sam3", " ", "--max-pixels", "0"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: --sam3 must name a hub id or a local directory"
+
+
+# -- the console: outside text is plain text ---------------------------------------------
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    buffer = io.StringIO()
+    monkeypatch.setattr(
+        console_module, "err_console", Console(file=buffer, width=60, highlight=False)
+    )
+    return buffer
+
+
+def test_brackets_are_printed_as_they_are(captured: io.StringIO) -> None:
+    from sam3_agent.values.errors import UserError
+
+    with pytest.raises(typer.Exit) as stopped, console_module.one_line_errors():
+        raise UserError('the Ray engine needs Ray: pip install "sam3-agent[ray]" [/x] [bold]')
+    assert stopped.value.exit_code == 2
+    assert captured.getvalue() == (
+        'error: the Ray engine needs Ray: pip install "sam3-agent[ray]" [/x] [bold]\n'
+    )
+
+
+ODD = st.sampled_from(["[/x]", "[bold]", "\x1b[2J", "\ud800", "\udfff", "\x00", "\u202e", "\r"])
+
+
+@given(st.lists(st.text() | ODD).map("".join))
+def test_say_prints_any_text_plainly_on_one_line(text: str) -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=40, highlight=False, soft_wrap=True)
+    console_module.say(("round 1:", "bold"), f" {text}", console=console)
+    shown = buffer.getvalue()
+    assert shown.count("\n") == 1 + text.count("\n")  # no line added, none hidden
+    for invisible in ("\x1b", "\x00", "\x7f", "\r", "\u202e", "\ud800", "\udfff"):
+        assert invisible not in shown
+    shown.encode("utf-8")  # writable to a UTF-8 terminal or file
+    assert shown.count("[") == text.count("[")  # brackets are text, never markup
