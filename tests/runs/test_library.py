@@ -16,8 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from eval_fixtures import EXPECTED, make_chat_model, make_segmenter, write_reasonseg
-from fakes import FakeSegmenter, ScriptedChatModel
 
 from sam3_agent.agent.sam3_only import segment_only
 from sam3_agent.runs.batch.requests import BatchRequest
@@ -30,6 +28,8 @@ from sam3_agent.runs.jobs.store import reading
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import ImageTooLargeError
+from tests.support.eval_fixtures import EXPECTED, make_chat_model, make_segmenter, write_reasonseg
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,29 @@ def test_run_batch_writes_the_run_directory_and_resumes(tmp_path: Path) -> None:
     assert (resumed.run.ran, resumed.run.skipped) == (0, 6)
     assert sorted(again.previous) == sorted(r.id for r in requests)
     assert resumed.totals == done.totals
+
+
+def test_a_missing_image_fails_its_request_alone_also_on_resume(tmp_path: Path) -> None:
+    """One request's image missing (from the start, or deleted before a resume) fails that
+    request with a one-line reason; the others run."""
+    requests = _requests(tmp_path)
+    second = sorted({r.image_path for r in requests})[1]
+    gone = BatchRequest("gone.jpg:x", tmp_path / "gone.jpg", "x")
+    out = tmp_path / "out"
+    done = run_batch([*requests[:3], gone], out, FakeModels())
+    assert (done.run.ran, done.totals.by_status["masks"]) == (4, 1)
+    with reading(out, RequestResult.from_json) as store:
+        record = {r.id: r for r in store.results()}["gone.jpg:x"]
+    assert record.status == "failed" and record.infra_error
+    assert record.failure == f"ImageLoadError: image not found: {tmp_path / 'gone.jpg'}"
+
+    second.unlink()  # deleted between the run and its resume
+    resumed = run_batch(requests, out, FakeModels())
+    assert (resumed.run.skipped, resumed.run.ran, resumed.run.failed) == (3, 3, 3)
+    with reading(out, RequestResult.from_json) as store:
+        failures = {r.id: r.failure for r in store.results() if r.image_path == str(second)}
+    assert set(failures) == {r.id for r in requests[3:]}
+    assert all(f and "image not found" in f and "\n" not in f for f in failures.values())
 
 
 def test_run_batch_refuses_other_settings_before_building_a_model(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 """The requests of a batch: a JSONL or CSV file, or a folder of images with one query.
 
-Every file from outside goes through :func:`load_requests`, which turns every problem into
-a :class:`~sam3_agent.values.errors.DatasetError` naming the file and line, before any model loads.
-Images are only checked to exist here; they are decoded where the work runs.
+Every file from outside goes through :func:`load_requests`, which turns every problem of the
+file itself into a :class:`~sam3_agent.values.errors.DatasetError` naming the file and line,
+before any model loads. Images are not opened here, nor checked to exist: an image that is
+missing (or deleted before a resume), unreadable or too large fails its own request where the
+work runs, never the batch.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def load_requests(source: Path, *, query: str | None = None) -> list[BatchReques
 
     Raises:
         UserError: a file with ``query``, or a folder without it.
-        DatasetError: unreadable or malformed input, a missing image, a repeated id.
+        DatasetError: unreadable or malformed input, a repeated id.
     """
     if source.is_dir():
         if query is None or not query.strip():
@@ -134,8 +136,6 @@ def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
         image_path = path.parent / image_path
     # Absolute: Ray workers do not share the driver's working directory.
     image_path = image_path.absolute()
-    if not image_path.is_file():
-        raise DatasetError(f"{where}: image {image_path} does not exist")
     if given_id is None or given_id == "":
         request_id = default_id(image_path, query.strip())
     elif isinstance(given_id, (str, int)) and not isinstance(given_id, bool):
