@@ -138,6 +138,44 @@ def test_a_missing_image_fails_its_request_alone_also_on_resume(tmp_path: Path) 
     assert all(f and "image not found" in f and "\n" not in f for f in failures.values())
 
 
+@dataclass(frozen=True)
+class BarWatchingModels(FakeModels):
+    """Records whether Hugging Face's progress bars were on while the models loaded."""
+
+    bars: list[bool] = field(default_factory=list, compare=False)
+
+    def build_segmenter(self) -> FakeSegmenter:
+        from huggingface_hub.utils import are_progress_bars_disabled
+        from transformers.utils import logging as transformers_logging
+
+        self.bars.append(
+            not are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()
+        )
+        return super().build_segmenter()
+
+
+@pytest.mark.parametrize("kind", ["batch", "eval"])
+def test_loading_bars_show_only_with_progress_and_are_put_back(tmp_path: Path, kind: str) -> None:
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as transformers_logging
+
+    def call(models: FakeModels, out: Path, progress: Recorder | None) -> Any:
+        if kind == "batch":
+            return run_batch(_requests(tmp_path)[:1], out, models, progress=progress)
+        dataset = EvalSet("reasonseg", write_reasonseg(tmp_path / "rs"), limit=1)
+        return evaluate(dataset, out, models, progress=progress)
+
+    models = BarWatchingModels()
+    done = call(models, tmp_path / "quiet", None)
+    call(models, tmp_path / "shown", Recorder())
+    assert models.bars == [False, True]
+    assert not are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()
+    assert done.run.ran == 1 and done.run.wall_s > 0
+    if kind == "batch":
+        assert done.wall_s == done.run.wall_s
+        assert done.requests_per_s == pytest.approx(1 / done.wall_s)
+
+
 def test_run_batch_refuses_other_settings_before_building_a_model(tmp_path: Path) -> None:
     requests = _requests(tmp_path)[:1]
     out = tmp_path / "out"
