@@ -121,6 +121,67 @@ def test_run_batch_writes_the_run_directory_and_resumes(tmp_path: Path) -> None:
     assert resumed.totals == done.totals
 
 
+def test_a_missing_image_fails_its_request_alone_also_on_resume(tmp_path: Path) -> None:
+    """One request's image missing (from the start, or deleted before a resume) fails that
+    request with a one-line reason; the others run."""
+    requests = _requests(tmp_path)
+    second = sorted({r.image_path for r in requests})[1]
+    gone = BatchRequest("gone.jpg:x", tmp_path / "gone.jpg", "x")
+    out = tmp_path / "out"
+    done = run_batch([*requests[:3], gone], out, FakeModels())
+    assert (done.run.ran, done.totals.by_status["masks"]) == (4, 1)
+    with reading(out, RequestResult.from_json) as store:
+        record = {r.id: r for r in store.results()}["gone.jpg:x"]
+    assert record.status == "failed" and record.infra_error
+    assert record.failure == f"ImageLoadError: image not found: {tmp_path / 'gone.jpg'}"
+
+    second.unlink()  # deleted between the run and its resume
+    resumed = run_batch(requests, out, FakeModels())
+    assert (resumed.run.skipped, resumed.run.ran, resumed.run.failed) == (3, 3, 3)
+    with reading(out, RequestResult.from_json) as store:
+        failures = {r.id: r.failure for r in store.results() if r.image_path == str(second)}
+    assert set(failures) == {r.id for r in requests[3:]}
+    assert all(f and "image not found" in f and "\n" not in f for f in failures.values())
+
+
+@dataclass(frozen=True)
+class BarWatchingModels(FakeModels):
+    """Records whether Hugging Face's progress bars were on while the models loaded."""
+
+    bars: list[bool] = field(default_factory=list, compare=False)
+
+    def build_segmenter(self) -> FakeSegmenter:
+        from huggingface_hub.utils import are_progress_bars_disabled
+        from transformers.utils import logging as transformers_logging
+
+        self.bars.append(
+            not are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()
+        )
+        return super().build_segmenter()
+
+
+@pytest.mark.parametrize("kind", ["batch", "eval"])
+def test_loading_bars_show_only_with_progress_and_are_put_back(tmp_path: Path, kind: str) -> None:
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as transformers_logging
+
+    def call(models: FakeModels, out: Path, progress: Recorder | None) -> Any:
+        if kind == "batch":
+            return run_batch(_requests(tmp_path)[:1], out, models, progress=progress)
+        dataset = EvalSet("reasonseg", write_reasonseg(tmp_path / "rs"), limit=1)
+        return evaluate(dataset, out, models, progress=progress)
+
+    models = BarWatchingModels()
+    done = call(models, tmp_path / "quiet", None)
+    call(models, tmp_path / "shown", Recorder())
+    assert models.bars == [False, True]
+    assert not are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()
+    assert done.run.ran == 1 and done.run.wall_s > 0
+    if kind == "batch":
+        assert done.wall_s == done.run.wall_s
+        assert done.requests_per_s == pytest.approx(1 / done.wall_s)
+
+
 def test_run_batch_refuses_other_settings_before_building_a_model(tmp_path: Path) -> None:
     requests = _requests(tmp_path)[:1]
     out = tmp_path / "out"

@@ -1,13 +1,17 @@
 """The requests of a batch: a JSONL or CSV file, or a folder of images with one query.
 
-Every file from outside goes through :func:`load_requests`, which turns every problem into
-a :class:`~sam3_agent.values.errors.DatasetError` naming the file and line, before any model loads.
-Images are only checked to exist here; they are decoded where the work runs.
+Every file from outside goes through :func:`load_requests`, which turns every problem of the
+file itself into a :class:`~sam3_agent.values.errors.DatasetError` naming the file and line,
+before any model loads. Images are not opened here, nor checked to exist: an image that is
+missing (or deleted before a resume), unreadable or too large fails its own request where the
+work runs, never the batch.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +21,7 @@ from sam3_agent.values.errors import DatasetError, UserError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 MAX_ID_LENGTH = 200
+ID_DIGEST_CHARS = 12
 
 
 @dataclass(frozen=True)
@@ -36,8 +41,18 @@ class BatchRequest:
 
 
 def default_id(image: Path, query: str) -> str:
-    """``<image file name>:<query>``: readable and unchanged when the input is reordered."""
-    return f"{image.name}:{query}"
+    """``<image file name>:<query>``: readable and unchanged when the input is reordered.
+
+    At most :data:`MAX_ID_LENGTH` characters: a longer one (a ReasonSeg-style question) keeps
+    its start, then ``…`` and the first 12 hex digits of the SHA-256 of the whole, so it stays
+    unique and the same on every run (a resume finds it).
+    """
+    full = f"{image.name}:{query}"
+    if len(full) <= MAX_ID_LENGTH:
+        return full
+    # surrogatepass: a lone surrogate (valid in a JSON string) must not make the id fail.
+    digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{full[: MAX_ID_LENGTH - ID_DIGEST_CHARS - 1]}…{digest[:ID_DIGEST_CHARS]}"
 
 
 def load_requests(source: Path, *, query: str | None = None) -> list[BatchRequest]:
@@ -45,14 +60,14 @@ def load_requests(source: Path, *, query: str | None = None) -> list[BatchReques
 
     Args:
         source: a ``.jsonl`` file (one object per line: ``image``, ``query``, optional
-            ``id``), a ``.csv`` file (a header naming those columns), or a folder of images
-            (each image with ``query``; its id is its file name). Relative image paths in a
-            file are relative to the file's folder.
+            ``id``; without one, :func:`default_id`), a ``.csv`` file (a header naming those
+            columns), or a folder of images (each image with ``query``; its id is its file
+            name). Relative image paths in a file are relative to the file's folder.
         query: the query for every image of a folder (only with a folder).
 
     Raises:
         UserError: a file with ``query``, or a folder without it.
-        DatasetError: unreadable or malformed input, a missing image, a repeated id.
+        DatasetError: unreadable or malformed input, a repeated id.
     """
     if source.is_dir():
         if query is None or not query.strip():
@@ -87,7 +102,9 @@ def _folder(folder: Path, query: str) -> list[BatchRequest]:
 
 def _jsonl(path: Path) -> list[BatchRequest]:
     requests = []
-    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+    # "\n" only: str.splitlines() would also cut at U+2028, U+0085 and others that a JSON
+    # string may hold unescaped.
+    for number, line in enumerate(_read_text(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -101,7 +118,8 @@ def _jsonl(path: Path) -> list[BatchRequest]:
 
 
 def _csv(path: Path) -> list[BatchRequest]:
-    reader = csv.DictReader(_read_text(path).splitlines())
+    # newline="": a quoted field may hold line breaks (and U+2028 is no line break in CSV).
+    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
     columns = set(reader.fieldnames or ())
     if not {"image", "query"} <= columns:
         raise DatasetError(
@@ -109,8 +127,7 @@ def _csv(path: Path) -> list[BatchRequest]:
             f"got {sorted(columns)}"
         )
     try:
-        # Line 1 is the header: rows start at line 2.
-        return [_request(path, n, row) for n, row in enumerate(reader, start=2)]
+        return [_request(path, reader.line_num, row) for row in reader]
     except csv.Error as e:
         raise DatasetError(f"{path}: malformed CSV: {e}") from e
 
@@ -134,8 +151,6 @@ def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
         image_path = path.parent / image_path
     # Absolute: Ray workers do not share the driver's working directory.
     image_path = image_path.absolute()
-    if not image_path.is_file():
-        raise DatasetError(f"{where}: image {image_path} does not exist")
     if given_id is None or given_id == "":
         request_id = default_id(image_path, query.strip())
     elif isinstance(given_id, (str, int)) and not isinstance(given_id, bool):
@@ -143,7 +158,9 @@ def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
     else:
         raise DatasetError(f"{where}: 'id' must be text or a number")
     if not request_id or len(request_id) > MAX_ID_LENGTH:
-        raise DatasetError(f"{where}: 'id' must be 1..{MAX_ID_LENGTH} characters")
+        raise DatasetError(
+            f"{where}: 'id' must be 1..{MAX_ID_LENGTH} characters, got {len(request_id)}"
+        )
     return BatchRequest(id=request_id, image_path=image_path, query=query.strip())
 
 

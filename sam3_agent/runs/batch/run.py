@@ -44,6 +44,16 @@ class BatchOutcome:
     totals: BatchTotals
     summary: Path
 
+    @property
+    def wall_s(self) -> float:
+        """Wall-clock seconds of this call's run (``totals.time_s`` sums per-request times)."""
+        return self.run.wall_s
+
+    @property
+    def requests_per_s(self) -> float | None:
+        """Requests run by this call per wall-clock second; None when none ran."""
+        return self.run.per_second
+
 
 def batch_settings(backends: ModelSource, config: AgentConfig, model_name: str) -> dict[str, Any]:
     """The settings a batch's run directory is made with (and resumed only with)."""
@@ -64,6 +74,7 @@ def run_batch(
     engine: EngineOptions | None = None,
     retry_failed: bool = False,
     progress: ProgressListener[RequestResult] | None = None,
+    loading_bars: bool | None = None,
 ) -> BatchOutcome:
     """Run every request not yet stored in ``out``, then write ``out/summary.jsonl``.
 
@@ -78,6 +89,8 @@ def run_batch(
         engine: where the requests run (default: the local engine).
         retry_failed: run again the requests stored as infrastructure failures.
         progress: told the total and what was stored before, then each committed result.
+        loading_bars: show the progress bars of model downloads and loading where the
+            models load (None: only with a ``progress`` listener).
 
     Raises:
         UserError: bad options, or ``out`` holds a run made with other settings.
@@ -97,7 +110,12 @@ def run_batch(
         store.set_planned(len(requests))
         # Each worker builds its models (the local engine in this process, reusing a chat
         # model built above; Ray on every actor).
-        factory = BatchWorkerFactory(backends, config, chat_model=chat_model)
+        factory = BatchWorkerFactory(
+            backends,
+            config,
+            chat_model=chat_model,
+            loading_bars=progress is not None if loading_bars is None else loading_bars,
+        )
         outcome = asyncio.run(
             run_jobs(requests, store, runner, factory, progress=progress, retry_failed=retry_failed)
         )

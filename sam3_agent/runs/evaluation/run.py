@@ -113,6 +113,7 @@ def evaluate(
     retry_failed: bool = False,
     progress: ProgressListener[SampleResult] | None = None,
     samples: Sequence[Sample] | None = None,
+    loading_bars: bool | None = None,
 ) -> EvalOutcome:
     """Evaluate every sample of ``dataset`` not yet stored in ``out``, then write the report.
 
@@ -129,6 +130,8 @@ def evaluate(
         retry_failed: evaluate again the samples stored as infrastructure failures.
         progress: told the total and what was stored before, then each committed result.
         samples: ``dataset.load()`` when the caller already loaded them.
+        loading_bars: show the progress bars of model downloads and loading where the
+            models load (None: only with a ``progress`` listener).
 
     Raises:
         UserError: bad options, or ``out`` holds a run made with other settings.
@@ -167,6 +170,7 @@ def evaluate(
             sam3_only=sam3_only,
             model=str(run_settings["sam3"] if sam3_only else model_name),
             chat_model=chat_model,
+            loading_bars=progress is not None if loading_bars is None else loading_bars,
         )
         outcome = asyncio.run(
             run_jobs(samples, store, runner, factory, progress=progress, retry_failed=retry_failed)

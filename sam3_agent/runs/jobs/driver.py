@@ -9,7 +9,8 @@ ever counted twice when a rerun (or Ray's own retry of a lost task) computes a j
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -37,12 +38,25 @@ class ProgressListener(Protocol[R_contra]):
 @dataclass(frozen=True)
 class RunOutcome:
     """Counts of one run: ``skipped`` were stored before, ``ran`` were done now, of which
-    ``failed`` failed."""
+    ``failed`` failed; ``wall_s`` wall-clock seconds the run took (the workers building
+    their models included)."""
 
     total: int
     skipped: int
     ran: int
     failed: int
+    wall_s: float = 0.0
+
+    @property
+    def per_second(self) -> float | None:
+        """Jobs run per wall-clock second (``ran / wall_s``); None when nothing ran.
+
+        Unlike a sum of per-job times, this counts concurrent jobs once: it is the
+        throughput of the run.
+        """
+        if self.ran == 0 or self.wall_s <= 0:
+            return None
+        return self.ran / self.wall_s
 
 
 def pending_jobs(
@@ -64,13 +78,17 @@ async def run_jobs(
     *,
     progress: ProgressListener[R] | None = None,
     retry_failed: bool = False,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> RunOutcome:
     """Run every job not yet in ``store`` on ``engine``, committing each as it finishes.
+
+    ``clock`` (seconds, monotonic) times the run for :attr:`RunOutcome.wall_s`.
 
     Raises:
         Sam3AgentError: the engine or a handler stopped the run (commits are kept).
         asyncio.CancelledError, KeyboardInterrupt: interrupted (commits are kept).
     """
+    started = clock()
     todo = pending_jobs(jobs, store, retry_failed=retry_failed)
     todo_ids = {j.id for j in todo}
     if progress is not None:
@@ -102,4 +120,10 @@ async def run_jobs(
 
     if todo:
         await engine.run(todo, factory, store.run_dir, commit)
-    return RunOutcome(total=len(jobs), skipped=len(jobs) - len(todo), ran=ran, failed=failed)
+    return RunOutcome(
+        total=len(jobs),
+        skipped=len(jobs) - len(todo),
+        ran=ran,
+        failed=failed,
+        wall_s=max(0.0, clock() - started),
+    )

@@ -7,7 +7,9 @@ with other models is refused instead of mixing results of both.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import sys
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -100,3 +102,37 @@ def models_identity(
         # Only when given: runs made before these flags existed keep their identity.
         doc["generation"] = generation
     return doc
+
+
+@contextmanager
+def loading_bars_hidden() -> Iterator[None]:
+    """Inside the block, no progress bars of model downloads and loading: transformers'
+    "Loading weights" and huggingface_hub's downloads. Their settings are process-wide, so
+    they are put back as they were after the block.
+
+    Imports no transformers: one imported inside the block reads the switch from
+    huggingface_hub.
+    """
+    try:
+        from huggingface_hub.utils import (
+            are_progress_bars_disabled,
+            disable_progress_bars,
+            enable_progress_bars,
+        )
+    except ImportError:
+        yield
+        return
+    hub_was_on = not are_progress_bars_disabled()
+    before = sys.modules.get("transformers.utils.logging")
+    transformers_was_on = before.is_progress_bar_enabled() if before is not None else hub_was_on
+    disable_progress_bars()
+    if before is not None:
+        before.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if hub_was_on:
+            enable_progress_bars()
+        after = sys.modules.get("transformers.utils.logging")
+        if after is not None and transformers_was_on:
+            after.enable_progress_bar()

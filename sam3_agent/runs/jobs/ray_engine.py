@@ -21,7 +21,9 @@ import logging
 import os
 import pickle
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,31 +52,227 @@ def import_ray() -> Any:
     return ray
 
 
-def connect(address: str | None) -> None:
-    """Join the Ray cluster at ``address``, or start a local one when None.
+@dataclass(frozen=True)
+class RayConnection:
+    """How this process meets Ray for a run.
 
-    Reuses a Ray this process already joined (a second run, a test session).
+    Attributes:
+        init_args: the keyword arguments of ``ray.init``.
+        description: one line saying which Ray the run uses (logged).
+        private: a Ray started here for this run only (no other machine, no autoscaler).
+        notice: a line worth a warning: a Ray cluster on this machine that is not used.
+        pick_up_token: use this machine's Ray token as ``ray.init(address="auto")`` does
+            (an explicit ``host:port`` otherwise never does).
+    """
+
+    init_args: dict[str, Any]
+    description: str
+    private: bool = False
+    notice: str | None = None
+    pick_up_token: bool = False
+
+
+COMMON_INIT_ARGS: dict[str, Any] = {
+    "include_dashboard": False,
+    "logging_level": logging.WARNING,
+    "configure_logging": False,
+    # Workers' and raylet's output (ANSI-coloured, at any moment) would land in the
+    # caller's stdout between its results; it stays in Ray's log files on each node.
+    "log_to_driver": False,
+}
+
+
+def plan_connection(
+    address: str | None,
+    *,
+    workers: int,
+    environ: Mapping[str, str],
+    cpu_count: int | None,
+    recorded_cluster: str | None,
+) -> RayConnection:
+    """The ``ray.init`` arguments for ``--ray-address`` (``address``), and what to say.
+
+    None starts a private local Ray (``address="local"``: a cluster ``ray start`` recorded
+    on this machine must not turn it into a join, which Ray refuses when CPUs are given),
+    unless ``RAY_ADDRESS`` in ``environ`` names a cluster, as it does for every Ray program.
+    ``auto`` joins the cluster ``ray start`` runs here; ``ray://...`` joins through Ray
+    Client; ``host:port`` joins that cluster, with this machine's token if it has one.
+
+    Args:
+        workers: actors the run asks for (a private Ray declares a CPU for each).
+        cpu_count: this machine's CPUs (``os.cpu_count()``).
+        recorded_cluster: the address of the cluster ``ray start`` recorded here, if any.
+    """
+    if address is None:
+        from_env = environ.get("RAY_ADDRESS", "").strip()
+        if from_env and from_env != "local":
+            joined = plan_connection(
+                from_env,
+                workers=workers,
+                environ={},
+                cpu_count=cpu_count,
+                recorded_cluster=recorded_cluster,
+            )
+            return replace(joined, description=f"{joined.description} (from RAY_ADDRESS)")
+        # More logical CPUs than cores (see MIN_LOCAL_CPUS), and one per worker asked for
+        # plus room for Ray Data's own tasks: --workers is never cut down here.
+        cpus = max(MIN_LOCAL_CPUS, cpu_count or 1, workers + 2)
+        notice = None
+        if recorded_cluster:
+            notice = (
+                f"a Ray cluster started by `ray start` runs on this machine ({recorded_cluster}); "
+                "this run starts its own: pass --ray-address auto to run on that cluster"
+            )
+        return RayConnection(
+            {"address": "local", "num_cpus": cpus, **COMMON_INIT_ARGS},
+            f"starting a private local Ray for this run ({cpus} logical CPUs)",
+            private=True,
+            notice=notice,
+        )
+    if address == "local":
+        return plan_connection(
+            None,
+            workers=workers,
+            environ={},
+            cpu_count=cpu_count,
+            recorded_cluster=recorded_cluster,
+        )
+    init_args = {"address": address, **COMMON_INIT_ARGS}
+    if address == "auto":
+        where = f" ({recorded_cluster})" if recorded_cluster else ""
+        return RayConnection(
+            init_args, f"joining the Ray cluster `ray start` runs on this machine{where}"
+        )
+    if address.startswith("ray://"):
+        return RayConnection(init_args, f"joining the Ray cluster at {address} through Ray Client")
+    return RayConnection(init_args, f"joining the Ray cluster at {address}", pick_up_token=True)
+
+
+TOKEN_HELP = (
+    "set RAY_AUTH_TOKEN to the output of `ray get-auth-token` on the cluster's head node "
+    "(or RAY_AUTH_TOKEN_PATH to a copy of its ~/.ray/auth_token)"
+)
+
+
+def connect(address: str | None, *, workers: int = 1) -> RayConnection | None:
+    """Join the Ray cluster at ``address``, or start a private local one when None
+    (:func:`plan_connection`), saying which in one log line.
+
+    Reuses a Ray this process already joined (a second run, a test session): returns None.
 
     Raises:
-        UserError: Ray is not installed, or no cluster answers at ``address``.
+        UserError: Ray is not installed, or no cluster answers at ``address`` (what to set
+            when it wants a token).
     """
     ray = import_ray()
     if ray.is_initialized():
-        return
-    common: dict[str, Any] = {
-        "include_dashboard": False,
-        "logging_level": logging.WARNING,
-        "configure_logging": False,
-    }
+        return None
+    plan = plan_connection(
+        address,
+        workers=workers,
+        environ=os.environ,
+        cpu_count=os.cpu_count(),
+        recorded_cluster=_recorded_cluster(),
+    )
+    token = _pick_up_token() if plan.pick_up_token else None
+    logger.info("%s", plan.description)
+    if plan.notice:
+        logger.warning("%s", plan.notice)
     try:
-        if address is None:
-            cpus = max(MIN_LOCAL_CPUS, os.cpu_count() or 1)
-            ray.init(num_cpus=cpus, **common)
-        else:
-            ray.init(address=address, **common)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        where = f"at {address}" if address else "locally"
-        raise UserError(f"cannot start or join Ray {where}: {e}") from e
+        with _auth_warnings_quiet():
+            ray.init(**plan.init_args)
+    except Exception as e:
+        target = plan.init_args["address"]
+        where = "locally" if plan.private else f"at {target}"
+        message = " ".join(str(e).split()) or type(e).__name__
+        if _is_auth_failure(e):
+            raise UserError(
+                f"cannot join Ray {where}: the cluster refused this machine's token or it "
+                f"has none: {TOKEN_HELP}"
+            ) from e
+        hint = ""
+        if plan.pick_up_token and token is None:
+            hint = f" (if the cluster uses token authentication, Ray's default: {TOKEN_HELP})"
+        raise UserError(f"cannot start or join Ray {where}: {message}{hint}") from e
+    return plan
+
+
+def _recorded_cluster() -> str | None:
+    """The address ``ray start`` recorded on this machine, if any (Ray's own lookup)."""
+    try:
+        from ray._private.utils import read_ray_address
+
+        return read_ray_address() or None
+    except Exception:  # a Ray without this private helper: nothing to say
+        return None
+
+
+def _pick_up_token() -> bool | None:
+    """Use this machine's Ray token for an explicit address, as ``address="auto"`` does.
+
+    Returns True when token authentication is on for this process (a token was found, or
+    ``RAY_AUTH_MODE=token``), False when it is off, None when this machine has no token.
+    """
+    try:
+        from ray._private.authentication import authentication_token_setup as auth
+    except ImportError:  # a Ray without token authentication
+        return False
+    if not auth.AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+        return None
+    with _auth_warnings_quiet():
+        return bool(auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
+
+
+@contextmanager
+def _auth_warnings_quiet() -> Iterator[None]:
+    """Ray warns on stderr whenever it turns token authentication on ("for this Ray
+    cluster", also when joining one); the run's own log line says which Ray it uses."""
+    quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        quiet.setLevel(level)
+
+
+def _is_auth_failure(error: BaseException) -> bool:
+    if type(error).__name__ == "AuthenticationError":
+        return True
+    text = str(error).lower()
+    return "unauthenticated" in text or "authentication token" in text
+
+
+def check_capacity(
+    resources: Mapping[str, float], *, workers: int, gpus_per_worker: float, private: bool
+) -> str | None:
+    """What to say when the cluster cannot run ``workers`` actors at once (Ray Data would
+    silently run fewer); None when it can.
+
+    Each worker takes 1 CPU (Ray Data's default for an actor) and ``gpus_per_worker`` GPUs.
+
+    Raises:
+        UserError: a private local Ray that can run no worker at all (it would wait forever).
+    """
+    cpus = float(resources.get("CPU", 0.0))
+    fits = [(int(cpus + 1e-9), f"{cpus:g} CPUs (1 per worker)")]
+    if gpus_per_worker > 0:
+        gpus = float(resources.get("GPU", 0.0))
+        fits.append(
+            (int(gpus / gpus_per_worker + 1e-9), f"{gpus:g} GPUs ({gpus_per_worker:g} per worker)")
+        )
+    fit, why = min(fits, key=lambda f: f[0])
+    if workers <= fit:
+        return None
+    if fit == 0 and private:
+        raise UserError(
+            f"--workers {workers} --gpus-per-worker {gpus_per_worker:g}: this machine's Ray has "
+            f"{why.split(' (')[0]}, so no worker can start"
+        )
+    return (
+        f"--workers {workers}: the Ray cluster has {why}, so at most {fit} of them run at "
+        "once (the others wait for room)"
+    )
 
 
 class RayWorker:
@@ -189,7 +387,16 @@ class RayEngine:
         run_dir: Path,
         on_result: ResultCallback[R],
     ) -> None:
-        connect(self.address)  # on this thread: ray.init wants the main thread
+        # On this thread: ray.init wants the main thread.
+        plan = connect(self.address, workers=self.workers)
+        warning = check_capacity(
+            import_ray().cluster_resources(),
+            workers=self.workers,
+            gpus_per_worker=self.gpus_per_worker,
+            private=plan is not None and plan.private,
+        )
+        if warning:
+            logger.warning("%s", warning)
         loop = asyncio.get_running_loop()
         arrivals: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop = threading.Event()

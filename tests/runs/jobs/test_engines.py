@@ -165,6 +165,22 @@ def test_local_engine_runs_every_job_and_reads_each_image_once(tmp_path: Path) -
     assert 1 < handler.peak <= 4
 
 
+def test_the_outcome_carries_wall_time_and_throughput(tmp_path: Path) -> None:
+    """Wall time of the whole run, not a sum of per-job times; from an injected clock."""
+    jobs = _jobs(_images(tmp_path / "img", 2), per_image=3)
+    ticks = iter([100.0, 104.0, 200.0, 200.5])
+    with _store(tmp_path / "run") as store:
+        engine = LocalEngine(concurrency=3)
+        outcome = asyncio.run(
+            run_jobs(jobs, store, engine, Prebuilt(ShapeHandler()), clock=lambda: next(ticks))
+        )
+        nothing = asyncio.run(
+            run_jobs(jobs, store, engine, Prebuilt(ShapeHandler()), clock=lambda: next(ticks))
+        )
+    assert (outcome.ran, outcome.wall_s, outcome.per_second) == (6, 4.0, 1.5)
+    assert (nothing.ran, nothing.wall_s, nothing.per_second) == (0, 0.5, None)
+
+
 def test_rerun_skips_stored_jobs_and_retries_failed_ones(tmp_path: Path) -> None:
     paths = _images(tmp_path / "img", 2)
     jobs = [*_jobs(paths, per_image=1), BatchRequest("gone", tmp_path / "gone.png", "q")]

@@ -56,7 +56,8 @@ def ray_address() -> Iterator[str]:
     os.environ["PYTHONPATH"] = path
     os.environ["HF_HUB_OFFLINE"] = "1"
     try:
-        ray_core.init(num_cpus=8, include_dashboard=False, logging_level="WARNING")
+        # address="local": a `ray start` cluster recorded on this machine must not be joined.
+        ray_core.init(address="local", num_cpus=8, include_dashboard=False, logging_level="WARNING")
         yield str(ray_core.get_runtime_context().gcs_address)
     finally:
         ray_core.shutdown()
