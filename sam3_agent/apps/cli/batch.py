@@ -83,8 +83,11 @@ def batch_command(
                 requests, out, backends, config=config, engine=engine,
                 retry_failed=retry_failed, progress=bar,
             )  # fmt: skip
-    outcome = done.run
-    say(f"{outcome.ran} run, {outcome.skipped} already stored, {outcome.failed} failed")
+    outcome, rate = done.run, done.requests_per_s
+    say(
+        f"{outcome.ran} run, {outcome.skipped} already stored, {outcome.failed} failed "
+        f"in {done.wall_s:.1f} s ({'-' if rate is None else f'{rate:.2f}'} requests/s)"
+    )
     print_batch_totals(done.totals, out)
 
 

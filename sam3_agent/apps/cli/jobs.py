@@ -111,7 +111,8 @@ def print_batch_totals(totals: BatchTotals, out: Path) -> None:
     from sam3_agent.runs.batch.summary import SUMMARY_NAME
 
     table = Table(title=plain(f"batch {out}"), show_edge=False)
-    for column in ("requests", "masks", "no mask", "failed", "missing", "tokens", "time (s)"):
+    columns = ("requests", "masks", "no mask", "failed", "missing", "tokens", "request time (s)")
+    for column in columns:
         table.add_column(column, justify="right")
     s = totals.by_status
     table.add_row(

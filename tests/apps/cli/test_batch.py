@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ def test_batch_writes_each_request_and_a_summary(
     result = _batch(str(source), "--out", str(out), *flags)
     assert result.exit_code == 0, result.output
     assert "6 run, 0 already stored, 0 failed" in result.stderr
+    assert re.search(r"failed in \d+\.\d s \(\d+\.\d\d requests/s\)", result.stderr)  # wall time
     assert "requests" in result.stdout and "summary.jsonl" in result.stdout
     rows = _summary(out)
     assert [r["id"] for r in rows] == [
@@ -66,6 +68,7 @@ def test_batch_writes_each_request_and_a_summary(
     again = _batch(str(source), "--out", str(out), *flags, "--concurrency", "2")
     assert again.exit_code == 0, again.output
     assert "0 run, 6 already stored, 0 failed" in again.stderr
+    assert "(- requests/s)" in again.stderr  # nothing ran: no rate
     assert len(mllm.completions) == 12  # nothing asked twice
     assert _summary(out) == rows
 
