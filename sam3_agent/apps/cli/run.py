@@ -1,7 +1,6 @@
 """``sam3-agent run IMAGE QUERY``: one request, with a live status line per round.
 
-Every flag and path is checked before any model loads (and before numpy, torch or the
-HTTP clients are imported); the agent and the backends are imported only to run.
+Every flag and path is checked before any model loads (or numpy, torch, HTTP clients import).
 """
 
 from __future__ import annotations
