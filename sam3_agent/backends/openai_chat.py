@@ -10,11 +10,9 @@ other 4xx answers (bad key, bad request) fail at once.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import os
 import random
-import re
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,14 +22,17 @@ from typing import Any
 import openai
 
 from sam3_agent.backends.generation import GenerationSettings
+from sam3_agent.backends.openai_wire import (
+    message_to_wire,
+    reasoning_of,
+    tool_calls_of,
+)
+from sam3_agent.backends.retry import RetryPolicy, retry_after
 from sam3_agent.values.config import TOOL_PROTOCOLS
 from sam3_agent.values.errors import ChatModelError, UserError
 from sam3_agent.values.messages import (
     ChatMessage,
     ChatResponse,
-    ImagePart,
-    NativeToolCall,
-    TextPart,
     TokenUsage,
     ToolSpec,
 )
@@ -50,42 +51,6 @@ PLACEHOLDER_API_KEY = "EMPTY"
 RETRYABLE_STATUSES = frozenset({408, 429})
 
 SleepFn = Callable[[float], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to wait before retrying a failed request.
-
-    Attributes:
-        max_retries: retries after the first attempt (so ``max_retries + 1`` attempts).
-        backoff_base_s: ceiling of the first backoff; it doubles with every retry.
-        backoff_cap_s: largest backoff ceiling.
-        max_retry_after_s: a server's ``Retry-After`` is honoured up to this many seconds.
-    """
-
-    max_retries: int = 5
-    backoff_base_s: float = 0.5
-    backoff_cap_s: float = 30.0
-    max_retry_after_s: float = 120.0
-
-    def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise UserError(f"max_retries must be >= 0, got {self.max_retries}")
-        if self.backoff_base_s < 0 or self.backoff_cap_s < 0:
-            raise UserError("backoff_base_s and backoff_cap_s must be >= 0")
-
-    def delay(self, retry: int, retry_after_s: float | None, rng: random.Random) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based).
-
-        The server's ``Retry-After`` wins when given (clamped to ``[0, max_retry_after_s]``);
-        otherwise a random wait in ``[ceiling / 2, ceiling]`` with
-        ``ceiling = min(backoff_cap_s, backoff_base_s * 2 ** (retry - 1))``, so that clients
-        rejected together do not come back together.
-        """
-        if retry_after_s is not None:
-            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
-        ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2.0 ** (retry - 1))
-        return rng.uniform(ceiling / 2.0, ceiling)
 
 
 @dataclass(frozen=True)
@@ -290,7 +255,7 @@ class OpenAIChatModel:
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self._model,
-            "messages": [self._message(m) for m in messages],
+            "messages": [message_to_wire(m) for m in messages],
         }
         if self.max_tokens is not None:
             request["max_tokens"] = self.max_tokens
@@ -318,47 +283,6 @@ class OpenAIChatModel:
             logger.debug("tool_protocol is 'tags': %d tool specs not sent", len(tools))
         return request
 
-    def _message(self, message: ChatMessage) -> dict[str, Any]:
-        """One message in the chat-completions wire format.
-
-        Native tool calls travel as an assistant message's ``tool_calls`` and ``tool``
-        messages answering them by id. Text is sent as UTF-8, so a lone surrogate a model
-        wrote (which cannot be encoded) goes back as U+FFFD.
-        """
-        if message.role == "tool":
-            return {
-                "role": "tool",
-                "tool_call_id": message.tool_call_id or "",
-                "content": _wire_text(message.joined_text),
-            }
-        if message.tool_calls:
-            return {
-                "role": message.role,
-                "content": _wire_text(message.joined_text) or None,
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {
-                            "name": _wire_text(call.name),
-                            "arguments": _wire_text(call.arguments),
-                        },
-                    }
-                    for call in message.tool_calls
-                ],
-            }
-        if not message.images:
-            # Plain strings for text-only messages: some servers accept nothing else for
-            # system and assistant turns.
-            return {"role": message.role, "content": _wire_text(message.joined_text)}
-        content: list[dict[str, Any]] = []
-        for part in message.parts:
-            if isinstance(part, TextPart):
-                content.append({"type": "text", "text": _wire_text(part.text)})
-            elif isinstance(part, ImagePart):
-                content.append({"type": "image_url", "image_url": {"url": part.image.data_url()}})
-        return {"role": message.role, "content": content}
-
     def _classify(self, error: openai.OpenAIError) -> _Failure:
         if isinstance(error, openai.APITimeoutError):
             return _Failure(f"no answer within {self.timeout_s:g} s (timeout)", retryable=True)
@@ -370,7 +294,7 @@ class OpenAIChatModel:
             status = error.status_code
             text = f"HTTP {status}: {_error_text(error)}"
             if status in RETRYABLE_STATUSES or status >= 500:
-                return _Failure(text, retryable=True, retry_after_s=_retry_after(error.response))
+                return _Failure(text, retryable=True, retry_after_s=retry_after(error.response))
             return _Failure(_explain_status(status, text), retryable=False)
         return _Failure(f"{type(error).__name__}: {error}", retryable=False)
 
@@ -390,39 +314,10 @@ class OpenAIChatModel:
                 completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
                 calls=1,
             ),
-            reasoning=_reasoning(message),
+            reasoning=reasoning_of(message),
             finish_reason=choice.finish_reason or "stop",
-            tool_calls=_tool_calls(message),
+            tool_calls=tool_calls_of(message),
         )
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _wire_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD, so the request encodes as UTF-8."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
-
-
-def _reasoning(message: Any) -> str | None:
-    """The separate reasoning channel: vLLM/DeepSeek ``reasoning_content``, or ``reasoning``."""
-    extra = getattr(message, "model_extra", None) or {}
-    for key in ("reasoning_content", "reasoning"):
-        value = extra.get(key) if key in extra else getattr(message, key, None)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def _tool_calls(message: Any) -> tuple[NativeToolCall, ...]:
-    calls = []
-    for call in getattr(message, "tool_calls", None) or ():
-        function = getattr(call, "function", None)
-        if function is None:
-            logger.warning("ignoring a non-function tool call of type %r", call.type)
-            continue
-        calls.append(NativeToolCall(name=function.name, arguments=function.arguments or ""))
-    return tuple(calls)
 
 
 def _error_text(error: openai.APIStatusError) -> str:
@@ -446,29 +341,3 @@ def _explain_status(status: int, text: str) -> str:
     }
     hint = hints.get(status)
     return f"{text} - {hint}" if hint else text
-
-
-def _retry_after(response: Any) -> float | None:
-    """Seconds the server asks us to wait: ``retry-after-ms``, or ``Retry-After`` in seconds
-    or as an HTTP date. ``None`` when absent or unreadable."""
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return float(millis) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import sam3_agent.values.images as images_module
-from sam3_agent.backends.openai_chat import OpenAIChatModel, RetryPolicy
+from sam3_agent.backends.openai_chat import OpenAIChatModel
+from sam3_agent.backends.retry import RetryPolicy
 from sam3_agent.values.errors import ChatModelError, UserError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import (

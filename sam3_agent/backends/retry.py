@@ -1,0 +1,74 @@
+"""When to retry a failed request: exponential backoff with jitter, and the server's own
+``Retry-After`` (seconds, milliseconds or an HTTP date) when it sends one."""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sam3_agent.values.errors import UserError
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait before retrying a failed request.
+
+    Attributes:
+        max_retries: retries after the first attempt (so ``max_retries + 1`` attempts).
+        backoff_base_s: ceiling of the first backoff; it doubles with every retry.
+        backoff_cap_s: largest backoff ceiling.
+        max_retry_after_s: a server's ``Retry-After`` is honoured up to this many seconds.
+    """
+
+    max_retries: int = 5
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    max_retry_after_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise UserError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.backoff_base_s < 0 or self.backoff_cap_s < 0:
+            raise UserError("backoff_base_s and backoff_cap_s must be >= 0")
+
+    def delay(self, retry: int, retry_after_s: float | None, rng: random.Random) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based).
+
+        The server's ``Retry-After`` wins when given (clamped to ``[0, max_retry_after_s]``);
+        otherwise a random wait in ``[ceiling / 2, ceiling]`` with
+        ``ceiling = min(backoff_cap_s, backoff_base_s * 2 ** (retry - 1))``, so that clients
+        rejected together do not come back together.
+        """
+        if retry_after_s is not None:
+            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
+        ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2.0 ** (retry - 1))
+        return rng.uniform(ceiling / 2.0, ceiling)
+
+
+def retry_after(response: Any) -> float | None:
+    """Seconds the server asks us to wait: ``retry-after-ms``, or ``Retry-After`` in seconds
+    or as an HTTP date. ``None`` when absent or unreadable."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return float(millis) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
