@@ -8,6 +8,7 @@ imported by whoever needs them, so importing this package stays light.
 
 from __future__ import annotations
 
-from sam3_agent.apps.inspector.model import RunView, load_run
+from sam3_agent.apps.inspector.model import load_run
+from sam3_agent.apps.inspector.views import RunView
 
 __all__ = ["RunView", "load_run"]

@@ -21,14 +21,6 @@ from __future__ import annotations
 import base64
 import html
 
-from sam3_agent.apps.inspector.model import (
-    CallView,
-    ImageRef,
-    MessageView,
-    Part,
-    RoundView,
-    RunView,
-)
 from sam3_agent.apps.inspector.summary import (
     checks_summary,
     compact,
@@ -36,6 +28,14 @@ from sam3_agent.apps.inspector.summary import (
     round_title,
     run_facts,
     usage_line,
+)
+from sam3_agent.apps.inspector.views import (
+    CallView,
+    ImageRef,
+    MessageView,
+    Part,
+    RoundView,
+    RunView,
 )
 from sam3_agent.values.text import visible
 

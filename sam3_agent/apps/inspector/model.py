@@ -18,172 +18,27 @@ from __future__ import annotations
 
 import io
 import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
 from sam3_agent.agent.context.tokens import TokenCounter, counter_for
+from sam3_agent.apps.inspector.views import (
+    CallView,
+    ImageRef,
+    MessageView,
+    Part,
+    RoundView,
+    RunView,
+    as_dict,
+    as_float,
+    as_int,
+    as_list,
+    as_str,
+)
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, Role, TextPart
-
-TokenSource = Literal["trace", "estimate"]
-
-
-# -- views --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """An image a record refers to. ``data``/``mime`` are None when it cannot be shown."""
-
-    file: str
-    mime: str | None = None
-    data: bytes | None = None
-    width: int | None = None
-    height: int | None = None
-
-    @property
-    def label(self) -> str:
-        size = f" {self.width}x{self.height}" if self.width and self.height else ""
-        missing = "" if self.data is not None else " (not available)"
-        return f"{self.file}{size}{missing}"
-
-
-@dataclass(frozen=True)
-class Part:
-    """One part of a message: text, an image, a prompt file standing for the text, or a
-    native tool call the message carries (``text`` holds it as ``name(arguments)``)."""
-
-    kind: Literal["text", "image", "file", "call"]
-    text: str = ""
-    image: ImageRef | None = None
-
-
-@dataclass(frozen=True)
-class MessageView:
-    index: int
-    role: str
-    zone: str
-    parts: tuple[Part, ...]
-    tokens: int
-    tokens_source: TokenSource
-
-    @property
-    def text(self) -> str:
-        return "".join(p.text for p in self.parts if p.kind == "text")
-
-
-@dataclass(frozen=True)
-class CallView:
-    """One MLLM call besides the main one: a mask check or a digest."""
-
-    kind: Literal["check", "digest"]
-    title: str
-    verdict: str | None
-    messages: tuple[MessageView, ...]
-    reply: str
-    reasoning: str
-    usage: dict[str, Any]
-    latency_s: float | None
-    extra: dict[str, Any]
-
-
-@dataclass
-class RoundView:
-    """One main round and the calls made during it.
-
-    ``complete`` is False for a round with checks or digests but no main record: the
-    session was stopped before the round finished.
-    """
-
-    number: int
-    complete: bool = False
-    messages: tuple[MessageView, ...] = ()
-    eviction: dict[str, Any] = field(default_factory=dict)
-    eviction_source: Literal["context_policy", "pruning", "none"] = "none"
-    reply: str = ""
-    reasoning: str = ""
-    thinking: str = ""
-    finish_reason: str = ""
-    cut: str = ""
-    tool_name: str | None = None
-    tool_parameters: Any = None
-    outcome_kind: str = ""
-    outcome_text: str = ""
-    outcome_image: ImageRef | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    cached: bool = False
-    latency_s: float | None = None
-    round_s: float | None = None
-    checks: list[CallView] = field(default_factory=list)
-    digests: list[CallView] = field(default_factory=list)
-
-    @property
-    def context_tokens(self) -> int:
-        return sum(m.tokens for m in self.messages)
-
-    @property
-    def zones(self) -> dict[str, list[MessageView]]:
-        """Messages grouped by zone, zones in order of first appearance."""
-        grouped: dict[str, list[MessageView]] = {}
-        for m in self.messages:
-            grouped.setdefault(m.zone, []).append(m)
-        return grouped
-
-
-@dataclass
-class RunView:
-    """A run directory as the inspector shows it."""
-
-    directory: Path
-    rounds: list[RoundView]
-    result: dict[str, Any] | None
-    system_prompt: str | None
-    checker_prompt: str | None
-    committed_round: int | None
-    ended: bool = False
-    """The committed state says the session is over (nothing left to resume)."""
-    notes: list[str] = field(default_factory=list)
-    images: dict[str, ImageRef] = field(default_factory=dict)
-
-    @property
-    def query(self) -> str:
-        return as_str(self.result, "query")
-
-
-# -- reading untrusted values -----------------------------------------------------------
-
-
-def as_str(record: Any, key: str) -> str:
-    value = record.get(key) if isinstance(record, dict) else None
-    return value if isinstance(value, str) else ""
-
-
-def as_int(record: Any, key: str) -> int | None:
-    value = record.get(key) if isinstance(record, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def as_float(record: Any, key: str) -> float | None:
-    value = record.get(key) if isinstance(record, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def as_dict(record: Any, key: str) -> dict[str, Any]:
-    value = record.get(key) if isinstance(record, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(record: Any, key: str) -> list[Any]:
-    value = record.get(key) if isinstance(record, dict) else None
-    return value if isinstance(value, list) else []
-
-
-# -- loading ----------------------------------------------------------------------------
 
 _JPEG = b"\xff\xd8\xff"
 _PNG = b"\x89PNG\r\n\x1a\n"

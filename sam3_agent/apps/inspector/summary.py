@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from sam3_agent.apps.inspector.model import (
+from sam3_agent.apps.inspector.views import (
     RoundView,
     RunView,
     as_dict,

@@ -12,7 +12,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sam3_agent.apps.inspector.model import CallView, MessageView, Part, RoundView, RunView
 from sam3_agent.apps.inspector.summary import (
     checks_summary,
     compact,
@@ -21,6 +20,7 @@ from sam3_agent.apps.inspector.summary import (
     run_facts,
     usage_line,
 )
+from sam3_agent.apps.inspector.views import CallView, MessageView, Part, RoundView, RunView
 from sam3_agent.values.text import visible
 
 
