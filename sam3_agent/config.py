@@ -93,9 +93,11 @@ class AgentConfig:
     decay_weights: tuple[tuple[str, float], ...] = (
         ("segment", 1.0),
         ("examine", 1.5),
-        ("correction", 0.3),
+        ("correction", 1.2),
     )
-    """``decay``: weight per step kind (segment, examine, correction)."""
+    """``decay``: weight per step kind (segment, examine, correction). A correction weighs
+    more than a search round so that a refused call stays in view longer than the searches
+    before it (the model would repeat it otherwise)."""
 
     attention_window: int = 3
     """``attention``: calls over which each round's attention mass is averaged."""

@@ -198,10 +198,11 @@ def test_decay_scores_only_when_eviction_is_needed() -> None:
     specs = [Spec("segment", True, 10), Spec("examine", False, 60)] + [
         Spec("correction", words=60) for _ in range(6)
     ]
-    tight = record_of(build(DecayPolicy(Budget(1300, 256), COUNTER), history(specs)))
+    weights = {"segment": 1.0, "examine": 1.5, "correction": 0.3}
+    tight = record_of(build(DecayPolicy(Budget(1300, 256), COUNTER, weights), history(specs)))
     assert tight.scores is not None
     evicted = [e.round for e in tight.evicted]
-    # Corrections weigh 0.3, the examine 1.5: old corrections go before the older examine.
+    # Corrections weighed 0.3, the examine 1.5: old corrections go before the older examine.
     assert 2 not in evicted and 3 in evicted
     kept_scores = [tight.scores[r] for r in tight.kept_rounds]
     assert max(e.score or 0.0 for e in tight.evicted) <= min(kept_scores)
