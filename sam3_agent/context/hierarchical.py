@@ -76,13 +76,14 @@ class HierarchicalPolicy:
         anchor = anchor_index(steps)
         core_start = 0 if anchor is None else anchor
         everything = list(range(len(steps)))
-        all_phrases = tried_before(steps, [])
-        check_pinned(costs, self.budget, self.name, self._note_cost(all_phrases, []))
+        protected = costs.protected()
+        # Pinned: the protected rounds and the note naming every other phrase tried.
+        pinned_note = costs.note_tokens(tried_before(steps, sorted(protected)))
+        check_pinned(costs, self.budget, self.name, pinned_note)
         kept = set(everything)
         archived: list[int] = []
         lines = {i: archive_line(steps[i]) for i in everything}
         line_cost = {i: self.counter.text(lines[i]) + 2 for i in everything}
-        protected = costs.protected()
         limit, watermark = self.budget.limit, self.budget.watermark_tokens
 
         def without_archive() -> int:
