@@ -30,6 +30,7 @@ from sam3_agent.context import (
     counter_for,
 )
 from sam3_agent.context.accounting import digest_recorder
+from sam3_agent.context.base import restore_policy_state, save_policy_state
 from sam3_agent.context.registry import PolicyInputs, build_policy, check_backend
 from sam3_agent.echo import echo
 from sam3_agent.errors import Sam3AgentError, UserError
@@ -278,9 +279,10 @@ class Sam3Agent:
         restored = checkpoint.restore(session)
         if restored.ending is not None:
             return restored.ending.final, restored.ending.failure
-        # After the restore: the policy's digest accounting adds to the restored usage.
-        # Policy state (digests, attention, mode) starts afresh on resume; it is a view.
+        # After the restore: the policy's digest accounting adds to the restored usage, and
+        # its state (digests, mode, attention) continues from the last committed round.
         policy = self._context_policy(session)
+        restore_policy_state(policy, restored.context)
         try:
             return await self._rounds(
                 session, on_round, task, restored.steps, restored.corrections, policy, checkpoint
@@ -295,7 +297,8 @@ class Sam3Agent:
         on_digest = digest_recorder(
             session.usage, session.trace, self.token_counter, lambda: session.round
         )
-        inputs = PolicyInputs(self.config, self.token_counter, self.chat_model, on_digest)
+        # The session's (journaled) model: a digest call is replayed on resume like any other.
+        inputs = PolicyInputs(self.config, self.token_counter, session.chat_model, on_digest)
         return build_policy(inputs)
 
     async def _rounds(
@@ -375,9 +378,12 @@ class Sam3Agent:
                         f"the model made {corrections} mistakes; the budget is "
                         f"{self.config.max_corrections} (last: {outcome.observation.text[:120]})"
                     ))  # fmt: skip
+            policy_state = None if ending is not None else await save_policy_state(policy)
             # Off the event loop: encoding masks and syncing files must not hold up the other
             # sessions of a batch evaluation.
-            await asyncio.to_thread(checkpoint.commit, session, steps, corrections, ending)
+            await asyncio.to_thread(
+                checkpoint.commit, session, steps, corrections, ending, policy_state
+            )
             if on_round is not None:
                 seconds = time.perf_counter() - round_started
                 on_round(_event(step, response, parsed, session, seconds))

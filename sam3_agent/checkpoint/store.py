@@ -277,8 +277,12 @@ class Checkpoint:
         steps: Sequence[ActionStep],
         corrections: int,
         ending: Ending | None = None,
+        context: dict[str, Any] | None = None,
     ) -> None:
-        """Commit the state after the round ``session.round`` (atomic; then a new journal)."""
+        """Commit the state after the round ``session.round`` (atomic; then a new journal).
+
+        ``context`` is the context policy's state after the round (JSON-ready), restored
+        with the rest on resume."""
         if self.directory is None:
             return
         state = SessionState(
@@ -291,6 +295,7 @@ class Checkpoint:
             usage=session.usage,
             timings=dict(session.timings),
             ending=ending,
+            context=context,
         )
         self._write(state)
         if self._journal is not None:

@@ -186,6 +186,28 @@ class ContextPolicy(Protocol):
         ...
 
 
+async def save_policy_state(policy: ContextPolicy) -> dict[str, Any] | None:
+    """What ``policy`` carries between calls, JSON-ready, to commit with a round; None for
+    a stateless policy.
+
+    A policy with state (``summary``'s digests, ``auto``'s mode, ``attention``'s masses)
+    has ``async save_state()`` and ``restore_state(state)``; a resumed session restores
+    the state committed with its last round, so it sends what the uninterrupted one would.
+    """
+    save = getattr(policy, "save_state", None)
+    if save is None:
+        return None
+    state: dict[str, Any] = await save()
+    return state
+
+
+def restore_policy_state(policy: ContextPolicy, state: dict[str, Any] | None) -> None:
+    """Put a committed state (:func:`save_policy_state`) back into a fresh ``policy``."""
+    restore = getattr(policy, "restore_state", None)
+    if restore is not None and state is not None:
+        restore(state)
+
+
 # -- shared rendering ------------------------------------------------------------------
 
 
