@@ -87,10 +87,8 @@ class HierarchicalPolicy:
         limit, watermark = self.budget.limit, self.budget.watermark_tokens
 
         def without_archive() -> int:
-            """Pinned and working zones: what the archive's lines must leave room for."""
-            return costs.total(sorted(kept)) + self._note_cost(
-                tried_before(steps, sorted(kept)), []
-            )
+            """Pinned and working zones, counted exactly: what the archive must leave room for."""
+            return costs.total(sorted(kept)) + costs.note_tokens(tried_before(steps, sorted(kept)))
 
         def shown_lines() -> list[int]:
             """The archived rounds whose lines fit the archive's own budget, newest kept."""
