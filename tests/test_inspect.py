@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from sam3_agent.agent import Sam3Agent
 from sam3_agent.cli.main import app
+from sam3_agent.context.tokens import MESSAGE_OVERHEAD
 from sam3_agent.inspector import load_run
 from sam3_agent.inspector.html_page import render as render_html
 from sam3_agent.inspector.model import estimate_image_tokens, estimate_text_tokens
@@ -203,10 +204,11 @@ def test_estimates_when_the_trace_has_no_counts(run_dir: Path) -> None:
     run = load_run(run_dir)
     first = run.rounds[0].messages
     system = (run_dir / "system_prompt.txt").read_text()
-    assert first[0].tokens == 4 + estimate_text_tokens(system)
-    assert first[1].tokens == 4 + estimate_image_tokens(320, 240) + estimate_text_tokens(
-        first[1].text
-    )
+    # The trace's per-message counts (sam3_agent.context.tokens: ChatML's 5 framing tokens).
+    assert first[0].tokens == MESSAGE_OVERHEAD + estimate_text_tokens(system)
+    assert first[1].tokens == MESSAGE_OVERHEAD + estimate_image_tokens(
+        320, 240
+    ) + estimate_text_tokens(first[1].text)
     assert estimate_image_tokens(1008, 1008) == 36 * 36 + 2
 
 

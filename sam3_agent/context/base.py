@@ -273,6 +273,7 @@ class Costs:
         self.head = (
             self.counter.message(ChatMessage.text("system", self.history.system_prompt)).total
             + self.counter.message(first_user_message(self.history.task)).total
+            + self.counter.request_overhead
         )
         gone = self.current is None
         self.rounds = [
