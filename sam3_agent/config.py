@@ -81,7 +81,8 @@ class AgentConfig:
     ``failed`` before the call."""
 
     context_reserve_tokens: int = 1024
-    """Tokens kept free for the reply."""
+    """Tokens kept free for the reply: every call's messages fit ``max_context_tokens``
+    minus this. Must be >= 0 and below ``max_context_tokens``."""
 
     context_watermark: float = 0.7
     """Share of the budget at which ``hierarchical`` starts archiving and ``auto``

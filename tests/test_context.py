@@ -163,6 +163,9 @@ def test_unknown_policy_is_a_user_error() -> None:
         AgentConfig(context_policy="lru")
     with pytest.raises(UserError, match="must exceed the reply reserve"):
         AgentConfig(max_context_tokens=500, context_reserve_tokens=500)
+    with pytest.raises(UserError, match="context_reserve_tokens must be >= 0"):
+        AgentConfig(context_reserve_tokens=-1)
+    assert AgentConfig(context_reserve_tokens=0).context_reserve_tokens == 0
 
 
 def test_attention_refuses_a_backend_without_attention() -> None:
