@@ -227,3 +227,18 @@ def test_hierarchical_keeps_a_working_round_that_fits_without_the_archive() -> N
     record = record_of(context)
     assert context.kept_rounds == [31, 32, 33], record.evicted
     assert record.zones is not None and record.zones["archive"] > 0
+
+
+def test_an_archived_examine_keeps_which_masks_were_accepted() -> None:
+    from sam3_agent.context.hierarchical import archive_line
+    from sam3_agent.steps import Observation
+
+    text = (
+        "examine_each_mask checked all 4 masks one by one: 2 accepted, 2 rejected. Accepted "
+        "masks from the previous numbering: 2, 4. The image shows the accepted masks renumbered."
+    )
+    step = ActionStep(7, "reply", "examine", Observation(text))
+    line = archive_line(step)
+    assert line.startswith("round 7: examine_each_mask checked all 4 masks")
+    assert "Accepted masks from the previous numbering: 2, 4." in line
+    assert "renumbered" not in line

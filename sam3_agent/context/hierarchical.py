@@ -44,11 +44,15 @@ NOTE_OVERHEAD = 80
 
 
 def archive_line(step: ActionStep) -> str:
-    """One line standing for ``step``: what was asked and what came back, first sentence."""
-    result = step.observation.text.split(". ")[0].strip().rstrip(".")
-    if step.kind == "segment":
-        return f"round {step.round}: {result}."
+    """One line standing for ``step``: what was asked and what came back, first sentence;
+    for an examine round the first two (the verdict counts, then which masks were accepted
+    by their numbers before the check, which a later selection may need)."""
+    sentences = step.observation.text.split(". ")
     if step.kind == "examine":
+        result = ". ".join(s.strip() for s in sentences[:2]).strip().rstrip(".")
+        return f"round {step.round}: {result}."
+    result = sentences[0].strip().rstrip(".")
+    if step.kind == "segment":
         return f"round {step.round}: {result}."
     return f"round {step.round}: a mistake was corrected: {result}."
 
