@@ -8,9 +8,10 @@ session plants key information of every kind a real session produces:
   out and sends again one it cannot see was tried: refused, a correction spent);
 * **count**: how many masks each candidate phrase found (at the end the model segments
   again the candidate that found the most it can see; with none in view, its first guess);
-* **verdict**: which masks an examine accepted, by number before renumbering ("Accepted
-  masks from the previous numbering: 2, 4"), needed about 20 rounds later, when the model
-  selects those numbers on the same phrase's masks (without it: every mask);
+* **verdict**: which masks an examine of the best candidate accepted, by number before
+  renumbering ("Accepted masks from the previous numbering: 2, 4"), needed about 20 rounds
+  later, when the model selects those numbers on the same phrase's masks, searched once
+  more (without it: every mask);
 * **note**: the model's own note in its first reasoning ("NOTE: the wanted cats wear a
   red collar"), needed only for the final choice (without it: every colour);
 * **correction**: a refused call to a tool that does not exist (``zoom_in``); the model
@@ -210,7 +211,8 @@ def make_world(seed: int) -> World:
                 key=lambda i: -things[i].score,
             )
         finds[phrase] = hits
-    finds[f"{best} once more"] = finds[best]
+    for phrase in candidates:  # the model searches its chosen candidate again twice
+        finds[f"{phrase} again"] = finds[f"{phrase} once more"] = finds[phrase]
     decoys = [
         f"{rng.choice(['dark', 'round', 'tall', 'pale', 'shiny'])} shape {d + 1}"
         for d in range(int(rng.integers(12, 22)))
@@ -351,8 +353,8 @@ class SimulatedModel:
         untried = [p for p in world.candidates if f'"{p}"' not in text]
         if self.calls <= len(world.candidates) and untried:
             return think + call("segment_phrase", text_prompt=untried[0])
-        if self.calls == len(world.candidates) + 1:
-            return think + call("segment_phrase", text_prompt=self._best(text))
+        if self.calls == len(world.candidates) + 1:  # the best so far, to examine it
+            return think + call("segment_phrase", text_prompt=f"{self._best(text)} again")
         if self.calls == len(world.candidates) + 2:
             return think + call("examine_each_mask")
         if self.explored < len(world.decoys):
