@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from sam3_agent.agent.context.base import save_policy_state
 from sam3_agent.agent.events import RoundCallback, round_event
 from sam3_agent.agent.trace import digest_record, main_record
 
 if TYPE_CHECKING:
     from sam3_agent.agent.checkpoint import Checkpoint, Ending
-    from sam3_agent.agent.context import Context, Tokens
+    from sam3_agent.agent.context import Context, ContextPolicy, Tokens
     from sam3_agent.agent.context.summary import DigestCall, DigestSink
     from sam3_agent.agent.context.tokens import TokenCounter
     from sam3_agent.agent.parsing import ParsedReply
@@ -93,11 +94,15 @@ class TraceHook:
 class CommitHook:
     """Commits the session's state after the round (see :mod:`sam3_agent.agent.checkpoint`)."""
 
-    def __init__(self, checkpoint: Checkpoint) -> None:
+    def __init__(self, checkpoint: Checkpoint, policy: ContextPolicy) -> None:
         self._checkpoint = checkpoint
+        self._policy = policy
 
     async def __call__(self, session: Session, done: FinishedRound) -> None:
-        state = session.snapshot(done.steps, done.corrections, done.ending)
+        # The policy's own state (digests, mode) too, so a resumed session continues it.
+        ending = done.ending
+        context = None if ending is not None else await save_policy_state(self._policy)
+        state = session.snapshot(done.steps, done.corrections, ending, context)
         # Off the event loop: encoding masks and syncing files must not hold up the other
         # sessions of a batch evaluation.
         await asyncio.to_thread(self._checkpoint.commit, state)

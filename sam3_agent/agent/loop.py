@@ -23,6 +23,7 @@ from typing import Any
 from sam3_agent.agent import prompts, rundir, tools
 from sam3_agent.agent.checkpoint import Checkpoint, Ending, Fingerprint
 from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History, counter_for
+from sam3_agent.agent.context.base import restore_policy_state
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
 from sam3_agent.agent.events import MaskCheck, RoundCallback, RoundEvent
 from sam3_agent.agent.export import ExportFormat
@@ -221,10 +222,11 @@ class Sam3Agent:
         session.restore(restored)
         if restored.ending is not None:
             return restored.ending.final, restored.ending.failure
-        # After the restore: the policy's digest accounting adds to the restored usage.
-        # Policy state (digests, attention, mode) starts afresh on resume; it is a view.
+        # After the restore: the policy's digest accounting adds to the restored usage, and
+        # its state (digests, mode, attention) continues from the last committed round.
         policy = self._context_policy(session)
-        hooks: list[RoundHook] = [TraceHook(self.token_counter), CommitHook(checkpoint)]
+        restore_policy_state(policy, restored.context)
+        hooks: list[RoundHook] = [TraceHook(self.token_counter), CommitHook(checkpoint, policy)]
         if on_round is not None:
             hooks.append(EventHook(on_round))
         # The resumed session's own system prompt (the one its earlier rounds were sent).
@@ -241,7 +243,9 @@ class Sam3Agent:
         context benchmark wraps it)."""
         session.usage.estimate_source = self.token_counter.source
         sink = digest_sink(session, self.token_counter)
-        return build_policy(PolicyInputs(self.config, self.token_counter, self.chat_model, sink))
+        # The session's (journaled) model: a digest call is replayed on resume like any other.
+        inputs = PolicyInputs(self.config, self.token_counter, session.chat_model, sink)
+        return build_policy(inputs)
 
     async def _rounds(
         self,

@@ -17,6 +17,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from sam3_agent.agent.checkpoint.state import Ending, SessionState
 from sam3_agent.agent.checks import CheckCall, CheckRequest, CheckResult, check_all
@@ -105,9 +106,14 @@ class Session:
             self.timings[phase] += seconds
 
     def snapshot(
-        self, steps: Sequence[ActionStep], corrections: int, ending: Ending | None = None
+        self,
+        steps: Sequence[ActionStep],
+        corrections: int,
+        ending: Ending | None = None,
+        context: dict[str, Any] | None = None,
     ) -> SessionState:
-        """The state to commit after the round :attr:`round`."""
+        """The state to commit after the round :attr:`round`; ``context`` is the context
+        policy's own state (JSON-ready), restored with the rest on resume."""
         return SessionState(
             round=self.round,
             corrections=corrections,
@@ -118,6 +124,7 @@ class Session:
             usage=self.usage,
             timings=dict(self.timings),
             ending=ending,
+            context=context,
         )
 
     @contextlib.contextmanager

@@ -81,7 +81,8 @@ class AgentConfig:
     ``failed`` before the call."""
 
     context_reserve_tokens: int = 1024
-    """Tokens kept free for the reply."""
+    """Tokens kept free for the reply: every call's messages fit ``max_context_tokens``
+    minus this. Must be >= 0 and below ``max_context_tokens``."""
 
     context_watermark: float = 0.7
     """Share of the budget at which ``hierarchical`` starts archiving and ``auto``
@@ -93,9 +94,11 @@ class AgentConfig:
     decay_weights: tuple[tuple[str, float], ...] = (
         ("segment", 1.0),
         ("examine", 1.5),
-        ("correction", 0.3),
+        ("correction", 1.2),
     )
-    """``decay``: weight per step kind (segment, examine, correction)."""
+    """``decay``: weight per step kind (segment, examine, correction). A correction weighs
+    more than a search round so that a refused call stays in view longer than the searches
+    before it (the model would repeat it otherwise)."""
 
     attention_window: int = 3
     """``attention``: calls over which each round's attention mass is averaged."""

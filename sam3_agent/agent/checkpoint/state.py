@@ -118,6 +118,8 @@ class SessionState:
         usage: tokens so far, main conversation and checks apart.
         timings: seconds per phase so far.
         ending: set once the session has ended.
+        context: the context policy's state after this round
+            (:func:`~sam3_agent.context.base.save_policy_state`), None for a stateless one.
     """
 
     round: int = 0
@@ -129,6 +131,7 @@ class SessionState:
     usage: Usage = field(default_factory=Usage)
     timings: dict[str, float] = field(default_factory=dict)
     ending: Ending | None = None
+    context: dict[str, Any] | None = None
 
     def to_json(
         self,
@@ -150,6 +153,7 @@ class SessionState:
             "usage": _usage_to_json(self.usage),
             "timings": dict(self.timings),
             "ending": _ending_to_json(self.ending),
+            "context": self.context,
         }
 
     @classmethod
@@ -172,6 +176,8 @@ class SessionState:
             usage=_usage_from_json(doc["usage"]),
             timings={str(k): float(v) for k, v in doc["timings"].items()},
             ending=_ending_from_json(doc["ending"], image_size),
+            # Absent from sessions committed before policies kept their state.
+            context=doc.get("context"),
         )
 
 

@@ -30,15 +30,18 @@ Every ``"kind": "main"`` record of ``trace.jsonl`` carries ``"context_policy"``:
       "scores": null | {"<round>": float},  # decay: weight*exp(-rate*age); attention: mass
       "switch": null | {"round": int, "from": str, "to": str,
                         "sam3_tokens": int, "watermark_tokens": int},   # auto
-      "digests": null | {"shown": [{"rounds": [int], "level": 1}],      # summary
-                         "dropped": [[int]], "blocking_call_rounds": [int],
+      "digests": null | {"shown": [{"rounds": [int], "level": 1}],      # summary, round order
+                         "dropped": [[int]],         # digests dropped for space this call
+                         "dropped_rounds": [int],    # evicted rounds no shown digest covers
+                         "blocking_call_rounds": [int],
                          "waited_for_background_ms": float, "calls_total": int},
       "latency_ms": float                # time the policy took for this call
     }
 
 Next to it, ``"tokens_estimate"`` holds this package's count of the request
 (``{"text", "image", "total", "per_message": [int], "source": "estimate" |
-"tokenizer:<model>"}``) beside ``"usage"``, the count the endpoint reported. Digest calls
+"tokenizer:<model>"}``; ``total`` includes the generation prompt, which no message holds)
+beside ``"usage"``, the count the endpoint reported. Digest calls
 of ``summary`` are records of ``"kind": "digest"`` with their own ``usage`` and estimate.
 """
 

@@ -133,13 +133,32 @@ class AttentionPolicy:
         seen = self.masses.get(round_number)
         return float("inf") if not seen else sum(seen) / len(seen)
 
-    async def build(self, history: History) -> Context:
-        started = time.perf_counter()
+    async def save_state(self) -> dict[str, Any]:
+        """Each round's recent masses, the latest call's included (read now: the model's
+        attention does not outlive its process)."""
+        self._observe_last()
+        return {
+            "window": self.window,
+            "masses": {str(r): list(m) for r, m in sorted(self.masses.items())},
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.masses = {
+            int(r): deque((float(x) for x in m), maxlen=self.window)
+            for r, m in state["masses"].items()
+        }
+
+    def _observe_last(self) -> None:
         if self._last is not None:
             messages, rounds = self._last
+            self._last = None
             per_message = self.source.last_message_attention(messages)
             if per_message is not None:
                 self.observe(per_message, rounds, round_sizes(messages))
+
+    async def build(self, history: History) -> Context:
+        started = time.perf_counter()
+        self._observe_last()
         costs = Costs(self.counter, history)
         check_pinned(costs, self.budget, self.name)
         steps = history.steps

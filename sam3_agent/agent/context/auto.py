@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from sam3_agent.agent.context.base import Budget, Context, History, record_of
 from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
@@ -38,6 +39,20 @@ class AutoPolicy:
         self.mode = "sam3"
         self.switches: list[dict[str, object]] = []
         self._last_switch_round: int | None = None
+
+    async def save_state(self) -> dict[str, Any]:
+        """The mode and the switches so far (a resumed session continues in the same mode)."""
+        return {
+            "mode": self.mode,
+            "last_switch_round": self._last_switch_round,
+            "switches": [dict(s) for s in self.switches],
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.mode = str(state["mode"])
+        last = state["last_switch_round"]
+        self._last_switch_round = None if last is None else int(last)
+        self.switches = [dict(s) for s in state["switches"]]
 
     async def build(self, history: History) -> Context:
         started = time.perf_counter()

@@ -13,8 +13,11 @@ sums and the budget check are shared here, so every policy keeps the same invari
 * of the masks images only the one of the masks that can still be selected is shown
   (:func:`~sam3_agent.agent.steps.current_masks_index`); that round is never evicted. Every
   other masks image becomes a line of text. So a call has at most two images;
+* the latest round (the model's own last reply and its answer) is always sent whole: it
+  is the one thing the model must see to continue, above all when it was corrected;
 * the messages fit ``max_context_tokens - reserve_tokens``; when even the pinned part
-  (system prompt, request, selectable masks) does not, :class:`ContextBudgetError`.
+  (system prompt, request, selectable masks, latest round) does not,
+  :class:`ContextBudgetError`.
 """
 
 from __future__ import annotations
@@ -185,6 +188,28 @@ class ContextPolicy(Protocol):
         ...
 
 
+async def save_policy_state(policy: ContextPolicy) -> dict[str, Any] | None:
+    """What ``policy`` carries between calls, JSON-ready, to commit with a round; None for
+    a stateless policy.
+
+    A policy with state (``summary``'s digests, ``auto``'s mode, ``attention``'s masses)
+    has ``async save_state()`` and ``restore_state(state)``; a resumed session restores
+    the state committed with its last round, so it sends what the uninterrupted one would.
+    """
+    save = getattr(policy, "save_state", None)
+    if save is None:
+        return None
+    state: dict[str, Any] = await save()
+    return state
+
+
+def restore_policy_state(policy: ContextPolicy, state: dict[str, Any] | None) -> None:
+    """Put a committed state (:func:`save_policy_state`) back into a fresh ``policy``."""
+    restore = getattr(policy, "restore_state", None)
+    if restore is not None and state is not None:
+        restore(state)
+
+
 # -- shared rendering ------------------------------------------------------------------
 
 
@@ -262,6 +287,7 @@ class Costs:
             + self.counter.message(
                 first_user_message(self.history.task, prompts=self.history.prompts)
             ).total
+            + self.counter.request_overhead
         )
         gone = self.current is None
         self.rounds = [
@@ -275,8 +301,12 @@ class Costs:
         ]
 
     def protected(self) -> set[int]:
-        """Rounds no policy may evict: the one showing the selectable masks."""
-        return set() if self.current is None else {self.current}
+        """Rounds no policy may evict: the one showing the selectable masks, and the latest
+        round (the model's own last reply and what answered it)."""
+        out = set() if self.current is None else {self.current}
+        if self.rounds:
+            out.add(len(self.rounds) - 1)
+        return out
 
     def total(self, kept: Iterable[int], head_extra: int = 0) -> int:
         return self.head + head_extra + sum(self.rounds[i] for i in set(kept))
@@ -303,7 +333,8 @@ def check_pinned(costs: Costs, budget: Budget, policy: str, head_extra: int = 0)
     if pinned > budget.limit:
         raise ContextBudgetError(
             f"context budget too small: the pinned context (system prompt, request"
-            f"{', current masks image' if costs.protected() else ''}) needs {pinned} tokens "
+            f"{', current masks image' if costs.current is not None else ''}"
+            f"{', latest round' if costs.rounds else ''}) needs {pinned} tokens "
             f"but --max-context-tokens {budget.max_context_tokens} minus the "
             f"{budget.reserve_tokens}-token reply reserve leaves {budget.limit} "
             f"(policy {policy})"

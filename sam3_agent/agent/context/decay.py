@@ -2,8 +2,8 @@
 
 ``age`` is in rounds (0 for the latest round), ``weight`` is per step kind (segment,
 examine, correction; :data:`DEFAULT_WEIGHTS`, configurable). Scores are computed only
-when the full history does not fit; ties go oldest first. The selectable masks' round is
-pinned.
+when the full history does not fit; ties go oldest first. The selectable masks' round and
+the latest round are pinned.
 """
 
 from __future__ import annotations
@@ -25,8 +25,11 @@ from sam3_agent.agent.context.base import (
 )
 from sam3_agent.agent.context.tokens import TokenCounter
 
-DEFAULT_WEIGHTS: dict[str, float] = {"segment": 1.0, "examine": 1.5, "correction": 0.3}
-"""Examine verdicts cost the most to redo; a correction matters only while it is fresh."""
+DEFAULT_WEIGHTS: dict[str, float] = {"segment": 1.0, "examine": 1.5, "correction": 1.2}
+"""Examine verdicts cost the most to redo. A correction outranks every search round older
+than it (all scores decay at the same rate), so the model keeps seeing that it was corrected
+and does not repeat the refused call; it still leaves before newer search rounds once it is
+more than ``ln(1.2) / rate`` (about 1.2) rounds older than them."""
 
 DEFAULT_RATE = 0.15
 """Per-round decay: a round's score halves in about 4.6 rounds."""

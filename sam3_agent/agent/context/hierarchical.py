@@ -44,11 +44,15 @@ NOTE_OVERHEAD = 80
 
 
 def archive_line(step: ActionStep) -> str:
-    """One line standing for ``step``: what was asked and what came back, first sentence."""
-    result = step.observation.text.split(". ")[0].strip().rstrip(".")
-    if step.kind == "segment":
-        return f"round {step.round}: {result}."
+    """One line standing for ``step``: what was asked and what came back, first sentence;
+    for an examine round the first two (the verdict counts, then which masks were accepted
+    by their numbers before the check, which a later selection may need)."""
+    sentences = step.observation.text.split(". ")
     if step.kind == "examine":
+        result = ". ".join(s.strip() for s in sentences[:2]).strip().rstrip(".")
+        return f"round {step.round}: {result}."
+    result = sentences[0].strip().rstrip(".")
+    if step.kind == "segment":
         return f"round {step.round}: {result}."
     return f"round {step.round}: a mistake was corrected: {result}."
 
@@ -76,48 +80,60 @@ class HierarchicalPolicy:
         anchor = anchor_index(steps)
         core_start = 0 if anchor is None else anchor
         everything = list(range(len(steps)))
-        all_phrases = tried_before(steps, [])
-        check_pinned(costs, self.budget, self.name, self._note_cost(all_phrases, []))
+        protected = costs.protected()
+        # Pinned: the protected rounds and the note naming every other phrase tried.
+        pinned_note = costs.note_tokens(tried_before(steps, sorted(protected)))
+        check_pinned(costs, self.budget, self.name, pinned_note)
         kept = set(everything)
         archived: list[int] = []
         lines = {i: archive_line(steps[i]) for i in everything}
         line_cost = {i: self.counter.text(lines[i]) + 2 for i in everything}
-        protected = costs.protected()
+        limit, watermark = self.budget.limit, self.budget.watermark_tokens
+
+        def without_archive() -> int:
+            """Pinned and working zones, counted exactly: what the archive must leave room for."""
+            return costs.total(sorted(kept)) + costs.note_tokens(tried_before(steps, sorted(kept)))
+
+        def shown_lines() -> list[int]:
+            """The archived rounds whose lines fit the archive's own budget, newest kept."""
+            room = min(int(limit * ARCHIVE_SHARE), limit - without_archive() - NOTE_OVERHEAD)
+            shown = sorted(archived)
+            while shown and sum(line_cost[i] for i in shown) > room:
+                shown.pop(0)
+            return shown
 
         def total() -> int:
+            shown = shown_lines()
             tried = tried_before(steps, sorted(kept))
             return costs.total(sorted(kept)) + self._note_cost(
-                tried, [lines[i] for i in archived], line_cost=[line_cost[i] for i in archived]
+                tried, [lines[i] for i in shown], line_cost=[line_cost[i] for i in shown]
             )
 
-        limit, watermark = self.budget.limit, self.budget.watermark_tokens
-        current = total()
         reasons: dict[int, str] = {}
-        if current > watermark:
-            # Older rounds go first, down to the watermark; the latest search's rounds only
-            # when the hard limit requires it.
-            stages = (
-                (everything[:core_start], watermark, "watermark: moved to archive"),
-                (everything[core_start:], limit, "budget: working round moved to archive"),
-            )
-            for candidates, target, reason in stages:
-                for i in candidates:
-                    if current <= target:
-                        break
-                    if i in protected:
-                        continue
-                    kept.discard(i)
-                    archived.append(i)
-                    reasons[i] = reason
-                    current = total()
-        # The archive keeps its own budget: past it, the oldest lines go.
-        without_archive = costs.total(sorted(kept)) + self._note_cost(
-            tried_before(steps, sorted(kept)), []
-        )
-        archive_budget = min(int(limit * ARCHIVE_SHARE), limit - without_archive - NOTE_OVERHEAD)
-        shown = sorted(archived)
-        while shown and sum(line_cost[i] for i in shown) > archive_budget:
-            reasons[shown.pop(0)] = "archive over its budget: line dropped"
+        # Older rounds go first, down to the watermark, the archive counted as it will be
+        # sent. The latest search's rounds go only when they, the pinned zone and the note
+        # of tried phrases exceed the hard limit: the archive yields to them, not they to it.
+        current = total()
+        for i in everything[:core_start]:
+            if current <= watermark:
+                break
+            if i in protected:
+                continue
+            kept.discard(i)
+            archived.append(i)
+            reasons[i] = "watermark: moved to archive"
+            current = total()
+        for i in everything[core_start:]:
+            if without_archive() <= limit:
+                break
+            if i in protected:
+                continue
+            kept.discard(i)
+            archived.append(i)
+            reasons[i] = "budget: working round moved to archive"
+        shown = shown_lines()
+        for i in sorted(set(archived) - set(shown)):
+            reasons[i] = "archive over its budget: line dropped"
         evicted = [Evicted(steps[i].round, reason) for i, reason in reasons.items()]
         tried = tried_before(steps, sorted(kept))
         note = archive_note([lines[i] for i in shown], history.prompts)

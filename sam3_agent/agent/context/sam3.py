@@ -118,10 +118,10 @@ class Sam3Policy:
         started = time.perf_counter()
         costs = Costs(self.counter, history)
         selection, evicted = sam3_selection(history.steps)
-        note = costs.note_tokens(selection.tried_phrases)
-        check_pinned(costs, self.budget, self.name, note)
-        # Evicting for the budget may add phrases to the note: reckon with the longest note.
+        # Evicting for the budget may add phrases to the note: reckon with the longest note,
+        # the one naming every phrase but those of the pinned rounds.
         longest = costs.note_tokens(tried_before(history.steps, sorted(costs.protected())))
+        check_pinned(costs, self.budget, self.name, longest)
         kept, more = evict_in_order(
             costs, selection.kept, sorted(selection.kept), self.budget.limit, "budget", longest
         )

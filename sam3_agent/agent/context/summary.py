@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sam3_agent.agent.context.base import (
     Budget,
@@ -112,8 +113,12 @@ def digest_text(reply: str, counter: TokenCounter, max_tokens: int) -> str:
 class SummaryPolicy:
     """Oldest rounds out, each run condensed by the model.
 
+    Every evicted round is stood for by a digest shown in the same call, or is recorded as
+    dropped (its digest no longer fitted). Digests are shown in round order; a digest
+    written ahead is shown once all of its rounds have left, so its rounds leave together.
+
     Attributes:
-        digests: every digest written so far, oldest first.
+        digests: every digest written so far and not dropped, oldest first.
         digest_calls / digest_blocking: calls made, and how many the next call waited on.
     """
 
@@ -136,7 +141,7 @@ class SummaryPolicy:
         self.digests: list[Digest] = []
         self.digest_calls = 0
         self.digest_blocking = 0
-        self._pending: asyncio.Task[Digest] | None = None
+        self._pending: asyncio.Task[tuple[Digest, DigestCall]] | None = None
         self._evicted: set[int] = set()
         self._dropped_rounds: set[int] = set()
 
@@ -146,29 +151,72 @@ class SummaryPolicy:
             self._pending.cancel()
         self._pending = None
 
+    async def save_state(self) -> dict[str, Any]:
+        """The policy's state after a committed round, JSON-ready (see :meth:`restore_state`).
+
+        A digest being written in the background is awaited first, so that it is part of
+        the round that started it: a resumed session neither asks for it again nor misses it.
+        """
+        await self._collect()
+        return {
+            "digests": [{"rounds": list(d.rounds), "text": d.text, "level": d.level}
+                        for d in self.digests],
+            "evicted": sorted(self._evicted),
+            "dropped_rounds": sorted(self._dropped_rounds),
+            "calls": self.digest_calls,
+            "blocking": self.digest_blocking,
+        }  # fmt: skip
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`save_state`'s output (a resumed session)."""
+        self.digests = [
+            Digest(tuple(int(r) for r in d["rounds"]), str(d["text"]), int(d["level"]))
+            for d in state["digests"]
+        ]
+        self._evicted = {int(r) for r in state["evicted"]}
+        self._dropped_rounds = {int(r) for r in state["dropped_rounds"]}
+        self.digest_calls = int(state["calls"])
+        self.digest_blocking = int(state["blocking"])
+
+    async def _collect(self) -> float:
+        """Take the background digest in (and report its call); seconds waited for it."""
+        if self._pending is None:
+            return 0.0
+        wait_start = time.perf_counter()
+        digest, call = await self._pending
+        waited = time.perf_counter() - wait_start
+        self._pending = None
+        self.digests.append(digest)
+        self._report(call)
+        return waited
+
     async def build(self, history: History) -> Context:
         started = time.perf_counter()
-        waited = 0.0
-        if self._pending is not None:
-            wait_start = time.perf_counter()
-            self.digests.append(await self._pending)
-            waited = time.perf_counter() - wait_start
-            self._pending = None
+        waited = await self._collect()
         steps = history.steps
         costs = Costs(self.counter, history)
         check_pinned(costs, self.budget, self.name)
         # Once evicted, a round stays out: its digest stands for it from then on.
         evict = [i for i, s in enumerate(steps) if s.round in self._evicted]
         evict = self._evict_more(costs, evict, self.budget.limit, self.budget.watermark_tokens)
+        gone = {steps[i].round for i in evict}
+        # A digest written ahead whose rounds did not all leave cannot stand for the ones
+        # that did: it is discarded and those rounds are condensed again below.
+        self.digests = [
+            d for d in self.digests if set(d.rounds) <= gone or not set(d.rounds) & gone
+        ]
         blocking: list[int] = []
         covered = self._covered_rounds()
         uncovered = [steps[i] for i in evict if steps[i].round not in covered]
         if uncovered:
             blocking = [s.round for s in uncovered]
-            self.digests.append(await self._digest(history, uncovered, blocking=True))
-        self._evicted.update(steps[i].round for i in evict)
-        # A digest written ahead stays hidden until all of its rounds have left.
-        shown = [d for d in self.digests if set(d.rounds) <= self._evicted]
+            digest, call = await self._digest(history, uncovered, blocking=True)
+            self.digests.append(digest)
+            self._report(call)
+        self._evicted.update(gone)
+        shown = sorted(
+            (d for d in self.digests if set(d.rounds) <= self._evicted), key=lambda d: d.rounds
+        )
         kept = [i for i in range(len(steps)) if i not in set(evict)]
         dropped_digests: list[Digest] = []
         while shown and costs.total(kept, costs.note_tokens((), self._notes(shown, history))) > (
@@ -179,7 +227,13 @@ class SummaryPolicy:
         self._dropped_rounds.update(r for d in dropped_digests for r in d.rounds)
         self.digests = [d for d in self.digests if d not in dropped_digests]
         evicted = [
-            Evicted(steps[i].round, "budget: oldest first, condensed into a digest") for i in evict
+            Evicted(
+                steps[i].round,
+                "budget: oldest first, its digest dropped for space"
+                if steps[i].round in self._dropped_rounds
+                else "budget: oldest first, condensed into a digest",
+            )
+            for i in evict
         ]
         self._start_speculative(history, costs, evict)
         return finish(
@@ -193,6 +247,7 @@ class SummaryPolicy:
             digests={
                 "shown": [{"rounds": list(d.rounds), "level": d.level} for d in shown],
                 "dropped": [list(d.rounds) for d in dropped_digests],
+                "dropped_rounds": sorted(self._dropped_rounds & gone),
                 "blocking_call_rounds": blocking,
                 "waited_for_background_ms": round(waited * 1e3, 3),
                 "calls_total": self.digest_calls,
@@ -212,15 +267,17 @@ class SummaryPolicy:
 
         Nothing more goes while the context fits ``limit``; once it does not, rounds go
         until it fits ``target`` (the watermark), so one digest condenses several rounds.
+        The rounds of a digest written ahead go together, so that it can stand for them.
         A new digest is reckoned at its maximum size until it is written.
         """
         steps = costs.history.steps
-        out = list(evict)
+        out = set(evict)
         protected = costs.protected()
         covered = self._covered_rounds()
+        index = {s.round: i for i, s in enumerate(steps)}
 
         def total() -> int:
-            kept = [i for i in range(len(steps)) if i not in set(out)]
+            kept = [i for i in range(len(steps)) if i not in out]
             gone = {steps[i].round for i in out}
             notes = self._notes([d for d in self.digests if set(d.rounds) <= gone], costs.history)
             allowance = costs.note_tokens((), notes)
@@ -228,14 +285,22 @@ class SummaryPolicy:
                 allowance += self.max_digest_tokens + 40
             return costs.total(kept) + allowance
 
+        def together(i: int) -> set[int]:
+            """``i`` and the other rounds of the digest written ahead for it, if any."""
+            for d in self.digests:
+                if steps[i].round in d.rounds:
+                    group = {index[r] for r in d.rounds if r in index}
+                    return {i} if group & protected else group
+            return {i}
+
         if total() <= limit:
-            return out
+            return sorted(out)
         for i in range(len(steps)):
             if total() <= target:
                 break
             if i in protected or i in out:
                 continue
-            out.append(i)
+            out |= together(i)
         return sorted(out)
 
     def _start_speculative(self, history: History, costs: Costs, evict: Sequence[int]) -> None:
@@ -254,7 +319,7 @@ class SummaryPolicy:
 
     async def _digest(
         self, history: History, steps: Sequence[ActionStep], *, blocking: bool
-    ) -> Digest:
+    ) -> tuple[Digest, DigestCall]:
         messages = digest_messages(
             history.task.query, steps, self.max_digest_tokens, history.prompts
         )
@@ -264,7 +329,12 @@ class SummaryPolicy:
         self.digest_calls += 1
         self.digest_blocking += int(blocking)
         rounds = tuple(s.round for s in steps)
-        if self.on_digest is not None:
-            self.on_digest(DigestCall(rounds, messages, response, blocking, latency))
         logger.debug("digest of rounds %s (%s)", rounds, "blocking" if blocking else "background")
-        return Digest(rounds, digest_text(response.text, self.counter, self.max_digest_tokens))
+        digest = Digest(rounds, digest_text(response.text, self.counter, self.max_digest_tokens))
+        return digest, DigestCall(rounds, messages, response, blocking, latency)
+
+    def _report(self, call: DigestCall) -> None:
+        # A background call is reported when it is taken in, not when it returns: the trace
+        # then holds its record at the same place in an uninterrupted and a resumed session.
+        if self.on_digest is not None:
+            self.on_digest(call)

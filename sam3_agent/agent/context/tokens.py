@@ -2,15 +2,20 @@
 
 Text is counted with the model's own tokenizer when one is available offline (the
 in-process processor's tokenizer, or tokenizer files already in the local Hugging Face
-hub cache for the endpoint's model name). Otherwise a documented estimate is used:
+hub cache for the endpoint's model name). When that tokenizer has a chat template, a whole
+request is counted exactly as the template renders it (role framing and the generation
+prompt included; images by the rule below), and each message's framing is measured on the
+template. Otherwise a documented estimate is used, one that leans towards counting over:
 
 * text: ``ceil(utf-8 bytes / 4)``. Byte-level BPE vocabularies (Qwen, Llama 3, GPT-4o)
   average 3.5–4.5 bytes per token on English prose and JSON; the estimate leans towards
   over-counting so a budget computed with it is safe.
 * every message adds :data:`MESSAGE_OVERHEAD` tokens for its role markers
-  (``<|im_start|>role\\n ... <|im_end|>\\n`` in ChatML); a native tool call counts its name
-  and arguments plus :data:`TOOL_CALL_OVERHEAD`, a ``tool`` message
-  :data:`TOOL_RESULT_OVERHEAD` more.
+  (``<|im_start|>role\\n ... <|im_end|>\\n`` in ChatML: five tokens); a native tool call
+  counts its name and arguments plus :data:`TOOL_CALL_OVERHEAD`, a ``tool`` message
+  :data:`TOOL_RESULT_OVERHEAD` more;
+* every request adds :data:`GENERATION_PROMPT` tokens for the opening of the reply
+  (``<|im_start|>assistant\\n``).
 
 Images are counted by the model family's rule on the size actually sent (the encoded
 image's width and height): Qwen2.5-VL resizes each side to a multiple of 28 px
@@ -33,8 +38,11 @@ from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 
 logger = logging.getLogger(__name__)
 
-MESSAGE_OVERHEAD = 4
-"""Role markers per message (``<|im_start|>``, the role, a newline, ``<|im_end|>``)."""
+MESSAGE_OVERHEAD = 5
+"""Role markers per message (``<|im_start|>``, the role, a newline, ``<|im_end|>``, a newline)."""
+
+GENERATION_PROMPT = 3
+"""The reply's opening every request ends with (``<|im_start|>assistant\\n``)."""
 
 TOOL_CALL_OVERHEAD = 12
 """A native tool call's wrapping besides its name and arguments (Qwen's chat template writes
@@ -119,11 +127,32 @@ class TokenCounter:
     encode_len: Callable[[str], int] | None = None
     image_cell: int = QWEN25_CELL
     source: str = "estimate"
+    render_len: Callable[[Sequence[ChatMessage], bool], int] | None = None
+    """Tokens of messages as the chat template renders them (text only, images left out),
+    with or without the generation prompt; None without a template."""
     _text: Callable[[str], int] = field(init=False, repr=False)
+    _framing: dict[str, int] = field(init=False, repr=False, default_factory=dict)
+    _generation: int = field(init=False, repr=False, default=GENERATION_PROMPT)
 
     def __post_init__(self) -> None:
         # The same round texts are counted every round: remember them.
         self._text = lru_cache(maxsize=8192)(self._count_text)
+        if self.render_len is not None:
+            self._measure_template(self.render_len)
+
+    def _measure_template(self, render_len: Callable[[Sequence[ChatMessage], bool], int]) -> None:
+        """Each role's framing and the generation prompt, as the template writes them."""
+        try:
+            for role in ("system", "user", "assistant"):
+                probe = [ChatMessage.text(role, "x")]
+                self._framing[role] = render_len(probe, False) - self.text("x")
+            probe = [ChatMessage.text("user", "x")]
+            self._generation = render_len(probe, True) - render_len(probe, False)
+        except Exception as e:  # a template that cannot render these: the estimate's framing
+            logger.info("cannot measure the chat template (%s); estimating its framing", e)
+            self.render_len = None
+            self._framing.clear()
+            self._generation = GENERATION_PROMPT
 
     def _count_text(self, text: str) -> int:
         if not text:
@@ -144,7 +173,7 @@ class TokenCounter:
     def message(self, message: ChatMessage) -> Tokens:
         """Tokens of one message, role markers included (and native tool calls, replayed
         as the chat template writes them)."""
-        text = MESSAGE_OVERHEAD
+        text = max(MESSAGE_OVERHEAD, self._framing.get(message.role, MESSAGE_OVERHEAD))
         if message.role == "tool":
             text += TOOL_RESULT_OVERHEAD
         for call in message.tool_calls:
@@ -157,12 +186,36 @@ class TokenCounter:
                 image += self.image(part.image.width, part.image.height)
         return Tokens(text, image)
 
+    @property
+    def request_overhead(self) -> int:
+        """Tokens a request adds beyond its messages (the generation prompt)."""
+        return self._generation
+
     def messages(self, messages: Iterable[ChatMessage]) -> Tokens:
-        """Tokens of a whole request."""
-        total = Tokens()
+        """Tokens of a whole request, the generation prompt included.
+
+        With a chat template, exactly what it renders (text) plus each image by the rule;
+        otherwise the sum of :meth:`message` and :attr:`request_overhead`.
+        """
+        messages = list(messages)
+        total = Tokens(self._generation, 0)
         for m in messages:
             total = total + self.message(m)
+        exact = self._rendered(messages)
+        if exact is not None:
+            return Tokens(exact, total.image)
         return total
+
+    def _rendered(self, messages: Sequence[ChatMessage]) -> int | None:
+        """Text tokens of the request as the chat template renders it; None without one (or
+        for what it cannot render, such as native tool calls)."""
+        if self.render_len is None or any(m.tool_calls or m.role == "tool" for m in messages):
+            return None
+        try:
+            return self.render_len(messages, True)
+        except Exception as e:  # the template refused this request: count it the other way
+            logger.debug("chat template failed on a request (%s); summing its messages", e)
+            return None
 
     def per_message(self, messages: Sequence[ChatMessage]) -> list[int]:
         """Total tokens of each message, in order (for the trace and the inspector)."""
@@ -198,7 +251,29 @@ def counter_for(chat_model: Any) -> TokenCounter:
     def encode_len(text: str) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False))
 
-    return TokenCounter(encode_len=encode_len, image_cell=cell, source=f"tokenizer:{name}")
+    render_len = None
+    if getattr(tokenizer, "chat_template", None) and hasattr(tokenizer, "apply_chat_template"):
+
+        def render_len(messages: Sequence[ChatMessage], generation_prompt: bool) -> int:
+            conversation = [
+                {
+                    "role": m.role,
+                    "content": [
+                        {"type": "text", "text": _encodable(p.text)}
+                        for p in m.parts
+                        if isinstance(p, TextPart)
+                    ],
+                }
+                for m in messages
+            ]
+            text = tokenizer.apply_chat_template(
+                conversation, add_generation_prompt=generation_prompt, tokenize=False
+            )
+            return encode_len(str(text))
+
+    return TokenCounter(
+        encode_len=encode_len, image_cell=cell, source=f"tokenizer:{name}", render_len=render_len
+    )
 
 
 def _cached_tokenizer(name: str) -> Any:

@@ -346,4 +346,5 @@ def _call(
         usage=as_dict(record, "usage"),
         latency_s=as_float(record, "latency_s"),
         extra=extra,
+        request_tokens=loader.counter.request_overhead,
     )

@@ -71,6 +71,12 @@ class CallView:
     usage: dict[str, Any]
     latency_s: float | None
     extra: dict[str, Any]
+    request_tokens: int = 0  # the request's own framing (the reply's opening), not a message
+
+    @property
+    def tokens(self) -> int:
+        """The call's prompt tokens as the agent counts them: its messages and the request."""
+        return sum(m.tokens for m in self.messages) + self.request_tokens
 
 
 @dataclass

@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from sam3_agent.agent.context.attention import AttentionPolicy, require_source, round_sizes
 from sam3_agent.agent.context.auto import AutoPolicy
-from sam3_agent.agent.context.base import Budget, ContextBudgetError, Costs, History, record_of
+from sam3_agent.agent.context.base import (
+    Budget,
+    ContextBudgetError,
+    Costs,
+    History,
+    record_of,
+    tried_before,
+)
 from sam3_agent.agent.context.decay import DecayPolicy
 from sam3_agent.agent.context.fifo import FifoPolicy
 from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
@@ -95,8 +102,12 @@ def test_invariants_over_random_sessions(
                 context = await policy.build(h)
             except ContextBudgetError as e:
                 costs = Costs(COUNTER, h)
-                # Only when even the pinned part (for keep-all: the whole history) cannot fit.
-                needed = costs.full() if name == "keep-all" else costs.total(costs.protected())
+                # Only when even the pinned part (for keep-all: the whole history) cannot fit;
+                # sam3, hierarchical and auto pin the note of every other phrase tried.
+                protected = sorted(costs.protected())
+                needed = costs.full() if name == "keep-all" else costs.total(protected)
+                if name in ("sam3", "hierarchical", "auto"):
+                    needed += costs.note_tokens(tried_before(h.steps, protected))
                 assert needed > budget.limit
                 assert "budget" in str(e) and "\n" not in str(e)
                 return
@@ -154,6 +165,9 @@ def test_unknown_policy_is_a_user_error() -> None:
         AgentConfig(context_policy="lru")
     with pytest.raises(UserError, match="must exceed the reply reserve"):
         AgentConfig(max_context_tokens=500, context_reserve_tokens=500)
+    with pytest.raises(UserError, match="context_reserve_tokens must be >= 0"):
+        AgentConfig(context_reserve_tokens=-1)
+    assert AgentConfig(context_reserve_tokens=0).context_reserve_tokens == 0
 
 
 def test_attention_refuses_a_backend_without_attention() -> None:
@@ -200,10 +214,11 @@ def test_decay_scores_only_when_eviction_is_needed() -> None:
     specs = [Spec("segment", True, 10), Spec("examine", False, 60)] + [
         Spec("correction", words=60) for _ in range(6)
     ]
-    tight = record_of(build(DecayPolicy(Budget(1300, 256), COUNTER), history(specs)))
+    weights = {"segment": 1.0, "examine": 1.5, "correction": 0.3}
+    tight = record_of(build(DecayPolicy(Budget(1300, 256), COUNTER, weights), history(specs)))
     assert tight.scores is not None
     evicted = [e.round for e in tight.evicted]
-    # Corrections weigh 0.3, the examine 1.5: old corrections go before the older examine.
+    # Corrections weighed 0.3, the examine 1.5: old corrections go before the older examine.
     assert 2 not in evicted and 3 in evicted
     kept_scores = [tight.scores[r] for r in tight.kept_rounds]
     assert max(e.score or 0.0 for e in tight.evicted) <= min(kept_scores)

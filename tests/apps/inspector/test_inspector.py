@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.tokens import MESSAGE_OVERHEAD, TokenCounter
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.apps.cli.main import app
 from sam3_agent.apps.inspector import load_run
@@ -209,8 +209,10 @@ def test_estimates_when_the_trace_has_no_counts(run_dir: Path) -> None:
     assert {m.tokens_source for m in first} == {"estimate"}
     counter = TokenCounter()  # the agent's, for a model that is not Qwen3-VL
     system = (run_dir / "system_prompt.txt").read_text()
-    assert first[0].tokens == 4 + counter.text(system)
-    assert first[1].tokens == 4 + counter.image(320, 240) + counter.text(first[1].text)
+    # The trace's per-message counts (the agent's counter: ChatML's framing tokens).
+    assert first[0].tokens == MESSAGE_OVERHEAD + counter.text(system)
+    image_and_text = counter.image(320, 240) + counter.text(first[1].text)
+    assert first[1].tokens == MESSAGE_OVERHEAD + image_and_text
 
 
 @pytest.mark.parametrize("model", ["scripted", "Qwen/Qwen3-VL-8B-Instruct"])
@@ -225,7 +227,7 @@ def test_mask_checks_count_as_the_agent_counted_them(
     traced = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
     totals = sorted(r["tokens_estimate"]["total"] for r in traced if r["kind"] == "check")
     checks = [c for r in load_run(out).rounds for c in r.checks]
-    assert totals and sorted(sum(m.tokens for m in c.messages) for c in checks) == totals
+    assert totals and sorted(c.tokens for c in checks) == totals
 
 
 def test_a_stopped_session_shows_its_unfinished_round(run_dir: Path, tmp_path: Path) -> None:
