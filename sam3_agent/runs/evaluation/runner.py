@@ -33,6 +33,7 @@ from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
 from sam3_agent.runs.jobs.local import LocalEngine
+from sam3_agent.runs.jobs.records import OUTCOME_FIELDS, agent_outcome
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import BoolArray, encode_rle
@@ -136,15 +137,9 @@ class AgentPredictor:
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
         result = await self.agent.arun(image, query, output_dir=output_dir)
         has_masks = result.status == "masks" and len(result.detections) > 0
-        total = result.usage.total
         return Prediction(
-            status=result.status,
+            **agent_outcome(result),
             mask=result.detections.union() if has_masks else None,
-            rounds=result.rounds,
-            prompt_tokens=total.prompt_tokens,
-            completion_tokens=total.completion_tokens,
-            calls=total.calls,
-            failure=result.failure,
             artifacts=output_dir,
             extra={
                 "usage": result.usage.to_dict(),
@@ -302,17 +297,12 @@ def _score_and_pack(
         no_target=sample.no_target,
         image_path=str(sample.image_path),
         query=sample.query,
-        status=prediction.status,
+        **{name: getattr(prediction, name) for name in OUTCOME_FIELDS},
         intersection=score.intersection,
         union=score.union,
         pred_area=score.pred_area,
         gt_area=score.gt_area,
-        rounds=prediction.rounds,
-        prompt_tokens=prediction.prompt_tokens,
-        completion_tokens=prediction.completion_tokens,
-        calls=prediction.calls,
         time_s=round(elapsed, 4),
-        failure=prediction.failure,
         infra_error=infra_error,
         prediction=_rle_or_none(pred),
         ground_truth=_rle_or_none(gt.mask),
