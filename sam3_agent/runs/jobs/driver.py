@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from sam3_agent.runs.jobs.base import Engine, J, JobResult, R, WorkerFactory
+from sam3_agent.runs.jobs.base import Engine, J, JobResult, R, Work, WorkerFactory
 from sam3_agent.runs.jobs.store import Decode, ResultStore
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ async def run_jobs(
             progress.update(result)
 
     if todo:
-        await engine.run(todo, factory, store.run_dir, commit)
+        await engine.run(Work(todo, factory, store.run_dir), commit)
     return RunOutcome(
         total=len(jobs),
         skipped=len(jobs) - len(todo),
