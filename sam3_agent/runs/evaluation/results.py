@@ -44,13 +44,7 @@ class SampleResult(JobRecord):
     def scored(self) -> ScoredSample:
         """The view :mod:`~sam3_agent.runs.evaluation.metrics` works on."""
         return ScoredSample(
-            id=self.id,
-            split=self.split,
-            tags=self.tags,
-            no_target=self.no_target,
-            score=self.score,
-            failed=self.failed,
-            failure=self.failure,
+            self.id, self.split, self.tags, self.no_target, self.score, self.failed, self.failure
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -123,16 +123,15 @@ class Predictor(Protocol):
         ...
 
 
+@dataclass(frozen=True)
 class AgentPredictor:
-    """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample."""
+    """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample.
 
-    def __init__(self, agent: Sam3Agent, model: str) -> None:
-        self.agent = agent
-        self._model = model
+    ``model`` names the MLLM in run settings and reports.
+    """
 
-    @property
-    def model(self) -> str:
-        return self._model
+    agent: Sam3Agent
+    model: str
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
         result = await self.agent.arun(image, query, output_dir=output_dir)
@@ -183,6 +182,7 @@ class Sam3OnlyPredictor:
 # --------------------------------------------------------------------------- the run
 
 
+@dataclass
 class EvalHandler:
     """Evaluates samples on one worker: predict, score against the ground truth, record.
 
@@ -191,18 +191,10 @@ class EvalHandler:
     default limit) are the sample's failure.
     """
 
-    def __init__(
-        self,
-        predictor: Predictor,
-        run_dir: Path,
-        shared: SharedEmbeddings | None = None,
-        *,
-        max_pixels: int | None = None,
-    ) -> None:
-        self.predictor = predictor
-        self.run_dir = run_dir
-        self.shared = shared
-        self.max_pixels = max_pixels
+    predictor: Predictor
+    run_dir: Path
+    shared: SharedEmbeddings | None = None
+    max_pixels: int | None = field(default=None, kw_only=True)
 
     async def run(self, job: Sample, images: ImageSource) -> SampleResult:
         return await _evaluate_one(job, images, self.predictor, self.run_dir, self.max_pixels)
