@@ -22,6 +22,7 @@ from sam3_agent.runs.batch.results import RequestResult
 from sam3_agent.runs.jobs.base import ImageSource
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
+from sam3_agent.runs.jobs.records import agent_outcome
 from sam3_agent.runs.jobs.store import job_dir_name
 from sam3_agent.values.detections import encode_rle
 
@@ -62,7 +63,6 @@ def record(job: BatchRequest, result: AgentResult, rel_dir: str, elapsed: float)
     """The record of a request the agent answered (``masks``, ``no_mask``, ``failed``)."""
     detections = result.detections if result.status == "masks" else None
     union = detections.union() if detections is not None and len(detections) else None
-    total = result.usage.total
     extra: dict[str, Any] = {
         "scores": [] if detections is None else [round(float(s), 4) for s in detections.scores],
         "usage": result.usage.to_dict(),
@@ -72,15 +72,10 @@ def record(job: BatchRequest, result: AgentResult, rel_dir: str, elapsed: float)
         id=job.id,
         image_path=str(job.image_path),
         query=job.query,
-        status=result.status,
+        **agent_outcome(result),
         masks=0 if detections is None else len(detections),
         mask_pixels=0 if union is None else int(union.sum()),
-        rounds=result.rounds,
-        prompt_tokens=total.prompt_tokens,
-        completion_tokens=total.completion_tokens,
-        calls=total.calls,
         time_s=round(elapsed, 4),
-        failure=result.failure,
         prediction=None if union is None or not union.any() else encode_rle(union),
         artifacts=rel_dir,
         extra=extra,

@@ -8,7 +8,6 @@ with the same settings resumes: stored requests are skipped. Different settings 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from sam3_agent.runs.batch.results import RequestResult
 from sam3_agent.runs.batch.summary import SUMMARY_NAME, BatchTotals, write_summary
 from sam3_agent.runs.batch.workers import BatchWorkerFactory
 from sam3_agent.runs.jobs.base import EngineOptions
-from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_in_directory
 from sam3_agent.runs.jobs.engines import build_engine
 from sam3_agent.runs.jobs.models import (
     ModelSource,
@@ -27,7 +26,6 @@ from sam3_agent.runs.jobs.models import (
     models_identity,
     name_chat_model,
 )
-from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.config import AgentConfig
 
 NOT_IDENTITY = ("check_concurrency", "prompts_dir", "max_image_pixels")
@@ -106,18 +104,10 @@ def run_batch(
     runner = build_engine(engine)  # checks the options before any model loads
     model_name, chat_model = name_chat_model(backends, engine.engine)
     settings = batch_settings(backends, config, model_name)
-    with ResultStore.create_or_resume(out, settings, RequestResult.from_json) as store:
-        store.set_planned(len(requests))
-        # Each worker builds its models (the local engine in this process, reusing a chat
-        # model built above; Ray on every actor).
-        factory = BatchWorkerFactory(
-            backends,
-            config,
-            chat_model=chat_model,
-            loading_bars=progress is not None if loading_bars is None else loading_bars,
-        )
-        outcome = asyncio.run(
-            run_jobs(requests, store, runner, factory, progress=progress, retry_failed=retry_failed)
-        )
-        totals = write_summary(out, requests, store.results())
+    bars = progress is not None if loading_bars is None else loading_bars
+    factory = BatchWorkerFactory(backends, config, chat_model=chat_model, loading_bars=bars)
+    outcome, results = run_in_directory(
+        requests, out, settings, RequestResult.from_json, runner, factory, progress, retry_failed
+    )
+    totals = write_summary(out, requests, results)
     return BatchOutcome(run=outcome, totals=totals, summary=out / SUMMARY_NAME)

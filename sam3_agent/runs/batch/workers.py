@@ -7,12 +7,11 @@ imported there too, so naming the factory imports no numpy.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource, loading_bars_hidden
+from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource
 from sam3_agent.values.config import AgentConfig
 
 if TYPE_CHECKING:
@@ -22,14 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BatchWorkerFactory(LeavesChatModelOnDriver):
-    """One agent per worker: SAM 3 (or its service client) and the MLLM client.
-
-    Attributes:
-        chat_model: a model the driver already built (local engine only; never pickled to
-            Ray workers, which build their own from ``backends``).
-        loading_bars: show the progress bars of model downloads and loading (off when the
-            run shows no progress).
-    """
+    """One agent per worker: SAM 3 (or its service client) and the MLLM client (see
+    :class:`~sam3_agent.runs.jobs.models.LeavesChatModelOnDriver` for the fields)."""
 
     backends: ModelSource
     agent_config: AgentConfig
@@ -39,9 +32,8 @@ class BatchWorkerFactory(LeavesChatModelOnDriver):
     def build(self, run_dir: Path) -> BatchHandler:
         from sam3_agent.agent.loop import Sam3Agent
         from sam3_agent.runs.batch.handler import BatchHandler
-        from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 
-        with nullcontext() if self.loading_bars else loading_bars_hidden():
-            shared = SharedEmbeddings(self.backends.build_segmenter())
-            chat_model = self.chat_model or self.backends.build_chat_model()
-        return BatchHandler(Sam3Agent(shared, chat_model, self.agent_config), run_dir, shared)
+        with self.loading():
+            shared = self.shared_segmenter()
+            agent = Sam3Agent(shared, self.worker_chat_model(), self.agent_config)
+        return BatchHandler(agent, run_dir, shared)

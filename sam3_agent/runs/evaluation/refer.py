@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,18 +161,61 @@ def _check_splits(refs: Sequence[Mapping[str, Any]], split: str, file: Path) -> 
         raise DatasetError(f"{file}: no split {split!r}; available: {', '.join(available)}")
 
 
-def load_refcoco(
-    root: Path, split: str, *, dataset: str = "refcoco", images: Path | None = None
-) -> list[Sample]:
-    """RefCOCO / RefCOCO+ / RefCOCOg samples: every sentence of every ref in ``split``.
+Annotations = tuple[Mapping[str, Any], ...]
+_Targets = Callable[[_Coco, Mapping[str, Any], Path, str], tuple[Annotations, bool | None]]
+"""What a ref points at: its annotations, and whether it has no target (None: the dataset
+knows no such refs)."""
 
-    Sample ids are ``<split>/<ref_id>/<sent_id>``.
-    """
+
+def _ref_samples(
+    root: Path,
+    dataset: str,
+    split: str,
+    images: Path | None,
+    read: Callable[[Path], object],
+    targets: _Targets,
+) -> list[Sample]:
+    """Every sentence of every ref in ``split`` of the refs file that ``read`` reads."""
     dataset_dir = _dataset_dir(root, dataset)
     refs_path = dataset_dir / REFER_FILES[dataset]
+    refs = read(refs_path)
+    if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
+        raise DatasetError(f"{refs_path}: expected a list of refs (each a mapping)")
+    _check_splits(refs, split, refs_path)
+    coco = _load_instances(dataset_dir)
+    image_dir = _images_dir(root, dataset_dir, images)
+    samples: list[Sample] = []
+    for ref in refs:
+        if ref.get("split") != split:
+            continue
+        ref_name = f"ref {ref.get('ref_id')}"
+        entry = _image_entry(coco, ref.get("image_id"), refs_path, ref_name)
+        anns, no_target = targets(coco, ref, refs_path, ref_name)
+        tags = () if no_target is None else ("no-target" if no_target else "target",)
+        for sent_id, text in _sentences(ref, refs_path, ref_name):
+            sample_id = f"{split}/{ref.get('ref_id')}/{sent_id}"
+            samples.append(
+                Sample(
+                    id=sample_id,
+                    image_path=image_dir / str(entry["file_name"]),
+                    query=text,
+                    split=split,
+                    tags=tags,
+                    no_target=bool(no_target),
+                    exif_orientation=False,
+                    gt_source=CocoGroundTruth(
+                        anns, int(entry["height"]), int(entry["width"]), coco.path, sample_id
+                    ),
+                )
+            )
+    logger.info("%s %s: %d samples", dataset, split, len(samples))
+    return samples
+
+
+def _read_pickle(refs_path: Path) -> object:
     try:
         with refs_path.open("rb") as f:
-            refs = pickle.load(f)
+            return pickle.load(f)
     except (
         OSError,
         pickle.UnpicklingError,
@@ -182,39 +225,28 @@ def load_refcoco(
         ValueError,
     ) as e:
         raise DatasetError(f"{refs_path}: cannot read the refs pickle: {e}") from e
-    if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
-        raise DatasetError(f"{refs_path}: expected a list of ref dicts")
-    _check_splits(refs, split, refs_path)
-    coco = _load_instances(dataset_dir)
-    image_dir = _images_dir(root, dataset_dir, images)
-    samples: list[Sample] = []
-    for ref in refs:
-        if ref.get("split") != split:
-            continue
-        ref_name = f"ref {ref.get('ref_id')}"
-        entry = _image_entry(coco, ref.get("image_id"), refs_path, ref_name)
-        try:
-            ann = coco.annotations[int(ref["ann_id"])]
-        except (KeyError, TypeError, ValueError) as e:
-            raise DatasetError(
-                f"{refs_path} ({ref_name}): ann_id {ref.get('ann_id')!r} not in {coco.path}"
-            ) from e
-        for sent_id, text in _sentences(ref, refs_path, ref_name):
-            sample_id = f"{split}/{ref.get('ref_id')}/{sent_id}"
-            samples.append(
-                Sample(
-                    id=sample_id,
-                    image_path=image_dir / str(entry["file_name"]),
-                    query=text,
-                    split=split,
-                    exif_orientation=False,
-                    gt_source=CocoGroundTruth(
-                        (ann,), int(entry["height"]), int(entry["width"]), coco.path, sample_id
-                    ),
-                )
-            )
-    logger.info("%s %s: %d samples", dataset, split, len(samples))
-    return samples
+
+
+def load_refcoco(
+    root: Path, split: str, *, dataset: str = "refcoco", images: Path | None = None
+) -> list[Sample]:
+    """RefCOCO / RefCOCO+ / RefCOCOg samples: every sentence of every ref in ``split``.
+
+    Sample ids are ``<split>/<ref_id>/<sent_id>``.
+    """
+    return _ref_samples(root, dataset, split, images, _read_pickle, _one_annotation)
+
+
+def _one_annotation(
+    coco: _Coco, ref: Mapping[str, Any], refs_path: Path, ref_name: str
+) -> tuple[Annotations, None]:
+    try:
+        ann = coco.annotations[int(ref["ann_id"])]
+    except (KeyError, TypeError, ValueError) as e:
+        raise DatasetError(
+            f"{refs_path} ({ref_name}): ann_id {ref.get('ann_id')!r} not in {coco.path}"
+        ) from e
+    return (ann,), None
 
 
 def load_grefcoco(root: Path, split: str, *, images: Path | None = None) -> list[Sample]:
@@ -223,53 +255,28 @@ def load_grefcoco(root: Path, split: str, *, images: Path | None = None) -> list
     A ref whose ``ann_id`` is ``[-1]`` or whose ``no_target`` is true has no target: its
     ground truth is empty and it is tagged ``no-target`` (others ``target``).
     """
-    dataset_dir = _dataset_dir(root, "grefcoco")
-    refs_path = dataset_dir / REFER_FILES["grefcoco"]
-    refs = read_json(refs_path)
-    if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
-        raise DatasetError(f"{refs_path}: expected a list of ref objects")
-    _check_splits(refs, split, refs_path)
-    coco = _load_instances(dataset_dir)
-    image_dir = _images_dir(root, dataset_dir, images)
-    samples: list[Sample] = []
-    for ref in refs:
-        if ref.get("split") != split:
-            continue
-        ref_name = f"ref {ref.get('ref_id')}"
-        entry = _image_entry(coco, ref.get("image_id"), refs_path, ref_name)
-        raw_ids = ref.get("ann_id")
-        ann_ids = raw_ids if isinstance(raw_ids, list) else [raw_ids]
-        try:
-            ann_ids = [int(a) for a in ann_ids]
-        except (TypeError, ValueError) as e:
-            raise DatasetError(f"{refs_path} ({ref_name}): bad ann_id {raw_ids!r}") from e
-        no_target = bool(ref.get("no_target", False)) or ann_ids == [-1]
-        if no_target and ann_ids not in ([-1], []):
-            raise DatasetError(
-                f"{refs_path} ({ref_name}): marked no_target but lists annotations {ann_ids}"
-            )
-        if not no_target and (not ann_ids or -1 in ann_ids):
-            raise DatasetError(f"{refs_path} ({ref_name}): bad ann_id list {ann_ids}")
-        anns: list[Mapping[str, Any]] = []
-        for a in [] if no_target else ann_ids:
-            if a not in coco.annotations:
-                raise DatasetError(f"{refs_path} ({ref_name}): ann_id {a} not in {coco.path}")
-            anns.append(coco.annotations[a])
-        for sent_id, text in _sentences(ref, refs_path, ref_name):
-            sample_id = f"{split}/{ref.get('ref_id')}/{sent_id}"
-            samples.append(
-                Sample(
-                    id=sample_id,
-                    image_path=image_dir / str(entry["file_name"]),
-                    query=text,
-                    split=split,
-                    tags=("no-target" if no_target else "target",),
-                    no_target=no_target,
-                    exif_orientation=False,
-                    gt_source=CocoGroundTruth(
-                        tuple(anns), int(entry["height"]), int(entry["width"]), coco.path, sample_id
-                    ),
-                )
-            )
-    logger.info("grefcoco %s: %d samples", split, len(samples))
-    return samples
+    return _ref_samples(root, "grefcoco", split, images, read_json, _annotations_or_none)
+
+
+def _annotations_or_none(
+    coco: _Coco, ref: Mapping[str, Any], refs_path: Path, ref_name: str
+) -> tuple[Annotations, bool]:
+    raw_ids: Any = ref.get("ann_id")
+    ann_ids = raw_ids if isinstance(raw_ids, list) else [raw_ids]
+    try:
+        ann_ids = [int(a) for a in ann_ids]
+    except (TypeError, ValueError) as e:
+        raise DatasetError(f"{refs_path} ({ref_name}): bad ann_id {raw_ids!r}") from e
+    no_target = bool(ref.get("no_target", False)) or ann_ids == [-1]
+    if no_target and ann_ids not in ([-1], []):
+        raise DatasetError(
+            f"{refs_path} ({ref_name}): marked no_target but lists annotations {ann_ids}"
+        )
+    if not no_target and (not ann_ids or -1 in ann_ids):
+        raise DatasetError(f"{refs_path} ({ref_name}): bad ann_id list {ann_ids}")
+    anns: list[Mapping[str, Any]] = []
+    for a in [] if no_target else ann_ids:
+        if a not in coco.annotations:
+            raise DatasetError(f"{refs_path} ({ref_name}): ann_id {a} not in {coco.path}")
+        anns.append(coco.annotations[a])
+    return tuple(anns), no_target

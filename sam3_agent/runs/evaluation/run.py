@@ -9,7 +9,6 @@ would report metrics of neither.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.evaluation.runner import select_shard
 from sam3_agent.runs.evaluation.workers import EvalWorkerFactory
 from sam3_agent.runs.jobs.base import EngineOptions
-from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_in_directory
 from sam3_agent.runs.jobs.engines import build_engine
 from sam3_agent.runs.jobs.models import (
     ModelSource,
@@ -29,7 +28,6 @@ from sam3_agent.runs.jobs.models import (
     models_identity,
     name_chat_model,
 )
-from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import UserError
 
@@ -160,19 +158,15 @@ def evaluate(
         **models_identity(backends, model_name, chat=not sam3_only),
         "agent": settings,
     }
-    with ResultStore.create_or_resume(out, run_settings, SampleResult.from_json) as store:
-        store.set_planned(len(samples))
-        # Each worker builds its models (the local engine in this process, reusing a chat
-        # model built above; Ray on every actor).
-        factory = EvalWorkerFactory(
-            backends,
-            config,
-            sam3_only=sam3_only,
-            model=str(run_settings["sam3"] if sam3_only else model_name),
-            chat_model=chat_model,
-            loading_bars=progress is not None if loading_bars is None else loading_bars,
-        )
-        outcome = asyncio.run(
-            run_jobs(samples, store, runner, factory, progress=progress, retry_failed=retry_failed)
-        )
+    factory = EvalWorkerFactory(
+        backends,
+        config,
+        sam3_only=sam3_only,
+        model=str(run_settings["sam3"] if sam3_only else model_name),
+        chat_model=chat_model,  # the local engine reuses a chat model built above
+        loading_bars=progress is not None if loading_bars is None else loading_bars,
+    )
+    outcome, _ = run_in_directory(
+        samples, out, run_settings, SampleResult.from_json, runner, factory, progress, retry_failed
+    )
     return EvalOutcome(run=outcome, report=write_report([out], out))

@@ -33,6 +33,7 @@ from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
 from sam3_agent.runs.jobs.local import LocalEngine
+from sam3_agent.runs.jobs.records import OUTCOME_FIELDS, agent_outcome
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import BoolArray, encode_rle
@@ -122,29 +123,22 @@ class Predictor(Protocol):
         ...
 
 
+@dataclass(frozen=True)
 class AgentPredictor:
-    """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample."""
+    """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample.
 
-    def __init__(self, agent: Sam3Agent, model: str) -> None:
-        self.agent = agent
-        self._model = model
+    ``model`` names the MLLM in run settings and reports.
+    """
 
-    @property
-    def model(self) -> str:
-        return self._model
+    agent: Sam3Agent
+    model: str
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
         result = await self.agent.arun(image, query, output_dir=output_dir)
         has_masks = result.status == "masks" and len(result.detections) > 0
-        total = result.usage.total
         return Prediction(
-            status=result.status,
+            **agent_outcome(result),
             mask=result.detections.union() if has_masks else None,
-            rounds=result.rounds,
-            prompt_tokens=total.prompt_tokens,
-            completion_tokens=total.completion_tokens,
-            calls=total.calls,
-            failure=result.failure,
             artifacts=output_dir,
             extra={
                 "usage": result.usage.to_dict(),
@@ -188,6 +182,7 @@ class Sam3OnlyPredictor:
 # --------------------------------------------------------------------------- the run
 
 
+@dataclass
 class EvalHandler:
     """Evaluates samples on one worker: predict, score against the ground truth, record.
 
@@ -196,18 +191,10 @@ class EvalHandler:
     default limit) are the sample's failure.
     """
 
-    def __init__(
-        self,
-        predictor: Predictor,
-        run_dir: Path,
-        shared: SharedEmbeddings | None = None,
-        *,
-        max_pixels: int | None = None,
-    ) -> None:
-        self.predictor = predictor
-        self.run_dir = run_dir
-        self.shared = shared
-        self.max_pixels = max_pixels
+    predictor: Predictor
+    run_dir: Path
+    shared: SharedEmbeddings | None = None
+    max_pixels: int | None = field(default=None, kw_only=True)
 
     async def run(self, job: Sample, images: ImageSource) -> SampleResult:
         return await _evaluate_one(job, images, self.predictor, self.run_dir, self.max_pixels)
@@ -302,17 +289,12 @@ def _score_and_pack(
         no_target=sample.no_target,
         image_path=str(sample.image_path),
         query=sample.query,
-        status=prediction.status,
+        **{name: getattr(prediction, name) for name in OUTCOME_FIELDS},
         intersection=score.intersection,
         union=score.union,
         pred_area=score.pred_area,
         gt_area=score.gt_area,
-        rounds=prediction.rounds,
-        prompt_tokens=prediction.prompt_tokens,
-        completion_tokens=prediction.completion_tokens,
-        calls=prediction.calls,
         time_s=round(elapsed, 4),
-        failure=prediction.failure,
         infra_error=infra_error,
         prediction=_rle_or_none(pred),
         ground_truth=_rle_or_none(gt.mask),

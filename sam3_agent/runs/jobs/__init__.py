@@ -6,6 +6,7 @@ has its own record type, stored by the one store and built by its own worker fac
 * :mod:`~sam3_agent.runs.jobs.base`: the interface (jobs, records, handlers, worker
   factories, engines) and the engine options.
 * :mod:`~sam3_agent.runs.jobs.engines`: :func:`~sam3_agent.runs.jobs.engines.build_engine`.
+* :mod:`~sam3_agent.runs.jobs.records`: what every kind's record holds, and its JSON form.
 * :mod:`~sam3_agent.runs.jobs.store`: the crash-safe results store of a run directory.
 * :mod:`~sam3_agent.runs.jobs.driver`: skip stored jobs, commit each result as it arrives.
 * :mod:`~sam3_agent.runs.jobs.failures`: the one failure policy (a job's failure is its record).

@@ -129,6 +129,16 @@ class Prebuilt(Generic[J, R]):
 ResultCallback = Callable[[R], None]
 
 
+@dataclass(frozen=True)
+class Work(Generic[J, R]):
+    """What an engine is given to run: ``jobs`` (ordered by image), the ``factory`` each
+    worker builds its handler with, and the ``run_dir`` handlers write artifacts under."""
+
+    jobs: Sequence[J]
+    factory: WorkerFactory[J, R]
+    run_dir: Path
+
+
 class Engine(Protocol):
     """Runs jobs on workers and reports each result as it finishes."""
 
@@ -137,19 +147,13 @@ class Engine(Protocol):
         """``local`` or ``ray``, for logs and messages."""
         ...
 
-    async def run(
-        self,
-        jobs: Sequence[J],
-        factory: WorkerFactory[J, R],
-        run_dir: Path,
-        on_result: ResultCallback[R],
-    ) -> None:
-        """Process every job, calling ``on_result`` once per finished job, on this thread.
+    async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:
+        """Process every job of ``work``, calling ``on_result`` once per finished job, on
+        this thread.
 
-        ``jobs`` arrive ordered by image; jobs of one image should run on one worker, so
-        its image is read once and its SAM 3 features computed once. An exception raised by
-        ``on_result`` (or a cancellation) stops the run; results reported so far stay
-        reported.
+        The jobs of one image should run on one worker, so its image is read once and its
+        SAM 3 features computed once. An exception raised by ``on_result`` (or a
+        cancellation) stops the run; results reported so far stay reported.
 
         Raises:
             Sam3AgentError: a handler failure that stops the run, or the engine itself failed.

@@ -8,14 +8,16 @@ ever counted twice when a rerun (or Ray's own retry of a lost task) computes a j
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
-from sam3_agent.runs.jobs.base import Engine, J, JobResult, R, WorkerFactory
-from sam3_agent.runs.jobs.store import ResultStore
+from sam3_agent.runs.jobs.base import Engine, J, JobResult, R, Work, WorkerFactory
+from sam3_agent.runs.jobs.store import Decode, ResultStore
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +121,7 @@ async def run_jobs(
             progress.update(result)
 
     if todo:
-        await engine.run(todo, factory, store.run_dir, commit)
+        await engine.run(Work(todo, factory, store.run_dir), commit)
     return RunOutcome(
         total=len(jobs),
         skipped=len(jobs) - len(todo),
@@ -127,3 +129,31 @@ async def run_jobs(
         failed=failed,
         wall_s=max(0.0, clock() - started),
     )
+
+
+def run_in_directory(
+    jobs: Sequence[J],
+    out: Path,
+    settings: Mapping[str, Any],
+    decode: Decode[R],
+    engine: Engine,
+    factory: WorkerFactory[J, R],
+    progress: ProgressListener[R] | None = None,
+    retry_failed: bool = False,
+) -> tuple[RunOutcome, list[R]]:
+    """:func:`run_jobs` in the run directory ``out``, created with ``settings`` or resumed
+    with the same ones (``decode`` reads its records back): what this run did, and every
+    record the directory now holds. Each worker builds its models from ``factory`` (the
+    local engine in this process, Ray on every actor).
+
+    Raises:
+        UserError: ``out`` holds a run made with other settings.
+        Sam3AgentError: the engine or a handler stopped the run (commits are kept).
+        asyncio.CancelledError, KeyboardInterrupt: interrupted (commits are kept).
+    """
+    with ResultStore.create_or_resume(out, settings, decode) as store:
+        store.set_planned(len(jobs))
+        outcome = asyncio.run(
+            run_jobs(jobs, store, engine, factory, progress=progress, retry_failed=retry_failed)
+        )
+        return outcome, store.results()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.jobs.base import J, JobHandler, R, ResultCallback, WorkerFactory
+from sam3_agent.runs.jobs.base import J, JobHandler, R, ResultCallback, Work
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import RGBImage, image_digest, load_image
 
@@ -151,12 +151,6 @@ class LocalEngine:
             raise UserError(f"--concurrency must be >= 1, got {concurrency}")
         self.concurrency = concurrency
 
-    async def run(
-        self,
-        jobs: Sequence[J],
-        factory: WorkerFactory[J, R],
-        run_dir: Path,
-        on_result: ResultCallback[R],
-    ) -> None:
-        handler = factory.build(run_dir)
-        await run_concurrently(jobs, handler, on_result, concurrency=self.concurrency)
+    async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:
+        handler = work.factory.build(work.run_dir)
+        await run_concurrently(work.jobs, handler, on_result, concurrency=self.concurrency)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel, Segmenter
+    from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
     from sam3_agent.values.config import AgentConfig
 
 
@@ -49,9 +50,17 @@ class ModelSource(Protocol):
 
 
 class LeavesChatModelOnDriver:
-    """For a frozen dataclass worker factory with a ``chat_model`` field (a model the driver
-    already built, for the local engine): pickled to a Ray worker without it, so each worker
-    builds its own from the settings."""
+    """For a frozen dataclass worker factory of the agent's models, with the fields
+    ``backends`` (:class:`ModelSource`), ``chat_model`` and ``loading_bars``.
+
+    ``chat_model`` is a model the driver already built (local engine only): it is never
+    pickled to Ray workers, which build their own from ``backends``. ``loading_bars`` shows
+    the progress bars of model downloads and loading (off when the run shows no progress).
+    """
+
+    backends: ModelSource
+    chat_model: ChatModel | None
+    loading_bars: bool
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -61,6 +70,21 @@ class LeavesChatModelOnDriver:
     def __setstate__(self, state: dict[str, object]) -> None:
         for key, value in state.items():
             object.__setattr__(self, key, value)
+
+    def loading(self) -> AbstractContextManager[None]:
+        """The block where this worker's models load (their loading bars hidden unless
+        ``loading_bars``)."""
+        return nullcontext() if self.loading_bars else loading_bars_hidden()
+
+    def shared_segmenter(self) -> SharedEmbeddings:
+        """SAM 3 (or its service client), each image's features shared by its jobs."""
+        from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
+
+        return SharedEmbeddings(self.backends.build_segmenter())
+
+    def worker_chat_model(self) -> ChatModel:
+        """The driver's chat model when it came along, else one built here."""
+        return self.chat_model or self.backends.build_chat_model()
 
 
 def name_chat_model(models: ModelSource, engine: str) -> tuple[str, ChatModel | None]:

@@ -27,7 +27,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.jobs.base import J, JobHandler, JobResult, R, ResultCallback, WorkerFactory
+from sam3_agent.runs.jobs.base import (
+    J,
+    JobHandler,
+    JobResult,
+    R,
+    ResultCallback,
+    Work,
+    WorkerFactory,
+)
 from sam3_agent.runs.jobs.local import run_concurrently
 from sam3_agent.values.errors import EngineError, Sam3AgentError, UserError
 
@@ -353,9 +361,7 @@ class RayEngine:
         self.gpus_per_worker = gpus_per_worker
         self.concurrency = concurrency
 
-    def _rows(
-        self, jobs: Sequence[J], factory: WorkerFactory[J, R], run_dir: Path
-    ) -> Iterator[Any]:
+    def _rows(self, work: Work[J, R]) -> Iterator[Any]:
         ray = import_ray()
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
@@ -363,14 +369,14 @@ class RayEngine:
         if not logger.isEnabledFor(logging.DEBUG):
             # Ray Data logs every execution and its settings; our progress bar says enough.
             logging.getLogger("ray.data").setLevel(logging.ERROR)
-        groups = image_groups(jobs)
+        groups = image_groups(work.jobs)
         items = [{"jobs": pickle.dumps(group)} for group in groups]
         # One block per image: each image is one task, streamed back the moment it is done.
         dataset = ray.data.from_items(items, override_num_blocks=len(items))
         dataset = dataset.map_batches(
             RayWorker,
             batch_size=1,
-            fn_constructor_args=(factory, str(run_dir.resolve()), self.concurrency),
+            fn_constructor_args=(work.factory, str(work.run_dir.resolve()), self.concurrency),
             compute=ray.data.ActorPoolStrategy(
                 size=self.workers,
                 max_tasks_in_flight_per_actor=self.concurrency,
@@ -380,13 +386,7 @@ class RayEngine:
         )
         return iter(dataset.iter_rows())
 
-    async def run(
-        self,
-        jobs: Sequence[J],
-        factory: WorkerFactory[J, R],
-        run_dir: Path,
-        on_result: ResultCallback[R],
-    ) -> None:
+    async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:
         # On this thread: ray.init wants the main thread.
         plan = connect(self.address, workers=self.workers)
         warning = check_capacity(
@@ -410,7 +410,7 @@ class RayEngine:
         def pump() -> None:
             # A daemon thread, not the loop's executor: Ctrl-C must not wait for Ray's next row.
             try:
-                for row in self._rows(jobs, factory, run_dir):
+                for row in self._rows(work):
                     if stop.is_set():
                         return
                     post("row", row)

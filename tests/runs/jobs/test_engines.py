@@ -213,8 +213,8 @@ class EchoTwice:
 
     name = "echo"
 
-    async def run(self, jobs: Any, factory: Any, run_dir: Path, on_result: Any) -> None:
-        for job in jobs:
+    async def run(self, work: Any, on_result: Any) -> None:
+        for job in work.jobs:
             on_result(_result(job))
             on_result(_result(job))
         on_result(_result(BatchRequest("stranger", Path("x.png"), "q")))

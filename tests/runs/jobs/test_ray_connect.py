@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from sam3_agent.runs.jobs import ray_engine
+from sam3_agent.runs.jobs.base import Work
 from sam3_agent.runs.jobs.ray_engine import RayEngine, check_capacity, connect, plan_connection
 from sam3_agent.values.errors import UserError
 
@@ -189,9 +190,9 @@ def test_a_private_ray_with_no_room_for_a_worker_is_refused() -> None:
 def test_the_engine_warns_before_it_runs_fewer_workers(
     fake_ray: FakeRay, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(RayEngine, "_rows", lambda self, jobs, factory, run_dir: iter(()))
+    monkeypatch.setattr(RayEngine, "_rows", lambda self, work: iter(()))
     engine = RayEngine(address=CLUSTER, workers=6)
-    asyncio.run(engine.run([], None, Path("."), lambda result: None))  # type: ignore[arg-type]
+    asyncio.run(engine.run(Work([], None, Path(".")), lambda result: None))  # type: ignore[arg-type]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
         "--workers 6: the Ray cluster has 4 CPUs (1 per worker), so at most 4 of them run "

@@ -1,0 +1,87 @@
+"""What the record of every kind of job holds: the job, the agent's outcome and its cost.
+
+:class:`JobRecord` is the base of each kind's record (a batch request's, an evaluation
+sample's): the fields they share and their JSON form in the results store.
+:func:`agent_outcome` reads those fields off an :class:`~sam3_agent.agent.result.AgentResult`,
+wherever a record (or a prediction on its way to one) is built from the agent's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.result import AgentResult
+
+T = TypeVar("T", bound="JobRecord")
+
+OUTCOME_FIELDS = ("status", "rounds", "prompt_tokens", "completion_tokens", "calls", "failure")
+"""The fields of a record that the agent's answer fills (see :func:`agent_outcome`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRecord:
+    """One finished job (a :class:`~sam3_agent.runs.jobs.base.JobResult`).
+
+    Attributes:
+        status: the agent's ``masks`` / ``no_mask`` / ``failed``. A job that raised (a
+            backend failure, an unreadable image, any other error) is ``failed`` with
+            ``infra_error`` set and the exception on one line in ``failure``;
+            ``--retry-failed`` runs it again.
+        rounds, prompt_tokens, completion_tokens, calls: what the agent's answer cost.
+        time_s: wall-clock seconds of the job.
+        prediction: the union of the predicted masks as COCO RLE (None when empty).
+        artifacts: the job's directory relative to the run directory, if one was written.
+        extra: JSON-safe details (usage breakdown, phrases tried, ...).
+    """
+
+    id: str
+    image_path: str
+    query: str
+    status: str
+    rounds: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    time_s: float = 0.0
+    failure: str | None = None
+    infra_error: bool = False
+    prediction: dict[str, Any] | None = None
+    artifacts: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls: type[T], doc: Mapping[str, Any]) -> T:
+        """Read a stored record back; keys this version does not know are left out, and
+        :meth:`_upgrade` reads what older versions stored otherwise."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in cls._upgrade(doc).items() if k in known})
+
+    @classmethod
+    def _upgrade(cls, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """The stored ``doc`` as this version's fields (JSON lists back to tuples, fields
+        older versions kept elsewhere)."""
+        return dict(doc)
+
+
+def agent_outcome(result: AgentResult) -> dict[str, Any]:
+    """The :data:`OUTCOME_FIELDS` of the agent's answer (tokens and calls over the whole
+    session)."""
+    total = result.usage.total
+    return {
+        "status": result.status,
+        "rounds": result.rounds,
+        "prompt_tokens": total.prompt_tokens,
+        "completion_tokens": total.completion_tokens,
+        "calls": total.calls,
+        "failure": result.failure,
+    }
