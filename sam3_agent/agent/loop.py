@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from sam3_agent.agent import prompts, rundir, tools
 from sam3_agent.agent.checkpoint import Checkpoint, Ending, Fingerprint
@@ -55,11 +55,24 @@ from sam3_agent.values.text import echo
 
 __all__ = ["STOPPED", "MaskCheck", "RoundCallback", "RoundEvent", "Sam3Agent", "check_query"]
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 logger = logging.getLogger(__name__)
 
 
 STOPPED = "stopped before the session ended"
 """The ``failure`` of a session whose task was cancelled (a stop button, a closed page)."""
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword options of :meth:`Sam3Agent.arun` (and :meth:`Sam3Agent.run`)."""
+
+    output_dir: str | Path | None
+    on_round: RoundCallback | None
+    resume: bool
+    exports: Iterable[ExportFormat]
+    image_path: str | Path | None
 
 
 class Sam3Agent:
@@ -87,27 +100,10 @@ class Sam3Agent:
         check_backend(self.config, chat_model)  # e.g. attention without transformers: refuse now
         self.token_counter = counter_for(chat_model)
 
-    def run(
-        self,
-        image: ImageInput,
-        query: str,
-        *,
-        output_dir: str | Path | None = None,
-        on_round: RoundCallback | None = None,
-        resume: bool = False,
-        exports: Iterable[ExportFormat] = (),
-        image_path: str | Path | None = None,
-    ) -> AgentResult:
-        """Blocking form of :meth:`arun`; also works where an event loop is already running."""
-        coro = self.arun(
-            image,
-            query,
-            output_dir=output_dir,
-            on_round=on_round,
-            resume=resume,
-            exports=exports,
-            image_path=image_path,
-        )
+    def run(self, image: ImageInput, query: str, **options: Unpack[RunOptions]) -> AgentResult:
+        """Blocking form of :meth:`arun` (the same options); also works where an event loop
+        is already running."""
+        coro = self.arun(image, query, **options)
         try:
             asyncio.get_running_loop()
         except RuntimeError:

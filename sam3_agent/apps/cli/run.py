@@ -95,10 +95,10 @@ def run_command(
         name = safe_name(f"{image.stem}-{query}", max_len=64)
         out_dir = take_run_dir(out, resume=resume, default_name=name)
         # The decoded pixels go on (one decode); the run writes result.json once, exports in.
-        run = _run_sam3_only if sam3_only else _run_agent
-        result = run(
-            plan.spec, pixels, image, query, config, out_dir, formats, resume=resume is not None
-        )
+        result = _run(
+            plan.spec, pixels, image, query, config, out_dir, formats,
+            resume=resume is not None, sam3_only=sam3_only,
+        )  # fmt: skip
 
     if json_output:
         typer.echo(json.dumps(result_document(result, formats), indent=2))
@@ -113,14 +113,22 @@ def run_command(
         raise typer.Exit(EXIT_FAILED_SESSION)
 
 
-def _run_agent(
+def _run(
     spec: BackendSpec, pixels: RGBImage, image: Path, query: str, config: AgentConfig,
-    out_dir: Path, exports: frozenset[ExportFormat], *, resume: bool,
+    out_dir: Path, exports: frozenset[ExportFormat], *, resume: bool, sam3_only: bool,
 ) -> AgentResult:  # fmt: skip
+    """The agent (or SAM 3 alone) on the decoded ``pixels``, with a live status line."""
     from sam3_agent.agent.loop import RoundEvent, Sam3Agent
+    from sam3_agent.agent.sam3_only import segment_only
 
     with err_console.status(plain("loading models...")) as status:
         segmenter = spec.build_segmenter()
+        if sam3_only:
+            status.update(plain(f"segmenting {query!r}..."))
+            return segment_only(
+                segmenter, pixels, query, config=config, output_dir=out_dir, exports=exports,
+                image_path=image,
+            )  # fmt: skip
         chat_model = spec.build_chat_model()
         agent = Sam3Agent(segmenter, chat_model, config)
         status.update(plain(f"round 1: asking {chat_model.name}..."))
@@ -130,21 +138,6 @@ def _run_agent(
             status.update(plain(f"round {event.round + 1}: asking {chat_model.name}..."))
 
         return agent.run(
-            pixels, query, output_dir=out_dir, on_round=on_round, resume=resume,
-            exports=exports, image_path=image,
-        )  # fmt: skip
-
-
-def _run_sam3_only(
-    spec: BackendSpec, pixels: RGBImage, image: Path, query: str, config: AgentConfig,
-    out_dir: Path, exports: frozenset[ExportFormat], *, resume: bool,
-) -> AgentResult:  # fmt: skip
-    from sam3_agent.agent.sam3_only import segment_only
-
-    with err_console.status(plain("loading SAM 3...")) as status:
-        segmenter = spec.build_segmenter()
-        status.update(plain(f"segmenting {query!r}..."))
-        return segment_only(
-            segmenter, pixels, query, config=config, output_dir=out_dir, exports=exports,
+            pixels, query, output_dir=out_dir, on_round=on_round, resume=resume, exports=exports,
             image_path=image,
         )  # fmt: skip
