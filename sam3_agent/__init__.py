@@ -13,10 +13,9 @@ The names below are imported on first use: ``import sam3_agent`` (and so ``sam3-
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from sam3_agent.values.lazy import lazy_exports
 from sam3_agent.values.version import __version__
 
 if TYPE_CHECKING:
@@ -37,16 +36,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        # ``sam3_agent.agent.api`` and the like, as when this package imported them eagerly.
-        if not name.startswith("_") and importlib.util.find_spec(f"sam3_agent.{name}"):
-            return importlib.import_module(f"sam3_agent.{name}")
-        raise AttributeError(f"module 'sam3_agent' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:
