@@ -5,7 +5,8 @@ Protocol as the in-process backend. It keeps one ``httpx.Client`` (one connectio
 for its lifetime, uploads each image once (raw RGB bytes by default, or a PNG: lossless
 either way, so the server's content hash equals ours; see :mod:`sam3_agent.backends.wire`
 for the measured choice), asks for masks in row order (decoded without a copy), and retries
-connection failures, timeouts and 5xx answers with exponential backoff before raising
+connection failures, timeouts and 5xx answers with exponential backoff (a busy service's
+``Retry-After`` wins) before raising
 :class:`~sam3_agent.values.errors.SegmenterError`. Every failure reaches the caller as a one-line
 :class:`~sam3_agent.values.errors.SegmenterError`.
 """
@@ -40,6 +41,8 @@ _Model = TypeVar("_Model", bound=BaseModel)
 _KNOWN_UPLOADS = 1024
 # Phrases whose reading the service reported, per image handle.
 _KNOWN_PHRASES = 256
+# A service's Retry-After is honoured up to this many seconds.
+_MAX_RETRY_AFTER_S = 60.0
 UploadFormat = Literal["raw", "png"]
 
 
@@ -254,6 +257,7 @@ class RemoteSegmenter:
         attempts = self._retries + 1
         for attempt in range(1, attempts + 1):
             cause: Exception | None = None
+            wait = delay
             try:
                 response = self._client.request(method, path, **kwargs)
             except httpx.HTTPError as e:  # connection, timeout, protocol, decoding, redirects
@@ -263,6 +267,9 @@ class RemoteSegmenter:
                 if response.status_code < 500:
                     return response
                 failure = f"HTTP {response.status_code}: {_error_message(response)}"
+                retry_after = _retry_after_s(response)
+                if retry_after is not None:
+                    wait = retry_after
             if attempt == attempts:
                 raise SegmenterError(
                     f"SAM 3 service at {self.url} failed {attempts} time(s) on {path}: {failure}"
@@ -274,9 +281,9 @@ class RemoteSegmenter:
                 failure,
                 attempt,
                 self._retries,
-                delay,
+                wait,
             )
-            time.sleep(delay)
+            time.sleep(wait)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -315,6 +322,18 @@ def _error_body(response: httpx.Response) -> dict[str, Any]:
 def _error_code(response: httpx.Response) -> str | None:
     code = _error_body(response).get("code") if response.status_code == 404 else None
     return code if isinstance(code, str) else None
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    """The answer's ``Retry-After`` in seconds (a number; an HTTP date is ignored), clamped
+    to ``[0, 60]``; None when absent."""
+    try:
+        seconds = float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER_S)
 
 
 def _error_message(response: httpx.Response) -> str:

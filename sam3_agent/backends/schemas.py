@@ -45,6 +45,9 @@ class ErrorCode:
     SEGMENTER = "segmenter_failed"
     NOT_FOUND = "not_found"
     INTERNAL = "internal_error"
+    BUSY = "busy"
+    """503: every slot of the request's kind is held and the waiting line is full; the
+    answer carries ``Retry-After``."""
 
 
 class ErrorResponse(BaseModel):
