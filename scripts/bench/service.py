@@ -68,7 +68,7 @@ def _png(megabytes: float) -> tuple[bytes, tuple[int, int]]:
 # --- the server process ---------------------------------------------------------------------
 
 
-def serve(limits: dict[str, int]) -> None:
+def serve(limits: dict[str, Any]) -> None:
     """Serve the app with a fake segmenter on a free loopback port; print the port."""
     import uvicorn
 

@@ -13,6 +13,7 @@ import base64
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import cv2
 import httpx
@@ -144,7 +145,9 @@ def test_a_declared_oversize_body_is_refused_before_it_waits_for_a_slot() -> Non
 
     async def scenario(client: httpx.AsyncClient) -> None:
         blocked = asyncio.create_task(
-            client.post("/v1/images", content=bodies.body(png(1)), headers={"Content-Type": "image/png"})
+            client.post(
+                "/v1/images", content=bodies.body(png(1)), headers={"Content-Type": "image/png"}
+            )
         )
         await until(lambda: app.state.uploads.held == 1)
         response = await client.post("/v1/images", content=b"x" * 9000)
@@ -213,7 +216,7 @@ def test_an_inline_image_holds_an_upload_slot_while_it_is_segmented() -> None:
         {"max_waiting": -1},
     ],
 )
-def test_limits_are_checked(limits: dict[str, int]) -> None:
+def test_limits_are_checked(limits: dict[str, Any]) -> None:
     with pytest.raises(UserError):
         create_app(FakeSegmenter(), **limits)
 
