@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from sam3_agent.backends.schemas import TOKEN_ENV, ErrorCode, SegmentResponse, UploadResponse
-from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
+from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
 from sam3_agent.backends.wire import RAW_RGB_MIME, decode_masks, encode_raw
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import SegmenterError, UserError
@@ -213,10 +213,14 @@ class RemoteSegmenter:
     def _segment(
         self, embedding: RemoteEmbedding, phrases: list[str], score_threshold: float
     ) -> list[Detections]:
+        # Sent cleaned (the service would clean them the same way): a lone surrogate
+        # cannot even be encoded as UTF-8.
+        sent = [clean_phrase(p) for p in phrases]
+
         def request(image_id: str) -> httpx.Response:
             body = {
                 "image_id": image_id,
-                "phrases": phrases,
+                "phrases": sent,
                 "score_threshold": score_threshold,
                 "rle_order": "rows",
             }
@@ -235,7 +239,7 @@ class RemoteSegmenter:
             )
         out: list[Detections] = []
         try:
-            for phrase, result in zip(phrases, parsed.results, strict=True):
+            for phrase, text, result in zip(phrases, sent, parsed.results, strict=True):
                 masks = decode_masks(
                     [m.model_dump() for m in result.masks], "rows", embedding.image_size
                 )
@@ -246,7 +250,9 @@ class RemoteSegmenter:
                         scores=np.asarray(result.scores, dtype=np.float32),
                     )
                 )
-                embedding._remember(phrase, result.used_phrase)
+                embedding._remember(
+                    phrase, text if result.used_phrase is None else result.used_phrase
+                )
         except (ValueError, KeyError, TypeError) as e:
             raise SegmenterError(f"SAM 3 service sent malformed masks: {e}") from e
         return out

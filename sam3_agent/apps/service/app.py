@@ -72,6 +72,7 @@ from sam3_agent.backends.schemas import (
     SegmentResponse,
     UploadResponse,
 )
+from sam3_agent.backends.segment_args import clean_phrase
 from sam3_agent.backends.wire import RAW_RGB_MIME, RleOrder, decode_raw, encode_masks
 from sam3_agent.values.errors import ImageLoadError, SegmenterError, UserError
 from sam3_agent.values.images import ImageTooLargeError, RGBImage, image_digest, load_image
@@ -285,12 +286,15 @@ def _segment_sync(
     results: list[PhraseResult] = []
     for start in range(0, len(phrases), step):
         chunk = phrases[start : start + step]
-        detections = embedding.segment(chunk, score_threshold)
-        for phrase, det in zip(chunk, detections, strict=True):
+        # The in-process backend's sanitiser: any segmenter behind the service reads the
+        # same text SAM 3 in-process would.
+        cleaned = [clean_phrase(p) for p in chunk]
+        detections = embedding.segment(cleaned, score_threshold)
+        for text, det in zip(cleaned, detections, strict=True):
             results.append(
                 PhraseResult(
-                    phrase=phrase,
-                    used_phrase=phrase_as_read(embedding, phrase),
+                    phrase=text,
+                    used_phrase=phrase_as_read(embedding, text),
                     masks=[
                         RleMask(size=(r["size"][0], r["size"][1]), counts=r["counts"])
                         for r in encode_masks(det.masks, rle_order)
