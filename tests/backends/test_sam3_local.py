@@ -408,7 +408,7 @@ def short_text_segmenter() -> Sam3Segmenter:
     return Sam3Segmenter(model, processor, device="cpu")
 
 
-@given(phrase=st.text(min_size=1, max_size=60).filter(lambda p: bool(p.strip())))
+@given(phrase=st.text(min_size=1, max_size=60).filter(lambda p: bool(clean_phrase(p))))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_phrase_is_cut_to_the_encoder_limit(
     short_text_segmenter: Sam3Segmenter, phrase: str
