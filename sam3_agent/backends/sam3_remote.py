@@ -27,7 +27,13 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from sam3_agent.backends.schemas import TOKEN_ENV, ErrorCode, SegmentResponse, UploadResponse
+from sam3_agent.backends.schemas import (
+    TOKEN_ENV,
+    ErrorCode,
+    HealthResponse,
+    SegmentResponse,
+    UploadResponse,
+)
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
 from sam3_agent.backends.wire import RAW_RGB_MIME, decode_masks, encode_raw
 from sam3_agent.values.detections import Detections
@@ -145,6 +151,35 @@ class RemoteSegmenter:
         )
         self._uploaded: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
+        self._checked = False
+
+    def check(self) -> None:
+        """Check that the service answers (``GET /health``) and takes the token
+        (``GET /v1/health``), before anything that costs money: the agent calls this
+        before its first chat-model request. A success is remembered.
+
+        A service too old to have ``/v1/health`` passes on its health alone (its token is
+        then checked by the first upload).
+
+        Raises:
+            SegmenterError: unreachable after retries, not a SAM 3 service, or refusing
+                the token.
+        """
+        if self._checked:
+            return
+        health = self._send("GET", "/health")
+        if health.status_code != 200:
+            raise SegmenterError(
+                f"{self.url} does not answer as a SAM 3 service: GET /health gave HTTP "
+                f"{health.status_code} ({_error_message(health)})"
+            )
+        self._parse(HealthResponse, health)
+        authorized = self._send("GET", "/v1/health")
+        if authorized.status_code == 404:
+            logger.info("SAM 3 service at %s has no /v1/health; token checked on use", self.url)
+        else:
+            self._raise_for_error(authorized, "health")
+        self._checked = True
 
     def close(self) -> None:
         """Close the connection pool."""

@@ -7,10 +7,13 @@ import logging
 
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
+    DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    DEFAULT_MAX_CONCURRENT_UPLOADS,
     DEFAULT_MAX_PIXELS,
     DEFAULT_MAX_STORED_BYTES,
     DEFAULT_MAX_STORED_IMAGES,
     DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_WAITING,
 )
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.backends.schemas import TOKEN_ENV
@@ -59,9 +62,13 @@ def serve(
     max_stored_images: int = DEFAULT_MAX_STORED_IMAGES,
     max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
     max_concurrent_decodes: int = DEFAULT_MAX_CONCURRENT_DECODES,
+    max_concurrent_uploads: int = DEFAULT_MAX_CONCURRENT_UPLOADS,
+    max_concurrent_segments: int = DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    max_waiting: int = DEFAULT_MAX_WAITING,
     log_level: str = "info",
 ) -> None:
-    """Serve ``segmenter`` over HTTP until interrupted (blocks).
+    """Serve ``segmenter`` over HTTP until interrupted (blocks); the limits are
+    :func:`~sam3_agent.apps.service.app.create_app`'s.
 
     Raises:
         UserError: a non-loopback ``host`` without ``token``.
@@ -79,6 +86,9 @@ def serve(
         max_stored_images=max_stored_images,
         max_stored_bytes=max_stored_bytes,
         max_concurrent_decodes=max_concurrent_decodes,
+        max_concurrent_uploads=max_concurrent_uploads,
+        max_concurrent_segments=max_concurrent_segments,
+        max_waiting=max_waiting,
     )
     logger.info(
         "SAM 3 service on http://%s:%d (token %s)", host, port, "required" if token else "off"
