@@ -8,13 +8,13 @@ holds and encodes, without a model). After one warm-up request, the server's pea
 clients send their request at the same moment (a barrier); the figure is that peak minus
 the RSS before. Clients retry a 503 after its ``Retry-After``, as ``RemoteSegmenter`` does.
 
-Scenarios (the issue's): ``upload`` (``POST /v1/images`` of one PNG), ``inline`` (a segment
-request carrying the PNG as base64), ``stored`` (a segment request of 4 phrases on one image
-uploaded before). Every client sends the same image, so the image store holds one image:
-what grows with the clients is what requests hold in flight. Goal: the 50-client figure
-within ~1.5x of the 5-client one (memory independent of the number of clients).
+Scenarios (the issue's): ``upload`` (``POST /v1/images`` of a 12 MP JPEG photo of about
+3.8 MB), ``inline`` (a segment request carrying it as base64), ``stored`` (a segment request
+of 4 phrases on one image uploaded before). Every client sends the same image, so the image
+store holds one image: what grows with the clients is what requests hold in flight. Goal:
+the 50-client figure within ~1.5x of the 5-client one (memory independent of the clients).
 
-    python -m scripts.bench service [--clients 5,50] [--image-mb 3.8] [--scenarios ...]
+    python -m scripts.bench service [--clients 5,50] [--megapixels 12] [--scenarios ...]
     python -m scripts.bench service --package-root DIR   # measure another checkout's app
 
 ``--package-root`` puts that directory's ``sam3_agent`` first on the server's path (e.g. a
@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ("upload", "inline", "stored")
 PHRASES = ["a cat", "the red car", "person on the left", "a dog"]
 MIB = 1024 * 1024
+_PACKAGE_ROOT_ENV = "SAM3_BENCH_PACKAGE_ROOT"
 
 
 def _status(pid: int, field: str) -> int:
@@ -51,15 +52,27 @@ def _status(pid: int, field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/{pid}/status")
 
 
-def _png(megabytes: float) -> tuple[bytes, tuple[int, int]]:
-    """A noisy PNG of about ``megabytes`` (noise does not compress: bytes ~ pixels * 3)."""
+def _photo(megapixels: float, noise: float) -> tuple[bytes, tuple[int, int]]:
+    """A phone-photo-like JPEG (4:3, quality 90): a smooth scene plus sensor-like noise.
+    12 MP with noise 10 is about 3.8 MB, and decodes to 36 MB (the issue's upload)."""
     import cv2
 
-    pixels = megabytes * 1e6 / 3
+    pixels = megapixels * 1e6
     width = round((pixels * 4 / 3) ** 0.5)
     height = round(pixels / width)
-    image = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8)
-    ok, buf = cv2.imencode(".png", image, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    ys = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None]
+    xs = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :]
+    scene = np.stack(
+        [
+            255 * ys * np.ones_like(xs),
+            127 + 127 * np.sin(12 * xs + 7 * ys),
+            127 + 127 * np.cos(36 * xs * ys),
+        ],
+        axis=-1,
+    )
+    grain = np.random.default_rng(0).normal(0.0, noise, scene.shape).astype(np.float32)
+    image = np.clip(scene + grain, 0, 255).astype(np.uint8)
+    ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 90])
     if not ok:
         raise RuntimeError("could not encode the benchmark image")
     return buf.tobytes(), (height, width)
@@ -70,11 +83,16 @@ def _png(megabytes: float) -> tuple[bytes, tuple[int, int]]:
 
 def serve(limits: dict[str, Any]) -> None:
     """Serve the app with a fake segmenter on a free loopback port; print the port."""
+    other = os.environ.get(_PACKAGE_ROOT_ENV)
+    if other:  # before the checkout's own directory, which ``-m`` puts first
+        sys.path.insert(0, other)
     import uvicorn
 
     from sam3_agent.apps.service.app import create_app
     from sam3_agent.values.detections import Detections
     from tests.support.fakes import FakeSegmenter, square_mask
+
+    print(f"serving {Path(inspect.getfile(create_app)).parents[3]}", file=sys.stderr)
 
     def three_squares(image: np.ndarray) -> Detections:
         h, w = int(image.shape[0]), int(image.shape[1])
@@ -104,7 +122,7 @@ def serve(limits: dict[str, Any]) -> None:
 
 def _request(client: Any, scenario: str, png: bytes, image_id: str) -> Any:
     if scenario == "upload":
-        return client.post("/v1/images", content=png, headers={"Content-Type": "image/png"})
+        return client.post("/v1/images", content=png, headers={"Content-Type": "image/jpeg"})
     if scenario == "inline":
         body = {"image_base64": base64.b64encode(png).decode(), "phrases": PHRASES[:1]}
         return client.post("/v1/segment", json=body)
@@ -116,8 +134,10 @@ def measure(scenario: str, clients: int, png: bytes, package_root: Path | None) 
     import httpx
 
     env = dict(os.environ)
-    path = [str(package_root)] if package_root else []
-    env["PYTHONPATH"] = os.pathsep.join([*path, str(ROOT)])
+    env["PYTHONPATH"] = str(ROOT)
+    env.pop(_PACKAGE_ROOT_ENV, None)
+    if package_root is not None:
+        env[_PACKAGE_ROOT_ENV] = str(package_root.resolve())
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     limits = {"max_upload_bytes": 64 * MIB}
     proc = subprocess.Popen(
@@ -185,7 +205,8 @@ def measure(scenario: str, clients: int, png: bytes, package_root: Path | None) 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m scripts.bench service", description=__doc__)
     parser.add_argument("--clients", default="5,50", help="client counts, comma-separated")
-    parser.add_argument("--image-mb", type=float, default=3.8, help="size of the PNG sent")
+    parser.add_argument("--megapixels", type=float, default=12.0, help="pixels of the photo")
+    parser.add_argument("--noise", type=float, default=10.0, help="grain; sets the JPEG size")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--package-root", type=Path, default=None)
     parser.add_argument("--json", action="store_true", help="one JSON line per measurement")
@@ -199,9 +220,9 @@ def main() -> None:
     unknown = set(scenarios) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {SCENARIOS}")
-    png, (height, width) = _png(args.image_mb)
+    png, (height, width) = _photo(args.megapixels, args.noise)
     print(
-        f"image: {len(png) / MIB:.1f} MiB PNG, {width}x{height} "
+        f"image: {len(png) / MIB:.1f} MiB JPEG, {width}x{height} "
         f"({height * width * 3 / MIB:.1f} MiB decoded); "
         f"server: {args.package_root or ROOT}"
     )
