@@ -46,7 +46,7 @@ from sam3_agent.agent.steps import (
     ToolOutcome,
     round_step,
 )
-from sam3_agent.backends.base import ChatModel, Segmenter
+from sam3_agent.backends.base import ChatModel, Segmenter, preflight
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.images import ImageInput, load_image
@@ -175,6 +175,9 @@ class Sam3Agent:
     ) -> tuple[Session, Checkpoint]:
         # First, so a bad image leaves no output directory behind.
         pixels = load_image(image, max_pixels=self.config.max_image_pixels)
+        # Before any chat-model request is paid for: a remote SAM 3 that is down or refuses
+        # the token fails the run here (a segmenter without a check is taken as ready).
+        preflight(self.segmenter)
         checkpoint = self._checkpoint(pixels, query, out, resume)
         session = Session(
             config=self.config,

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.steps import Final, Observation, ToolMistake, ToolOutcome
-from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
+from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS, clean_phrase
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ToolSpec
 from sam3_agent.values.text import ECHO_LIMIT, echo, echo_list
@@ -54,9 +54,11 @@ class SegmentPhraseParams(_Params):
     @field_validator("text_prompt")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
+        # The segmenters' own sanitiser: a phrase accepted here is accepted by every one.
+        cleaned = clean_phrase(value)
+        if not cleaned:
             raise ValueError("must not be blank")
-        return " ".join(value.split())
+        return cleaned
 
 
 class NoParams(_Params):

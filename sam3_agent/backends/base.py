@@ -7,7 +7,9 @@ concurrent sessions (batch evaluation) without a shared "current image".
 
 An embedding may also say how it read a phrase (:class:`ReadsPhrases`, optional: SAM 3 cuts
 a long phrase to its text encoder's limit); :func:`phrase_as_read` asks it, and takes the
-phrase as read in full from an embedding that does not say.
+phrase as read in full from an embedding that does not say. A segmenter may check that it
+can answer at all (:class:`ChecksReady`, optional: a remote service's health and token);
+:func:`preflight` asks it, and the agent does so before its first model call.
 """
 
 from __future__ import annotations
@@ -73,6 +75,34 @@ class Segmenter(Protocol):
     def embed(self, image: RGBImage) -> ImageEmbedding:
         """Compute (or fetch from a cache) the features of an ``(H, W, 3)`` uint8 RGB image."""
         ...
+
+
+@runtime_checkable
+class ChecksReady(Protocol):
+    """Optional on a :class:`Segmenter`: a cheap check that it can answer, made before any
+    paid work (the agent calls it before its first chat-model request).
+
+    A segmenter without this method is taken to be ready.
+    """
+
+    def check(self) -> None:
+        """Return when the segmenter can answer (may remember a success).
+
+        Raises:
+            SegmenterError: it cannot (a service unreachable, or refusing the token).
+        """
+        ...
+
+
+def preflight(segmenter: Segmenter) -> None:
+    """``segmenter``'s :meth:`ChecksReady.check` when it has one; nothing otherwise.
+
+    Raises:
+        SegmenterError: the check failed.
+    """
+    check = getattr(segmenter, "check", None)
+    if callable(check):
+        check()
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ import torch
 
 from sam3_agent.backends.hub import hub_access
 from sam3_agent.backends.sam3_masks import detections_at
-from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
+from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
 from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import (
@@ -224,7 +224,9 @@ class Sam3Segmenter:
     def used_phrase(self, phrase: str) -> str:
         """``phrase`` as the text encoder reads it: unchanged when it fits in
         :attr:`text_limit` tokens, else its longest prefix whose tokens fit (the start and
-        end tokens are kept, as SAM 3's own tokenizer does)."""
+        end tokens are kept, as SAM 3's own tokenizer does), after
+        :func:`~sam3_agent.backends.segment_args.clean_phrase`."""
+        phrase = clean_phrase(phrase)
         tokenizer = self._processor.tokenizer
         with self._tokenizer_lock, _torch_failures("tokenizer", self._device):
             room = self._text_limit - tokenizer.num_special_tokens_to_add()
@@ -348,10 +350,12 @@ class Sam3Segmenter:
         score_threshold: float,
     ) -> list[Detections]:
         check_segment_args(phrases, score_threshold)
+        # The one sanitiser, as the service applies it: both paths read the same text.
+        cleaned = [clean_phrase(p) for p in phrases]
         results: list[Detections] = []
         step = self._max_phrase_batch
-        for start in range(0, len(phrases), step):
-            chunk = list(phrases[start : start + step])
+        for start in range(0, len(cleaned), step):
+            chunk = cleaned[start : start + step]
             results.extend(self._segment_batch(features, image_size, chunk, score_threshold))
         return results
 

@@ -5,7 +5,8 @@ Protocol as the in-process backend. It keeps one ``httpx.Client`` (one connectio
 for its lifetime, uploads each image once (raw RGB bytes by default, or a PNG: lossless
 either way, so the server's content hash equals ours; see :mod:`sam3_agent.backends.wire`
 for the measured choice), asks for masks in row order (decoded without a copy), and retries
-connection failures, timeouts and 5xx answers with exponential backoff before raising
+connection failures, timeouts and 5xx answers with exponential backoff (a busy service's
+``Retry-After`` wins) before raising
 :class:`~sam3_agent.values.errors.SegmenterError`. Every failure reaches the caller as a one-line
 :class:`~sam3_agent.values.errors.SegmenterError`.
 """
@@ -26,8 +27,13 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from sam3_agent.backends.schemas import ErrorCode, SegmentResponse, UploadResponse
-from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args
+from sam3_agent.backends.schemas import (
+    ErrorCode,
+    HealthResponse,
+    SegmentResponse,
+    UploadResponse,
+)
+from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
 from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.backends.wire import RAW_RGB_MIME, decode_masks, encode_raw
 from sam3_agent.values.detections import Detections
@@ -41,6 +47,8 @@ _Model = TypeVar("_Model", bound=BaseModel)
 _KNOWN_UPLOADS = 1024
 # Phrases whose reading the service reported, per image handle.
 _KNOWN_PHRASES = 256
+# A service's Retry-After is honoured up to this many seconds.
+_MAX_RETRY_AFTER_S = 60.0
 UploadFormat = Literal["raw", "png"]
 
 
@@ -143,6 +151,35 @@ class RemoteSegmenter:
         )
         self._uploaded: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
+        self._checked = False
+
+    def check(self) -> None:
+        """Check that the service answers (``GET /health``) and takes the token
+        (``GET /v1/health``), before anything that costs money: the agent calls this
+        before its first chat-model request. A success is remembered.
+
+        A service too old to have ``/v1/health`` passes on its health alone (its token is
+        then checked by the first upload).
+
+        Raises:
+            SegmenterError: unreachable after retries, not a SAM 3 service, or refusing
+                the token.
+        """
+        if self._checked:
+            return
+        health = self._send("GET", "/health")
+        if health.status_code != 200:
+            raise SegmenterError(
+                f"{self.url} does not answer as a SAM 3 service: GET /health gave HTTP "
+                f"{health.status_code} ({_error_message(health)})"
+            )
+        self._parse(HealthResponse, health)
+        authorized = self._send("GET", "/v1/health")
+        if authorized.status_code == 404:
+            logger.info("SAM 3 service at %s has no /v1/health; token checked on use", self.url)
+        else:
+            self._raise_for_error(authorized, "health")
+        self._checked = True
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -211,10 +248,14 @@ class RemoteSegmenter:
     def _segment(
         self, embedding: RemoteEmbedding, phrases: list[str], score_threshold: float
     ) -> list[Detections]:
+        # Sent cleaned (the service would clean them the same way): a lone surrogate
+        # cannot even be encoded as UTF-8.
+        sent = [clean_phrase(p) for p in phrases]
+
         def request(image_id: str) -> httpx.Response:
             body = {
                 "image_id": image_id,
-                "phrases": phrases,
+                "phrases": sent,
                 "score_threshold": score_threshold,
                 "rle_order": "rows",
             }
@@ -233,7 +274,7 @@ class RemoteSegmenter:
             )
         out: list[Detections] = []
         try:
-            for phrase, result in zip(phrases, parsed.results, strict=True):
+            for phrase, text, result in zip(phrases, sent, parsed.results, strict=True):
                 masks = decode_masks(
                     [m.model_dump() for m in result.masks], "rows", embedding.image_size
                 )
@@ -244,7 +285,9 @@ class RemoteSegmenter:
                         scores=np.asarray(result.scores, dtype=np.float32),
                     )
                 )
-                embedding._remember(phrase, result.used_phrase)
+                embedding._remember(
+                    phrase, text if result.used_phrase is None else result.used_phrase
+                )
         except (ValueError, KeyError, TypeError) as e:
             raise SegmenterError(f"SAM 3 service sent malformed masks: {e}") from e
         return out
@@ -255,6 +298,7 @@ class RemoteSegmenter:
         attempts = self._retries + 1
         for attempt in range(1, attempts + 1):
             cause: Exception | None = None
+            wait = delay
             try:
                 response = self._client.request(method, path, **kwargs)
             except httpx.HTTPError as e:  # connection, timeout, protocol, decoding, redirects
@@ -264,6 +308,9 @@ class RemoteSegmenter:
                 if response.status_code < 500:
                     return response
                 failure = f"HTTP {response.status_code}: {_error_message(response)}"
+                retry_after = _retry_after_s(response)
+                if retry_after is not None:
+                    wait = retry_after
             if attempt == attempts:
                 raise SegmenterError(
                     f"SAM 3 service at {self.url} failed {attempts} time(s) on {path}: {failure}"
@@ -275,9 +322,9 @@ class RemoteSegmenter:
                 failure,
                 attempt,
                 self._retries,
-                delay,
+                wait,
             )
-            time.sleep(delay)
+            time.sleep(wait)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -316,6 +363,18 @@ def _error_body(response: httpx.Response) -> dict[str, Any]:
 def _error_code(response: httpx.Response) -> str | None:
     code = _error_body(response).get("code") if response.status_code == 404 else None
     return code if isinstance(code, str) else None
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    """The answer's ``Retry-After`` in seconds (a number; an HTTP date is ignored), clamped
+    to ``[0, 60]``; None when absent."""
+    try:
+        seconds = float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER_S)
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
+from sam3_agent.backends.segment_args import phrase_problem
 
 RleOrder = Literal["coco", "rows"]
 """``coco``: standard COCO RLE of each ``(H, W)`` mask (``size`` ``[H, W]``, runs down the
@@ -41,6 +41,9 @@ class ErrorCode:
     SEGMENTER = "segmenter_failed"
     NOT_FOUND = "not_found"
     INTERNAL = "internal_error"
+    BUSY = "busy"
+    """503: every slot of the request's kind is held and the waiting line is full; the
+    answer carries ``Retry-After``."""
 
 
 class HealthResponse(BaseModel):
@@ -65,7 +68,9 @@ class SegmentRequest(BaseModel):
     image_base64: str | None = None
     """An encoded image file (PNG, JPEG, ...) as base64, instead of an id."""
     phrases: list[str] = Field(min_length=1, max_length=MAX_PHRASES)
-    """Noun phrases; one result per phrase, in order."""
+    """Noun phrases; one result per phrase, in order. Accepted and cleaned by the rule of
+    every backend (:func:`~sam3_agent.backends.segment_args.phrase_problem`,
+    :func:`~sam3_agent.backends.segment_args.clean_phrase`)."""
     score_threshold: float = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
     """Detections scoring at or below this are dropped."""
     rle_order: RleOrder = "coco"
@@ -74,15 +79,11 @@ class SegmentRequest(BaseModel):
     @field_validator("phrases")
     @classmethod
     def _phrases_are_text(cls, phrases: list[str]) -> list[str]:
+        # The in-process backend's rule, so both paths accept the same phrases.
         for phrase in phrases:
-            if not phrase.strip():
-                raise ValueError("phrases must not be blank")
-            if len(phrase) > MAX_PHRASE_CHARS:
-                raise ValueError(f"a phrase may have at most {MAX_PHRASE_CHARS} characters")
-            if any(0xD800 <= ord(c) <= 0xDFFF for c in phrase):
-                raise ValueError("phrases must be valid Unicode (a lone surrogate was sent)")
-            if any(ord(c) < 32 and c not in "\t\n\r" for c in phrase):
-                raise ValueError("phrases must not hold control characters")
+            problem = phrase_problem(phrase)
+            if problem is not None:
+                raise ValueError(problem)
         return phrases
 
     @model_validator(mode="after")
@@ -101,6 +102,7 @@ class RleMask(BaseModel):
 
 class PhraseResult(BaseModel):
     phrase: str
+    """The request's phrase as cleaned (:func:`~sam3_agent.backends.segment_args.clean_phrase`)."""
     used_phrase: str | None = None
     """The phrase as SAM 3 read it (cut to its text encoder's limit); None: not reported."""
     masks: list[RleMask]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -9,16 +10,63 @@ import numpy as np
 from sam3_agent.values.errors import UserError
 
 MAX_PHRASE_CHARS = 200
-"""Longest phrase the agent's tool schema and the SAM 3 service's request schema accept.
+"""Longest phrase the agent's tool schema accepts: the rule a model can see.
 
 SAM 3's text encoder reads 32 tokens (about 30 words of English); backends cut longer
-phrases to that and report the cut (``ImageEmbedding.used_phrase``). This bound on
-characters is the rule a model can see in the schema, shared so both schemas agree.
+phrases to that and report the cut (``ImageEmbedding.used_phrase``). Segmenters themselves
+accept up to :data:`MAX_SEGMENT_PHRASE_CHARS` (:func:`phrase_problem`).
 """
 
 
+MAX_SEGMENT_PHRASE_CHARS = 1000
+"""Longest phrase any segmenter accepts, in-process or through the service (a query segmented
+as it is, ``--mode sam3-only``, may be long); the text encoder reads 32 tokens of it."""
+
+
+def _joined(phrase: str) -> str:
+    """``phrase`` with each surrogate pair made the one character it encodes, as a JSON
+    decoder reads ``"\\ud83d\\ude00"``; lone surrogates stay."""
+    if not any("\ud800" <= c <= "\udfff" for c in phrase):
+        return phrase
+    return phrase.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def clean_phrase(phrase: str) -> str:
+    """The one sanitiser of phrases, applied by every backend and by the service.
+
+    Control characters (Unicode ``Cc``: C0, DEL, C1) and lone surrogates become spaces,
+    whitespace runs become one space, and the ends are stripped: what SAM 3's text encoder
+    reads (its tokenizer collapses whitespace too). A surrogate pair counts as the character
+    it encodes, as it does once sent as JSON.
+    """
+    if phrase.isprintable() and " ".join(phrase.split()) == phrase:
+        return phrase
+    kept = (" " if unicodedata.category(c) in ("Cc", "Cs") else c for c in _joined(phrase))
+    return " ".join("".join(kept).split())
+
+
+def phrase_problem(phrase: object) -> str | None:
+    """Why ``phrase`` is refused, or None: the one rule of the in-process backend, the remote
+    client and the service's request schema (:class:`~sam3_agent.backends.schemas.SegmentRequest`).
+
+    A phrase is accepted when it is a string of at most :data:`MAX_SEGMENT_PHRASE_CHARS`
+    characters that :func:`clean_phrase` leaves non-empty.
+    """
+    if not isinstance(phrase, str):
+        return f"each phrase must be a string, got {type(phrase).__name__}"
+    length = len(_joined(phrase))
+    if length > MAX_SEGMENT_PHRASE_CHARS:
+        return f"a phrase may have at most {MAX_SEGMENT_PHRASE_CHARS} characters, got {length}"
+    if not clean_phrase(phrase):
+        shown = ascii(phrase)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return f"each phrase must be non-empty text (not only blanks or controls), got {shown}"
+    return None
+
+
 def check_segment_args(phrases: Sequence[str], score_threshold: float) -> None:
-    """Refuse a bare string, blank phrases and thresholds outside ``[0, 1]``.
+    """Refuse a bare string, phrases :func:`phrase_problem` refuses, and thresholds outside
+    ``[0, 1]``.
 
     Raises:
         UserError: naming what was expected and what arrived.
@@ -28,8 +76,9 @@ def check_segment_args(phrases: Sequence[str], score_threshold: float) -> None:
     if not 0.0 <= score_threshold <= 1.0:
         raise UserError(f"score_threshold must be in [0, 1], got {score_threshold}")
     for phrase in phrases:
-        if not isinstance(phrase, str) or not phrase.strip():
-            raise UserError(f"each phrase must be a non-empty string, got {phrase!r}")
+        problem = phrase_problem(phrase)
+        if problem is not None:
+            raise UserError(problem)
 
 
 def check_rgb_image(image: object) -> None:

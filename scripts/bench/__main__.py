@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "startup": "--help, --version, usage errors vs a 1 s budget",
     "sam3": "full-size SAM 3 (random weights): cached backbone vs not (minutes)",
     "wire": "SAM 3 service: RLE and upload formats, before vs after",
+    "service": "SAM 3 service: peak memory at 5 vs 50 concurrent clients",
     "eval": "eval throughput, concurrency 1 vs 8",
     "checkpoint": "what resumability costs per round, next to the round's work",
 }

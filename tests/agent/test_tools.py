@@ -15,7 +15,7 @@ from sam3_agent.agent.tools import (
     tool_specs,
 )
 from sam3_agent.backends.schemas import SegmentRequest
-from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS
+from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS, MAX_SEGMENT_PHRASE_CHARS
 from sam3_agent.values.detections import Detections
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
@@ -92,5 +92,8 @@ def test_phrase_length_rule_is_shared_with_the_service() -> None:
     SegmentRequest(image_id="0" * 64, phrases=[longest])
     with pytest.raises(ValidationError):
         SegmentPhraseParams(text_prompt=too_long)
+    # Segmenters (in-process and the service alike) take longer text, e.g. a query
+    # segmented as it is; the tool's bound is the one a model sees.
+    SegmentRequest(image_id="0" * 64, phrases=[too_long])
     with pytest.raises(ValidationError):
-        SegmentRequest(image_id="0" * 64, phrases=[too_long])
+        SegmentRequest(image_id="0" * 64, phrases=["a" * (MAX_SEGMENT_PHRASE_CHARS + 1)])

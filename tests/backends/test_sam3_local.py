@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from sam3_agent.backends.base import ImageEmbedding, Segmenter
 from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.backends.sam3_masks import upsample_masks
+from sam3_agent.backends.segment_args import clean_phrase
 from sam3_agent.backends.segmenters import build_segmenter
 from sam3_agent.backends.torch_runtime import auto_dtype_name
 from sam3_agent.values.detections import Detections
@@ -34,9 +35,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 def segmenter(tiny_sam3_dir: Path, offline: None) -> Sam3Segmenter:
     # float32 explicitly: the reference post-processing below runs the model in float32,
     # and ``auto`` is bfloat16 on a CPU that computes it natively.
-    return Sam3Segmenter.from_pretrained(
-        tiny_sam3_dir, device="cpu", dtype="float32", cache_size=2
-    )
+    return Sam3Segmenter.from_pretrained(tiny_sam3_dir, device="cpu", dtype="float32", cache_size=2)
 
 
 def make_image(seed: int, height: int = 120, width: int = 90) -> np.ndarray:
@@ -409,7 +408,7 @@ def short_text_segmenter() -> Sam3Segmenter:
     return Sam3Segmenter(model, processor, device="cpu")
 
 
-@given(phrase=st.text(min_size=1, max_size=60).filter(lambda p: bool(p.strip())))
+@given(phrase=st.text(min_size=1, max_size=60).filter(lambda p: bool(clean_phrase(p))))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_phrase_is_cut_to_the_encoder_limit(
     short_text_segmenter: Sam3Segmenter, phrase: str
@@ -420,10 +419,11 @@ def test_any_phrase_is_cut_to_the_encoder_limit(
     assert detections.image_size == (32, 32)
     used = embedding.used_phrase(phrase)
     tokenizer = segmenter._processor.tokenizer
-    assert phrase.startswith(used)
+    read = clean_phrase(phrase)  # the one sanitiser, which the service applies too
+    assert read.startswith(used)
     assert len(tokenizer(used)["input_ids"]) <= SHORT_TEXT
-    if len(tokenizer(phrase)["input_ids"]) <= SHORT_TEXT:
-        assert used == phrase
+    if len(tokenizer(read)["input_ids"]) <= SHORT_TEXT:
+        assert used == read
 
 
 def test_long_phrase_is_answered_like_its_cut_form(short_text_segmenter: Sam3Segmenter) -> None:

@@ -2,7 +2,8 @@
 
 Endpoints (``/v1/*`` need ``Authorization: Bearer <token>`` when the app has a token):
 
-* ``GET /health`` -> ``{"status": "ok"}``.
+* ``GET /health`` -> ``{"status": "ok"}``; ``GET /v1/health`` the same once the token is
+  checked (clients check both before their first request that costs anything).
 * ``POST /v1/images``: the body is an encoded image file (PNG, JPEG, ...; EXIF orientation
   applied, high bit depths rescaled, transparency composited as
   :func:`~sam3_agent.values.images.load_image` does), or raw RGB bytes with content type
@@ -12,9 +13,14 @@ Endpoints (``/v1/*`` need ``Authorization: Bearer <token>`` when the app has a t
 * ``POST /v1/segment``: JSON :class:`~sam3_agent.backends.schemas.SegmentRequest`; answers
   :class:`~sam3_agent.backends.schemas.SegmentResponse` (masks as COCO RLE).
 
-Memory is bounded: at most ``max_concurrent_decodes`` images are decoded at once, the
-decoded-image store holds at most ``max_stored_images`` images and ``max_stored_bytes``
-bytes, and a segment request's masks are encoded to RLE a few phrases at a time.
+Memory is bounded independently of the number of clients: a request reads its body only
+once it holds a slot (``max_concurrent_uploads`` for a body that carries an image,
+``max_concurrent_segments`` for segment work), at most ``max_waiting`` requests of each kind
+wait for a slot (holding no body), and past that the answer is 503 with ``Retry-After``. A
+``Content-Length`` over the limit is refused with 413 before any slot is taken. At most
+``max_concurrent_decodes`` images are decoded at once, the decoded-image store holds at most
+``max_stored_images`` images and ``max_stored_bytes`` bytes, and a segment request's masks
+are encoded to RLE a few phrases at a time.
 
 The server never opens a path named in a request: images arrive as bytes only. Bodies are
 read with a size limit, image headers are checked against a pixel limit before decoding
@@ -33,6 +39,8 @@ import json
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -44,10 +52,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
+    DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    DEFAULT_MAX_CONCURRENT_UPLOADS,
     DEFAULT_MAX_PIXELS,
     DEFAULT_MAX_STORED_BYTES,
     DEFAULT_MAX_STORED_IMAGES,
     DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_WAITING,
+    RETRY_AFTER_S,
+    SMALL_BODY_BYTES,
 )
 from sam3_agent.backends.base import Segmenter, phrase_as_read
 from sam3_agent.backends.schemas import (
@@ -59,6 +72,7 @@ from sam3_agent.backends.schemas import (
     SegmentResponse,
     UploadResponse,
 )
+from sam3_agent.backends.segment_args import clean_phrase
 from sam3_agent.backends.wire import RAW_RGB_MIME, RleOrder, decode_raw, encode_masks
 from sam3_agent.values.errors import ImageLoadError, SegmenterError, UserError
 from sam3_agent.values.images import ImageTooLargeError, RGBImage, image_digest, load_image
@@ -137,6 +151,53 @@ class ImageStore:
             return image_id in self._images
 
 
+class Gate:
+    """At most ``slots`` holders at once and ``max_waiting`` more waiting, in arrival order;
+    past that, :meth:`hold` answers 503 with ``Retry-After`` at once.
+
+    Lives on one event loop (the server's); ``held`` and ``peak`` are for tests and logs.
+    """
+
+    def __init__(self, what: str, slots: int, max_waiting: int) -> None:
+        self.what = what
+        self.slots = slots
+        self.max_waiting = max_waiting
+        self.held = 0
+        self.waiting = 0
+        self.peak = 0
+        self.refused = 0
+        self._semaphore = asyncio.Semaphore(slots)
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        """A slot for the body of the ``with``.
+
+        Raises:
+            ServiceError: 503 when every slot is held and ``max_waiting`` requests wait.
+        """
+        if self.held + self.waiting >= self.slots + self.max_waiting:
+            self.refused += 1
+            raise ServiceError(
+                503,
+                ErrorCode.BUSY,
+                f"the service is busy: {self.held} {self.what} at work and {self.waiting} "
+                f"waiting; retry in {RETRY_AFTER_S} s",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        self.waiting += 1
+        try:
+            await self._semaphore.acquire()
+        finally:
+            self.waiting -= 1
+        self.held += 1
+        self.peak = max(self.peak, self.held)
+        try:
+            yield
+        finally:
+            self.held -= 1
+            self._semaphore.release()
+
+
 def decode_image(data: bytes, max_pixels: int) -> RGBImage:
     """Decode an image file's bytes to ``(H, W, 3)`` uint8 RGB, as it is displayed.
 
@@ -175,13 +236,24 @@ def _raw_size(query: dict[str, str], max_pixels: int) -> tuple[int, int]:
     return height, width
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it exceeds ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+def declared_length(request: Request) -> int | None:
+    """The body's ``Content-Length``, or None when it is not given (chunked) or not a number."""
+    declared = request.headers.get("content-length", "").strip()
+    return int(declared) if declared.isdigit() else None
+
+
+def refuse_declared_over(request: Request, limit: int) -> None:
+    """413 at once when the declared ``Content-Length`` exceeds ``limit``, before any slot."""
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
         raise ServiceError(
             413, ErrorCode.TOO_LARGE, f"body of {declared} bytes exceeds the {limit}-byte limit"
         )
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it exceeds ``limit`` bytes."""
+    refuse_declared_over(request, limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -215,12 +287,15 @@ def _segment_sync(
     results: list[PhraseResult] = []
     for start in range(0, len(phrases), step):
         chunk = phrases[start : start + step]
-        detections = embedding.segment(chunk, score_threshold)
-        for phrase, det in zip(chunk, detections, strict=True):
+        # The in-process backend's sanitiser: any segmenter behind the service reads the
+        # same text SAM 3 in-process would.
+        cleaned = [clean_phrase(p) for p in chunk]
+        detections = embedding.segment(cleaned, score_threshold)
+        for text, det in zip(cleaned, detections, strict=True):
             results.append(
                 PhraseResult(
-                    phrase=phrase,
-                    used_phrase=phrase_as_read(embedding, phrase),
+                    phrase=text,
+                    used_phrase=phrase_as_read(embedding, text),
                     masks=[
                         RleMask(size=(r["size"][0], r["size"][1]), counts=r["counts"])
                         for r in encode_masks(det.masks, rle_order)
@@ -257,6 +332,9 @@ def create_app(
     max_stored_images: int = DEFAULT_MAX_STORED_IMAGES,
     max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
     max_concurrent_decodes: int = DEFAULT_MAX_CONCURRENT_DECODES,
+    max_concurrent_uploads: int = DEFAULT_MAX_CONCURRENT_UPLOADS,
+    max_concurrent_segments: int = DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    max_waiting: int = DEFAULT_MAX_WAITING,
 ) -> FastAPI:
     """The service app around one segmenter.
 
@@ -268,8 +346,15 @@ def create_app(
         max_stored_images / max_stored_bytes: bounds of the in-memory image LRU.
         max_concurrent_decodes: images decoded at the same time (each decode holds the
             encoded body and the decoded pixels); further requests wait their turn.
+        max_concurrent_uploads: requests carrying an image (uploads, inline-base64
+            segment requests) holding their body and pixels at once; a body is read only
+            inside such a slot.
+        max_concurrent_segments: segment requests at work at once.
+        max_waiting: requests of each kind waiting for a slot (0 allowed); past that the
+            answer is 503 with ``Retry-After``.
 
-    ``app.state.images`` is the :class:`ImageStore`.
+    ``app.state.images`` is the :class:`ImageStore`; ``app.state.uploads`` and
+    ``app.state.segments`` the :class:`Gate` of each kind.
     """
     if token is not None and not token:
         raise UserError("the service token must not be empty")
@@ -279,11 +364,17 @@ def create_app(
         "max_stored_images": max_stored_images,
         "max_stored_bytes": max_stored_bytes,
         "max_concurrent_decodes": max_concurrent_decodes,
+        "max_concurrent_uploads": max_concurrent_uploads,
+        "max_concurrent_segments": max_concurrent_segments,
     }
     for name, value in limits.items():
         if value < 1:
             raise UserError(f"{name} must be >= 1, got {value}")
+    if max_waiting < 0:
+        raise UserError(f"max_waiting must be >= 0, got {max_waiting}")
     decode_slots = asyncio.Semaphore(max_concurrent_decodes)
+    uploads = Gate("uploads", max_concurrent_uploads, max_waiting)
+    segments = Gate("segment requests", max_concurrent_segments, max_waiting)
     app = FastAPI(
         title="sam3-agent SAM 3 service",
         docs_url=None,
@@ -293,6 +384,8 @@ def create_app(
     images = ImageStore(max_stored_images, max_stored_bytes)
     app.state.images = images
     app.state.segmenter = segmenter
+    app.state.uploads = uploads
+    app.state.segments = segments
     expected = token.encode() if token else None
     json_limit = max_upload_bytes * 4 // 3 + _JSON_OVERHEAD_BYTES
 
@@ -340,6 +433,11 @@ def create_app(
     async def health() -> HealthResponse:
         return HealthResponse()
 
+    @app.get("/v1/health")
+    async def health_with_token(request: Request) -> HealthResponse:
+        authorize(request)
+        return HealthResponse()
+
     async def decode(data: bytes) -> tuple[str, RGBImage]:
         async with decode_slots:
             return await run_in_threadpool(_decode_and_id, data, max_pixels)
@@ -348,24 +446,65 @@ def create_app(
     async def upload(request: Request) -> UploadResponse:
         authorize(request)
         mime = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if mime == RAW_RGB_MIME:
+        raw = mime == RAW_RGB_MIME
+        if raw:
             height, width = _raw_size(dict(request.query_params), max_pixels)
-            data = await read_body(request, height * width * 3)
-            async with decode_slots:
-                image_id, image = await run_in_threadpool(_raw_and_id, data, height, width)
+            limit = height * width * 3
         else:
-            data = await read_body(request, max_upload_bytes)
-            if not data:
-                raise ServiceError(400, ErrorCode.BAD_IMAGE, "the body is empty; send image bytes")
-            image_id, image = await decode(data)
-        images.put(image_id, image)
+            limit = max_upload_bytes
+        refuse_declared_over(request, limit)
+        async with uploads.hold():
+            data = await read_body(request, limit)
+            if raw:
+                async with decode_slots:
+                    image_id, image = await run_in_threadpool(_raw_and_id, data, height, width)
+            else:
+                if not data:
+                    raise ServiceError(
+                        400, ErrorCode.BAD_IMAGE, "the body is empty; send image bytes"
+                    )
+                image_id, image = await decode(data)
+            del data
+            images.put(image_id, image)
         logger.info("stored image %s (%dx%d)", image_id[:12], image.shape[1], image.shape[0])
         return UploadResponse(image_id=image_id, image_size=(image.shape[0], image.shape[1]))
 
     @app.post("/v1/segment")
     async def segment(request: Request) -> SegmentResponse:
         authorize(request)
-        body = await read_body(request, json_limit)
+        refuse_declared_over(request, json_limit)
+        declared = declared_length(request)
+        # A body that may carry an image is read inside an upload slot, and that slot is
+        # kept while its decoded image is worked on. Order: segment slot, then upload slot.
+        small = declared is not None and declared <= SMALL_BODY_BYTES
+        async with segments.hold(), AsyncExitStack() as held:
+            if not small:
+                await held.enter_async_context(uploads.hold())
+            body = await read_body(request, SMALL_BODY_BYTES if small else json_limit)
+            req = _parse_segment_request(body)
+            del body
+            if req.image_id is not None:
+                image_id = req.image_id
+                found = images.get(image_id)
+                if found is None:
+                    raise ServiceError(
+                        404,
+                        ErrorCode.UNKNOWN_IMAGE,
+                        f"unknown image id {image_id}; upload it to /v1/images again",
+                    )
+                image = found
+            else:
+                if small:
+                    await held.enter_async_context(uploads.hold())
+                # The base64 text is dropped once decoded: only the pixels are kept.
+                encoded = req.image_base64 or ""
+                req = req.model_copy(update={"image_base64": None})
+                image_id, image = await _inline_image(encoded)
+                del encoded
+                images.put(image_id, image)
+            return await _segment_image(req, image, image_id)
+
+    def _parse_segment_request(body: bytes) -> SegmentRequest:
         try:
             payload = json.loads(body)
         except (ValueError, RecursionError) as e:
@@ -379,19 +518,11 @@ def create_app(
         except ValidationError as e:
             details = json.loads(e.json(include_url=False, include_input=False))
             raise ServiceError(422, ErrorCode.INVALID, "invalid request", details=details) from e
-        if req.image_id is not None:
-            image_id = req.image_id
-            found = images.get(image_id)
-            if found is None:
-                raise ServiceError(
-                    404,
-                    ErrorCode.UNKNOWN_IMAGE,
-                    f"unknown image id {image_id}; upload it to /v1/images again",
-                )
-            image = found
-        else:
-            image_id, image = await _inline_image(req.image_base64 or "")
-            images.put(image_id, image)
+        return req
+
+    async def _segment_image(
+        req: SegmentRequest, image: RGBImage, image_id: str
+    ) -> SegmentResponse:
         try:
             return await run_in_threadpool(
                 _segment_sync,

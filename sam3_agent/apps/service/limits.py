@@ -1,4 +1,12 @@
-"""The SAM 3 service's default limits, importable without the web stack (for ``--help``)."""
+"""The SAM 3 service's default limits, importable without the web stack (for ``--help``).
+
+Peak memory does not grow with the number of clients: a request holds a body or an image
+only inside a slot (``max_concurrent_uploads`` bodies and decoded images, each at most
+``max_upload_bytes`` / ``max_pixels``; ``max_concurrent_segments`` segment requests at
+work), at most ``max_waiting`` requests per kind wait for a slot (holding no body: the
+server stops reading a socket whose body is not asked for), and past that the service
+answers 503 with ``Retry-After``.
+"""
 
 from __future__ import annotations
 
@@ -13,3 +21,14 @@ DEFAULT_MAX_STORED_BYTES = 2048 * MIB
 """Memory for decoded images kept for later requests."""
 DEFAULT_MAX_CONCURRENT_DECODES = 2
 """Images decoded at the same time; each holds its body and its pixels while it decodes."""
+DEFAULT_MAX_CONCURRENT_UPLOADS = 4
+"""Requests carrying an image (uploads, inline-base64 segment requests) that may hold their
+body and decoded pixels at once; the body is read only once a slot is taken."""
+DEFAULT_MAX_CONCURRENT_SEGMENTS = 4
+"""Segment requests at work at once (model calls, masks, RLE encoding)."""
+DEFAULT_MAX_WAITING = 64
+"""Requests of each kind (uploads, segments) that may wait for a slot; past that: 503."""
+RETRY_AFTER_S = 1
+"""``Retry-After`` (seconds) of a 503 answered when the service is at its bounds."""
+SMALL_BODY_BYTES = 64 * 1024
+"""A segment request declaring at most this many bytes is read without an upload slot."""

@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING
 
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
+    DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    DEFAULT_MAX_CONCURRENT_UPLOADS,
     DEFAULT_MAX_PIXELS,
     DEFAULT_MAX_STORED_BYTES,
     DEFAULT_MAX_STORED_IMAGES,
     DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_WAITING,
 )
 from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.values.errors import UserError
@@ -74,9 +77,13 @@ def serve(
     max_stored_images: int = DEFAULT_MAX_STORED_IMAGES,
     max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
     max_concurrent_decodes: int = DEFAULT_MAX_CONCURRENT_DECODES,
+    max_concurrent_uploads: int = DEFAULT_MAX_CONCURRENT_UPLOADS,
+    max_concurrent_segments: int = DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    max_waiting: int = DEFAULT_MAX_WAITING,
     log_level: str = "info",
 ) -> None:
-    """Serve ``segmenter`` over HTTP until interrupted (blocks).
+    """Serve ``segmenter`` over HTTP until interrupted (blocks); the limits are
+    :func:`~sam3_agent.apps.service.app.create_app`'s.
 
     Raises:
         UserError: a non-loopback ``host`` without ``token``.
@@ -94,6 +101,9 @@ def serve(
         max_stored_images=max_stored_images,
         max_stored_bytes=max_stored_bytes,
         max_concurrent_decodes=max_concurrent_decodes,
+        max_concurrent_uploads=max_concurrent_uploads,
+        max_concurrent_segments=max_concurrent_segments,
+        max_waiting=max_waiting,
     )
     logger.info(
         "SAM 3 service on http://%s:%d (token %s)", host, port, "required" if token else "off"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from sam3_agent.backends.base import ImageEmbedding, Segmenter
+from sam3_agent.backends.base import ImageEmbedding, Segmenter, preflight
 from sam3_agent.values.images import RGBImage, image_digest
 
 
@@ -42,6 +42,11 @@ class SharedEmbeddings:
             if entry.embedding is None:
                 entry.embedding = self.inner.embed(image)
             return entry.embedding
+
+    def check(self) -> None:
+        """The inner segmenter's readiness check, when it has one
+        (:func:`~sam3_agent.backends.base.preflight`)."""
+        preflight(self.inner)
 
     def release(self, digest: str) -> None:
         """Forget the embedding of the image with this content digest."""

@@ -657,8 +657,11 @@ def test_long_phrase_is_cut_and_reported_not_a_500(url: str) -> None:
     [
         (b"[" * 5000 + b"]" * 5000, 400, "bad_json"),  # RecursionError in json.loads
         (b'{"phrases": [' + b"9" * 5000 + b"]}", 400, "bad_json"),  # past the int digit limit
-        (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["dog \\ud83d"]}', 422, "invalid_request"),
-        (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["a\\u0000b"]}', 422, "invalid_request"),
+        # Control characters and lone surrogates are cleaned as in-process, not refused.
+        (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["dog \\ud83d"]}', 404, "unknown_image"),
+        (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["a\\u0000b"]}', 404, "unknown_image"),
+        (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["\\u0000\\ud83d"]}', 422,
+         "invalid_request"),
         (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["a"], "score_threshold": NaN}', 422,
          "invalid_request"),
         (b'{"image_id": "' + b"0" * 64 + b'", "phrases": ["a"], "rle_order": "diagonal"}', 422,
