@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from dataclasses import replace
 from typing import Annotated
 
@@ -17,10 +18,13 @@ from sam3_agent.apps.cli.console import one_line_errors
 from sam3_agent.apps.cli.flags import SAM3, VERBOSE, FlagGroup, flag, with_flags
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
+    DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    DEFAULT_MAX_CONCURRENT_UPLOADS,
     DEFAULT_MAX_PIXELS,
     DEFAULT_MAX_STORED_BYTES,
     DEFAULT_MAX_STORED_IMAGES,
     DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_WAITING,
     MIB,
 )
 from sam3_agent.apps.service.server import check_bind_security
@@ -46,6 +50,16 @@ LIMIT_FLAGS = (
     _service("max_concurrent_decodes", int, DEFAULT_MAX_CONCURRENT_DECODES,
              "--max-concurrent-decodes",
              help="Uploaded images decoded at the same time; others wait."),
+    _service("max_concurrent_uploads", int, DEFAULT_MAX_CONCURRENT_UPLOADS,
+             "--max-concurrent-uploads",
+             help="Requests carrying an image (uploads, inline base64) at once; a body is "
+             "read only inside such a slot."),
+    _service("max_concurrent_segments", int, DEFAULT_MAX_CONCURRENT_SEGMENTS,
+             "--max-concurrent-segments",
+             help="Segment requests at work at once (model calls, masks, encoding)."),
+    _service("max_waiting", int, DEFAULT_MAX_WAITING, "--max-waiting",
+             help="Requests of each kind that may wait for a slot; past that the service "
+             "answers 503 with Retry-After."),
 )  # fmt: skip
 LIMITS = FlagGroup("limits", LIMIT_FLAGS, lambda values, built: dict(values))
 
@@ -89,9 +103,14 @@ def serve_sam3(
             backends = replace(backends, sam3=model)
         backends = replace(backends, sam3_cache_size=int(limits.pop("cache_size")))
         backends.validate(chat=False)
-        bad = [f"--{name.replace('_', '-')}" for name, value in limits.items() if value <= 0]
+        waiting = limits.pop("max_waiting")
+        bad = [f"--{n.replace('_', '-')}" for n, v in limits.items() if not _positive(v)]
         if bad:
-            raise UserError(f"{', '.join(bad)} must be positive")
+            raise UserError(f"{', '.join(bad)} must be a positive number")
+        if not (_positive(waiting + 1) and waiting == int(waiting)):
+            raise UserError(f"--max-waiting must be a count >= 0, got {waiting}")
+        if not 1 <= port <= 65535:
+            raise UserError(f"--port must be in 1..65535, got {port}")
         # Refuse an unsafe bind before spending a minute loading weights.
         check_bind_security(host, token)
         from sam3_agent.apps.service import server
@@ -106,4 +125,11 @@ def serve_sam3(
             max_stored_images=int(limits["store_images"]),
             max_stored_bytes=int(limits["store_mb"] * MIB),
             max_concurrent_decodes=int(limits["max_concurrent_decodes"]),
+            max_concurrent_uploads=int(limits["max_concurrent_uploads"]),
+            max_concurrent_segments=int(limits["max_concurrent_segments"]),
+            max_waiting=int(waiting),
         )
+
+
+def _positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from sam3_agent.apps.cli import console as console_module
 from sam3_agent.apps.cli.flags import AGENT, BACKENDS, ENGINE, SAM3, FlagGroup
 from sam3_agent.apps.cli.main import COMMANDS, app
+from sam3_agent.backends.spec import BackendSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,6 +124,29 @@ def test_serve_sam3_fails_in_one_line_with_the_exit_code_of_a_usage_error() -> N
     result = runner.invoke(app, ["serve-sam3", "--sam3", " ", "--max-pixels", "0"])
     assert result.exit_code == 2
     assert result.output.strip() == "error: --sam3 must name a hub id or a local directory"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "99999"], "--port must be in 1..65535, got 99999"),
+        (["--max-upload-mb", "nan"], "--max-upload-mb must be a positive number"),
+        (["--max-upload-mb", "inf"], "--max-upload-mb must be a positive number"),
+        (["--max-concurrent-segments", "0"], "--max-concurrent-segments must be a positive"),
+        (["--max-concurrent-uploads", "0"], "--max-concurrent-uploads must be a positive"),
+        (["--max-waiting", "-1"], "--max-waiting must be a count >= 0, got -1"),
+    ],
+)
+def test_serve_sam3_refuses_a_bad_limit_before_loading_anything(
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_load(self: object) -> None:
+        raise AssertionError("SAM 3 was built before the flags were checked")
+
+    monkeypatch.setattr(BackendSpec, "build_segmenter", no_load)
+    result = runner.invoke(app, ["serve-sam3", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
 
 
 # -- the console: outside text is plain text ---------------------------------------------
