@@ -79,7 +79,7 @@ class BudgetedPolicy:
         raise NotImplementedError
 
     def pinned_note(self, costs: Costs) -> int:
-        """Tokens of a note the policy always sends in the request (0: none)."""
+        """The most tokens a note the policy pins in the request may take (0: it pins none)."""
         return 0
 
     def measure(self, history: History) -> Costs:
