@@ -65,10 +65,8 @@ from sam3_agent.agent.context.base import (
     Costs,
     History,
     Selection,
-    check_pinned,
-    finish,
 )
-from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.policy import BudgetedPolicy, Decision
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.session import Session
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
@@ -437,28 +435,13 @@ def attention_of(messages: Sequence[ChatMessage], world: World) -> list[float]:
 # -- the floor, and the probe that scores every context -------------------------------
 
 
-class PinnedOnlyPolicy:
+class PinnedOnlyPolicy(BudgetedPolicy):
     """The floor: system prompt, request, selectable masks and latest round; nothing else."""
 
     name = PINNED_ONLY
 
-    def __init__(self, budget: Budget, counter: TokenCounter) -> None:
-        self.budget = budget
-        self.counter = counter
-
-    async def build(self, history: History) -> Context:
-        started = time.perf_counter()
-        costs = Costs(self.counter, history)
-        check_pinned(costs, self.budget, self.name)
-        return finish(
-            history,
-            Selection(sorted(costs.protected())),
-            policy=self.name,
-            budget=self.budget,
-            costs=costs,
-            evicted=[],
-            started=started,
-        )
+    def select(self, history: History, costs: Costs) -> Decision:
+        return Decision(Selection(sorted(costs.protected())))
 
 
 def facts_of(history: History, world: World) -> list[Fact]:

@@ -8,7 +8,7 @@ One :class:`~sam3_agent.agent.context.base.ContextPolicy` per session turns the 
 ``decay`` (:mod:`.decay`), ``summary`` (:mod:`.summary`), ``hierarchical``
 (:mod:`.hierarchical`), ``attention`` (:mod:`.attention`), ``auto`` (:mod:`.auto`).
 Token accounting is in :mod:`.tokens`; the invariants every policy keeps are listed in
-:mod:`.base`.
+:mod:`.base`; the base class that measures, checks and records every call is in :mod:`.policy`.
 
 Eviction log schema
 -------------------

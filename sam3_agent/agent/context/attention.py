@@ -18,17 +18,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from sam3_agent.agent.context.base import (
-    Budget,
-    Context,
-    Costs,
-    Evicted,
-    History,
-    Selection,
-    check_pinned,
-    evict_in_order,
-    finish,
-)
+from sam3_agent.agent.context.base import Budget, Context, Costs, History
+from sam3_agent.agent.context.policy import BudgetedPolicy, Decision, evict_lowest
 from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
@@ -83,7 +74,7 @@ def require_source(chat_model: Any) -> AttentionSource:
     )
 
 
-class AttentionPolicy:
+class AttentionPolicy(BudgetedPolicy):
     """Evict the least attended rounds first.
 
     Attributes:
@@ -102,8 +93,7 @@ class AttentionPolicy:
     ) -> None:
         if window < 1:
             raise UserError(f"the attention window must be >= 1, got {window}")
-        self.budget = budget
-        self.counter = counter
+        super().__init__(budget, counter)
         self.source = source
         self.window = window
         self.masses: dict[int, deque[float]] = {}
@@ -159,35 +149,15 @@ class AttentionPolicy:
     async def build(self, history: History) -> Context:
         started = time.perf_counter()
         self._observe_last()
-        costs = Costs(self.counter, history)
-        check_pinned(costs, self.budget, self.name)
-        steps = history.steps
-        everything = list(range(len(steps)))
-        kept: list[int] = everything
-        evicted: list[Evicted] = []
-        scores: dict[int, float] | None = None
-        if costs.full() > self.budget.limit:
-            smoothed = {s.round: self.smoothed(s.round) for s in steps}
-            order = sorted(everything, key=lambda i: (smoothed[steps[i].round], i))
-            finite = {r: s for r, s in smoothed.items() if s != float("inf")}
-            kept, evicted = evict_in_order(
-                costs,
-                everything,
-                order,
-                self.budget.limit,
-                "budget: least attended",
-                scores=finite,
-            )
-            scores = finite
-        context = finish(
-            history,
-            Selection(kept),
-            policy=self.name,
-            budget=self.budget,
-            costs=costs,
-            evicted=evicted,
-            started=started,
-            scores=scores,
-        )
+        context = self.build_sync(history, started)
         self._last = (context.messages, context.kept_rounds)
         return context
+
+    def select(self, history: History, costs: Costs) -> Decision:
+        return evict_lowest(
+            costs,
+            self.budget.limit,
+            "budget: least attended",
+            lambda: {s.round: self.smoothed(s.round) for s in history.steps},
+            unscored=float("inf"),
+        )

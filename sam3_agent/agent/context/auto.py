@@ -14,6 +14,7 @@ from typing import Any
 
 from sam3_agent.agent.context.base import Budget, Context, History, record_of
 from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
+from sam3_agent.agent.context.policy import BudgetedPolicy
 from sam3_agent.agent.context.sam3 import Sam3Policy
 from sam3_agent.agent.context.tokens import TokenCounter
 
@@ -22,8 +23,9 @@ logger = logging.getLogger(__name__)
 MIN_ROUNDS_BETWEEN_SWITCHES = 2
 
 
-class AutoPolicy:
-    """Switches between ``sam3`` and ``hierarchical``.
+class AutoPolicy(BudgetedPolicy):
+    """Switches between ``sam3`` and ``hierarchical``; each call is built by the one in use
+    (so ``build`` is its own, and a budget error names that policy).
 
     Attributes:
         mode: the policy in use, ``"sam3"`` or ``"hierarchical"``.
@@ -33,7 +35,7 @@ class AutoPolicy:
     name = "auto"
 
     def __init__(self, budget: Budget, counter: TokenCounter) -> None:
-        self.budget = budget
+        super().__init__(budget, counter)
         self.sam3 = Sam3Policy(budget, counter)
         self.hierarchical = HierarchicalPolicy(budget, counter)
         self.mode = "sam3"
@@ -54,8 +56,8 @@ class AutoPolicy:
         self._last_switch_round = None if last is None else int(last)
         self.switches = [dict(s) for s in state["switches"]]
 
-    async def build(self, history: History) -> Context:
-        started = time.perf_counter()
+    def build_sync(self, history: History, started: float | None = None) -> Context:
+        started = time.perf_counter() if started is None else started
         round_number = history.next_round
         pruned = self.sam3.build_sync(history)
         size = record_of(pruned).tokens_after.total

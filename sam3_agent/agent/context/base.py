@@ -2,8 +2,9 @@
 
 A policy sees the typed history (:class:`History`: the system prompt, the request, the
 executed rounds) and returns a :class:`Context`: the messages to send and an
-:class:`EvictionRecord` saying what was kept, what was evicted and why. Rendering, token
-sums and the budget check are shared here, so every policy keeps the same invariants:
+:class:`EvictionRecord` saying what was kept, what was evicted and why. Rendering and token
+sums are shared here, the budget checks and the record in :mod:`.policy` (the base of the
+policies), so every policy keeps the same invariants:
 
 * the system prompt is sent byte for byte as given;
 * the first user message always carries the raw image and the request;
@@ -22,7 +23,6 @@ sums and the budget check are shared here, so every policy keeps the same invari
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -325,98 +325,6 @@ class Costs:
         ).total
         bare = first_user_message(self.history.task, prompts=prompts)
         return with_note - self.counter.message(bare).total
-
-
-def check_pinned(costs: Costs, budget: Budget, policy: str, head_extra: int = 0) -> None:
-    """Raise :class:`ContextBudgetError` when the pinned part alone exceeds the budget."""
-    pinned = costs.total(sorted(costs.protected()), head_extra)
-    if pinned > budget.limit:
-        raise ContextBudgetError(
-            f"context budget too small: the pinned context (system prompt, request"
-            f"{', current masks image' if costs.current is not None else ''}"
-            f"{', latest round' if costs.rounds else ''}) needs {pinned} tokens "
-            f"but --max-context-tokens {budget.max_context_tokens} minus the "
-            f"{budget.reserve_tokens}-token reply reserve leaves {budget.limit} "
-            f"(policy {policy})"
-        )
-
-
-def evict_in_order(
-    costs: Costs,
-    kept: Sequence[int],
-    order: Sequence[int],
-    limit: int,
-    reason: str,
-    head_extra: int = 0,
-    scores: dict[int, float] | None = None,
-) -> tuple[list[int], list[Evicted]]:
-    """Evict rounds of ``kept`` in ``order`` (protected ones skipped) until the total fits.
-
-    Returns the rounds still kept (indices, sorted) and the evictions (with scores when
-    given). Stops as soon as the total is within ``limit``; may return over the limit
-    when nothing else can go (the caller checks the pinned part).
-    """
-    keep = set(kept)
-    protected = costs.protected()
-    steps = costs.history.steps
-    evicted: list[Evicted] = []
-    total = costs.total(sorted(keep), head_extra)
-    for i in order:
-        if total <= limit:
-            break
-        if i not in keep or i in protected:
-            continue
-        keep.discard(i)
-        total -= costs.rounds[i]
-        score = None if scores is None else scores.get(steps[i].round)
-        evicted.append(Evicted(steps[i].round, reason, score))
-    return sorted(keep), evicted
-
-
-def finish(
-    history: History,
-    selection: Selection,
-    *,
-    policy: str,
-    budget: Budget,
-    costs: Costs,
-    evicted: Sequence[Evicted],
-    started: float,
-    **extra: Any,
-) -> Context:
-    """Render ``selection``, check it fits, and build the :class:`Context` with its record."""
-    messages, replaced = render(history, selection)
-    tokens = costs.counter.messages(messages)
-    if tokens.total > budget.limit:
-        raise ContextBudgetError(
-            f"context budget exceeded: policy {policy} needs {tokens.total} tokens for round "
-            f"{history.next_round} but --max-context-tokens {budget.max_context_tokens} minus "
-            f"the {budget.reserve_tokens}-token reply reserve leaves {budget.limit}"
-        )
-    steps = history.steps
-    kept_set = set(selection.kept)
-    kept_rounds = [steps[i].round for i in sorted(kept_set)]
-    dropped = [s.round for i, s in enumerate(steps) if i not in kept_set]
-    record = EvictionRecord(
-        policy=policy,
-        budget=budget,
-        kept_rounds=kept_rounds,
-        evicted=sorted(evicted, key=lambda e: e.round),
-        tokens_before=costs.full(),
-        tokens_after=tokens,
-        images_replaced=replaced,
-        tried_phrases=list(selection.tried_phrases),
-        **extra,
-    )
-    record.latency_s = time.perf_counter() - started
-    return Context(
-        messages=messages,
-        kept_rounds=kept_rounds,
-        dropped_rounds=dropped,
-        images_replaced=replaced,
-        tried_phrases=list(selection.tried_phrases),
-        eviction=record,
-    )
 
 
 def tried_before(steps: Sequence[ActionStep], kept: Sequence[int]) -> list[str]:

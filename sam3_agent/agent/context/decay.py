@@ -9,20 +9,10 @@ the latest round are pinned.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 
-from sam3_agent.agent.context.base import (
-    Budget,
-    Context,
-    Costs,
-    Evicted,
-    History,
-    Selection,
-    check_pinned,
-    evict_in_order,
-    finish,
-)
+from sam3_agent.agent.context.base import Budget, Costs, History
+from sam3_agent.agent.context.policy import BudgetedPolicy, Decision, evict_lowest
 from sam3_agent.agent.context.tokens import TokenCounter
 
 DEFAULT_WEIGHTS: dict[str, float] = {"segment": 1.0, "examine": 1.5, "correction": 1.2}
@@ -44,7 +34,7 @@ def decay_scores(history: History, weights: Mapping[str, float], rate: float) ->
     }
 
 
-class DecayPolicy:
+class DecayPolicy(BudgetedPolicy):
     """Evict by decayed importance. Stateless."""
 
     name = "decay"
@@ -56,34 +46,14 @@ class DecayPolicy:
         weights: Mapping[str, float] | None = None,
         rate: float = DEFAULT_RATE,
     ) -> None:
-        self.budget = budget
-        self.counter = counter
+        super().__init__(budget, counter)
         self.weights = dict(DEFAULT_WEIGHTS if weights is None else weights)
         self.rate = rate
 
-    async def build(self, history: History) -> Context:
-        started = time.perf_counter()
-        costs = Costs(self.counter, history)
-        check_pinned(costs, self.budget, self.name)
-        everything = list(range(len(history.steps)))
-        scores: dict[int, float] | None = None
-        kept: list[int] = everything
-        evicted: list[Evicted] = []
-        if costs.full() > self.budget.limit:
-            by_round = decay_scores(history, self.weights, self.rate)
-            steps = history.steps
-            order = sorted(everything, key=lambda i: (by_round[steps[i].round], i))
-            scores = by_round
-            kept, evicted = evict_in_order(
-                costs, everything, order, self.budget.limit, "budget: lowest score", scores=by_round
-            )
-        return finish(
-            history,
-            Selection(kept),
-            policy=self.name,
-            budget=self.budget,
-            costs=costs,
-            evicted=evicted,
-            started=started,
-            scores=scores,
+    def select(self, history: History, costs: Costs) -> Decision:
+        return evict_lowest(
+            costs,
+            self.budget.limit,
+            "budget: lowest score",
+            lambda: decay_scores(history, self.weights, self.rate),
         )

@@ -17,22 +17,11 @@ pinned). This policy keeps no state between calls.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from sam3_agent.agent.context.base import (
-    Budget,
-    Context,
-    Costs,
-    Evicted,
-    History,
-    Selection,
-    check_pinned,
-    finish,
-    tried_before,
-)
+from sam3_agent.agent.context.base import Costs, Evicted, History, Selection, tried_before
+from sam3_agent.agent.context.policy import BudgetedPolicy, Decision, longest_tried_note
 from sam3_agent.agent.context.sam3 import anchor_index
-from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import ActionStep
 
@@ -61,29 +50,21 @@ def archive_note(lines: Sequence[str], prompts: PromptSet) -> str:
     return prompts.render("context_archive", lines=list(lines)) if lines else ""
 
 
-class HierarchicalPolicy:
+class HierarchicalPolicy(BudgetedPolicy):
     """Zones with budgets and a watermark. Stateless."""
 
     name = "hierarchical"
 
-    def __init__(self, budget: Budget, counter: TokenCounter) -> None:
-        self.budget = budget
-        self.counter = counter
+    def pinned_note(self, costs: Costs) -> int:
+        # Pinned: the protected rounds and the note naming every other phrase tried.
+        return longest_tried_note(costs)
 
-    async def build(self, history: History) -> Context:
-        return self.build_sync(history)
-
-    def build_sync(self, history: History) -> Context:
-        started = time.perf_counter()
+    def select(self, history: History, costs: Costs) -> Decision:
         steps = history.steps
-        costs = Costs(self.counter, history)
         anchor = anchor_index(steps)
         core_start = 0 if anchor is None else anchor
         everything = list(range(len(steps)))
         protected = costs.protected()
-        # Pinned: the protected rounds and the note naming every other phrase tried.
-        pinned_note = costs.note_tokens(tried_before(steps, sorted(protected)))
-        check_pinned(costs, self.budget, self.name, pinned_note)
         kept = set(everything)
         archived: list[int] = []
         lines = {i: archive_line(steps[i]) for i in everything}
@@ -110,27 +91,29 @@ class HierarchicalPolicy:
             )
 
         reasons: dict[int, str] = {}
+
+        def archive(rounds: Sequence[int], fits: Callable[[], bool], reason: str) -> None:
+            """Move ``rounds`` to the archive, in order, until ``fits()``."""
+            for i in rounds:
+                if fits():
+                    break
+                if i in protected:
+                    continue
+                kept.discard(i)
+                archived.append(i)
+                reasons[i] = reason
+
         # Older rounds go first, down to the watermark, the archive counted as it will be
         # sent. The latest search's rounds go only when they, the pinned zone and the note
         # of tried phrases exceed the hard limit: the archive yields to them, not they to it.
-        current = total()
-        for i in everything[:core_start]:
-            if current <= watermark:
-                break
-            if i in protected:
-                continue
-            kept.discard(i)
-            archived.append(i)
-            reasons[i] = "watermark: moved to archive"
-            current = total()
-        for i in everything[core_start:]:
-            if without_archive() <= limit:
-                break
-            if i in protected:
-                continue
-            kept.discard(i)
-            archived.append(i)
-            reasons[i] = "budget: working round moved to archive"
+        archive(
+            everything[:core_start], lambda: total() <= watermark, "watermark: moved to archive"
+        )
+        archive(
+            everything[core_start:],
+            lambda: without_archive() <= limit,
+            "budget: working round moved to archive",
+        )
         shown = shown_lines()
         for i in sorted(set(archived) - set(shown)):
             reasons[i] = "archive over its budget: line dropped"
@@ -148,16 +131,7 @@ class HierarchicalPolicy:
             "archive": notes_tokens - costs.note_tokens(tried),
             "reserve": self.budget.reserve_tokens,
         }
-        return finish(
-            history,
-            selection,
-            policy=self.name,
-            budget=self.budget,
-            costs=costs,
-            evicted=evicted,
-            started=started,
-            zones=zones,
-        )
+        return Decision(selection, evicted, zones=zones)
 
     def _note_cost(
         self, tried: Sequence[str], lines: Sequence[str], line_cost: Sequence[int] | None = None

@@ -8,39 +8,14 @@ have refused the call.
 
 from __future__ import annotations
 
-import time
-
-from sam3_agent.agent.context.base import (
-    Budget,
-    Context,
-    Costs,
-    History,
-    Selection,
-    check_pinned,
-    finish,
-)
-from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.base import Costs, History, Selection
+from sam3_agent.agent.context.policy import BudgetedPolicy, Decision
 
 
-class KeepAllPolicy:
+class KeepAllPolicy(BudgetedPolicy):
     """No pruning. Stateless."""
 
     name = "keep-all"
 
-    def __init__(self, budget: Budget, counter: TokenCounter) -> None:
-        self.budget = budget
-        self.counter = counter
-
-    async def build(self, history: History) -> Context:
-        started = time.perf_counter()
-        costs = Costs(self.counter, history)
-        check_pinned(costs, self.budget, self.name)
-        return finish(
-            history,
-            Selection(range(len(history.steps))),
-            policy=self.name,
-            budget=self.budget,
-            costs=costs,
-            evicted=[],
-            started=started,
-        )
+    def select(self, history: History, costs: Costs) -> Decision:
+        return Decision(Selection(range(len(history.steps))))

@@ -21,23 +21,23 @@ oldest first.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from sam3_agent.agent.context.base import (
-    Budget,
     Context,
     Costs,
     Evicted,
     History,
     Selection,
-    check_pinned,
-    evict_in_order,
-    finish,
     render,
     tried_before,
 )
-from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.policy import (
+    BudgetedPolicy,
+    Decision,
+    evict_in_order,
+    longest_tried_note,
+)
 from sam3_agent.agent.steps import ActionStep, TaskStep
 
 MAX_KEPT_ROUNDS = 3
@@ -102,26 +102,19 @@ def build_context(system_prompt: str, task: TaskStep, steps: Sequence[ActionStep
     )
 
 
-class Sam3Policy:
+class Sam3Policy(BudgetedPolicy):
     """Three-part pruning under a token budget. Stateless."""
 
     name = "sam3"
 
-    def __init__(self, budget: Budget, counter: TokenCounter) -> None:
-        self.budget = budget
-        self.counter = counter
-
-    async def build(self, history: History) -> Context:
-        return self.build_sync(history)
-
-    def build_sync(self, history: History) -> Context:
-        started = time.perf_counter()
-        costs = Costs(self.counter, history)
-        selection, evicted = sam3_selection(history.steps)
+    def pinned_note(self, costs: Costs) -> int:
         # Evicting for the budget may add phrases to the note: reckon with the longest note,
         # the one naming every phrase but those of the pinned rounds.
-        longest = costs.note_tokens(tried_before(history.steps, sorted(costs.protected())))
-        check_pinned(costs, self.budget, self.name, longest)
+        return longest_tried_note(costs)
+
+    def select(self, history: History, costs: Costs) -> Decision:
+        selection, evicted = sam3_selection(history.steps)
+        longest = self.pinned_note(costs)
         kept, more = evict_in_order(
             costs, selection.kept, sorted(selection.kept), self.budget.limit, "budget", longest
         )
@@ -129,12 +122,4 @@ class Sam3Policy:
             selection = Selection(kept, tried_before(history.steps, kept))
         else:
             selection = Selection(kept, selection.tried_phrases)
-        return finish(
-            history,
-            selection,
-            policy=self.name,
-            budget=self.budget,
-            costs=costs,
-            evicted=evicted + more,
-            started=started,
-        )
+        return Decision(selection, evicted + more)

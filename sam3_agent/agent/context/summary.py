@@ -25,16 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sam3_agent.agent.context.base import (
-    Budget,
-    Context,
-    Costs,
-    Evicted,
-    History,
-    Selection,
-    check_pinned,
-    finish,
-)
+from sam3_agent.agent.context.base import Budget, Context, Costs, Evicted, History, Selection
+from sam3_agent.agent.context.policy import BudgetedPolicy, Decision
 from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import ActionStep
@@ -110,7 +102,7 @@ def digest_text(reply: str, counter: TokenCounter, max_tokens: int) -> str:
     return text or "(the digest came back empty)"
 
 
-class SummaryPolicy:
+class SummaryPolicy(BudgetedPolicy):
     """Oldest rounds out, each run condensed by the model.
 
     Every evicted round is stood for by a digest shown in the same call, or is recorded as
@@ -133,8 +125,7 @@ class SummaryPolicy:
         on_digest: DigestSink | None = None,
         max_digest_tokens: int = MAX_DIGEST_TOKENS,
     ) -> None:
-        self.budget = budget
-        self.counter = counter
+        super().__init__(budget, counter)
         self.chat_model = chat_model
         self.on_digest = on_digest
         self.max_digest_tokens = max_digest_tokens
@@ -193,9 +184,12 @@ class SummaryPolicy:
     async def build(self, history: History) -> Context:
         started = time.perf_counter()
         waited = await self._collect()
+        costs = self.measure(history)
+        return self.conclude(history, costs, await self._choose(history, costs, waited), started)
+
+    async def _choose(self, history: History, costs: Costs, waited: float) -> Decision:
+        """The rounds kept and the digests shown (written now when not written ahead)."""
         steps = history.steps
-        costs = Costs(self.counter, history)
-        check_pinned(costs, self.budget, self.name)
         # Once evicted, a round stays out: its digest stands for it from then on.
         evict = [i for i, s in enumerate(steps) if s.round in self._evicted]
         evict = self._evict_more(costs, evict, self.budget.limit, self.budget.watermark_tokens)
@@ -236,14 +230,9 @@ class SummaryPolicy:
             for i in evict
         ]
         self._start_speculative(history, costs, evict)
-        return finish(
-            history,
+        return Decision(
             Selection(kept, (), self._notes(shown, history)),
-            policy=self.name,
-            budget=self.budget,
-            costs=costs,
-            evicted=evicted,
-            started=started,
+            evicted,
             digests={
                 "shown": [{"rounds": list(d.rounds), "level": d.level} for d in shown],
                 "dropped": [list(d.rounds) for d in dropped_digests],
