@@ -21,14 +21,7 @@ from __future__ import annotations
 import base64
 import html
 
-from sam3_agent.apps.inspector.summary import (
-    checks_summary,
-    compact,
-    eviction_lines,
-    round_title,
-    run_facts,
-    usage_line,
-)
+from sam3_agent.apps.inspector import summary
 from sam3_agent.apps.inspector.views import (
     CallView,
     ImageRef,
@@ -102,7 +95,7 @@ def render(run: RunView) -> str:
         "<h1>sam3-agent session</h1>",
         '<table class="facts">',
     ]
-    out += [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in run_facts(run)]
+    out += [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in summary.run_facts(run)]
     out.append("</table>")
     out += [f'<p class="note">{esc(n)}</p>' for n in run.notes]
     out.append('<nav><p>Rounds: ' + " ".join(
@@ -128,14 +121,14 @@ def _round(view: RoundView, images: _Images) -> str:
     out = [
         f'<section class="round" id="round-{view.number}" data-round="{view.number}" '
         f'data-complete="{complete}">',
-        f"<h2>{esc(round_title(view))}</h2>",
+        f"<h2>{esc(summary.round_title(view))}</h2>",
     ]
     if view.complete:
-        usage = usage_line(view.usage, view.latency_s, view.cached, view.round_s)
+        usage = summary.usage_line(view.usage, view.latency_s, view.cached, view.round_s)
         out.append(f'<p class="usage">{esc(usage)}</p>')
         out.append(_context(view, images))
         out.append('<div class="eviction"><h3>What the context left out</h3><ul>')
-        out += [f"<li>{esc(line)}</li>" for line in eviction_lines(view)]
+        out += [f"<li>{esc(line)}</li>" for line in summary.eviction_lines(view)]
         out.append("</ul></div>")
     out += [_call(d, images, "digest") for d in view.digests]
     if view.complete:
@@ -150,7 +143,7 @@ def _round(view: RoundView, images: _Images) -> str:
                 f'<p class="note">Cut after the first tool call:</p><pre>{esc(view.cut)}</pre>'
             )
         out.append("</div>")
-        params = "" if view.tool_parameters is None else " " + compact(view.tool_parameters)
+        params = "" if view.tool_parameters is None else " " + summary.compact(view.tool_parameters)
         out.append(
             f'<div class="outcome" data-kind="{esc(view.outcome_kind)}"><h3>Tool: '
             f"{esc((view.tool_name or '(no tool call)') + params)}</h3>"
@@ -160,7 +153,8 @@ def _round(view: RoundView, images: _Images) -> str:
             out.append(images.show(view.outcome_image))
         out.append("</div>")
     if view.checks:
-        out.append(f'<details class="checks"><summary>{esc(checks_summary(view))}</summary>')
+        checks = esc(summary.checks_summary(view))
+        out.append(f'<details class="checks"><summary>{checks}</summary>')
         out += [_call(c, images, "check") for c in view.checks]
         out.append("</details>")
     out.append("</section>")
@@ -209,7 +203,7 @@ def _part(part: Part, images: _Images) -> str:
 def _call(call: CallView, images: _Images, kind: str) -> str:
     verdict = f' data-verdict="{esc(call.verdict)}"' if call.verdict else ""
     verdict_text = f"{call.verdict}; " if call.verdict else ""
-    head = f"{call.title}: {verdict_text}{usage_line(call.usage, call.latency_s)}"
+    head = f"{call.title}: {verdict_text}{summary.usage_line(call.usage, call.latency_s)}"
     out = [f'<details class="{kind}"{verdict}><summary>{esc(head)}</summary>']
     out += [_message(m, images) for m in call.messages]
     if call.reasoning:

@@ -12,14 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sam3_agent.apps.inspector.summary import (
-    checks_summary,
-    compact,
-    eviction_lines,
-    round_title,
-    run_facts,
-    usage_line,
-)
+from sam3_agent.apps.inspector import summary
 from sam3_agent.apps.inspector.views import CallView, MessageView, Part, RoundView, RunView
 from sam3_agent.values.text import visible
 
@@ -35,7 +28,7 @@ def render(
     """Print ``run`` round by round; only ``rounds`` when given; ``full``: texts uncut."""
     limit = None if full else 300
     facts = Table.grid(padding=(0, 2))
-    for label, value in run_facts(run):
+    for label, value in summary.run_facts(run):
         facts.add_row(plain(label, "bold"), plain(value))
     console.print(Panel(facts, title="sam3-agent session", title_align="left"))
     for note in run.notes:
@@ -61,7 +54,7 @@ def _round(view: RoundView, limit: int | None, full: bool) -> Panel:
         )
         body.append(_context_table(view.messages, limit))
         body.append(plain("what the context left out:", "bold"))
-        body.extend(plain(f"  {line}") for line in eviction_lines(view))
+        body.extend(plain(f"  {line}") for line in summary.eviction_lines(view))
         for digest in view.digests:
             body.append(_call(digest, limit))
         if view.thinking and full:
@@ -73,24 +66,25 @@ def _round(view: RoundView, limit: int | None, full: bool) -> Panel:
         if view.cut:
             body.append(plain(f"cut after the first tool call: {view.cut}", "dim", limit))
         tool = view.tool_name or "(no tool call)"
-        params = "" if view.tool_parameters is None else " " + compact(view.tool_parameters)
+        params = "" if view.tool_parameters is None else " " + summary.compact(view.tool_parameters)
         body.append(plain(f"tool: {tool}{params}", "cyan"))
         outcome = f"outcome ({view.outcome_kind}): {view.outcome_text}"
         body.append(plain(outcome, "green" if view.outcome_kind != "correction" else "red", limit))
         if view.outcome_image is not None:
             body.append(plain(f"  [image {view.outcome_image.label}]", "magenta"))
-        body.append(plain(usage_line(view.usage, view.latency_s, view.cached, view.round_s), "dim"))
+        usage = summary.usage_line(view.usage, view.latency_s, view.cached, view.round_s)
+        body.append(plain(usage, "dim"))
     else:
         body.extend(_call(d, limit) for d in view.digests)
     if view.checks:
-        body.append(plain(checks_summary(view), "bold"))
+        body.append(plain(summary.checks_summary(view), "bold"))
         for check in view.checks:
             line = f"  {check.title}: {check.verdict or 'no verdict'}; "
-            line += usage_line(check.usage, check.latency_s)
+            line += summary.usage_line(check.usage, check.latency_s)
             body.append(plain(line, "green" if check.verdict == "accept" else "yellow"))
             if full:
                 body.append(plain(f"    reply: {check.reply}", "dim"))
-    return Panel(Group(*body), title=plain(round_title(view)), title_align="left")
+    return Panel(Group(*body), title=plain(summary.round_title(view)), title_align="left")
 
 
 def _sources(messages: tuple[MessageView, ...]) -> str:
@@ -123,5 +117,5 @@ def _parts(parts: tuple[Part, ...], limit: int | None) -> Text:
 
 
 def _call(call: CallView, limit: int | None) -> RenderableType:
-    head = f"{call.title}: {usage_line(call.usage, call.latency_s)}"
+    head = f"{call.title}: {summary.usage_line(call.usage, call.latency_s)}"
     return Group(plain(head, "bold"), plain(call.reply, "dim", limit))
