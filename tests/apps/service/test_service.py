@@ -32,7 +32,8 @@ from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.serve import serve_sam3
 from sam3_agent.apps.service import server as service_server
-from sam3_agent.apps.service.app import ImageStore, create_app
+from sam3_agent.apps.service.app import create_app
+from sam3_agent.apps.service.intake import ImageStore
 from sam3_agent.apps.service.server import check_bind_security, is_loopback
 from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.backends.sam3_remote import RemoteSegmenter
@@ -755,7 +756,7 @@ def test_decodes_run_at_most_n_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     active: list[int] = [0]
     peak: list[int] = [0]
     lock = threading.Lock()
-    original = service_app._decode_and_id
+    original = service_app.decode_and_id
 
     def slow_decode(data: bytes, max_pixels: int) -> tuple[str, np.ndarray]:
         with lock:
@@ -768,7 +769,7 @@ def test_decodes_run_at_most_n_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
             with lock:
                 active[0] -= 1
 
-    monkeypatch.setattr(service_app, "_decode_and_id", slow_decode)
+    monkeypatch.setattr(service_app, "decode_and_id", slow_decode)
     app = create_app(FakeSegmenter(), max_concurrent_decodes=2)
     with running(app) as base:
 

@@ -1,0 +1,218 @@
+"""What a request brings in, under bounds: bodies read within a size limit once a slot is
+held (:class:`Gate`), images decoded within a pixel limit, decoded images kept in a bounded
+store (:class:`ImageStore`), and the one error type the app turns into a JSON answer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Request
+
+from sam3_agent.apps.service.limits import (
+    RETRY_AFTER_S,
+)
+from sam3_agent.backends.schemas import (
+    ErrorCode,
+)
+from sam3_agent.backends.wire import RAW_RGB_MIME, decode_raw
+from sam3_agent.values.errors import ImageLoadError, UserError
+from sam3_agent.values.images import ImageTooLargeError, RGBImage, image_digest, load_image
+
+logger = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    """An error answered as ``{"error": message, "code": code}`` with ``status``."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        details: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers = headers
+
+
+class ImageStore:
+    """A thread-safe LRU of decoded images by id, bounded in count and in bytes."""
+
+    def __init__(self, max_images: int, max_bytes: int) -> None:
+        self._max_images = max_images
+        self._max_bytes = max_bytes
+        self._images: OrderedDict[str, RGBImage] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def put(self, image_id: str, image: RGBImage) -> None:
+        with self._lock:
+            if image_id in self._images:
+                self._images.move_to_end(image_id)
+                return
+            self._images[image_id] = image
+            self._bytes += image.nbytes
+            # Always keep the newest image, even when it alone exceeds the byte bound.
+            while len(self._images) > 1 and (
+                len(self._images) > self._max_images or self._bytes > self._max_bytes
+            ):
+                _, evicted = self._images.popitem(last=False)
+                self._bytes -= evicted.nbytes
+
+    def get(self, image_id: str) -> RGBImage | None:
+        with self._lock:
+            image = self._images.get(image_id)
+            if image is not None:
+                self._images.move_to_end(image_id)
+            return image
+
+    def clear(self) -> None:
+        with self._lock:
+            self._images.clear()
+            self._bytes = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._images)
+
+    def __contains__(self, image_id: object) -> bool:
+        with self._lock:
+            return image_id in self._images
+
+
+class Gate:
+    """At most ``slots`` holders at once and ``max_waiting`` more waiting, in arrival order;
+    past that, :meth:`hold` answers 503 with ``Retry-After`` at once.
+
+    Lives on one event loop (the server's); ``held`` and ``peak`` are for tests and logs.
+    """
+
+    def __init__(self, what: str, slots: int, max_waiting: int) -> None:
+        self.what = what
+        self.slots = slots
+        self.max_waiting = max_waiting
+        self.held = 0
+        self.waiting = 0
+        self.peak = 0
+        self.refused = 0
+        self._semaphore = asyncio.Semaphore(slots)
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        """A slot for the body of the ``with``.
+
+        Raises:
+            ServiceError: 503 when every slot is held and ``max_waiting`` requests wait.
+        """
+        if self.held + self.waiting >= self.slots + self.max_waiting:
+            self.refused += 1
+            raise ServiceError(
+                503,
+                ErrorCode.BUSY,
+                f"the service is busy: {self.held} {self.what} at work and {self.waiting} "
+                f"waiting; retry in {RETRY_AFTER_S} s",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        self.waiting += 1
+        try:
+            await self._semaphore.acquire()
+        finally:
+            self.waiting -= 1
+        self.held += 1
+        self.peak = max(self.peak, self.held)
+        try:
+            yield
+        finally:
+            self.held -= 1
+            self._semaphore.release()
+
+
+def decode_image(data: bytes, max_pixels: int) -> RGBImage:
+    """Decode an image file's bytes to ``(H, W, 3)`` uint8 RGB, as it is displayed.
+
+    The pixel count is read from the header before any pixel is decoded.
+
+    Raises:
+        ServiceError: 413 over ``max_pixels``, 400 not a readable or convertible image.
+    """
+    try:
+        return load_image(data, max_pixels=max_pixels)
+    except ImageTooLargeError as e:
+        raise ServiceError(413, ErrorCode.TOO_LARGE, f"refused: {e}") from e
+    except (ImageLoadError, UserError) as e:
+        raise ServiceError(
+            400, ErrorCode.BAD_IMAGE, f"the body is not a readable image: {e}"
+        ) from e
+
+
+def raw_size(query: dict[str, str], max_pixels: int) -> tuple[int, int]:
+    """``(height, width)`` of a raw upload from its query string, checked."""
+    try:
+        height, width = int(query["height"]), int(query["width"])
+    except (KeyError, ValueError) as e:
+        raise ServiceError(
+            400, ErrorCode.BAD_IMAGE, f"a {RAW_RGB_MIME} body needs ?height=H&width=W integers"
+        ) from e
+    if height < 1 or width < 1:
+        raise ServiceError(400, ErrorCode.BAD_IMAGE, f"bad raw image size {height}x{width}")
+    if height * width > max_pixels:
+        raise ServiceError(
+            413,
+            ErrorCode.TOO_LARGE,
+            f"image has {width}x{height} = {width * height} pixels; "
+            f"this server accepts at most {max_pixels}",
+        )
+    return height, width
+
+
+def declared_length(request: Request) -> int | None:
+    """The body's ``Content-Length``, or None when it is not given (chunked) or not a number."""
+    declared = request.headers.get("content-length", "").strip()
+    return int(declared) if declared.isdigit() else None
+
+
+def refuse_declared_over(request: Request, limit: int) -> None:
+    """413 at once when the declared ``Content-Length`` exceeds ``limit``, before any slot."""
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
+        raise ServiceError(
+            413, ErrorCode.TOO_LARGE, f"body of {declared} bytes exceeds the {limit}-byte limit"
+        )
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it exceeds ``limit`` bytes."""
+    refuse_declared_over(request, limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ServiceError(413, ErrorCode.TOO_LARGE, f"body exceeds the {limit}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decode_and_id(data: bytes, max_pixels: int) -> tuple[str, RGBImage]:
+    image = decode_image(data, max_pixels)
+    return image_digest(image), image
+
+
+def raw_and_id(data: bytes, height: int, width: int) -> tuple[str, RGBImage]:
+    try:
+        image = decode_raw(data, height, width)
+    except ValueError as e:
+        raise ServiceError(400, ErrorCode.BAD_IMAGE, str(e)) from e
+    return image_digest(image), image
