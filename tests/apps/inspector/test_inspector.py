@@ -350,3 +350,23 @@ def test_hostile_strings_in_a_trace_stay_text(tmp_path: Path, data: st.DataObjec
     render_terminal(run, console, full=True)
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert "\x1b" not in shown and "\u202e" not in shown
+
+
+def test_a_run_whose_replies_held_lone_surrogates_and_escapes_inspects_as_text(
+    tmp_path: Path, image: np.ndarray
+) -> None:
+    # The run itself accepts any reply; the inspector must show it too (terminal and HTML),
+    # with the odd characters visible as text, not acting and not failing to encode.
+    odd = "note \ud800 and \x1b[2J\x1b]0;TITLE\x07"
+    replies = [f"<think>{odd}</think>{SCRIPT[1]}", SCRIPT[4]]
+    out = tmp_path / "run"
+    chat = ScriptedChatModel(replies=replies)
+    Sam3Agent(FakeSegmenter({"cat": cats}), chat).run(image, f"cats {odd}", output_dir=out)
+    shown = runner.invoke(app, ["inspect", str(out)])
+    assert shown.exit_code == 0, shown.output
+    assert "\\xd800" in shown.output and "\x1b" not in shown.output
+    page = tmp_path / "run.html"
+    written = runner.invoke(app, ["inspect", str(out), "--html", str(page)])
+    assert written.exit_code == 0, written.output
+    html_text = page.read_text(encoding="utf-8")
+    assert "\\xd800" in html_text and "\x1b" not in html_text
