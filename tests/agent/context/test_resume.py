@@ -21,6 +21,7 @@ from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, is_digest_request, tool
+from tests.support.resume import Killed, KilledAt
 
 QUERY = "only the cats on the left"
 ROUND = re.compile(r"\[round (\d+)\] assistant")
@@ -45,29 +46,6 @@ class DigestOfRounds(ScriptedChatModel):
             rounds = ROUND.findall(messages[1].joined_text)
             self.digest_reply = f"<digest>rounds {' '.join(rounds)} tried things</digest>"
         return await super().complete(messages, tools=tools)
-
-
-class Killed(BaseException):
-    """Stands in for SIGKILL inside one process: nothing catches it."""
-
-
-class KilledAt:
-    """Passes calls to ``inner`` but dies instead of making call number ``at`` (1-based)."""
-
-    def __init__(self, inner: ScriptedChatModel, at: int) -> None:
-        self.inner, self.at, self.made = inner, at, 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
-    ) -> ChatResponse:
-        self.made += 1
-        if self.made == self.at:
-            raise Killed
-        return await self.inner.complete(messages, tools=tools)
 
 
 def config(policy: str) -> AgentConfig:
