@@ -210,14 +210,26 @@ def response_from_json(doc: dict[str, Any]) -> ChatResponse:
         KeyError, TypeError, ValueError: ``doc`` is not such a record.
     """
     prompt, completion, calls = doc.get("usage", (0, 0, 1))
-    return ChatResponse(
-        text=doc["text"],
+    reasoning = doc.get("reasoning")
+    response = ChatResponse(
+        text=_text_field(doc["text"], "text"),
         usage=TokenUsage(int(prompt), int(completion), int(calls)),
-        reasoning=doc.get("reasoning"),
-        finish_reason=doc.get("finish_reason", "stop"),
+        reasoning=None if reasoning is None else _text_field(reasoning, "reasoning"),
+        finish_reason=_text_field(doc.get("finish_reason", "stop"), "finish_reason"),
         tool_calls=tuple(
-            NativeToolCall(c["name"], c["arguments"], c.get("id", ""))
+            NativeToolCall(
+                _text_field(c["name"], "name"),
+                _text_field(c["arguments"], "arguments"),
+                _text_field(c.get("id", ""), "id"),
+            )
             for c in doc.get("tool_calls", ())
         ),
         cached=bool(doc.get("cached", False)),
     )
+    return response
+
+
+def _text_field(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {type(value).__name__}")
+    return value

@@ -109,6 +109,39 @@ def test_killed_after_sam3_answered_does_not_ask_sam3_again(
     resume_and_compare(image, out, chat, segmenter, reference)
 
 
+@pytest.mark.parametrize("bad_value", [42, "text", [], {"text": 7}, {"detections": {}}])
+def test_a_journal_record_of_the_wrong_shape_is_asked_again_not_a_crash(
+    tmp_path: Path,
+    image: np.ndarray,
+    reference: tuple[AgentResult, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    bad_value: object,
+) -> None:
+    # Valid JSON whose value does not validate (a hand edit, a disk fault): treated like a
+    # torn line, so the answer or the SAM 3 result is asked for again and the session ends.
+    chat, segmenter = new_chat(), FakeSegmenter({"cat": cats})
+    out = tmp_path / "run"
+
+    async def die(self: Session, detections: object) -> None:
+        raise Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Session, "show_masks", die)
+        with pytest.raises(Killed):
+            Sam3Agent(segmenter, chat, AgentConfig()).run(image, QUERY, output_dir=out)
+    journal = out / JOURNAL_FILE
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert {r["kind"] for r in records} == {"chat", "segment"}
+    journal.write_text("".join(json.dumps({**r, "value": bad_value}) + "\n" for r in records))
+    chat.replies.insert(0, SCRIPT[1])  # the round's answer, asked for again
+    resumed = Sam3Agent(segmenter, chat, AgentConfig()).run(
+        image, QUERY, output_dir=out, resume=True
+    )
+    expected, _ = reference
+    assert resumed.status == expected.status and len(resumed.detections) == 2
+    assert segmenter.phrases == ["dog", "cat", "cat"]  # SAM 3 asked again, once
+
+
 def native(reply: str) -> ChatResponse:
     """``reply`` (a tagged tool call) as a native tool call."""
     call = json.loads(reply.split("<tool>")[1].split("</tool>")[0])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -80,6 +81,11 @@ class Journal:
                 os.fsync(f.fileno())
 
 
+logger = logging.getLogger(__name__)
+
+UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+"""What decoding a journal record that is valid JSON of the wrong shape raises."""
+
 def read_journal(path: Path) -> list[dict[str, Any]]:
     """The complete entries of ``calls.jsonl``; a torn last line (a kill mid-write) is skipped."""
     if not path.is_file():
@@ -121,7 +127,10 @@ class JournaledChatModel:
         )
         saved = self._journal.take("chat", key)
         if saved is not None:
-            return response_from_json(saved)
+            try:
+                return response_from_json(saved)
+            except UNREADABLE as e:  # a record that does not validate: as if torn, ask again
+                logger.warning("journaled answer unreadable (%s); asking the model again", e)
         response = await self.inner.complete(messages, tools=tools)
         self._journal.append("chat", key, response_to_json(response))
         return response
@@ -163,11 +172,15 @@ class _JournaledEmbedding:
         key = hashlib.sha256(json.dumps([list(phrases), score_threshold]).encode()).hexdigest()
         saved = self._journal.take("segment", key)
         if saved is not None:
-            self._used.update(saved["used"])
-            return [
-                detections_from_json(d, self.image_size) or Detections.empty(*self.image_size)
-                for d in saved["detections"]
-            ]
+            try:
+                replayed = [
+                    detections_from_json(d, self.image_size) or Detections.empty(*self.image_size)
+                    for d in saved["detections"]
+                ]
+                self._used.update({str(k): str(v) for k, v in saved["used"].items()})
+                return replayed
+            except UNREADABLE as e:  # a record that does not validate: as if torn, segment again
+                logger.warning("journaled SAM 3 result unreadable (%s); segmenting again", e)
         results = self.inner.segment(phrases, score_threshold)
         used = {p: self._inner_used(p) for p in phrases}
         self._used.update(used)
