@@ -79,6 +79,11 @@ def check_run_dir(out: Path, *, overwrite: bool) -> None:
     if not entries:
         return
     if not overwrite:
+        if "session.json" in entries and "result.json" not in entries:
+            raise UserError(
+                f"--out {out} holds an interrupted session; continue it with --resume {out} "
+                "(its finished rounds are kept), or pass --overwrite to start over"
+            )
         raise UserError(
             f"--out {out} is not empty; pass --overwrite to replace the previous run's files, "
             "or choose another directory"

@@ -239,6 +239,7 @@ def test_any_bad_option_value_is_one_line_before_models(
         (["--out", "{tmp}/afile"], "is a file"),
         (["--out", "{tmp}/afile/below"], "is a file"),
         (["--out", "{tmp}/full"], "not empty"),
+        (["--out", "{tmp}/interrupted"], "holds an interrupted session; continue it with --resume"),
     ],
 )
 def test_contradictions_and_bad_paths_fail_before_models(
@@ -247,6 +248,8 @@ def test_contradictions_and_bad_paths_fail_before_models(
     (tmp_path / "afile").write_text("x")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("mine")
+    (tmp_path / "interrupted").mkdir()  # a session killed before it wrote result.json
+    (tmp_path / "interrupted" / "session.json").write_text("{}")
     args = [a.replace("{tmp}", str(tmp_path)) for a in extra]
     if "--out" not in args:
         args += ["--out", str(tmp_path / "o")]
