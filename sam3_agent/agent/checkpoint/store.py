@@ -96,6 +96,25 @@ class DirectoryLock:
     def close(self) -> None:
         self._file.close()
 
+    @staticmethod
+    def held_elsewhere(directory: Path) -> bool:
+        """Whether a live session holds ``directory`` now (its lock file exists and cannot
+        be taken); takes nothing and creates nothing."""
+        path = directory / LOCK_FILE
+        if not path.is_file():
+            return False
+        try:
+            import fcntl
+        except ImportError:
+            return False
+        with open(path, "a") as probe:
+            try:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
+        return False
+
 
 class Checkpoint:
     """The committed state of one session in its run directory (see the module docstring).

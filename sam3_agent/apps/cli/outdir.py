@@ -88,6 +88,13 @@ def check_run_dir(out: Path, *, overwrite: bool) -> None:
             f"--out {out} is not empty; pass --overwrite to replace the previous run's files, "
             "or choose another directory"
         )
+    from sam3_agent.agent.checkpoint.store import DirectoryLock
+
+    if DirectoryLock.held_elsewhere(out):
+        raise UserError(
+            f"--out {out} is in use by a running session; wait for it to end or choose "
+            "another directory"
+        )
     if not any(name in entries for name in RUN_MARKERS):
         raise UserError(
             f"--overwrite replaces a previous run's files, but {out} does not hold a run "
@@ -103,8 +110,10 @@ def check_run_dir(out: Path, *, overwrite: bool) -> None:
 
 
 def clear_run_dir(out: Path) -> None:
-    """Remove a previous run's files from ``out`` (checked by :func:`check_run_dir`)."""
-    for name in sorted(_entries(out) & RUN_ENTRIES):
+    """Remove a previous run's files from ``out`` (checked by :func:`check_run_dir`). The
+    lock file stays: a session that started meanwhile still holds it, and the new one then
+    fails to take it instead of writing beside it."""
+    for name in sorted(_entries(out) & RUN_ENTRIES - {".session.lock"}):
         path = out / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)

@@ -315,6 +315,25 @@ def test_overwrite_replaces_only_a_previous_runs_files(
     assert (out / "my-notes.txt").read_text() == "keep me"
 
 
+def test_overwrite_refuses_a_directory_a_running_session_holds(
+    photo: Path, tmp_path: Path, no_models: None
+) -> None:
+    from sam3_agent.agent.checkpoint.store import DirectoryLock
+
+    out = tmp_path / "o"
+    live = DirectoryLock(out, resuming=False)  # stands for a session still running there
+    try:
+        (out / "result.json").write_text("{}")
+        (out / "trace.jsonl").write_text("")
+        refused = runner.invoke(app, ["run", str(photo), "cat", "--out", str(out), "--overwrite"])
+        assert refused.exit_code == 2, refused.output
+        assert "in use by a running session" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert (out / "trace.jsonl").exists() and (out / ".session.lock").exists()
+    finally:
+        live.close()
+
+
 def test_default_directories_differ_within_one_second(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
