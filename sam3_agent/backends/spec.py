@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -345,3 +346,8 @@ def check_writable_dir(path: Path, flag: str) -> None:
         raise UserError(f"{flag} {path} {where} a file, not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise UserError(f"{flag} {path}: {probe} is not writable")
+    try:  # what access() allows, a file system can still refuse (/proc, read-only mounts)
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        raise UserError(f"{flag} {path}: cannot create files in {probe} ({e.strerror})") from e

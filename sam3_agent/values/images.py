@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,6 +56,9 @@ _EXIF_ORIENTATION = 0x0112
 _TRANSPARENT_MODES = frozenset({"RGBA", "LA", "PA", "RGBa", "La"})
 
 
+_URL = re.compile(r"^(https?):/+", re.IGNORECASE)
+
+
 def load_image(
     image: ImageInput,
     *,
@@ -84,6 +88,12 @@ def load_image(
     if max_pixels < 1:
         raise ImageLoadError(f"max_pixels must be >= 1, got {max_pixels}")
     if isinstance(image, (str, Path)):
+        url = _URL.match(str(image))
+        if url:  # a Path keeps one slash of "https://": show the URL as it was typed
+            shown = f"{url.group(1)}://{str(image)[url.end():]}"
+            raise ImageLoadError(
+                f"{shown} is a URL; images are read from files: download it first"
+            )
         path = Path(image)
         if not path.exists():
             raise ImageLoadError(f"image not found: {path}")

@@ -240,6 +240,7 @@ def test_any_bad_option_value_is_one_line_before_models(
         (["--out", "{tmp}/afile/below"], "is a file"),
         (["--out", "{tmp}/full"], "not empty"),
         (["--out", "{tmp}/interrupted"], "holds an interrupted session; continue it with --resume"),
+        (["--out", "/proc/sam3-agent-out"], "cannot create files in /proc"),
     ],
 )
 def test_contradictions_and_bad_paths_fail_before_models(
@@ -313,6 +314,16 @@ def test_overwrite_replaces_only_a_previous_runs_files(
     refused = runner.invoke(app, ["run", str(photo), "cat", "--out", str(out), "--overwrite"])
     assert refused.exit_code == 2 and "my-notes.txt" in refused.stderr
     assert (out / "my-notes.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    "url", ["https://example.com/cat.jpg", "http://example.com/a b.png", "HTTPS://x.org/y"]
+)
+def test_an_image_url_is_refused_by_name(url: str, no_models: None, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", url, "cat", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert f"{url} is a URL; images are read from files" in result.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_overwrite_refuses_a_directory_a_running_session_holds(
