@@ -88,14 +88,12 @@ def test_killed_before_any_mllm_call_resumes_to_the_same_result(
     resume_and_compare(image, out, chat, segmenter, reference)
 
 
-def test_killed_after_sam3_answered_does_not_ask_sam3_again(
-    tmp_path: Path,
-    image: np.ndarray,
-    reference: tuple[AgentResult, Path],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def killed_after_sam3_answered(
+    image: np.ndarray, out: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[ScriptedChatModel, FakeSegmenter]:
+    """A session in ``out`` killed in round 2 after SAM 3 answered "cat", before the commit:
+    the round's chat answer and SAM 3 result are journaled, not committed."""
     chat, segmenter = new_chat(), FakeSegmenter({"cat": cats})
-    out = tmp_path / "run"
 
     async def die(self: Session, detections: object) -> None:
         raise Killed
@@ -104,6 +102,17 @@ def test_killed_after_sam3_answered_does_not_ask_sam3_again(
         patch.setattr(Session, "show_masks", die)
         with pytest.raises(Killed):
             Sam3Agent(segmenter, chat, AgentConfig()).run(image, QUERY, output_dir=out)
+    return chat, segmenter
+
+
+def test_killed_after_sam3_answered_does_not_ask_sam3_again(
+    tmp_path: Path,
+    image: np.ndarray,
+    reference: tuple[AgentResult, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "run"
+    chat, segmenter = killed_after_sam3_answered(image, out, monkeypatch)
     assert segmenter.phrases == ["dog", "cat"]  # "cat" answered; the round never committed
     assert json.loads((out / STATE_FILE).read_text())["state"]["round"] == 1
     resume_and_compare(image, out, chat, segmenter, reference)
@@ -119,16 +128,8 @@ def test_a_journal_record_of_the_wrong_shape_is_asked_again_not_a_crash(
 ) -> None:
     # Valid JSON whose value does not validate (a hand edit, a disk fault): treated like a
     # torn line, so the answer or the SAM 3 result is asked for again and the session ends.
-    chat, segmenter = new_chat(), FakeSegmenter({"cat": cats})
     out = tmp_path / "run"
-
-    async def die(self: Session, detections: object) -> None:
-        raise Killed
-
-    with monkeypatch.context() as patch:
-        patch.setattr(Session, "show_masks", die)
-        with pytest.raises(Killed):
-            Sam3Agent(segmenter, chat, AgentConfig()).run(image, QUERY, output_dir=out)
+    chat, segmenter = killed_after_sam3_answered(image, out, monkeypatch)
     journal = out / JOURNAL_FILE
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     assert {r["kind"] for r in records} == {"chat", "segment"}
