@@ -1,4 +1,4 @@
-"""The two interfaces the agent depends on.
+"""The interfaces the agent depends on: a chat model, and SAM 3 on images or on video.
 
 A :class:`Segmenter` follows segment-anything's predictor: the expensive image embedding is
 computed once (:meth:`Segmenter.embed`) and answers many phrase queries. ``embed`` returns a
@@ -10,6 +10,10 @@ a long phrase to its text encoder's limit); :func:`phrase_as_read` asks it, and 
 phrase as read in full from an embedding that does not say. A segmenter may check that it
 can answer at all (:class:`ChecksReady`, optional: a remote service's health and token);
 :func:`preflight` asks it, and the agent does so before its first model call.
+
+A :class:`VideoSegmenter` is the same idea on video: :meth:`VideoSegmenter.open` returns a
+:class:`VideoEmbedding` whose :meth:`~VideoEmbedding.track` follows each phrase's instances
+through the clip and returns mask tracks.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Protocol, runtime_checkable
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
+from sam3_agent.values.tracks import Tracks
+from sam3_agent.values.video import VideoSource
 
 
 @runtime_checkable
@@ -74,6 +80,43 @@ class Segmenter(Protocol):
 
     def embed(self, image: RGBImage) -> ImageEmbedding:
         """Compute (or fetch from a cache) the features of an ``(H, W, 3)`` uint8 RGB image."""
+        ...
+
+
+@runtime_checkable
+class VideoEmbedding(Protocol):
+    """One video opened for tracking; track any number of phrases through it.
+
+    The video counterpart of :class:`ImageEmbedding`. Frames are streamed from the
+    :class:`~sam3_agent.values.video.VideoSource` on each call, so memory stays flat in the
+    clip's length; a backend may keep per-frame features in a cache bounded in bytes.
+    """
+
+    @property
+    def video(self) -> VideoSource:
+        """The video, with the frames tracked (:attr:`VideoSource.indices`)."""
+        ...
+
+    def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
+        """Track every instance of each phrase through the video; one :class:`Tracks` per
+        phrase, in order.
+
+        Masks are at the video's full resolution, keyed by frame position. Tracks scoring
+        below ``score_threshold`` may be dropped; the agent's post-processing
+        (:func:`sam3_agent.values.tracks.postprocess_tracks`) applies it again regardless.
+
+        Raises:
+            SegmenterError: the backend failed. VideoLoadError: a frame became unreadable.
+        """
+        ...
+
+
+@runtime_checkable
+class VideoSegmenter(Protocol):
+    """SAM 3's video model (or a stand-in) as the video agent sees it."""
+
+    def open(self, video: VideoSource) -> VideoEmbedding:
+        """Prepare ``video`` for tracking (no frame need be decoded yet)."""
         ...
 
 

@@ -1,0 +1,376 @@
+"""Reading videos as a stream of frames: a video file or a folder of frame images.
+
+:func:`open_video` is the one opener for every video that enters the project. It checks the
+source and indexes which frames a session uses (stride, maximum count, time range) without
+decoding them; :meth:`VideoSource.frames` then decodes the chosen frames one at a time, as
+often as asked, so a clip is never held decoded in memory. A session's memory is flat in
+the clip's length.
+
+* A video file (MP4, MOV, WebM, anything OpenCV's FFmpeg backend reads): the rotation in its
+  metadata is applied, as the EXIF orientation is for photos.
+* A folder of frame images (the JPEG sequences DAVIS and YouTube-VOS ship): the frames are
+  the folder's ``.jpg``/``.jpeg``/``.png`` files in name order, each loaded by
+  :func:`~sam3_agent.values.images.load_image`.
+
+A corrupt video is a one-line :class:`VideoLoadError`. A truncated one, where some frames
+were read, opens with the frames before the damage; :attr:`VideoSource.note` says where it
+stopped and every result names the frames it used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import cv2
+import numpy as np
+
+from sam3_agent.values.config import DEFAULT_MAX_PIXELS
+from sam3_agent.values.errors import ImageLoadError, UserError
+from sam3_agent.values.images import RGBImage, image_size_as_displayed, load_image
+
+__all__ = [
+    "FRAME_SUFFIXES",
+    "Frame",
+    "FrameSelection",
+    "VideoLoadError",
+    "VideoSource",
+    "open_video",
+]
+
+FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
+"""Files of a frame folder that are frames."""
+
+_URL = re.compile(r"^(https?):/+", re.IGNORECASE)
+
+
+class VideoLoadError(ImageLoadError):
+    """A video that cannot be read (missing, not a video, corrupt, no frame in range)."""
+
+
+@dataclass(frozen=True)
+class FrameSelection:
+    """Which frames of a video a session uses. Every field has a safe default."""
+
+    stride: int = 1
+    """Use every ``stride``-th frame."""
+
+    max_frames: int | None = None
+    """At most this many frames (after the stride and the time range); ``None``: all."""
+
+    start_s: float | None = None
+    """Skip frames before this time (seconds from the start)."""
+
+    end_s: float | None = None
+    """Skip frames after this time (seconds from the start)."""
+
+    fps: float | None = None
+    """Frames per second of a frame folder (files carry their own); needed for a time range
+    on a folder."""
+
+    def __post_init__(self) -> None:
+        if self.stride < 1:
+            raise UserError(f"--stride must be >= 1, got {self.stride}")
+        if self.max_frames is not None and self.max_frames < 1:
+            raise UserError(f"--max-frames must be >= 1, got {self.max_frames}")
+        for name, value in (("--start", self.start_s), ("--end", self.end_s)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise UserError(f"{name} must be a time in seconds >= 0, got {value}")
+        if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
+            raise UserError(f"--end ({self.end_s}) must be after --start ({self.start_s})")
+        if self.fps is not None and not (math.isfinite(self.fps) and self.fps > 0):
+            raise UserError(f"--fps must be a positive number, got {self.fps}")
+
+    @property
+    def has_time_range(self) -> bool:
+        return self.start_s is not None or self.end_s is not None
+
+    def describe(self) -> dict[str, float | int | None]:
+        """The selection as JSON values (results and checkpoint fingerprints)."""
+        return {
+            "stride": self.stride,
+            "max_frames": self.max_frames,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "fps": self.fps,
+        }
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One decoded frame of a session's video."""
+
+    position: int
+    """Place among the frames the session uses (0, 1, 2, ...): tracks are keyed by it."""
+
+    index: int
+    """Place in the source video (0-based), as datasets and players count."""
+
+    time_s: float | None
+    """Seconds from the start, where the frame rate is known."""
+
+    pixels: RGBImage
+
+
+@dataclass(frozen=True, eq=False)
+class VideoSource:
+    """A checked video and the frames a session uses; decode them with :meth:`frames`."""
+
+    path: Path
+    kind: Literal["file", "frames"]
+    indices: tuple[int, ...]
+    """Source indices of the frames used, increasing; ``frames()`` yields exactly these."""
+    size: tuple[int, int]
+    """``(height, width)`` of the frames as displayed (rotation applied)."""
+    fps: float | None
+    source_frames: int
+    """Frames in the source that could be read (before the selection)."""
+    max_pixels: int
+    note: str | None = None
+    """Why fewer frames than the source declares are available (a truncated file), if so."""
+    frame_names: tuple[str, ...] = ()
+    """A frame folder's file names, one per source frame."""
+
+    @property
+    def frame_count(self) -> int:
+        """Frames the session uses."""
+        return len(self.indices)
+
+    def time_of(self, index: int) -> float | None:
+        return index / self.fps if self.fps else None
+
+    def frames(self, positions: Iterator[int] | list[int] | None = None) -> Iterator[Frame]:
+        """Decode the frames the session uses, one at a time, in order.
+
+        ``positions``: only these (increasing positions among the frames used); all by
+        default. Each call reads the source again; nothing is kept between frames.
+
+        Raises:
+            VideoLoadError: a frame that was readable when the video was opened no longer is.
+        """
+        wanted = list(range(self.frame_count)) if positions is None else sorted(set(positions))
+        if not wanted:
+            return
+        if wanted[0] < 0 or wanted[-1] >= self.frame_count:
+            raise UserError(f"frame positions must be in 0..{self.frame_count - 1}")
+        if self.kind == "frames":
+            yield from self._folder_frames(wanted)
+        else:
+            yield from self._file_frames(wanted)
+
+    def frame(self, position: int) -> Frame:
+        """One frame (decodes from the start of a file up to it: prefer :meth:`frames`)."""
+        return next(iter(self.frames([position])))
+
+    def digest(self) -> str:
+        """A content hash of the source and the selection (checkpoint fingerprints)."""
+        h = hashlib.sha256()
+        h.update(repr((self.indices, self.size)).encode())
+        files = [self.path / n for n in self.frame_names] if self.kind == "frames" else [self.path]
+        for file in files:
+            with open(file, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        return h.hexdigest()
+
+    def describe(self) -> dict[str, object]:
+        """What results say about the video: where it came from and which frames were used."""
+        return {
+            "path": str(self.path),
+            "kind": self.kind,
+            "size": list(self.size),
+            "fps": self.fps,
+            "source_frames": self.source_frames,
+            "frames_used": list(self.indices),
+            "note": self.note,
+        }
+
+    # -- decoding --------------------------------------------------------------------------
+
+    def _folder_frames(self, wanted: list[int]) -> Iterator[Frame]:
+        for position in wanted:
+            index = self.indices[position]
+            file = self.path / self.frame_names[index]
+            try:
+                pixels = load_image(file, max_pixels=self.max_pixels)
+            except ImageLoadError as e:
+                raise VideoLoadError(f"frame {index} of {self.path}: {e}") from e
+            yield Frame(position, index, self.time_of(index), _fit(pixels, self.size))
+
+    def _file_frames(self, wanted: list[int]) -> Iterator[Frame]:
+        capture = _open_capture(self.path)
+        try:
+            targets = iter(wanted)
+            position = next(targets)
+            index = 0
+            while True:
+                if not capture.grab():
+                    raise VideoLoadError(
+                        f"{self.path}: frame {self.indices[position]} can no longer be read"
+                    )
+                if index == self.indices[position]:
+                    ok, bgr = capture.retrieve()
+                    if not ok or bgr is None:
+                        raise VideoLoadError(f"{self.path}: frame {index} cannot be decoded")
+                    pixels = _fit(_to_rgb(bgr), self.size)
+                    yield Frame(position, index, self.time_of(index), pixels)
+                    position = next(targets, -1)
+                    if position < 0:
+                        return
+                index += 1
+        finally:
+            capture.release()
+
+
+def open_video(
+    video: str | Path,
+    selection: FrameSelection | None = None,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> VideoSource:
+    """Check ``video`` (a file or a folder of frames) and index the frames a session uses.
+
+    Nothing is decoded but the first used frame (to learn the displayed size). A file that
+    stops early opens with the frames before the damage (:attr:`VideoSource.note`).
+
+    Raises:
+        VideoLoadError: missing path, not a video, no readable frame, no frame in the
+            selection, a frame over ``max_pixels``. The message is one line.
+        UserError: a time range on a frame folder without ``fps``.
+    """
+    selection = selection or FrameSelection()
+    url = _URL.match(str(video))
+    if url:
+        shown = f"{url.group(1)}://{str(video)[url.end() :]}"
+        raise VideoLoadError(f"{shown} is a URL; videos are read from files: download it first")
+    path = Path(video)
+    if not path.exists():
+        raise VideoLoadError(f"video not found: {path}")
+    if path.is_dir():
+        return _open_folder(path, selection, max_pixels)
+    if not path.is_file():
+        raise VideoLoadError(f"not a file or a folder of frames: {path}")
+    return _open_file(path, selection, max_pixels)
+
+
+def _open_folder(path: Path, selection: FrameSelection, max_pixels: int) -> VideoSource:
+    names = tuple(
+        sorted(p.name for p in path.iterdir() if p.suffix.lower() in FRAME_SUFFIXES and p.is_file())
+    )
+    if not names:
+        raise VideoLoadError(f"{path} holds no frame images ({', '.join(FRAME_SUFFIXES)})")
+    if selection.has_time_range and selection.fps is None:
+        raise UserError(f"{path} is a folder of frames: a time range needs --fps")
+    indices = _select(len(names), selection.fps, selection, path)
+    try:
+        height, width = image_size_as_displayed(path / names[indices[0]])
+    except ImageLoadError as e:
+        raise VideoLoadError(f"frame {indices[0]} of {path}: {e}") from e
+    _check_pixels(width, height, max_pixels, path)
+    return VideoSource(
+        path, "frames", indices, (height, width), selection.fps, len(names), max_pixels,
+        frame_names=names,
+    )  # fmt: skip
+
+
+def _open_file(path: Path, selection: FrameSelection, max_pixels: int) -> VideoSource:
+    capture = _open_capture(path)
+    try:
+        fps = float(capture.get(cv2.CAP_PROP_FPS)) or None
+        declared = int(capture.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
+        width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
+        height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        if width > 0 and height > 0:
+            _check_pixels(width, height, max_pixels, path)
+        # grab() walks the stream without converting pixels: counting is cheap, and it finds
+        # where a truncated file stops.
+        readable = 0
+        while capture.grab():
+            readable += 1
+    finally:
+        capture.release()
+    if readable == 0:
+        raise VideoLoadError(f"cannot read video {path}: no frame could be decoded")
+    if fps is not None and not (math.isfinite(fps) and 0 < fps < 1000):
+        fps = None
+    if selection.has_time_range and fps is None:
+        raise VideoLoadError(f"{path} declares no frame rate: a time range cannot be applied")
+    note = None
+    if declared > readable:
+        note = f"the file declares {declared} frames; frames from {readable} on cannot be read"
+    indices = _select(readable, fps, selection, path)
+    first = _decode_one(path, indices[0])
+    h, w = first.shape[:2]
+    _check_pixels(w, h, max_pixels, path)
+    return VideoSource(path, "file", indices, (h, w), fps, readable, max_pixels, note=note)
+
+
+def _select(count: int, fps: float | None, s: FrameSelection, path: Path) -> tuple[int, ...]:
+    indices = range(0, count, s.stride)
+    if fps is not None and s.has_time_range:
+        lo = s.start_s or 0.0
+        hi = s.end_s if s.end_s is not None else math.inf
+        indices = [i for i in indices if lo <= i / fps <= hi]  # type: ignore[assignment]
+    chosen = tuple(indices)[: s.max_frames]
+    if not chosen:
+        raise VideoLoadError(f"no frame of {path} ({count} readable) is in the selected range")
+    return chosen
+
+
+def _open_capture(path: Path) -> cv2.VideoCapture:
+    # A damaged file is reported by our one-line errors; FFmpeg's and OpenCV's own lines on
+    # stderr would only repeat it, mid-progress-bar (a user's own setting is kept).
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+    capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    if not capture.isOpened():
+        capture.release()
+        raise VideoLoadError(f"cannot read video {path}: not a video file OpenCV can open")
+    # Rotation metadata (phones record upright video as rotated frames + a flag).
+    capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 1)
+    return capture
+
+
+def _decode_one(path: Path, index: int) -> RGBImage:
+    capture = _open_capture(path)
+    try:
+        for _ in range(index):
+            capture.grab()
+        ok, bgr = capture.read()
+    finally:
+        capture.release()
+    if not ok or bgr is None:
+        raise VideoLoadError(f"cannot read video {path}: frame {index} cannot be decoded")
+    return _to_rgb(bgr)
+
+
+def _to_rgb(bgr: np.ndarray) -> RGBImage:
+    if bgr.dtype != np.uint8:  # 10/16-bit decodes: the top 8 bits
+        bgr = (bgr.astype(np.float32) * (255.0 / float(np.iinfo(bgr.dtype).max))).round()
+        bgr = bgr.astype(np.uint8)
+    if bgr.ndim == 2:
+        return np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_GRAY2RGB))
+    return np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+
+
+def _fit(pixels: RGBImage, size: tuple[int, int]) -> RGBImage:
+    """A frame whose size differs from the video's first frame, resized to it (a frame
+    folder with a stray size; masks must share one frame size)."""
+    if pixels.shape[:2] == size:
+        return pixels
+    return np.ascontiguousarray(
+        cv2.resize(pixels, (size[1], size[0]), interpolation=cv2.INTER_AREA)
+    )
+
+
+def _check_pixels(width: int, height: int, max_pixels: int, path: Path) -> None:
+    if width * height > max_pixels:
+        raise VideoLoadError(
+            f"video {path} has {width}x{height} frames, over the limit of {max_pixels} pixels"
+        )
