@@ -226,6 +226,32 @@ def test_evaluate_scores_writes_the_report_and_resumes(tmp_path: Path) -> None:
         evaluate(EvalSet("reasonseg", dataset.root, all_texts=True), out, FakeModels())
 
 
+def test_evaluate_records_the_split_and_the_report_says_how_much_was_scored(
+    tmp_path: Path,
+) -> None:
+    """A --limit run beside the paper's figures: the split it took 1 of 4 samples from is
+    recorded, and every comparison says so, with one warning line."""
+    root = write_reasonseg(tmp_path / "rs")
+    out = tmp_path / "run"
+    models = FakeModels(llm_model="Qwen/Qwen2.5-VL-7B-Instruct")
+    done = evaluate(EvalSet("reasonseg", root, limit=1), out, models)
+    with reading(out, SampleResult.from_json) as store:
+        assert store.meta("population") == {"samples": 4, "tags": {"long": 2, "short": 2}}
+        assert store.planned() == 1
+    (comparison,) = done.report.comparisons
+    assert comparison.coverage.text == "1/4 (25%)" and comparison.coverage.partial
+    assert done.report.partial_warning is not None
+    assert "val 1/4 (25%)" in done.report.partial_warning
+    md = done.report.report_md.read_text()
+    assert "| Qwen2.5-VL 7B | val | gIoU | 20.0 | 62.2 | -42.2 | 1/4 (25%) |" in md
+    assert "**Warning:** compared with published figures of whole splits on part" in md
+
+    whole = evaluate(EvalSet("reasonseg", root), out, models)  # the rest of the split
+    assert whole.report.comparisons[0].coverage.text == "4/4 (100%)"
+    assert whole.report.partial_warning is None
+    assert "Warning" not in whole.report.report_md.read_text()
+
+
 def test_evaluate_sam3_only_builds_no_mllm(tmp_path: Path) -> None:
     dataset = EvalSet("reasonseg", write_reasonseg(tmp_path / "rs"), shard=(0, 1))
     models = FakeModels(llm_model=None)  # nothing names an MLLM: none is needed

@@ -6,6 +6,7 @@ because an endpoint URL is given (the fakes never call it)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,9 @@ from tests.support.eval_fixtures import write_reasonseg
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "reproduce.sh"
+BASH = shutil.which("bash") or "/bin/bash"
+STUBBED = ("curl", "wget", "nc", "ssh", "python", "python3", "sam3-agent", "mkdir", "sleep")
+"""What the offline tests put on PATH, each a stub recording its call: nothing else runs."""
 
 
 def _script(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -64,3 +68,54 @@ def test_dry_run_prints_the_commands_and_bad_arguments_exit_2(tmp_path: Path) ->
     assert " report " in lines[2] and lines[2].rstrip().endswith("--out runs/reproduce/report")
     assert _script(tmp_path=tmp_path).returncode == 2  # no --data
     assert _script("--bogus", tmp_path=tmp_path).returncode == 2
+
+
+def _offline(
+    tmp_path: Path, *args: str, vllm: bool
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The script with nothing on PATH but stubs that record their call and fail: whatever
+    it would run (a health check, a download, a model), the record shows. ``vllm``: whether
+    a ``vllm`` is installed."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir(parents=True)
+    for name in (*STUBBED, *(("vllm",) if vllm else ())):
+        stub = bin_dir / name
+        stub.write_text(f'#!/bin/bash\necho "{name} $*" >> {calls}\nexit 1\n')
+        stub.chmod(0o755)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "LC_ALL": "C"}
+    done = subprocess.run(
+        [BASH, str(SCRIPT), *args],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    return done, calls
+
+
+def test_dry_run_needs_no_server_and_reaches_nothing(tmp_path: Path) -> None:
+    done, calls = _offline(tmp_path, "--data", "/d", "--port", "8123", "--dry-run", vllm=False)
+    assert done.returncode == 0, done.stderr
+    assert not calls.exists()  # no health check, no server, no sam3-agent: nothing ran
+    assert not (tmp_path / "runs").exists()  # and nothing was written
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith(
+        "vllm serve Qwen/Qwen2.5-VL-7B-Instruct --host 127.0.0.1 --port 8123 "
+    )
+    assert lines[1].startswith("# then wait until http://127.0.0.1:8123/v1/models answers")
+    assert (
+        "--llm-url http://127.0.0.1:8123/v1 " in lines[2] and "--preset reasonseg-val" in lines[2]
+    )
+    assert "--preset reasonseg-test" in lines[3]
+    assert lines[4].startswith("sam3-agent report runs/reproduce/reasonseg-val ")
+    assert len(lines) == 5
+    assert "vllm is not installed" in done.stderr  # a note; the commands are still printed
+
+    installed, calls = _offline(tmp_path / "v", "--data", "/d", "--dry-run", vllm=True)
+    assert installed.returncode == 0 and installed.stderr == ""
+    assert installed.stdout.splitlines()[0].startswith("vllm serve ")
+    assert not calls.exists()  # printed, not started
+
+
+def test_without_dry_run_a_missing_vllm_is_still_refused(tmp_path: Path) -> None:
+    done, calls = _offline(tmp_path, "--data", "/d", vllm=False)
+    assert done.returncode == 2
+    assert "no --llm-url given and vllm is not installed" in done.stderr
+    assert done.stdout == "" and not calls.exists()

@@ -133,13 +133,13 @@ def eval_command(
             limit=limit, shard=parse_shard(shard) if shard else (0, 1),
             preset=chosen.name if chosen else None,
         )  # fmt: skip
-        samples = selection.load()
+        loaded = selection.load()
         backends = plan_for(backends, engine, chat=not sam3_only)
         bar = make_progress(err_console, "eval", EvalTally()) if progress else None
         with kept_when_interrupted(out, "samples", bar):
             done = evaluate(
                 selection, out, backends, mode=mode_name, config=config, engine=engine,
-                retry_failed=retry_failed, progress=bar, samples=samples,
+                retry_failed=retry_failed, progress=bar, loaded=loaded,
             )  # fmt: skip
     outcome = done.run
     say(f"{outcome.ran} evaluated, {outcome.skipped} already stored, {outcome.failed} failed")

@@ -92,7 +92,9 @@ def _pct(value: float | None) -> str:
 
 
 def print_report_summary(files: ReportFiles) -> None:
-    """One line per method (its label names a model: plain text), and the report's path."""
+    """One line per method (its label names a model: plain text), one per published figure
+    it is compared with (and how much of the split it scored), a warning on stderr when a
+    compared run is partial, and the report's path."""
     for m in files.methods:
         overall = m.metrics.overall
         say(
@@ -100,6 +102,16 @@ def print_report_summary(files: ReportFiles) -> None:
             f"cIoU {_pct(overall.ciou)}, failed {overall.failed}",
             console=out_console,
         )
+    for c in files.comparisons:
+        p = c.published
+        say(
+            f"{c.method} against {p.label}: {p.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
+            f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), "
+            f"samples scored {c.coverage.text}",
+            console=out_console,
+        )
+    if files.partial_warning:
+        say(("warning:", "yellow"), f" {files.partial_warning}")
     say(f"report: {files.report_md}", console=out_console)
 
 

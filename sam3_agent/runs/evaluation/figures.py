@@ -30,6 +30,11 @@ GALLERY_SIDE = 384
 GALLERY_NAME = re.compile(r"^\d+-\d+-.+\.png$")
 
 
+def legend_label(method: Method) -> str:
+    """``label: 6/200 (3%)``: the samples drawn, out of the whole split(s) they come from."""
+    return f"{method.label}: {method.overall_coverage().text}"
+
+
 def write_histogram(methods: Sequence[Method], path: Path) -> Path | None:
     if not any(m.results for m in methods):
         return None
@@ -44,7 +49,7 @@ def write_histogram(methods: Sequence[Method], path: Path) -> Path | None:
     bins = np.linspace(0.0, 1.0, 21).tolist()
     for m in methods:
         ious = [r.iou for r in m.results]
-        ax.hist(ious, bins=bins, histtype="step", linewidth=1.5, label=f"{m.label} (n={len(ious)})")
+        ax.hist(ious, bins=bins, histtype="step", linewidth=1.5, label=legend_label(m))
     ax.set_xlabel("IoU")
     ax.set_ylabel("samples")
     ax.set_xlim(0, 1)

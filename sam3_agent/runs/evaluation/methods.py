@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Coverage, Population
 from sam3_agent.runs.evaluation.metrics import Breakdown, breakdown
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.jobs.store import reading
@@ -35,6 +36,10 @@ class Method:
     run_dirs: list[Path]
     results: list[SampleResult]
     planned: int | None
+    populations: dict[str, Population | None] = field(default_factory=dict)
+    """Per split: the whole split's size as ``eval`` recorded it (None: not recorded)."""
+    planned_by_split: dict[str, int | None] = field(default_factory=dict)
+    """Per split: what the latest invocations of its run directories planned, summed."""
     metrics: Breakdown = field(init=False)
 
     def __post_init__(self) -> None:
@@ -43,6 +48,29 @@ class Method:
     @property
     def dataset(self) -> str:
         return str(self.config.get("dataset", "?"))
+
+    def coverage(self, split: str, tag: str | None = None) -> Coverage:
+        """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's; out
+        of the run's plan where the split's size was not recorded (tags: unknown then)."""
+        summary = (
+            self.metrics.splits.get(split)
+            if tag is None
+            else self.metrics.split_tags.get(split, {}).get(tag)
+        )
+        scored = summary.count if summary is not None else 0
+        population = self.populations.get(split)
+        if population is not None:
+            total = population.count(tag)
+            return Coverage(scored, total, None if total is None else "split")
+        planned = self.planned_by_split.get(split)
+        if tag is None and planned is not None:
+            return Coverage(scored, planned, "plan")
+        return Coverage(scored, None, None)
+
+    def overall_coverage(self) -> Coverage:
+        """:meth:`coverage` of every split the method holds, together."""
+        splits = dict.fromkeys([*self.populations, *self.metrics.splits])
+        return Coverage.combined(self.coverage(split) for split in splits)
 
     def usage(self) -> dict[str, Any]:
         n = len(self.results)
@@ -83,14 +111,23 @@ def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
             config = store.config() or {}
             results = store.results()
             planned = store.planned()
+            population = Population.from_json(store.meta(POPULATION_KEY))
         key_config = {k: v for k, v in config.items() if k not in MERGED_KEYS}
         key = json.dumps(key_config, sort_keys=True)
         group = groups.setdefault(
-            key, {"config": key_config, "dirs": [], "results": {}, "planned": 0}
+            key,
+            {
+                "config": key_config,
+                "dirs": [],
+                "results": {},
+                "planned": 0,
+                "splits": {},
+            },
         )
         group["dirs"].append(run_dir)
-        group["planned"] = (
-            None if planned is None or group["planned"] is None else (group["planned"] + planned)
+        group["planned"] = _add(group["planned"], planned)
+        group["splits"].setdefault(str(config.get("split", "?")), []).append(
+            (run_dir, planned, population)
         )
         for r in results:
             if r.id in group["results"]:
@@ -115,6 +152,44 @@ def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
                 run_dirs=group["dirs"],
                 results=sorted(group["results"].values(), key=lambda r: r.id),
                 planned=group["planned"],
+                populations={
+                    split: _one_population(split, dirs) for split, dirs in group["splits"].items()
+                },
+                planned_by_split={
+                    split: _sum_planned(p for _, p, _ in dirs)
+                    for split, dirs in group["splits"].items()
+                },
             )
         )
     return methods
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a + b
+
+
+def _sum_planned(planned: Iterable[int | None]) -> int | None:
+    total: int | None = 0
+    for p in planned:
+        total = _add(total, p)
+    return total
+
+
+def _one_population(
+    split: str, dirs: Sequence[tuple[Path, int | None, Population | None]]
+) -> Population | None:
+    """The split's size as its run directories (shards) recorded it: None when none did,
+    or when they disagree (two copies of the dataset?): a report then says it is unknown."""
+    known: list[Population] = []
+    for _, _, p in dirs:
+        if p is not None and p not in known:
+            known.append(p)
+    if len(known) > 1:
+        logger.warning(
+            "the run directories of split %s recorded different split sizes (%s); "
+            "its coverage is reported as unknown",
+            split,
+            ", ".join(sorted({str(p.samples) for p in known})),
+        )
+        return None
+    return known[0] if known else None

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sam3_agent.runs.evaluation.coverage import Coverage
 from sam3_agent.runs.evaluation.figures import (
     GALLERY_DIR,
     HISTOGRAM,
@@ -52,6 +53,11 @@ class ReportFiles:
     histogram: Path | None
     gallery: list[Path]
     methods: list[Method]
+    comparisons: list[Comparison] = field(default_factory=list)
+    """Every published figure set beside a run's, with the run's coverage of the split."""
+    partial_warning: str | None = None
+    """One line when a run set beside published figures covers part of its split (or its
+    coverage is unknown): see :func:`partial_warning`."""
 
 
 def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 6) -> ReportFiles:
@@ -66,6 +72,8 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
     except OSError as e:
         raise UserError(f"cannot create report directory {out_dir}: {e}") from e
     datasets = list(dict.fromkeys(m.dataset for m in methods))
+    comparisons = compare_with_published(methods)
+    warning = partial_warning(methods)
     metrics_doc = {
         "version": __version__,
         "published": [
@@ -81,13 +89,15 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
             for d in datasets
             for r in for_dataset(d)
         ],
-        "compared_with_published": [c.to_dict() for c in compare_with_published(methods)],
+        "compared_with_published": [c.to_dict() for c in comparisons],
+        "partial_warning": warning,
         "methods": [
             {
                 "label": m.label,
                 "config": m.config,
                 "run_dirs": [str(d) for d in m.run_dirs],
                 "usage": m.usage(),
+                "coverage": {split: m.coverage(split).to_dict() for split in _splits_of(m)},
                 "metrics": m.metrics.to_dict(),
             }
             for m in methods
@@ -101,7 +111,15 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
     markdown = render_markdown(methods, histogram=histogram, gallery=gallery, out_dir=out_dir)
     atomic_write_bytes(report_path, utf8(markdown))
     logger.info("report written to %s", report_path)
-    return ReportFiles(metrics_path, report_path, histogram, [g.path for g in gallery], methods)
+    return ReportFiles(
+        metrics_path,
+        report_path,
+        histogram,
+        [g.path for g in gallery],
+        methods,
+        comparisons,
+        warning,
+    )
 
 
 # --------------------------------------------------------------------------- markdown
@@ -157,6 +175,10 @@ def _dataset_section(
         header += [f"{name} gIoU", f"{name} cIoU"]
         if grefcoco:
             header += [f"{name} N-acc", f"{name} T-acc"]
+    published = _published_rows(dataset, columns, grefcoco)
+    # Published figures cover whole splits: a run beside them says how much of each it scored.
+    if published:
+        header.append("samples scored")
     rows = []
     for m in methods:
         row = [m.label]
@@ -165,8 +187,12 @@ def _dataset_section(
             row += [_pct(s.giou if s else None), _pct(s.ciou if s else None)]
             if grefcoco:
                 row += [_pct(s.n_acc if s else None), _pct(s.t_acc if s else None)]
+        if published:
+            row.append(_coverage_cell(m))
         rows.append(row)
-    published = _published_rows(dataset, columns, grefcoco)
+    warning = partial_warning(methods)
+    if warning:
+        lines += [f"**Warning:** {warning}.", ""]
     lines += ["### gIoU / cIoU (%)", "", _table(header, rows + published), ""]
     if published:
         sources = sorted({r.source for r in for_dataset(dataset)})
@@ -176,7 +202,16 @@ def _dataset_section(
         lines += ["### Against the published figures (same MLLM)", ""]
         lines += [
             _table(
-                ["method", "published", "split", "metric", "ours", "published", "difference"],
+                [
+                    "method",
+                    "published",
+                    "split",
+                    "metric",
+                    "ours",
+                    "published",
+                    "difference",
+                    "samples scored",
+                ],
                 [
                     [
                         c.method,
@@ -186,6 +221,7 @@ def _dataset_section(
                         f"{c.ours:.1f}",
                         f"{c.published.value:.1f}",
                         f"{c.difference:+.1f}",
+                        c.coverage.text,
                     ]
                     for c in comparisons
                 ],
@@ -263,8 +299,49 @@ def _published_rows(
             if grefcoco:
                 row += ["–", "–"]
         if any(cell != "–" for cell in row[1:]):
-            rows.append(row)
+            rows.append([*row, "whole split"])
     return rows
+
+
+def _splits_of(method: Method) -> list[str]:
+    return _ordered_splits([method]) + [
+        s for s in method.populations if s not in method.metrics.splits
+    ]
+
+
+def _coverage_cell(method: Method) -> str:
+    """``val 6/200 (3%); test 779/779 (100%)``: each split of the method's row."""
+    return "; ".join(f"{split} {method.coverage(split).text}" for split in _splits_of(method))
+
+
+def _compared_splits(method: Method) -> list[str]:
+    """The method's splits that have published figures of its dataset beside them."""
+    published = {r.split for r in for_dataset(method.dataset)}
+    return [s for s in _splits_of(method) if s in published]
+
+
+def partial_warning(methods: Sequence[Method]) -> str | None:
+    """One line naming each run set beside published figures (which cover whole splits)
+    that scored part of its split, or whose coverage is unknown; None when there is none."""
+    partial, unknown = [], []
+    for m in methods:
+        for split in _compared_splits(m):
+            coverage = m.coverage(split)
+            if coverage.partial:
+                partial.append(f"{m.label} {split} {coverage.text}")
+            elif coverage.partial is None:
+                unknown.append(f"{m.label} {split} ({coverage.text})")
+    if not partial and not unknown:
+        return None
+    parts = []
+    if partial:
+        parts.append(
+            "compared with published figures of whole splits on part of the split: "
+            + "; ".join(partial)
+        )
+    if unknown:
+        parts.append("coverage of the split unknown for " + "; ".join(unknown))
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -277,6 +354,8 @@ class Comparison:
     method: str
     published: PublishedResult
     ours: float
+    coverage: Coverage
+    """How much of the published figure's split (or tag subset) the run scored."""
 
     @property
     def difference(self) -> float:
@@ -293,6 +372,7 @@ class Comparison:
             "published": self.published.value,
             "difference": round(self.difference, 2),
             "source": self.published.source,
+            "coverage": self.coverage.to_dict(),
         }
 
 
@@ -310,7 +390,8 @@ def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
             if summary is not None:
                 value = summary.giou if r.metric == "gIoU" else summary.ciou
             if value is not None:
-                comparisons.append(Comparison(m.label, r, 100 * value))
+                coverage = m.coverage(r.split, r.tag)
+                comparisons.append(Comparison(m.label, r, 100 * value, coverage))
     return comparisons
 
 

@@ -9,11 +9,11 @@ would report metrics of neither.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Population
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
 from sam3_agent.runs.evaluation.report import ReportFiles, write_report
 from sam3_agent.runs.evaluation.results import SampleResult
@@ -61,8 +61,8 @@ class EvalSet:
     shard: tuple[int, int] = (0, 1)
     preset: str | None = None
 
-    def load(self) -> list[Sample]:
-        """The samples, limited and sharded.
+    def load(self) -> Selection:
+        """The samples, limited and sharded, and the size of the split they come from.
 
         Raises:
             UserError: unknown dataset, or an option that does not apply to it.
@@ -71,12 +71,11 @@ class EvalSet:
         index, count = self.shard
         if count < 1 or not 0 <= index < count:
             raise UserError(f"--shard i/n needs 0 <= i < n, got {index}/{count}")
-        samples = load_samples(
+        whole = load_samples(
             self.dataset, self.root, self.split, images=self.images, all_texts=self.all_texts
         )
-        if self.limit is not None:
-            samples = samples[: self.limit]
-        return select_shard(samples, index, count)
+        samples = whole if self.limit is None else whole[: self.limit]
+        return Selection(select_shard(samples, index, count), Population.of(whole))
 
     def identity(self, mode: str) -> dict[str, Any]:
         """What of this selection (and the mode) a run directory is made with."""
@@ -90,6 +89,16 @@ class EvalSet:
             # Only when given: runs made before presets existed keep their identity.
             **({"preset": self.preset} if self.preset else {}),
         }
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What :meth:`EvalSet.load` found: the ``samples`` to evaluate (after ``--limit`` and
+    ``--shard``), and the ``population`` of the whole split, recorded with the run so that
+    a report can say how much of the split it covers."""
+
+    samples: list[Sample]
+    population: Population
 
 
 @dataclass(frozen=True)
@@ -110,7 +119,7 @@ def evaluate(
     engine: EngineOptions | None = None,
     retry_failed: bool = False,
     progress: ProgressListener[SampleResult] | None = None,
-    samples: Sequence[Sample] | None = None,
+    loaded: Selection | None = None,
     loading_bars: bool | None = None,
 ) -> EvalOutcome:
     """Evaluate every sample of ``dataset`` not yet stored in ``out``, then write the report.
@@ -127,7 +136,7 @@ def evaluate(
         engine: where the samples run (default: the local engine).
         retry_failed: evaluate again the samples stored as infrastructure failures.
         progress: told the total and what was stored before, then each committed result.
-        samples: ``dataset.load()`` when the caller already loaded them.
+        loaded: ``dataset.load()`` when the caller already loaded it.
         loading_bars: show the progress bars of model downloads and loading where the
             models load (None: only with a ``progress`` listener).
 
@@ -144,8 +153,8 @@ def evaluate(
     config = config or AgentConfig()
     engine = engine or EngineOptions()
     runner = build_engine(engine)  # checks the options before anything loads
-    if samples is None:
-        samples = dataset.load()
+    if loaded is None:
+        loaded = dataset.load()
     model_name: str | None = None
     chat_model = None
     if sam3_only:
@@ -167,6 +176,7 @@ def evaluate(
         loading_bars=progress is not None if loading_bars is None else loading_bars,
     )
     outcome, _ = run_in_directory(
-        samples, out, run_settings, SampleResult.from_json, runner, factory, progress, retry_failed
-    )
+        loaded.samples, out, run_settings, SampleResult.from_json, runner, factory,
+        progress, retry_failed, meta={POPULATION_KEY: loaded.population.to_json()},
+    )  # fmt: skip
     return EvalOutcome(run=outcome, report=write_report([out], out))

@@ -140,11 +140,14 @@ def run_in_directory(
     factory: WorkerFactory[J, R],
     progress: ProgressListener[R] | None = None,
     retry_failed: bool = False,
+    meta: Mapping[str, Any] | None = None,
 ) -> tuple[RunOutcome, list[R]]:
     """:func:`run_jobs` in the run directory ``out``, created with ``settings`` or resumed
     with the same ones (``decode`` reads its records back): what this run did, and every
     record the directory now holds. Each worker builds its models from ``factory`` (the
-    local engine in this process, Ray on every actor).
+    local engine in this process, Ray on every actor). ``meta``: facts about this invocation
+    recorded in the store beside the plan (:meth:`ResultStore.set_meta`), such as the size of
+    the whole split an evaluation takes its samples from.
 
     Raises:
         UserError: ``out`` holds a run made with other settings.
@@ -153,6 +156,8 @@ def run_in_directory(
     """
     with ResultStore.create_or_resume(out, settings, decode) as store:
         store.set_planned(len(jobs))
+        for key, value in (meta or {}).items():
+            store.set_meta(key, value)
         outcome = asyncio.run(
             run_jobs(jobs, store, engine, factory, progress=progress, retry_failed=retry_failed)
         )

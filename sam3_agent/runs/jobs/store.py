@@ -29,6 +29,7 @@ from sam3_agent.values.files import safe_name
 logger = logging.getLogger(__name__)
 
 STORE_NAME = "results.sqlite"
+_OWN_KEYS = frozenset({"config", "schema", "created_at", "planned"})
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -155,6 +156,26 @@ class ResultStore(Generic[R]):
         """What :meth:`set_planned` recorded last, if anything."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'planned'").fetchone()
         return None if row is None else int(json.loads(row[0]))
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Record a JSON-able fact about the run under ``key`` (the latest value wins).
+
+        ``config``, ``schema``, ``created_at`` and ``planned`` are the store's own keys.
+        """
+        if key in _OWN_KEYS:
+            raise ValueError(f"{key!r} is kept by the results store itself")
+        self._set_meta(key, value)
+
+    def meta(self, key: str) -> Any:
+        """What :meth:`set_meta` recorded under ``key``; None when nothing (or no JSON) was."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return json.loads(row[0])
+        except ValueError:
+            logger.warning("%s: unreadable %r record in the results store", self.run_dir, key)
+            return None
 
     def config(self) -> dict[str, Any] | None:
         """The settings the run was created with."""

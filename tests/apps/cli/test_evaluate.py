@@ -219,6 +219,31 @@ def test_shards_then_report_equal_one_run(tmp_path: Path, fakes: dict[str, Any])
     assert "3 samples, gIoU 46.4, cIoU 53.8" in result.stdout
 
 
+def test_report_prints_coverage_beside_each_published_figure(
+    tmp_path: Path, fakes: dict[str, Any]
+) -> None:
+    """6 of 200 in the wild; here 1 of ReasonSeg val's 4: the terminal says so beside the
+    paper's figure and warns in one line; the whole split, later, is not warned about."""
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    run = tmp_path / "run"
+    common = ["--preset", "reasonseg-val", "--root", str(root), "--out", str(run)]
+    common += ["--llm-url", "http://127.0.0.1:9/v1", "--llm-model", "Qwen/Qwen2.5-VL-7B-Instruct"]
+    assert _eval(*common, "--limit", "1").exit_code == 0
+    result = runner.invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    (line,) = [x for x in result.stdout.splitlines() if "(published)" in x]
+    assert line.startswith("Qwen/Qwen2.5-VL-7B-Instruct + SAM 3 agent against SAM 3 Agent, ")
+    assert "val gIoU 20.0 vs 62.2 (-42.2), samples scored 1/4 (25%)" in line
+    (warning,) = [x for x in result.stderr.splitlines() if x.startswith("warning:")]
+    assert "part of the split" in warning and warning.endswith("val 1/4 (25%)")
+    assert "warning" not in result.stdout  # stdout stays the results a script reads
+
+    done = _eval(*common)  # the rest of the split: the same command, no --limit
+    assert done.exit_code == 0, done.output
+    assert "samples scored 4/4 (100%)" in done.stdout
+    assert "warning:" not in done.stderr
+
+
 def test_report_command_errors(tmp_path: Path) -> None:
     result = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b")])
     assert result.exit_code == 2 and "--out" in result.stderr

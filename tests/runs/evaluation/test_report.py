@@ -42,10 +42,22 @@ def _config(dataset: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _run(samples: Sequence[Sample], run_dir: Path, config: dict[str, Any]) -> Path:
+def _run(
+    samples: Sequence[Sample],
+    run_dir: Path,
+    config: dict[str, Any],
+    *,
+    planned: bool = True,
+    population: int | None = None,
+) -> Path:
+    """``samples`` evaluated into ``run_dir``; ``population``: the whole split's size, as
+    ``eval`` records it (None: a run directory from before it was recorded)."""
     shared = SharedEmbeddings(make_segmenter())
     with ResultStore.create_or_resume(run_dir, config, SampleResult.from_json) as store:
-        store.set_planned(len(samples))
+        if planned:
+            store.set_planned(len(samples))
+        if population is not None:
+            store.set_meta("population", {"samples": population, "tags": {}})
         asyncio.run(evaluate_samples(samples, store, UnionPredictor(shared), shared=shared))
     return run_dir
 
@@ -271,3 +283,85 @@ def test_published_matching_by_normalised_model_name() -> None:
     gemini = next(r for r in PUBLISHED if r.dataset == "refcoco+")
     assert (gemini.metric, gemini.value, gemini.split) == ("cIoU", 67.3, "val")
     assert matches(gemini, "gemini-2.5-pro") and not matches(gemini, None)
+
+
+# --------------------------------------------------------------------------- coverage
+
+QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+def _agent(**extra: Any) -> dict[str, Any]:
+    return _config("reasonseg", mode="agent", model=QWEN, **extra)
+
+
+def test_one_shard_beside_the_published_figures_is_partial(tmp_path: Path) -> None:
+    samples = load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
+    shards = [
+        _run(select_shard(samples, i, 2), tmp_path / f"s{i}", _agent(shard=f"{i}/2"), population=4)
+        for i in range(2)
+    ]
+    one = write_report(shards[:1], tmp_path / "one")
+    scored = len(select_shard(samples, 0, 2))
+    text = f"{scored}/4 ({100 * scored // 4}%)"
+    assert [c.coverage.text for c in one.comparisons] == [text]
+    assert one.partial_warning == (
+        "compared with published figures of whole splits on part of the split: "
+        f"{QWEN} + SAM 3 agent val {text}"
+    )
+    md = one.report_md.read_text()
+    assert f"**Warning:** {one.partial_warning}." in md
+    assert "| method | val gIoU | val cIoU | samples scored |" in md
+    assert f"| val {text} |" in md  # the run's row of the main table
+    assert "| SAM 3 Agent, Qwen2.5-VL 7B (published) | 62.2 | – | whole split |" in md
+    assert f"| {one.comparisons[0].difference:+.1f} | {text} |" in md  # the comparison
+
+    both = write_report(shards, tmp_path / "both")  # the shards merged: the whole split
+    assert [c.coverage.text for c in both.comparisons] == ["4/4 (100%)"]
+    assert both.partial_warning is None
+    doc = _metrics(both.metrics_json)
+    assert doc["partial_warning"] is None
+    assert doc["compared_with_published"][0]["coverage"] == {
+        "scored": 4, "total": 4, "of": "split", "partial": False, "text": "4/4 (100%)",
+    }  # fmt: skip
+    assert doc["methods"][0]["coverage"]["val"]["text"] == "4/4 (100%)"
+
+
+def test_without_a_recorded_split_size_the_report_says_so(tmp_path: Path) -> None:
+    """Run directories made before eval recorded the split: the plan where there is one
+    (named as such), else "total unknown"; never a silent 100%."""
+    root = write_reasonseg(tmp_path / "rs")
+    write_reasonseg(root, split="test")
+    val = _run(load_samples("reasonseg", root, "val"), tmp_path / "val", _agent())
+    test = _run(
+        load_samples("reasonseg", root, "test")[:2],
+        tmp_path / "test",
+        _agent(split="test"),
+        planned=False,
+    )
+    files = write_report([val, test], tmp_path / "out")
+    texts = {c.published.split: c.coverage.text for c in files.comparisons}
+    assert texts == {
+        "val": "4/4 (100%) of the run's plan, split size not recorded",
+        "test": "2 scored, total unknown",
+    }
+    assert files.partial_warning is not None
+    assert files.partial_warning.startswith("coverage of the split unknown for ")
+    assert "test (2 scored, total unknown)" in files.partial_warning
+
+
+def test_runs_without_published_figures_get_no_coverage_column(tmp_path: Path) -> None:
+    samples = load_samples("refcoco", write_refcoco(tmp_path / "rc"), "val")
+    run = _run(samples[:1], tmp_path / "run", _config("refcoco"), population=3)
+    files = write_report([run], run)
+    assert files.partial_warning is None  # nothing published to be misread against
+    assert "samples scored" not in files.report_md.read_text()
+    assert _metrics(files.metrics_json)["methods"][0]["coverage"]["val"]["text"] == "1/3 (33%)"
+
+
+def test_histogram_legend_says_how_much_of_the_split_it_draws(tmp_path: Path) -> None:
+    from sam3_agent.runs.evaluation.figures import legend_label
+
+    samples = load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
+    run = _run(samples[:1], tmp_path / "run", _agent(), population=4)
+    (method,) = write_report([run], run).methods
+    assert legend_label(method) == f"{QWEN} + SAM 3 agent: 1/4 (25%)"

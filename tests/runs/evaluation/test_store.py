@@ -98,3 +98,17 @@ def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
 def test_not_a_run_directory(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a run directory"):
         ResultStore.open_existing(tmp_path, SampleResult.from_json)
+
+
+def test_meta_is_recorded_beside_the_plan_and_read_back(tmp_path: Path) -> None:
+    with ResultStore.create_or_resume(tmp_path / "run", CONFIG, SampleResult.from_json) as store:
+        assert store.meta("population") is None
+        store.set_meta("population", {"samples": 200, "tags": {}})
+        store.set_meta("population", {"samples": 779, "tags": {"long": 600}})  # latest wins
+        with pytest.raises(ValueError, match="results store itself"):
+            store.set_meta("planned", 3)  # the store's own key
+    with reading(tmp_path / "run", SampleResult.from_json) as store:
+        assert store.meta("population") == {"samples": 779, "tags": {"long": 600}}
+        assert store.config() == CONFIG
+        store._db.execute("UPDATE meta SET value = 'not json' WHERE key = 'population'")
+        assert store.meta("population") is None  # unreadable: unknown, not a crash

@@ -1,0 +1,132 @@
+"""How much of a split a run scored: the figure set beside every published comparison.
+
+Published figures cover whole splits; a run made with ``--limit``, one ``--shard`` of
+several, or stopped early covers part of one. ``eval`` records the split's
+:class:`Population` in the run directory (before ``--limit`` and ``--shard``); a report
+reads it back and says, for each split it compares, how many samples were scored out of
+how many: ``6/200 (3%)``. Run directories made before the population was recorded fall
+back to the run's plan (what the latest invocation set out to run), and say so; with
+neither, the total is unknown and the text says that instead of guessing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeGuard
+
+from sam3_agent.runs.evaluation.samples import Sample
+
+POPULATION_KEY = "population"
+"""The results-store meta key :class:`Population` is recorded under."""
+
+Basis = Literal["split", "plan"]
+
+
+@dataclass(frozen=True)
+class Population:
+    """How many samples a whole split holds, overall and per tag (``short``, ``no-target``).
+
+    Counted on the split as loaded (``--all-texts`` included), before ``--limit`` and
+    ``--shard``.
+    """
+
+    samples: int
+    tags: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, samples: Iterable[Sample]) -> Population:
+        items = list(samples)
+        tags = Counter(t for s in items for t in s.tags)
+        return cls(len(items), dict(sorted(tags.items())))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"samples": self.samples, "tags": dict(self.tags)}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Population | None:
+        """The population ``doc`` holds; None when it is missing or malformed (a report
+        then says the total is unknown rather than trusting it)."""
+        if not isinstance(doc, Mapping):
+            return None
+        samples, tags = doc.get("samples"), doc.get("tags", {})
+        if not _count(samples) or not isinstance(tags, Mapping):
+            return None
+        if not all(isinstance(t, str) and _count(n) for t, n in tags.items()):
+            return None
+        return cls(samples, dict(tags))
+
+    def count(self, tag: str | None = None) -> int | None:
+        """Samples of the split, or of its ``tag`` subset (None: the tag was not counted)."""
+        return self.samples if tag is None else self.tags.get(tag)
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """``scored`` samples out of ``total``.
+
+    Attributes:
+        scored: samples stored and scored (failed ones count: they score as empty).
+        total: samples of the whole split (``basis == "split"``), or those the run's latest
+            invocation planned (``basis == "plan"``: the split's size was not recorded);
+            None when unknown.
+    """
+
+    scored: int
+    total: int | None
+    basis: Basis | None
+
+    @property
+    def partial(self) -> bool | None:
+        """True: part of the split was scored; False: all of it; None: cannot tell."""
+        if self.total is None:
+            return None
+        if self.scored < self.total:
+            return True
+        return False if self.basis == "split" else None
+
+    @property
+    def text(self) -> str:
+        """``6/200 (3%)``; the plan or the unknown total named when that is all there is."""
+        if self.total is None:
+            return f"{self.scored} scored, total unknown"
+        ratio = f"{self.scored}/{self.total} ({_percent(self.scored, self.total)})"
+        if self.basis == "plan":
+            return f"{ratio} of the run's plan, split size not recorded"
+        return ratio
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scored": self.scored,
+            "total": self.total,
+            "of": self.basis,
+            "partial": self.partial,
+            "text": self.text,
+        }
+
+    @classmethod
+    def combined(cls, parts: Iterable[Coverage]) -> Coverage:
+        """Several splits together: known only where every part is."""
+        items = list(parts)
+        scored = sum(c.scored for c in items)
+        totals = [c.total for c in items]
+        if not items or any(t is None for t in totals):
+            return cls(scored, None, None)
+        basis: Basis = "split" if all(c.basis == "split" for c in items) else "plan"
+        return cls(scored, sum(t for t in totals if t is not None), basis)
+
+
+def _percent(part: int, whole: int) -> str:
+    """Rounded down while partial, so a run short of its split never reads 100%."""
+    if whole == 0:
+        return "100%" if part == 0 else "–"
+    share = 100 * part / whole
+    if part < whole:
+        return "<1%" if 0 < share < 1 else f"{math.floor(share)}%"
+    return f"{round(share)}%"
