@@ -16,9 +16,9 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from sam3_agent.agent import prompts, rundir, tools
 from sam3_agent.agent.checkpoint import Checkpoint, Ending, Fingerprint
@@ -37,7 +37,7 @@ from sam3_agent.agent.hooks import (
 )
 from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.agent.result import AgentResult
-from sam3_agent.agent.session import Session
+from sam3_agent.agent.session import AgentSession, Session
 from sam3_agent.agent.steps import (
     Final,
     Observation,
@@ -48,6 +48,7 @@ from sam3_agent.agent.steps import (
 )
 from sam3_agent.backends.base import ChatModel, Segmenter, preflight
 from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.images import ImageInput, load_image
 from sam3_agent.values.messages import ChatResponse
@@ -84,32 +85,35 @@ class Sam3Agent:
         result = agent.run("photo.jpg", "the leftmost child", output_dir="out/")
     """
 
+    tool_registry: tools.Registry = tools.TOOLS
+    """The tools the model may call (the video agent has its own, of the same names)."""
+    prompt_kind: prompts.PromptKind = "image"
+    """Which templates of a prompt set this agent renders."""
+
     def __init__(
         self, segmenter: Segmenter, chat_model: ChatModel, config: AgentConfig | None = None
     ) -> None:
         self.segmenter = segmenter
         self.chat_model = chat_model
         self.config = config or AgentConfig()
-        self.prompts = prompts.load_prompt_set(self.config.prompts_dir, tool_docs=tools.tool_docs())
+        docs = tools.tool_docs(self.tool_registry)
+        self.prompts = prompts.load_prompt_set(
+            self.config.prompts_dir, tool_docs=docs, kind=self.prompt_kind
+        )
         # Rendered once: the same bytes open every conversation, so servers can cache them.
         self.system_prompt = self.prompts.render(
-            "system", tools=tools.tool_docs(), protocol=self.config.tool_protocol
+            "system", tools=docs, protocol=self.config.tool_protocol
         )
         self.checker_prompt = self.prompts.render("checker_system")
-        self._tool_specs = tools.tool_specs() if self.config.tool_protocol == "native" else None
+        native = self.config.tool_protocol == "native"
+        self._tool_specs = tools.tool_specs(self.tool_registry) if native else None
         check_backend(self.config, chat_model)  # e.g. attention without transformers: refuse now
         self.token_counter = counter_for(chat_model)
 
     def run(self, image: ImageInput, query: str, **options: Unpack[RunOptions]) -> AgentResult:
         """Blocking form of :meth:`arun` (the same options); also works where an event loop
         is already running."""
-        coro = self.arun(image, query, **options)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coro)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, coro).result()
+        return run_blocking(self.arun(image, query, **options))
 
     async def arun(
         self,
@@ -214,10 +218,10 @@ class Sam3Agent:
         )
 
     async def _loop(
-        self, session: Session, on_round: RoundCallback | None, checkpoint: Checkpoint
+        self, session: AgentSession, on_round: RoundCallback | None, checkpoint: Checkpoint
     ) -> tuple[Final | None, str | None]:
         task = TaskStep(session.query, session.task_image)
-        restored = checkpoint.restore(session.image.shape[:2])
+        restored = checkpoint.restore(session.mask_size)
         session.restore(restored)
         if restored.ending is not None:
             return restored.ending.final, restored.ending.failure
@@ -237,7 +241,7 @@ class Sam3Agent:
             if aclose is not None:
                 await aclose()
 
-    def _context_policy(self, session: Session) -> ContextPolicy:
+    def _context_policy(self, session: AgentSession) -> ContextPolicy:
         """The session's context policy, its digest calls counted and traced (the
         context benchmark wraps it)."""
         session.usage.estimate_source = self.token_counter.source
@@ -248,7 +252,7 @@ class Sam3Agent:
 
     async def _rounds(
         self,
-        session: Session,
+        session: AgentSession,
         history: History,
         corrections: int,
         policy: ContextPolicy,
@@ -311,13 +315,13 @@ class Sam3Agent:
             )
         return parse_reply(response.text, truncated=truncated)
 
-    async def _act(self, session: Session, parsed: ParsedReply) -> ToolOutcome:
+    async def _act(self, session: AgentSession, parsed: ParsedReply) -> ToolOutcome:
         try:
             if parsed.call is None:
                 kind = parsed.mistake or "no_tool"
                 args = {"detail": echo(parsed.detail)} if kind == "invalid_json" else {}
                 raise ToolMistake(session.prompts.feedback(kind, **args))
-            return await tools.execute(session, parsed.call)
+            return await tools.execute(session, parsed.call, self.tool_registry)
         except ToolMistake as mistake:
             return ToolOutcome("correction", Observation(str(mistake)))
 
@@ -330,13 +334,16 @@ class Sam3Agent:
         started: float,
     ) -> AgentResult:
         h, w = session.image.shape[:2]
+        detections = session.empty_detections() if final is None else final.detections
+        if not isinstance(detections, Detections):  # an image session selects detections
+            raise TypeError(f"an image session ended with {type(detections).__name__}")
         timings = dict(session.timings)
         timings["total"] = time.perf_counter() - started
         c = self.config
         return AgentResult(
             query=session.query,
             status="failed" if final is None else final.status,
-            detections=session.empty_detections() if final is None else final.detections,
+            detections=detections,
             image_size=(h, w),
             rounds=session.round,
             usage=session.usage,
@@ -364,6 +371,20 @@ class Sam3Agent:
         # A full-size overlay's PNG encode and fsync take a second on a large photo: off the
         # event loop, which the other sessions of a batch evaluation share.
         await asyncio.to_thread(rundir.write_run, out, result, session.image, exports)
+
+
+T = TypeVar("T")
+
+
+def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from synchronous code, also where an event loop is
+    already running (a notebook): then on a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def check_query(query: str) -> None:

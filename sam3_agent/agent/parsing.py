@@ -273,26 +273,46 @@ def _as_call(data: Any) -> tuple[ToolCall | None, str]:
     return ToolCall(name, params), ""
 
 
-Verdict = Literal["accept", "reject"]
+Verdict = Literal["accept", "reject", "uncertain"]
+"""A checker's verdict; ``uncertain`` only where the caller allows it (the video checker)."""
+
+_FRAMES = re.compile(r"<frames>\s*(\d{1,9})\s*(?:-|to|–|\.\.)\s*(\d{1,9})\s*</frames>", re.I)
 
 
-def parse_verdict(text: str) -> Verdict | None:
+def parse_verdict(text: str, *, allow_uncertain: bool = False) -> Verdict | None:
     """The checker's verdict: the last ``<verdict>`` tag after any reasoning.
 
     Case-insensitive and tolerant of extra words inside the tag (``<verdict>I accept
-    it.</verdict>``) as long as exactly one of accept/reject is named. None when unclear.
+    it.</verdict>``) as long as exactly one verdict is named (accept, reject, and with
+    ``allow_uncertain`` uncertain). None when unclear.
     """
-    spans = _thinking_spans(text)
-    outside = "".join(text[a:b] for a, b in _gaps(spans, len(text)))
-    tags = _VERDICT.findall(outside)
+    tags = _VERDICT.findall(_outside_thinking(text))
     if not tags:
         return None
     words = set(re.findall(r"[a-z]+", tags[-1].lower()))
-    accept = bool(words & {"accept", "accepted", "accepts"})
-    reject = bool(words & {"reject", "rejected", "rejects"})
-    if accept == reject:
+    named: list[Verdict] = []
+    if words & {"accept", "accepted", "accepts"}:
+        named.append("accept")
+    if words & {"reject", "rejected", "rejects"}:
+        named.append("reject")
+    if allow_uncertain and words & {"uncertain", "unsure", "undecided"}:
+        named.append("uncertain")
+    return named[0] if len(named) == 1 else None
+
+
+def parse_frame_range(text: str) -> tuple[int, int] | None:
+    """The frames an Uncertain checker asks to see closer: the last ``<frames>A-B</frames>``
+    after any reasoning, as ``(min, max)``; None when absent or malformed."""
+    found = _FRAMES.findall(_outside_thinking(text))
+    if not found:
         return None
-    return "accept" if accept else "reject"
+    a, b = (int(v) for v in found[-1])
+    return (a, b) if a <= b else (b, a)
+
+
+def _outside_thinking(text: str) -> str:
+    spans = _thinking_spans(text)
+    return "".join(text[a:b] for a, b in _gaps(spans, len(text)))
 
 
 def _gaps(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import jinja2
 import jinja2.meta
@@ -56,6 +56,20 @@ TEMPLATES: Mapping[str, frozenset[str]] = {
 ``feedback`` holds one macro per message; a set must define every macro of the canonical
 set, with the same argument names."""
 
+PromptKind = Literal["image", "video"]
+
+VIDEO_DIR = "video"
+"""The sub-folder of a set holding what the video agent says differently: its own
+``system``, ``checker_system``, ``checker_user`` and ``feedback`` (tracks, not masks; the
+Uncertain verdict). Every other template is the image set's."""
+
+VIDEO_TEMPLATES: Mapping[str, frozenset[str]] = {
+    **TEMPLATES,
+    "checker_user": frozenset({"query", "number", "total", "extent", "attempt"}),
+}
+"""The video agent's templates: the image set's, its checker told the track's extent and
+which attempt this is (an Uncertain verdict is asked again over fewer frames)."""
+
 BUILTIN_NAME = "builtin"
 
 # Sample values used to check that a set renders: one per variable or macro argument name
@@ -77,6 +91,15 @@ _SAMPLES: Mapping[str, Any] = {
     "expected": '{"text_prompt": "<a short noun phrase>"}',
     "bad": [4],
     "used": 20,
+    "extent": "frames 3 to 41 (0.3 s to 4.1 s), in 12 of the 16 frames shown",
+    "attempt": 2,
+    "uncertain": [2],
+    "first": 3,
+    "last": 41,
+    "start_s": 0.3,
+    "end_s": 4.1,
+    "present": 12,
+    "used": 16,
     "lines": ['round 2: segment_phrase "cup" gave 3 masks', "round 3: examined: kept 1, 3"],
     "texts": ['Rounds 1-4: "cup" gave 3 masks; masks 1 and 3 accepted.'],
     "max_words": 200,
@@ -202,15 +225,23 @@ ToolDocs = Sequence[Mapping[str, str]]
 
 
 @cache
-def default_prompt_set() -> PromptSet:
-    """The canonical set, loaded and checked once per process."""
-    return _load(canonical_dir(), BUILTIN_NAME, reference=None)
+def default_prompt_set(kind: PromptKind = "image") -> PromptSet:
+    """The canonical set (of the image or the video agent), loaded and checked once per
+    process."""
+    return _load(canonical_dir(), BUILTIN_NAME, reference=None, kind=kind)
 
 
 def load_prompt_set(
-    directory: str | Path | None = None, *, tool_docs: ToolDocs | None = None
+    directory: str | Path | None = None,
+    *,
+    tool_docs: ToolDocs | None = None,
+    kind: PromptKind = "image",
 ) -> PromptSet:
     """The prompt set in ``directory`` (the canonical one for None), checked completely.
+
+    ``kind="video"``: the set as the video agent renders it: the templates of
+    ``directory/video/`` (:data:`VIDEO_DIR`) over the set's own; a set without that
+    sub-folder takes the canonical set's video templates.
 
     The set is checked with a sample tool in ``system.j2``; with ``tool_docs`` (the tools
     the agent will list) it is also rendered with those. A set whose files were already
@@ -223,12 +254,13 @@ def load_prompt_set(
             arguments, or a template that fails to render with sample values.
     """
     if directory is None:
-        return _with_tools(default_prompt_set(), tool_docs)
+        return _with_tools(default_prompt_set(kind), tool_docs)
     path = Path(directory).expanduser()
     if not path.is_dir():
         raise UserError(f"prompt set {path} is not a directory")
     path = path.resolve()
-    return _with_tools(_load(path, path.name, reference=default_prompt_set()), tool_docs)
+    loaded = _load(path, path.name, reference=default_prompt_set(kind), kind=kind)
+    return _with_tools(loaded, tool_docs)
 
 
 def _with_tools(prompt_set: PromptSet, tool_docs: ToolDocs | None) -> PromptSet:
@@ -240,8 +272,27 @@ def _with_tools(prompt_set: PromptSet, tool_docs: ToolDocs | None) -> PromptSet:
     return prompt_set
 
 
-def _load(folder: Traversable, name: str, reference: PromptSet | None) -> PromptSet:
+def _load(
+    folder: Traversable, name: str, reference: PromptSet | None, kind: PromptKind = "image"
+) -> PromptSet:
     where = str(folder)
+    sources = _read_templates(folder, where)
+    if kind == "video":
+        video = folder / VIDEO_DIR
+        if not video.is_dir():
+            video = canonical_dir() / VIDEO_DIR
+        sources.update(_read_templates(video, str(video)))
+        name = f"{name}/{VIDEO_DIR}"
+    missing = [t + SUFFIX for t in TEMPLATES if t + SUFFIX not in sources]
+    if missing:
+        raise UserError(
+            f"prompt set {where} lacks {', '.join(missing)} "
+            f"(a prompt set holds {', '.join(t + SUFFIX for t in TEMPLATES)})"
+        )
+    return _checked(name, where, tuple(sorted(sources.items())), reference is None, kind)
+
+
+def _read_templates(folder: Traversable, where: str) -> dict[str, str]:
     sources: dict[str, str] = {}
     try:
         entries = [e for e in folder.iterdir() if e.name.endswith(SUFFIX) and e.is_file()]
@@ -254,13 +305,7 @@ def _load(folder: Traversable, name: str, reference: PromptSet | None) -> Prompt
             raise UserError(f"prompt set {where}: {entry.name} is not UTF-8 ({e.reason})") from e
         except OSError as e:
             raise UserError(f"prompt set {where}: {entry.name} cannot be read: {e}") from e
-    missing = [t + SUFFIX for t in TEMPLATES if t + SUFFIX not in sources]
-    if missing:
-        raise UserError(
-            f"prompt set {where} lacks {', '.join(missing)} "
-            f"(a prompt set holds {', '.join(t + SUFFIX for t in TEMPLATES)})"
-        )
-    return _checked(name, where, tuple(sorted(sources.items())), reference is None)
+    return sources
 
 
 @lru_cache(maxsize=32)
@@ -269,10 +314,12 @@ def _checked(
     where: str,
     sources: tuple[tuple[str, str], ...],
     canonical: bool,
+    kind: PromptKind = "image",
 ) -> PromptSet:
     """A set built and checked once per distinct content (the CLI, then the agent, load it)."""
     prompt_set = PromptSet(name, where, dict(sources))
-    _check(prompt_set, prompt_set if canonical else default_prompt_set())
+    templates = VIDEO_TEMPLATES if kind == "video" else TEMPLATES
+    _check(prompt_set, prompt_set if canonical else default_prompt_set(kind), templates)
     logger.debug("prompt set %s (%s) from %s", name, prompt_set.version, where)
     return prompt_set
 
@@ -280,11 +327,13 @@ def _checked(
 # --------------------------------------------------------------------------- checking
 
 
-def _check(prompt_set: PromptSet, reference: PromptSet) -> None:
+def _check(
+    prompt_set: PromptSet, reference: PromptSet, templates: Mapping[str, frozenset[str]]
+) -> None:
     """Refuse a set the agent could not render (see :func:`load_prompt_set`)."""
     where = prompt_set.path
     env = prompt_set._env
-    for template, allowed in TEMPLATES.items():
+    for template, allowed in templates.items():
         file_name = template + SUFFIX
         try:
             used = jinja2.meta.find_undeclared_variables(env.parse(prompt_set.sources[file_name]))
@@ -310,7 +359,7 @@ def _check(prompt_set: PromptSet, reference: PromptSet) -> None:
                 f"prompt set {where}: feedback.j2 macro {message} takes "
                 f"({', '.join(macro.arguments)}); the agent passes ({', '.join(wanted.arguments)})"
             )
-    for template, variables in _sample_renders():
+    for template, variables in _sample_renders(templates):
         _try(where, template + SUFFIX, prompt_set.render, template, variables)
     for message, macro in macros.items():
         if message in reference.feedback_macros():
@@ -318,10 +367,12 @@ def _check(prompt_set: PromptSet, reference: PromptSet) -> None:
             _try(where, f"feedback.j2 macro {message}", prompt_set.feedback, message, args)
 
 
-def _sample_renders() -> Iterator[tuple[str, dict[str, Any]]]:
+def _sample_renders(
+    templates: Mapping[str, frozenset[str]],
+) -> Iterator[tuple[str, dict[str, Any]]]:
     for protocol in ("tags", "native"):
         yield "system", {"tools": _SAMPLES["tools"], "protocol": protocol}
-    for template, names in TEMPLATES.items():
+    for template, names in templates.items():
         if template not in ("system", "feedback"):
             yield template, {n: _SAMPLES.get(n, "sample") for n in names}
     yield "user_task", {"query": _SAMPLES["query"], "tried_phrases": []}

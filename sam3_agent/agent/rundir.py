@@ -5,6 +5,9 @@ A run directory holds:
 * ``result.json`` (:data:`RESULT`): the outcome (:meth:`AgentResult.to_json`), with the
   exports asked for folded in; written once, last, by :func:`write_run`.
 * ``overlay.png`` (:data:`OVERLAY`): the final masks drawn on the image, with a legend.
+  A video session writes ``overlay.mp4`` (:data:`OVERLAY_VIDEO`: the selected tracks drawn
+  on every frame used) and ``contact_sheet.png`` (:data:`CONTACT_SHEET`: sampled frames)
+  instead (:mod:`sam3_agent.agent.video.outputs`).
 * ``masks/NN.png`` (:data:`MASKS_DIR`, ``--export png``): one binary PNG per final mask.
 * ``trace.jsonl`` and ``images/`` (:data:`TRACE`, :data:`IMAGES_DIR`): one record per model
   call and the images they reference (:mod:`sam3_agent.agent.trace`).
@@ -30,6 +33,8 @@ from sam3_agent.values.render import legend, overlay
 
 RESULT = "result.json"
 OVERLAY = "overlay.png"
+OVERLAY_VIDEO = "overlay.mp4"
+CONTACT_SHEET = "contact_sheet.png"
 MASKS_DIR = "masks"
 TRACE = "trace.jsonl"
 IMAGES_DIR = "images"
@@ -89,6 +94,8 @@ ENTRIES = frozenset(
     {
         RESULT,
         OVERLAY,
+        OVERLAY_VIDEO,
+        CONTACT_SHEET,
         MASKS_DIR,
         TRACE,
         IMAGES_DIR,

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sam3_agent.agent.checkpoint.state import Ending, SessionState
 from sam3_agent.agent.checks import CheckCall, CheckRequest, CheckResult, check_all
@@ -34,6 +34,43 @@ from sam3_agent.values.masks import postprocess
 from sam3_agent.values.render import Renderer
 
 logger = logging.getLogger(__name__)
+
+
+class AgentSession(Protocol):
+    """What the loop, its hooks and the tool dispatcher use of a session: an image
+    :class:`Session` or a video one (:mod:`sam3_agent.agent.video.session`)."""
+
+    config: AgentConfig
+    prompts: PromptSet
+    chat_model: ChatModel
+    query: str
+    trace: Trace
+    task_image: EncodedImage
+    phrases: list[str]
+    round: int
+    checks_used: int
+    usage: Usage
+    timings: defaultdict[str, float]
+    last_checks: list[tuple[CheckRequest, CheckResult]]
+
+    @property
+    def mask_size(self) -> tuple[int, int]: ...
+
+    def start(self) -> object: ...
+
+    async def close(self) -> None: ...
+
+    def restore(self, state: SessionState) -> None: ...
+
+    def snapshot(
+        self,
+        steps: Sequence[ActionStep],
+        corrections: int,
+        ending: Ending | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> SessionState: ...
+
+    def timed(self, phase: str) -> contextlib.AbstractContextManager[None]: ...
 
 
 class Session:
@@ -75,6 +112,12 @@ class Session:
         self.usage = Usage()
         self.timings: defaultdict[str, float] = defaultdict(float)
 
+    @property
+    def mask_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the session's masks."""
+        h, w = self.image.shape[:2]
+        return int(h), int(w)
+
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> asyncio.Future[ImageEmbedding]:
@@ -99,6 +142,8 @@ class Session:
         """Continue from a committed state (a resumed session)."""
         self.round = state.round
         self.phrases = list(state.phrases)
+        if state.current is not None and not isinstance(state.current, Detections):
+            raise TypeError("an image session cannot continue from tracks")
         self.current = state.current
         self.checks_used = state.checks_used
         self.usage = state.usage

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from sam3_agent.agent.parsing import ParsedReply, ToolCall
 from sam3_agent.values.detections import Detections
+from sam3_agent.values.tracks import Tracks
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import (
     ChatMessage,
@@ -37,12 +38,17 @@ class ToolMistake(Exception):
     """A mistake the model can fix. ``str(e)`` is the corrective message sent back to it."""
 
 
+Answer = Detections | Tracks
+"""What a session selects from: masks in an image, or mask tracks through a video."""
+
+
 @dataclass(frozen=True)
 class Final:
-    """The session's answer: ``masks`` with the selected detections, or ``no_mask``."""
+    """The session's answer: ``masks`` with the selected detections (tracks, for a video),
+    or ``no_mask``."""
 
     status: Literal["masks", "no_mask"]
-    detections: Detections
+    detections: Answer
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ from sam3_agent.values.text import ECHO_LIMIT, echo, echo_list
 
 if TYPE_CHECKING:
     from sam3_agent.agent.prompts import PromptSet
-    from sam3_agent.agent.session import Session
+    from sam3_agent.agent.session import AgentSession, Session
 
 __all__ = [
     "TOOLS",
     "Final",
+    "Registry",
     "Tool",
     "ToolMistake",
     "ToolOutcome",
@@ -69,7 +70,9 @@ class SelectMasksParams(_Params):
     final_answer_masks: list[int]
 
 
-Handler = Callable[["Session", Any], Awaitable[ToolOutcome]]
+Handler = Callable[[Any, Any], Awaitable[ToolOutcome]]
+"""A tool's handler: ``(session, validated parameters)``; an image tool takes a
+:class:`~sam3_agent.agent.session.Session`, a video tool the video session."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptS
     return sorted({n - 1 for n in numbers})
 
 
-def _masks_observation(
+def masks_observation(
     prompts: PromptSet, text: str, image: EncodedImage, count: int
 ) -> Observation:
     """A result showing ``count`` numbered masks, with the stand-ins used when it is hidden."""
@@ -136,7 +139,7 @@ async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> Tool
         return ToolOutcome("segment", Observation(text), phrase=phrase)
     image = await session.show_masks(detections)
     text = cut + prompts.feedback("masks_found", phrase=phrase, count=len(detections))
-    observation = _masks_observation(prompts, text, image, len(detections))
+    observation = masks_observation(prompts, text, image, len(detections))
     return ToolOutcome("segment", observation, phrase=phrase)
 
 
@@ -156,7 +159,7 @@ async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
     session.current = survivors
     image = await session.show_masks(survivors)
     text = prompts.feedback("examined", total=len(current), kept=kept_numbers)
-    return ToolOutcome("examine", _masks_observation(prompts, text, image, len(survivors)))
+    return ToolOutcome("examine", masks_observation(prompts, text, image, len(survivors)))
 
 
 async def _select_masks_and_return(session: Session, params: SelectMasksParams) -> ToolOutcome:
@@ -222,7 +225,11 @@ TOOLS: dict[str, Tool] = {
 }
 
 
-def tool_docs() -> list[dict[str, str]]:
+Registry = dict[str, Tool]
+"""Tools by name: :data:`TOOLS` for images; the video agent has its own (same names)."""
+
+
+def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:
     """What the system prompt lists for each tool."""
     return [
         {
@@ -231,13 +238,13 @@ def tool_docs() -> list[dict[str, str]]:
             "parameters_text": t.parameters_text,
             "example": t.example_tag(),
         }
-        for t in TOOLS.values()
+        for t in registry.values()
     ]
 
 
-def tool_specs() -> list[ToolSpec]:
+def tool_specs(registry: Registry = TOOLS) -> list[ToolSpec]:
     """The tools as JSON-schema specs, for native tool calling."""
-    return [t.spec() for t in TOOLS.values()]
+    return [t.spec() for t in registry.values()]
 
 
 def _describe_errors(error: ValidationError) -> str:
@@ -254,12 +261,15 @@ def _describe_errors(error: ValidationError) -> str:
     return "; ".join(echo_list(problems, item_limit=2 * ECHO_LIMIT))
 
 
-async def execute(session: Session, call: ToolCall) -> ToolOutcome:
+async def execute(
+    session: AgentSession, call: ToolCall, registry: Registry = TOOLS
+) -> ToolOutcome:
     """Validate ``call`` and run its handler. Raises :class:`ToolMistake` for model mistakes."""
     prompts = session.prompts
-    tool = TOOLS.get(call.name)
+    tool = registry.get(call.name)
     if tool is None:
-        raise ToolMistake(prompts.feedback("unknown_tool", name=echo(call.name), names=list(TOOLS)))
+        names = list(registry)
+        raise ToolMistake(prompts.feedback("unknown_tool", name=echo(call.name), names=names))
     try:
         params = tool.params.model_validate(call.parameters)
     except ValidationError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal
@@ -162,3 +163,86 @@ class AgentConfig:
         # As JSON reads it back (lists), so a stored copy compares equal to a fresh one.
         doc["decay_weights"] = [[kind, weight] for kind, weight in self.decay_weights]
         return doc
+
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """What the video agent shows the model. Every field has a safe default; the frames a
+    session tracks are chosen apart (:class:`~sam3_agent.values.video.FrameSelection`)."""
+
+    frames_shown: int = 6
+    """Frames on each sheet the main conversation sees (sampled where the tracks exist):
+    what one round costs in image tokens, whatever the clip's length."""
+
+    check_frames: int = 4
+    """Frames one track's isolated check sees."""
+
+    uncertain_looks: int = 1
+    """Further looks a track gets after an Uncertain verdict, each over the frames the
+    checker named (or the track's whole extent, denser); still Uncertain after them, the
+    track stays and the main model decides."""
+
+    def __post_init__(self) -> None:
+        for name in ("frames_shown", "check_frames"):
+            value = getattr(self, name)
+            if not 1 <= value <= 16:
+                flag = "--" + name.replace("_", "-")
+                raise UserError(f"{flag} must be between 1 and 16, got {value}")
+        if not 0 <= self.uncertain_looks <= 4:
+            looks = self.uncertain_looks
+            raise UserError(f"--uncertain-looks must be between 0 and 4, got {looks}")
+
+    def describe(self) -> dict[str, int]:
+        return {
+            "frames_shown": self.frames_shown,
+            "check_frames": self.check_frames,
+            "uncertain_looks": self.uncertain_looks,
+        }
+
+
+@dataclass(frozen=True)
+class FrameSelection:
+    """Which frames of a video a session uses. Every field has a safe default."""
+
+    stride: int = 1
+    """Use every ``stride``-th frame."""
+
+    max_frames: int | None = None
+    """At most this many frames (after the stride and the time range); ``None``: all."""
+
+    start_s: float | None = None
+    """Skip frames before this time (seconds from the start)."""
+
+    end_s: float | None = None
+    """Skip frames after this time (seconds from the start)."""
+
+    fps: float | None = None
+    """Frames per second of a frame folder (files carry their own); needed for a time range
+    on a folder."""
+
+    def __post_init__(self) -> None:
+        if self.stride < 1:
+            raise UserError(f"--stride must be >= 1, got {self.stride}")
+        if self.max_frames is not None and self.max_frames < 1:
+            raise UserError(f"--max-frames must be >= 1, got {self.max_frames}")
+        for name, value in (("--start", self.start_s), ("--end", self.end_s)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise UserError(f"{name} must be a time in seconds >= 0, got {value}")
+        if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
+            raise UserError(f"--end ({self.end_s}) must be after --start ({self.start_s})")
+        if self.fps is not None and not (math.isfinite(self.fps) and self.fps > 0):
+            raise UserError(f"--fps must be a positive number, got {self.fps}")
+
+    @property
+    def has_time_range(self) -> bool:
+        return self.start_s is not None or self.end_s is not None
+
+    def describe(self) -> dict[str, float | int | None]:
+        """The selection as JSON values (results and checkpoint fingerprints)."""
+        return {
+            "stride": self.stride,
+            "max_frames": self.max_frames,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "fps": self.fps,
+        }

@@ -31,7 +31,7 @@ from typing import Literal
 import cv2
 import numpy as np
 
-from sam3_agent.values.config import DEFAULT_MAX_PIXELS
+from sam3_agent.values.config import DEFAULT_MAX_PIXELS, FrameSelection
 from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.images import RGBImage, image_size_as_displayed, load_image
 
@@ -52,54 +52,6 @@ _URL = re.compile(r"^(https?):/+", re.IGNORECASE)
 
 class VideoLoadError(ImageLoadError):
     """A video that cannot be read (missing, not a video, corrupt, no frame in range)."""
-
-
-@dataclass(frozen=True)
-class FrameSelection:
-    """Which frames of a video a session uses. Every field has a safe default."""
-
-    stride: int = 1
-    """Use every ``stride``-th frame."""
-
-    max_frames: int | None = None
-    """At most this many frames (after the stride and the time range); ``None``: all."""
-
-    start_s: float | None = None
-    """Skip frames before this time (seconds from the start)."""
-
-    end_s: float | None = None
-    """Skip frames after this time (seconds from the start)."""
-
-    fps: float | None = None
-    """Frames per second of a frame folder (files carry their own); needed for a time range
-    on a folder."""
-
-    def __post_init__(self) -> None:
-        if self.stride < 1:
-            raise UserError(f"--stride must be >= 1, got {self.stride}")
-        if self.max_frames is not None and self.max_frames < 1:
-            raise UserError(f"--max-frames must be >= 1, got {self.max_frames}")
-        for name, value in (("--start", self.start_s), ("--end", self.end_s)):
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise UserError(f"{name} must be a time in seconds >= 0, got {value}")
-        if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
-            raise UserError(f"--end ({self.end_s}) must be after --start ({self.start_s})")
-        if self.fps is not None and not (math.isfinite(self.fps) and self.fps > 0):
-            raise UserError(f"--fps must be a positive number, got {self.fps}")
-
-    @property
-    def has_time_range(self) -> bool:
-        return self.start_s is not None or self.end_s is not None
-
-    def describe(self) -> dict[str, float | int | None]:
-        """The selection as JSON values (results and checkpoint fingerprints)."""
-        return {
-            "stride": self.stride,
-            "max_frames": self.max_frames,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "fps": self.fps,
-        }
 
 
 @dataclass(frozen=True)

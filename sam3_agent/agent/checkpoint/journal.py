@@ -168,15 +168,20 @@ class _JournaledEmbedding:
     def image_size(self) -> tuple[int, int]:
         return self.inner.image_size
 
+    def _detections(self, doc: dict[str, Any] | None) -> Detections:
+        found = detections_from_json(doc, self.image_size)
+        if found is None:
+            return Detections.empty(*self.image_size)
+        if not isinstance(found, Detections):
+            raise ValueError("a journaled image result holds tracks")
+        return found
+
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
         key = hashlib.sha256(json.dumps([list(phrases), score_threshold]).encode()).hexdigest()
         saved = self._journal.take("segment", key)
         if saved is not None:
             try:
-                replayed = [
-                    detections_from_json(d, self.image_size) or Detections.empty(*self.image_size)
-                    for d in saved["detections"]
-                ]
+                replayed = [self._detections(d) for d in saved["detections"]]
                 self._used.update({str(k): str(v) for k, v in saved["used"].items()})
                 return replayed
             except UNREADABLE as e:  # a record that does not validate: as if torn, segment again

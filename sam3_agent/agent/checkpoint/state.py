@@ -17,8 +17,10 @@ import numpy.typing as npt
 
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.result import Usage
-from sam3_agent.agent.steps import ActionStep, Final, Observation
+from sam3_agent.agent.steps import ActionStep, Answer, Final, Observation
 from sam3_agent.values.detections import Detections
+from sam3_agent.values.tracks import Tracks
+from sam3_agent.values.video import VideoSource
 from sam3_agent.values.images import EncodedImage, RGBImage, image_digest
 from sam3_agent.values.messages import NativeToolCall, TokenUsage
 
@@ -46,6 +48,22 @@ class Fingerprint:
         h, w = image.shape[:2]
         settings = {**config.to_dict(), "model": model}
         return cls(query, image_digest(image), (int(h), int(w)), settings)
+
+    @classmethod
+    def of_video(
+        cls,
+        *,
+        query: str,
+        video: VideoSource,
+        config: AgentConfig,
+        options: dict[str, Any],
+        model: str,
+    ) -> Fingerprint:
+        """A video session's: the clip's content and frame selection stand for the image
+        (:meth:`VideoSource.digest`), ``options`` (what the model is shown) join the
+        settings."""
+        settings = {**config.to_dict(), "video": options, "model": model}
+        return cls(query, video.digest(), video.size, settings)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,7 +144,7 @@ class SessionState:
     corrections: int = 0
     steps: list[ActionStep] = field(default_factory=list)
     phrases: list[str] = field(default_factory=list)
-    current: Detections | None = None
+    current: Answer | None = None
     checks_used: int = 0
     usage: Usage = field(default_factory=Usage)
     timings: dict[str, float] = field(default_factory=dict)
@@ -136,7 +154,7 @@ class SessionState:
     def to_json(
         self,
         save_image: Callable[[EncodedImage], str],
-        encode_masks: Callable[[Detections | None], dict[str, Any] | None] | None = None,
+        encode_masks: Callable[[Answer | None], dict[str, Any] | None] | None = None,
     ) -> dict[str, Any]:
         """JSON-ready form; images are written by ``save_image``, which returns their file.
 
@@ -297,9 +315,12 @@ def coco_rle(mask: npt.NDArray[np.bool_]) -> dict[str, Any]:
     return {"size": [h, w], "counts": compressed["counts"].decode()}
 
 
-def detections_to_json(detections: Detections | None) -> dict[str, Any] | None:
+def detections_to_json(detections: Answer | None) -> dict[str, Any] | None:
+    """Masks as JSON: detections as RLE + boxes + scores; tracks under ``"tracks"``."""
     if detections is None:
         return None
+    if isinstance(detections, Tracks):
+        return {"tracks": detections.to_json()}
     return {
         "rle": [coco_rle(m) for m in detections.masks],
         "boxes": detections.boxes.tolist(),
@@ -309,9 +330,12 @@ def detections_to_json(detections: Detections | None) -> dict[str, Any] | None:
 
 def detections_from_json(
     doc: dict[str, Any] | None, image_size: tuple[int, int]
-) -> Detections | None:
+) -> Answer | None:
+    """Inverse of :func:`detections_to_json`."""
     if doc is None:
         return None
+    if "tracks" in doc:
+        return Tracks.from_json(doc["tracks"])
     return Detections.from_coco_rle(doc["rle"], doc["boxes"], doc["scores"], image_size)
 
 

@@ -31,9 +31,9 @@ from sam3_agent.agent.checkpoint.state import (
     detections_to_json,
 )
 from sam3_agent.agent.prompts import PromptSet
+from sam3_agent.agent.steps import Answer
 from sam3_agent.agent.trace import Trace
 from sam3_agent.backends.base import ChatModel, Segmenter
-from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ResumeError, UserError
 from sam3_agent.values.files import atomic_write_bytes
 from sam3_agent.values.images import EncodedImage
@@ -149,7 +149,7 @@ class Checkpoint:
         committed = int(saved["state"]["round"]) if saved else 0
         self._journal: Journal | None = None
         # The current masks often stay the same for several rounds: encode them once.
-        self._encoded: tuple[Detections, dict[str, Any] | None] | None = None
+        self._encoded: tuple[Answer, dict[str, Any] | None] | None = None
         if directory is not None:
             replay = read_journal(directory / JOURNAL_FILE) if saved else []
             self._journal = Journal(directory / JOURNAL_FILE, committed + 1, replay)
@@ -327,7 +327,7 @@ class Checkpoint:
         text = json.dumps(document, indent=1) + "\n"
         atomic_write_bytes(self.directory / STATE_FILE, text.encode("ascii"))
 
-    def _encode_masks(self, detections: Detections | None) -> dict[str, Any] | None:
+    def _encode_masks(self, detections: Answer | None) -> dict[str, Any] | None:
         if detections is None:
             return None
         if self._encoded is None or self._encoded[0] is not detections:
