@@ -185,9 +185,7 @@ class Renderer:
                 return side
         return display_side
 
-    def zoom(
-        self, detections: Detections, index: int, *, color: Color | None = None
-    ) -> RGBImage:
+    def zoom(self, detections: Detections, index: int, *, color: Color | None = None) -> RGBImage:
         """The neighbourhood of the mask at 0-based ``index``, twice side by side: on the left
         the plain crop, on the right the same crop with the mask drawn.
 

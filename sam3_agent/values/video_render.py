@@ -147,6 +147,11 @@ class SheetGrid:
             self.columns * w + (self.columns - 1) * self.gap,
         )
 
+    @property
+    def style(self) -> Style:
+        """Text and line sizes for the cells (as for an image of a cell's size)."""
+        return Style.for_side(max(self.cell))
+
     def frame_origin(self, i: int) -> tuple[int, int]:
         """``(x, y)`` of the top-left pixel of the ``i``-th (0-based) cell's frame."""
         if not 0 <= i < self.count:
@@ -160,14 +165,24 @@ class SheetGrid:
 def sheet_grid(count: int, frame_size: tuple[int, int], max_side: int) -> SheetGrid:
     """The grid showing ``count`` frames of ``frame_size`` ``(height, width)`` largest
     within ``max_side`` pixels a side (frames are never enlarged); among equal cell sizes,
-    the one with fewest empty cells, then the squarest.
+    the one with fewest empty cells, then the squarest. Captions and gaps are sized for the
+    cells (:meth:`SheetGrid.style`), as labels are on an image of that size.
 
     Raises:
         ValueError: ``max_side`` leaves no pixel for a frame.
     """
     if count < 1:
         raise ValueError(f"a sheet shows at least one frame, got {count}")
-    style = Style.for_side(max_side)
+    smallest = Style.for_side(1)
+    grid = _best_grid(count, frame_size, max_side, smallest)
+    if grid.style != smallest:
+        # Cells over 1024 px: larger text, so a little less room for the frames (whose
+        # style is then at most the one the captions were sized for).
+        grid = _best_grid(count, frame_size, max_side, grid.style)
+    return grid
+
+
+def _best_grid(count: int, frame_size: tuple[int, int], max_side: int, style: Style) -> SheetGrid:
     caption, gap = _caption_height(style), _gap(style)
     height, width = frame_size
     best: tuple[tuple[int, int, float], SheetGrid] | None = None
@@ -176,8 +191,9 @@ def sheet_grid(count: int, frame_size: tuple[int, int], max_side: int) -> SheetG
         room_w = max_side - (columns - 1) * gap
         room_h = max_side - (rows - 1) * gap - rows * caption
         scale = min(1.0, room_w / (columns * width), room_h / (rows * height))
-        cell = (math.floor(height * scale), math.floor(width * scale))
-        if min(cell) < 1:
+        # A sliver of a frame keeps one pixel across, where there is room for it.
+        cell = (max(1, math.floor(height * scale)), max(1, math.floor(width * scale)))
+        if rows * cell[0] > room_h or columns * cell[1] > room_w:
             continue
         grid = SheetGrid(count, columns, rows, cell, caption, gap)
         sheet_h, sheet_w = grid.size
@@ -219,7 +235,7 @@ def render_sheet(
     shown = _numbers(tracks, numbers)
     _check_tracks(video, tracks)
     grid = sheet_grid(len(chosen), video.size, max_side)
-    return _compose(video, chosen, tracks, shown, grid, Style.for_side(max_side))
+    return _compose(video, chosen, tracks, shown, grid)
 
 
 def render_track_check(
@@ -253,10 +269,10 @@ def render_track_check(
     if some is not None and tuple(some["size"]) != video.size:
         raise ValueError(f"the track's masks are {tuple(some['size'])}, the video's {video.size}")
     height, width = video.size
-    style = Style.for_side(max_side)
     # A cell holds the frame and two close-up panels about as high as it: plan the grid for
     # frames of that shape, then fit each cell's content into its slot.
     grid = sheet_grid(len(chosen), (height, width + 2 * height), max_side)
+    style = grid.style
     slot_h, slot_w = grid.cell
     context_h = slot_h
     context_w = max(1, math.floor(width * context_h / height))
@@ -311,21 +327,22 @@ def contact_sheet(
     chosen = sorted(set(positions))
     if not chosen:
         raise ValueError("a contact sheet needs at least one frame position")
-    style = Style.for_side(cell_side)
     height, width = video.size
     scale = min(1.0, cell_side / max(height, width))
+    cell = (max(1, math.floor(height * scale)), max(1, math.floor(width * scale)))
+    style = Style.for_side(max(cell))
     caption = _caption_height(style)
     columns = min(columns, len(chosen))
     grid = SheetGrid(
         count=len(chosen),
         columns=columns,
         rows=math.ceil(len(chosen) / columns),
-        cell=(max(1, math.floor(height * scale)), max(1, math.floor(width * scale))),
+        cell=cell,
         caption=caption,
         gap=_gap(style),
         top=0 if query is None else caption + _gap(style),
     )
-    sheet = _compose(video, chosen, tracks, _numbers(tracks, None), grid, style)
+    sheet = _compose(video, chosen, tracks, _numbers(tracks, None), grid)
     if query is not None:
         line = f"query: {one_line(query, LEGEND_QUERY_CHARS)}"
         _paste_caption(sheet, 0, 0, grid.size[1], caption, [line], style)
@@ -387,8 +404,8 @@ def _compose(
     tracks: Tracks | None,
     numbers: list[int],
     grid: SheetGrid,
-    style: Style,
 ) -> RGBImage:
+    style = grid.style
     sheet = np.full((*grid.size, 3), BACKGROUND, dtype=np.uint8)
     cell_h, cell_w = grid.cell
     for i, frame in enumerate(video.frames(positions)):
