@@ -286,8 +286,8 @@ def render_track_check(
             panels = [renderer.display_image]
             parts.append("not present")
         else:
-            detections = Detections.from_masks(mask[None], [track.score])
-            detections.with_mask_boxes(_box_of(track, frame.position, mask)[None])
+            box = _box_of(track, frame.position, mask)[None]
+            detections = Detections(mask[None], box, np.array([track.score])).with_mask_boxes(box)
             panels = [
                 renderer.single(detections, 0, color=color),
                 renderer.zoom(detections, 0, color=color),
