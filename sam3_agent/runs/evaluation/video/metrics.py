@@ -168,11 +168,21 @@ def boundary_f(
     n_gt = int(np.count_nonzero(gt_contour))
     if n_pred == 0 or n_gt == 0:
         return 1.0 if n_pred == n_gt else 0.0
-    kernel = _disk(boundary_radius(gt.shape[0], gt.shape[1], bound_th))
+    radius = boundary_radius(gt.shape[0], gt.shape[1], bound_th)
+    kernel = _disk(radius)
+    # Only the box around both contours, grown by the radius, can hold a match: dilating
+    # that crop gives the same counts as the whole frame at a fraction of the cost.
+    rows = np.flatnonzero((pred_contour | gt_contour).any(axis=1))
+    cols = np.flatnonzero((pred_contour | gt_contour).any(axis=0))
+    box = (
+        slice(max(rows[0] - radius, 0), rows[-1] + radius + 1),
+        slice(max(cols[0] - radius, 0), cols[-1] + radius + 1),
+    )
+    pred_contour, gt_contour = pred_contour[box], gt_contour[box]
     # Dilation with a flat disk: a pixel is set when a contour pixel lies within the radius.
-    # OpenCV's default border adds nothing outside the image, as a set dilation should.
-    pred_near = cv2.dilate(pred_contour.view(np.uint8), kernel).view(bool)
-    gt_near = cv2.dilate(gt_contour.view(np.uint8), kernel).view(bool)
+    # OpenCV's default border adds nothing outside the array, as a set dilation should.
+    pred_near = cv2.dilate(pred_contour.astype(np.uint8), kernel).view(bool)
+    gt_near = cv2.dilate(gt_contour.astype(np.uint8), kernel).view(bool)
     precision = np.count_nonzero(pred_contour & gt_near) / n_pred
     recall = np.count_nonzero(gt_contour & pred_near) / n_gt
     if precision + recall == 0:
