@@ -84,7 +84,12 @@ class Style:
 
     @classmethod
     def for_canvas(cls, canvas: RGBImage) -> Style:
-        unit = max(1.0, max(canvas.shape[:2]) / 1024)
+        return cls.for_side(max(canvas.shape[:2]))
+
+    @classmethod
+    def for_side(cls, side: int) -> Style:
+        """The style of a canvas whose longer side is ``side`` pixels (one not yet made)."""
+        unit = max(1.0, side / 1024)
         return cls(
             line=max(1, round(2 * unit)),
             font_scale=0.6 * unit,

@@ -11,6 +11,8 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,18 +102,31 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     The file gets the mode any other new file would (``0o666`` less the umask), not the
     private ``0o600`` of a temporary file.
     """
+    with atomic_output(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+
+
+@contextmanager
+def atomic_output(path: Path, *, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temporary path beside ``path`` for a writer that opens its file by name (a video
+    encoder, which picks its container from ``suffix``).
+
+    When the block ends normally the file is flushed to disk, given the mode any other new
+    file would get, and renamed to ``path``; when it raises, the file is removed and
+    ``path`` is left as it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, _FILE_MODE)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
+        yield tmp
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

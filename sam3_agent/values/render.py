@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -130,9 +131,17 @@ class Renderer:
             draw_label(canvas, str(i + 1), anchor, mask_color(i), style)
         return canvas
 
-    def single(self, detections: Detections, index: int, side: int | None = None) -> RGBImage:
+    def single(
+        self,
+        detections: Detections,
+        index: int,
+        side: int | None = None,
+        *,
+        color: Color | None = None,
+    ) -> RGBImage:
         """The whole image with only the mask at 0-based ``index`` drawn (its colour and
-        outline, no number), at :meth:`context` size ``side`` (display size by default)."""
+        outline, no number), at :meth:`context` size ``side`` (display size by default).
+        ``color``: instead of the index's own (a mask shown under another number)."""
         prepared = self._prepare(detections)
         _check_index(index, len(detections))
         canvas = self.context(side).copy()
@@ -141,7 +150,7 @@ class Renderer:
             placed = rescale_placed(
                 placed, canvas.shape[1] / self._display.shape[1], canvas.shape[1], canvas.shape[0]
             )
-        color = mask_color(index)
+        color = mask_color(index) if color is None else color
         fill_mask(canvas, placed, color)
         outline_mask(canvas, placed, color, Style.for_canvas(canvas).line)
         return canvas
@@ -176,7 +185,7 @@ class Renderer:
                 return side
         return display_side
 
-    def zoom(self, detections: Detections, index: int) -> RGBImage:
+    def zoom(self, detections: Detections, index: int, *, color: Color | None = None) -> RGBImage:
         """The neighbourhood of the mask at 0-based ``index``, twice side by side: on the left
         the plain crop, on the right the same crop with the mask drawn.
 
@@ -185,6 +194,7 @@ class Renderer:
         full-resolution image. Each panel shows it at its own resolution, enlarged to
         :data:`ZOOM_PANEL_MIN` or reduced to :data:`ZOOM_PANEL_MAX` on its longer side when
         outside those, and never wider in all than ``max_side``. Returns ``(h, w, 3)`` uint8.
+        ``color``: instead of the index's own (a mask shown under another number).
         """
         prepared = self._prepare(detections)
         _check_index(index, len(detections))
@@ -222,7 +232,7 @@ class Renderer:
         placed = Placed(panel_mask, 0, 0)
 
         drawn = plain.copy()
-        color = mask_color(index)
+        color = mask_color(index) if color is None else color
         fill_mask(drawn, placed, color)
         outline_mask(drawn, placed, color, Style.for_canvas(drawn).line)
         out = np.full((panel_h, 2 * panel_w + ZOOM_GAP, 3), 255, dtype=np.uint8)
@@ -328,13 +338,19 @@ def legend(canvas: RGBImage, query: str, detections: Detections) -> RGBImage:
     The legend is drawn with OpenCV's ASCII font: other characters of the query show as
     ``?``. Sizes follow :class:`Style`, so the legend grows with the canvas.
     """
+    return score_legend(canvas, query, detections.scores.tolist())
+
+
+def score_legend(canvas: RGBImage, query: str, scores: Sequence[float]) -> RGBImage:
+    """:func:`legend` for anything numbered 1, 2, ... with a score each (mask tracks too):
+    row ``i`` shows ``mask_color(i)``, the number ``i + 1`` and ``scores[i]``."""
     out = np.array(canvas, dtype=np.uint8, copy=True, order="C")
     style = Style.for_canvas(out)
     font = cv2.FONT_HERSHEY_SIMPLEX
     shown = query if len(query) <= LEGEND_QUERY_CHARS else query[: LEGEND_QUERY_CHARS - 3] + "..."
     shown = shown.encode("ascii", "replace").decode("ascii").replace("\n", " ")
     rows: list[tuple[str, Color | None]] = [(f"query: {shown}", None)]
-    scores = detections.scores.tolist()
+    scores = list(scores)
     for i, score in enumerate(scores[:LEGEND_MAX_ROWS]):
         rows.append((f"{i + 1}: score {score:.2f}", mask_color(i)))
     if len(scores) > LEGEND_MAX_ROWS:

@@ -12,7 +12,7 @@ from sam3_agent.agent import rundir
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.trace import Trace
 from sam3_agent.values.detections import Detections
-from sam3_agent.values.files import atomic_write_json, json_text, safe_name, utf8
+from sam3_agent.values.files import atomic_output, atomic_write_json, json_text, safe_name, utf8
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 
@@ -37,6 +37,24 @@ def test_atomic_write_leaves_no_temp_file(tmp_path: Path) -> None:
     atomic_write_json(tmp_path / "sub" / "r.json", {"a": 1})
     assert json.loads((tmp_path / "sub" / "r.json").read_text()) == {"a": 1}
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["r.json"]
+
+
+def test_atomic_output_renames_a_finished_file_and_removes_a_failed_one(tmp_path: Path) -> None:
+    """For writers that open a file by name (a video encoder): the file appears complete,
+    with a new file's mode, or not at all."""
+    path = tmp_path / "video.mp4"
+    path.write_bytes(b"old")
+    with pytest.raises(RuntimeError), atomic_output(path, suffix=".mp4") as tmp:
+        assert tmp.parent == tmp_path and tmp.suffix == ".mp4"
+        tmp.write_bytes(b"half")
+        raise RuntimeError("the encoder failed")
+    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["video.mp4"]
+    with atomic_output(path, suffix=".mp4") as tmp:
+        tmp.write_bytes(b"new")
+    assert path.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["video.mp4"]
+    fresh = tmp_path / "fresh.bin"
+    fresh.write_bytes(b"")
+    assert path.stat().st_mode & 0o777 == fresh.stat().st_mode & 0o777
 
 
 def test_disabled_trace_writes_nothing(tmp_path: Path) -> None:

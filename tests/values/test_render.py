@@ -15,7 +15,9 @@ from sam3_agent.values.render import (
     ZOOM_PANEL_MAX,
     ZOOM_PANEL_MIN,
     Renderer,
+    legend,
     overlay,
+    score_legend,
 )
 
 H, W = 300, 480
@@ -140,6 +142,29 @@ def test_single_draws_only_that_mask(renderer: Renderer, detections: Detections)
     assert not diff[(20 + 30) // 2, (20 + 30) // 2]  # inside mask 0 only
     assert not diff[: 140 // 2].any()  # rows above mask 1
     assert not has_color(out, LABEL_BACKGROUND)
+
+
+def test_a_mask_can_be_drawn_in_another_numbers_colour(
+    renderer: Renderer, detections: Detections
+) -> None:
+    """A track checked alone keeps the colour of its number on the sheets."""
+    other = mask_color(6)
+    for out in (
+        renderer.single(detections, 1, color=other),
+        renderer.zoom(detections, 1, color=other),
+    ):
+        assert has_color(out, other) and not has_color(out, mask_color(1))
+
+
+def test_a_score_legend_is_the_legend_of_anything_scored(
+    image: RGBImage, detections: Detections
+) -> None:
+    scores = detections.scores.tolist()
+    drawn = score_legend(image, "squares", scores)
+    assert np.array_equal(drawn, legend(image, "squares", detections))
+    for i in range(len(scores)):
+        assert has_color(drawn, mask_color(i))
+    assert not has_color(score_legend(image, "squares", scores[:1]), mask_color(1))
 
 
 @pytest.mark.parametrize("index", [0, 1, 2])

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Metric = Literal["gIoU", "cIoU"]
+Metric = Literal["gIoU", "cIoU", "J", "F", "J&F"]
 
 SAM3_PAPER = "SAM 3 paper (arXiv 2511.16719), SAM 3 Agent, Tables 39/41"
 
@@ -27,12 +27,14 @@ class PublishedResult:
     """One published figure.
 
     Attributes:
-        model: the MLLM as the paper names it.
+        model: the MLLM as the paper names it (empty when the source does not say).
         match: normalised model-name prefixes of runs that use this model.
-        dataset, split: as ``eval`` names them; ``tag`` a subset (``None``: overall).
-        metric: ``gIoU`` or ``cIoU``.
+        dataset, split: as ``eval`` names them (split empty when the source does not say);
+            ``tag`` a subset (``None``: overall).
+        metric: ``gIoU`` or ``cIoU`` (images); ``J``, ``F`` or ``J&F`` (videos).
         value: the figure, in percent.
         source: where it is printed.
+        method: the published method.
     """
 
     model: str
@@ -43,10 +45,13 @@ class PublishedResult:
     value: float
     source: str
     tag: str | None = None
+    method: str = "SAM 3 Agent"
 
     @property
     def label(self) -> str:
-        return f"SAM 3 Agent, {self.model} (published)"
+        if not self.model:
+            return f"{self.method} (published)"
+        return f"{self.method}, {self.model} (published)"
 
 
 _QWEN25_7B = ("Qwen2.5-VL 7B", ("qwen2.5-vl-7b",))

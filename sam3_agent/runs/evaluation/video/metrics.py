@@ -1,0 +1,410 @@
+"""Video segmentation metrics: J (region similarity), F (contour accuracy) and J&F.
+
+The definitions are those of the DAVIS benchmark: F. Perazzi, J. Pont-Tuset, B. McWilliams,
+L. Van Gool, M. Gross and A. Sorkine-Hornung, "A Benchmark Dataset and Evaluation
+Methodology for Video Object Segmentation", CVPR 2016 (Section 3), as every referring and
+reasoning video segmentation benchmark scores them (Ref-YouTube-VOS, Ref-DAVIS17, MeViS,
+ReVOS, ReasonVOS). The code is ours, written from those definitions.
+
+Per frame, for a predicted mask P and a ground-truth mask G (``(H, W)`` bool):
+
+* **J** = |P ∩ G| / |P ∪ G|, and 1 when both are empty. Void pixels (``ignore``) are left out
+  of both counts.
+* **F** = 2·Pc·Rc / (Pc + Rc), the boundary F-measure. Each mask's contour is the
+  one-pixel boundary map of :func:`boundary_map` (the ``seg2bmap`` construction of the
+  Berkeley boundary benchmark, Martin et al., TPAMI 2004, which DAVIS uses). A contour pixel
+  counts as matched when a pixel of the other contour lies within a disk of radius
+  ``ceil(bound_th · diagonal)`` pixels (``bound_th`` = 0.008 of the image diagonal, DAVIS's
+  default; a value >= 1 is a radius in pixels). Contour precision Pc is the share of the
+  predicted contour that is matched, contour recall Rc the share of the ground-truth contour.
+  Both contours empty: F = 1; only one empty: F = 0. Void pixels are removed from both masks
+  before their contours are taken.
+
+  As in DAVIS, the image border is not a contour: a mask that covers the whole frame has an
+  empty contour, so F compares it as "no contour" (against an empty mask too, where F = 1
+  while J = 0). We keep that quirk so our figures match the published ones.
+* **J&F** = (J + F) / 2.
+
+A video (one object-expression) scores the mean J and mean F over its *annotated* frames
+(:class:`VideoAccumulator`, fed one frame at a time so a video's masks are never all held).
+A dataset scores the mean over its videos; its J&F is (mean J + mean F) / 2
+(:func:`summarize`, :func:`breakdown`, by subset tag too).
+
+Everything here is pure: no files, no models. Scores are fractions in ``[0, 1]``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import zip_longest
+from typing import Any
+
+import cv2
+import numpy as np
+
+from sam3_agent.runs.evaluation.samples import GroundTruth
+from sam3_agent.values.detections import BoolArray
+
+BOUND_TH = 0.008
+"""DAVIS's contour tolerance: a fraction of the image diagonal."""
+
+__all__ = [
+    "BOUND_TH",
+    "FrameScore",
+    "ScoredVideo",
+    "VideoAccumulator",
+    "VideoBreakdown",
+    "VideoScore",
+    "VideoSummary",
+    "boundary_f",
+    "boundary_map",
+    "boundary_radius",
+    "breakdown",
+    "region_similarity",
+    "score_frame",
+    "score_video",
+    "summarize",
+]
+
+
+# --------------------------------------------------------------------------- one frame
+
+
+def _check(pred: BoolArray, gt: BoolArray, void: BoolArray | None) -> None:
+    if gt.ndim != 2 or gt.size == 0:
+        raise ValueError(f"a mask must be a non-empty (H, W) array, got shape {gt.shape}")
+    if pred.shape != gt.shape or (void is not None and void.shape != gt.shape):
+        shapes = f"prediction {pred.shape}, ground truth {gt.shape}"
+        if void is not None:
+            shapes += f", void {void.shape}"
+        raise ValueError(f"mask shapes differ: {shapes}")
+
+
+def region_similarity(pred: BoolArray, gt: BoolArray, void: BoolArray | None = None) -> float:
+    """J of one frame: IoU of two ``(H, W)`` bool masks, void pixels left out; 1.0 when the
+    union is empty.
+
+    Raises:
+        ValueError: the shapes differ or a mask is not a non-empty 2-D array.
+    """
+    pred, gt = np.asarray(pred, dtype=bool), np.asarray(gt, dtype=bool)
+    _check(pred, gt, void)
+    if void is not None:
+        valid = ~np.asarray(void, dtype=bool)
+        pred, gt = pred & valid, gt & valid
+    inter = int(np.count_nonzero(pred & gt))
+    union = int(np.count_nonzero(pred)) + int(np.count_nonzero(gt)) - inter
+    return inter / union if union else 1.0
+
+
+def boundary_map(mask: BoolArray) -> BoolArray:
+    """The one-pixel contour of an ``(H, W)`` bool mask, as DAVIS's ``seg2bmap`` draws it.
+
+    A pixel is on the contour when it differs from its right, lower or lower-right neighbour;
+    in the last row only the right neighbour counts, in the last column only the lower one,
+    and the bottom-right pixel never is. The contour so lies half a pixel towards the origin
+    from the mask's edge: an ``s x s`` square with top-left pixel ``(y, x)`` gets the outline
+    of the ``(s+1) x (s+1)`` square with top-left pixel ``(y-1, x-1)``, clipped to the image.
+    """
+    seg = np.asarray(mask, dtype=bool)
+    if seg.ndim != 2 or seg.size == 0:
+        raise ValueError(f"a mask must be a non-empty (H, W) array, got shape {seg.shape}")
+    here = seg[:-1, :-1]
+    bmap = np.zeros_like(seg)
+    bmap[:-1, :-1] = (here ^ seg[:-1, 1:]) | (here ^ seg[1:, :-1]) | (here ^ seg[1:, 1:])
+    bmap[-1, :-1] = seg[-1, :-1] ^ seg[-1, 1:]
+    bmap[:-1, -1] = seg[:-1, -1] ^ seg[1:, -1]
+    return bmap
+
+
+def boundary_radius(height: int, width: int, bound_th: float = BOUND_TH) -> int:
+    """The matching radius in pixels: ``ceil(bound_th * diagonal)`` for ``bound_th < 1``,
+    ``bound_th`` itself (a whole number of pixels) otherwise.
+
+    Raises:
+        ValueError: ``bound_th`` is not positive, or is >= 1 and not a whole number.
+    """
+    if not bound_th > 0:
+        raise ValueError(f"bound_th must be positive, got {bound_th}")
+    if bound_th >= 1:
+        if bound_th != int(bound_th):
+            raise ValueError(f"a bound_th >= 1 is a radius in pixels, got {bound_th}")
+        return int(bound_th)
+    # sqrt of the exact integer sum, as DAVIS's np.linalg.norm(shape) computes it, so the
+    # ceiling lands on the same side.
+    return math.ceil(bound_th * math.sqrt(height * height + width * width))
+
+
+def _disk(radius: int) -> np.ndarray:
+    """Pixels within Euclidean distance ``radius`` of the centre (skimage's ``disk``)."""
+    offsets = np.arange(-radius, radius + 1)
+    return (offsets[:, None] ** 2 + offsets[None, :] ** 2 <= radius * radius).astype(np.uint8)
+
+
+def boundary_f(
+    pred: BoolArray,
+    gt: BoolArray,
+    void: BoolArray | None = None,
+    *,
+    bound_th: float = BOUND_TH,
+) -> float:
+    """F of one frame: the DAVIS contour F-measure of two ``(H, W)`` bool masks (see the
+    module docstring).
+
+    Raises:
+        ValueError: the shapes differ, a mask is not a non-empty 2-D array, or a bad
+            ``bound_th``.
+    """
+    pred, gt = np.asarray(pred, dtype=bool), np.asarray(gt, dtype=bool)
+    _check(pred, gt, void)
+    if void is not None:
+        valid = ~np.asarray(void, dtype=bool)
+        pred, gt = pred & valid, gt & valid
+    pred_contour = boundary_map(pred)
+    gt_contour = boundary_map(gt)
+    n_pred = int(np.count_nonzero(pred_contour))
+    n_gt = int(np.count_nonzero(gt_contour))
+    if n_pred == 0 or n_gt == 0:
+        return 1.0 if n_pred == n_gt else 0.0
+    radius = boundary_radius(gt.shape[0], gt.shape[1], bound_th)
+    kernel = _disk(radius)
+    # Only the box around both contours, grown by the radius, can hold a match: dilating
+    # that crop gives the same counts as the whole frame at a fraction of the cost.
+    rows = np.flatnonzero((pred_contour | gt_contour).any(axis=1))
+    cols = np.flatnonzero((pred_contour | gt_contour).any(axis=0))
+    box = (
+        slice(max(rows[0] - radius, 0), rows[-1] + radius + 1),
+        slice(max(cols[0] - radius, 0), cols[-1] + radius + 1),
+    )
+    pred_contour, gt_contour = pred_contour[box], gt_contour[box]
+    # Dilation with a flat disk: a pixel is set when a contour pixel lies within the radius.
+    # OpenCV's default border adds nothing outside the array, as a set dilation should.
+    pred_near = cv2.dilate(pred_contour.astype(np.uint8), kernel).view(bool)
+    gt_near = cv2.dilate(gt_contour.astype(np.uint8), kernel).view(bool)
+    precision = np.count_nonzero(pred_contour & gt_near) / n_pred
+    recall = np.count_nonzero(gt_contour & pred_near) / n_gt
+    if precision + recall == 0:
+        return 0.0
+    return 2 * precision * recall / (precision + recall)
+
+
+@dataclass(frozen=True)
+class FrameScore:
+    """J and F of one annotated frame."""
+
+    j: float
+    f: float
+
+
+def score_frame(
+    pred: BoolArray | None, gt: GroundTruth, *, bound_th: float = BOUND_TH
+) -> FrameScore:
+    """J and F of one frame; ``pred`` None is an empty prediction (the object not found in
+    this frame). ``gt.ignore`` holds the void pixels, if any.
+
+    Raises:
+        ValueError: as :func:`boundary_f`.
+    """
+    mask = np.zeros_like(gt.mask, dtype=bool) if pred is None else pred
+    return FrameScore(
+        j=region_similarity(mask, gt.mask, gt.ignore),
+        f=boundary_f(mask, gt.mask, gt.ignore, bound_th=bound_th),
+    )
+
+
+# --------------------------------------------------------------------------- one video
+
+
+@dataclass(frozen=True)
+class VideoScore:
+    """Mean J and mean F of one video (one object-expression) over its annotated frames."""
+
+    j: float
+    f: float
+    frames: int
+    """Annotated frames scored."""
+
+    @property
+    def jf(self) -> float:
+        return (self.j + self.f) / 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"J": self.j, "F": self.f, "J&F": self.jf, "frames": self.frames}
+
+
+class VideoAccumulator:
+    """J and F of one video accumulated frame by frame, so no frame is kept.
+
+    Call :meth:`update` once per frame in order with that frame's prediction and ground
+    truth; :meth:`result` gives the means. A frame without ground truth (``gt`` None) is not
+    scored, as the benchmarks score annotated frames only.
+    """
+
+    def __init__(self, *, bound_th: float = BOUND_TH) -> None:
+        self.bound_th = bound_th
+        self.frames = 0
+        self._j: list[float] = []
+        self._f: list[float] = []
+
+    def update(self, pred: BoolArray | None, gt: GroundTruth | None) -> FrameScore | None:
+        """Score one frame (``pred`` None: nothing predicted there); None when the frame has
+        no ground truth.
+
+        Raises:
+            ValueError: the prediction's shape is not the ground truth's.
+        """
+        if gt is None:
+            return None
+        score = score_frame(pred, gt, bound_th=self.bound_th)
+        self.frames += 1
+        self._j.append(score.j)
+        self._f.append(score.f)
+        return score
+
+    def result(self) -> VideoScore:
+        """The means so far.
+
+        Raises:
+            ValueError: no annotated frame was scored.
+        """
+        if not self.frames:
+            raise ValueError("no annotated frame was scored")
+        # fsum: the mean does not depend on rounding along the way.
+        return VideoScore(
+            j=math.fsum(self._j) / self.frames,
+            f=math.fsum(self._f) / self.frames,
+            frames=self.frames,
+        )
+
+
+def score_video(
+    predictions: Iterable[BoolArray | None],
+    ground_truth: Iterable[GroundTruth | None],
+    *,
+    bound_th: float = BOUND_TH,
+) -> VideoScore:
+    """J and F of one video from two per-frame streams of equal length (a prediction of None
+    is an empty mask; a ground truth of None an unannotated frame). Each stream is consumed
+    one frame at a time.
+
+    Raises:
+        ValueError: the streams differ in length, a shape differs, or no frame is annotated.
+    """
+    acc = VideoAccumulator(bound_th=bound_th)
+    missing = object()
+    for index, (pred, gt) in enumerate(zip_longest(predictions, ground_truth, fillvalue=missing)):
+        if pred is missing or gt is missing:
+            raise ValueError(f"predictions and ground truth differ in length (at frame {index})")
+        acc.update(pred, gt)  # type: ignore[arg-type]
+    return acc.result()
+
+
+# --------------------------------------------------------------------------- many videos
+
+
+@dataclass(frozen=True)
+class ScoredVideo:
+    """What the summary needs of one finished video sample.
+
+    A failed sample should be scored as an empty prediction on every frame (its J and F then
+    say what an empty answer earns) and marked ``failed``.
+    """
+
+    id: str
+    tags: tuple[str, ...]
+    score: VideoScore
+    failed: bool = False
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class VideoSummary:
+    """Means over a group of videos, fractions in ``[0, 1]``; None for an empty group."""
+
+    count: int
+    j: float | None
+    f: float | None
+    failed: int
+
+    @property
+    def jf(self) -> float | None:
+        return None if self.j is None or self.f is None else (self.j + self.f) / 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "J": self.j,
+            "F": self.f,
+            "J&F": self.jf,
+            "failed": self.failed,
+        }
+
+
+def summarize(videos: Iterable[ScoredVideo]) -> VideoSummary:
+    """Mean J and mean F over ``videos`` (every video weighs the same, whatever its length);
+    the order does not matter."""
+    items = list(videos)
+    n = len(items)
+    return VideoSummary(
+        count=n,
+        j=math.fsum(v.score.j for v in items) / n if n else None,
+        f=math.fsum(v.score.f for v in items) / n if n else None,
+        failed=sum(v.failed for v in items),
+    )
+
+
+@dataclass(frozen=True)
+class VideoBreakdown:
+    """Metrics overall and per subset tag."""
+
+    overall: VideoSummary
+    tags: dict[str, VideoSummary]
+    overall_from: tuple[str, ...] | None = None
+    """The tags whose means ``overall`` averages (ReVOS), or None: the mean over all videos."""
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    """``(sample id, failure message)`` of every failed sample, sorted by id."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "overall": self.overall.to_dict(),
+            "overall_from": list(self.overall_from) if self.overall_from else None,
+            "tags": {t: s.to_dict() for t, s in self.tags.items()},
+            "failed": [{"id": i, "failure": msg} for i, msg in self.failed],
+        }
+
+
+def breakdown(
+    videos: Iterable[ScoredVideo], *, overall_from: Sequence[str] | None = None
+) -> VideoBreakdown:
+    """Summaries overall and per tag (keys sorted).
+
+    ``overall_from``: when given, the overall J (and F) is the mean of those tags' means,
+    as ReVOS's official evaluation computes its "overall" from its referring and reasoning
+    subsets; a tag with no video is left out of that mean. Otherwise the overall figures are
+    the mean over every video.
+    """
+    items = sorted(videos, key=lambda v: v.id)
+    by_tag: dict[str, list[ScoredVideo]] = {}
+    for v in items:
+        for tag in v.tags:
+            by_tag.setdefault(tag, []).append(v)
+    tags = {k: summarize(v) for k, v in sorted(by_tag.items())}
+    if overall_from:
+        parts = [tags[t] for t in overall_from if t in tags]
+        members = {v.id for t in overall_from for v in by_tag.get(t, [])}
+        overall = VideoSummary(
+            count=len(members),
+            j=math.fsum(p.j for p in parts if p.j is not None) / len(parts) if parts else None,
+            f=math.fsum(p.f for p in parts if p.f is not None) / len(parts) if parts else None,
+            failed=sum(v.failed for v in items if v.id in members),
+        )
+    else:
+        overall = summarize(items)
+    return VideoBreakdown(
+        overall=overall,
+        tags=tags,
+        overall_from=tuple(overall_from) if overall_from else None,
+        failed=[(v.id, v.failure or "failed") for v in items if v.failed],
+    )

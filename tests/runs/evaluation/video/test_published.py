@@ -1,0 +1,29 @@
+"""The published AgentRVOS figures: only what a source confirms."""
+
+from __future__ import annotations
+
+from sam3_agent.runs.evaluation.published import PUBLISHED, matches
+from sam3_agent.runs.evaluation.video.datasets import VIDEO_DATASETS
+from sam3_agent.runs.evaluation.video.published import VIDEO_PUBLISHED, video_published_for
+
+
+def test_agentrvos_figures_as_published() -> None:
+    figures = {(r.dataset, r.split, r.tag, r.metric): r.value for r in VIDEO_PUBLISHED}
+    assert figures == {
+        ("mevis", "", None, "J&F"): 73.1,
+        ("reasonvos", "valid", None, "J&F"): 75.5,
+        ("revos", "valid", None, "J&F"): 66.3,
+    }
+    assert all(r.dataset in VIDEO_DATASETS for r in VIDEO_PUBLISHED)
+    assert all(not r.split or r.split in VIDEO_DATASETS[r.dataset].splits for r in VIDEO_PUBLISHED)
+
+
+def test_unconfirmed_mllm_matches_no_run() -> None:
+    (revos,) = video_published_for("revos")
+    assert revos.label == "AgentRVOS (published)"
+    assert not matches(revos, "Qwen/Qwen3-VL-8B-Instruct")
+    assert video_published_for("ref-davis17") == []
+
+
+def test_image_rows_keep_their_label() -> None:
+    assert PUBLISHED[0].label == "SAM 3 Agent, Qwen2.5-VL 7B (published)"
