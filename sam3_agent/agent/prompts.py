@@ -99,7 +99,6 @@ _SAMPLES: Mapping[str, Any] = {
     "start_s": 0.3,
     "end_s": 4.1,
     "present": 12,
-    "used": 16,
     "lines": ['round 2: segment_phrase "cup" gave 3 masks', "round 3: examined: kept 1, 3"],
     "texts": ['Rounds 1-4: "cup" gave 3 masks; masks 1 and 3 accepted.'],
     "max_words": 200,

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Literal
 
 from sam3_agent.agent.parsing import ParsedReply, ToolCall
 from sam3_agent.values.detections import Detections
-from sam3_agent.values.tracks import Tracks
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import (
     ChatMessage,
@@ -24,6 +23,7 @@ from sam3_agent.values.messages import (
     TextPart,
 )
 from sam3_agent.values.text import echo
+from sam3_agent.values.tracks import Tracks
 
 if TYPE_CHECKING:
     from sam3_agent.agent.prompts import PromptSet

@@ -17,9 +17,13 @@ import numpy as np
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
+from sam3_agent.values.tracks import TrackBuilder, Tracks
+from sam3_agent.values.video import VideoSource
+from tests.support.clips import Square
+from tests.support.clips import square_mask as clip_square_mask
 
 Reply = str | ChatResponse | Callable[[Sequence[ChatMessage]], str]
-CHECK_MASK_NUMBER = re.compile(r"mask\s+#?(\d+)", re.IGNORECASE)
+CHECK_MASK_NUMBER = re.compile(r"(?:mask|track)\s+#?(\d+)", re.IGNORECASE)
 
 
 def is_check_request(messages: Sequence[ChatMessage]) -> bool:
@@ -163,3 +167,42 @@ class FakeSegmenter:
     def embed(self, image: RGBImage) -> FakeEmbedding:
         self.embed_calls += 1
         return FakeEmbedding(self, image)
+
+
+@dataclass
+class FakeVideoEmbedding:
+    """Tracks of the squares a phrase names, taken from the clip's own ground truth."""
+
+    video: VideoSource
+    squares: dict[str, tuple[Square, ...]]
+    scores: dict[str, list[float]] = field(default_factory=dict)
+    tracked: list[str] = field(default_factory=list)
+
+    def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
+        found = []
+        for phrase in phrases:
+            self.tracked.append(phrase)
+            squares = self.squares.get(phrase, ())
+            scores = self.scores.get(phrase, [0.9 - 0.1 * i for i in range(len(squares))])
+            builder = TrackBuilder(self.video.frame_count, self.video.size)
+            for position, index in enumerate(self.video.indices):
+                masks = [clip_square_mask(sq, index, self.video.size) for sq in squares]
+                if masks:
+                    builder.add(position, list(range(1, len(masks) + 1)), np.stack(masks), scores)
+            found.append(builder.build())
+        return found
+
+
+@dataclass
+class FakeVideoSegmenter:
+    """A :class:`~sam3_agent.backends.base.VideoSegmenter` over a synthetic clip: a phrase
+    in ``squares`` finds those squares (in that order), any other phrase nothing."""
+
+    squares: dict[str, tuple[Square, ...]]
+    scores: dict[str, list[float]] = field(default_factory=dict)
+    opened: list[FakeVideoEmbedding] = field(default_factory=list)
+
+    def open(self, video: VideoSource) -> FakeVideoEmbedding:
+        embedding = FakeVideoEmbedding(video, self.squares, self.scores)
+        self.opened.append(embedding)
+        return embedding
