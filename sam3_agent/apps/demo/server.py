@@ -103,8 +103,10 @@ def create_app(
         path="/",
         auth=token_auth(token) if token else None,
         auth_message="Enter any user name and the demo's token as the password.",
-        allowed_paths=[str(runner.runs_dir.resolve())]
-        + [str(p.parent.resolve()) for p, _ in examples],
+        # Never the runs directory (--out): every file of every run would be served to anyone
+        # who knows its path. Gradio copies each file the page offers into its own cache and
+        # serves that copy (tests/apps/demo/test_server.py checks both).
+        allowed_paths=[str(p.parent.resolve()) for p, _ in examples],
         footer_links=["api"],
         ssr_mode=False,
         pwa=False,

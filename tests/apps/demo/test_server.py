@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,34 @@ def test_run_streams_each_round_then_the_result(server: ScriptedServer, tmp_path
     assert document["status"] == "masks" and document["query"] == QUERY
     assert len(document["masks"]) == 1 and document["masks"][0]["score"] == 0.91
     assert document["rounds"] == 3 and document["phrases_tried"] == ["coffee"]
+
+
+def test_the_run_directory_is_never_served_but_the_downloads_are(
+    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # --out outside both the temp dir and the working directory (Gradio's own allowed places).
+    elsewhere = tmp_path / "system-tmp"
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    monkeypatch.delenv("GRADIO_TEMP_DIR", raising=False)
+    runs = tmp_path / "runs"
+    server.responder = CoffeeScript()
+    app = create_app(coffee_runner(server, runs))
+    with serve_app(app) as url:
+        final = run(client(url), COFFEE).result()
+        assert "s3a-status-done" in final[STATUS]
+        offered = files_by_name(final)
+        assert set(offered) == {"result.json", "overlay.png", "01.png"}
+        for name, link in offered.items():
+            answer = httpx.get(link)
+            assert answer.status_code == 200, name
+            assert str(runs) not in link
+        (run_dir,) = runs.iterdir()
+        assert httpx.get(offered["result.json"]).content == (run_dir / "result.json").read_bytes()
+        for inside in ("trace.jsonl", "session.json", "result.json", "masks/01.png"):
+            assert (run_dir / inside).is_file(), inside
+            answer = httpx.get(f"{url}/gradio_api/file={run_dir / inside}")
+            assert answer.status_code in (403, 404), inside
 
 
 def test_an_unreadable_image_is_a_message(server: ScriptedServer, tmp_path: Path):
