@@ -16,8 +16,8 @@ from sam3_agent.apps.demo.sessions import (
     DemoRunner,
     Update,
     final_annotations,
-    image_error,
     load_display_image,
+    upload_error,
 )
 from sam3_agent.apps.demo.views import EMPTY_ROUNDS, result_summary, rounds_html, status_html
 from sam3_agent.values.errors import ImageLoadError
@@ -65,7 +65,7 @@ def _key(request: gr.Request | None) -> str:
     return (request.session_hash if request is not None else None) or "anonymous"
 
 
-def _outputs(update: Update, image_path: str | None) -> tuple[Any, ...]:
+def _outputs(update: Update, image_path: str | None, max_pixels: int) -> tuple[Any, ...]:
     """The values of (rounds, status, final image, downloads) for ``update``."""
     rounds = rounds_html(update.rounds)
     if update.state == "running":
@@ -78,7 +78,7 @@ def _outputs(update: Update, image_path: str | None) -> tuple[Any, ...]:
     result = update.result
     if result is None or image_path is None:  # not reachable: done always has a result
         return rounds, status_html("error", "the session ended without a result"), None, files
-    shown = final_annotations(image_path, result)
+    shown = final_annotations(image_path, result, max_pixels=max_pixels)
     kind = "done" if result.status != "failed" else "error"
     return rounds, status_html(kind, result_summary(result)), (shown.image, shown.masks), files
 
@@ -95,9 +95,9 @@ def build_page(
         if image_path is None:
             return None, status_html("idle", READY)
         try:
-            image = load_display_image(image_path)
+            image = load_display_image(image_path, max_pixels=runner.max_pixels)
         except ImageLoadError as e:
-            return None, status_html("error", image_error(image_path, e))
+            return None, status_html("error", upload_error(image_path, e))
         return (image, []), status_html("idle", "Image ready. Say what to segment and press Run.")
 
     async def run(
@@ -105,7 +105,7 @@ def build_page(
     ) -> AsyncIterator[tuple[Any, ...]]:
         yield EMPTY_ROUNDS, status_html("running", "asking the model..."), gr.skip(), None
         async for update in runner.run(_key(request), image_path, query):
-            yield _outputs(update, image_path)
+            yield _outputs(update, image_path, runner.max_pixels)
 
     def stop(request: gr.Request) -> str:
         # The running request's own stream shows "stopped" on the page; this answer is for

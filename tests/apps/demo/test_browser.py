@@ -155,7 +155,7 @@ def test_an_unreadable_image_shows_a_message(browser: Any, demo_url: str, tmp_pa
         page.locator("#s3a-image input[type=file]").set_input_files(str(broken))
         error = page.locator("#s3a-status .s3a-status-error")
         error.wait_for()
-        assert "cannot read the image holiday.jpg" in error.inner_text()
+        assert "cannot read image holiday.jpg: " in error.inner_text()
 
         page.locator("#s3a-query textarea").fill(QUERY)
         page.locator("#s3a-run").click()

@@ -121,10 +121,26 @@ def test_an_unreadable_image_is_a_message(server: ScriptedServer, tmp_path: Path
     with serve_app(app) as url:
         final = run(client(url), broken).result()
     assert "s3a-status-error" in final[STATUS]
-    assert "cannot read the image broken.jpg" in final[STATUS]
+    assert "cannot read image broken.jpg: " in final[STATUS]
     assert "Traceback" not in final[STATUS] and "/tmp" not in final[STATUS]
     assert server.completions == []  # refused before any model work
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_an_image_over_the_pixel_limit_is_refused_with_the_loaders_reason(
+    server: ScriptedServer, tmp_path: Path
+):
+    from sam3_agent.values.config import AgentConfig
+
+    limited = AgentConfig(max_rounds=6, max_image_pixels=100_000)  # demo --max-pixels 100000
+    app = create_app(coffee_runner(server, tmp_path / "runs", config=limited))
+    with serve_app(app) as url:
+        final = run(client(url), COFFEE).result()
+    status = html.unescape(final[STATUS])
+    assert "s3a-status-error" in status
+    assert "coffee.jpg is 600x400 = 240000 pixels, over the limit of 100000" in status
+    assert "not an image file" not in status and "/tmp" not in status
+    assert server.completions == []
 
 
 def test_an_empty_query_is_a_message(server: ScriptedServer, tmp_path: Path):
