@@ -111,9 +111,7 @@ def test_serves_the_page_and_the_sam3_api_with_the_token_from_the_environment(
         assert http.get("/config").status_code == 200
 
 
-def test_max_pixels_bounds_the_uploads_of_the_page(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-):
+def test_max_pixels_bounds_the_uploads_of_the_page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     pytest.importorskip("gradio")
     import asyncio
 
