@@ -67,9 +67,13 @@ def _key(request: gr.Request | None) -> str:
 
 def _outputs(update: Update, image_path: str | None, max_pixels: int) -> tuple[Any, ...]:
     """The values of (rounds, status, final image, downloads) for ``update``."""
+    if update.state == "error" and update.output_dir is None:
+        # Refused before it started: what the page shows (a running session's rounds, too)
+        # stays; the status line says why.
+        return gr.skip(), status_html("error", update.message), gr.skip(), gr.skip()
     rounds = rounds_html(update.rounds)
     if update.state == "running":
-        return rounds, status_html("running", update.message), gr.skip(), gr.skip()
+        return rounds, status_html("running", update.message), gr.skip(), None
     files = [str(f) for f in update.files] or None
     if update.state == "error":
         return rounds, status_html("error", update.message), gr.skip(), files
@@ -103,7 +107,6 @@ def build_page(
     async def run(
         image_path: str | None, query: str, request: gr.Request
     ) -> AsyncIterator[tuple[Any, ...]]:
-        yield EMPTY_ROUNDS, status_html("running", "asking the model..."), gr.skip(), None
         async for update in runner.run(_key(request), image_path, query):
             yield _outputs(update, image_path, runner.max_pixels)
 
@@ -151,18 +154,34 @@ def build_page(
         image_file.change(
             preview, [image_file], [final, status], api_visibility="private", queue=False
         )
-        outputs = [rounds, status, final, downloads]
-        for trigger in (run_button.click, query.submit):
-            trigger(
-                run,
-                [image_file, query],
-                outputs,
-                api_name="run" if trigger == run_button.click else None,
-                api_visibility="public" if trigger == run_button.click else "private",
-                concurrency_limit=concurrency,
-                concurrency_id="agent",
-                show_progress="minimal",
-            )
+        # Run and Enter in the query box are off while a session runs, so a second press can
+        # neither start another request nor clear the rounds; they come back however it ended.
+        busy = [run_button, query]
+        gr.on(
+            [run_button.click, query.submit],
+            lambda: (gr.Button(interactive=False), gr.Textbox(interactive=False)),
+            None,
+            busy,
+            queue=False,
+            trigger_mode="once",
+            api_visibility="private",
+            show_progress="hidden",
+        ).then(
+            run,
+            [image_file, query],
+            [rounds, status, final, downloads],
+            api_name="run",
+            concurrency_limit=concurrency,
+            concurrency_id="agent",
+            show_progress="minimal",
+        ).then(
+            lambda: (gr.Button(interactive=True), gr.Textbox(interactive=True)),
+            None,
+            busy,
+            queue=False,
+            api_visibility="private",
+            show_progress="hidden",
+        )
         # Outside the queue: a stop must not wait behind the requests it is meant to end.
         stop_answer = gr.Textbox(visible=False)
         stop_button.click(stop, None, [stop_answer], api_name="stop", queue=False)

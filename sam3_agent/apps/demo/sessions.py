@@ -49,7 +49,8 @@ class Update:
         message: one line for the status bar (the error, for ``error``).
         result: the session's result once it ended (also for a stopped session).
         files: the downloads: ``result.json``, ``overlay.png``, one PNG per mask.
-        output_dir: the run's directory, once it exists.
+        output_dir: the run's directory; None for a request refused before it started (no
+            image, an unreadable one, an empty query, a page already running one).
     """
 
     state: State
@@ -146,9 +147,10 @@ class DemoRunner:
     ) -> AsyncIterator[Update]:
         """Answer ``query`` on the image at ``image_path`` for session ``key``.
 
-        Yields one ``running`` update per finished round, then one ``done``, ``stopped``
-        or ``error`` update. Closing the iterator early (the page went away) stops the
-        session the same way :meth:`stop` does.
+        Yields one ``error`` update for a request refused before it starts; otherwise one
+        ``running`` update without rounds when it starts, one per finished round, then one
+        ``done``, ``stopped`` or ``error`` update. Closing the iterator early (the page went
+        away) stops the session the same way :meth:`stop` does.
         """
         try:
             if image_path is None:
@@ -183,6 +185,7 @@ class DemoRunner:
         self._running[key] = task
         rounds: list[RoundEvent] = []
         try:
+            yield Update("running", message="asking the model...", output_dir=out)
             while True:
                 if events.empty():
                     if task.done():

@@ -173,6 +173,29 @@ def test_stop_ends_the_session_and_keeps_what_it_had(server: ScriptedServer, tmp
     assert set(files_by_name(final)) == {"result.json", "overlay.png"}
 
 
+def test_a_second_run_of_one_client_is_refused_and_leaves_the_rounds(
+    server: ScriptedServer, tmp_path: Path
+):
+    server.responder = CoffeeScript(hold=2)
+    app = create_app(coffee_runner(server, tmp_path / "runs"))
+    with serve_app(app) as url:
+        c = client(url)
+        job = run(c, COFFEE)
+        wait_for(
+            lambda: any('class="s3a-round ' in o[ROUNDS] for o in job.outputs()),
+            what="round 1 in the stream",
+        )
+        second = run(c, COFFEE, "the spoon")
+        refused = second.result()
+        assert "already running" in refused[STATUS]
+        # Every output but the status line is left as it was: the first session's rounds stay.
+        assert all(not isinstance(o[ROUNDS], str) for o in second.outputs())
+        assert refused[ROUNDS]["__type__"] == "update" and refused[FILES]["__type__"] == "update"
+        assert c.predict(api_name="/stop") == "stopping"
+        assert job.result()[ROUNDS].count('class="s3a-round ') == 1
+    assert len(list((tmp_path / "runs").iterdir())) == 1
+
+
 def first_main_call(body: dict[str, Any]) -> bool:
     """A session's first call to the model: not a mask check, no assistant turn yet."""
     return not is_check(body) and all(m["role"] != "assistant" for m in body["messages"])

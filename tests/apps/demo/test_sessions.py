@@ -77,8 +77,8 @@ async def test_rounds_stream_then_the_result_and_its_files(
     chat = ScriptedChatModel(replies=[SEGMENT, tool("examine_each_mask"), SELECT_1])
     updates = await collect(runner(chat, three_cats, tmp_path).run("tab-1", image_path, "cat"))
 
-    assert [u.state for u in updates] == ["running", "running", "running", "done"]
-    assert [len(u.rounds) for u in updates] == [1, 2, 3, 3]
+    assert [u.state for u in updates] == ["running", "running", "running", "running", "done"]
+    assert [len(u.rounds) for u in updates] == [0, 1, 2, 3, 3]  # the first: it started
     done = updates[-1]
     assert done.result is not None and done.result.status == "masks"
     assert done.output_dir is not None
@@ -115,6 +115,8 @@ async def test_stop_ends_the_session_and_the_agent_writes_what_it_had(
     demo = runner(chat, three_cats, tmp_path)
     assert demo.stop("tab-1") is False  # nothing running yet
     stream = demo.run("tab-1", image_path, "cat")
+    started = await stream.__anext__()
+    assert started.state == "running" and started.rounds == () and started.output_dir
     first = await stream.__anext__()
     assert first.state == "running" and first.rounds[0].tool == "segment_phrase"
     await chat.waiting.wait()
@@ -153,6 +155,7 @@ async def test_one_request_per_page_at_a_time(
     await stream.__anext__()
     (refused,) = await collect(demo.run("tab-1", image_path, "dog"))
     assert refused.state == "error" and "already running" in refused.message
+    assert refused.output_dir is None  # refused before it started: the page keeps its rounds
     demo.stop("tab-1")
     await collect(stream)
 
@@ -217,7 +220,7 @@ async def test_failures_during_a_session_are_messages_with_the_files(
 ):
     chat = HangingChat([SEGMENT], error=error)
     updates = await collect(runner(chat, three_cats, tmp_path).run("tab-1", image_path, "cat"))
-    assert [u.state for u in updates] == ["running", "error"]
+    assert [u.state for u in updates] == ["running", "running", "error"]
     assert updates[-1].message.startswith(message)
     if isinstance(error, ChatModelError):  # the agent writes its result before raising
         assert [f.name for f in updates[-1].files] == ["result.json", "overlay.png"]
