@@ -49,6 +49,14 @@ CSS = """
 .s3a-status-error { background: #fdecea; color: #8a1c13; }
 .s3a-status-done { background: #e7f6ec; color: #1d5e31; }
 .s3a-status-stopped { background: #fff4e0; color: #7a4b00; }
+/* Narrow screens: the rounds right under the status line, the result and downloads after. */
+@media (max-width: 767px) {
+  #s3a-main { flex-direction: column; flex-wrap: nowrap; }
+  #s3a-left { display: contents; }
+  #s3a-form { order: 0; }
+  #s3a-right { order: 1; }
+  #s3a-after { order: 2; }
+}
 """
 
 
@@ -121,34 +129,38 @@ def build_page(
             "Each round shows the model's reasoning, its tool call, the masks SAM 3 returned "
             "and the verdicts of the mask checks."
         )
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=5):
-                image_file = gr.File(
-                    label="Image", file_types=["image"], type="filepath", elem_id="s3a-image"
-                )
-                query = gr.Textbox(
-                    label="What to segment",
-                    placeholder="e.g. the leftmost child wearing a blue vest",
-                    elem_id="s3a-query",
-                )
-                with gr.Row():
-                    run_button = gr.Button("Run", variant="primary", elem_id="s3a-run")
-                    stop_button = gr.Button("Stop", variant="stop", elem_id="s3a-stop")
-                status = gr.HTML(status_html("idle", READY), elem_id="s3a-status")
-                final = gr.AnnotatedImage(label="Result", elem_id="s3a-final")
-                downloads = gr.File(
-                    label="Downloads",
-                    file_count="multiple",
-                    interactive=False,
-                    elem_id="s3a-files",
-                )
-                if examples:
-                    gr.Examples(
-                        examples=[[str(path), text] for path, text in examples],
-                        inputs=[image_file, query],
-                        cache_examples=False,
+        # Wide: the form, status, result and downloads on the left, the rounds on the right.
+        # Narrow (CSS): the form and status, then the rounds, then the result and downloads.
+        with gr.Row(equal_height=False, elem_id="s3a-main"):
+            with gr.Column(scale=5, elem_id="s3a-left"):
+                with gr.Column(elem_id="s3a-form"):
+                    image_file = gr.File(
+                        label="Image", file_types=["image"], type="filepath", elem_id="s3a-image"
                     )
-            with gr.Column(scale=6):
+                    query = gr.Textbox(
+                        label="What to segment",
+                        placeholder="e.g. the leftmost child wearing a blue vest",
+                        elem_id="s3a-query",
+                    )
+                    with gr.Row():
+                        run_button = gr.Button("Run", variant="primary", elem_id="s3a-run")
+                        stop_button = gr.Button("Stop", variant="stop", elem_id="s3a-stop")
+                    status = gr.HTML(status_html("idle", READY), elem_id="s3a-status")
+                with gr.Column(elem_id="s3a-after"):
+                    final = gr.AnnotatedImage(label="Result", elem_id="s3a-final")
+                    downloads = gr.File(
+                        label="Downloads",
+                        file_count="multiple",
+                        interactive=False,
+                        elem_id="s3a-files",
+                    )
+                    if examples:
+                        gr.Examples(
+                            examples=[[str(path), text] for path, text in examples],
+                            inputs=[image_file, query],
+                            cache_examples=False,
+                        )
+            with gr.Column(scale=6, elem_id="s3a-right"):
                 rounds = gr.HTML(EMPTY_ROUNDS, label="Rounds", elem_id="s3a-rounds")
 
         image_file.change(

@@ -102,8 +102,14 @@ def save_small(png: Path) -> None:
     small.save(png, optimize=True)
 
 
-def open_page(browser: Any, url: str) -> tuple[Any, Any, OffsiteRequests]:
-    context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
+DESKTOP = {"width": 1500, "height": 1000}
+PHONE = {"width": 390, "height": 844}
+
+
+def open_page(
+    browser: Any, url: str, viewport: dict[str, int] = DESKTOP
+) -> tuple[Any, Any, OffsiteRequests]:
+    context = browser.new_context(viewport=viewport, accept_downloads=True)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     requests = OffsiteRequests(page, url)
@@ -221,3 +227,33 @@ def test_run_and_enter_are_off_while_a_session_runs(
         assert requests.offsite == []
     finally:
         context.close()
+
+
+def test_on_a_phone_the_rounds_follow_the_status_line(
+    browser: Any, demo_url: str, server: ScriptedServer
+):
+    server.responder = CoffeeScript()
+    context, page, requests = open_page(browser, demo_url, PHONE)
+    try:
+        page.locator("#s3a-image input[type=file]").set_input_files(str(COFFEE))
+        page.locator("#s3a-status .s3a-status", has_text="Image ready").wait_for()
+        page.locator("#s3a-query textarea").fill(QUERY)
+        page.locator("#s3a-run").click()
+        page.locator("#s3a-status .s3a-status-done").wait_for()
+
+        def box(selector: str) -> dict[str, float]:
+            found = page.locator(selector).bounding_box()
+            assert found is not None, selector
+            return found
+
+        status, rounds, final = box("#s3a-status"), box("#s3a-rounds"), box("#s3a-final")
+        # Right under the status line (nothing between them), within the first screen of
+        # the page, and before the result and the downloads.
+        assert 0 <= rounds["y"] - (status["y"] + status["height"]) < PHONE["height"] / 8
+        assert rounds["y"] < PHONE["height"]
+        assert final["y"] >= rounds["y"] + rounds["height"]
+        assert rounds["width"] >= PHONE["width"] * 0.75
+        assert requests.offsite == []
+    finally:
+        context.close()
+
