@@ -238,3 +238,20 @@ def test_the_token_guards_the_page_and_the_sam3_api(server: ScriptedServer, tmp_
             headers={"Authorization": "Bearer s3cret"},
         )
         assert answer.status_code == 200 and answer.json()["image_size"] == [400, 600]
+
+
+def test_the_login_page_holds_no_api_description(server: ScriptedServer, tmp_path: Path):
+    app = create_app(coffee_runner(server, tmp_path / "runs"), token="s3cret")
+    with serve_app(app) as url, httpx.Client() as browser:
+        login_page = browser.get(f"{url}/")
+        assert login_page.status_code == 200 and '"auth_required":true' in login_page.text
+        for hidden in ("named_endpoints", "/run", "image_path", "What to segment"):
+            assert hidden not in login_page.text, hidden
+        assert browser.get(f"{url}/gradio_api/info").status_code == 401
+
+        login = browser.post(f"{url}/login", data={"username": "me", "password": "s3cret"})
+        assert login.status_code == 200
+        page = browser.get(f"{url}/")
+        assert page.status_code == 200 and "named_endpoints" in page.text
+        assert int(page.headers["content-length"]) == len(page.content)
+
