@@ -24,6 +24,8 @@ from sam3_agent.values.errors import ImageLoadError
 
 TITLE = "sam3-agent"
 READY = "Upload an image, say what to segment, press Run."
+API_EXAMPLE = ("coffee.jpg", "the cup")
+"""The ``/run`` call the page's "Use via API" panel shows: an image file and a query."""
 
 CSS = """
 #s3a-rounds .s3a-rounds { display: flex; flex-direction: column; gap: 0.6rem; }
@@ -58,6 +60,17 @@ CSS = """
   #s3a-after { order: 2; }
 }
 """
+
+
+def api_example(component: gr.components.Component, payload: Any, value: Any) -> None:
+    """Make ``payload`` (and ``value``) the example the "Use via API" panel shows for
+    ``component``, instead of Gradio's generic one (a PDF on the internet for a file).
+
+    Set on the instance: a subclass of a Gradio component would make Gradio write a ``.pyi``
+    stub beside this module.
+    """
+    component.example_payload = lambda: payload  # type: ignore[method-assign]
+    component.example_value = lambda: value  # type: ignore[method-assign]
 
 
 def theme() -> gr.themes.Base:
@@ -115,6 +128,13 @@ def build_page(
     async def run(
         image_path: str | None, query: str, request: gr.Request
     ) -> AsyncIterator[tuple[Any, ...]]:
+        """Segment what the query describes; streams (rounds, status, result, downloads)
+        once when it starts, after each round and at the end. /stop ends it.
+
+        Args:
+            image_path: the image file, e.g. handle_file("coffee.jpg").
+            query: what to segment, in words.
+        """
         async for update in runner.run(_key(request), image_path, query):
             yield _outputs(update, image_path, runner.max_pixels)
 
@@ -145,7 +165,9 @@ def build_page(
                     with gr.Row():
                         run_button = gr.Button("Run", variant="primary", elem_id="s3a-run")
                         stop_button = gr.Button("Stop", variant="stop", elem_id="s3a-stop")
-                    status = gr.HTML(status_html("idle", READY), elem_id="s3a-status")
+                    status = gr.HTML(
+                        status_html("idle", READY), label="Status", elem_id="s3a-status"
+                    )
                 with gr.Column(elem_id="s3a-after"):
                     final = gr.AnnotatedImage(label="Result", elem_id="s3a-final")
                     downloads = gr.File(
@@ -166,6 +188,13 @@ def build_page(
         image_file.change(
             preview, [image_file], [final, status], api_visibility="private", queue=False
         )
+        name, text = API_EXAMPLE
+        # What gradio_client.handle_file(name) sends; with "url" the panel's Python example
+        # reads handle_file('coffee.jpg').
+        upload: dict[str, Any] = {"path": name, "url": name, "orig_name": name}
+        upload["meta"] = {"_type": "gradio.FileData"}
+        api_example(image_file, upload, name)
+        api_example(query, text, text)
         # Run and Enter in the query box are off while a session runs, so a second press can
         # neither start another request nor clear the rounds; they come back however it ended.
         busy = [run_button, query]
@@ -195,6 +224,6 @@ def build_page(
             show_progress="hidden",
         )
         # Outside the queue: a stop must not wait behind the requests it is meant to end.
-        stop_answer = gr.Textbox(visible=False)
+        stop_answer = gr.Textbox(label="Answer", visible=False)
         stop_button.click(stop, None, [stop_answer], api_name="stop", queue=False)
     return page

@@ -257,3 +257,17 @@ def test_on_a_phone_the_rounds_follow_the_status_line(
     finally:
         context.close()
 
+
+def test_the_api_panel_shows_the_pages_own_example(browser: Any, demo_url: str):
+    context, page, requests = open_page(browser, demo_url)
+    try:
+        page.get_by_text("Use via API").click()
+        snippet = page.locator("code", has_text="client.predict(").first
+        snippet.wait_for()
+        text = snippet.inner_text()
+        assert "image_path=handle_file('coffee.jpg')" in text
+        assert 'query="the cup"' in text and 'api_name="/run"' in text
+        assert page.locator("code", has_text="sample_file.pdf").count() == 0
+        assert requests.offsite == []
+    finally:
+        context.close()

@@ -255,3 +255,14 @@ def test_the_login_page_holds_no_api_description(server: ScriptedServer, tmp_pat
         assert page.status_code == 200 and "named_endpoints" in page.text
         assert int(page.headers["content-length"]) == len(page.content)
 
+
+def test_the_api_description_shows_the_pages_own_example(server: ScriptedServer, tmp_path: Path):
+    app = create_app(coffee_runner(server, tmp_path / "runs"))
+    with serve_app(app) as url:
+        info = httpx.get(f"{url}/gradio_api/info").json()
+    assert set(info["named_endpoints"]) == {"/run", "/stop"}
+    image, query = info["named_endpoints"]["/run"]["parameters"]
+    assert (image["parameter_name"], query["parameter_name"]) == ("image_path", "query")
+    assert image["example_input"]["path"] == "coffee.jpg"
+    assert query["example_input"] == "the cup"
+    assert "sample_file.pdf" not in json.dumps(info) and "Hello!!" not in json.dumps(info)
