@@ -46,7 +46,8 @@ from sam3_agent.agent.steps import (
     ToolOutcome,
     round_step,
 )
-from sam3_agent.backends.base import ChatModel, Segmenter, preflight
+from sam3_agent.backends.base import ChatModel, Segmenter, describe_backend, preflight
+from sam3_agent.backends.identity import CHAT, SEGMENTER
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.images import ImageInput, load_image
@@ -201,7 +202,16 @@ class Sam3Agent:
                 system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
             )
         fingerprint = Fingerprint.of(
-            query=query, image=pixels, config=self.config, model=self.chat_model.name
+            query=query,
+            image=pixels,
+            config=self.config,
+            model=self.chat_model.name,
+            # What each backend says shapes its answers (model, dtype, generation settings):
+            # a resumed session must be answered under the same.
+            backends={
+                CHAT: describe_backend(self.chat_model),
+                SEGMENTER: describe_backend(self.segmenter),
+            },
         )
         if resume:
             return Checkpoint.resume(out, fingerprint)

@@ -85,7 +85,7 @@ def run_command(
         if resume is not None:  # refuse a different request before any model loads
             from sam3_agent.agent.checkpoint import check_resumable
 
-            done = check_resumable(resume, query=query, image=pixels, config=config)
+            done = check_resumable(resume, query=query, image=pixels, config=config).round
             say(f"resuming {resume} after round {done}")
         # Which default MLLM, and do the models fit: before any download, any directory.
         plan = backends.plan(chat=not sam3_only)
