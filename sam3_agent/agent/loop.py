@@ -25,6 +25,7 @@ from sam3_agent.agent.checkpoint import Checkpoint, Ending, Fingerprint
 from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History, counter_for
 from sam3_agent.agent.context.base import restore_policy_state
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
+from sam3_agent.agent.ended import rounds_spent, session_result
 from sam3_agent.agent.events import MaskCheck, RoundCallback, RoundEvent
 from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.hooks import (
@@ -267,7 +268,7 @@ class Sam3Agent:
         steps = list(history.steps)
         while True:
             if session.round >= self.config.max_rounds:
-                return None, f"max_rounds ({self.config.max_rounds}) reached without an answer"
+                return None, rounds_spent(self.config.max_rounds)
             try:
                 with session.timed("context"):
                     context = await policy.build(
@@ -339,30 +340,21 @@ class Sam3Agent:
         failure: str | None,
         started: float,
     ) -> AgentResult:
-        h, w = session.image.shape[:2]
-        timings = dict(session.timings)
-        timings["total"] = time.perf_counter() - started
-        c = self.config
-        return AgentResult(
+        return session_result(
             query=session.query,
-            status="failed" if final is None else final.status,
-            detections=session.empty_detections() if final is None else final.detections,
-            image_size=(h, w),
+            image_size=session.image.shape[:2],
+            final=final,
+            failure=failure,
             rounds=session.round,
             usage=session.usage,
-            timings=timings,
+            timings=session.timings,
+            started=started,
             model=self.chat_model.name,
             image_path=image_path,
-            failure=failure,
-            phrases_tried=list(session.phrases),
-            context={
-                "policy": c.context_policy,
-                "max_context_tokens": c.max_context_tokens,
-                "reserve_tokens": c.context_reserve_tokens,
-                "watermark": c.context_watermark,
-                "token_count": self.token_counter.source,
-            },
-            prompts=session.prompts.describe(),  # a resumed session's own set
+            phrases=session.phrases,
+            config=self.config,
+            token_count=self.token_counter.source,
+            prompt_set=session.prompts.describe(),  # a resumed session's own set
         )
 
     @staticmethod
