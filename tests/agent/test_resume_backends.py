@@ -166,6 +166,8 @@ def test_backends_that_do_not_describe_themselves_are_compared_by_name(
         Sam3Agent(FakeSegmenter({"cat": cats}), KilledAt(chat, 3), AgentConfig()).run(  # type: ignore[arg-type]
             image, QUERY, output_dir=tmp_path
         )
+    saved = json.loads((tmp_path / STATE_FILE).read_text())["fingerprint"]
+    assert saved["backends"] == {}  # recorded: nothing described
     other = ScriptedChatModel(replies=list(SCRIPT[2:]), name="another")
     with pytest.raises(ResumeError, match=re.escape("setting model differs ('scripted'")):
         Sam3Agent(FakeSegmenter({"cat": cats}), other, AgentConfig()).run(

@@ -19,7 +19,8 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from sam3_agent.agent.checkpoint import STATE_FILE, DirectoryLock
+from sam3_agent.agent.checkpoint import STATE_FILE
+from sam3_agent.agent.checkpoint.store import DirectoryLock
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends.spec import BackendSpec, ModelPlan
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel
@@ -117,10 +118,10 @@ def with_flag(flags: Sequence[str], name: str, value: str) -> list[str]:
 
 
 def refused(result: Run, message: str) -> None:
+    assert result.built == [], "a refused resume must build no model"
     assert result.exit_code == 2, result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert result.built == [], "a refused resume must build no model"
 
 
 @pytest.mark.parametrize("name", ["system_prompt.txt", "checker_prompt.txt"])
@@ -167,15 +168,14 @@ def test_an_in_process_sam3_with_another_dtype_is_refused_before_any_model(
     )
 
 
-def test_a_live_session_is_refused_before_any_model(photo: Path, killed: Path) -> None:
+def test_a_live_session_is_refused_before_any_model_and_resumed_once_free(
+    photo: Path, killed: Path
+) -> None:
     running = DirectoryLock(killed, resuming=True)  # as another live process would hold it
     try:
         refused(resume(photo, killed, *FLAGS), "is in use by another running session")
     finally:
         running.close()
-
-
-def test_the_same_flags_resume_with_the_models(photo: Path, killed: Path) -> None:
     result = resume(photo, killed, *FLAGS)
     assert result.exit_code == 0, result.stderr
     assert f"resuming {killed} after round 2" in result.stderr
