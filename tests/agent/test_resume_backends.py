@@ -146,6 +146,18 @@ def test_a_session_saved_before_backends_were_recorded_compares_what_it_recorded
     assert saved["backends"]["mllm"]["--temperature"] == 0.7
 
 
+@pytest.mark.parametrize("damaged", [[1], "text", {"mllm": 5}, {"mllm": [["--seed", 1, 2]]}])
+def test_damaged_backends_in_a_fingerprint_are_refused_in_one_line(
+    tmp_path: Path, image: np.ndarray, damaged: object
+) -> None:
+    killed_session(image, tmp_path)
+    state = json.loads((tmp_path / STATE_FILE).read_text())
+    state["fingerprint"]["backends"] = damaged
+    (tmp_path / STATE_FILE).write_text(json.dumps(state))
+    with pytest.raises(ResumeError, match=f"{STATE_FILE} is damaged"):
+        check_resumable(tmp_path, query=QUERY, image=image, config=AgentConfig())
+
+
 def test_an_option_of_both_models_is_named_once(image: np.ndarray) -> None:
     def fingerprint(dtype: str) -> Fingerprint:
         spec = BackendSpec(sam3="facebook/sam3", llm="hf:Qwen/Qwen3-VL-2B-Instruct", dtype=dtype)

@@ -53,7 +53,7 @@ def check_fingerprint(directory: Path, saved: dict[str, Any], now: Fingerprint) 
     """Raise :class:`ResumeError` naming every difference between the session and ``now``."""
     try:
         before = Fingerprint.from_json(saved["fingerprint"])
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
     differences = before.differences(now)
     if differences:
