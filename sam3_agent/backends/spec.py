@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from sam3_agent.backends.chat_models import HF_PREFIX, ChatChoice, check_chat_options
 from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
+from sam3_agent.backends.identity import CHAT, SEGMENTER, chat_description, sam3_description
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.backends.torch_runtime import check_device_name, check_dtype_name
 from sam3_agent.values.config import AgentConfig, ToolProtocol
@@ -199,6 +200,55 @@ class BackendSpec:
                 "--context-policy attention needs the in-process transformers MLLM "
                 "(--llm hf:<model>); an endpoint does not report attention"
             )
+
+    def describe(self, *, chat: bool = True, resolve: bool = True) -> dict[str, dict[str, Any]]:
+        """What the backends these options build will say of themselves
+        (:func:`~sam3_agent.backends.base.describe_backend`), from the options alone:
+        ``{"mllm": ..., "sam3": ...}`` (no ``mllm`` with ``chat=False``). A resumed session's
+        backends are compared with it before any model loads.
+
+        Call it on :meth:`plan`'s spec, which names the default MLLM. ``resolve=False``
+        imports nothing heavy: what only the machine tells (what ``--dtype auto`` means here,
+        the default MLLM not planned yet) is left out, to be compared once known.
+
+        Raises:
+            UserError: malformed options (see :meth:`validate`).
+        """
+        choice = self.chat_choice() if chat else None
+        in_process = choice is not None and choice.kind == "hf"
+        # Only an in-process model has a dtype (resolving "auto" imports torch).
+        needs_dtype = in_process or self.sam3_url is None
+        dtype = self._dtype_name(resolve) if needs_dtype else None
+        parts = {
+            SEGMENTER: sam3_description(url=self.sam3_url)
+            if self.sam3_url is not None
+            else sam3_description(model=self.sam3, dtype=dtype)
+        }
+        if choice is not None:
+            generation = self.generation()
+            temperature, max_tokens = generation.resolved(in_process=in_process)
+            description = chat_description(
+                model=choice.model,
+                in_process=in_process,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                generation=generation,
+                dtype=dtype if in_process else None,
+            )
+            if choice.default:  # which model is for plan() to say
+                del description["--llm"], description["--llm-model"]
+            parts[CHAT] = description
+        return parts
+
+    def _dtype_name(self, resolve: bool) -> str | None:
+        """``--dtype`` as the in-process models load it; ``None`` for ``auto`` unresolved."""
+        if self.dtype != "auto":
+            return self.dtype
+        if not resolve:
+            return None
+        from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
+
+        return auto_dtype_name(resolve_device(self.device).type)
 
     # -- 2. plan ---------------------------------------------------------------------------
 

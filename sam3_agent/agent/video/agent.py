@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
+from sam3_agent.agent.ended import context_settings
 from sam3_agent.agent.events import RoundCallback
 from sam3_agent.agent.loop import STOPPED, Sam3Agent, check_query, run_blocking
 from sam3_agent.agent.steps import Final
@@ -175,7 +176,6 @@ class Sam3VideoAgent(Sam3Agent):
             raise TypeError(f"a video session ended with {type(tracks).__name__}")
         timings = dict(session.timings)
         timings["total"] = time.perf_counter() - started
-        c = self.config
         return VideoResult(
             query=session.query,
             status="failed" if final is None else final.status,
@@ -187,13 +187,7 @@ class Sam3VideoAgent(Sam3Agent):
             model=self.chat_model.name,
             failure=failure,
             phrases_tried=list(session.phrases),
-            context={
-                "policy": c.context_policy,
-                "max_context_tokens": c.max_context_tokens,
-                "reserve_tokens": c.context_reserve_tokens,
-                "watermark": c.context_watermark,
-                "token_count": self.token_counter.source,
-            },
+            context=context_settings(self.config, self.token_counter.source),
             prompts=session.prompts.describe(),
             options=self._described_options(),
         )
