@@ -78,12 +78,14 @@ class Fingerprint:
         config: AgentConfig,
         options: dict[str, Any],
         model: str,
+        backends: Mapping[str, Mapping[str, Any] | None] | None = None,
     ) -> Fingerprint:
         """A video session's: the clip's content and frame selection stand for the image
         (:meth:`VideoSource.digest`), ``options`` (what the model is shown) join the
-        settings."""
+        settings; ``backends`` as for :meth:`of`."""
         settings = {**config.to_dict(), "video": options, "model": model}
-        return cls(query, video.digest(), video.size, settings)
+        described = {part: dict(d) for part, d in (backends or {}).items() if d is not None}
+        return cls(query, video.digest(), video.size, settings, described)
 
     def to_json(self) -> dict[str, Any]:
         doc = {
@@ -390,9 +392,7 @@ def detections_to_json(detections: Answer | None) -> dict[str, Any] | None:
     }
 
 
-def detections_from_json(
-    doc: dict[str, Any] | None, image_size: tuple[int, int]
-) -> Answer | None:
+def detections_from_json(doc: dict[str, Any] | None, image_size: tuple[int, int]) -> Answer | None:
     """Inverse of :func:`detections_to_json`."""
     if doc is None:
         return None

@@ -21,7 +21,8 @@ from sam3_agent.agent.video.outputs import write_video_run
 from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.agent.video.session import VideoSession
 from sam3_agent.agent.video.tools import VIDEO_TOOLS
-from sam3_agent.backends.base import ChatModel, VideoSegmenter, preflight
+from sam3_agent.backends.base import ChatModel, VideoSegmenter, describe_backend, preflight
+from sam3_agent.backends.identity import CHAT, SEGMENTER
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.tracks import Tracks
@@ -154,6 +155,10 @@ class Sam3VideoAgent(Sam3Agent):
             config=self.config,
             options=self._described_options(),
             model=self.chat_model.name,
+            backends={
+                CHAT: describe_backend(self.chat_model),
+                SEGMENTER: describe_backend(self.video_segmenter),
+            },
         )
         if resume:
             return Checkpoint.resume(out, fingerprint)
@@ -197,4 +202,3 @@ class Sam3VideoAgent(Sam3Agent):
         if out is None:
             return
         await asyncio.to_thread(write_video_run, out, result, session.video)
-
