@@ -59,3 +59,11 @@ def hf_offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture(scope="session")
+def tiny_sam3_video_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding a tiny random SAM 3 video model + processor (``save_pretrained``)."""
+    from tests.support.tiny_sam3_video import save_tiny_sam3_video
+
+    return save_tiny_sam3_video(tmp_path_factory.mktemp("tiny_sam3_video"))
