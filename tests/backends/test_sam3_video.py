@@ -14,7 +14,13 @@ from transformers import Sam3VideoModel, Sam3VideoProcessor, Sam3ViTModel
 
 from sam3_agent.backends import sam3_video
 from sam3_agent.backends.base import VideoEmbedding, VideoSegmenter
-from sam3_agent.backends.sam3_video import FeatureCache, Sam3VideoSegmenter
+from sam3_agent.backends.sam3_video import (
+    DEFAULT_FEATURE_CACHE_BYTES,
+    FeatureCache,
+    Sam3VideoSegmenter,
+)
+from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.errors import SegmenterError, UserError, WeightsUnavailableError
 from sam3_agent.values.tracks import TrackBuilder, Tracks
 from sam3_agent.values.video import FrameSelection, VideoLoadError, VideoSource, open_video
@@ -322,6 +328,24 @@ def test_missing_weights_are_one_clear_error(
         Sam3VideoSegmenter.from_pretrained("nobody/not-a-cached-model")
     with pytest.raises(UserError, match="video-cache-mb"):
         Sam3VideoSegmenter.from_pretrained(tmp_path, feature_cache_bytes=-1)
+
+
+def test_backend_spec_builds_it_from_the_same_sam3_option(tiny_sam3_video_dir: Path) -> None:
+    options = BackendSpec(sam3=str(tiny_sam3_video_dir), device="cpu", dtype="float32")
+    options.validate(chat=False)
+    built = options.build_video_segmenter()
+    assert isinstance(built, Sam3VideoSegmenter) and isinstance(built, VideoSegmenter)
+    assert built.feature_cache.max_bytes == DEFAULT_VIDEO_CACHE_MB * 1024**2
+    assert DEFAULT_FEATURE_CACHE_BYTES == DEFAULT_VIDEO_CACHE_MB * 1024**2
+    small = BackendSpec(sam3=str(tiny_sam3_video_dir), device="cpu", video_cache_mb=0)
+    assert small.build_video_segmenter().feature_cache.max_bytes == 0  # type: ignore[attr-defined]
+
+
+def test_backend_spec_refuses_what_it_cannot_build() -> None:
+    with pytest.raises(UserError, match="video-cache-mb"):
+        BackendSpec(video_cache_mb=-1).validate(chat=False)
+    with pytest.raises(UserError, match="does not track videos"):
+        BackendSpec(sam3_url="http://127.0.0.1:1").build_video_segmenter()
 
 
 # -- the feature cache on its own ------------------------------------------------------------
