@@ -72,7 +72,8 @@ def test_segment_takes_every_backend_option_the_cli_does(
         "seed": 7, "llm_extra": '{"top_k": 5}', "memory_check": False,
     }  # fmt: skip
     flag_names = {f.name for f in fields(BackendSpec)}
-    assert set(options) | {"sam3", "llm", "replay", "sam3_cache_size"} == flag_names
+    unused_here = {"sam3", "llm", "replay", "sam3_cache_size", "video_cache_mb"}
+    assert set(options) | unused_here == flag_names
     sam3_agent.segment(image, "a cat", **options)
     spec = built["llm"]
     assert spec.llm_url == ("http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1")
