@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from sam3_agent.runs.batch.summary import BatchTotals
     from sam3_agent.runs.evaluation.report import ReportFiles
     from sam3_agent.runs.evaluation.results import SampleResult
+    from sam3_agent.runs.evaluation.video.report import VideoReportFiles
+    from sam3_agent.runs.evaluation.video.results import VideoSampleResult
     from sam3_agent.runs.jobs.base import EngineOptions
 
 Bar = ProgressBar | PlainProgress | None
@@ -73,6 +75,30 @@ class EvalTally:
         return f"gIoU {_pct(running.giou)}  cIoU {_pct(running.ciou)}  failed {running.failed}"
 
 
+class VideoEvalTally:
+    """Running J, F and J&F of a video dataset (its official overall: ReVOS's is the mean of
+    its referring and reasoning subsets) and failures, for the progress display."""
+
+    def __init__(self, dataset: str) -> None:
+        from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
+
+        info = VIDEO_DATASETS.get(dataset)
+        self.overall_from = info.overall_from if info is not None else None
+        self.scored: list[Any] = []
+
+    def add(self, result: VideoSampleResult) -> None:
+        self.scored.append(result.scored())
+
+    def text(self) -> str:
+        from sam3_agent.runs.evaluation.video.metrics import breakdown
+
+        overall = breakdown(self.scored, overall_from=self.overall_from).overall
+        return (
+            f"J {_pct(overall.j)}  F {_pct(overall.f)}  J&F {_pct(overall.jf)}  "
+            f"failed {sum(v.failed for v in self.scored)}"
+        )
+
+
 class BatchTally:
     """Requests by outcome, for the progress display."""
 
@@ -106,6 +132,38 @@ def print_report_summary(files: ReportFiles) -> None:
         p = c.published
         say(
             f"{c.method} against {p.label}: {p.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
+            f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), "
+            f"samples scored {c.coverage.text}",
+            console=out_console,
+        )
+    if files.partial_warning:
+        say(("warning:", "yellow"), f" {files.partial_warning}")
+    say(f"report: {files.report_md}", console=out_console)
+
+
+def print_video_report_summary(files: VideoReportFiles) -> None:
+    """As :func:`print_report_summary`, for video runs: one line per method and split (J, F,
+    J&F overall and J&F per subset), one per published figure beside it with how much of
+    the split the run scored, the warning on stderr when that is part of it, and the path."""
+    from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
+
+    for m in files.methods:
+        info = VIDEO_DATASETS.get(m.dataset)
+        title = info.title if info is not None else m.dataset
+        for split, scored in m.metrics.items():
+            o = scored.overall
+            subsets = ", ".join(f"{tag} {_pct(s.jf)}" for tag, s in scored.tags.items())
+            say(
+                f"{m.label}: {title} {split}: {m.coverage(split).scored} samples, J {_pct(o.j)}, "
+                f"F {_pct(o.f)}, J&F {_pct(o.jf)}"
+                + (f" (J&F by subset: {subsets})" if subsets else "")
+                + f", failed {o.failed}",
+                console=out_console,
+            )
+    for c in files.comparisons:
+        p = c.published
+        say(
+            f"{c.method} beside {p.label}: {c.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
             f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), "
             f"samples scored {c.coverage.text}",
             console=out_console,
