@@ -110,9 +110,10 @@ def make_video_segmenter() -> FakeVideoSegmenter:
     return FakeVideoSegmenter(squares)
 
 
-def make_chat_model(replies: int = 200) -> ScriptedChatModel:
-    """An MLLM answering every planned query (``replies`` main calls in all)."""
-    return ScriptedChatModel(replies=[scripted_reply] * replies)
+def make_chat_model(replies: int = 200, delay_s: float = 0.0) -> ScriptedChatModel:
+    """An MLLM answering every planned query (``replies`` main calls in all, each after
+    ``delay_s`` seconds)."""
+    return ScriptedChatModel(replies=[scripted_reply] * replies, delay_s=delay_s)
 
 
 @dataclass(frozen=True)
