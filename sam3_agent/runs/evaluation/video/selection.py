@@ -59,7 +59,11 @@ class VideoEvalSet:
             )
         no_ground_truth = info.no_public_ground_truth.get(split)
         if no_ground_truth is not None:
-            raise UserError(f"cannot score {info.title} {split} here: {no_ground_truth}")
+            scorable = [s for s in info.splits if s not in info.no_public_ground_truth]
+            raise UserError(
+                f"cannot score {info.title} {split} here: {no_ground_truth} "
+                f"(--split {' or '.join(scorable)} can be)"
+            )
         index, count = self.shard
         if count < 1 or not 0 <= index < count:
             raise UserError(f"--shard i/n needs 0 <= i < n, got {index}/{count}")

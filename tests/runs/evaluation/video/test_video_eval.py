@@ -238,6 +238,8 @@ def test_a_split_without_public_ground_truth_is_refused_before_anything_loads(
     with pytest.raises(UserError, match=server) as refused:
         evaluate(VideoEvalSet(dataset, root, split), tmp_path / "run", backends)
     assert "\n" not in str(refused.value)
+    scorable = "valid_u or train" if dataset == "mevis" else "train"
+    assert str(refused.value).endswith(f"(--split {scorable} can be)")
     assert backends.built == []
     assert not (tmp_path / "run").exists()
 
