@@ -5,8 +5,9 @@ A :class:`BackendSpec` holds every backend and generation option the CLI flags a
 
 1. :meth:`BackendSpec.validate`: every option and path checked; nothing loaded or imported
    that is heavy (no numpy, torch, openai).
-2. :meth:`BackendSpec.plan`: the default MLLM chosen for this machine and the in-process
-   models checked to fit, from their ``config.json`` (no weight downloaded).
+2. :meth:`BackendSpec.plan`: the default MLLM chosen for this machine, and every
+   in-process model checked to be loadable (here, cached or on the hub: all missing ones
+   named at once) and to fit, from its ``config.json`` (no weight downloaded).
 3. :meth:`BackendSpec.build_segmenter` / :meth:`BackendSpec.build_chat_model`.
 
 The spec crosses process boundaries (Ray workers build their models from it), so it holds
@@ -34,6 +35,7 @@ from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel, Segmenter
+    from sam3_agent.backends.hub import Hub
     from sam3_agent.backends.memory import MemoryReading
 
 logger = logging.getLogger(__name__)
@@ -200,19 +202,34 @@ class BackendSpec:
 
     # -- 2. plan ---------------------------------------------------------------------------
 
-    def plan(self, *, chat: bool = True, reading: MemoryReading | None = None) -> ModelPlan:
-        """Choose the default MLLM for this machine and check that the in-process models
-        fit (unless ``memory_check`` is off), before any weight is downloaded.
+    def plan(
+        self,
+        *,
+        chat: bool = True,
+        reading: MemoryReading | None = None,
+        hub: Hub | None = None,
+    ) -> ModelPlan:
+        """Choose the default MLLM for this machine, check that every in-process model can
+        be loaded (a local directory with weights, the cache, or the hub) and that they fit
+        (unless ``memory_check`` is off): before any weight is downloaded or model loaded.
+
+        A hub id neither cached nor in the known-models table has its ``config.json``
+        fetched alone (a few KB) for the estimate. Models that do not fit are refused
+        first (downloading them would be pointless), then every missing model in one error.
 
         Args:
             chat: whether an MLLM is needed (not for SAM 3 alone).
             reading: the device's memory (tests pass a fake one); read from the device if
                 ``None``.
+            hub: the hub to ask about models not here (:class:`~.hub.HfHub` by default).
 
         Raises:
             UserError: the models would not fit (one line: the numbers and the ways out),
                 or CUDA was asked for where there is none.
+            WeightsUnavailableError: one or more models cannot be loaded (one line naming
+                each, and what to do).
         """
+        from sam3_agent.backends import hub as hubs
         from sam3_agent.backends import memory
         from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
 
@@ -224,10 +241,13 @@ class BackendSpec:
         device = resolve_device(self.device)
         dtype = auto_dtype_name(device.type) if self.dtype == "auto" else self.dtype
         reading = reading or memory.read_memory(device)
-        footprints = []
+        hub = hub or hubs.HfHub()
+        footprints, located = [], []
         if sam3_here:
-            sam3 = memory.footprint(self.sam3, "sam3", dtype)
+            sam3_at = hubs.locate([hubs.ModelRef(self.sam3, "SAM 3", "--sam3 DIR")], hub)
+            sam3 = memory.footprint(self.sam3, "sam3", dtype, sam3_at[0].config)
             footprints += [sam3] if sam3 else []
+            located += sam3_at
         spec, note = self, None
         if mllm_here and choice is not None:
             model = choice.model
@@ -239,11 +259,14 @@ class BackendSpec:
                     "choose another with --llm hf:ID or --llm-url"
                 )
                 spec = replace(self, llm=f"{HF_PREFIX}{model}")
-            mllm = memory.footprint(model, "mllm", dtype)
+            mllm_at = hubs.locate([hubs.ModelRef(model, "the MLLM", "--llm hf:DIR")], hub)
+            mllm = memory.footprint(model, "mllm", dtype, mllm_at[0].config)
             footprints += [mllm] if mllm else []
+            located += mllm_at
         if self.memory_check:
             ways_out = _ways_out(mllm_here, sam3_here, dtype, device.type)
             memory.check_fits(footprints, reading, ways_out)
+        hubs.check_located(located)
         return ModelPlan(spec, note)
 
     # -- 3. build ---------------------------------------------------------------------------

@@ -117,8 +117,12 @@ def create_app(
 
 
 def serve(app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve ``app`` until interrupted (blocks). One process: the models load once."""
-    import uvicorn
+    """Serve ``app`` until interrupted (blocks). One process: the models load once.
+
+    Raises:
+        UserError: the port is in use (taken while the models loaded).
+    """
+    from sam3_agent.apps.service.server import run_app
 
     logger.info("sam3-agent demo on http://%s:%d", host, port)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)
+    run_app(app, host=host, port=port, log_level=log_level)
