@@ -184,7 +184,7 @@ def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str) -> list[M
     for run_dir in run_dirs:
         found = run_kind(run_dir)
         if found != kind:
-            raise UserError(f"{run_dir} holds a {found} evaluation, not a {kind} one")
+            raise UserError(f"{run_dir} holds an evaluation of {found}s, not of {kind}s")
         with reading(run_dir, decode) as store:
             config = store.config() or {}
             results = store.results()

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sam3_agent.runs.evaluation.report import write_report
 from sam3_agent.runs.evaluation.run import EvalSet, evaluate
 from sam3_agent.runs.evaluation.runner import select_shard
 from sam3_agent.runs.evaluation.samples import GroundTruth
@@ -258,6 +259,15 @@ def test_bad_selections_are_one_line_user_errors(tmp_path: Path) -> None:
         evaluate(
             VideoEvalSet("revos", root), tmp_path / "run", FakeVideoBackends(), mode="sam3-only"
         )
+
+
+def test_the_image_report_refuses_a_video_run_by_name(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    evaluate(
+        VideoEvalSet("revos", make_revos(tmp_path / "data"), limit=1), run, FakeVideoBackends()
+    )
+    with pytest.raises(UserError, match="holds an evaluation of videos, not of images"):
+        write_report([run], tmp_path / "report")
 
 
 def test_other_video_options_are_refused_on_resume(tmp_path: Path) -> None:
