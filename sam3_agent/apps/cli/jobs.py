@@ -84,19 +84,30 @@ class VideoEvalTally:
 
         info = VIDEO_DATASETS.get(dataset)
         self.overall_from = info.overall_from if info is not None else None
-        self.scored: list[Any] = []
+        self.sums: dict[str | None, list[float]] = {}  # tag (None: all) -> [count, ΣJ, ΣF]
+        self.failed = 0
 
     def add(self, result: VideoSampleResult) -> None:
-        self.scored.append(result.scored())
+        for key in (None, *result.tags):
+            sums = self.sums.setdefault(key, [0, 0.0, 0.0])
+            sums[0] += 1
+            sums[1] += result.j
+            sums[2] += result.f
+        self.failed += int(result.failed)
+
+    def _mean(self, keys: tuple[str | None, ...]) -> tuple[float | None, float | None]:
+        parts = [self.sums[k] for k in keys if k in self.sums]
+        if not parts:
+            return None, None
+        return (
+            sum(p[1] / p[0] for p in parts) / len(parts),
+            sum(p[2] / p[0] for p in parts) / len(parts),
+        )
 
     def text(self) -> str:
-        from sam3_agent.runs.evaluation.video.metrics import breakdown
-
-        overall = breakdown(self.scored, overall_from=self.overall_from).overall
-        return (
-            f"J {_pct(overall.j)}  F {_pct(overall.f)}  J&F {_pct(overall.jf)}  "
-            f"failed {sum(v.failed for v in self.scored)}"
-        )
+        j, f = self._mean(self.overall_from or (None,))
+        jf = None if j is None or f is None else (j + f) / 2
+        return f"J {_pct(j)}  F {_pct(f)}  J&F {_pct(jf)}  failed {self.failed}"
 
 
 class BatchTally:
