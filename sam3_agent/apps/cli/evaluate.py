@@ -71,8 +71,8 @@ def eval_command(
         DatasetChoice | None,
         _data(
             "--dataset",
-            help="Dataset format: an image dataset, or a video one (ref-youtube-vos, "
-            "ref-davis17, mevis, revos, reasonvos: the video agent, scored with J, F and J&F).",
+            help=f"Dataset format: an image dataset, or a video one ({', '.join(VIDEO_DATASETS)}: "
+            "the video agent, scored with J, F and J&F).",
         ),
     ] = None,
     preset: Annotated[
