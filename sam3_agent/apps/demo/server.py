@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +54,53 @@ def token_auth(token: str) -> Callable[[str, str], bool]:
         return hmac.compare_digest(password.encode(), expected)
 
     return check
+
+
+_API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)
+_LOGIN_PAGE = b'"auth_required":true'
+
+
+class NoApiBeforeLogin:
+    """ASGI middleware: the login page goes out without the page's API description.
+
+    Gradio (6.x) embeds the description of every endpoint (``window.gradio_api_info``) in
+    the page it serves before login too; its ``/info`` route already asks for the login.
+    Only the HTML of the page's root is read (streams and files pass untouched); the page
+    is the login page when its embedded config says ``auth_required``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] != "/":
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        body = bytearray()
+
+        async def reply(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                kind = dict(message.get("headers", [])).get(b"content-type", b"")
+                if kind.startswith(b"text/html"):
+                    start = message  # held until the whole page is read
+                    return
+            elif message["type"] == "http.response.body" and start is not None:
+                body.extend(message.get("body", b""))
+                if message.get("more_body", False):
+                    return
+                page = bytes(body)
+                if _LOGIN_PAGE in page:
+                    page = _API_INFO.sub(b"window.gradio_api_info = null;</script>", page)
+                headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
+                headers.append((b"content-length", str(len(page)).encode()))
+                await send({**start, "headers": headers})
+                await send({"type": "http.response.body", "body": page})
+                return
+            await send(message)
+
+        await self.app(scope, receive, reply)
 
 
 def create_app(
@@ -96,6 +145,8 @@ def create_app(
         app = create_service_app(service_segmenter, token=token)
     else:
         app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    if token:
+        app.add_middleware(NoApiBeforeLogin)
     # Routes registered before the mount (the service's) take precedence over the page.
     return gr.mount_gradio_app(
         app,
@@ -103,8 +154,10 @@ def create_app(
         path="/",
         auth=token_auth(token) if token else None,
         auth_message="Enter any user name and the demo's token as the password.",
-        allowed_paths=[str(runner.runs_dir.resolve())]
-        + [str(p.parent.resolve()) for p, _ in examples],
+        # Never the runs directory (--out): every file of every run would be served to anyone
+        # who knows its path. Gradio copies each file the page offers into its own cache and
+        # serves that copy (tests/apps/demo/test_server.py checks both).
+        allowed_paths=[str(p.parent.resolve()) for p, _ in examples],
         footer_links=["api"],
         ssr_mode=False,
         pwa=False,
