@@ -12,6 +12,7 @@ import sys
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
 from sam3_agent.backends.spec import BackendSpec
+from tests.support.fake_hub import use_fake_hub
 from tests.support.fakes import FakeVideoSegmenter, ScriptedChatModel
 from tests.support.video_eval_fixtures import make_chat_model, make_video_segmenter
 
@@ -25,10 +26,11 @@ def use_fake_video_backends(delay_s: float = 0.0) -> None:
     def build_chat_model(self: BackendSpec) -> ScriptedChatModel:
         return make_chat_model(delay_s=delay_s)
 
-    BackendSpec.build_video_segmenter = build_video_segmenter  # type: ignore[attr-defined]
+    BackendSpec.build_video_segmenter = build_video_segmenter  # type: ignore[method-assign]
     BackendSpec.build_chat_model = build_chat_model  # type: ignore[method-assign]
     # The fakes need no memory: the memory check must not depend on this machine's.
     memory.read_memory = lambda device: memory.MemoryReading("cpu", 1 << 50, 1 << 50)
+    use_fake_hub()  # nothing asks the real hub whether a model exists
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ sample's frames) with J, F and J&F.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -21,10 +22,12 @@ from sam3_agent.apps.cli.flags import (
     BACKENDS,
     ENGINE,
     VERBOSE,
+    VIDEO,
     Mode,
     OutDirOpt,
     ProgressOpt,
     RetryFailedOpt,
+    VideoFlags,
     check_agent,
     with_flags,
 )
@@ -37,11 +40,12 @@ from sam3_agent.apps.cli.jobs import (
     print_video_report_summary,
 )
 from sam3_agent.apps.cli.progress import make_progress
+from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.backends.spec import BackendSpec, check_writable_dir
 from sam3_agent.runs.evaluation.presets import PRESETS, apply_preset, get_preset
 from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS, is_video_dataset
 from sam3_agent.runs.jobs.base import EngineOptions
-from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
@@ -63,7 +67,7 @@ def _data(*names: str, help: str, **kwargs: object) -> typer.models.OptionInfo:
     return typer.Option(*names, help=help, rich_help_panel=DATA, **kwargs)  # type: ignore[arg-type]
 
 
-@with_flags(BACKENDS, AGENT, ENGINE, VERBOSE)
+@with_flags(BACKENDS, AGENT, VIDEO, ENGINE, VERBOSE)
 def eval_command(
     root: Annotated[Path, _data("--root", help="Dataset directory.")],
     out: OutDirOpt,
@@ -128,6 +132,7 @@ def eval_command(
     *,
     backends: BackendSpec,
     config: AgentConfig,
+    video_flags: VideoFlags,
     engine: EngineOptions,
 ) -> None:
     """Evaluate on a dataset; rerun the same command to resume after a stop.
@@ -141,8 +146,18 @@ def eval_command(
             chosen, dataset=dataset and dataset.value, split=split, mode=mode and mode.value
         )
         video = is_video_dataset(dataset_name)
+        changed = _changed_video_flags(video_flags)
         if video:
             _refuse_image_flags(images=images, all_texts=all_texts, mode=mode_name)
+            for flag in changed:
+                if flag in FRAME_SELECTION_FLAGS:
+                    raise UserError(
+                        f"{flag} applies to track: eval tracks every frame of a sample's "
+                        "folder, as the benchmarks score every annotated frame"
+                    )
+            backends = replace(backends, video_cache_mb=video_flags.cache_mb)
+        elif changed:
+            raise UserError(f"{changed[0]} applies to video datasets")
         sam3_only = mode_name == Mode.sam3_only.value
         # Every flag and path first: a refusal must not cost minutes of loading models.
         backends.validate(chat=not sam3_only)
@@ -162,13 +177,14 @@ def eval_command(
                 preset=preset_name,
             )  # fmt: skip
             loaded_videos = videos.load()
-            backends = plan_for(backends, engine, chat=True)
+            backends = plan_for(backends, engine, chat=True, video=True)
             tally = VideoEvalTally(dataset_name)
             video_bar = make_progress(err_console, "eval", tally) if progress else None
             with kept_when_interrupted(out, "samples", video_bar):
                 done_videos = evaluate(
                     videos, out, backends, config=config, engine=engine,
                     retry_failed=retry_failed, progress=video_bar, loaded=loaded_videos,
+                    video_options=video_flags.options,
                 )  # fmt: skip
         else:
             selection = EvalSet(
@@ -189,6 +205,27 @@ def eval_command(
     else:
         _say_outcome(done.run)
         print_report_summary(done.report)
+
+
+FRAME_SELECTION_FLAGS = ("--stride", "--max-frames", "--start", "--end", "--fps")
+"""The video flags of ``track`` that choose frames: ``eval`` tracks all of a sample's."""
+
+
+def _changed_video_flags(flags: VideoFlags) -> list[str]:
+    """The video flags given other values than their defaults, in the order of ``--help``."""
+    selection, options = FrameSelection(), VideoOptions()
+    fields = [
+        ("--stride", flags.selection.stride, selection.stride),
+        ("--max-frames", flags.selection.max_frames, selection.max_frames),
+        ("--start", flags.selection.start_s, selection.start_s),
+        ("--end", flags.selection.end_s, selection.end_s),
+        ("--fps", flags.selection.fps, selection.fps),
+        ("--frames-shown", flags.options.frames_shown, options.frames_shown),
+        ("--check-frames", flags.options.check_frames, options.check_frames),
+        ("--uncertain-looks", flags.options.uncertain_looks, options.uncertain_looks),
+        ("--video-cache-mb", flags.cache_mb, DEFAULT_VIDEO_CACHE_MB),
+    ]
+    return [flag for flag, given, default in fields if given != default]
 
 
 def _refuse_image_flags(*, images: Path | None, all_texts: bool, mode: str) -> None:

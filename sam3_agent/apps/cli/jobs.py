@@ -32,13 +32,16 @@ if TYPE_CHECKING:
 Bar = ProgressBar | PlainProgress | None
 
 
-def plan_for(spec: BackendSpec, engine: EngineOptions, *, chat: bool = True) -> BackendSpec:
-    """Which default MLLM, and do the models fit: before any download. Only where they load
-    here: Ray workers load them on machines whose memory this one cannot see (and there the
-    flags name the MLLM: :meth:`BackendSpec.require_model_name`)."""
+def plan_for(
+    spec: BackendSpec, engine: EngineOptions, *, chat: bool = True, video: bool = False
+) -> BackendSpec:
+    """Which default MLLM, and do the models fit (SAM 3's video model with ``video``): before
+    any download. Only where they load here: Ray workers load them on machines whose memory
+    this one cannot see (and there the flags name the MLLM:
+    :meth:`BackendSpec.require_model_name`)."""
     if engine.engine != "local":
         return spec
-    plan = spec.plan(chat=chat)
+    plan = spec.plan(chat=chat, video=video)
     if plan.note:
         say(plan.note)
     return plan.spec

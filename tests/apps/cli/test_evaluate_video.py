@@ -57,8 +57,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
         made["chats"].append(make_chat_model())
         return made["chats"][-1]
 
-    # raising=False: the spec gains build_video_segmenter with the video backends.
-    monkeypatch.setattr(BackendSpec, "build_video_segmenter", build_video_segmenter, raising=False)
+    monkeypatch.setattr(BackendSpec, "build_video_segmenter", build_video_segmenter)
     monkeypatch.setattr(BackendSpec, "build_chat_model", build_chat_model)
     monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
     return made
@@ -151,6 +150,39 @@ def test_image_only_flags_are_refused_for_a_video_dataset(
     result = _eval("--dataset", "revos", "--root", str(root), "--out", str(tmp_path / "o"), *flags)
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.output
+
+
+def test_video_flags_reach_the_agent_and_the_run_settings(
+    tmp_path: Path, fakes: dict[str, Any]
+) -> None:
+    root = make_revos(tmp_path / "data")
+    run = tmp_path / "run"
+    result = _eval("--dataset", "revos", "--root", str(root), "--out", str(run),
+                   "--frames-shown", "3", "--uncertain-looks", "0")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (method,) = json.loads((run / "metrics.json").read_text())["methods"]
+    assert method["config"]["video"] == {"frames_shown": 3, "check_frames": 4, "uncertain_looks": 0}
+    other = _eval("--dataset", "revos", "--root", str(root), "--out", str(run))
+    assert other.exit_code == 2 and "frames_shown" in other.stderr  # other settings refused
+
+
+@pytest.mark.parametrize(
+    ("dataset", "flags", "message"),
+    [
+        ("revos", ["--stride", "2"], "--stride applies to track: eval tracks every frame"),
+        ("revos", ["--fps", "24"], "--fps applies to track"),
+        ("reasonseg", ["--frames-shown", "3"], "--frames-shown applies to video datasets"),
+        ("reasonseg", ["--video-cache-mb", "64"], "--video-cache-mb applies to video datasets"),
+    ],
+)
+def test_video_flags_that_do_not_apply_are_refused_by_name(
+    tmp_path: Path, fakes: dict[str, Any], dataset: str, flags: list[str], message: str
+) -> None:
+    root = make_revos(tmp_path / "data")
+    result = _eval("--dataset", dataset, "--root", str(root), "--out", str(tmp_path / "o"), *flags)
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.output
+    assert fakes == {"segmenters": [], "chats": []}
 
 
 def test_report_refuses_to_mix_image_and_video_runs(tmp_path: Path, fakes: dict[str, Any]) -> None:
