@@ -21,8 +21,8 @@ from sam3_agent.backends import memory
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.jobs.store import ResultStore
-from tests.support.fakes import FakeVideoSegmenter, ScriptedChatModel
-from tests.support.video_datasets import make_mevis, make_revos
+from tests.support.fakes import FakeVideoSegmenter, ScriptedChatModel, tool
+from tests.support.video_datasets import FRAMES, make_mevis, make_revos
 from tests.support.video_eval_fixtures import (
     make_chat_model,
     make_video_segmenter,
@@ -251,3 +251,40 @@ def test_killed_process_resumes_to_the_uninterrupted_result(
     assert f"{6 - survived} evaluated, {survived} already stored" in result.stderr
     assert stored(run) == stored(tmp_path / "whole")
     assert metrics(run) == metrics(tmp_path / "whole")
+
+
+def _select_the_first_track(messages: Any) -> str:
+    """An MLLM for the random-weight model: try "square", select track 1 if there is one."""
+    if not any(m.role == "assistant" for m in messages):
+        return tool("segment_phrase", text_prompt="square")
+    if "found no tracks" in messages[-1].joined_text:
+        return tool("report_no_mask")
+    return tool("select_masks_and_return", final_answer_masks=[1])
+
+
+def test_eval_on_the_tiny_sam3_video_model(
+    tmp_path: Path, tiny_sam3_video_dir: Path, hf_offline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real video backend (random weights: the scores mean nothing) through eval: every
+    sample tracked over its folder and scored on each annotated frame."""
+    monkeypatch.setattr(
+        BackendSpec,
+        "build_chat_model",
+        lambda self: ScriptedChatModel(replies=[_select_the_first_track] * 20),
+    )
+    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
+    root = make_revos(tmp_path / "data")
+    run = tmp_path / "run"
+    result = _eval(
+        "--dataset", "revos", "--root", str(root), "--out", str(run),
+        "--sam3", str(tiny_sam3_video_dir), "--device", "cpu", "--dtype", "float32",
+        "--score-threshold", "0",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "3 evaluated, 0 already stored, 0 failed" in result.stderr
+    rows = stored(run)
+    assert [r["frames_scored"] for r in rows] == [FRAMES] * 3
+    assert all(0.0 <= r["j"] <= 1.0 and 0.0 <= r["f"] <= 1.0 for r in rows)
+    for row in rows:
+        done = json.loads((run / row["artifacts"] / "result.json").read_text())
+        assert done["video"]["frames_used"] == list(range(FRAMES))
