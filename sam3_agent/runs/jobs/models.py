@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from sam3_agent.backends.base import ChatModel, Segmenter
+    from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
     from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
     from sam3_agent.values.config import AgentConfig
 
@@ -47,6 +47,13 @@ class ModelSource(Protocol):
     def build_segmenter(self) -> Segmenter: ...
 
     def build_chat_model(self) -> ChatModel: ...
+
+
+class VideoModelSource(ModelSource, Protocol):
+    """A :class:`ModelSource` that also builds SAM 3's video model (or its service client),
+    for the jobs that run the video agent."""
+
+    def build_video_segmenter(self) -> VideoSegmenter: ...
 
 
 class LeavesChatModelOnDriver:

@@ -2,7 +2,8 @@
 
 :class:`JobRecord` is the base of each kind's record (a batch request's, an evaluation
 sample's): the fields they share and their JSON form in the results store.
-:func:`agent_outcome` reads those fields off an :class:`~sam3_agent.agent.result.AgentResult`,
+:func:`agent_outcome` reads those fields off an :class:`~sam3_agent.agent.result.AgentResult`
+(or a video's :class:`~sam3_agent.agent.video.result.VideoResult`),
 wherever a record (or a prediction on its way to one) is built from the agent's answer.
 """
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from sam3_agent.agent.result import AgentResult
+    from sam3_agent.agent.video.result import VideoResult
 
 T = TypeVar("T", bound="JobRecord")
 
@@ -73,9 +75,9 @@ class JobRecord:
         return dict(doc)
 
 
-def agent_outcome(result: AgentResult) -> dict[str, Any]:
-    """The :data:`OUTCOME_FIELDS` of the agent's answer (tokens and calls over the whole
-    session)."""
+def agent_outcome(result: AgentResult | VideoResult) -> dict[str, Any]:
+    """The :data:`OUTCOME_FIELDS` of the agent's answer, on an image or a video (tokens and
+    calls over the whole session)."""
     total = result.usage.total
     return {
         "status": result.status,
