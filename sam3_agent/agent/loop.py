@@ -16,7 +16,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -199,29 +199,39 @@ class Sam3Agent:
 
     def _checkpoint(self, pixels: Any, query: str, out: Path | None, resume: bool) -> Checkpoint:
         """Where the session's state is committed; on resume, the saved session's prompts."""
+        return self._open_checkpoint(
+            out,
+            resume,
+            lambda: Fingerprint.of(
+                query=query,
+                image=pixels,
+                config=self.config,
+                model=self.chat_model.name,
+                backends=self._backend_descriptions(self.segmenter),
+            ),
+        )
+
+    def _backend_descriptions(self, segmenter: object) -> dict[str, Any]:
+        """What each backend says shapes its answers (model, dtype, generation settings): a
+        resumed session must be answered under the same."""
+        return {CHAT: describe_backend(self.chat_model), SEGMENTER: describe_backend(segmenter)}
+
+    def _open_checkpoint(
+        self, out: Path | None, resume: bool, fingerprint: Callable[[], Fingerprint]
+    ) -> Checkpoint:
+        """A session's checkpoint in ``out`` (none without it): resumed, or started with
+        this agent's prompts. ``fingerprint`` is made only where there is a directory."""
         if out is None:
             if resume:
                 raise UserError("resume needs the output directory of the session to continue")
             return Checkpoint.disabled(
                 system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
             )
-        fingerprint = Fingerprint.of(
-            query=query,
-            image=pixels,
-            config=self.config,
-            model=self.chat_model.name,
-            # What each backend says shapes its answers (model, dtype, generation settings):
-            # a resumed session must be answered under the same.
-            backends={
-                CHAT: describe_backend(self.chat_model),
-                SEGMENTER: describe_backend(self.segmenter),
-            },
-        )
         if resume:
-            return Checkpoint.resume(out, fingerprint)
+            return Checkpoint.resume(out, fingerprint())
         return Checkpoint.start(
             out,
-            fingerprint,
+            fingerprint(),
             system_prompt=self.system_prompt,
             checker_prompt=self.checker_prompt,
             prompt_set=self.prompts,

@@ -97,6 +97,15 @@ def normalize_phrase(phrase: str) -> str:
     return " ".join(phrase.casefold().split())
 
 
+def refuse_repeated_phrase(phrase: str, tried: Sequence[str], prompts: PromptSet) -> None:
+    """A :class:`ToolMistake` for a phrase already segmented in this session (compared
+    case-folded, whitespace collapsed)."""
+    if normalize_phrase(phrase) in {normalize_phrase(p) for p in tried}:
+        raise ToolMistake(
+            prompts.feedback("duplicate_phrase", phrase=echo(phrase), tried=echo_list(tried))
+        )
+
+
 def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptSet) -> list[int]:
     """The one place where the model's 1-based mask numbers become 0-based indices.
 
@@ -126,12 +135,7 @@ def masks_observation(
 async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> ToolOutcome:
     prompts = session.prompts
     phrase = params.text_prompt
-    if normalize_phrase(phrase) in {normalize_phrase(p) for p in session.phrases}:
-        raise ToolMistake(
-            prompts.feedback(
-                "duplicate_phrase", phrase=echo(phrase), tried=echo_list(session.phrases)
-            )
-        )
+    refuse_repeated_phrase(phrase, session.phrases, prompts)
     detections, used = await session.segment(phrase)
     cut = prompts.feedback("phrase_cut", phrase=phrase, used=used) + "\n" if used != phrase else ""
     if len(detections) == 0:

@@ -21,10 +21,9 @@ from sam3_agent.agent.video.outputs import write_video_run
 from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.agent.video.session import VideoSession
 from sam3_agent.agent.video.tools import VIDEO_TOOLS
-from sam3_agent.backends.base import ChatModel, VideoSegmenter, describe_backend, preflight
-from sam3_agent.backends.identity import CHAT, SEGMENTER
+from sam3_agent.backends.base import ChatModel, VideoSegmenter, preflight
 from sam3_agent.values.config import AgentConfig, VideoOptions
-from sam3_agent.values.errors import Sam3AgentError, UserError
+from sam3_agent.values.errors import Sam3AgentError
 from sam3_agent.values.tracks import Tracks
 from sam3_agent.values.video import FrameSelection, VideoSource, open_video
 
@@ -143,31 +142,17 @@ class Sam3VideoAgent(Sam3Agent):
     def _video_checkpoint(
         self, video: VideoSource, query: str, out: Path | None, resume: bool
     ) -> Checkpoint:
-        if out is None:
-            if resume:
-                raise UserError("resume needs the output directory of the session to continue")
-            return Checkpoint.disabled(
-                system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
-            )
-        fingerprint = Fingerprint.of_video(
-            query=query,
-            video=video,
-            config=self.config,
-            options=self._described_options(),
-            model=self.chat_model.name,
-            backends={
-                CHAT: describe_backend(self.chat_model),
-                SEGMENTER: describe_backend(self.video_segmenter),
-            },
-        )
-        if resume:
-            return Checkpoint.resume(out, fingerprint)
-        return Checkpoint.start(
+        return self._open_checkpoint(
             out,
-            fingerprint,
-            system_prompt=self.system_prompt,
-            checker_prompt=self.checker_prompt,
-            prompt_set=self.prompts,
+            resume,
+            lambda: Fingerprint.of_video(
+                query=query,
+                video=video,
+                config=self.config,
+                options=self._described_options(),
+                model=self.chat_model.name,
+                backends=self._backend_descriptions(self.video_segmenter),
+            ),
         )
 
     def _described_options(self) -> dict[str, object]:

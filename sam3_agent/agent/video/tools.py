@@ -18,10 +18,9 @@ from sam3_agent.agent.tools import (
     Registry,
     SegmentPhraseParams,
     masks_observation,
-    normalize_phrase,
+    refuse_repeated_phrase,
 )
 from sam3_agent.agent.video.checks import check_tracks
-from sam3_agent.values.text import echo, echo_list
 
 if TYPE_CHECKING:
     from sam3_agent.agent.video.session import VideoSession
@@ -30,12 +29,7 @@ if TYPE_CHECKING:
 async def _segment_phrase(session: VideoSession, params: SegmentPhraseParams) -> ToolOutcome:
     prompts = session.prompts
     phrase = params.text_prompt
-    if normalize_phrase(phrase) in {normalize_phrase(p) for p in session.phrases}:
-        raise ToolMistake(
-            prompts.feedback(
-                "duplicate_phrase", phrase=echo(phrase), tried=echo_list(session.phrases)
-            )
-        )
+    refuse_repeated_phrase(phrase, session.phrases, prompts)
     tracks, _ = await session.segment(phrase)
     if len(tracks) == 0:
         text = prompts.feedback("no_masks", phrase=phrase)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
 
 import typer
 from rich.console import Console
@@ -32,6 +34,8 @@ out_console = Console(highlight=False, soft_wrap=True)
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_FAILED_SESSION = 3
+"""A session that ran and failed (its budget spent; result.json says why)."""
 
 
 def plain(*parts: str | tuple[str, str]) -> Text:
@@ -74,3 +78,36 @@ def setup_logging(verbose: bool) -> None:
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+
+
+class SessionOutcome(Protocol):
+    """What :func:`say_outcome` reads of an image or a video session's result."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def failure(self) -> str | None: ...
+
+    @property
+    def rounds(self) -> int: ...
+
+    @property
+    def usage(self) -> Any: ...
+
+    @property
+    def timings(self) -> dict[str, float]: ...
+
+
+def say_outcome(result: SessionOutcome, found: str, out_dir: Path) -> None:
+    """The session's last line (``found``: what ``masks`` means, e.g. "2 mask(s)"); a
+    failed session then exits with :data:`EXIT_FAILED_SESSION`."""
+    outcome = {
+        "masks": ((found, "green"), ""),
+        "no_mask": (("no mask", "yellow"), " (nothing matching was found)"),
+        "failed": (("failed", "red"), f": {result.failure}"),
+    }[result.status]
+    tokens, seconds = result.usage.total.total_tokens, result.timings["total"]
+    say(*outcome, f" in {result.rounds} round(s), {tokens} tokens, {seconds:.1f} s -> {out_dir}")
+    if result.status == "failed":
+        raise typer.Exit(EXIT_FAILED_SESSION)

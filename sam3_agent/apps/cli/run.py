@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
+from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say, say_outcome
 from sam3_agent.apps.cli.flags import (
     AGENT,
     BACKENDS,
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from sam3_agent.agent.result import AgentResult
     from sam3_agent.values.images import RGBImage
 
-EXIT_FAILED_SESSION = 3
 
 
 ModeOpt = Annotated[
@@ -118,15 +117,7 @@ def run_command(
 
     if json_output:
         typer.echo(json.dumps(result_document(result, formats), indent=2))
-    outcome = {
-        "masks": ((f"{len(result.detections)} mask(s)", "green"), ""),
-        "no_mask": (("no mask", "yellow"), " (nothing matching was found)"),
-        "failed": (("failed", "red"), f": {result.failure}"),
-    }[result.status]
-    tokens, seconds = result.usage.total.total_tokens, result.timings["total"]
-    say(*outcome, f" in {result.rounds} round(s), {tokens} tokens, {seconds:.1f} s -> {out_dir}")
-    if result.status == "failed":
-        raise typer.Exit(EXIT_FAILED_SESSION)
+    say_outcome(result, f"{len(result.detections)} mask(s)", out_dir)
 
 
 def _check_resume(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
+from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say, say_outcome
 from sam3_agent.apps.cli.flags import (
     AGENT,
     BACKENDS,
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from sam3_agent.agent.video.result import VideoResult
     from sam3_agent.values.video import VideoSource
 
-EXIT_FAILED_SESSION = 3
 
 
 @with_flags(BACKENDS, AGENT, VIDEO, VERBOSE)
@@ -86,15 +85,7 @@ def track_command(
 
     if json_output:
         typer.echo(json.dumps(result.to_json(), indent=2))
-    outcome = {
-        "masks": ((f"{len(result.tracks)} track(s)", "green"), ""),
-        "no_mask": (("no mask", "yellow"), " (nothing matching was found)"),
-        "failed": (("failed", "red"), f": {result.failure}"),
-    }[result.status]
-    tokens, seconds = result.usage.total.total_tokens, result.timings["total"]
-    say(*outcome, f" in {result.rounds} round(s), {tokens} tokens, {seconds:.1f} s -> {out_dir}")
-    if result.status == "failed":
-        raise typer.Exit(EXIT_FAILED_SESSION)
+    say_outcome(result, f"{len(result.tracks)} track(s)", out_dir)
 
 
 def _track(
