@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from sam3_agent.backends.base import ChatModel, Segmenter
+    from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
     from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
     from sam3_agent.values.config import AgentConfig
 
@@ -45,6 +45,10 @@ class ModelSource(Protocol):
         ...
 
     def build_segmenter(self) -> Segmenter: ...
+
+    def build_video_segmenter(self) -> VideoSegmenter:
+        """SAM 3 on video (or its service client); built only where a video job runs."""
+        ...
 
     def build_chat_model(self) -> ChatModel: ...
 

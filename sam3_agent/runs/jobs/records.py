@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from sam3_agent.agent.result import AgentResult
+    from sam3_agent.agent.video.result import VideoResult
 
 T = TypeVar("T", bound="JobRecord")
 
@@ -73,9 +74,9 @@ class JobRecord:
         return dict(doc)
 
 
-def agent_outcome(result: AgentResult) -> dict[str, Any]:
-    """The :data:`OUTCOME_FIELDS` of the agent's answer (tokens and calls over the whole
-    session)."""
+def agent_outcome(result: AgentResult | VideoResult) -> dict[str, Any]:
+    """The :data:`OUTCOME_FIELDS` of the agent's answer, on an image or a video (tokens and
+    calls over the whole session)."""
     total = result.usage.total
     return {
         "status": result.status,
