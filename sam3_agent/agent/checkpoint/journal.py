@@ -21,7 +21,13 @@ from typing import Any, Literal
 
 from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint.state import detections_from_json, detections_to_json
-from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter
+from sam3_agent.backends.base import (
+    ChatModel,
+    ImageEmbedding,
+    Segmenter,
+    VideoEmbedding,
+    VideoSegmenter,
+)
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import (
@@ -32,11 +38,13 @@ from sam3_agent.values.messages import (
     response_from_json,
     response_to_json,
 )
+from sam3_agent.values.tracks import Tracks
+from sam3_agent.values.video import VideoSource
 
 JOURNAL_FILE = rundir.JOURNAL
 
 
-JournalKind = Literal["chat", "segment"]
+JournalKind = Literal["chat", "segment", "track"]
 
 
 class Journal:
@@ -202,3 +210,42 @@ class _JournaledEmbedding:
         # Backends that never cut a phrase need not say how they read it.
         reader = getattr(self.inner, "used_phrase", None)
         return str(reader(phrase)) if reader is not None else phrase
+
+
+class JournaledVideoSegmenter:
+    """A :class:`VideoSegmenter` whose tracks are journaled and replayed on resume: tracking
+    a phrase through a clip is the costliest call a video session makes."""
+
+    def __init__(self, inner: VideoSegmenter, journal: Journal) -> None:
+        self.inner = inner
+        self._journal = journal
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.inner, attribute)
+
+    def open(self, video: VideoSource) -> VideoEmbedding:
+        return _JournaledVideoEmbedding(self.inner, video, self._journal)
+
+
+class _JournaledVideoEmbedding:
+    """Opens the inner video only when a phrase is not in the journal."""
+
+    def __init__(self, segmenter: VideoSegmenter, video: VideoSource, journal: Journal) -> None:
+        self._segmenter = segmenter
+        self._inner: VideoEmbedding | None = None
+        self._journal = journal
+        self.video = video
+
+    def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
+        key = hashlib.sha256(json.dumps([list(phrases), score_threshold]).encode()).hexdigest()
+        saved = self._journal.take("track", key)
+        if saved is not None:
+            try:
+                return [Tracks.from_json(t) for t in saved["tracks"]]
+            except UNREADABLE as e:  # a record that does not validate: as if torn, track again
+                logger.warning("journaled SAM 3 tracks unreadable (%s); tracking again", e)
+        if self._inner is None:
+            self._inner = self._segmenter.open(self.video)
+        results = self._inner.track(phrases, score_threshold)
+        self._journal.append("track", key, {"tracks": [t.to_json() for t in results]})
+        return results

@@ -15,6 +15,7 @@ from sam3_agent.agent.checkpoint.journal import (
     Journal,
     JournaledChatModel,
     JournaledSegmenter,
+    JournaledVideoSegmenter,
     read_journal,
 )
 from sam3_agent.agent.checkpoint.saved import (
@@ -33,7 +34,7 @@ from sam3_agent.agent.checkpoint.state import (
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import Answer
 from sam3_agent.agent.trace import Trace
-from sam3_agent.backends.base import ChatModel, Segmenter
+from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
 from sam3_agent.values.errors import ResumeError, UserError
 from sam3_agent.values.files import atomic_write_bytes
 from sam3_agent.values.images import EncodedImage
@@ -276,6 +277,9 @@ class Checkpoint:
 
     def segmenter(self, inner: Segmenter) -> Segmenter:
         return inner if self._journal is None else JournaledSegmenter(inner, self._journal)
+
+    def video_segmenter(self, inner: VideoSegmenter) -> VideoSegmenter:
+        return inner if self._journal is None else JournaledVideoSegmenter(inner, self._journal)
 
     # -- the loop's two calls --------------------------------------------------------
 

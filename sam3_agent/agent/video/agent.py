@@ -127,7 +127,7 @@ class Sam3VideoAgent(Sam3Agent):
         session = VideoSession(
             config=self.config,
             options=self.options,
-            segmenter=self.video_segmenter,
+            segmenter=checkpoint.video_segmenter(self.video_segmenter),
             chat_model=checkpoint.chat_model(self.chat_model),
             video=video,
             query=query,

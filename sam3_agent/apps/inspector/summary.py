@@ -26,26 +26,50 @@ def compact(value: Any, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _source_fact(result: dict[str, Any]) -> tuple[str, str]:
+    """What the session worked on: the image, or the video and the frames it tracked."""
+    video = as_dict(result, "video")
+    if video:
+        frames = as_list(video, "frames_used")
+        size = f"{as_int(video, 'width')}x{as_int(video, 'height')}"
+        text = f"{as_str(video, 'path')} {size}, {len(frames)} frame(s) tracked"
+        note = as_str(video, "note")
+        return "video", text + (f" ({note})" if note else "")
+    image = as_dict(result, "image")
+    size = f"{as_int(image, 'width')}x{as_int(image, 'height')}"
+    return "image", f"{as_str(image, 'path') or '(array)'} {size}"
+
+
+def _answer_fact(result: dict[str, Any]) -> tuple[str, str]:
+    """How many masks (or, for a video, tracks) the session selected."""
+    video = as_dict(result, "video")
+    if video:
+        tracks = as_list(result, "tracks")
+        used = as_list(video, "frames_used")
+        spans = []
+        for track in tracks:
+            extent = as_list(track, "extent") if isinstance(track, dict) else []
+            if len(extent) == 2 and all(isinstance(p, int) and 0 <= p < len(used) for p in extent):
+                spans.append(f"frames {used[extent[0]]}-{used[extent[1]]}")
+        return "tracks", str(len(tracks)) + (f": {'; '.join(spans)}" if spans else "")
+    return "masks", str(len(as_list(result, "masks")))
+
+
 def run_facts(run: RunView) -> list[tuple[str, str]]:
     """(label, value) pairs describing the session as a whole."""
     result = run.result or {}
     facts = [("run directory", str(run.directory))]
     if result:
-        image = as_dict(result, "image")
         facts += [
             ("query", as_str(result, "query")),
-            (
-                "image",
-                f"{as_str(image, 'path') or '(array)'} "
-                f"{as_int(image, 'width')}x{as_int(image, 'height')}",
-            ),
+            _source_fact(result),
             (
                 "status",
                 as_str(result, "status")
                 + (f": {as_str(result, 'failure')}" if as_str(result, "failure") else ""),
             ),
             ("rounds", str(as_int(result, "rounds"))),
-            ("masks", str(len(as_list(result, "masks")))),
+            _answer_fact(result),
             ("model", as_str(result, "model")),
             (
                 "phrases tried",

@@ -132,3 +132,35 @@ def test_resume_after_a_failed_round_continues_to_the_same_result(tmp_path: Path
     agent3, _ = make_agent([])
     with pytest.raises(ResumeError):
         agent3.run(clip, "another query", output_dir=out, resume=True)
+
+
+def test_a_kill_after_tracking_resumes_without_tracking_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sam3_agent.agent.video import session as video_session
+    from tests.support.resume import Killed
+
+    clip = write_mp4(tmp_path / "clip.mp4", 8)
+    out = tmp_path / "out"
+    replies = [
+        tool("segment_phrase", text_prompt="square"),
+        tool("select_masks_and_return", final_answer_masks=[1]),
+    ]
+    real = video_session.render_sheet
+
+    def dies_on_tracks(video, positions, tracks, **kwargs):  # type: ignore[no-untyped-def]
+        if tracks is not None:
+            raise Killed  # mid-round: SAM 3 answered, the round is not committed
+        return real(video, positions, tracks, **kwargs)
+
+    monkeypatch.setattr(video_session, "render_sheet", dies_on_tracks)
+    agent, _ = make_agent(list(replies))
+    with pytest.raises(Killed):
+        agent.run(clip, "the square that moves left", output_dir=out)
+    assert len(agent.video_segmenter.opened[0].tracked) == 1  # type: ignore[attr-defined]
+    monkeypatch.setattr(video_session, "render_sheet", real)
+    agent2, chat2 = make_agent([replies[1]])
+    result = agent2.run(clip, "the square that moves left", output_dir=out, resume=True)
+    assert result.status == "masks" and result.rounds == 2
+    assert agent2.video_segmenter.opened == []  # type: ignore[attr-defined]
+    assert len(chat2.main_calls) == 1  # the round-1 answer came from the journal
