@@ -40,7 +40,8 @@ def batch_command(
         Path,
         typer.Argument(
             metavar="INPUT",
-            help="A .jsonl or .csv file (image, query, optional id) or a folder of images.",
+            help="A .jsonl or .csv file (image or video, query, optional id; a video's "
+            "optional stride, max_frames, start, end, fps) or a folder of images.",
             show_default=False,
         ),
     ],
@@ -60,8 +61,9 @@ def batch_command(
 ) -> None:
     """Run the agent on many requests; rerun the same command to resume after a stop.
 
-    Each request's result.json, overlay.png and trace.jsonl go to DIR/<id>/, and
-    DIR/summary.jsonl lists every request's outcome.
+    Each request's result.json, overlay.png and trace.jsonl go to DIR/<id>/
+    (a video's overlay.mp4 and contact_sheet.png instead of the PNG overlay),
+    and DIR/summary.jsonl lists every request's outcome.
 
     Exit codes: 0 done (failed requests are counted, not fatal), 1 backend error,
     2 bad input, 130 interrupted (finished requests are kept).

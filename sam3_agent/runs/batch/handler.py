@@ -33,9 +33,9 @@ from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
 from sam3_agent.runs.jobs.records import agent_outcome
 from sam3_agent.runs.jobs.store import job_dir_name
+from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.detections import encode_rle
 from sam3_agent.values.errors import EngineError
-from sam3_agent.values.video import open_video
 
 
 def request_dir(request_id: str) -> str:
@@ -44,31 +44,45 @@ def request_dir(request_id: str) -> str:
 
 
 class LazyVideoAgent:
-    """A worker's video agent, built by ``build`` when the first video request asks for it.
+    """A worker's video agents, the first built by ``build`` when the first video request
+    asks for one.
 
     The build runs once, in a thread, however many requests wait for it; a request cancelled
     while waiting does not cancel it. When it fails, every video request of the worker fails
-    with that error (a model that cannot load is not loaded again for each request).
+    with that error (a model that cannot load is not loaded again for each request). Requests
+    tracking other frames get agents of their own on the same models.
     """
 
     def __init__(self, build: Callable[[], Sam3VideoAgent]) -> None:
         self._build = build
         self._task: asyncio.Future[Sam3VideoAgent] | None = None
+        self._agents: dict[FrameSelection, Sam3VideoAgent] = {}
 
     @property
     def built(self) -> bool:
         """Whether the build has started (a video request arrived)."""
         return self._task is not None
 
-    async def get(self) -> Sam3VideoAgent:
-        """The agent, built on the first call.
+    async def get(self, frames: FrameSelection) -> Sam3VideoAgent:
+        """The agent tracking ``frames`` of the videos it is given; the models are built on
+        the first call.
 
         Raises:
             Sam3AgentError: the build failed (its video segmenter or chat model).
         """
         if self._task is None:
             self._task = asyncio.ensure_future(asyncio.to_thread(self._build))
-        return await asyncio.shield(self._task)
+        first = await asyncio.shield(self._task)
+        agent = self._agents.get(frames)
+        if agent is None:
+            if frames == first.selection:
+                agent = first
+            else:
+                agent = Sam3VideoAgent(
+                    first.video_segmenter, first.chat_model, first.config, first.options, frames
+                )
+            self._agents[frames] = agent
+        return agent
 
 
 @dataclass
@@ -94,14 +108,10 @@ class BatchHandler:
                 image = await images.get(job.image_path, max_pixels=agent.config.max_image_pixels)
                 result = await agent.arun(image, job.query, output_dir=out)
                 return record(job, result, rel_dir, time.perf_counter() - started)
-            video_agent = await self._video_agent()
-            # Opened here, so a missing or corrupt video fails this request alone, with the
-            # loader's one-line reason, and leaves no output directory.
-            max_pixels = video_agent.config.max_image_pixels
-            video = await asyncio.to_thread(
-                open_video, job.image_path, job.frames, max_pixels=max_pixels
-            )
-            answer = await video_agent.arun(video, job.query, output_dir=out)
+            # A missing or corrupt video fails this request alone, with the loader's one-line
+            # reason, before the agent makes its output directory.
+            video_agent = await self._video_agent(job.frames)
+            answer = await video_agent.arun(job.image_path, job.query, output_dir=out)
             return video_record(job, answer, rel_dir, time.perf_counter() - started)
         except BaseException as e:
             failure = job_failure("request", job.id, e)
@@ -119,10 +129,10 @@ class BatchHandler:
             raise EngineError("this worker was built for video requests only")
         return self.agent
 
-    async def _video_agent(self) -> Sam3VideoAgent:
+    async def _video_agent(self, frames: FrameSelection) -> Sam3VideoAgent:
         if self.videos is None:
             raise EngineError("this worker was built without a video agent")
-        return await self.videos.get()
+        return await self.videos.get(frames)
 
 
 def record(job: BatchRequest, result: AgentResult, rel_dir: str, elapsed: float) -> RequestResult:

@@ -84,6 +84,7 @@ def test_a_mixed_file_runs_images_and_videos_into_one_run_directory(tmp_path: Pa
         assert np.array_equal(decode_rle(rle), square_mask(RED, index, SIZE))
     strided = json.loads((out / videos[2]["outputs"] / "result.json").read_text())
     assert strided["video"]["frames_used"] == [0, 2, 4, 6]
+    assert strided["options"]["selection"]["stride"] == 2  # the request's own frames
     overlay = cv2.VideoCapture(str(out / videos[3]["outputs"] / "overlay.mp4"))
     assert int(overlay.get(cv2.CAP_PROP_FRAME_COUNT)) == 4
     overlay.release()
