@@ -28,6 +28,7 @@ from sam3_agent.agent import rundir
 from sam3_agent.agent.loop import RoundEvent, check_query
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.agent.video.result import VideoResult
+from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.apps.demo.sessions import (
     State,
     new_run_dir,
@@ -35,7 +36,7 @@ from sam3_agent.apps.demo.sessions import (
     settle,
     stream_rounds,
 )
-from sam3_agent.values.config import DEFAULT_MAX_PIXELS, FrameSelection
+from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.text import one_line
 from sam3_agent.values.video import VideoLoadError, VideoSource, open_video
@@ -44,28 +45,6 @@ from sam3_agent.values.video_render import write_web_video
 logger = logging.getLogger(__name__)
 
 LOADING = "loading SAM 3's video model (the first video request waits for it)..."
-
-
-@dataclass(frozen=True)
-class VideoLimits:
-    """What a video upload may be; checked before any model work."""
-
-    max_mb: float = 200.0
-    """Largest file, in megabytes (10^6 bytes)."""
-
-    max_frames: int = 300
-    """Most frames one request tracks (after its stride): what a session costs SAM 3."""
-
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    """Largest frame, width x height (the agent's ``--max-pixels``)."""
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.max_mb) and self.max_mb > 0):
-            raise UserError(f"--max-video-mb must be a size > 0, got {self.max_mb}")
-        if self.max_frames < 1:
-            raise UserError(f"--max-video-frames must be >= 1, got {self.max_frames}")
-        if self.max_pixels < 1:
-            raise UserError(f"--max-pixels must be >= 1, got {self.max_pixels}")
 
 
 @dataclass(frozen=True)

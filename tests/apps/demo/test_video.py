@@ -14,13 +14,8 @@ import numpy as np
 import pytest
 
 from sam3_agent.agent.loop import STOPPED
-from sam3_agent.apps.demo.video import (
-    LOADING,
-    VideoDemoRunner,
-    VideoLimits,
-    VideoUpdate,
-    check_upload,
-)
+from sam3_agent.apps.demo.limits import VideoLimits
+from sam3_agent.apps.demo.video import LOADING, VideoDemoRunner, VideoUpdate, check_upload
 from sam3_agent.apps.demo.views import video_summary
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.video import VideoLoadError
