@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sam3_agent.values.detections import Detections
+from tests.support.fake_hub import FakeHub
 from tests.support.fakes import square_mask
 
 H, W = 240, 320
@@ -59,3 +61,23 @@ def hf_offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture(autouse=True)
+def fake_hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[FakeHub]]:
+    """No test asks the real hub whether a model exists: every ``HfHub()`` built is a
+    :class:`FakeHub` knowing the known-models table (yields those built, for a test to
+    look at). A test of ``HfHub`` itself imports the class before this runs."""
+    from sam3_agent.backends import hub
+
+    folder = tmp_path_factory.getbasetemp() / "fake_hub"
+    built: list[FakeHub] = []
+
+    def make(**kwargs: object) -> FakeHub:
+        built.append(FakeHub(folder))
+        return built[-1]
+
+    monkeypatch.setattr(hub, "HfHub", make)
+    yield built

@@ -25,6 +25,7 @@ from sam3_agent.agent.checkpoint import Checkpoint, Ending, Fingerprint
 from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History, counter_for
 from sam3_agent.agent.context.base import restore_policy_state
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
+from sam3_agent.agent.ended import rounds_spent, session_result
 from sam3_agent.agent.events import MaskCheck, RoundCallback, RoundEvent
 from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.hooks import (
@@ -46,9 +47,9 @@ from sam3_agent.agent.steps import (
     ToolOutcome,
     round_step,
 )
-from sam3_agent.backends.base import ChatModel, Segmenter, preflight
+from sam3_agent.backends.base import ChatModel, Segmenter, describe_backend, preflight
+from sam3_agent.backends.identity import CHAT, SEGMENTER
 from sam3_agent.values.config import AgentConfig
-from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.images import ImageInput, load_image
 from sam3_agent.values.messages import ChatResponse
@@ -205,7 +206,16 @@ class Sam3Agent:
                 system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
             )
         fingerprint = Fingerprint.of(
-            query=query, image=pixels, config=self.config, model=self.chat_model.name
+            query=query,
+            image=pixels,
+            config=self.config,
+            model=self.chat_model.name,
+            # What each backend says shapes its answers (model, dtype, generation settings):
+            # a resumed session must be answered under the same.
+            backends={
+                CHAT: describe_backend(self.chat_model),
+                SEGMENTER: describe_backend(self.segmenter),
+            },
         )
         if resume:
             return Checkpoint.resume(out, fingerprint)
@@ -261,7 +271,7 @@ class Sam3Agent:
         steps = list(history.steps)
         while True:
             if session.round >= self.config.max_rounds:
-                return None, f"max_rounds ({self.config.max_rounds}) reached without an answer"
+                return None, rounds_spent(self.config.max_rounds)
             try:
                 with session.timed("context"):
                     context = await policy.build(
@@ -333,33 +343,21 @@ class Sam3Agent:
         failure: str | None,
         started: float,
     ) -> AgentResult:
-        h, w = session.image.shape[:2]
-        detections = session.empty_detections() if final is None else final.detections
-        if not isinstance(detections, Detections):  # an image session selects detections
-            raise TypeError(f"an image session ended with {type(detections).__name__}")
-        timings = dict(session.timings)
-        timings["total"] = time.perf_counter() - started
-        c = self.config
-        return AgentResult(
+        return session_result(
             query=session.query,
-            status="failed" if final is None else final.status,
-            detections=detections,
-            image_size=(h, w),
+            image_size=session.image.shape[:2],
+            final=final,
+            failure=failure,
             rounds=session.round,
             usage=session.usage,
-            timings=timings,
+            timings=session.timings,
+            started=started,
             model=self.chat_model.name,
             image_path=image_path,
-            failure=failure,
-            phrases_tried=list(session.phrases),
-            context={
-                "policy": c.context_policy,
-                "max_context_tokens": c.max_context_tokens,
-                "reserve_tokens": c.context_reserve_tokens,
-                "watermark": c.context_watermark,
-                "token_count": self.token_counter.source,
-            },
-            prompts=session.prompts.describe(),  # a resumed session's own set
+            phrases=session.phrases,
+            config=self.config,
+            token_count=self.token_counter.source,
+            prompt_set=session.prompts.describe(),  # a resumed session's own set
         )
 
     @staticmethod

@@ -9,7 +9,10 @@ An embedding may also say how it read a phrase (:class:`ReadsPhrases`, optional:
 a long phrase to its text encoder's limit); :func:`phrase_as_read` asks it, and takes the
 phrase as read in full from an embedding that does not say. A segmenter may check that it
 can answer at all (:class:`ChecksReady`, optional: a remote service's health and token);
-:func:`preflight` asks it, and the agent does so before its first model call.
+:func:`preflight` asks it, and the agent does so before its first model call. Either kind of
+backend may say what shapes its answers (:class:`DescribesItself`, optional: which model,
+which settings); :func:`describe_backend` asks it, and a resumed session must be answered
+by backends that describe themselves the same.
 
 A :class:`VideoSegmenter` is the same idea on video: :meth:`VideoSegmenter.open` returns a
 :class:`VideoEmbedding` whose :meth:`~VideoEmbedding.track` follows each phrase's instances
@@ -18,8 +21,8 @@ through the clip and returns mask tracks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
@@ -169,3 +172,25 @@ class ChatModel(Protocol):
             ChatModelError: the backend failed after its own retries.
         """
         ...
+
+
+@runtime_checkable
+class DescribesItself(Protocol):
+    """Optional on a :class:`ChatModel` or a :class:`Segmenter`: what shapes its answers
+    besides the request (its model, dtype, generation settings).
+
+    A backend without this method is described by its :attr:`ChatModel.name` alone.
+    """
+
+    def describe(self) -> Mapping[str, Any] | None:
+        """The options that shape this backend's answers, by their user-facing names (the
+        CLI flags), with JSON-ready values; ``None`` for an option not set. See
+        :mod:`sam3_agent.backends.identity`."""
+        ...
+
+
+def describe_backend(backend: object) -> dict[str, Any] | None:
+    """``backend``'s :meth:`DescribesItself.describe` when it has one, else ``None``."""
+    method = getattr(backend, "describe", None)
+    description = method() if callable(method) else None
+    return dict(description) if isinstance(description, Mapping) else None

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from sam3_agent.backends.generation import GenerationSettings
+from sam3_agent.backends.identity import HF_PREFIX
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM
 from sam3_agent.values.config import TOOL_PROTOCOLS
 from sam3_agent.values.errors import UserError
@@ -35,13 +36,17 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-HF_PREFIX = "hf:"
-
 DEFAULT_HF_MODEL = GPU_DEFAULT_MLLM
 """The in-process MLLM on a GPU with room for it (about 18 GB in bfloat16); smaller
 machines get a smaller default (see :func:`sam3_agent.backends.memory.choose_default_mllm`)."""
 
-__all__ = ["DEFAULT_HF_MODEL", "ChatChoice", "build_chat_model", "check_chat_options"]
+__all__ = [
+    "DEFAULT_HF_MODEL",
+    "HF_PREFIX",
+    "ChatChoice",
+    "build_chat_model",
+    "check_chat_options",
+]
 
 # With several endpoints a dead one should hand its call on quickly, not after the single
 # endpoint's full backoff; the other endpoints are the retry.

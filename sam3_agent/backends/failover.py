@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sam3_agent.backends.base import ChatModel
+from sam3_agent.backends.base import ChatModel, describe_backend
 from sam3_agent.values.errors import ChatModelError, UserError
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 
@@ -62,6 +62,10 @@ class FailoverChatModel:
     def generation_params(self) -> dict[str, Any]:
         """The first endpoint's (all are built with the same settings); for cache keys."""
         return dict(getattr(self.models[0], "generation_params", {}) or {})
+
+    def describe(self) -> dict[str, Any] | None:
+        """The first endpoint's description (all serve one model with the same settings)."""
+        return describe_backend(self.models[0])
 
     def order(self) -> list[int]:
         """Endpoint indices for the next call: the round-robin turn first, ones down last."""

@@ -20,6 +20,16 @@ MAX_TEMPERATURE = 2.0
 MAX_EXTRA_BYTES = 64 * 1024
 """``--llm-extra`` is a few settings, not a payload."""
 
+DEFAULT_TEMPERATURE = 0.0
+"""What every chat backend samples at without ``--temperature``: greedy decoding."""
+
+ENDPOINT_MAX_TOKENS = 4096
+"""Completion tokens per endpoint request without ``--max-tokens``; reasoning models may
+need more."""
+
+IN_PROCESS_MAX_TOKENS = 2048
+"""Completion tokens per request of the in-process model without ``--max-tokens``."""
+
 
 @dataclass(frozen=True)
 class GenerationSettings:
@@ -59,6 +69,13 @@ class GenerationSettings:
         """``extra_body["chat_template_kwargs"]``, or ``{}``."""
         value = (self.extra_body or {}).get("chat_template_kwargs") or {}
         return dict(value)
+
+    def resolved(self, *, in_process: bool) -> tuple[float, int]:
+        """``(temperature, max_tokens)`` as a chat backend built from these settings sends
+        them: the given values, else the backend's defaults."""
+        default_max = IN_PROCESS_MAX_TOKENS if in_process else ENDPOINT_MAX_TOKENS
+        temperature = DEFAULT_TEMPERATURE if self.temperature is None else self.temperature
+        return temperature, self.max_tokens or default_max
 
     def key_params(self) -> dict[str, Any]:
         """The settings that were given, for cache keys (absent ones leave keys unchanged)."""

@@ -20,8 +20,13 @@ from typing import Any
 
 import torch
 
-from sam3_agent.backends.generation import GenerationSettings
+from sam3_agent.backends.generation import (
+    DEFAULT_TEMPERATURE,
+    IN_PROCESS_MAX_TOKENS,
+    GenerationSettings,
+)
 from sam3_agent.backends.hub import hub_access
+from sam3_agent.backends.identity import chat_description, dtype_name
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM
 from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
 from sam3_agent.values.errors import ChatModelError, UserError, WeightsUnavailableError
@@ -36,7 +41,7 @@ from sam3_agent.values.messages import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_NEW_TOKENS = 2048
+DEFAULT_MAX_NEW_TOKENS = IN_PROCESS_MAX_TOKENS
 """Completion tokens per request for the in-process model."""
 
 ATTENTION_REQUESTS_KEPT = 32
@@ -67,7 +72,7 @@ class TransformersChatModel:
         *,
         name: str,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        temperature: float = 0.0,
+        temperature: float = DEFAULT_TEMPERATURE,
         generation: GenerationSettings | None = None,
     ) -> None:
         settings = generation or GenerationSettings()
@@ -82,6 +87,8 @@ class TransformersChatModel:
         self._model = model
         self._processor = processor
         self._name = name
+        dtype = getattr(model, "dtype", None)
+        self._dtype = dtype_name(dtype) if isinstance(dtype, torch.dtype) else None
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.generation = replace(settings, max_tokens=max_new_tokens, temperature=temperature)
@@ -96,7 +103,7 @@ class TransformersChatModel:
         device: str = "auto",
         dtype: str = "auto",
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        temperature: float = 0.0,
+        temperature: float = DEFAULT_TEMPERATURE,
         generation: GenerationSettings | None = None,
     ) -> TransformersChatModel:
         """Load model and processor from the hub cache or a ``save_pretrained`` directory.
@@ -196,6 +203,18 @@ class TransformersChatModel:
             "temperature": self.temperature,
             **self.generation.key_params(),
         }
+
+    def describe(self) -> dict[str, Any]:
+        """The model, its dtype and the generation settings (see
+        :mod:`~sam3_agent.backends.identity`)."""
+        return chat_description(
+            model=self._name,
+            in_process=True,
+            temperature=self.temperature,
+            max_tokens=self.max_new_tokens,
+            generation=self.generation,
+            dtype=self._dtype,
+        )
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None

@@ -6,7 +6,9 @@ MARGIN_BYTES``: the weights, plus room for activations, the KV cache and allocat
 kernels, the processor). The parameter count comes from the model's ``config.json`` (a
 local directory, or the hub cache), by building the model on PyTorch's ``meta`` device
 (no memory, no weights); for a hub id whose config is not cached, from
-:data:`KNOWN_PARAMETERS`. A model found in neither is not estimated (and not refused).
+:data:`KNOWN_PARAMETERS`, else from its ``config.json`` fetched alone from the hub (a few
+KB: :func:`sam3_agent.backends.hub.locate`). A model with no count is not estimated (and
+not refused for memory).
 
 The models of one process share a device: their needs are summed and compared with the
 memory available there (``MemAvailable`` of ``/proc/meminfo`` on the CPU, the free memory
@@ -174,16 +176,23 @@ def count_parameters(config_file: Path, kind: Kind) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def footprint(source: str, kind: Kind, dtype: str) -> Footprint | None:
-    """The estimate for one model, or ``None`` when neither its config nor the known-models
-    table gives a parameter count (logged; such a model is not refused)."""
+def footprint(source: str, kind: Kind, dtype: str, fetched: Path | None = None) -> Footprint | None:
+    """The estimate for one model, or ``None`` when neither a config nor the known-models
+    table gives a parameter count (logged; such a model is not refused).
+
+    The count comes from the ``config.json`` of a local directory or the hub cache, else
+    from :data:`KNOWN_PARAMETERS`, else from ``fetched``: the ``config.json`` just fetched
+    from the hub for a model in neither (:func:`~sam3_agent.backends.hub.locate`).
+    """
     path = config_path(source)
+    known = KNOWN_PARAMETERS.get(source)
+    if path is None and known is None:
+        path = fetched
     if path is not None:
         try:
             return Footprint(source, count_parameters(path, kind), dtype, "config.json")
         except (OSError, ValueError, KeyError) as e:
             logger.warning("cannot count the parameters of %s from %s: %s", source, path, e)
-    known = KNOWN_PARAMETERS.get(source)
     if known is not None:
         return Footprint(source, known, dtype, "known models table")
     logger.info("no memory estimate for %s (no config.json here, not a known model)", source)

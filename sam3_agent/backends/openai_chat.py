@@ -21,7 +21,12 @@ from typing import Any
 
 import openai
 
-from sam3_agent.backends.generation import GenerationSettings
+from sam3_agent.backends.generation import (
+    DEFAULT_TEMPERATURE,
+    ENDPOINT_MAX_TOKENS,
+    GenerationSettings,
+)
+from sam3_agent.backends.identity import chat_description
 from sam3_agent.backends.openai_wire import (
     message_to_wire,
     reasoning_of,
@@ -41,7 +46,7 @@ from sam3_agent.values.text import one_line
 logger = logging.getLogger(__name__)
 
 
-DEFAULT_MAX_TOKENS = 4096
+DEFAULT_MAX_TOKENS = ENDPOINT_MAX_TOKENS
 """Completion tokens per request; reasoning models may need more (pass ``max_tokens``)."""
 
 # Key-less local servers (vLLM without --api-key) still need some key for the client to start.
@@ -97,7 +102,7 @@ class OpenAIChatModel:
         timeout_s: float = 120.0,
         max_retries: int = 5,
         max_tokens: int | None = DEFAULT_MAX_TOKENS,
-        temperature: float | None = 0.0,
+        temperature: float | None = DEFAULT_TEMPERATURE,
         tool_protocol: str = "tags",
         *,
         backoff_base_s: float = 0.5,
@@ -179,6 +184,16 @@ class OpenAIChatModel:
             "tool_protocol": self.tool_protocol,
             **self.generation.key_params(),
         }
+
+    def describe(self) -> dict[str, Any]:
+        """The model and the generation settings sent (see :mod:`~sam3_agent.backends.identity`)."""
+        return chat_description(
+            model=self._model,
+            in_process=False,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            generation=self.generation,
+        )
 
     async def aclose(self) -> None:
         """Close the pooled connections."""

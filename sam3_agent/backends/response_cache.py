@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.backends.base import ChatModel
+from sam3_agent.backends.base import ChatModel, describe_backend
 from sam3_agent.values.errors import ReplayMissError, UserError
 from sam3_agent.values.messages import (
     ChatMessage,
@@ -142,6 +142,10 @@ class CachedChatModel:
     def generation_params(self) -> dict[str, Any]:
         """The inner model's generation parameters (part of every key)."""
         return dict(getattr(self.inner, "generation_params", {}) or {})
+
+    def describe(self) -> dict[str, Any] | None:
+        """The inner model's description (the cache answers as the model would)."""
+        return describe_backend(self.inner)
 
     def key(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
         """The cache key of a request to this model."""

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from sam3_agent.backends.hub import hub_access
+from sam3_agent.backends.identity import dtype_name, sam3_description
 from sam3_agent.backends.sam3_masks import detections_at
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
 from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
@@ -126,6 +127,7 @@ class Sam3Segmenter:
         cache_size: int = 8,
         max_phrase_batch: int = 16,
         mask_threshold: float = 0.5,
+        name: str | None = None,
     ) -> None:
         """Wrap a loaded model and processor.
 
@@ -136,6 +138,7 @@ class Sam3Segmenter:
             cache_size: images whose backbone features are kept (LRU); 0 disables the cache.
             max_phrase_batch: phrases per forward; longer lists are split.
             mask_threshold: probability above which a mask pixel is on.
+            name: the hub id or directory the weights came from (:meth:`describe`).
         """
         if cache_size < 0:
             raise UserError(f"cache_size must be >= 0, got {cache_size}")
@@ -148,6 +151,7 @@ class Sam3Segmenter:
         self._processor = processor
         self._device = next(model.parameters()).device
         self._dtype = next(model.parameters()).dtype
+        self._name = name
         self._cache_size = cache_size
         self._max_phrase_batch = max_phrase_batch
         self._mask_threshold = mask_threshold
@@ -200,7 +204,12 @@ class Sam3Segmenter:
             device=torch_device,
             cache_size=cache_size,
             max_phrase_batch=max_phrase_batch,
+            name=name,
         )
+
+    def describe(self) -> dict[str, object]:
+        """The weights and dtype (see :mod:`~sam3_agent.backends.identity`)."""
+        return sam3_description(model=self._name, dtype=dtype_name(self._dtype))
 
     @property
     def device(self) -> torch.device:

@@ -27,6 +27,7 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from sam3_agent.backends.identity import sam3_description
 from sam3_agent.backends.schemas import (
     ErrorCode,
     HealthResponse,
@@ -142,6 +143,7 @@ class RemoteSegmenter:
         if token is None:
             token = os.environ.get(TOKEN_ENV) or None
         self._upload_format = upload_format
+        self._given_url = url
         self.url = str(parsed).rstrip("/")
         self._retries = retries
         self._backoff_s = backoff_s
@@ -152,6 +154,10 @@ class RemoteSegmenter:
         self._uploaded: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
         self._checked = False
+
+    def describe(self) -> dict[str, Any]:
+        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
+        return sam3_description(url=self._given_url)
 
     def check(self) -> None:
         """Check that the service answers (``GET /health``) and takes the token

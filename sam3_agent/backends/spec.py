@@ -5,8 +5,9 @@ A :class:`BackendSpec` holds every backend and generation option the CLI flags a
 
 1. :meth:`BackendSpec.validate`: every option and path checked; nothing loaded or imported
    that is heavy (no numpy, torch, openai).
-2. :meth:`BackendSpec.plan`: the default MLLM chosen for this machine and the in-process
-   models checked to fit, from their ``config.json`` (no weight downloaded).
+2. :meth:`BackendSpec.plan`: the default MLLM chosen for this machine, and every
+   in-process model checked to be loadable (here, cached or on the hub: all missing ones
+   named at once) and to fit, from its ``config.json`` (no weight downloaded).
 3. :meth:`BackendSpec.build_segmenter` / :meth:`BackendSpec.build_chat_model`.
 
 The spec crosses process boundaries (Ray workers build their models from it), so it holds
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from sam3_agent.backends.chat_models import HF_PREFIX, ChatChoice, check_chat_options
 from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
+from sam3_agent.backends.identity import CHAT, SEGMENTER, chat_description, sam3_description
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
 from sam3_agent.backends.torch_runtime import check_device_name, check_dtype_name
 from sam3_agent.values.config import AgentConfig, ToolProtocol
@@ -34,6 +36,7 @@ from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel, Segmenter
+    from sam3_agent.backends.hub import Hub
     from sam3_agent.backends.memory import MemoryReading
 
 logger = logging.getLogger(__name__)
@@ -198,21 +201,85 @@ class BackendSpec:
                 "(--llm hf:<model>); an endpoint does not report attention"
             )
 
+    def describe(self, *, chat: bool = True, resolve: bool = True) -> dict[str, dict[str, Any]]:
+        """What the backends these options build will say of themselves
+        (:func:`~sam3_agent.backends.base.describe_backend`), from the options alone:
+        ``{"mllm": ..., "sam3": ...}`` (no ``mllm`` with ``chat=False``). A resumed session's
+        backends are compared with it before any model loads.
+
+        Call it on :meth:`plan`'s spec, which names the default MLLM. ``resolve=False``
+        imports nothing heavy: what only the machine tells (what ``--dtype auto`` means here,
+        the default MLLM not planned yet) is left out, to be compared once known.
+
+        Raises:
+            UserError: malformed options (see :meth:`validate`).
+        """
+        choice = self.chat_choice() if chat else None
+        in_process = choice is not None and choice.kind == "hf"
+        # Only an in-process model has a dtype (resolving "auto" imports torch).
+        needs_dtype = in_process or self.sam3_url is None
+        dtype = self._dtype_name(resolve) if needs_dtype else None
+        parts = {
+            SEGMENTER: sam3_description(url=self.sam3_url)
+            if self.sam3_url is not None
+            else sam3_description(model=self.sam3, dtype=dtype)
+        }
+        if choice is not None:
+            generation = self.generation()
+            temperature, max_tokens = generation.resolved(in_process=in_process)
+            description = chat_description(
+                model=choice.model,
+                in_process=in_process,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                generation=generation,
+                dtype=dtype if in_process else None,
+            )
+            if choice.default:  # which model is for plan() to say
+                del description["--llm"], description["--llm-model"]
+            parts[CHAT] = description
+        return parts
+
+    def _dtype_name(self, resolve: bool) -> str | None:
+        """``--dtype`` as the in-process models load it; ``None`` for ``auto`` unresolved."""
+        if self.dtype != "auto":
+            return self.dtype
+        if not resolve:
+            return None
+        from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
+
+        return auto_dtype_name(resolve_device(self.device).type)
+
     # -- 2. plan ---------------------------------------------------------------------------
 
-    def plan(self, *, chat: bool = True, reading: MemoryReading | None = None) -> ModelPlan:
-        """Choose the default MLLM for this machine and check that the in-process models
-        fit (unless ``memory_check`` is off), before any weight is downloaded.
+    def plan(
+        self,
+        *,
+        chat: bool = True,
+        reading: MemoryReading | None = None,
+        hub: Hub | None = None,
+    ) -> ModelPlan:
+        """Choose the default MLLM for this machine, check that every in-process model can
+        be loaded (a local directory with weights, the cache, or the hub) and that they fit
+        (unless ``memory_check`` is off): before any weight is downloaded or model loaded.
+
+        A hub id neither cached nor in the known-models table has its ``config.json``
+        fetched alone (a few KB) for the estimate. Models that do not fit are refused
+        first (downloading them would be pointless), then every missing model in one error.
 
         Args:
             chat: whether an MLLM is needed (not for SAM 3 alone).
             reading: the device's memory (tests pass a fake one); read from the device if
                 ``None``.
+            hub: the hub to ask about models not here (:class:`~.hub.HfHub` by default).
 
         Raises:
             UserError: the models would not fit (one line: the numbers and the ways out),
                 or CUDA was asked for where there is none.
+            WeightsUnavailableError: one or more models cannot be loaded (one line naming
+                each, and what to do).
         """
+        from sam3_agent.backends import hub as hubs
         from sam3_agent.backends import memory
         from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
 
@@ -224,10 +291,13 @@ class BackendSpec:
         device = resolve_device(self.device)
         dtype = auto_dtype_name(device.type) if self.dtype == "auto" else self.dtype
         reading = reading or memory.read_memory(device)
-        footprints = []
+        hub = hub or hubs.HfHub()
+        footprints, located = [], []
         if sam3_here:
-            sam3 = memory.footprint(self.sam3, "sam3", dtype)
+            sam3_at = hubs.locate([hubs.ModelRef(self.sam3, "SAM 3", "--sam3 DIR")], hub)
+            sam3 = memory.footprint(self.sam3, "sam3", dtype, sam3_at[0].config)
             footprints += [sam3] if sam3 else []
+            located += sam3_at
         spec, note = self, None
         if mllm_here and choice is not None:
             model = choice.model
@@ -239,11 +309,14 @@ class BackendSpec:
                     "choose another with --llm hf:ID or --llm-url"
                 )
                 spec = replace(self, llm=f"{HF_PREFIX}{model}")
-            mllm = memory.footprint(model, "mllm", dtype)
+            mllm_at = hubs.locate([hubs.ModelRef(model, "the MLLM", "--llm hf:DIR")], hub)
+            mllm = memory.footprint(model, "mllm", dtype, mllm_at[0].config)
             footprints += [mllm] if mllm else []
+            located += mllm_at
         if self.memory_check:
             ways_out = _ways_out(mllm_here, sam3_here, dtype, device.type)
             memory.check_fits(footprints, reading, ways_out)
+        hubs.check_located(located)
         return ModelPlan(spec, note)
 
     # -- 3. build ---------------------------------------------------------------------------

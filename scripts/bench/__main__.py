@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "service": "SAM 3 service: peak memory at 5 vs 50 concurrent clients",
     "eval": "eval throughput, concurrency 1 vs 8",
     "checkpoint": "what resumability costs per round, next to the round's work",
+    "video": "video: peak memory and tokens vs clip length, cached features, decode rate",
 }
 
 

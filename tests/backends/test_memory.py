@@ -1,9 +1,10 @@
 """Memory estimates and the default MLLM, before any weight is downloaded: tiny models'
 configs, the known-models table, and faked memory readings (no test depends on this
-machine's memory or touches the network)."""
+machine's memory or touches the network: the hub is tests/support/fake_hub.py's)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,15 +26,11 @@ from sam3_agent.backends.memory import (
 )
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.errors import UserError
+from tests.support.fake_hub import FakeHub
 
 
 def reading(gb: float, device: str = "cpu") -> MemoryReading:
     return MemoryReading(device, int(gb * GB), int(max(gb, 24) * GB))
-
-
-@pytest.fixture(autouse=True)
-def offline_hub(hf_offline: None) -> None:
-    """Hub ids are looked up in the cache only; nothing here may download."""
 
 
 def test_parameters_come_from_config_json(tiny_qwen_dir: Path, tiny_sam3_dir: Path) -> None:
@@ -164,3 +161,23 @@ def test_run_on_a_small_machine_refuses_before_loading_or_writing(
 def test_memory_reading_of_this_machine_is_plausible() -> None:
     ram = memory.read_memory(torch.device("cpu"))
     assert 0 < ram.available <= ram.total
+
+
+def test_an_unknown_hub_model_is_estimated_from_its_config_json_alone(
+    tmp_path: Path, tiny_qwen_dir: Path
+) -> None:
+    """Neither cached nor in the table: only config.json is fetched, and the estimate
+    refuses what does not fit (it used to pass unestimated, then download everything)."""
+    config = json.loads((tiny_qwen_dir / "config.json").read_text())
+    hub = FakeHub(tmp_path, {"sam3-agent-tests/unknown-vlm": config})
+    options = BackendSpec(
+        sam3_url="http://127.0.0.1:1", llm="hf:sam3-agent-tests/unknown-vlm", device="cpu",
+        dtype="float32",
+    )  # fmt: skip
+    with pytest.raises(UserError, match="not enough memory on cpu") as refused:
+        options.plan(reading=MemoryReading("cpu", 10**6, 10**9), hub=hub)
+    expected = memory.footprint(str(tiny_qwen_dir), "mllm", "float32")
+    assert expected is not None
+    assert f"sam3-agent-tests/unknown-vlm ≈{expected.need / GB:.1f} GB" in str(refused.value)
+    assert hub.asked == ["sam3-agent-tests/unknown-vlm"]
+    assert options.plan(reading=reading(64), hub=hub).spec == options  # fits: planned

@@ -132,11 +132,15 @@ class CoffeeScript:
 
 
 def coffee_runner(
-    server: ScriptedServer, runs_dir: Path, *, segmenter: FakeSegmenter | None = None
+    server: ScriptedServer,
+    runs_dir: Path,
+    *,
+    segmenter: FakeSegmenter | None = None,
+    config: AgentConfig | None = None,
 ) -> DemoRunner:
     """A runner whose agent talks to ``server`` through the real OpenAI-compatible client."""
     chat = build_chat_model(url=server.base_url, model="scripted-vlm", api_key="sk-test")
-    agent = Sam3Agent(segmenter or coffee_segmenter(), chat, AgentConfig(max_rounds=6))
+    agent = Sam3Agent(segmenter or coffee_segmenter(), chat, config or AgentConfig(max_rounds=6))
     return DemoRunner(agent, runs_dir)
 
 

@@ -16,6 +16,7 @@ from sam3_agent.backends import memory
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.backends.spec import BackendSpec
 from tests.support.eval_fixtures import make_chat_model, make_segmenter
+from tests.support.fake_hub import use_fake_hub
 
 
 def make_app() -> typer.Typer:
@@ -36,6 +37,7 @@ def use_fake_backends(delay_s: float = 0.0) -> None:
     BackendSpec.build_chat_model = build_chat_model  # type: ignore[method-assign]
     # The fakes need no memory: the memory check must not depend on this machine's.
     memory.read_memory = lambda device: memory.MemoryReading("cpu", 1 << 50, 1 << 50)
+    use_fake_hub()  # nothing asks the real hub whether a model exists
 
 
 if __name__ == "__main__":

@@ -31,6 +31,10 @@ class KilledAt:
     def name(self) -> str:
         return self.inner.name
 
+    def __getattr__(self, attribute: str) -> Any:
+        # What else the model offers (its description) is the inner model's.
+        return getattr(self.inner, attribute)
+
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> ChatResponse:

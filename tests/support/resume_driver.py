@@ -23,6 +23,7 @@ from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
+from tests.support.fake_hub import use_fake_hub
 from tests.support.fakes import (
     FakeSegmenter,
     ScriptedChatModel,
@@ -104,6 +105,7 @@ def use_logged_backends(log: Path, delay_s: float) -> None:
     segmenter = make_segmenter(log)
     BackendSpec.build_segmenter = lambda self: segmenter  # type: ignore[method-assign,assignment,return-value]
     BackendSpec.build_chat_model = lambda self: LoggedChatModel(log, delay_s)  # type: ignore[method-assign,assignment,return-value]
+    use_fake_hub()  # nothing asks the real hub whether a model exists
 
 
 if __name__ == "__main__":

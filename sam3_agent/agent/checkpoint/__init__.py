@@ -23,8 +23,10 @@ nothing and the backends are used unwrapped.
 from __future__ import annotations
 
 from sam3_agent.agent.checkpoint.journal import JOURNAL_FILE, Journal, read_journal
+from sam3_agent.agent.checkpoint.lock import DirectoryLock
 from sam3_agent.agent.checkpoint.saved import (
     STATE_FILE,
+    Committed,
     check_resumable,
     load_saved,
     saved_prompt_set,
@@ -37,7 +39,9 @@ __all__ = [
     "JOURNAL_FILE",
     "STATE_FILE",
     "Checkpoint",
+    "Committed",
     "ContinuedTrace",
+    "DirectoryLock",
     "Ending",
     "Fingerprint",
     "Journal",

@@ -1,12 +1,18 @@
-"""Reading a run directory's committed session: ``session.json`` and ``prompt_set.json``."""
+"""Reading a run directory's committed session: ``session.json``, the prompts it started
+with, ``prompt_set.json``; and everything a resume can check there before any model loads
+(:func:`check_resumable`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sam3_agent.agent import rundir
+from sam3_agent.agent.checkpoint.lock import DirectoryLock
 from sam3_agent.agent.checkpoint.state import Fingerprint
 from sam3_agent.values.errors import ResumeError
 from sam3_agent.values.images import RGBImage
@@ -16,6 +22,8 @@ if TYPE_CHECKING:
 
 STATE_FILE = rundir.STATE
 PROMPT_SET_FILE = rundir.PROMPT_SET
+SYSTEM_PROMPT_FILE = rundir.SYSTEM_PROMPT
+CHECKER_PROMPT_FILE = rundir.CHECKER_PROMPT
 FORMAT = 1
 """The format of ``session.json`` this version writes and reads."""
 
@@ -41,35 +49,104 @@ def load_saved(directory: Path) -> dict[str, Any]:
     return saved
 
 
-def check_fingerprint(
-    directory: Path, saved: dict[str, Any], now: Fingerprint, *, compare_model: bool = True
-) -> None:
+def check_fingerprint(directory: Path, saved: dict[str, Any], now: Fingerprint) -> None:
     """Raise :class:`ResumeError` naming every difference between the session and ``now``."""
     try:
         before = Fingerprint.from_json(saved["fingerprint"])
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
-    differences = before.differences(now, compare_model=compare_model)
+    differences = before.differences(now)
     if differences:
         raise ResumeError(f"cannot resume {directory}: " + "; ".join(differences))
 
 
-def check_resumable(directory: Path, *, query: str, image: RGBImage, config: AgentConfig) -> int:
-    """Check, before any model loads, that ``directory`` holds a session this request continues.
+@dataclass(frozen=True)
+class Committed:
+    """What a resumed session continues from, read and checked from its run directory.
 
-    The MLLM's name is compared later, when the model is built. Returns the last committed
-    round.
+    Attributes:
+        round: the last committed round.
+        ended: the session has ended (or spent its rounds, when they were given): a resume
+            makes no model call.
+        system_prompt, checker_prompt: the prompts it started with, unchanged since.
+        trace_bytes: the size of ``trace.jsonl`` at the last commit.
+        fingerprint: what it started with.
+    """
+
+    round: int
+    ended: bool
+    system_prompt: str
+    checker_prompt: str
+    trace_bytes: int
+    fingerprint: Fingerprint
+
+    @property
+    def backends_recorded(self) -> bool:
+        """Whether the session recorded its backends (saved by a version that does); an
+        older one's models and generation settings cannot be compared."""
+        return self.fingerprint.backends_recorded
+
+
+def read_committed(
+    directory: Path, saved: dict[str, Any], *, max_rounds: int | None = None
+) -> Committed:
+    """Check and read what ``saved`` (:func:`load_saved` of ``directory``) points at: the
+    prompt files, ``prompt_set.json``, the committed part of ``trace.jsonl``. With
+    ``max_rounds`` (the session's), a session that has spent its rounds counts as ended.
 
     Raises:
-        ResumeError: nothing to resume, damaged files, or a different image, query or settings.
+        ResumeError: a damaged ``session.json``, an edited or unreadable prompt file, a
+            damaged ``prompt_set.json``, or a trace shorter than the last commit wrote.
+    """
+    try:
+        fingerprint = Fingerprint.from_json(saved["fingerprint"])
+        hashes = {name: str(saved["prompts"][name]) for name in ("system", "checker")}
+        trace_bytes = int(saved["trace_bytes"])
+        round_ = int(saved["state"]["round"])
+        ended = saved["state"]["ending"] is not None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
+    system_prompt = read_prompt(directory, SYSTEM_PROMPT_FILE, hashes["system"])
+    checker_prompt = read_prompt(directory, CHECKER_PROMPT_FILE, hashes["checker"])
+    saved_prompt_set(directory)
+    check_trace(directory, trace_bytes)
+    return Committed(
+        round=round_,
+        # A session whose rounds are spent ends at its next start without any call.
+        ended=ended or (max_rounds is not None and round_ >= max_rounds),
+        system_prompt=system_prompt,
+        checker_prompt=checker_prompt,
+        trace_bytes=trace_bytes,
+        fingerprint=fingerprint,
+    )
+
+
+def check_resumable(
+    directory: Path,
+    *,
+    query: str,
+    image: RGBImage,
+    config: AgentConfig,
+    model: str | None = None,
+    backends: Mapping[str, Mapping[str, Any] | None] | None = None,
+) -> Committed:
+    """Check, before any model loads, everything a resume of ``directory`` can be refused
+    for: nothing to resume, a live session holding it, damaged or edited files, another
+    image, query or settings, other backends. Takes nothing and changes nothing.
+
+    ``model`` and ``backends`` are what is known of the models before they load (the
+    MLLM's name, :meth:`~sam3_agent.backends.spec.BackendSpec.describe`); what is left out
+    is compared when the models are built.
+
+    Raises:
+        ResumeError: one line naming what is wrong or every difference.
     """
     saved = load_saved(directory)
-    now = Fingerprint.of(query=query, image=image, config=config, model="")
-    check_fingerprint(directory, saved, now, compare_model=False)
-    try:
-        return int(saved["state"]["round"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
+    if DirectoryLock.held_elsewhere(directory):
+        raise ResumeError(f"{directory} is in use by another running session")
+    now = Fingerprint.of(query=query, image=image, config=config, model=model, backends=backends)
+    check_fingerprint(directory, saved, now)
+    return read_committed(directory, saved, max_rounds=config.max_rounds)
 
 
 def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
@@ -88,3 +165,38 @@ def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
         return {"name": str(saved["name"]), "path": str(saved["path"]), "sources": sources}
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ResumeError(f"cannot resume {directory}: {PROMPT_SET_FILE} is damaged: {e!r}") from e
+
+
+def prompt_sha256(text: str) -> str:
+    """The digest ``session.json`` keeps of a prompt file's text."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def read_prompt(directory: Path, name: str, sha256: str) -> str:
+    """The prompt file ``name`` of ``directory``, as the session started with it.
+
+    Raises:
+        ResumeError: unreadable, or edited since (its digest is not ``sha256``).
+    """
+    try:
+        text = (directory / name).read_bytes().decode()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ResumeError(f"cannot resume {directory}: cannot read {name}: {e}") from e
+    if prompt_sha256(text) != sha256:
+        raise ResumeError(f"cannot resume {directory}: {name} changed since the session started")
+    return text
+
+
+def check_trace(directory: Path, committed_bytes: int) -> None:
+    """``trace.jsonl`` holds at least what the last commit had written.
+
+    Raises:
+        ResumeError: it is shorter (cut or replaced since).
+    """
+    path = directory / rundir.TRACE
+    size = path.stat().st_size if path.is_file() else 0
+    if size < committed_bytes:
+        raise ResumeError(
+            f"cannot resume {directory}: {rundir.TRACE} has {size} bytes, the last committed "
+            f"round had written {committed_bytes}"
+        )

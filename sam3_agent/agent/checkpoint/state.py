@@ -8,7 +8,7 @@ as COCO RLE (:func:`coco_rle`), images by file name (the caller writes and reads
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ import numpy.typing as npt
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.result import Usage
 from sam3_agent.agent.steps import ActionStep, Answer, Final, Observation
+from sam3_agent.backends.identity import CHAT
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, RGBImage, image_digest
 from sam3_agent.values.messages import NativeToolCall, TokenUsage
@@ -32,22 +33,41 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """What must be equal for a session to be resumed: the image, the query, the settings.
+    """What must be equal for a session to be resumed: the image, the query, the settings,
+    and the backends that answer it.
 
     ``settings`` holds every :class:`~sam3_agent.values.config.AgentConfig` field and the MLLM's
     name; ``image_sha256`` is :func:`~sam3_agent.values.images.image_digest` of the decoded pixels.
+    ``backends`` holds what each backend said of itself
+    (:func:`~sam3_agent.backends.base.describe_backend`: which model or service, dtype,
+    generation settings), by part (``mllm``, ``sam3``); ``None`` in a session saved before
+    backends were recorded.
     """
 
     query: str
     image_sha256: str
     image_size: tuple[int, int]
     settings: dict[str, Any]
+    backends: dict[str, dict[str, Any]] | None = None
 
     @classmethod
-    def of(cls, *, query: str, image: RGBImage, config: AgentConfig, model: str) -> Fingerprint:
+    def of(
+        cls,
+        *,
+        query: str,
+        image: RGBImage,
+        config: AgentConfig,
+        model: str | None,
+        backends: Mapping[str, Mapping[str, Any] | None] | None = None,
+    ) -> Fingerprint:
+        """``model``: the MLLM's name (``None``: not known yet, not compared); ``backends``:
+        each part's description (a part ``None`` or left out: not described, not compared)."""
         h, w = image.shape[:2]
-        settings = {**config.to_dict(), "model": model}
-        return cls(query, image_digest(image), (int(h), int(w)), settings)
+        settings = config.to_dict()
+        if model is not None:
+            settings["model"] = model
+        described = {part: dict(d) for part, d in (backends or {}).items() if d is not None}
+        return cls(query, image_digest(image), (int(h), int(w)), settings, described)
 
     @classmethod
     def of_video(
@@ -58,30 +78,46 @@ class Fingerprint:
         config: AgentConfig,
         options: dict[str, Any],
         model: str,
+        backends: Mapping[str, Mapping[str, Any] | None] | None = None,
     ) -> Fingerprint:
         """A video session's: the clip's content and frame selection stand for the image
         (:meth:`VideoSource.digest`), ``options`` (what the model is shown) join the
-        settings."""
+        settings; ``backends`` as for :meth:`of`."""
         settings = {**config.to_dict(), "video": options, "model": model}
-        return cls(query, video.digest(), video.size, settings)
+        described = {part: dict(d) for part, d in (backends or {}).items() if d is not None}
+        return cls(query, video.digest(), video.size, settings, described)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "query": self.query,
             "image_sha256": self.image_sha256,
             "image_size": list(self.image_size),
             "settings": self.settings,
         }
+        if self.backends is not None:
+            doc["backends"] = self.backends
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Fingerprint:
         h, w = doc["image_size"]
-        return cls(str(doc["query"]), str(doc["image_sha256"]), (int(h), int(w)), doc["settings"])
+        backends = doc.get("backends")
+        if backends is not None:
+            backends = {str(part): dict(d) for part, d in backends.items()}
+        return cls(
+            str(doc["query"]),
+            str(doc["image_sha256"]),
+            (int(h), int(w)),
+            dict(doc["settings"]),
+            backends,
+        )
 
-    def differences(self, now: Fingerprint, *, compare_model: bool = True) -> list[str]:
+    def differences(self, now: Fingerprint) -> list[str]:
         """What differs between the session as started (``self``) and the request ``now``.
 
-        Each entry names the difference; empty when the session may be resumed.
+        Each entry names the difference; empty when the session may be resumed. What one
+        side does not hold (a setting or option added by a later version, a model not known
+        yet, backends not recorded by an older version) is not compared.
         """
         found = []
         if self.image_sha256 != now.image_sha256 or self.image_size != now.image_size:
@@ -91,15 +127,43 @@ class Fingerprint:
             )
         if self.query != now.query:
             found.append(f"the query differs ({self.query!r} at start, {now.query!r} now)")
-        # A settings field added by a later version (absent from an old session) is compared
-        # only when both sides have it.
+        named = _names_model(self.backends) and _names_model(now.backends)
         for name in sorted(set(self.settings) & set(now.settings)):
-            if name == "model" and not compare_model:
-                continue
+            if name == "model" and named:
+                continue  # the MLLM's description names it, with its flag
             before, after = self.settings[name], now.settings[name]
             if _jsonable(before) != _jsonable(after):
                 found.append(f"setting {name} differs ({before!r} at start, {after!r} now)")
+        before_parts, now_parts = self.backends or {}, now.backends or {}
+        for part in sorted(set(before_parts) & set(now_parts)):
+            before_part, now_part = before_parts[part], now_parts[part]
+            for option in before_part:
+                if option not in now_part:
+                    continue
+                was, is_ = before_part[option], now_part[option]
+                line = f"{option} was {_shown(was)}, now {_shown(is_)}"
+                if _jsonable(was) != _jsonable(is_) and line not in found:
+                    found.append(line)  # once: --dtype is both models' option
         return found
+
+    @property
+    def backends_recorded(self) -> bool:
+        """Whether the session recorded its backends (it was saved by this version or later)."""
+        return self.backends is not None
+
+
+def _names_model(backends: dict[str, dict[str, Any]] | None) -> bool:
+    chat = (backends or {}).get(CHAT, {})
+    return "--llm" in chat or "--llm-model" in chat
+
+
+def _shown(value: Any) -> str:
+    """An option's value in a one-line message: strings quoted, ``None`` as not given."""
+    if value is None:
+        return "not given"
+    if isinstance(value, str):
+        return repr(value)
+    return json.dumps(value, sort_keys=True)
 
 
 def _size(hw: tuple[int, int]) -> str:
@@ -328,9 +392,7 @@ def detections_to_json(detections: Answer | None) -> dict[str, Any] | None:
     }
 
 
-def detections_from_json(
-    doc: dict[str, Any] | None, image_size: tuple[int, int]
-) -> Answer | None:
+def detections_from_json(doc: dict[str, Any] | None, image_size: tuple[int, int]) -> Answer | None:
     """Inverse of :func:`detections_to_json`."""
     if doc is None:
         return None

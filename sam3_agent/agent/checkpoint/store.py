@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint.journal import (
@@ -18,12 +17,18 @@ from sam3_agent.agent.checkpoint.journal import (
     JournaledVideoSegmenter,
     read_journal,
 )
+from sam3_agent.agent.checkpoint.lock import DirectoryLock
 from sam3_agent.agent.checkpoint.saved import (
+    CHECKER_PROMPT_FILE,
     FORMAT,
     PROMPT_SET_FILE,
     STATE_FILE,
+    SYSTEM_PROMPT_FILE,
     check_fingerprint,
+    check_trace,
     load_saved,
+    prompt_sha256,
+    read_committed,
     saved_prompt_set,
 )
 from sam3_agent.agent.checkpoint.state import (
@@ -35,19 +40,14 @@ from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import Answer
 from sam3_agent.agent.trace import Trace
 from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
-from sam3_agent.values.errors import ResumeError, UserError
+from sam3_agent.values.errors import ResumeError
 from sam3_agent.values.files import atomic_write_bytes
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.version import __version__
 
-if TYPE_CHECKING:
-    pass
-
 logger = logging.getLogger(__name__)
 
-LOCK_FILE = rundir.LOCK
-SYSTEM_PROMPT_FILE = rundir.SYSTEM_PROMPT
-CHECKER_PROMPT_FILE = rundir.CHECKER_PROMPT
+__all__ = ["Checkpoint", "ContinuedTrace", "DirectoryLock"]
 
 
 class ContinuedTrace(Trace):
@@ -60,61 +60,9 @@ class ContinuedTrace(Trace):
     def __init__(self, directory: Path, committed_bytes: int) -> None:
         super().__init__(None)  # None: do not create or empty anything
         self.directory = directory
-        path = directory / rundir.TRACE
-        size = path.stat().st_size if path.is_file() else 0
-        if size < committed_bytes:
-            raise ResumeError(
-                f"cannot resume {directory}: {rundir.TRACE} has {size} bytes, the last committed "
-                f"round had written {committed_bytes}"
-            )
-        with open(path, "r+b") as f:
+        check_trace(directory, committed_bytes)
+        with open(directory / rundir.TRACE, "r+b") as f:
             f.truncate(committed_bytes)
-
-
-class DirectoryLock:
-    """One session at a time in a run directory: an exclusive advisory lock on
-    ``.session.lock``, held until :meth:`close` (or until the process dies: the system
-    releases it, so a killed session never leaves its directory locked).
-
-    Raises:
-        UserError: another live process holds the directory (``ResumeError`` when resuming).
-    """
-
-    def __init__(self, directory: Path, *, resuming: bool) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self._file = open(directory / LOCK_FILE, "a")  # noqa: SIM115 - held for the session
-        try:
-            import fcntl
-        except ImportError:  # no advisory locks on this platform: nothing to hold
-            return
-        try:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            self._file.close()
-            message = f"{directory} is in use by another running session"
-            raise (ResumeError if resuming else UserError)(message) from e
-
-    def close(self) -> None:
-        self._file.close()
-
-    @staticmethod
-    def held_elsewhere(directory: Path) -> bool:
-        """Whether a live session holds ``directory`` now (its lock file exists and cannot
-        be taken); takes nothing and creates nothing."""
-        path = directory / LOCK_FILE
-        if not path.is_file():
-            return False
-        try:
-            import fcntl
-        except ImportError:
-            return False
-        with open(path, "a") as probe:
-            try:
-                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
-        return False
 
 
 class Checkpoint:
@@ -146,6 +94,8 @@ class Checkpoint:
         self.system_prompt = system_prompt
         self.checker_prompt = checker_prompt
         self.fingerprint = fingerprint
+        self.started_with: Fingerprint | None = None
+        """A resumed session's fingerprint as it started (None when starting)."""
         self._saved = saved
         committed = int(saved["state"]["round"]) if saved else 0
         self._journal: Journal | None = None
@@ -235,26 +185,19 @@ class Checkpoint:
     ) -> Checkpoint:
         saved = load_saved(directory)
         check_fingerprint(directory, saved, fingerprint)
-        try:
-            hashes = {name: str(saved["prompts"][name]) for name in ("system", "checker")}
-            trace_bytes = int(saved["trace_bytes"])
-            int(saved["state"]["round"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
-        system_prompt = _read_prompt(directory, SYSTEM_PROMPT_FILE, hashes["system"])
-        checker_prompt = _read_prompt(directory, CHECKER_PROMPT_FILE, hashes["checker"])
+        committed = read_committed(directory, saved)
         saved_set = saved_prompt_set(directory)
-        trace = ContinuedTrace(directory, trace_bytes)
         checkpoint = cls(
             directory,
-            trace=trace,
-            system_prompt=system_prompt,
-            checker_prompt=checker_prompt,
+            trace=ContinuedTrace(directory, committed.trace_bytes),
+            system_prompt=committed.system_prompt,
+            checker_prompt=committed.checker_prompt,
             fingerprint=fingerprint,
             saved=saved,
             lock=lock,
             prompt_set=PromptSet.from_saved(saved_set) if saved_set is not None else None,
         )
+        checkpoint.started_with = committed.fingerprint
         journal = checkpoint._journal
         logger.info(
             "resuming %s after round %s (%d journaled results to replay)",
@@ -321,8 +264,8 @@ class Checkpoint:
             "version": __version__,
             "fingerprint": self.fingerprint.to_json(),
             "prompts": {
-                "system": _sha256(self.system_prompt),
-                "checker": _sha256(self.checker_prompt),
+                "system": prompt_sha256(self.system_prompt),
+                "checker": prompt_sha256(self.checker_prompt),
             },
             "trace_bytes": trace_bytes,
             "state": state.to_json(self.trace.save_image, self._encode_masks),
@@ -359,10 +302,6 @@ class Checkpoint:
         return image
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 def _inside(directory: Path, relative: str) -> Path:
     try:
         path = (directory / relative).resolve()
@@ -371,13 +310,3 @@ def _inside(directory: Path, relative: str) -> Path:
     if not path.is_relative_to(directory.resolve()):
         raise ResumeError(f"cannot resume {directory}: {relative!r} is outside the run directory")
     return path
-
-
-def _read_prompt(directory: Path, name: str, sha256: str) -> str:
-    try:
-        text = (directory / name).read_bytes().decode()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ResumeError(f"cannot resume {directory}: cannot read {name}: {e}") from e
-    if _sha256(text) != sha256:
-        raise ResumeError(f"cannot resume {directory}: {name} changed since the session started")
-    return text

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
+from sam3_agent.agent.ended import context_settings
 from sam3_agent.agent.events import RoundCallback
 from sam3_agent.agent.loop import STOPPED, Sam3Agent, check_query, run_blocking
 from sam3_agent.agent.steps import Final
@@ -20,7 +21,8 @@ from sam3_agent.agent.video.outputs import write_video_run
 from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.agent.video.session import VideoSession
 from sam3_agent.agent.video.tools import VIDEO_TOOLS
-from sam3_agent.backends.base import ChatModel, VideoSegmenter, preflight
+from sam3_agent.backends.base import ChatModel, VideoSegmenter, describe_backend, preflight
+from sam3_agent.backends.identity import CHAT, SEGMENTER
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.tracks import Tracks
@@ -153,6 +155,10 @@ class Sam3VideoAgent(Sam3Agent):
             config=self.config,
             options=self._described_options(),
             model=self.chat_model.name,
+            backends={
+                CHAT: describe_backend(self.chat_model),
+                SEGMENTER: describe_backend(self.video_segmenter),
+            },
         )
         if resume:
             return Checkpoint.resume(out, fingerprint)
@@ -175,7 +181,6 @@ class Sam3VideoAgent(Sam3Agent):
             raise TypeError(f"a video session ended with {type(tracks).__name__}")
         timings = dict(session.timings)
         timings["total"] = time.perf_counter() - started
-        c = self.config
         return VideoResult(
             query=session.query,
             status="failed" if final is None else final.status,
@@ -187,13 +192,7 @@ class Sam3VideoAgent(Sam3Agent):
             model=self.chat_model.name,
             failure=failure,
             phrases_tried=list(session.phrases),
-            context={
-                "policy": c.context_policy,
-                "max_context_tokens": c.max_context_tokens,
-                "reserve_tokens": c.context_reserve_tokens,
-                "watermark": c.context_watermark,
-                "token_count": self.token_counter.source,
-            },
+            context=context_settings(self.config, self.token_counter.source),
             prompts=session.prompts.describe(),
             options=self._described_options(),
         )
@@ -203,4 +202,3 @@ class Sam3VideoAgent(Sam3Agent):
         if out is None:
             return
         await asyncio.to_thread(write_video_run, out, result, session.video)
-

@@ -78,8 +78,7 @@ async def check_tracks(session: VideoSession, tracks: Tracks) -> list[TrackVerdi
     total = len(tracks)
     # What the round's event shows of each check: the last sheet the checker saw.
     session.last_checks = [
-        (CheckRequest(n, total, shown[n], shown[n], shown[n]), results[n])
-        for n in sorted(results)
+        (CheckRequest(n, total, shown[n], shown[n], shown[n]), results[n]) for n in sorted(results)
     ]
     return verdicts
 

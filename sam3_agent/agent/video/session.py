@@ -3,7 +3,7 @@
 :class:`VideoSession` is the video counterpart of :class:`~sam3_agent.agent.session.Session`
 with the same surface for the loop, the hooks, the checkpoint and the tools: ``segment``
 returns mask tracks, ``show_masks`` a sheet of a few frames with every track numbered
-consistently across them, and ``check_masks`` runs one isolated check per track
+consistently across them, and the tool ``examine_each_mask`` runs one isolated check per track
 (:mod:`sam3_agent.agent.video.checks`), where a checker may answer Uncertain.
 
 What the model sees is bounded whatever the clip's length: a sheet holds at most
@@ -28,7 +28,6 @@ from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.result import Usage
 from sam3_agent.agent.steps import ActionStep, ToolMistake
 from sam3_agent.agent.trace import Trace
-from sam3_agent.agent.video.checks import TrackVerdict, check_tracks
 from sam3_agent.backends.base import ChatModel, VideoEmbedding, VideoSegmenter
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from sam3_agent.values.images import EncodedImage, RGBImage
@@ -72,7 +71,6 @@ class VideoSession:
         self.round = 0
         self.checks_used = 0
         self.last_checks: list[tuple[CheckRequest, CheckResult]] = []
-        self.last_verdicts: list[TrackVerdict] = []
         self.usage = Usage()
         self.timings: defaultdict[str, float] = defaultdict(float)
         # The task sheet: the clip spread evenly, before any phrase.
@@ -211,14 +209,6 @@ class VideoSession:
     @property
     def checks_left(self) -> int:
         return self.config.max_mask_checks - self.checks_used
-
-    async def check_masks(self, tracks: Tracks) -> list[bool]:
-        """One isolated check per track; True where it is kept (accepted or uncertain).
-        :attr:`last_verdicts` says which were uncertain."""
-        with self.timed("checks"):
-            verdicts = await check_tracks(self, tracks)
-        self.last_verdicts = verdicts
-        return [v.verdict != "reject" for v in verdicts]
 
     @property
     def checker_prompt(self) -> str:

@@ -20,6 +20,7 @@ from sam3_agent.agent.tools import (
     masks_observation,
     normalize_phrase,
 )
+from sam3_agent.agent.video.checks import check_tracks
 from sam3_agent.values.text import echo, echo_list
 
 if TYPE_CHECKING:
@@ -52,8 +53,10 @@ async def _examine_each_mask(session: VideoSession, params: NoParams) -> ToolOut
     current = session.require_masks("examine_each_mask")
     if session.checks_left < len(current):
         raise ToolMistake(prompts.feedback("check_budget_spent", used=session.checks_used))
-    keep = await session.check_masks(current)
-    kept_numbers = [i + 1 for i, ok in enumerate(keep) if ok]
+    with session.timed("checks"):
+        verdicts = await check_tracks(session, current)
+    # Accepted and Uncertain tracks stay; the model decides on the Uncertain ones.
+    kept_numbers = [v.number for v in verdicts if v.verdict != "reject"]
     if not kept_numbers:
         session.clear_masks()
         return ToolOutcome(
@@ -62,7 +65,7 @@ async def _examine_each_mask(session: VideoSession, params: NoParams) -> ToolOut
     survivors = await session.select(current, [n - 1 for n in kept_numbers])
     session.current = survivors
     image = await session.show_masks(survivors)
-    uncertain_old = {v.number for v in session.last_verdicts if v.verdict == "uncertain"}
+    uncertain_old = {v.number for v in verdicts if v.verdict == "uncertain"}
     uncertain = [i + 1 for i, n in enumerate(kept_numbers) if n in uncertain_old]
     if uncertain:
         text = prompts.feedback(

@@ -15,7 +15,7 @@ import typer
 from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
 from sam3_agent.apps.cli.flags import AGENT, BACKENDS, VERBOSE, check_agent, with_flags
 from sam3_agent.apps.demo.limits import VideoLimits
-from sam3_agent.apps.service.server import check_bind_security
+from sam3_agent.apps.service.server import check_bind_security, check_port_free
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import UserError
@@ -28,8 +28,8 @@ def check_demo_flags(host: str, port: int, token: str | None, concurrency: int) 
     """Refuse what cannot work before anything loads.
 
     Raises:
-        UserError: gradio missing, a port out of range, a bound below 1, or a non-loopback
-            ``host`` without a token.
+        UserError: gradio missing, a port out of range or in use, a bound below 1, or a
+            non-loopback ``host`` without a token.
     """
     if importlib.util.find_spec("gradio") is None:
         raise UserError('the demo needs gradio: pip install "sam3-agent[demo]" (or gradio)')
@@ -41,6 +41,7 @@ def check_demo_flags(host: str, port: int, token: str | None, concurrency: int) 
         host, token, serving="serve the demo", token_env=DEMO_TOKEN_ENV,
         spends="spend your GPU and tokens",
     )  # fmt: skip
+    check_port_free(host, port)
 
 
 def _demo(*names: str, help: str, **kwargs: object) -> typer.models.OptionInfo:
@@ -104,7 +105,11 @@ def demo_command(
     config: AgentConfig,
     verbose: bool,
 ) -> None:
-    """Serve a web page: upload an image or a video, say what to segment, watch each round."""
+    """Serve a web page: upload an image or a video, say what to segment, watch each round.
+
+    Exit codes: 0 stopped (Ctrl+C), 1 a model could not load or the server failed,
+    2 a bad flag, an unsafe --host without a token, or a port in use.
+    """
     with one_line_errors():
         check_demo_flags(host, port, token, concurrency)
         limits = VideoLimits(max_video_mb, max_video_frames, config.max_image_pixels)

@@ -12,6 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from rich.console import Console
+from rich.text import Text
+
+from sam3_agent.apps.cli.console import plain
 
 if TYPE_CHECKING:
     from sam3_agent.runs.jobs.base import JobResult
@@ -74,6 +77,10 @@ class ProgressBar(Generic[R]):
         if self._task is not None:
             self._progress.update(self._task, advance=1, stats=self.tally.text())
 
+    def notice(self, line: str, *, warning: bool = False) -> None:
+        # Through the bar's console: printed above the live bar, which stays whole.
+        self._progress.console.print(notice_text(line, warning=warning), soft_wrap=True)
+
     def stop(self) -> None:
         self._progress.stop()
 
@@ -132,9 +139,17 @@ class PlainProgress(Generic[R]):
         if self._done >= self._total or self._clock() - self._last_line >= self._interval_s:
             self._line()
 
+    def notice(self, line: str, *, warning: bool = False) -> None:
+        self._console.print(notice_text(line, warning=warning), soft_wrap=True)
+
     def stop(self) -> None:
         if self._last_line and self._done < self._total:
             self._line()
+
+
+def notice_text(line: str, *, warning: bool = False) -> Text:
+    """An engine's notice as one plain line (a ``warning:`` prefix for a warning)."""
+    return plain(("warning:", "yellow"), f" {line}") if warning else plain(line)
 
 
 def clock_text(seconds: float) -> str:

@@ -30,6 +30,7 @@ from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 
 if TYPE_CHECKING:
+    from sam3_agent.agent.checkpoint import Committed
     from sam3_agent.agent.export import ExportFormat
     from sam3_agent.agent.result import AgentResult
     from sam3_agent.values.images import RGBImage
@@ -82,23 +83,38 @@ def run_command(
         formats = parse_exports(export)
         check_query(query)
         pixels = load_image(image, max_pixels=config.max_image_pixels)
-        if resume is not None:  # refuse a different request before any model loads
-            from sam3_agent.agent.checkpoint import check_resumable
+        found = None
+        if resume is not None:  # everything the run directory can refuse, before any model
+            found = _check_resume(resume, backends, query, pixels, config, planned=False)
+            if not found.backends_recorded:
+                say(
+                    f"{resume} was saved by an earlier version, which did not record its models "
+                    "and generation settings: they are not compared"
+                )
+        if resume is not None and found is not None and found.ended:
+            from sam3_agent.agent.ended import finish_ended
 
-            done = check_resumable(resume, query=query, image=pixels, config=config)
-            say(f"resuming {resume} after round {done}")
-        # Which default MLLM, and do the models fit: before any download, any directory.
-        plan = backends.plan(chat=not sam3_only)
-        if plan.note:
-            say(plan.note)
-        # Only now is anything written: a bad image leaves no output directory behind.
-        name = safe_name(f"{image.stem}-{query}", max_len=64)
-        out_dir = take_run_dir(out, resume=resume, default_name=name)
-        # The decoded pixels go on (one decode); the run writes result.json once, exports in.
-        result = _run(
-            plan.spec, pixels, image, query, config, out_dir, formats,
-            resume=resume is not None, sam3_only=sam3_only,
-        )  # fmt: skip
+            # Nothing left to ask: the committed ending, its outputs written again, no model.
+            say(f"the session in {resume} ended after round {found.round}: no model to load")
+            out_dir, result = resume, finish_ended(
+                resume, pixels, query, config=config, image_path=image, exports=formats
+            )
+        else:
+            # Which default MLLM, and do the models fit: before any download, any directory.
+            plan = backends.plan(chat=not sam3_only)
+            if plan.note:
+                say(plan.note)
+            if resume is not None and found is not None:
+                _check_resume(resume, plan.spec, query, pixels, config, planned=True)
+                say(f"resuming {resume} after round {found.round}")
+            # Only now is anything written: a bad image leaves no output directory behind.
+            name = safe_name(f"{image.stem}-{query}", max_len=64)
+            out_dir = take_run_dir(out, resume=resume, default_name=name)
+            # The decoded pixels go on (one decode); the run writes result.json once.
+            result = _run(
+                plan.spec, pixels, image, query, config, out_dir, formats,
+                resume=resume is not None, sam3_only=sam3_only,
+            )  # fmt: skip
 
     if json_output:
         typer.echo(json.dumps(result_document(result, formats), indent=2))
@@ -111,6 +127,21 @@ def run_command(
     say(*outcome, f" in {result.rounds} round(s), {tokens} tokens, {seconds:.1f} s -> {out_dir}")
     if result.status == "failed":
         raise typer.Exit(EXIT_FAILED_SESSION)
+
+
+def _check_resume(
+    directory: Path, spec: BackendSpec, query: str, pixels: RGBImage, config: AgentConfig,
+    *, planned: bool,
+) -> Committed:  # fmt: skip
+    """:func:`check_resumable` with what the options say of the models: before
+    :meth:`BackendSpec.plan` what the flags alone say, after it (``planned``) the default
+    MLLM and what ``--dtype auto`` means here too."""
+    from sam3_agent.agent.checkpoint import check_resumable
+
+    return check_resumable(
+        directory, query=query, image=pixels, config=config,
+        model=spec.model_name(), backends=spec.describe(resolve=planned),
+    )  # fmt: skip
 
 
 def _run(

@@ -27,7 +27,7 @@ from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_WAITING,
     MIB,
 )
-from sam3_agent.apps.service.server import check_bind_security
+from sam3_agent.apps.service.server import check_bind_security, check_port_free
 from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.errors import UserError
@@ -95,7 +95,11 @@ def serve_sam3(
     limits: dict[str, float],
     verbose: bool,
 ) -> None:
-    """Serve SAM 3 over HTTP (agents use it with --sam3-url)."""
+    """Serve SAM 3 over HTTP (agents use it with --sam3-url).
+
+    Exit codes: 0 stopped (Ctrl+C), 1 the model could not load or the server failed,
+    2 a bad flag, an unsafe --host without a token, or a port in use.
+    """
     # A server says when it is up: INFO by default.
     logging.getLogger().setLevel(logging.DEBUG if verbose else logging.INFO)
     with one_line_errors():
@@ -111,8 +115,9 @@ def serve_sam3(
             raise UserError(f"--max-waiting must be a count >= 0, got {waiting}")
         if not 1 <= port <= 65535:
             raise UserError(f"--port must be in 1..65535, got {port}")
-        # Refuse an unsafe bind before spending a minute loading weights.
+        # Refuse an unsafe bind or a taken port before spending a minute loading weights.
         check_bind_security(host, token)
+        check_port_free(host, port)
         from sam3_agent.apps.service import server
 
         server.serve(

@@ -16,14 +16,16 @@ from sam3_agent.apps.demo.sessions import (
     DemoRunner,
     Update,
     final_annotations,
-    image_error,
     load_display_image,
+    upload_error,
 )
 from sam3_agent.apps.demo.views import EMPTY_ROUNDS, result_summary, rounds_html, status_html
 from sam3_agent.values.errors import ImageLoadError
 
 TITLE = "sam3-agent"
 READY = "Upload an image, say what to segment, press Run."
+API_EXAMPLE = ("coffee.jpg", "the cup")
+"""The ``/run`` call the page's "Use via API" panel shows: an image file and a query."""
 
 CSS = """
 #s3a-rounds .s3a-rounds { display: flex; flex-direction: column; gap: 0.6rem; }
@@ -49,7 +51,26 @@ CSS = """
 .s3a-status-error { background: #fdecea; color: #8a1c13; }
 .s3a-status-done { background: #e7f6ec; color: #1d5e31; }
 .s3a-status-stopped { background: #fff4e0; color: #7a4b00; }
+/* Narrow screens: the rounds right under the status line, the result and downloads after. */
+@media (max-width: 767px) {
+  #s3a-main { flex-direction: column; flex-wrap: nowrap; }
+  #s3a-left { display: contents; }
+  #s3a-form { order: 0; }
+  #s3a-right { order: 1; }
+  #s3a-after { order: 2; }
+}
 """
+
+
+def api_example(component: gr.components.Component, payload: Any, value: Any) -> None:
+    """Make ``payload`` (and ``value``) the example the "Use via API" panel shows for
+    ``component``, instead of Gradio's generic one (a PDF on the internet for a file).
+
+    Set on the instance: a subclass of a Gradio component would make Gradio write a ``.pyi``
+    stub beside this module.
+    """
+    component.example_payload = lambda: payload  # type: ignore[method-assign]
+    component.example_value = lambda: value  # type: ignore[method-assign]
 
 
 def theme() -> gr.themes.Base:
@@ -65,11 +86,15 @@ def _key(request: gr.Request | None) -> str:
     return (request.session_hash if request is not None else None) or "anonymous"
 
 
-def _outputs(update: Update, image_path: str | None) -> tuple[Any, ...]:
+def _outputs(update: Update, image_path: str | None, max_pixels: int) -> tuple[Any, ...]:
     """The values of (rounds, status, final image, downloads) for ``update``."""
+    if update.state == "error" and update.output_dir is None:
+        # Refused before it started: what the page shows (a running session's rounds, too)
+        # stays; the status line says why.
+        return gr.skip(), status_html("error", update.message), gr.skip(), gr.skip()
     rounds = rounds_html(update.rounds)
     if update.state == "running":
-        return rounds, status_html("running", update.message), gr.skip(), gr.skip()
+        return rounds, status_html("running", update.message), gr.skip(), None
     files = [str(f) for f in update.files] or None
     if update.state == "error":
         return rounds, status_html("error", update.message), gr.skip(), files
@@ -78,7 +103,7 @@ def _outputs(update: Update, image_path: str | None) -> tuple[Any, ...]:
     result = update.result
     if result is None or image_path is None:  # not reachable: done always has a result
         return rounds, status_html("error", "the session ended without a result"), None, files
-    shown = final_annotations(image_path, result)
+    shown = final_annotations(image_path, result, max_pixels=max_pixels)
     kind = "done" if result.status != "failed" else "error"
     return rounds, status_html(kind, result_summary(result)), (shown.image, shown.masks), files
 
@@ -95,17 +120,23 @@ def build_page(
         if image_path is None:
             return None, status_html("idle", READY)
         try:
-            image = load_display_image(image_path)
+            image = load_display_image(image_path, max_pixels=runner.max_pixels)
         except ImageLoadError as e:
-            return None, status_html("error", image_error(image_path, e))
+            return None, status_html("error", upload_error(image_path, e))
         return (image, []), status_html("idle", "Image ready. Say what to segment and press Run.")
 
     async def run(
         image_path: str | None, query: str, request: gr.Request
     ) -> AsyncIterator[tuple[Any, ...]]:
-        yield EMPTY_ROUNDS, status_html("running", "asking the model..."), gr.skip(), None
+        """Segment what the query describes; streams (rounds, status, result, downloads)
+        once when it starts, after each round and at the end. /stop ends it.
+
+        Args:
+            image_path: the image file, e.g. handle_file("coffee.jpg").
+            query: what to segment, in words.
+        """
         async for update in runner.run(_key(request), image_path, query):
-            yield _outputs(update, image_path)
+            yield _outputs(update, image_path, runner.max_pixels)
 
     def stop(request: gr.Request) -> str:
         # The running request's own stream shows "stopped" on the page; this answer is for
@@ -118,52 +149,81 @@ def build_page(
             "Each round shows the model's reasoning, its tool call, the masks SAM 3 returned "
             "and the verdicts of the mask checks."
         )
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=5):
-                image_file = gr.File(
-                    label="Image", file_types=["image"], type="filepath", elem_id="s3a-image"
-                )
-                query = gr.Textbox(
-                    label="What to segment",
-                    placeholder="e.g. the leftmost child wearing a blue vest",
-                    elem_id="s3a-query",
-                )
-                with gr.Row():
-                    run_button = gr.Button("Run", variant="primary", elem_id="s3a-run")
-                    stop_button = gr.Button("Stop", variant="stop", elem_id="s3a-stop")
-                status = gr.HTML(status_html("idle", READY), elem_id="s3a-status")
-                final = gr.AnnotatedImage(label="Result", elem_id="s3a-final")
-                downloads = gr.File(
-                    label="Downloads",
-                    file_count="multiple",
-                    interactive=False,
-                    elem_id="s3a-files",
-                )
-                if examples:
-                    gr.Examples(
-                        examples=[[str(path), text] for path, text in examples],
-                        inputs=[image_file, query],
-                        cache_examples=False,
+        # Wide: the form, status, result and downloads on the left, the rounds on the right.
+        # Narrow (CSS): the form and status, then the rounds, then the result and downloads.
+        with gr.Row(equal_height=False, elem_id="s3a-main"):
+            with gr.Column(scale=5, elem_id="s3a-left"):
+                with gr.Column(elem_id="s3a-form"):
+                    image_file = gr.File(
+                        label="Image", file_types=["image"], type="filepath", elem_id="s3a-image"
                     )
-            with gr.Column(scale=6):
+                    query = gr.Textbox(
+                        label="What to segment",
+                        placeholder="e.g. the leftmost child wearing a blue vest",
+                        elem_id="s3a-query",
+                    )
+                    with gr.Row():
+                        run_button = gr.Button("Run", variant="primary", elem_id="s3a-run")
+                        stop_button = gr.Button("Stop", variant="stop", elem_id="s3a-stop")
+                    status = gr.HTML(
+                        status_html("idle", READY), label="Status", elem_id="s3a-status"
+                    )
+                with gr.Column(elem_id="s3a-after"):
+                    final = gr.AnnotatedImage(label="Result", elem_id="s3a-final")
+                    downloads = gr.File(
+                        label="Downloads",
+                        file_count="multiple",
+                        interactive=False,
+                        elem_id="s3a-files",
+                    )
+                    if examples:
+                        gr.Examples(
+                            examples=[[str(path), text] for path, text in examples],
+                            inputs=[image_file, query],
+                            cache_examples=False,
+                        )
+            with gr.Column(scale=6, elem_id="s3a-right"):
                 rounds = gr.HTML(EMPTY_ROUNDS, label="Rounds", elem_id="s3a-rounds")
 
         image_file.change(
             preview, [image_file], [final, status], api_visibility="private", queue=False
         )
-        outputs = [rounds, status, final, downloads]
-        for trigger in (run_button.click, query.submit):
-            trigger(
-                run,
-                [image_file, query],
-                outputs,
-                api_name="run" if trigger == run_button.click else None,
-                api_visibility="public" if trigger == run_button.click else "private",
-                concurrency_limit=concurrency,
-                concurrency_id="agent",
-                show_progress="minimal",
-            )
+        name, text = API_EXAMPLE
+        # What gradio_client.handle_file(name) sends; with "url" the panel's Python example
+        # reads handle_file('coffee.jpg').
+        upload: dict[str, Any] = {"path": name, "url": name, "orig_name": name}
+        upload["meta"] = {"_type": "gradio.FileData"}
+        api_example(image_file, upload, name)
+        api_example(query, text, text)
+        # Run and Enter in the query box are off while a session runs, so a second press can
+        # neither start another request nor clear the rounds; they come back however it ended.
+        busy = [run_button, query]
+        gr.on(
+            [run_button.click, query.submit],
+            lambda: (gr.Button(interactive=False), gr.Textbox(interactive=False)),
+            None,
+            busy,
+            queue=False,
+            trigger_mode="once",
+            api_visibility="private",
+            show_progress="hidden",
+        ).then(
+            run,
+            [image_file, query],
+            [rounds, status, final, downloads],
+            api_name="run",
+            concurrency_limit=concurrency,
+            concurrency_id="agent",
+            show_progress="minimal",
+        ).then(
+            lambda: (gr.Button(interactive=True), gr.Textbox(interactive=True)),
+            None,
+            busy,
+            queue=False,
+            api_visibility="private",
+            show_progress="hidden",
+        )
         # Outside the queue: a stop must not wait behind the requests it is meant to end.
-        stop_answer = gr.Textbox(visible=False)
+        stop_answer = gr.Textbox(label="Answer", visible=False)
         stop_button.click(stop, None, [stop_answer], api_name="stop", queue=False)
     return page

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +55,53 @@ def token_auth(token: str) -> Callable[[str, str], bool]:
         return hmac.compare_digest(password.encode(), expected)
 
     return check
+
+
+_API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)
+_LOGIN_PAGE = b'"auth_required":true'
+
+
+class NoApiBeforeLogin:
+    """ASGI middleware: the login page goes out without the page's API description.
+
+    Gradio (6.x) embeds the description of every endpoint (``window.gradio_api_info``) in
+    the page it serves before login too; its ``/info`` route already asks for the login.
+    Only the HTML of the page's root is read (streams and files pass untouched); the page
+    is the login page when its embedded config says ``auth_required``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] != "/":
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        body = bytearray()
+
+        async def reply(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                kind = dict(message.get("headers", [])).get(b"content-type", b"")
+                if kind.startswith(b"text/html"):
+                    start = message  # held until the whole page is read
+                    return
+            elif message["type"] == "http.response.body" and start is not None:
+                body.extend(message.get("body", b""))
+                if message.get("more_body", False):
+                    return
+                page = bytes(body)
+                if _LOGIN_PAGE in page:
+                    page = _API_INFO.sub(b"window.gradio_api_info = null;</script>", page)
+                headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
+                headers.append((b"content-length", str(len(page)).encode()))
+                await send({**start, "headers": headers})
+                await send({"type": "http.response.body", "body": page})
+                return
+            await send(message)
+
+        await self.app(scope, receive, reply)
 
 
 def create_app(
@@ -93,11 +142,13 @@ def create_app(
 
     runner.runs_dir.mkdir(parents=True, exist_ok=True)
     page = build_page(runner, concurrency=concurrency, examples=examples)
+    css = CSS
     if video_runner is not None:
-        from sam3_agent.apps.demo.video_page import build_video_page, with_video_tab
+        from sam3_agent.apps.demo.video_page import VIDEO_CSS, build_video_page, with_video_tab
 
         video_runner.runs_dir.mkdir(parents=True, exist_ok=True)
         page = with_video_tab(page, build_video_page(video_runner, concurrency=concurrency))
+        css += VIDEO_CSS
     page.queue(max_size=max_queue, default_concurrency_limit=concurrency)
     if service_segmenter is not None:
         from sam3_agent.apps.service.app import create_app as create_service_app
@@ -105,6 +156,8 @@ def create_app(
         app = create_service_app(service_segmenter, token=token)
     else:
         app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    if token:
+        app.add_middleware(NoApiBeforeLogin)
     # Routes registered before the mount (the service's) take precedence over the page.
     return gr.mount_gradio_app(
         app,
@@ -112,8 +165,10 @@ def create_app(
         path="/",
         auth=token_auth(token) if token else None,
         auth_message="Enter any user name and the demo's token as the password.",
-        allowed_paths=[str(runner.runs_dir.resolve())]
-        + [str(p.parent.resolve()) for p, _ in examples],
+        # Never the runs directory (--out): every file of every run would be served to anyone
+        # who knows its path. Gradio copies each file the page offers into its own cache and
+        # serves that copy (tests/apps/demo/test_server.py checks both).
+        allowed_paths=[str(p.parent.resolve()) for p, _ in examples],
         footer_links=["api"],
         ssr_mode=False,
         pwa=False,
@@ -121,13 +176,17 @@ def create_app(
         enable_monitoring=False,
         show_error=False,
         theme=theme(),
-        css=CSS,
+        css=css,
     )
 
 
 def serve(app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve ``app`` until interrupted (blocks). One process: the models load once."""
-    import uvicorn
+    """Serve ``app`` until interrupted (blocks). One process: the models load once.
+
+    Raises:
+        UserError: the port is in use (taken while the models loaded).
+    """
+    from sam3_agent.apps.service.server import run_app
 
     logger.info("sam3-agent demo on http://%s:%d", host, port)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)
+    run_app(app, host=host, port=port, log_level=log_level)

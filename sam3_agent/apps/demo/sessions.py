@@ -28,7 +28,7 @@ from sam3_agent.agent.loop import RoundEvent, Sam3Agent, check_query
 from sam3_agent.agent.result import AgentResult
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
 from sam3_agent.values.files import safe_name
-from sam3_agent.values.images import RGBImage, downscale, load_image
+from sam3_agent.values.images import DEFAULT_MAX_PIXELS, RGBImage, downscale, load_image
 from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,8 @@ class Update:
         message: one line for the status bar (the error, for ``error``).
         result: the session's result once it ended (also for a stopped session).
         files: the downloads: ``result.json``, ``overlay.png``, one PNG per mask.
-        output_dir: the run's directory, once it exists.
+        output_dir: the run's directory; None for a request refused before it started (no
+            image, an unreadable one, an empty query, a page already running one).
     """
 
     state: State
@@ -69,14 +70,17 @@ class Annotations:
     masks: list[tuple[np.ndarray, str]] = field(default_factory=list)
 
 
-def load_display_image(path: str | Path) -> RGBImage:
-    """The image at ``path``, downscaled for the page. Raises ImageLoadError."""
-    return downscale(load_image(path), DISPLAY_SIDE)
+def load_display_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> RGBImage:
+    """The image at ``path``, downscaled for the page. Raises ImageLoadError (also above
+    ``max_pixels``)."""
+    return downscale(load_image(path, max_pixels=max_pixels), DISPLAY_SIDE)
 
 
-def final_annotations(image_path: str | Path, result: AgentResult) -> Annotations:
+def final_annotations(
+    image_path: str | Path, result: AgentResult, *, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> Annotations:
     """The final masks of ``result`` on the image it was computed on, at display size."""
-    display = load_display_image(image_path)
+    display = load_display_image(image_path, max_pixels=max_pixels)
     h, w = display.shape[:2]
     labelled = []
     for i, (mask, score) in enumerate(
@@ -159,6 +163,12 @@ class DemoRunner:
         self._running: dict[str, asyncio.Task[AgentResult]] = {}
 
     @property
+    def max_pixels(self) -> int:
+        """The largest image (pixels) a request may bring: the agent's own limit
+        (``--max-pixels``), checked on upload, before any model work."""
+        return self.agent.config.max_image_pixels
+
+    @property
     def active(self) -> int:
         """Requests running now."""
         return len(self._running)
@@ -179,21 +189,23 @@ class DemoRunner:
     ) -> AsyncIterator[Update]:
         """Answer ``query`` on the image at ``image_path`` for session ``key``.
 
-        Yields one ``running`` update per finished round, then one ``done``, ``stopped``
-        or ``error`` update. Closing the iterator early (the page went away) stops the
-        session the same way :meth:`stop` does.
+        Yields one ``error`` update for a request refused before it starts; otherwise one
+        ``running`` update without rounds when it starts, one per finished round, then one
+        ``done``, ``stopped`` or ``error`` update. Closing the iterator early (the page went
+        away) stops the session the same way :meth:`stop` does.
         """
         try:
             if image_path is None:
                 raise UserError("upload an image (or pick an example) first")
             check_query(query)
-            # Read before any model work, so a broken upload answers at once.
-            await asyncio.to_thread(load_image, image_path)
+            # Read before any model work, so a broken upload answers at once; the agent takes
+            # these pixels, not the file again.
+            pixels = await asyncio.to_thread(load_image, image_path, max_pixels=self.max_pixels)
             # Checked after the last await, so two requests of one page cannot both pass.
             if key in self._running:
                 raise UserError("this page is already running a request; stop it first")
         except ImageLoadError as e:
-            yield Update("error", message=image_error(image_path, e))
+            yield Update("error", message=upload_error(image_path, e))
             return
         except UserError as e:
             yield Update("error", message=one_line(e))
@@ -203,12 +215,19 @@ class DemoRunner:
         events: asyncio.Queue[RoundEvent] = asyncio.Queue()
         task = asyncio.create_task(
             self.agent.arun(
-                image_path, query, output_dir=out, on_round=events.put_nowait, exports=("png",)
+                pixels,
+                query,
+                output_dir=out,
+                on_round=events.put_nowait,
+                exports=("png",),
+                # result.json names the file as uploaded, not the server's temporary copy.
+                image_path=upload_name(image_path),
             )
         )
         self._running[key] = task
         rounds: tuple[RoundEvent, ...] = ()
         try:
+            yield Update("running", message="asking the model...", output_dir=out)
             async with contextlib.aclosing(stream_rounds(task, events)) as stream:
                 async for rounds in stream:
                     yield Update("running", rounds, message=running_message(rounds), output_dir=out)
@@ -237,9 +256,17 @@ class DemoRunner:
         return Update("done", rounds, "", result, files, out)
 
 
-def image_error(image_path: str | Path | None, error: ImageLoadError) -> str:
-    """The page's message for an upload that cannot be read: the file's own name, not the
-    server's temporary path, and not the decoder's internals."""
-    name = Path(image_path).name if image_path is not None else "the image"
-    logger.info("unreadable upload %s: %s", name, error)
-    return f"cannot read the image {name}: it is not an image file this demo can decode"
+def upload_name(image_path: str | Path) -> str:
+    """The uploaded file's own name: Gradio keeps it as the last part of its temporary path."""
+    return Path(image_path).name
+
+
+def upload_error(image_path: str | Path | None, error: ImageLoadError) -> str:
+    """The page's message for an upload that cannot be read: the loader's own reason (too
+    many pixels, not an image, ...), naming the file as uploaded, never the server's path."""
+    if image_path is None:
+        return one_line(error)
+    name = upload_name(image_path)
+    reason = one_line(str(error).replace(str(Path(image_path)), name))
+    logger.info("unreadable upload %s: %s", name, reason)
+    return reason

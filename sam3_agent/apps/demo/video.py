@@ -35,6 +35,8 @@ from sam3_agent.apps.demo.sessions import (
     running_message,
     settle,
     stream_rounds,
+    upload_error,
+    upload_name,
 )
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import Sam3AgentError, UserError
@@ -58,7 +60,8 @@ class VideoUpdate:
         message: one line for the status bar (the error, for ``error``).
         result: the session's result once it ended (``done`` only).
         files: the downloads: ``result.json``, ``overlay.mp4``, ``contact_sheet.png``.
-        output_dir: the run's directory, once it exists.
+        output_dir: the run's directory; None for a request refused before it started (no
+            video, a refused upload, an empty query, a page already running one).
         web_video: the overlay as WebM for the page (``done`` only; None when it could not
             be written).
     """
@@ -107,7 +110,7 @@ def check_upload(path: str | Path, stride: int, limits: VideoLimits) -> Uploaded
             large frames. One line, naming the file as uploaded.
     """
     path = Path(path)
-    name = path.name  # Gradio keeps the uploaded file's own name as its copy's last part
+    name = upload_name(path)
     try:
         size = path.stat().st_size
     except OSError as e:
@@ -119,7 +122,7 @@ def check_upload(path: str | Path, stride: int, limits: VideoLimits) -> Uploaded
     try:
         source = open_video(path, FrameSelection(stride=stride), max_pixels=limits.max_pixels)
     except VideoLoadError as e:
-        raise VideoLoadError(one_line(str(e).replace(str(path), name))) from e
+        raise VideoLoadError(upload_error(path, e)) from e
     if source.frame_count > limits.max_frames:
         needed = math.ceil(source.source_frames / limits.max_frames)
         raise VideoLoadError(
@@ -220,9 +223,11 @@ class VideoDemoRunner:
         """Answer ``query`` on the uploaded video at ``video_path``, tracking every
         ``stride``-th frame, for session ``key``.
 
-        Yields ``running`` updates (the model loading, then one per finished round), then
-        one ``done``, ``stopped`` or ``error`` update. Closing the iterator early (the page
-        went away) stops the session the same way :meth:`stop` does.
+        Yields one ``error`` update for a request refused before it starts (its
+        ``output_dir`` None); otherwise one ``running`` update without rounds when it starts
+        (saying when the model loads first), one per finished round, then one ``done``,
+        ``stopped`` or ``error`` update. Closing the iterator early (the page went away)
+        stops the session the same way :meth:`stop` does.
         """
         try:
             if video_path is None:
@@ -234,9 +239,7 @@ class VideoDemoRunner:
             # Checked after the last await, so two requests of one page cannot both pass.
             if key in self._running:
                 raise UserError("this page is already running a request; stop it first")
-        except UserError as e:  # a VideoLoadError too
-            if isinstance(e, VideoLoadError):
-                logger.info("refused upload: %s", one_line(e))
+        except UserError as e:  # a refused upload (VideoLoadError) too
             yield VideoUpdate("error", message=one_line(e))
             return
 
@@ -247,13 +250,12 @@ class VideoDemoRunner:
             agent = await self.agent(FrameSelection(stride=frames))
             return await agent.arun(video, query, output_dir=out, on_round=events.put_nowait)
 
-        loading = not self.loaded
+        started = LOADING if not self.loaded else "asking the model..."
         task = asyncio.create_task(session())
         self._running[key] = task
         rounds: tuple[RoundEvent, ...] = ()
         try:
-            if loading:
-                yield VideoUpdate("running", message=LOADING)
+            yield VideoUpdate("running", message=started, output_dir=out)
             async with contextlib.aclosing(stream_rounds(task, events)) as stream:
                 async for rounds in stream:
                     yield VideoUpdate("running", rounds, running_message(rounds), output_dir=out)

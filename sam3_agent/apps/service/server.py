@@ -1,10 +1,18 @@
-"""Running the SAM 3 service: the bind-address rule and uvicorn."""
+"""Running the SAM 3 service (and the demo): the bind-address rule, the port, and uvicorn.
+
+Both servers check their port before any model loads (:func:`check_port_free`) and then
+listen on sockets bound here (:func:`bind_listeners`), not by uvicorn: a port taken while the
+models loaded is the same one-line :class:`UserError`, never uvicorn's own log line and
+exit status.
+"""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
-from typing import TYPE_CHECKING
+import socket
+from typing import TYPE_CHECKING, Any
 
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
@@ -17,14 +25,22 @@ from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_WAITING,
 )
 from sam3_agent.backends.service_auth import TOKEN_ENV
-from sam3_agent.values.errors import UserError
+from sam3_agent.values.errors import Sam3AgentError, UserError
 
 if TYPE_CHECKING:  # serve-sam3 --help and the demo's flag check import no numpy
     from sam3_agent.backends.base import Segmenter
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TOKEN_ENV", "check_bind_security", "is_loopback", "serve"]
+__all__ = [
+    "TOKEN_ENV",
+    "bind_listeners",
+    "check_bind_security",
+    "check_port_free",
+    "is_loopback",
+    "run_app",
+    "serve",
+]
 
 
 def is_loopback(host: str) -> bool:
@@ -66,6 +82,77 @@ def check_bind_security(
         )
 
 
+def bind_listeners(host: str, port: int, *, listen: bool = True) -> list[socket.socket]:
+    """Sockets bound to ``port`` on every address ``host`` names, as asyncio's
+    ``create_server`` (and so uvicorn) would bind them: ``SO_REUSEADDR`` (a port left in
+    ``TIME_WAIT`` is free), IPv6 sockets IPv6-only; listening unless ``listen`` is false.
+
+    Raises:
+        UserError: the port is in use (``port N on HOST is in use``), or ``host`` cannot be
+            listened on here (an unknown name, an address of another machine, a port below
+            1024 without the right).
+    """
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as e:
+        raise UserError(f"cannot listen on {host}: {e.strerror}") from e
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            if listen:
+                sock.listen()
+    except OSError as e:
+        for sock in sockets:
+            sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise UserError(f"port {port} on {host} is in use") from e
+        raise UserError(f"cannot listen on {host} port {port}: {e.strerror or e}") from e
+    return sockets
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse, before anything loads, a port another process listens on.
+
+    Raises:
+        UserError: ``port N on HOST is in use``, or ``host`` cannot be listened on here.
+    """
+    for sock in bind_listeners(host, port, listen=False):
+        sock.close()
+
+
+def run_app(app: Any, *, host: str, port: int, log_level: str = "info") -> None:
+    """Serve the ASGI ``app`` with uvicorn on ``host:port`` until interrupted (blocks; one
+    process, so models load once).
+
+    Raises:
+        UserError: the port was taken since :func:`check_port_free` (while models loaded).
+        Sam3AgentError: uvicorn could not start the app.
+    """
+    import uvicorn
+
+    listeners = bind_listeners(host, port)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1)
+    )
+    try:
+        server.run(sockets=listeners)
+    except KeyboardInterrupt:  # Ctrl+C stops a server: a normal end, as with uvicorn.run
+        pass
+    except SystemExit as e:  # uvicorn's way of saying it could not start
+        raise Sam3AgentError(f"the server on {host} port {port} did not start") from e
+    finally:
+        for sock in listeners:
+            sock.close()
+
+
 def serve(
     segmenter: Segmenter,
     *,
@@ -86,10 +173,8 @@ def serve(
     :func:`~sam3_agent.apps.service.app.create_app`'s.
 
     Raises:
-        UserError: a non-loopback ``host`` without ``token``.
+        UserError: a non-loopback ``host`` without ``token``, or the port is in use.
     """
-    import uvicorn
-
     from sam3_agent.apps.service.app import create_app
 
     check_bind_security(host, token)
@@ -109,4 +194,4 @@ def serve(
         "SAM 3 service on http://%s:%d (token %s)", host, port, "required" if token else "off"
     )
     # One process: the model is loaded once and shared by the worker threads.
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)
+    run_app(app, host=host, port=port, log_level=log_level)

@@ -129,14 +129,23 @@ class Prebuilt(Generic[J, R]):
 ResultCallback = Callable[[R], None]
 
 
+class Notify(Protocol):
+    """Shows the user one line about the run itself, beside its progress: which Ray runs
+    it, or a ``warning`` (workers that cannot all start). Not for per-job news."""
+
+    def __call__(self, line: str, *, warning: bool = False) -> None: ...
+
+
 @dataclass(frozen=True)
 class Work(Generic[J, R]):
     """What an engine is given to run: ``jobs`` (ordered by image), the ``factory`` each
-    worker builds its handler with, and the ``run_dir`` handlers write artifacts under."""
+    worker builds its handler with, the ``run_dir`` handlers write artifacts under, and
+    where the engine's notices go (``notify``; None: the engine logs them)."""
 
     jobs: Sequence[J]
     factory: WorkerFactory[J, R]
     run_dir: Path
+    notify: Notify | None = None
 
 
 class Engine(Protocol):

@@ -36,6 +36,12 @@ class ProgressListener(Protocol[R_contra]):
         """``result`` was just committed."""
         ...
 
+    def notice(self, line: str, *, warning: bool = False) -> None:
+        """A line for the user about the run itself, from the engine (which Ray runs the
+        jobs; a ``warning``): shown beside the progress (see :class:`~.base.Notify`). A
+        listener without this method still works: the engine logs its notices instead."""
+        ...
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -121,7 +127,9 @@ async def run_jobs(
             progress.update(result)
 
     if todo:
-        await engine.run(Work(todo, factory, store.run_dir), commit)
+        # A listener written before notices existed has no notice(): the engine logs them.
+        notify = getattr(progress, "notice", None)
+        await engine.run(Work(todo, factory, store.run_dir, notify), commit)
     return RunOutcome(
         total=len(jobs),
         skipped=len(jobs) - len(todo),

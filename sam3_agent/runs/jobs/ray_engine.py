@@ -31,6 +31,7 @@ from sam3_agent.runs.jobs.base import (
     J,
     JobHandler,
     JobResult,
+    Notify,
     R,
     ResultCallback,
     Work,
@@ -66,7 +67,7 @@ class RayConnection:
 
     Attributes:
         init_args: the keyword arguments of ``ray.init``.
-        description: one line saying which Ray the run uses (logged).
+        description: one line saying which Ray the run uses (shown to the user).
         private: a Ray started here for this run only (no other machine, no autoscaler).
         notice: a line worth a warning: a Ray cluster on this machine that is not used.
         pick_up_token: use this machine's Ray token as ``ray.init(address="auto")`` does
@@ -162,9 +163,17 @@ TOKEN_HELP = (
 )
 
 
-def connect(address: str | None, *, workers: int = 1) -> RayConnection | None:
+def log_notice(line: str, *, warning: bool = False) -> None:
+    """Where no one shows the engine's notices: the log (INFO, or WARNING for a warning)."""
+    logger.log(logging.WARNING if warning else logging.INFO, "%s", line)
+
+
+def connect(
+    address: str | None, *, workers: int = 1, notify: Notify = log_notice
+) -> RayConnection | None:
     """Join the Ray cluster at ``address``, or start a private local one when None
-    (:func:`plan_connection`), saying which in one log line.
+    (:func:`plan_connection`), saying which in one line to ``notify`` (the progress display
+    of ``eval`` and ``batch``; the log by default).
 
     Reuses a Ray this process already joined (a second run, a test session): returns None.
 
@@ -183,9 +192,9 @@ def connect(address: str | None, *, workers: int = 1) -> RayConnection | None:
         recorded_cluster=_recorded_cluster(),
     )
     token = _pick_up_token() if plan.pick_up_token else None
-    logger.info("%s", plan.description)
+    notify(plan.description)
     if plan.notice:
-        logger.warning("%s", plan.notice)
+        notify(plan.notice, warning=True)
     try:
         with _auth_warnings_quiet():
             ray.init(**plan.init_args)
@@ -388,7 +397,8 @@ class RayEngine:
 
     async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:
         # On this thread: ray.init wants the main thread.
-        plan = connect(self.address, workers=self.workers)
+        notify = work.notify or log_notice
+        plan = connect(self.address, workers=self.workers, notify=notify)
         warning = check_capacity(
             import_ray().cluster_resources(),
             workers=self.workers,
@@ -396,7 +406,7 @@ class RayEngine:
             private=plan is not None and plan.private,
         )
         if warning:
-            logger.warning("%s", warning)
+            notify(warning, warning=True)
         loop = asyncio.get_running_loop()
         arrivals: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop = threading.Event()

@@ -109,3 +109,37 @@ def test_serves_the_page_and_the_sam3_api_with_the_token_from_the_environment(
         login = http.post("/login", data={"username": "me", "password": "from-env"})
         assert login.status_code == 200
         assert http.get("/config").status_code == 200
+
+
+def test_max_pixels_bounds_the_uploads_of_the_page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    pytest.importorskip("gradio")
+    import asyncio
+
+    from sam3_agent.apps.demo import server
+    from sam3_agent.apps.demo.sessions import DemoRunner
+    from tests.support.demo_fixtures import COFFEE
+
+    runners: list[DemoRunner] = []
+    real_create_app = server.create_app
+
+    def create_app(runner: DemoRunner, **kwargs: Any) -> Any:
+        runners.append(runner)
+        return real_create_app(runner, **kwargs)
+
+    monkeypatch.setattr(BackendSpec, "build_segmenter", lambda self: FakeSegmenter())
+    monkeypatch.setattr(BackendSpec, "build_chat_model", lambda self: ScriptedChatModel())
+    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
+    monkeypatch.setattr(server, "create_app", create_app)
+    monkeypatch.setattr(server, "serve", lambda app, **kwargs: None)
+    result = invoke("--max-pixels", "100000", "--out", str(tmp_path / "runs"))
+    assert result.exit_code == 0, result.output
+
+    (runner,) = runners
+    assert runner.max_pixels == 100_000
+
+    async def answer() -> list[Any]:
+        return [u async for u in runner.run("tab-1", COFFEE, "the cup")]
+
+    (refused,) = asyncio.run(answer())
+    assert refused.state == "error"
+    assert refused.message.startswith("image too large: coffee.jpg is 600x400 = 240000 pixels")

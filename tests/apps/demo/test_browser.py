@@ -76,11 +76,13 @@ def demo_url(server: ScriptedServer, tmp_path: Path) -> Iterator[str]:
 
 
 class OffsiteRequests:
-    """Records every request the page makes to a host other than the demo server's."""
+    """Records every request the page makes to a host other than the demo server's, and the
+    requests it queues (``joins``: one per request the page sent to the agent)."""
 
     def __init__(self, page: Any, url: str) -> None:
         self.allowed = urlsplit(url).netloc
         self.offsite: list[str] = []
+        self.joins = 0
         page.on("request", self._seen)
 
     def _seen(self, request: Any) -> None:
@@ -89,6 +91,8 @@ class OffsiteRequests:
             return
         if parts.netloc != self.allowed:
             self.offsite.append(request.url)
+        elif parts.path.endswith("/queue/join"):
+            self.joins += 1
 
 
 def save_small(png: Path) -> None:
@@ -98,8 +102,14 @@ def save_small(png: Path) -> None:
     small.save(png, optimize=True)
 
 
-def open_page(browser: Any, url: str) -> tuple[Any, Any, OffsiteRequests]:
-    context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
+DESKTOP = {"width": 1500, "height": 1000}
+PHONE = {"width": 390, "height": 844}
+
+
+def open_page(
+    browser: Any, url: str, viewport: dict[str, int] = DESKTOP
+) -> tuple[Any, Any, OffsiteRequests]:
+    context = browser.new_context(viewport=viewport, accept_downloads=True)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     requests = OffsiteRequests(page, url)
@@ -128,6 +138,7 @@ def test_upload_run_watch_the_rounds_and_download(
         assert page.locator("#s3a-rounds img.s3a-masks").count() == 2
         page.locator("#s3a-final img").first.wait_for(state="visible")
         assert "1 mask(s)" in page.locator("#s3a-status").inner_text()
+        sync_api.expect(page.locator("#s3a-run")).to_be_enabled(timeout=WAIT_MS)
 
         link = page.locator('#s3a-files a[download="result.json"]')
         with page.expect_download() as download_info:
@@ -155,12 +166,13 @@ def test_an_unreadable_image_shows_a_message(browser: Any, demo_url: str, tmp_pa
         page.locator("#s3a-image input[type=file]").set_input_files(str(broken))
         error = page.locator("#s3a-status .s3a-status-error")
         error.wait_for()
-        assert "cannot read the image holiday.jpg" in error.inner_text()
+        assert "cannot read image holiday.jpg: " in error.inner_text()
 
         page.locator("#s3a-query textarea").fill(QUERY)
         page.locator("#s3a-run").click()
         page.locator("#s3a-status .s3a-status-error", has_text="cannot read").wait_for()
         assert "Traceback" not in page.content()
+        sync_api.expect(page.locator("#s3a-run")).to_be_enabled(timeout=WAIT_MS)
         assert requests.offsite == []
     finally:
         context.close()
@@ -179,6 +191,83 @@ def test_stop_ends_a_session_on_the_page(browser: Any, demo_url: str, server: Sc
         page.locator("#s3a-status .s3a-status-stopped").wait_for()
         assert page.locator("#s3a-rounds .s3a-round").count() == 1
         assert page.locator('#s3a-files a[download="result.json"]').count() == 1
+        sync_api.expect(page.locator("#s3a-run")).to_be_enabled(timeout=WAIT_MS)
+        assert requests.offsite == []
+    finally:
+        context.close()
+
+
+def test_run_and_enter_are_off_while_a_session_runs(
+    browser: Any, demo_url: str, server: ScriptedServer
+):
+    server.responder = CoffeeScript(hold=2)  # the model never answers round 2
+    context, page, requests = open_page(browser, demo_url)
+    try:
+        page.locator("#s3a-image input[type=file]").set_input_files(str(COFFEE))
+        page.locator("#s3a-status .s3a-status", has_text="Image ready").wait_for()
+        query = page.locator("#s3a-query textarea")
+        query.fill(QUERY)
+        query.press("Enter")  # Enter starts a session as Run does
+        page.locator("#s3a-rounds .s3a-round").first.wait_for()
+
+        run = page.locator("#s3a-run")
+        sync_api.expect(run).to_be_disabled(timeout=WAIT_MS)
+        sync_api.expect(query).to_be_disabled(timeout=WAIT_MS)
+        query.press("Enter")
+        run.click(force=True)  # a click on the disabled button does nothing
+        assert page.locator("#s3a-rounds .s3a-round").count() == 1
+        assert "already running" not in page.locator("#s3a-status").inner_text()
+
+        page.locator("#s3a-stop").click()
+        page.locator("#s3a-status .s3a-status-stopped").wait_for()
+        sync_api.expect(run).to_be_enabled(timeout=WAIT_MS)
+        sync_api.expect(query).to_be_enabled(timeout=WAIT_MS)
+        assert page.locator("#s3a-rounds .s3a-round").count() == 1
+        assert requests.joins == 1  # the one session: nothing else reached the agent
+        assert requests.offsite == []
+    finally:
+        context.close()
+
+
+def test_on_a_phone_the_rounds_follow_the_status_line(
+    browser: Any, demo_url: str, server: ScriptedServer
+):
+    server.responder = CoffeeScript()
+    context, page, requests = open_page(browser, demo_url, PHONE)
+    try:
+        page.locator("#s3a-image input[type=file]").set_input_files(str(COFFEE))
+        page.locator("#s3a-status .s3a-status", has_text="Image ready").wait_for()
+        page.locator("#s3a-query textarea").fill(QUERY)
+        page.locator("#s3a-run").click()
+        page.locator("#s3a-status .s3a-status-done").wait_for()
+
+        def box(selector: str) -> dict[str, float]:
+            found = page.locator(selector).bounding_box()
+            assert found is not None, selector
+            return found
+
+        status, rounds, final = box("#s3a-status"), box("#s3a-rounds"), box("#s3a-final")
+        # Right under the status line (nothing between them), within the first screen of
+        # the page, and before the result and the downloads.
+        assert 0 <= rounds["y"] - (status["y"] + status["height"]) < PHONE["height"] / 8
+        assert rounds["y"] < PHONE["height"]
+        assert final["y"] >= rounds["y"] + rounds["height"]
+        assert rounds["width"] >= PHONE["width"] * 0.75
+        assert requests.offsite == []
+    finally:
+        context.close()
+
+
+def test_the_api_panel_shows_the_pages_own_example(browser: Any, demo_url: str):
+    context, page, requests = open_page(browser, demo_url)
+    try:
+        page.get_by_text("Use via API").click()
+        snippet = page.locator("code", has_text="client.predict(").first
+        snippet.wait_for()
+        text = snippet.inner_text()
+        assert "image_path=handle_file('coffee.jpg')" in text
+        assert 'query="the cup"' in text and 'api_name="/run"' in text
+        assert page.locator("code", has_text="sample_file.pdf").count() == 0
         assert requests.offsite == []
     finally:
         context.close()

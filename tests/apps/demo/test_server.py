@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,34 @@ def test_run_streams_each_round_then_the_result(server: ScriptedServer, tmp_path
     assert document["rounds"] == 3 and document["phrases_tried"] == ["coffee"]
 
 
+def test_the_run_directory_is_never_served_but_the_downloads_are(
+    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # --out outside both the temp dir and the working directory (Gradio's own allowed places).
+    elsewhere = tmp_path / "system-tmp"
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    monkeypatch.delenv("GRADIO_TEMP_DIR", raising=False)
+    runs = tmp_path / "runs"
+    server.responder = CoffeeScript()
+    app = create_app(coffee_runner(server, runs))
+    with serve_app(app) as url:
+        final = run(client(url), COFFEE).result()
+        assert "s3a-status-done" in final[STATUS]
+        offered = files_by_name(final)
+        assert set(offered) == {"result.json", "overlay.png", "01.png"}
+        for name, link in offered.items():
+            answer = httpx.get(link)
+            assert answer.status_code == 200, name
+            assert str(runs) not in link
+        (run_dir,) = runs.iterdir()
+        assert httpx.get(offered["result.json"]).content == (run_dir / "result.json").read_bytes()
+        for inside in ("trace.jsonl", "session.json", "result.json", "masks/01.png"):
+            assert (run_dir / inside).is_file(), inside
+            answer = httpx.get(f"{url}/gradio_api/file={run_dir / inside}")
+            assert answer.status_code in (403, 404), inside
+
+
 def test_an_unreadable_image_is_a_message(server: ScriptedServer, tmp_path: Path):
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(b"\xff\xd8 this is not a JPEG")
@@ -92,10 +121,26 @@ def test_an_unreadable_image_is_a_message(server: ScriptedServer, tmp_path: Path
     with serve_app(app) as url:
         final = run(client(url), broken).result()
     assert "s3a-status-error" in final[STATUS]
-    assert "cannot read the image broken.jpg" in final[STATUS]
+    assert "cannot read image broken.jpg: " in final[STATUS]
     assert "Traceback" not in final[STATUS] and "/tmp" not in final[STATUS]
     assert server.completions == []  # refused before any model work
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_an_image_over_the_pixel_limit_is_refused_with_the_loaders_reason(
+    server: ScriptedServer, tmp_path: Path
+):
+    from sam3_agent.values.config import AgentConfig
+
+    limited = AgentConfig(max_rounds=6, max_image_pixels=100_000)  # demo --max-pixels 100000
+    app = create_app(coffee_runner(server, tmp_path / "runs", config=limited))
+    with serve_app(app) as url:
+        final = run(client(url), COFFEE).result()
+    status = html.unescape(final[STATUS])
+    assert "s3a-status-error" in status
+    assert "coffee.jpg is 600x400 = 240000 pixels, over the limit of 100000" in status
+    assert "not an image file" not in status and "/tmp" not in status
+    assert server.completions == []
 
 
 def test_an_empty_query_is_a_message(server: ScriptedServer, tmp_path: Path):
@@ -126,6 +171,29 @@ def test_stop_ends_the_session_and_keeps_what_it_had(server: ScriptedServer, tmp
     assert document["status"] == "failed" and document["failure"] == STOPPED
     assert document["phrases_tried"] == ["coffee"]
     assert set(files_by_name(final)) == {"result.json", "overlay.png"}
+
+
+def test_a_second_run_of_one_client_is_refused_and_leaves_the_rounds(
+    server: ScriptedServer, tmp_path: Path
+):
+    server.responder = CoffeeScript(hold=2)
+    app = create_app(coffee_runner(server, tmp_path / "runs"))
+    with serve_app(app) as url:
+        c = client(url)
+        job = run(c, COFFEE)
+        wait_for(
+            lambda: any('class="s3a-round ' in o[ROUNDS] for o in job.outputs()),
+            what="round 1 in the stream",
+        )
+        second = run(c, COFFEE, "the spoon")
+        refused = second.result()
+        assert "already running" in refused[STATUS]
+        # Every output but the status line is left as it was: the first session's rounds stay.
+        assert all(not isinstance(o[ROUNDS], str) for o in second.outputs())
+        assert refused[ROUNDS]["__type__"] == "update" and refused[FILES]["__type__"] == "update"
+        assert c.predict(api_name="/stop") == "stopping"
+        assert job.result()[ROUNDS].count('class="s3a-round ') == 1
+    assert len(list((tmp_path / "runs").iterdir())) == 1
 
 
 def first_main_call(body: dict[str, Any]) -> bool:
@@ -170,3 +238,31 @@ def test_the_token_guards_the_page_and_the_sam3_api(server: ScriptedServer, tmp_
             headers={"Authorization": "Bearer s3cret"},
         )
         assert answer.status_code == 200 and answer.json()["image_size"] == [400, 600]
+
+
+def test_the_login_page_holds_no_api_description(server: ScriptedServer, tmp_path: Path):
+    app = create_app(coffee_runner(server, tmp_path / "runs"), token="s3cret")
+    with serve_app(app) as url, httpx.Client() as browser:
+        login_page = browser.get(f"{url}/")
+        assert login_page.status_code == 200 and '"auth_required":true' in login_page.text
+        for hidden in ("named_endpoints", "/run", "image_path", "What to segment"):
+            assert hidden not in login_page.text, hidden
+        assert browser.get(f"{url}/gradio_api/info").status_code == 401
+
+        login = browser.post(f"{url}/login", data={"username": "me", "password": "s3cret"})
+        assert login.status_code == 200
+        page = browser.get(f"{url}/")
+        assert page.status_code == 200 and "named_endpoints" in page.text
+        assert int(page.headers["content-length"]) == len(page.content)
+
+
+def test_the_api_description_shows_the_pages_own_example(server: ScriptedServer, tmp_path: Path):
+    app = create_app(coffee_runner(server, tmp_path / "runs"))
+    with serve_app(app) as url:
+        info = httpx.get(f"{url}/gradio_api/info").json()
+    assert set(info["named_endpoints"]) == {"/run", "/stop"}
+    image, query = info["named_endpoints"]["/run"]["parameters"]
+    assert (image["parameter_name"], query["parameter_name"]) == ("image_path", "query")
+    assert image["example_input"]["path"] == "coffee.jpg"
+    assert query["example_input"] == "the cup"
+    assert "sample_file.pdf" not in json.dumps(info) and "Hello!!" not in json.dumps(info)

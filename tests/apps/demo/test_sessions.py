@@ -12,10 +12,17 @@ import pytest
 from PIL import Image
 
 from sam3_agent.agent.loop import STOPPED, Sam3Agent
-from sam3_agent.apps.demo.sessions import DISPLAY_SIDE, DemoRunner, Update, final_annotations
+from sam3_agent.apps.demo.sessions import (
+    DISPLAY_SIDE,
+    DemoRunner,
+    Update,
+    final_annotations,
+    load_display_image,
+    upload_error,
+)
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
-from sam3_agent.values.errors import ChatModelError
+from sam3_agent.values.errors import ChatModelError, ImageLoadError
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
@@ -52,8 +59,11 @@ def image_path(tmp_path: Path, image: np.ndarray) -> Path:
     return path
 
 
-def runner(chat: object, three_cats: Detections, tmp_path: Path) -> DemoRunner:
-    agent = Sam3Agent(FakeSegmenter({"cat": three_cats}), chat, AgentConfig())  # type: ignore[arg-type]
+def runner(
+    chat: object, three_cats: Detections, tmp_path: Path, config: AgentConfig | None = None
+) -> DemoRunner:
+    segmenter = FakeSegmenter({"cat": three_cats})
+    agent = Sam3Agent(segmenter, chat, config or AgentConfig())  # type: ignore[arg-type]
     return DemoRunner(agent, tmp_path / "runs")
 
 
@@ -67,8 +77,8 @@ async def test_rounds_stream_then_the_result_and_its_files(
     chat = ScriptedChatModel(replies=[SEGMENT, tool("examine_each_mask"), SELECT_1])
     updates = await collect(runner(chat, three_cats, tmp_path).run("tab-1", image_path, "cat"))
 
-    assert [u.state for u in updates] == ["running", "running", "running", "done"]
-    assert [len(u.rounds) for u in updates] == [1, 2, 3, 3]
+    assert [u.state for u in updates] == ["running", "running", "running", "running", "done"]
+    assert [len(u.rounds) for u in updates] == [0, 1, 2, 3, 3]  # the first: it started
     done = updates[-1]
     assert done.result is not None and done.result.status == "masks"
     assert done.output_dir is not None
@@ -80,6 +90,24 @@ async def test_rounds_stream_then_the_result_and_its_files(
     assert done.output_dir is not None and done.output_dir.parent == tmp_path / "runs"
 
 
+async def test_result_json_names_the_uploaded_file_not_the_servers_copy(
+    three_cats: Detections, image_path: Path, tmp_path: Path
+):
+    # Gradio keeps an upload as <its temp dir>/<hash>/<the file's own name>.
+    upload = tmp_path / "gradio" / "0f3a9c" / "holiday photo.png"
+    upload.parent.mkdir(parents=True)
+    upload.write_bytes(image_path.read_bytes())
+    chat = ScriptedChatModel(replies=[SEGMENT, SELECT_1])
+    updates = await collect(runner(chat, three_cats, tmp_path).run("tab-1", upload, "cat"))
+
+    done = updates[-1]
+    assert done.state == "done" and done.result is not None
+    assert done.result.image_path == "holiday photo.png"
+    document = json.loads(done.files[0].read_text())
+    assert document["image"]["path"] == "holiday photo.png"
+    assert str(tmp_path) not in done.files[0].read_text()
+
+
 async def test_stop_ends_the_session_and_the_agent_writes_what_it_had(
     three_cats: Detections, image_path: Path, tmp_path: Path
 ):
@@ -87,6 +115,8 @@ async def test_stop_ends_the_session_and_the_agent_writes_what_it_had(
     demo = runner(chat, three_cats, tmp_path)
     assert demo.stop("tab-1") is False  # nothing running yet
     stream = demo.run("tab-1", image_path, "cat")
+    started = await stream.__anext__()
+    assert started.state == "running" and started.rounds == () and started.output_dir
     first = await stream.__anext__()
     assert first.state == "running" and first.rounds[0].tool == "segment_phrase"
     await chat.waiting.wait()
@@ -125,6 +155,7 @@ async def test_one_request_per_page_at_a_time(
     await stream.__anext__()
     (refused,) = await collect(demo.run("tab-1", image_path, "dog"))
     assert refused.state == "error" and "already running" in refused.message
+    assert refused.output_dir is None  # refused before it started: the page keeps its rounds
     demo.stop("tab-1")
     await collect(stream)
 
@@ -134,8 +165,8 @@ async def test_one_request_per_page_at_a_time(
     [
         (None, "cat", "upload an image"),
         ("cats.png", "  ", "the query is empty"),
-        ("missing.png", "cat", "cannot read the image missing.png"),
-        ("notes.png", "cat", "cannot read the image notes.png"),
+        ("missing.png", "cat", "image not found: missing.png"),
+        ("notes.png", "cat", "cannot read image notes.png: "),
     ],
 )
 async def test_bad_requests_are_one_line_messages(
@@ -156,6 +187,27 @@ async def test_bad_requests_are_one_line_messages(
     assert chat.calls == []
 
 
+async def test_an_image_over_the_pixel_limit_says_so_before_any_model_work(
+    three_cats: Detections, image_path: Path, tmp_path: Path
+):
+    chat = ScriptedChatModel(replies=[])
+    demo = runner(chat, three_cats, tmp_path, AgentConfig(max_image_pixels=1000))
+    assert demo.max_pixels == 1000  # the agent's limit (demo --max-pixels)
+    updates = await collect(demo.run("tab-1", image_path, "cat"))
+
+    assert [u.state for u in updates] == ["error"]
+    message = updates[0].message
+    assert "image too large: cats.png is 320x240 = 76800 pixels, over the limit of 1000" in message
+    assert str(tmp_path) not in message and "\n" not in message
+    assert chat.calls == []
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+    # The page's preview of the upload applies the same limit and says the same.
+    with pytest.raises(ImageLoadError) as refused:
+        load_display_image(image_path, max_pixels=demo.max_pixels)
+    assert upload_error(image_path, refused.value) == message
+
+
 @pytest.mark.parametrize(
     ("error", "message"),
     [
@@ -168,7 +220,7 @@ async def test_failures_during_a_session_are_messages_with_the_files(
 ):
     chat = HangingChat([SEGMENT], error=error)
     updates = await collect(runner(chat, three_cats, tmp_path).run("tab-1", image_path, "cat"))
-    assert [u.state for u in updates] == ["running", "error"]
+    assert [u.state for u in updates] == ["running", "running", "error"]
     assert updates[-1].message.startswith(message)
     if isinstance(error, ChatModelError):  # the agent writes its result before raising
         assert [f.name for f in updates[-1].files] == ["result.json", "overlay.png"]

@@ -40,7 +40,8 @@ async def test_rounds_stream_then_the_overlay_plays_and_the_files_download(tmp_p
     updates = await collect(demo.run("tab-1", clip, QUERY))
 
     assert [u.state for u in updates] == ["running", "running", "running", "done"]
-    assert updates[0].message == LOADING and updates[0].rounds == ()
+    assert updates[0].message == LOADING and updates[0].rounds == ()  # it started
+    assert updates[0].output_dir == updates[-1].output_dir
     assert [len(u.rounds) for u in updates[1:]] == [1, 2, 2]
     assert updates[1].rounds[0].tool == "segment_phrase"
     done = updates[-1]
@@ -62,7 +63,7 @@ async def test_rounds_stream_then_the_overlay_plays_and_the_files_download(tmp_p
 
     # The model loaded once: the next request does not wait for it again.
     again = await collect(demo.run("tab-2", clip, QUERY, stride=3))
-    assert builds.count == 1 and LOADING not in [u.message for u in again]
+    assert builds.count == 1 and [u.message for u in again][0] == "asking the model..."
     result = again[-1].result
     assert result is not None and result.video["frames_used"] == [0, 3, 6, 9]
     assert result.options is not None and result.options["selection"]["stride"] == 3
@@ -88,7 +89,7 @@ async def test_an_upload_over_a_limit_is_refused_before_any_model_work(
     builds = VideoAgentBuilds()
     clip = upload(tmp_path)
     (update,) = await collect(make(tmp_path, builds, **limits).run("t", clip, QUERY, stride))
-    assert update.state == "error"
+    assert update.state == "error" and update.output_dir is None  # refused before it started
     assert re.search(message, update.message), update.message
     assert str(clip.parent) not in update.message and "\n" not in update.message
     assert builds.count == 0 and not (tmp_path / "runs").exists()

@@ -27,7 +27,7 @@ from tests.support.video_demo import QUERY, HeldChat, VideoAgentBuilds, upload
 pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
 gradio_client = pytest.importorskip("gradio_client")
 
-ROUNDS, STATUS, FINAL, FILES, RUN = range(5)
+ROUNDS, STATUS, FINAL, FILES = range(4)
 
 
 @pytest.fixture

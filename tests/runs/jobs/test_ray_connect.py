@@ -16,6 +16,7 @@ from sam3_agent.runs.jobs import ray_engine
 from sam3_agent.runs.jobs.base import Work
 from sam3_agent.runs.jobs.ray_engine import RayEngine, check_capacity, connect, plan_connection
 from sam3_agent.values.errors import UserError
+from tests.support.fake_ray import FakeRay
 
 CLUSTER = "10.0.0.5:6379"
 
@@ -77,26 +78,6 @@ def test_ray_address_in_the_environment_is_joined_and_said() -> None:
     assert plan.init_args["address"] == CLUSTER and "num_cpus" not in plan.init_args
     assert plan.pick_up_token and plan.description.endswith("(from RAY_ADDRESS)")
     assert _plan(None, environ={"RAY_ADDRESS": "local"}).private
-
-
-class FakeRay:
-    """Stands in for :mod:`ray`: records ``init``, raises ``error`` from it if given."""
-
-    def __init__(self, error: BaseException | None = None) -> None:
-        self.error = error
-        self.calls: list[dict[str, Any]] = []
-        self.resources: dict[str, float] = {"CPU": 4.0}
-
-    def is_initialized(self) -> bool:
-        return bool(self.calls) and self.error is None
-
-    def init(self, **kwargs: Any) -> None:
-        self.calls.append(kwargs)
-        if self.error is not None:
-            raise self.error
-
-    def cluster_resources(self) -> dict[str, float]:
-        return self.resources
 
 
 class AuthenticationError(Exception):
@@ -198,3 +179,56 @@ def test_the_engine_warns_before_it_runs_fewer_workers(
         "--workers 6: the Ray cluster has 4 CPUs (1 per worker), so at most 4 of them run "
         "at once (the others wait for room)"
     ]
+
+
+def test_which_ray_and_the_warnings_go_to_the_runs_notices_in_order(
+    fake_ray: FakeRay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only the log (INFO, hidden by default): ``eval`` and ``batch`` show them."""
+    monkeypatch.setattr(RayEngine, "_rows", lambda self, work: iter(()))
+    said: list[tuple[str, bool]] = []
+
+    def notify(line: str, *, warning: bool = False) -> None:
+        said.append((line, warning))
+
+    work = Work([], None, Path("."), notify)  # type: ignore[arg-type]
+    asyncio.run(RayEngine(workers=6).run(work, lambda result: None))
+    assert [warning for _, warning in said] == [False, True, True]
+    assert said[0][0].startswith("starting a private local Ray for this run")
+    assert "--ray-address auto" in said[1][0]  # the ray start cluster left unused
+    assert said[2][0].startswith("--workers 6: the Ray cluster has 4 CPUs")
+
+
+def test_the_driver_hands_the_engines_notices_to_the_progress_listener(tmp_path: Path) -> None:
+    from sam3_agent.runs.jobs.driver import run_jobs
+    from sam3_agent.runs.jobs.store import ResultStore
+
+    class Noisy:
+        name = "noisy"
+
+        async def run(self, work: Work[Any, Any], on_result: Any) -> None:
+            assert work.notify is not None
+            work.notify("which engine")
+            work.notify("careful", warning=True)
+
+    class Listener:
+        def __init__(self) -> None:
+            self.notices: list[tuple[str, bool]] = []
+
+        def start(self, total: int, already_done: Any) -> None:
+            pass
+
+        def update(self, result: Any) -> None:
+            pass
+
+        def notice(self, line: str, *, warning: bool = False) -> None:
+            self.notices.append((line, warning))
+
+    class Job:
+        id = "j"
+        image_path = tmp_path / "a.png"
+
+    listener = Listener()
+    store: ResultStore[Any] = ResultStore.create_or_resume(tmp_path / "run", {}, lambda d: d)
+    asyncio.run(run_jobs([Job()], store, Noisy(), None, progress=listener))  # type: ignore[arg-type]
+    assert listener.notices == [("which engine", False), ("careful", True)]

@@ -1,0 +1,144 @@
+"""A session's result, and the result of one that has ended, read back without any model.
+
+:func:`session_result` assembles an :class:`AgentResult` (the loop's, at the end of every
+session). :func:`finish_ended` answers a resume of a session that has nothing left to ask
+(it ended, or spent its rounds): the result is its committed ending, the outputs are
+written again, and neither SAM 3 nor the MLLM is needed, so none is loaded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.agent import prompts, rundir, tools
+from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
+from sam3_agent.agent.export import ExportFormat
+from sam3_agent.agent.result import AgentResult, Usage
+from sam3_agent.agent.steps import Final
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.errors import ResumeError
+from sam3_agent.values.images import RGBImage
+
+
+def rounds_spent(max_rounds: int) -> str:
+    """The ``failure`` of a session that spent its rounds without an answer."""
+    return f"max_rounds ({max_rounds}) reached without an answer"
+
+
+def session_result(
+    *,
+    query: str,
+    image_size: tuple[int, int],
+    final: Final | None,
+    failure: str | None,
+    rounds: int,
+    usage: Usage,
+    timings: Mapping[str, float],
+    started: float,
+    model: str,
+    image_path: str | None,
+    phrases: list[str],
+    config: AgentConfig,
+    token_count: str,
+    prompt_set: dict[str, str],
+) -> AgentResult:
+    """The result of a session that ended with ``final`` (``None``: failed with ``failure``).
+
+    ``timings``: seconds per phase; ``total`` is added, counted from ``started``
+    (``time.perf_counter``). ``token_count``: how its tokens were counted.
+    """
+    h, w = image_size
+    detections = Detections.empty(h, w) if final is None else final.detections
+    if not isinstance(detections, Detections):  # an image session selects detections
+        raise TypeError(f"an image session ended with {type(detections).__name__}")
+    return AgentResult(
+        query=query,
+        status="failed" if final is None else final.status,
+        detections=detections,
+        image_size=(h, w),
+        rounds=rounds,
+        usage=usage,
+        timings={**timings, "total": time.perf_counter() - started},
+        model=model,
+        image_path=image_path,
+        failure=failure,
+        phrases_tried=list(phrases),
+        context=context_settings(config, token_count),
+        prompts=prompt_set,
+    )
+
+
+def context_settings(config: AgentConfig, token_count: str) -> dict[str, Any]:
+    """``result.json``'s ``context``: the policy and budget a session ran with, and how
+    its tokens were counted."""
+    return {
+        "policy": config.context_policy,
+        "max_context_tokens": config.max_context_tokens,
+        "reserve_tokens": config.context_reserve_tokens,
+        "watermark": config.context_watermark,
+        "token_count": token_count,
+    }
+
+
+def finish_ended(
+    directory: Path,
+    image: RGBImage,
+    query: str,
+    *,
+    config: AgentConfig,
+    image_path: str | Path | None = None,
+    exports: Iterable[ExportFormat] = (),
+) -> AgentResult:
+    """The result of the ended session saved in ``directory``, its outputs written there
+    again (``result.json``, ``overlay.png``, the ``exports``), as a resume with the models
+    would; no model is needed.
+
+    Check first with :func:`~sam3_agent.agent.checkpoint.check_resumable` (which says
+    whether the session has ended).
+
+    Raises:
+        ResumeError: the session cannot be resumed (see :meth:`Checkpoint.resume`), or it
+            has calls left.
+    """
+    started = time.perf_counter()
+    now = Fingerprint.of(query=query, image=image, config=config, model=None)
+    checkpoint = Checkpoint.resume(directory, now)
+    try:
+        state = checkpoint.restore(image.shape[:2])
+        if state.ending is None and state.round < config.max_rounds:
+            raise ResumeError(
+                f"cannot finish {directory} without the models: its session has not ended"
+            )
+        final, failure = (
+            (state.ending.final, state.ending.failure)
+            if state.ending is not None
+            else (None, rounds_spent(config.max_rounds))
+        )
+        own = checkpoint.prompt_set or prompts.load_prompt_set(
+            config.prompts_dir, tool_docs=tools.tool_docs()
+        )
+        before = checkpoint.started_with
+        result = session_result(
+            query=query,
+            image_size=image.shape[:2],
+            final=final,
+            failure=failure,
+            rounds=state.round,
+            usage=state.usage,
+            timings=state.timings,
+            started=started,
+            model=str(before.settings.get("model", "")) if before is not None else "",
+            image_path=str(image_path) if image_path is not None else None,
+            phrases=state.phrases,
+            config=config,
+            token_count=state.usage.estimate_source,  # as the session counted them
+            prompt_set=own.describe(),
+        )
+        rundir.write_run(directory, result, image, exports)
+    finally:
+        checkpoint.close()
+    return result
