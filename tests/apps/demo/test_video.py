@@ -63,7 +63,7 @@ async def test_rounds_stream_then_the_overlay_plays_and_the_files_download(tmp_p
 
     # The model loaded once: the next request does not wait for it again.
     again = await collect(demo.run("tab-2", clip, QUERY, stride=3))
-    assert builds.count == 1 and [u.message for u in again][0] == "asking the model..."
+    assert builds.count == 1 and again[0].message == "asking the model..."
     result = again[-1].result
     assert result is not None and result.video["frames_used"] == [0, 3, 6, 9]
     assert result.options is not None and result.options["selection"]["stride"] == 3
