@@ -4,6 +4,7 @@ The one call most applications need::
 
     import sam3_agent
     result = sam3_agent.segment("photo.jpg", "the leftmost child")
+    result = sam3_agent.track("clip.mp4", "the dog that enters last")   # a video
 
 For many requests, build the backends and a :class:`Sam3Agent` once and call ``run``.
 
@@ -19,9 +20,11 @@ from sam3_agent.values.lazy import lazy_exports
 from sam3_agent.values.version import __version__
 
 if TYPE_CHECKING:
-    from sam3_agent.agent.api import segment
+    from sam3_agent.agent.api import segment, track
     from sam3_agent.agent.loop import RoundEvent, Sam3Agent
     from sam3_agent.agent.result import AgentResult
+    from sam3_agent.agent.video.agent import Sam3VideoAgent
+    from sam3_agent.agent.video.result import VideoResult
     from sam3_agent.values.config import AgentConfig
     from sam3_agent.values.detections import Detections
 
@@ -32,7 +35,10 @@ _EXPORTS = {
     "Detections": "sam3_agent.values.detections",
     "RoundEvent": "sam3_agent.agent.loop",
     "Sam3Agent": "sam3_agent.agent.loop",
+    "Sam3VideoAgent": "sam3_agent.agent.video.agent",
+    "VideoResult": "sam3_agent.agent.video.result",
     "segment": "sam3_agent.agent.api",
+    "track": "sam3_agent.agent.api",
 }
 
 
@@ -49,6 +55,9 @@ __all__ = [
     "Detections",
     "RoundEvent",
     "Sam3Agent",
+    "Sam3VideoAgent",
+    "VideoResult",
     "__version__",
     "segment",
+    "track",
 ]

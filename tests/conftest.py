@@ -81,3 +81,11 @@ def fake_hub(
 
     monkeypatch.setattr(hub, "HfHub", make)
     yield built
+
+
+@pytest.fixture(scope="session")
+def tiny_sam3_video_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding a tiny random SAM 3 video model + processor (``save_pretrained``)."""
+    from tests.support.tiny_sam3_video import save_tiny_sam3_video
+
+    return save_tiny_sam3_video(tmp_path_factory.mktemp("tiny_sam3_video"))

@@ -1,6 +1,7 @@
 """One call for applications that want an answer and no setup.
 
-:func:`segment` builds the backends, runs one session and returns its result. Building SAM 3
+:func:`segment` builds the backends, runs one session and returns its result;
+:func:`track` does the same for a video. Building SAM 3
 and an MLLM takes seconds to minutes, so for many requests build a
 :class:`~sam3_agent.agent.loop.Sam3Agent` once and call its ``run`` instead (a
 :class:`~sam3_agent.backends.spec.BackendSpec` builds both backends).
@@ -14,8 +15,10 @@ from typing import Any
 
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.video.agent import Sam3VideoAgent
+from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import ImageInput
 
@@ -49,18 +52,60 @@ def segment(
         UserError (a bad option, models that do not fit), ImageLoadError,
         WeightsUnavailableError, ChatModelError, SegmenterError.
     """
+    spec, config = _planned("segment", config, backends, options, video=False)
+    return Sam3Agent(spec.build_segmenter(), spec.build_chat_model(), config).run(
+        image, query, output_dir=output_dir
+    )
+
+
+def track(
+    video: str | Path,
+    query: str,
+    *,
+    output_dir: str | Path | None = None,
+    config: AgentConfig | None = None,
+    options: VideoOptions | None = None,
+    selection: FrameSelection | None = None,
+    backends: BackendSpec | None = None,
+    **backend_options: Any,
+) -> VideoResult:
+    """Segment and track what ``query`` describes through ``video`` (a video file or a
+    folder of frames), as :func:`segment` does for an image: the same backend keywords
+    (and ``video_cache_mb``), checked and planned before anything loads.
+
+    ``options``: what the model is shown (frames per sheet, per check, Uncertain looks);
+    ``selection``: which frames are tracked (stride, count, time range).
+
+    Raises:
+        UserError, VideoLoadError, WeightsUnavailableError, ChatModelError, SegmenterError.
+    """
+    spec, config = _planned("track", config, backends, backend_options, video=True)
+    agent = Sam3VideoAgent(
+        spec.build_video_segmenter(), spec.build_chat_model(), config, options, selection
+    )
+    return agent.run(video, query, output_dir=output_dir)
+
+
+def _planned(
+    caller: str,
+    config: AgentConfig | None,
+    backends: BackendSpec | None,
+    options: dict[str, Any],
+    *,
+    video: bool,
+) -> tuple[BackendSpec, AgentConfig]:
+    """The spec validated and planned (the default MLLM chosen, the models checked to fit),
+    and the config with the spec's tool protocol."""
     unknown = sorted(set(options) - _SPEC_NAMES)
     if unknown:
-        raise UserError(f"segment() got unknown options: {', '.join(unknown)}")
+        raise UserError(f"{caller}() got unknown options: {', '.join(unknown)}")
     config = config or AgentConfig()
     if backends is None:
         options.setdefault("tool_protocol", config.tool_protocol)
     spec = replace(backends or BackendSpec(), **options)
     spec.validate()
     spec.check_context(config)
-    spec = spec.plan().spec
+    spec = spec.plan(video=video).spec
     if config.tool_protocol != spec.tool_protocol:
         config = replace(config, tool_protocol=spec.tool_protocol)
-    return Sam3Agent(spec.build_segmenter(), spec.build_chat_model(), config).run(
-        image, query, output_dir=output_dir
-    )
+    return spec, config

@@ -60,6 +60,10 @@ is not cached yet (so no estimate needs a download). From the parameter counts t
 shows for each model's safetensors files; SAM 3 from its random-weight build
 (``Sam3Model(Sam3Config())``)."""
 
+KNOWN_VIDEO_PARAMETERS: dict[str, int] = {"facebook/sam3": 859_921_848}
+"""Parameters of SAM 3's video model (detector, tracker and its neck), which the same hub
+repository holds, from ``Sam3VideoModel(Sam3VideoConfig())`` built on the meta device."""
+
 GPU_DEFAULT_MLLM = "Qwen/Qwen3-VL-8B-Instruct"
 """The default MLLM on a GPU with room for it: the open model class of the SAM 3 paper's
 agent tables (its Qwen3-VL 8B rows; the Instruct variant needs no thinking budget)."""
@@ -67,7 +71,7 @@ agent tables (its Qwen3-VL 8B rows; the Instruct variant needs no thinking budge
 SMALL_DEFAULT_MLLMS = ("Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3-VL-2B-Instruct")
 """Defaults where the 8B model does not fit (CPU-only, small GPU), largest first."""
 
-Kind = Literal["mllm", "sam3"]
+Kind = Literal["mllm", "sam3", "sam3_video"]
 
 
 @dataclass(frozen=True)
@@ -88,12 +92,14 @@ class Footprint:
         parameters: parameter count.
         dtype: the dtype it will be loaded in.
         source: where the count came from (``config.json`` or the known-models table).
+        extra: bytes it needs beyond its weights and the margins (a feature cache).
     """
 
     name: str
     parameters: int
     dtype: str
     source: str
+    extra: int = 0
 
     @property
     def weights(self) -> int:
@@ -101,8 +107,8 @@ class Footprint:
 
     @property
     def need(self) -> int:
-        """Bytes needed: weights plus margins (see the module docstring)."""
-        return int(self.weights * (1 + MARGIN_FRACTION)) + MARGIN_BYTES
+        """Bytes needed: weights plus margins (see the module docstring), plus :attr:`extra`."""
+        return int(self.weights * (1 + MARGIN_FRACTION)) + MARGIN_BYTES + self.extra
 
     def describe(self) -> str:
         return f"{self.name} ≈{self.need / GB:.1f} GB in {self.dtype}"
@@ -176,25 +182,30 @@ def count_parameters(config_file: Path, kind: Kind) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def footprint(source: str, kind: Kind, dtype: str, fetched: Path | None = None) -> Footprint | None:
-    """The estimate for one model, or ``None`` when neither a config nor the known-models
-    table gives a parameter count (logged; such a model is not refused).
+def footprint(
+    source: str, kind: Kind, dtype: str, fetched: Path | None = None, *, extra: int = 0
+) -> Footprint | None:
+    """The estimate for one model (``extra``: bytes it needs beyond the weights), or ``None``
+    when neither a config nor the known-models table gives a parameter count (logged; such
+    a model is not refused).
 
     The count comes from the ``config.json`` of a local directory or the hub cache, else
-    from :data:`KNOWN_PARAMETERS`, else from ``fetched``: the ``config.json`` just fetched
-    from the hub for a model in neither (:func:`~sam3_agent.backends.hub.locate`).
+    from the known-models table (:data:`KNOWN_PARAMETERS`, :data:`KNOWN_VIDEO_PARAMETERS`
+    for the video model), else from ``fetched``: the ``config.json`` just fetched from the
+    hub for a model in neither (:func:`~sam3_agent.backends.hub.locate`).
     """
     path = config_path(source)
-    known = KNOWN_PARAMETERS.get(source)
+    known = (KNOWN_VIDEO_PARAMETERS if kind == "sam3_video" else KNOWN_PARAMETERS).get(source)
     if path is None and known is None:
         path = fetched
     if path is not None:
         try:
-            return Footprint(source, count_parameters(path, kind), dtype, "config.json")
+            count = count_parameters(path, kind)
+            return Footprint(source, count, dtype, "config.json", extra)
         except (OSError, ValueError, KeyError) as e:
             logger.warning("cannot count the parameters of %s from %s: %s", source, path, e)
     if known is not None:
-        return Footprint(source, known, dtype, "known models table")
+        return Footprint(source, known, dtype, "known models table", extra)
     logger.info("no memory estimate for %s (no config.json here, not a known model)", source)
     return None
 

@@ -13,56 +13,35 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
-from sam3_agent.backends.hub import hub_access
 from sam3_agent.backends.identity import dtype_name, sam3_description
+from sam3_agent.backends.sam3_common import (
+    DEFAULT_MODEL,
+    fit_phrase,
+    load_sam3,
+    preshrink,
+    text_limit,
+    torch_failures,
+)
 from sam3_agent.backends.sam3_masks import detections_at
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
-from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
 from sam3_agent.values.detections import Detections
-from sam3_agent.values.errors import (
-    Sam3AgentError,
-    SegmenterError,
-    UserError,
-    WeightsUnavailableError,
-)
+from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import RGBImage, image_digest
-from sam3_agent.values.text import one_line
 
 if TYPE_CHECKING:
     from transformers import Sam3Model, Sam3Processor
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "facebook/sam3"
-LICENCE_URL = "https://huggingface.co/facebook/sam3"
-PROCESSOR_TEXT_TOKENS = 32
-"""Tokens ``Sam3Processor`` pads every phrase to (SAM 3's text context length)."""
-
-
-def _weights_error(model: str, cause: BaseException) -> WeightsUnavailableError:
-    hint = (
-        "HF_HUB_OFFLINE is set, so only weights already in the local cache or a local "
-        "directory can be used. "
-        if hub_offline()
-        else ""
-    )
-    return WeightsUnavailableError(
-        f"cannot load SAM 3 weights from {model!r} ({type(cause).__name__}: "
-        f"{str(cause).splitlines()[0] if str(cause) else 'no detail'}). {hint}"
-        f"The facebook/sam3 weights are gated: accept the licence on {LICENCE_URL}, then set "
-        "HF_TOKEN to a token of that account (or run `hf auth login`); or pass the path of a "
-        "local directory holding the weights and processor files."
-    )
+_OOM_HINT = "use a smaller --cache-size, fewer phrases per call"
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,7 +136,7 @@ class Sam3Segmenter:
         self._mask_threshold = mask_threshold
         self._model_lock = threading.Lock()
         self._tokenizer_lock = threading.Lock()
-        self._text_limit = _text_limit(model)
+        self._text_limit = text_limit(getattr(model.config, "text_config", None))
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[str, _Features] = OrderedDict()
         self._pending: dict[str, Future[_Features]] = {}
@@ -182,29 +161,18 @@ class Sam3Segmenter:
             WeightsUnavailableError: weights missing, gated, or offline; says what to do.
             UserError: bad device or dtype.
         """
-        from huggingface_hub.errors import HfHubHTTPError
         from transformers import Sam3Model, Sam3Processor
 
-        torch_device = resolve_device(device)
-        torch_dtype = resolve_dtype(dtype, torch_device)
-        name = str(model)
-        if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
-            raise _weights_error(name, FileNotFoundError(f"no directory {name}"))
-        source = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
-        offline = hub_access(source, what="SAM 3", flag="--sam3 DIR")
-        try:
-            processor = Sam3Processor.from_pretrained(source, local_files_only=offline)
-            sam3 = Sam3Model.from_pretrained(source, dtype=torch_dtype, local_files_only=offline)
-        except (OSError, ValueError, HfHubHTTPError) as e:
-            raise _weights_error(name, e) from e
-        logger.info("loaded SAM 3 from %s on %s as %s", name, torch_device, torch_dtype)
+        sam3, processor, torch_device = load_sam3(
+            model, Sam3Model, Sam3Processor, device=device, dtype=dtype
+        )
         return cls(
             sam3,
             processor,
             device=torch_device,
             cache_size=cache_size,
             max_phrase_batch=max_phrase_batch,
-            name=name,
+            name=str(model),
         )
 
     def describe(self) -> dict[str, object]:
@@ -235,20 +203,8 @@ class Sam3Segmenter:
         :attr:`text_limit` tokens, else its longest prefix whose tokens fit (the start and
         end tokens are kept, as SAM 3's own tokenizer does), after
         :func:`~sam3_agent.backends.segment_args.clean_phrase`."""
-        phrase = clean_phrase(phrase)
-        tokenizer = self._processor.tokenizer
-        with self._tokenizer_lock, _torch_failures("tokenizer", self._device):
-            room = self._text_limit - tokenizer.num_special_tokens_to_add()
-            fast = bool(getattr(tokenizer, "is_fast", False))
-            encoded = tokenizer(phrase, add_special_tokens=False, return_offsets_mapping=fast)
-            ids = encoded["input_ids"]
-            if len(ids) <= room:
-                return phrase
-            if fast:
-                # Up to where the first dropped token starts: a character split across
-                # tokens counts as dropped.
-                return str(phrase[: encoded["offset_mapping"][room][0]]).rstrip()
-            return str(tokenizer.decode(ids[: max(room, 0)])).strip()
+        with self._tokenizer_lock, torch_failures("tokenizer", self._device, _OOM_HINT):
+            return fit_phrase(self._processor.tokenizer, phrase, self._text_limit)
 
     def _tokenize(self, phrases: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids and attention mask, padded and cut to the encoder's limit.
@@ -311,35 +267,14 @@ class Sam3Segmenter:
         pending.set_result(features)
         return features
 
-    def _preshrink(self, image: RGBImage) -> RGBImage:
-        """Shrink a large photo to twice the model's input size by area averaging.
-
-        The processor's own resize holds about 2.4x the image in temporaries (343 MB for a
-        48-megapixel photo), more than the image itself; averaging down to twice the input
-        size first bounds that, and the processor's antialiased resize then does the last
-        factor of two as before, so the model sees nearly the same pixels.
-        """
-        size = getattr(self._processor.image_processor, "size", None)
-        target_h = getattr(size, "height", None) or (size or {}).get("height")
-        target_w = getattr(size, "width", None) or (size or {}).get("width")
-        if not target_h or not target_w:
-            return image
-        height, width = image.shape[:2]
-        new_h, new_w = min(height, 2 * int(target_h)), min(width, 2 * int(target_w))
-        if (new_h, new_w) == (height, width):
-            return image
-        import cv2
-
-        return np.ascontiguousarray(cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_AREA))
-
     def _compute_features(self, image: RGBImage) -> _Features:
         logger.debug("running the SAM 3 backbone on a %dx%d image", image.shape[1], image.shape[0])
         with (
             self._model_lock,
-            _torch_failures("image backbone", self._device),
+            torch_failures("image backbone", self._device, _OOM_HINT),
             torch.inference_mode(),
         ):
-            pixels = self._preshrink(image)
+            pixels = preshrink(image, self._processor.image_processor)
             # torch warns on read-only arrays (PIL-backed ones are); the copy is small.
             pixels = pixels if pixels.flags.writeable else pixels.copy()
             inputs = self._processor(images=pixels, return_tensors="pt")
@@ -380,7 +315,7 @@ class Sam3Segmenter:
         batch = len(phrases)
         with (
             self._model_lock,
-            _torch_failures("phrase decoder", self._device),
+            torch_failures("phrase decoder", self._device, _OOM_HINT),
             torch.inference_mode(),
         ):
             input_ids, attention_mask = self._tokenize(phrases)
@@ -410,34 +345,6 @@ class Sam3Segmenter:
             ]
 
 
-def _text_limit(model: Sam3Model) -> int:
-    """The text encoder's position count, at most the 32 tokens the processor pads to."""
-    text_config = getattr(model.config, "text_config", None)
-    positions = getattr(text_config, "max_position_embeddings", None)
-    return min(int(positions), PROCESSOR_TEXT_TOKENS) if positions else PROCESSOR_TEXT_TOKENS
-
-
 def _expand(tensors: tuple[torch.Tensor, ...], batch: int) -> tuple[torch.Tensor, ...]:
     """Repeat batch-1 feature maps along the batch axis (a view, no copy)."""
     return tuple(t.expand(batch, *t.shape[1:]) for t in tensors)
-
-
-@contextmanager
-def _torch_failures(stage: str, device: torch.device) -> Iterator[None]:
-    """Turn any failure inside model work into one-line :class:`SegmenterError` (``from e``).
-
-    Our own errors (bad arguments, already a :class:`SegmenterError`) pass unchanged.
-    """
-    try:
-        yield
-    except Sam3AgentError:
-        raise
-    except torch.OutOfMemoryError as e:
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-        raise SegmenterError(
-            f"SAM 3 ran out of memory on {device} in the {stage}; use a smaller "
-            "--cache-size, fewer phrases per call, or a larger device"
-        ) from e
-    except Exception as e:
-        raise SegmenterError(f"SAM 3 failed in the {stage}: {one_line(e)}") from e

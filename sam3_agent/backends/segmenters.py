@@ -1,13 +1,19 @@
-"""Build the SAM 3 segmenter the CLI and API ask for (in-process or remote)."""
+"""Build the SAM 3 segmenters the CLI and API ask for: images (in-process or remote) and
+video (in-process)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sam3_agent.values.errors import UserError
+
 if TYPE_CHECKING:  # the CLI reads DEFAULT_SAM3_MODEL without numpy or OpenCV
-    from sam3_agent.backends.base import Segmenter
+    from sam3_agent.backends.base import Segmenter, VideoSegmenter
 
 DEFAULT_SAM3_MODEL = "facebook/sam3"
+"""SAM 3's hub repository; it holds the image and the video model."""
+DEFAULT_VIDEO_CACHE_MB = 512
+"""MiB of backbone features of video frames kept for reuse across phrases."""
 
 
 def build_segmenter(
@@ -38,3 +44,31 @@ def build_segmenter(
     from sam3_agent.backends.sam3_local import Sam3Segmenter
 
     return Sam3Segmenter.from_pretrained(model, device=device, dtype=dtype, cache_size=cache_size)
+
+
+def build_video_segmenter(
+    *,
+    model: str = DEFAULT_SAM3_MODEL,
+    url: str | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    cache_bytes: int = DEFAULT_VIDEO_CACHE_MB * 1024**2,
+) -> VideoSegmenter:
+    """SAM 3's video model in this process (``model``: hub id or local dir), keeping
+    ``cache_bytes`` of backbone features for reuse across phrases.
+
+    Raises:
+        UserError: ``url`` given (the SAM 3 service does not track videos yet), or a bad
+            device, dtype or cache size.
+        WeightsUnavailableError: weights missing, gated or offline.
+    """
+    if url:
+        raise UserError(
+            "the SAM 3 service (--sam3-url) does not track videos yet; "
+            "track with SAM 3 in this process (--sam3 ID or DIR)"
+        )
+    from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
+
+    return Sam3VideoSegmenter.from_pretrained(
+        model, device=device, dtype=dtype, feature_cache_bytes=cache_bytes
+    )

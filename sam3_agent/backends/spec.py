@@ -8,7 +8,8 @@ A :class:`BackendSpec` holds every backend and generation option the CLI flags a
 2. :meth:`BackendSpec.plan`: the default MLLM chosen for this machine, and every
    in-process model checked to be loadable (here, cached or on the hub: all missing ones
    named at once) and to fit, from its ``config.json`` (no weight downloaded).
-3. :meth:`BackendSpec.build_segmenter` / :meth:`BackendSpec.build_chat_model`.
+3. :meth:`BackendSpec.build_segmenter` / :meth:`BackendSpec.build_video_segmenter` /
+   :meth:`BackendSpec.build_chat_model`.
 
 The spec crosses process boundaries (Ray workers build their models from it), so it holds
 plain values only. Error messages name the user-facing flags (``--llm-timeout``), which are
@@ -29,17 +30,19 @@ from typing import TYPE_CHECKING, Any
 from sam3_agent.backends.chat_models import HF_PREFIX, ChatChoice, check_chat_options
 from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
 from sam3_agent.backends.identity import CHAT, SEGMENTER, chat_description, sam3_description
-from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
+from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.backends.torch_runtime import check_device_name, check_dtype_name
 from sam3_agent.values.config import AgentConfig, ToolProtocol
 from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
-    from sam3_agent.backends.base import ChatModel, Segmenter
+    from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
     from sam3_agent.backends.hub import Hub
     from sam3_agent.backends.memory import MemoryReading
 
 logger = logging.getLogger(__name__)
+
+MIB = 1024**2
 
 __all__ = ["BackendSpec", "ModelPlan", "check_cache_file", "check_writable_dir"]
 
@@ -53,6 +56,8 @@ class BackendSpec:
         sam3_url, sam3_token: a SAM 3 service instead (``sam3-agent serve-sam3``).
         device, dtype: for in-process models (``auto``: the best this machine has).
         sam3_cache_size: images whose SAM 3 backbone features stay cached, in process.
+        video_cache_mb: MiB of SAM 3 backbone features of video frames kept for reuse
+            across phrases, in process (0: every phrase recomputes them).
         llm: ``"hf:<hub id or dir>"``: the MLLM in this process.
         llm_url: OpenAI-compatible endpoint(s); several: calls spread and fail over.
         llm_model, llm_api_key, llm_timeout: the model there, its key, seconds per call.
@@ -68,6 +73,7 @@ class BackendSpec:
     device: str = "auto"
     dtype: str = "auto"
     sam3_cache_size: int = 8
+    video_cache_mb: int = DEFAULT_VIDEO_CACHE_MB
     llm: str | None = None
     llm_url: str | Sequence[str] | None = None
     llm_model: str | None = None
@@ -135,6 +141,8 @@ class BackendSpec:
             raise UserError("--sam3 must name a hub id or a local directory")
         if self.sam3_cache_size < 1:
             raise UserError(f"--cache-size must be >= 1, got {self.sam3_cache_size}")
+        if self.video_cache_mb < 0:
+            raise UserError(f"--video-cache-mb must be >= 0, got {self.video_cache_mb}")
         if not (math.isfinite(self.llm_timeout) and self.llm_timeout > 0):
             raise UserError(
                 f"--llm-timeout must be a number of seconds > 0, got {self.llm_timeout}"
@@ -256,6 +264,7 @@ class BackendSpec:
         self,
         *,
         chat: bool = True,
+        video: bool = False,
         reading: MemoryReading | None = None,
         hub: Hub | None = None,
     ) -> ModelPlan:
@@ -269,6 +278,8 @@ class BackendSpec:
 
         Args:
             chat: whether an MLLM is needed (not for SAM 3 alone).
+            video: SAM 3's video model (:meth:`build_video_segmenter`) instead of the image
+                model, with its feature cache (``video_cache_mb``) counted.
             reading: the device's memory (tests pass a fake one); read from the device if
                 ``None``.
             hub: the hub to ask about models not here (:class:`~.hub.HfHub` by default).
@@ -295,7 +306,13 @@ class BackendSpec:
         footprints, located = [], []
         if sam3_here:
             sam3_at = hubs.locate([hubs.ModelRef(self.sam3, "SAM 3", "--sam3 DIR")], hub)
-            sam3 = memory.footprint(self.sam3, "sam3", dtype, sam3_at[0].config)
+            if video:
+                cache = self.video_cache_mb * MIB
+                sam3 = memory.footprint(
+                    self.sam3, "sam3_video", dtype, sam3_at[0].config, extra=cache
+                )
+            else:
+                sam3 = memory.footprint(self.sam3, "sam3", dtype, sam3_at[0].config)
             footprints += [sam3] if sam3 else []
             located += sam3_at
         spec, note = self, None
@@ -336,6 +353,24 @@ class BackendSpec:
             device=self.device,
             dtype=self.dtype,
             cache_size=self.sam3_cache_size,
+        )
+
+    def build_video_segmenter(self) -> VideoSegmenter:
+        """SAM 3's video model in this process (the same ``sam3`` weights).
+
+        Raises:
+            UserError: ``sam3_url`` is set (the service does not track videos yet), or a
+                bad device or dtype.
+            WeightsUnavailableError: weights missing, gated or offline.
+        """
+        from sam3_agent.backends.segmenters import build_video_segmenter
+
+        return build_video_segmenter(
+            model=self.sam3,
+            url=self.sam3_url,
+            device=self.device,
+            dtype=self.dtype,
+            cache_bytes=self.video_cache_mb * MIB,
         )
 
     def build_chat_model(self) -> ChatModel:

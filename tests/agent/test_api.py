@@ -72,7 +72,8 @@ def test_segment_takes_every_backend_option_the_cli_does(
         "seed": 7, "llm_extra": '{"top_k": 5}', "memory_check": False,
     }  # fmt: skip
     flag_names = {f.name for f in fields(BackendSpec)}
-    assert set(options) | {"sam3", "llm", "replay", "sam3_cache_size"} == flag_names
+    unused_here = {"sam3", "llm", "replay", "sam3_cache_size", "video_cache_mb"}
+    assert set(options) | unused_here == flag_names
     sam3_agent.segment(image, "a cat", **options)
     spec = built["llm"]
     assert spec.llm_url == ("http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1")
@@ -112,3 +113,44 @@ def test_segment_refuses_a_bad_option_before_anything_loads(
     with pytest.raises(UserError, match=re.escape(message)):
         sam3_agent.segment(image, "a cat", **options)
     assert built == {}
+
+
+def test_track_is_the_one_call_for_a_video(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_sam3_video_dir: Path
+) -> None:
+    from sam3_agent.values.config import FrameSelection
+    from tests.support.clips import LEFT_AND_RIGHT, write_mp4
+    from tests.support.fakes import FakeVideoSegmenter
+
+    planned: list[bool] = []
+    real_plan = BackendSpec.plan
+
+    def plan(self: BackendSpec, **kwargs: object) -> object:
+        planned.append(bool(kwargs.get("video")))
+        return real_plan(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BackendSpec, "plan", plan)
+    monkeypatch.setattr(
+        BackendSpec,
+        "build_video_segmenter",
+        lambda self: FakeVideoSegmenter({"square": LEFT_AND_RIGHT}),
+    )
+    script = ScriptedChatModel(
+        replies=[
+            tool("segment_phrase", text_prompt="square"),
+            tool("select_masks_and_return", final_answer_masks=[2]),
+        ]
+    )
+    monkeypatch.setattr(BackendSpec, "build_chat_model", lambda self: script)
+    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
+    clip = write_mp4(tmp_path / "clip.mp4", 6)
+    result = sam3_agent.track(
+        clip, "the square that moves right", output_dir=tmp_path / "out",
+        selection=FrameSelection(stride=2), sam3=str(tiny_sam3_video_dir),
+        llm_url="http://127.0.0.1:9/v1", llm_model="m",
+    )  # fmt: skip
+    assert planned == [True]  # the video model was planned, not the image one
+    assert result.status == "masks" and result.video["frames_used"] == [0, 2, 4]
+    assert (tmp_path / "out" / "overlay.mp4").is_file()
+    with pytest.raises(UserError, match="track\\(\\) got unknown options: nope"):
+        sam3_agent.track(clip, "q", nope=1)

@@ -20,6 +20,7 @@ from sam3_agent.backends.memory import (
     GB,
     GPU_DEFAULT_MLLM,
     KNOWN_PARAMETERS,
+    KNOWN_VIDEO_PARAMETERS,
     SMALL_DEFAULT_MLLMS,
     Footprint,
     MemoryReading,
@@ -156,6 +157,27 @@ def test_run_on_a_small_machine_refuses_before_loading_or_writing(
     assert "Qwen/Qwen3-VL-2B-Instruct ≈11.3 GB in float32" in line  # the default it chose
     assert "--dtype bfloat16" in line
     assert not out.exists()
+
+
+def test_the_video_model_is_counted_with_its_tracker(tiny_sam3_video_dir: Path) -> None:
+    from transformers import Sam3VideoModel
+
+    video = memory.footprint(str(tiny_sam3_video_dir), "sam3_video", "float32", extra=5)
+    assert video is not None and video.source == "config.json"
+    real = Sam3VideoModel.from_pretrained(tiny_sam3_video_dir)
+    assert video.parameters == sum(p.numel() for p in real.parameters())
+    assert video.need == Footprint("v", video.parameters, "float32", "test").need + 5
+    known = memory.footprint("facebook/sam3", "sam3_video", "bfloat16")
+    assert known is not None and known.parameters == KNOWN_VIDEO_PARAMETERS["facebook/sam3"]
+    assert known.parameters > KNOWN_PARAMETERS["facebook/sam3"]
+
+
+def test_plan_for_video_counts_the_video_model_and_its_feature_cache() -> None:
+    options = BackendSpec(device="cpu", dtype="float32", video_cache_mb=2048)
+    options.plan(chat=False, reading=reading(6))  # the image model fits
+    with pytest.raises(UserError, match=r"facebook/sam3 ≈7\.3 GB in float32"):
+        options.plan(chat=False, video=True, reading=reading(6))
+    replace(options, video_cache_mb=0).plan(chat=False, video=True, reading=reading(6))
 
 
 def test_memory_reading_of_this_machine_is_plausible() -> None:

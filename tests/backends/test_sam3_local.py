@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sam3_agent.backends.base import ImageEmbedding, Segmenter
+from sam3_agent.backends.sam3_common import preshrink
 from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.backends.sam3_masks import upsample_masks
 from sam3_agent.backends.segment_args import clean_phrase
@@ -473,7 +474,7 @@ def test_large_photos_are_shrunk_before_the_processor_with_nearly_the_same_input
     image = np.stack(
         [(ys * 255 // 1500), (xs * 255 // 1100), ((xs + ys) * 255 // 2600)], axis=-1
     ).astype(np.uint8)
-    shrunk = segmenter._preshrink(image)
+    shrunk = preshrink(image, segmenter._processor.image_processor)
     assert shrunk.shape == (448, 448, 3)  # twice the tiny model's 224-pixel input
     processor = segmenter._processor
     direct = processor(images=image, return_tensors="pt")["pixel_values"]
@@ -481,4 +482,4 @@ def test_large_photos_are_shrunk_before_the_processor_with_nearly_the_same_input
     std = torch.tensor(processor.image_processor.image_std).view(1, 3, 1, 1)
     assert float(((direct - staged) * std).abs().max()) * 255 <= 3.0
     small = make_image(1)
-    assert segmenter._preshrink(small) is small
+    assert preshrink(small, segmenter._processor.image_processor) is small

@@ -50,13 +50,22 @@ def tiny_processor(
     return Sam3Processor(image_processor=image_processor, tokenizer=tiny_tokenizer())
 
 
-def tiny_config(vocab_size: int, text_positions: int = TEXT_POSITIONS) -> Sam3Config:
+def tiny_config(
+    vocab_size: int,
+    text_positions: int = TEXT_POSITIONS,
+    *,
+    image_size: int = TINY_IMAGE_SIZE,
+    head_size: int = 32,
+) -> Sam3Config:
     """SAM 3 with a 2-layer 32-wide ViT at 224 px and one 32-wide layer everywhere else.
 
     ``text_positions``: the text encoder's ``max_position_embeddings`` (its token limit).
+    ``image_size``: the input side in pixels (a multiple of the 14-pixel patch).
+    ``head_size``: width of the FPN and of every layer after it (the video tracker needs
+    more than its 64-wide memory, see ``tiny_sam3_video``).
     """
-    patches = TINY_IMAGE_SIZE // 14
-    small = {"hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64}
+    patches = image_size // 14
+    small = {"hidden_size": head_size, "num_attention_heads": 4, "intermediate_size": 2 * head_size}
     return Sam3Config(
         vision_config={
             "backbone_config": {
@@ -65,13 +74,13 @@ def tiny_config(vocab_size: int, text_positions: int = TEXT_POSITIONS) -> Sam3Co
                 "num_hidden_layers": 2,
                 "num_attention_heads": 4,
                 "intermediate_size": 64,
-                "image_size": TINY_IMAGE_SIZE,
+                "image_size": image_size,
                 "patch_size": 14,
                 "window_size": 8,
                 "global_attn_indexes": [1],
-                "pretrain_image_size": TINY_IMAGE_SIZE,
+                "pretrain_image_size": image_size,
             },
-            "fpn_hidden_size": 32,
+            "fpn_hidden_size": head_size,
             # FPN levels at scale factors 4, 2, 1 of the 16x16 patch grid.
             "backbone_feature_sizes": [[patches * 4] * 2, [patches * 2] * 2, [patches] * 2],
         },
@@ -91,7 +100,7 @@ def tiny_config(vocab_size: int, text_positions: int = TEXT_POSITIONS) -> Sam3Co
         geometry_encoder_config={**small, "num_layers": 1},
         detr_encoder_config={**small, "num_layers": 1},
         detr_decoder_config={**small, "num_layers": 1, "num_queries": 8},
-        mask_decoder_config={"hidden_size": 32, "num_attention_heads": 4},
+        mask_decoder_config={"hidden_size": head_size, "num_attention_heads": 4},
     )
 
 

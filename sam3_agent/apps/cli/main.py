@@ -49,6 +49,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "run_command",
         "Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.",
     ),
+    "track": LazyCommand(
+        "sam3_agent.apps.cli.track",
+        "track_command",
+        "Track what QUERY describes through VIDEO; write result.json, overlay.mp4, trace.jsonl.",
+    ),
     "eval": LazyCommand(
         "sam3_agent.apps.cli.evaluate",
         "eval_command",

@@ -16,6 +16,8 @@ group          flags                                           hands the command
 ``AGENT``      agent and context flags (``--max-rounds`` ...,  ``config: AgentConfig``
                ``--context-policy``, ``--reserve-tokens``)
 ``ENGINE``     ``--concurrency --engine --workers`` ...        ``engine: EngineOptions``
+``VIDEO``      ``--stride --max-frames --start --end --fps``,  ``video_flags: VideoFlags``
+               ``--frames-shown --check-frames``, ...
 =============  ==============================================  =========================
 
 So ``run``, ``eval``, ``batch`` and ``demo`` take the same backend, agent and context flags,
@@ -36,6 +38,7 @@ from sam3_agent.apps.cli.flags.output import (
     ResumeOpt,
     RunOutOpt,
 )
+from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
 
 __all__ = [
     "AGENT",
@@ -44,6 +47,7 @@ __all__ = [
     "MIN_IMAGE_SIDE",
     "SAM3",
     "VERBOSE",
+    "VIDEO",
     "ExportOpt",
     "Flag",
     "FlagGroup",
@@ -55,6 +59,7 @@ __all__ = [
     "ResumeOpt",
     "RetryFailedOpt",
     "RunOutOpt",
+    "VideoFlags",
     "check_agent",
     "config_from_flags",
     "flag",

@@ -1,0 +1,64 @@
+"""The video flags: which frames are tracked, and what the model is shown of them."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
+from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
+from sam3_agent.values.config import FrameSelection, VideoOptions
+
+VIDEO_PANEL = "Video"
+
+_video = functools.partial(flag, panel=VIDEO_PANEL)
+
+
+@dataclass(frozen=True)
+class VideoFlags:
+    """What the ``VIDEO`` group hands a command."""
+
+    selection: FrameSelection
+    options: VideoOptions
+    cache_mb: int
+    """SAM 3's per-frame feature cache (``BackendSpec.video_cache_mb``)."""
+
+
+VIDEO_FLAGS = (
+    _video("stride", int, 1, "--stride", help="Track every N-th frame of the video."),
+    _video("max_frames", int | None, None, "--max-frames",
+           help="Track at most this many frames (after --stride and the time range)."),
+    _video("start", float | None, None, "--start", help="Skip frames before this time (s)."),
+    _video("end", float | None, None, "--end", help="Skip frames after this time (s)."),
+    _video("fps", float | None, None, "--fps",
+           help="Frame rate of a folder of frames (for --start/--end and times shown)."),
+    _video("frames_shown", int, VideoOptions.frames_shown, "--frames-shown",
+           help="Frames on each sheet the MLLM sees (1-16), whatever the clip's length."),
+    _video("check_frames", int, VideoOptions.check_frames, "--check-frames",
+           help="Frames one track's isolated check sees (1-16)."),
+    _video("uncertain_looks", int, VideoOptions.uncertain_looks, "--uncertain-looks",
+           help="Closer looks a track gets after an Uncertain verdict (0-4)."),
+    _video("video_cache_mb", int, DEFAULT_VIDEO_CACHE_MB, "--video-cache-mb",
+           help="MB of SAM 3 frame features kept to answer a second phrase without the "
+           "backbone (0: recompute)."),
+)  # fmt: skip
+
+
+def _video_flags(values: dict[str, Any], built: dict[str, Any]) -> VideoFlags:
+    selection = FrameSelection(
+        stride=values["stride"],
+        max_frames=values["max_frames"],
+        start_s=values["start"],
+        end_s=values["end"],
+        fps=values["fps"],
+    )
+    options = VideoOptions(
+        frames_shown=values["frames_shown"],
+        check_frames=values["check_frames"],
+        uncertain_looks=values["uncertain_looks"],
+    )
+    return VideoFlags(selection, options, values["video_cache_mb"])
+
+
+VIDEO = FlagGroup("video_flags", VIDEO_FLAGS, _video_flags)

@@ -1,0 +1,128 @@
+"""``sam3-agent track VIDEO QUERY``: one request on a video clip, a status line per round.
+
+Every flag and path is checked, and the video opened and indexed, before any model loads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
+from sam3_agent.apps.cli.flags import (
+    AGENT,
+    BACKENDS,
+    VERBOSE,
+    VIDEO,
+    JsonOpt,
+    OverwriteOpt,
+    ResumeOpt,
+    RunOutOpt,
+    VideoFlags,
+    check_agent,
+    with_flags,
+)
+from sam3_agent.apps.cli.outdir import check_out_flags, take_run_dir
+from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.values.config import AgentConfig
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.video.result import VideoResult
+    from sam3_agent.values.video import VideoSource
+
+EXIT_FAILED_SESSION = 3
+
+
+@with_flags(BACKENDS, AGENT, VIDEO, VERBOSE)
+def track_command(
+    video: Annotated[
+        Path, typer.Argument(help="The video (MP4, MOV, WebM, ...) or a folder of frame images.")
+    ],
+    query: Annotated[
+        str, typer.Argument(help='What to segment and track, e.g. "the dog that enters last".')
+    ],
+    out: RunOutOpt = None,
+    overwrite: OverwriteOpt = False,
+    json_output: JsonOpt = False,
+    resume: ResumeOpt = None,
+    *,
+    backends: BackendSpec,
+    config: AgentConfig,
+    video_flags: VideoFlags,
+) -> None:
+    """Track what QUERY describes through VIDEO; write result.json, overlay.mp4, trace.jsonl.
+
+    Also contact_sheet.png (sampled frames) and the checkpoint that --resume continues.
+
+    Exit codes: 0 tracks found or no mask reported, 1 backend error, 2 bad input,
+    3 the session failed (budget spent; see result.json).
+    """
+    with one_line_errors():
+        backends = replace(backends, video_cache_mb=video_flags.cache_mb)
+        backends.validate()
+        check_agent(config, backends)
+        check_out_flags(out, resume=resume, overwrite=overwrite, agent=True)
+
+        from sam3_agent.agent.loop import check_query
+        from sam3_agent.values.files import safe_name
+        from sam3_agent.values.video import open_video
+
+        check_query(query)
+        # Opening indexes the frames (no pixel kept): a bad video fails here, in one line.
+        source = open_video(video, video_flags.selection, max_pixels=config.max_image_pixels)
+        if source.note:
+            say(f"{video}: {source.note}")
+        say(f"{video}: tracking {source.frame_count} of {source.source_frames} frames")
+        plan = backends.plan(video=True)
+        if plan.note:
+            say(plan.note)
+        name = safe_name(f"{video.stem}-{query}", max_len=64)
+        out_dir = take_run_dir(out, resume=resume, default_name=name)
+        result = _track(plan.spec, source, query, config, video_flags, out_dir, resume=resume)
+
+    if json_output:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    outcome = {
+        "masks": ((f"{len(result.tracks)} track(s)", "green"), ""),
+        "no_mask": (("no mask", "yellow"), " (nothing matching was found)"),
+        "failed": (("failed", "red"), f": {result.failure}"),
+    }[result.status]
+    tokens, seconds = result.usage.total.total_tokens, result.timings["total"]
+    say(*outcome, f" in {result.rounds} round(s), {tokens} tokens, {seconds:.1f} s -> {out_dir}")
+    if result.status == "failed":
+        raise typer.Exit(EXIT_FAILED_SESSION)
+
+
+def _track(
+    spec: BackendSpec,
+    source: VideoSource,
+    query: str,
+    config: AgentConfig,
+    video_flags: VideoFlags,
+    out_dir: Path,
+    *,
+    resume: Path | None,
+) -> VideoResult:
+    """The video agent on ``source``, with a live status line."""
+    from sam3_agent.agent.events import RoundEvent
+    from sam3_agent.agent.video.agent import Sam3VideoAgent
+
+    with err_console.status(plain("loading models...")) as status:
+        segmenter = spec.build_video_segmenter()
+        chat_model = spec.build_chat_model()
+        agent = Sam3VideoAgent(
+            segmenter, chat_model, config, video_flags.options, video_flags.selection
+        )
+        status.update(plain(f"round 1: asking {chat_model.name}..."))
+
+        def on_round(event: RoundEvent) -> None:
+            say(f"round {event.round}: {event.tool or '(no tool)'} - {event.summary}")
+            status.update(plain(f"round {event.round + 1}: asking {chat_model.name}..."))
+
+        return agent.run(
+            source, query, output_dir=out_dir, on_round=on_round, resume=resume is not None
+        )

@@ -1,0 +1,172 @@
+"""What the in-process SAM 3 backends (images and video) share.
+
+Loading (:func:`load_sam3`: a hub id or a local directory, the hub probe, one-line weight
+errors), failures inside model work turned into one-line :class:`SegmenterError`
+(:func:`torch_failures`), phrases as SAM 3's text encoder reads them (:func:`text_limit`,
+:func:`fit_phrase`), and the pre-shrink of large frames before the processor's resize
+(:func:`preshrink`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from sam3_agent.backends.hub import hub_access
+from sam3_agent.backends.segment_args import clean_phrase
+from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
+from sam3_agent.values.errors import Sam3AgentError, SegmenterError, WeightsUnavailableError
+from sam3_agent.values.images import RGBImage
+from sam3_agent.values.text import one_line
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "facebook/sam3"
+"""The hub repository of SAM 3; it holds the image and the video model."""
+LICENCE_URL = "https://huggingface.co/facebook/sam3"
+PROCESSOR_TEXT_TOKENS = 32
+"""Tokens SAM 3's processors pad every phrase to (SAM 3's text context length)."""
+
+M = TypeVar("M")
+P = TypeVar("P")
+
+
+def weights_error(model: str, cause: BaseException) -> WeightsUnavailableError:
+    """The one-line error for weights that cannot be loaded, saying what to do."""
+    hint = (
+        "HF_HUB_OFFLINE is set, so only weights already in the local cache or a local "
+        "directory can be used. "
+        if hub_offline()
+        else ""
+    )
+    return WeightsUnavailableError(
+        f"cannot load SAM 3 weights from {model!r} ({type(cause).__name__}: "
+        f"{str(cause).splitlines()[0] if str(cause) else 'no detail'}). {hint}"
+        f"The facebook/sam3 weights are gated: accept the licence on {LICENCE_URL}, then set "
+        "HF_TOKEN to a token of that account (or run `hf auth login`); or pass the path of a "
+        "local directory holding the weights and processor files."
+    )
+
+
+def load_sam3(
+    model: str | Path,
+    model_class: type[M],
+    processor_class: type[P],
+    *,
+    device: str,
+    dtype: str,
+) -> tuple[M, P, torch.device]:
+    """``model_class`` and ``processor_class`` through ``from_pretrained(model)``: a hub id or
+    a local directory, in ``dtype`` (not yet moved to the device, which is returned).
+
+    ``device``: ``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
+    ``dtype``: ``auto`` (see :func:`~sam3_agent.backends.torch_runtime.auto_dtype_name`),
+    ``float32``, ``bfloat16``, ``float16``.
+
+    Raises:
+        WeightsUnavailableError: weights missing, gated, or offline; says what to do.
+        UserError: bad device or dtype.
+    """
+    from huggingface_hub.errors import HfHubHTTPError
+
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, torch_device)
+    name = str(model)
+    if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
+        raise weights_error(name, FileNotFoundError(f"no directory {name}"))
+    source = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
+    offline = hub_access(source, what="SAM 3", flag="--sam3 DIR")
+    loader: Any = processor_class
+    builder: Any = model_class
+    try:
+        processor = loader.from_pretrained(source, local_files_only=offline)
+        loaded = builder.from_pretrained(source, dtype=torch_dtype, local_files_only=offline)
+    except (OSError, ValueError, HfHubHTTPError) as e:
+        raise weights_error(name, e) from e
+    logger.info(
+        "loaded %s from %s on %s as %s", model_class.__name__, name, torch_device, torch_dtype
+    )
+    return loaded, processor, torch_device
+
+
+@contextmanager
+def torch_failures(stage: str, device: torch.device, hint: str) -> Iterator[None]:
+    """Turn any failure inside model work into one-line :class:`SegmenterError` (``from e``).
+
+    ``hint``: what to try after running out of memory (``"use a smaller --cache-size"``).
+    Our own errors (bad arguments, an unreadable frame, already a :class:`SegmenterError`)
+    pass unchanged.
+    """
+    import torch
+
+    try:
+        yield
+    except Sam3AgentError:
+        raise
+    except torch.OutOfMemoryError as e:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        raise SegmenterError(
+            f"SAM 3 ran out of memory on {device} in the {stage}; {hint}, or a larger device"
+        ) from e
+    except Exception as e:
+        raise SegmenterError(f"SAM 3 failed in the {stage}: {one_line(e)}") from e
+
+
+def text_limit(text_config: object) -> int:
+    """Tokens the text encoder reads: its position count, at most the 32 tokens the
+    processors pad to."""
+    positions = getattr(text_config, "max_position_embeddings", None)
+    return min(int(positions), PROCESSOR_TEXT_TOKENS) if positions else PROCESSOR_TEXT_TOKENS
+
+
+def fit_phrase(tokenizer: Any, phrase: str, limit: int) -> str:
+    """``phrase`` as a text encoder reading ``limit`` tokens sees it, after
+    :func:`~sam3_agent.backends.segment_args.clean_phrase`: unchanged when it fits, else its
+    longest prefix whose tokens fit (the start and end tokens are kept, as SAM 3's own
+    tokenizer does).
+
+    Not thread-safe: callers hold their tokenizer lock.
+    """
+    phrase = clean_phrase(phrase)
+    room = limit - tokenizer.num_special_tokens_to_add()
+    fast = bool(getattr(tokenizer, "is_fast", False))
+    encoded = tokenizer(phrase, add_special_tokens=False, return_offsets_mapping=fast)
+    ids = encoded["input_ids"]
+    if len(ids) <= room:
+        return phrase
+    if fast:
+        # Up to where the first dropped token starts: a character split across tokens
+        # counts as dropped.
+        return str(phrase[: encoded["offset_mapping"][room][0]]).rstrip()
+    return str(tokenizer.decode(ids[: max(room, 0)])).strip()
+
+
+def preshrink(image: RGBImage, image_processor: object) -> RGBImage:
+    """Shrink a large image to twice the model's input size by area averaging.
+
+    The processor's own resize holds about 2.4x the image in temporaries (343 MB for a
+    48-megapixel photo), more than the image itself; averaging down to twice the input
+    size first bounds that, and the processor's antialiased resize then does the last
+    factor of two as before, so the model sees nearly the same pixels.
+    """
+    size = getattr(image_processor, "size", None)
+    target_h = getattr(size, "height", None) or (size or {}).get("height")
+    target_w = getattr(size, "width", None) or (size or {}).get("width")
+    if not target_h or not target_w:
+        return image
+    height, width = image.shape[:2]
+    new_h, new_w = min(height, 2 * int(target_h)), min(width, 2 * int(target_w))
+    if (new_h, new_w) == (height, width):
+        return image
+    import cv2
+
+    return np.ascontiguousarray(cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_AREA))
