@@ -30,13 +30,16 @@ if TYPE_CHECKING:
 Bar = ProgressBar | PlainProgress | None
 
 
-def plan_for(spec: BackendSpec, engine: EngineOptions, *, chat: bool = True) -> BackendSpec:
+def plan_for(
+    spec: BackendSpec, engine: EngineOptions, *, chat: bool = True, video: bool = False
+) -> BackendSpec:
     """Which default MLLM, and do the models fit: before any download. Only where they load
     here: Ray workers load them on machines whose memory this one cannot see (and there the
-    flags name the MLLM: :meth:`BackendSpec.require_model_name`)."""
+    flags name the MLLM: :meth:`BackendSpec.require_model_name`). ``video``: SAM 3's video
+    model is counted (the larger one) instead of the image model."""
     if engine.engine != "local":
         return spec
-    plan = spec.plan(chat=chat)
+    plan = spec.plan(chat=chat, video=video)
     if plan.note:
         say(plan.note)
     return plan.spec

@@ -18,7 +18,7 @@ import hashlib
 import io
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -96,7 +96,9 @@ def _number(value: float | int) -> str:
     return str(value)
 
 
-def load_requests(source: Path, *, query: str | None = None) -> list[BatchRequest]:
+def load_requests(
+    source: Path, *, query: str | None = None, frames: FrameSelection | None = None
+) -> list[BatchRequest]:
     """The requests of ``source``, in input order.
 
     Args:
@@ -107,6 +109,8 @@ def load_requests(source: Path, *, query: str | None = None) -> list[BatchReques
             cell is an absent key), or a folder of images (each image with ``query``; its id
             is its file name). Relative paths in a file are relative to the file's folder.
         query: the query for every image of a folder (only with a folder).
+        frames: the frames a video row tracks where it names none (``batch --stride`` ...);
+            a row's own keys replace its fields one by one. Default: every frame.
 
     Raises:
         UserError: a file with ``query``, or a folder without it.
@@ -123,9 +127,9 @@ def load_requests(source: Path, *, query: str | None = None) -> list[BatchReques
             )
         suffix = source.suffix.lower()
         if suffix == ".jsonl":
-            requests = _jsonl(source)
+            requests = _jsonl(source, frames or FrameSelection())
         elif suffix == ".csv":
-            requests = _csv(source)
+            requests = _csv(source, frames or FrameSelection())
         else:
             raise UserError(f"{source}: batch input must be a .jsonl or .csv file, or a folder")
     else:
@@ -143,7 +147,7 @@ def _folder(folder: Path, query: str) -> list[BatchRequest]:
     return [BatchRequest(id=p.name, image_path=p.absolute(), query=query.strip()) for p in images]
 
 
-def _jsonl(path: Path) -> list[BatchRequest]:
+def _jsonl(path: Path, frames: FrameSelection) -> list[BatchRequest]:
     requests = []
     # "\n" only: str.splitlines() would also cut at U+2028, U+0085 and others that a JSON
     # string may hold unescaped.
@@ -156,11 +160,11 @@ def _jsonl(path: Path) -> list[BatchRequest]:
             raise DatasetError(f"{path}:{number}: not a JSON object: {e.msg}") from e
         if not isinstance(row, dict):
             raise DatasetError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-        requests.append(_request(path, number, row))
+        requests.append(_request(path, number, row, frames))
     return requests
 
 
-def _csv(path: Path) -> list[BatchRequest]:
+def _csv(path: Path, frames: FrameSelection) -> list[BatchRequest]:
     # newline="": a quoted field may hold line breaks (and U+2028 is no line break in CSV).
     reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
     columns = set(reader.fieldnames or ())
@@ -172,7 +176,7 @@ def _csv(path: Path) -> list[BatchRequest]:
     try:
         # An empty cell is an absent key: a mixed file leaves "image" empty on a video's row.
         return [
-            _request(path, reader.line_num, {k: v for k, v in row.items() if v != ""})
+            _request(path, reader.line_num, {k: v for k, v in row.items() if v != ""}, frames)
             for row in reader
         ]
     except csv.Error as e:
@@ -186,7 +190,7 @@ def _read_text(path: Path) -> str:
         raise DatasetError(f"cannot read {path}: {e}") from e
 
 
-def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
+def _request(path: Path, number: int, row: dict[str, Any], frames: FrameSelection) -> BatchRequest:
     where = f"{path}:{number}"
     query, given_id = row.get("query"), row.get("id")
     video = row.get("video")
@@ -198,7 +202,7 @@ def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
         raise DatasetError(f"{where}: '{key}' must be a non-empty path")
     if not isinstance(query, str) or not query.strip():
         raise DatasetError(f"{where}: 'query' must be non-empty text")
-    frames = _frames(where, row) if key == "video" else None
+    chosen = _frames(where, row, frames) if key == "video" else None
     if key == "image":
         given = [k for k in FRAME_KEYS if row.get(k) is not None]
         if given:
@@ -209,7 +213,7 @@ def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
     # Absolute: Ray workers do not share the driver's working directory.
     image_path = image_path.absolute()
     if given_id is None or given_id == "":
-        request_id = default_id(image_path, query.strip(), frames)
+        request_id = default_id(image_path, query.strip(), chosen)
     elif isinstance(given_id, (str, int)) and not isinstance(given_id, bool):
         request_id = str(given_id).strip()
     else:
@@ -218,12 +222,13 @@ def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
         raise DatasetError(
             f"{where}: 'id' must be 1..{MAX_ID_LENGTH} characters, got {len(request_id)}"
         )
-    return BatchRequest(id=request_id, image_path=image_path, query=query.strip(), frames=frames)
+    return BatchRequest(id=request_id, image_path=image_path, query=query.strip(), frames=chosen)
 
 
-def _frames(where: str, row: dict[str, Any]) -> FrameSelection:
-    """The frames a video row asks for; every value checked here, named by its key."""
-    chosen: dict[str, float | int] = {}
+def _frames(where: str, row: dict[str, Any], default: FrameSelection) -> FrameSelection:
+    """The frames a video row asks for: ``default`` with the row's own keys in place of its
+    fields; every value checked here, named by its key."""
+    chosen: dict[str, Any] = {}
     for key, field in FRAME_KEYS.items():
         value = row.get(key)
         if value is None:
@@ -237,11 +242,12 @@ def _frames(where: str, row: dict[str, Any]) -> FrameSelection:
             bound = ">= 1" if key in _WHOLE_NUMBERS else "> 0" if key == "fps" else ">= 0"
             raise DatasetError(f"{where}: '{key}' must be {bound}, got {value!r}")
         chosen[field] = number
-    start, end = chosen.get("start_s"), chosen.get("end_s")
+    start = chosen.get("start_s", default.start_s)
+    end = chosen.get("end_s", default.end_s)
     if start is not None and end is not None and end <= start:
         raise DatasetError(f"{where}: 'end' ({end}) must be after 'start' ({start})")
     try:
-        return FrameSelection(**chosen)  # type: ignore[arg-type]
+        return replace(default, **chosen)
     except UserError as e:  # not reached: every bound is checked above
         raise DatasetError(f"{where}: {e}") from e
 

@@ -279,3 +279,31 @@ def test_the_same_video_and_query_over_other_frames_is_another_request() -> None
     }
     assert len(ids) == 4
     assert default_id(clip, "q", FrameSelection()) == default_id(clip, "q") == "clip.mp4:q"
+
+
+def test_the_commands_frames_are_every_video_rows_default(tmp_path: Path) -> None:
+    rows = [
+        {"video": "a.mp4", "query": "x"},
+        {"video": "a.mp4", "query": "y", "stride": 1, "max_frames": 8},
+        {"video": "a.mp4", "query": "z", "start": 1, "end": 2},
+        {"image": "one.png", "query": "x"},
+    ]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    default = FrameSelection(stride=3, end_s=10.0)
+    requests = load_requests(path, frames=default)
+    assert [r.frames for r in requests] == [
+        default,
+        FrameSelection(stride=1, max_frames=8, end_s=10.0),
+        FrameSelection(stride=3, start_s=1.0, end_s=2.0),
+        None,
+    ]
+    assert [r.id for r in requests] == [
+        "a.mp4[stride=3,end=10]:x",
+        "a.mp4[max_frames=8,end=10]:y",
+        "a.mp4[stride=3,start=1,end=2]:z",
+        "one.png:x",
+    ]
+    path.write_text(json.dumps({"video": "a.mp4", "query": "x", "start": 12}) + "\n")
+    with pytest.raises(DatasetError, match=r":1: 'end' \(10.0\) must be after 'start' \(12.0\)"):
+        load_requests(path, frames=default)
