@@ -17,7 +17,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from sam3_agent.agent.checkpoint.state import Ending, SessionState
 from sam3_agent.agent.checks import CheckCall, CheckRequest, CheckResult, check_all
@@ -32,6 +32,7 @@ from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.masks import postprocess
 from sam3_agent.values.render import Renderer
+from sam3_agent.values.tracks import Tracks
 
 logger = logging.getLogger(__name__)
 
@@ -73,38 +74,23 @@ class AgentSession(Protocol):
     def timed(self, phase: str) -> contextlib.AbstractContextManager[None]: ...
 
 
-class Session:
-    """One request: an image, a query, and everything that changes while answering it."""
+AnswerT = TypeVar("AnswerT", Detections, Tracks)
 
-    def __init__(
-        self,
-        *,
-        config: AgentConfig,
-        segmenter: Segmenter,
-        chat_model: ChatModel,
-        image: RGBImage,
-        query: str,
-        prompts: PromptSet,
-        checker_prompt: str,
-        trace: Trace,
-        token_counter: TokenCounter | None = None,
-    ) -> None:
-        """``prompts``: the set every message of this session renders with."""
-        self.config = config
-        self.prompts = prompts
-        self.chat_model = chat_model
-        self.image = image
-        self.query = query
-        self.trace = trace
-        self.token_counter = token_counter or TokenCounter()
-        self._segmenter = segmenter
-        self._checker_prompt = checker_prompt
-        self._embedding: asyncio.Future[ImageEmbedding] | None = None
-        self.renderer = Renderer(image, config.max_image_side)
-        self.task_image = self._encode(self.renderer.display_image, "input")
-        self._contexts = ContextImages(self.renderer, config.jpeg_quality, self.task_image)
+
+class SessionProgress(Generic[AnswerT]):
+    """What every session counts and commits, image or video: the rounds, the phrases
+    tried, the current masks (or tracks), the checks made, usage and timings; how it is
+    restored from a checkpoint and snapshot after a round."""
+
+    answer_type: ClassVar[type]
+    """What the session selects from (:class:`Detections` or :class:`Tracks`)."""
+
+    config: AgentConfig
+    prompts: PromptSet
+
+    def _start_progress(self) -> None:
         self.phrases: list[str] = []
-        self.current: Detections | None = None
+        self.current: AnswerT | None = None
         self.round = 0
         self.checks_used = 0
         self.last_checks: list[tuple[CheckRequest, CheckResult]] = []
@@ -112,39 +98,17 @@ class Session:
         self.usage = Usage()
         self.timings: defaultdict[str, float] = defaultdict(float)
 
-    @property
-    def mask_size(self) -> tuple[int, int]:
-        """``(height, width)`` of the session's masks."""
-        h, w = self.image.shape[:2]
-        return int(h), int(w)
-
-    # -- lifecycle -------------------------------------------------------------------
-
-    def start(self) -> asyncio.Future[ImageEmbedding]:
-        """Start computing the image features while the model reads the request."""
-        if self._embedding is None:
-            self._embedding = asyncio.ensure_future(asyncio.to_thread(self._embed))
-        return self._embedding
-
-    def _embed(self) -> ImageEmbedding:
-        started = time.perf_counter()
-        embedding = self._segmenter.embed(self.image)
-        self.timings["embed"] += time.perf_counter() - started
-        return embedding
-
-    async def close(self) -> None:
-        """Collect the feature computation if nobody awaited it (the model gave up early)."""
-        if self._embedding is not None and not self._embedding.cancelled():
-            with contextlib.suppress(Exception):
-                await self._embedding
-
     def restore(self, state: SessionState) -> None:
         """Continue from a committed state (a resumed session)."""
+        current = state.current
+        if current is not None and not isinstance(current, self.answer_type):
+            raise TypeError(
+                f"a session of {self.answer_type.__name__} cannot continue from "
+                f"{type(current).__name__}"
+            )
         self.round = state.round
         self.phrases = list(state.phrases)
-        if state.current is not None and not isinstance(state.current, Detections):
-            raise TypeError("an image session cannot continue from tracks")
-        self.current = state.current
+        self.current = cast(AnswerT, current)  # checked just above
         self.checks_used = state.checks_used
         self.usage = state.usage
         for phase, seconds in state.timings.items():
@@ -180,20 +144,85 @@ class Session:
         finally:
             self.timings[phase] += time.perf_counter() - started
 
-    # -- masks -------------------------------------------------------------------------
-
-    def empty_detections(self) -> Detections:
-        h, w = self.image.shape[:2]
-        return Detections.empty(h, w)
-
-    def require_masks(self, tool_name: str) -> Detections:
-        """The current masks; a :class:`ToolMistake` when there are none."""
+    def require_masks(self, tool_name: str) -> AnswerT:
+        """The current masks (tracks); a :class:`ToolMistake` when there are none."""
         if self.current is None or len(self.current) == 0:
             raise ToolMistake(self.prompts.feedback("no_current_masks", name=tool_name))
         return self.current
 
     def clear_masks(self) -> None:
         self.current = None
+
+    @property
+    def checks_left(self) -> int:
+        return self.config.max_mask_checks - self.checks_used
+
+
+class Session(SessionProgress[Detections]):
+    """One request: an image, a query, and everything that changes while answering it."""
+
+    answer_type = Detections
+
+    def __init__(
+        self,
+        *,
+        config: AgentConfig,
+        segmenter: Segmenter,
+        chat_model: ChatModel,
+        image: RGBImage,
+        query: str,
+        prompts: PromptSet,
+        checker_prompt: str,
+        trace: Trace,
+        token_counter: TokenCounter | None = None,
+    ) -> None:
+        """``prompts``: the set every message of this session renders with."""
+        self.config = config
+        self.prompts = prompts
+        self.chat_model = chat_model
+        self.image = image
+        self.query = query
+        self.trace = trace
+        self.token_counter = token_counter or TokenCounter()
+        self._segmenter = segmenter
+        self._checker_prompt = checker_prompt
+        self._embedding: asyncio.Future[ImageEmbedding] | None = None
+        self.renderer = Renderer(image, config.max_image_side)
+        self.task_image = self._encode(self.renderer.display_image, "input")
+        self._contexts = ContextImages(self.renderer, config.jpeg_quality, self.task_image)
+        self._start_progress()
+
+    @property
+    def mask_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the session's masks."""
+        h, w = self.image.shape[:2]
+        return int(h), int(w)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> asyncio.Future[ImageEmbedding]:
+        """Start computing the image features while the model reads the request."""
+        if self._embedding is None:
+            self._embedding = asyncio.ensure_future(asyncio.to_thread(self._embed))
+        return self._embedding
+
+    def _embed(self) -> ImageEmbedding:
+        started = time.perf_counter()
+        embedding = self._segmenter.embed(self.image)
+        self.timings["embed"] += time.perf_counter() - started
+        return embedding
+
+    async def close(self) -> None:
+        """Collect the feature computation if nobody awaited it (the model gave up early)."""
+        if self._embedding is not None and not self._embedding.cancelled():
+            with contextlib.suppress(Exception):
+                await self._embedding
+
+    # -- masks -------------------------------------------------------------------------
+
+    def empty_detections(self) -> Detections:
+        h, w = self.image.shape[:2]
+        return Detections.empty(h, w)
 
     async def select(self, detections: Detections, indices: list[int]) -> Detections:
         """``detections[indices]`` (0-based), made off the event loop: a selection that is not
@@ -239,10 +268,6 @@ class Session:
         return EncodedImage.encode(image, name, quality=self.config.jpeg_quality)
 
     # -- checks ------------------------------------------------------------------------
-
-    @property
-    def checks_left(self) -> int:
-        return self.config.max_mask_checks - self.checks_used
 
     async def check_masks(self, detections: Detections) -> list[bool]:
         """Run one isolated check per mask; True where the checker accepted it."""

@@ -156,9 +156,7 @@ class FakeSegmenter:
     plays the text encoder's limit: longer phrases are read as their first words.
     """
 
-    results: dict[str, Detections | Callable[[RGBImage], Detections]] = field(
-        default_factory=dict
-    )
+    results: dict[str, Detections | Callable[[RGBImage], Detections]] = field(default_factory=dict)
     default: Detections | Callable[[RGBImage], Detections] | None = None
     embed_calls: int = 0
     phrases: list[str] = field(default_factory=list)

@@ -284,4 +284,3 @@ def serve(state: ScriptedServer | None = None) -> Iterator[ScriptedServer]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-

@@ -14,19 +14,11 @@ temporal extent is stated in text.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
-from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from typing import Any
 
-from sam3_agent.agent.checkpoint.state import Ending, SessionState
-from sam3_agent.agent.checks import CheckRequest, CheckResult
 from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.prompts import PromptSet
-from sam3_agent.agent.result import Usage
-from sam3_agent.agent.steps import ActionStep, ToolMistake
+from sam3_agent.agent.session import SessionProgress
 from sam3_agent.agent.trace import Trace
 from sam3_agent.backends.base import ChatModel, VideoEmbedding, VideoSegmenter
 from sam3_agent.values.config import AgentConfig, VideoOptions
@@ -38,8 +30,10 @@ from sam3_agent.values.video_render import render_sheet, sample_positions
 logger = logging.getLogger(__name__)
 
 
-class VideoSession:
+class VideoSession(SessionProgress[Tracks]):
     """One request on a video: the clip, a query, and everything that changes answering it."""
+
+    answer_type = Tracks
 
     def __init__(
         self,
@@ -66,13 +60,7 @@ class VideoSession:
         self._segmenter = segmenter
         self._checker_prompt = checker_prompt
         self._embedding: VideoEmbedding | None = None
-        self.phrases: list[str] = []
-        self.current: Tracks | None = None
-        self.round = 0
-        self.checks_used = 0
-        self.last_checks: list[tuple[CheckRequest, CheckResult]] = []
-        self.usage = Usage()
-        self.timings: defaultdict[str, float] = defaultdict(float)
+        self._start_progress()
         # The task sheet: the clip spread evenly, before any phrase.
         positions = sample_positions(None, video.frame_count, options.frames_shown)
         self.task_image = self._encode(self._sheet(positions, None), "input")
@@ -89,60 +77,10 @@ class VideoSession:
     async def close(self) -> None:
         """Nothing is left running between rounds."""
 
-    def restore(self, state: SessionState) -> None:
-        """Continue from a committed state (a resumed session)."""
-        if state.current is not None and not isinstance(state.current, Tracks):
-            raise TypeError("a video session cannot continue from image masks")
-        self.round = state.round
-        self.phrases = list(state.phrases)
-        self.current = state.current
-        self.checks_used = state.checks_used
-        self.usage = state.usage
-        for phase, seconds in state.timings.items():
-            self.timings[phase] += seconds
-
-    def snapshot(
-        self,
-        steps: Sequence[ActionStep],
-        corrections: int,
-        ending: Ending | None = None,
-        context: dict[str, Any] | None = None,
-    ) -> SessionState:
-        """The state to commit after round :attr:`round` (see ``Session.snapshot``)."""
-        return SessionState(
-            round=self.round,
-            corrections=corrections,
-            steps=list(steps),
-            phrases=list(self.phrases),
-            current=self.current,
-            checks_used=self.checks_used,
-            usage=self.usage,
-            timings=dict(self.timings),
-            ending=ending,
-            context=context,
-        )
-
-    @contextlib.contextmanager
-    def timed(self, phase: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[phase] += time.perf_counter() - started
-
     # -- tracks (the tools') ---------------------------------------------------------------
 
     def empty_detections(self) -> Tracks:
         return Tracks(self.video.frame_count, self.video.size)
-
-    def require_masks(self, tool_name: str) -> Tracks:
-        """The current tracks; a :class:`ToolMistake` when there are none."""
-        if self.current is None or len(self.current) == 0:
-            raise ToolMistake(self.prompts.feedback("no_current_masks", name=tool_name))
-        return self.current
-
-    def clear_masks(self) -> None:
-        self.current = None
 
     async def select(self, tracks: Tracks, indices: list[int]) -> Tracks:
         """``tracks`` at the 0-based ``indices`` (no pixels are copied: tracks are RLE)."""
@@ -205,10 +143,6 @@ class VideoSession:
         )
 
     # -- checks ----------------------------------------------------------------------------
-
-    @property
-    def checks_left(self) -> int:
-        return self.config.max_mask_checks - self.checks_used
 
     @property
     def checker_prompt(self) -> str:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from sam3_agent.runs.batch.summary import BatchTotals
     from sam3_agent.runs.evaluation.report import ReportFiles
     from sam3_agent.runs.evaluation.results import SampleResult
+    from sam3_agent.runs.evaluation.video.report import VideoReportFiles
+    from sam3_agent.runs.evaluation.video.results import VideoSampleResult
     from sam3_agent.runs.jobs.base import EngineOptions
 
 Bar = ProgressBar | PlainProgress | None
@@ -33,10 +35,10 @@ Bar = ProgressBar | PlainProgress | None
 def plan_for(
     spec: BackendSpec, engine: EngineOptions, *, chat: bool = True, video: bool = False
 ) -> BackendSpec:
-    """Which default MLLM, and do the models fit: before any download. Only where they load
-    here: Ray workers load them on machines whose memory this one cannot see (and there the
-    flags name the MLLM: :meth:`BackendSpec.require_model_name`). ``video``: SAM 3's video
-    model is counted (the larger one) instead of the image model."""
+    """Which default MLLM, and do the models fit (SAM 3's video model with ``video``): before
+    any download. Only where they load here: Ray workers load them on machines whose memory
+    this one cannot see (and there the flags name the MLLM:
+    :meth:`BackendSpec.require_model_name`)."""
     if engine.engine != "local":
         return spec
     plan = spec.plan(chat=chat, video=video)
@@ -76,6 +78,41 @@ class EvalTally:
         return f"gIoU {_pct(running.giou)}  cIoU {_pct(running.ciou)}  failed {running.failed}"
 
 
+class VideoEvalTally:
+    """Running J, F and J&F of a video dataset (its official overall: ReVOS's is the mean of
+    its referring and reasoning subsets) and failures, for the progress display."""
+
+    def __init__(self, dataset: str) -> None:
+        from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
+
+        info = VIDEO_DATASETS.get(dataset)
+        self.overall_from = info.overall_from if info is not None else None
+        self.sums: dict[str | None, list[float]] = {}  # tag (None: all) -> [count, ΣJ, ΣF]
+        self.failed = 0
+
+    def add(self, result: VideoSampleResult) -> None:
+        for key in (None, *result.tags):
+            sums = self.sums.setdefault(key, [0, 0.0, 0.0])
+            sums[0] += 1
+            sums[1] += result.j
+            sums[2] += result.f
+        self.failed += int(result.failed)
+
+    def _mean(self, keys: tuple[str | None, ...]) -> tuple[float | None, float | None]:
+        parts = [self.sums[k] for k in keys if k in self.sums]
+        if not parts:
+            return None, None
+        return (
+            sum(p[1] / p[0] for p in parts) / len(parts),
+            sum(p[2] / p[0] for p in parts) / len(parts),
+        )
+
+    def text(self) -> str:
+        j, f = self._mean(self.overall_from or (None,))
+        jf = None if j is None or f is None else (j + f) / 2
+        return f"J {_pct(j)}  F {_pct(f)}  J&F {_pct(jf)}  failed {self.failed}"
+
+
 class BatchTally:
     """Requests by outcome, for the progress display."""
 
@@ -109,6 +146,38 @@ def print_report_summary(files: ReportFiles) -> None:
         p = c.published
         say(
             f"{c.method} against {p.label}: {p.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
+            f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), "
+            f"samples scored {c.coverage.text}",
+            console=out_console,
+        )
+    if files.partial_warning:
+        say(("warning:", "yellow"), f" {files.partial_warning}")
+    say(f"report: {files.report_md}", console=out_console)
+
+
+def print_video_report_summary(files: VideoReportFiles) -> None:
+    """As :func:`print_report_summary`, for video runs: one line per method and split (J, F,
+    J&F overall and J&F per subset), one per published figure beside it with how much of
+    the split the run scored, the warning on stderr when that is part of it, and the path."""
+    from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
+
+    for m in files.methods:
+        info = VIDEO_DATASETS.get(m.dataset)
+        title = info.title if info is not None else m.dataset
+        for split, scored in m.metrics.items():
+            o = scored.overall
+            subsets = ", ".join(f"{tag} {_pct(s.jf)}" for tag, s in scored.tags.items())
+            say(
+                f"{m.label}: {title} {split}: {m.coverage(split).scored} samples, J {_pct(o.j)}, "
+                f"F {_pct(o.f)}, J&F {_pct(o.jf)}"
+                + (f" (J&F by subset: {subsets})" if subsets else "")
+                + f", failed {o.failed}",
+                console=out_console,
+            )
+    for c in files.comparisons:
+        p = c.published
+        say(
+            f"{c.method} beside {p.label}: {c.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
             f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), "
             f"samples scored {c.coverage.text}",
             console=out_console,

@@ -24,6 +24,7 @@ from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_in_dir
 from sam3_agent.runs.jobs.engines import build_engine
 from sam3_agent.runs.jobs.models import (
     ModelSource,
+    VideoModelSource,
     agent_identity,
     models_identity,
     name_chat_model,
@@ -79,7 +80,7 @@ def batch_settings(
 def run_batch(
     requests: Sequence[BatchRequest] | Path,
     out: Path,
-    backends: ModelSource,
+    backends: VideoModelSource,
     *,
     query: str | None = None,
     config: AgentConfig | None = None,
@@ -95,9 +96,10 @@ def run_batch(
         requests: the requests, or a file or folder to read them from
             (:func:`~sam3_agent.runs.batch.requests.load_requests`; ``query`` for a folder).
         out: the run directory (created if needed).
-        backends: what the workers build SAM 3 and the MLLM from. With the local engine the
-            MLLM is built here when the settings do not name it; the Ray engine needs it
-            named (nothing loads on the driver).
+        backends: what the workers build SAM 3 (on images, and on video where a video
+            request arrives) and the MLLM from. With the local engine the MLLM is built here
+            when the settings do not name it; the Ray engine needs it named (nothing loads
+            on the driver).
         config: the agent's settings (default :class:`AgentConfig`).
         video_options: what the video agent shows the model, for video requests (default
             :class:`VideoOptions`). Their workers build SAM 3's video model

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource
+from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, VideoModelSource
 from sam3_agent.values.config import AgentConfig, VideoOptions
 
 if TYPE_CHECKING:
@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class BatchWorkerFactory(LeavesChatModelOnDriver):
     """One agent per worker and medium: SAM 3 (or its service client) and the MLLM client
-    (see :class:`~sam3_agent.runs.jobs.models.LeavesChatModelOnDriver` for those fields).
+    (see :class:`~sam3_agent.runs.jobs.models.LeavesChatModelOnDriver` for those fields);
+    ``backends`` builds SAM 3's video model too, where a video request arrives.
 
     Attributes:
         video_options: what the video agent shows the model.
@@ -33,7 +34,7 @@ class BatchWorkerFactory(LeavesChatModelOnDriver):
         videos: the batch holds video requests: the handler may build the video agent.
     """
 
-    backends: ModelSource
+    backends: VideoModelSource
     agent_config: AgentConfig
     chat_model: ChatModel | None = field(default=None, compare=False, repr=False)
     loading_bars: bool = True

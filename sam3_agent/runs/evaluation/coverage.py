@@ -15,14 +15,19 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeGuard
-
-from sam3_agent.runs.evaluation.samples import Sample
+from typing import Any, Literal, Protocol, TypeGuard
 
 POPULATION_KEY = "population"
 """The results-store meta key :class:`Population` is recorded under."""
 
 Basis = Literal["split", "plan"]
+
+
+class Tagged(Protocol):
+    """A sample of any kind (image or video), as counted here: by its tags."""
+
+    @property
+    def tags(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class Population:
     tags: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, samples: Iterable[Sample]) -> Population:
+    def of(cls, samples: Iterable[Tagged]) -> Population:
         items = list(samples)
         tags = Counter(t for s in items for t in s.tags)
         return cls(len(items), dict(sorted(tags.items())))
@@ -111,6 +116,24 @@ class Coverage:
         }
 
     @classmethod
+    def of(
+        cls,
+        scored: int,
+        population: Population | None,
+        planned: int | None,
+        tag: str | None = None,
+    ) -> Coverage:
+        """``scored`` samples of a split (its ``tag`` subset) out of the whole split's
+        ``population`` as ``eval`` recorded it; out of the run's ``planned`` samples where
+        the split's size was not recorded (a tag's total is unknown then)."""
+        if population is not None:
+            total = population.count(tag)
+            return cls(scored, total, None if total is None else "split")
+        if tag is None and planned is not None:
+            return cls(scored, planned, "plan")
+        return cls(scored, None, None)
+
+    @classmethod
     def combined(cls, parts: Iterable[Coverage]) -> Coverage:
         """Several splits together: known only where every part is."""
         items = list(parts)
@@ -130,3 +153,20 @@ def _percent(part: int, whole: int) -> str:
     if part < whole:
         return "<1%" if 0 < share < 1 else f"{math.floor(share)}%"
     return f"{round(share)}%"
+
+
+def partial_text(partial: Iterable[str], unknown: Iterable[str]) -> str | None:
+    """The one warning line of a report whose runs are set beside published figures of
+    whole splits: ``partial`` names the runs that scored part of their split (``label split
+    6/200 (3%)``), ``unknown`` those whose coverage cannot be told; None when both are
+    empty."""
+    partial, unknown = list(partial), list(unknown)
+    parts = []
+    if partial:
+        parts.append(
+            "compared with published figures of whole splits on part of the split: "
+            + "; ".join(partial)
+        )
+    if unknown:
+        parts.append("coverage of the split unknown for " + "; ".join(unknown))
+    return "; ".join(parts) or None

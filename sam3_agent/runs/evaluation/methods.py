@@ -2,7 +2,8 @@
 
 Run directories whose settings differ only in split or shard are merged into one method:
 shards of one split, or the val and test runs of one model. Different models or modes
-become different methods.
+become different methods. :func:`merge_runs` does the merging for records of any kind (the
+video report merges its runs the same way); :func:`load_methods` builds image methods.
 """
 
 from __future__ import annotations
@@ -12,15 +13,21 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Coverage, Population
 from sam3_agent.runs.evaluation.metrics import Breakdown, breakdown
 from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.jobs.store import reading
+from sam3_agent.runs.jobs.base import R
+from sam3_agent.runs.jobs.records import JobRecord
+from sam3_agent.runs.jobs.store import Decode, reading
 from sam3_agent.values.errors import UserError
 
 logger = logging.getLogger(__name__)
+
+KIND_KEY = "kind"
+"""The run setting that names what an evaluation scored; absent: images."""
+IMAGE, VIDEO = "image", "video"
 
 MERGED_KEYS = ("split", "shard", "preset")
 """Settings that may differ between run directories merged into one method (the val and
@@ -58,14 +65,9 @@ class Method:
             else self.metrics.split_tags.get(split, {}).get(tag)
         )
         scored = summary.count if summary is not None else 0
-        population = self.populations.get(split)
-        if population is not None:
-            total = population.count(tag)
-            return Coverage(scored, total, None if total is None else "split")
-        planned = self.planned_by_split.get(split)
-        if tag is None and planned is not None:
-            return Coverage(scored, planned, "plan")
-        return Coverage(scored, None, None)
+        return Coverage.of(
+            scored, self.populations.get(split), self.planned_by_split.get(split), tag
+        )
 
     def overall_coverage(self) -> Coverage:
         """:meth:`coverage` of every split the method holds, together."""
@@ -73,25 +75,72 @@ class Method:
         return Coverage.combined(self.coverage(split) for split in splits)
 
     def usage(self) -> dict[str, Any]:
-        n = len(self.results)
-        tokens = sum(r.prompt_tokens + r.completion_tokens for r in self.results)
-        return {
-            "samples": n,
-            "planned": self.planned,
-            "failed": sum(r.failed for r in self.results),
-            "infrastructure_errors": sum(r.infra_error for r in self.results),
-            "mean_rounds": sum(r.rounds for r in self.results) / n if n else None,
-            "prompt_tokens": sum(r.prompt_tokens for r in self.results),
-            "completion_tokens": sum(r.completion_tokens for r in self.results),
-            "tokens_per_sample": tokens / n if n else None,
-            "mean_time_s": sum(r.time_s for r in self.results) / n if n else None,
-        }
+        return usage_of(self.results, self.planned)
+
+
+def usage_of(results: Sequence[JobRecord], planned: int | None) -> dict[str, Any]:
+    """What a method's stored samples cost, of any kind: counts, rounds, tokens and time."""
+    n = len(results)
+    tokens = sum(r.prompt_tokens + r.completion_tokens for r in results)
+    return {
+        "samples": n,
+        "planned": planned,
+        "failed": sum(r.failed for r in results),
+        "infrastructure_errors": sum(r.infra_error for r in results),
+        "mean_rounds": sum(r.rounds for r in results) / n if n else None,
+        "prompt_tokens": sum(r.prompt_tokens for r in results),
+        "completion_tokens": sum(r.completion_tokens for r in results),
+        "tokens_per_sample": tokens / n if n else None,
+        "mean_time_s": sum(r.time_s for r in results) / n if n else None,
+    }
 
 
 def method_label(config: dict[str, Any]) -> str:
     if config.get("mode") == "sam3-only":
         return f"SAM 3 only ({config.get('sam3')})"
+    if config.get(KIND_KEY) == VIDEO:
+        return f"{config.get('model')} + SAM 3 video agent"
     return f"{config.get('model')} + SAM 3 agent"
+
+
+def run_kind(run_dir: Path) -> str:
+    """``image`` or ``video``: what the evaluation in ``run_dir`` scored (run directories
+    made before videos were evaluated are image runs).
+
+    Raises:
+        UserError: ``run_dir`` is not a run directory.
+    """
+    with reading(run_dir, JobRecord.from_json) as store:  # its settings only: nothing decoded
+        return str((store.config() or {}).get(KIND_KEY, IMAGE))
+
+
+def runs_kind(run_dirs: Sequence[Path]) -> str:
+    """The one kind (:func:`run_kind`) of every directory in ``run_dirs``.
+
+    Raises:
+        UserError: none given, one is not a run directory, or image and video runs mixed.
+    """
+    if not run_dirs:
+        raise UserError("give at least one run directory")
+    kinds = {run_kind(d) for d in run_dirs}
+    if len(kinds) > 1:
+        raise UserError(
+            "these run directories hold image and video evaluations: report them separately"
+        )
+    return kinds.pop()
+
+
+@dataclass
+class MergedRuns(Generic[R]):
+    """Run directories merged into one method, before its metrics: see :func:`merge_runs`."""
+
+    label: str
+    config: dict[str, Any]
+    run_dirs: list[Path]
+    results: list[R]
+    planned: int | None
+    populations: dict[str, Population | None]
+    planned_by_split: dict[str, int | None]
 
 
 def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
@@ -101,13 +150,42 @@ def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
     given wins) and a warning is logged.
 
     Raises:
-        UserError: no run directory given, or one is not a run directory.
+        UserError: no run directory given, one is not a run directory, or one holds a
+            video evaluation (:mod:`sam3_agent.runs.evaluation.video.report` reports those).
+    """
+    return [
+        Method(
+            label=m.label,
+            config=m.config,
+            run_dirs=m.run_dirs,
+            results=m.results,
+            planned=m.planned,
+            populations=m.populations,
+            planned_by_split=m.planned_by_split,
+        )
+        for m in merge_runs(run_dirs, SampleResult.from_json, IMAGE)
+    ]
+
+
+def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str) -> list[MergedRuns[R]]:
+    """Read run directories of one ``kind`` (records read with ``decode``) and merge those
+    whose settings differ only in :data:`MERGED_KEYS` (see the module docstring).
+
+    A sample id stored in two merged directories is counted once (the first directory
+    given wins) and a warning is logged.
+
+    Raises:
+        UserError: no run directory given, one is not a run directory, or one holds an
+            evaluation of another kind.
     """
     if not run_dirs:
         raise UserError("give at least one run directory")
     groups: dict[str, dict[str, Any]] = {}
     for run_dir in run_dirs:
-        with reading(run_dir, SampleResult.from_json) as store:
+        found = run_kind(run_dir)
+        if found != kind:
+            raise UserError(f"{run_dir} holds an evaluation of {found}s, not of {kind}s")
+        with reading(run_dir, decode) as store:
             config = store.config() or {}
             results = store.results()
             planned = store.planned()
@@ -136,7 +214,7 @@ def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
                 )
                 continue
             group["results"][r.id] = r
-    methods = []
+    methods: list[MergedRuns[R]] = []
     labels: dict[str, int] = {}
     for group in groups.values():
         # Rows of one table need distinct labels; other datasets' tables may reuse them.
@@ -146,7 +224,7 @@ def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
         if labels[key] > 1:
             label = f"{label} [{labels[key]}]"
         methods.append(
-            Method(
+            MergedRuns(
                 label=label,
                 config=group["config"],
                 run_dirs=group["dirs"],

@@ -1,6 +1,7 @@
 """Named evaluation settings: ``sam3-agent eval --preset reasonseg-val`` and the like.
 
-A preset names the dataset, split and mode of one of the SAM 3 paper's agent evaluations.
+A preset names the dataset, split and mode of one of the SAM 3 paper's agent evaluations,
+or of a video benchmark scored with J, F and J&F (evaluated with the video agent).
 The agent settings are this package's defaults (:class:`sam3_agent.values.config.AgentConfig`),
 which follow the original SAM 3 Agent's (score threshold 0.5, overlap removal above 0.3 of
 the smaller mask); the paper states no other. A run directory records the preset's name.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from sam3_agent.runs.evaluation.video.catalog import default_split
 from sam3_agent.values.errors import UserError
 
 Mode = Literal["agent", "sam3-only"]
@@ -62,6 +64,34 @@ _ALL = (
         "sam3-only",
         "ReasonSeg test with SAM 3 alone (the query as phrase)",
     ),
+    Preset(
+        "ref-davis17-valid",
+        "ref-davis17",
+        "valid",
+        "agent",
+        "Ref-DAVIS17 valid (video), J, F and J&F",
+    ),
+    Preset(
+        "mevis-valid_u",
+        "mevis",
+        "valid_u",
+        "agent",
+        "MeViS valid_u (video; valid is scored by the official server), J, F and J&F",
+    ),
+    Preset(
+        "revos-valid",
+        "revos",
+        "valid",
+        "agent",
+        "ReVOS valid (video; referring / reasoning, overall their mean), J, F and J&F",
+    ),
+    Preset(
+        "reasonvos-valid",
+        "reasonvos",
+        "valid",
+        "agent",
+        "ReasonVOS (video), J, F and J&F",
+    ),
 )
 
 PRESETS: dict[str, Preset] = {p.name: p for p in _ALL}
@@ -93,7 +123,7 @@ def apply_preset(
     if preset is None:
         if dataset is None:
             raise UserError("say what to evaluate: --dataset NAME (or --preset NAME)")
-        return dataset, split or "val", mode or "agent"
+        return dataset, split or default_split(dataset) or "val", mode or "agent"
     for flag, given, fixed in (
         ("--dataset", dataset, preset.dataset),
         ("--split", split, preset.split),

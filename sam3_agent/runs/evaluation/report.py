@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.evaluation.coverage import Coverage
+from sam3_agent.runs.evaluation.coverage import Coverage, partial_text
 from sam3_agent.runs.evaluation.figures import (
     GALLERY_DIR,
     HISTOGRAM,
@@ -331,17 +331,7 @@ def partial_warning(methods: Sequence[Method]) -> str | None:
                 partial.append(f"{m.label} {split} {coverage.text}")
             elif coverage.partial is None:
                 unknown.append(f"{m.label} {split} ({coverage.text})")
-    if not partial and not unknown:
-        return None
-    parts = []
-    if partial:
-        parts.append(
-            "compared with published figures of whole splits on part of the split: "
-            + "; ".join(partial)
-        )
-    if unknown:
-        parts.append("coverage of the split unknown for " + "; ".join(unknown))
-    return "; ".join(parts)
+    return partial_text(partial, unknown)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from sam3_agent.backends.base import Segmenter
 from sam3_agent.runs.evaluation.datasets import Sample
 from sam3_agent.runs.evaluation.metrics import score_mask
 from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Prebuilt
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, J, Job, Prebuilt
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
@@ -62,8 +62,9 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def shard_of(sample: Sample, count: int) -> int:
-    """The shard a sample belongs to: a stable hash of its image's file name.
+def shard_of(sample: Job, count: int) -> int:
+    """The shard a sample belongs to: a stable hash of its image's file name (a video
+    sample's: its frame folder's).
 
     Hashing the image (not the sample) keeps every query of an image in one shard, so no
     two machines pay the same image's backbone.
@@ -72,7 +73,7 @@ def shard_of(sample: Sample, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count
 
 
-def select_shard(samples: Sequence[Sample], index: int, count: int) -> list[Sample]:
+def select_shard(samples: Sequence[J], index: int, count: int) -> list[J]:
     """The samples of shard ``index`` of ``count`` (all of them when ``count`` is 1)."""
     if count == 1:
         return list(samples)

@@ -46,11 +46,14 @@ class ModelSource(Protocol):
 
     def build_segmenter(self) -> Segmenter: ...
 
-    def build_video_segmenter(self) -> VideoSegmenter:
-        """SAM 3 on video (or its service client); built only where a video job runs."""
-        ...
-
     def build_chat_model(self) -> ChatModel: ...
+
+
+class VideoModelSource(ModelSource, Protocol):
+    """A :class:`ModelSource` that also builds SAM 3's video model (or its service client),
+    for the jobs that run the video agent."""
+
+    def build_video_segmenter(self) -> VideoSegmenter: ...
 
 
 class LeavesChatModelOnDriver:

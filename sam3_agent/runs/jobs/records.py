@@ -2,7 +2,8 @@
 
 :class:`JobRecord` is the base of each kind's record (a batch request's, an evaluation
 sample's): the fields they share and their JSON form in the results store.
-:func:`agent_outcome` reads those fields off an :class:`~sam3_agent.agent.result.AgentResult`,
+:func:`agent_outcome` reads those fields off an :class:`~sam3_agent.agent.result.AgentResult`
+(or a video's :class:`~sam3_agent.agent.video.result.VideoResult`),
 wherever a record (or a prediction on its way to one) is built from the agent's answer.
 """
 

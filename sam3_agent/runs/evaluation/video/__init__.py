@@ -2,6 +2,8 @@
 
 Modules:
 
+* :mod:`~sam3_agent.runs.evaluation.video.catalog`: the datasets by name, their splits and
+  which of them have no public ground truth (no heavy import: ``eval --help`` lists them).
 * :mod:`~sam3_agent.runs.evaluation.video.datasets`: Ref-YouTube-VOS, Ref-DAVIS17, MeViS,
   ReVOS and ReasonVOS in their published layouts, as :class:`VideoSample` values whose
   ground truth decodes one frame at a time.
@@ -33,12 +35,8 @@ from typing import TYPE_CHECKING
 from sam3_agent.values.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sam3_agent.runs.evaluation.video.datasets import (
-        VIDEO_DATASETS,
-        VideoDatasetInfo,
-        VideoSample,
-        load_video_samples,
-    )
+    from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS, VideoDatasetInfo
+    from sam3_agent.runs.evaluation.video.datasets import VideoSample, load_video_samples
     from sam3_agent.runs.evaluation.video.metrics import (
         ScoredVideo,
         VideoAccumulator,
@@ -51,6 +49,7 @@ if TYPE_CHECKING:
     )
     from sam3_agent.runs.evaluation.video.published import VIDEO_PUBLISHED, video_published_for
 
+_CATALOG = "sam3_agent.runs.evaluation.video.catalog"
 _DATASETS = "sam3_agent.runs.evaluation.video.datasets"
 _METRICS = "sam3_agent.runs.evaluation.video.metrics"
 _PUBLISHED = "sam3_agent.runs.evaluation.video.published"
@@ -58,8 +57,8 @@ _PUBLISHED = "sam3_agent.runs.evaluation.video.published"
 __getattr__ = lazy_exports(
     __name__,
     {
-        "VIDEO_DATASETS": _DATASETS,
-        "VideoDatasetInfo": _DATASETS,
+        "VIDEO_DATASETS": _CATALOG,
+        "VideoDatasetInfo": _CATALOG,
         "VideoSample": _DATASETS,
         "load_video_samples": _DATASETS,
         "ScoredVideo": _METRICS,

@@ -93,6 +93,7 @@ from PIL import Image, UnidentifiedImageError
 from pycocotools import mask as mask_utils
 
 from sam3_agent.runs.evaluation.samples import GroundTruth, read_json
+from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS, VideoDatasetInfo
 from sam3_agent.values.errors import DatasetError, ImageLoadError, UserError
 from sam3_agent.values.images import image_size_as_displayed
 from sam3_agent.values.text import one_line
@@ -108,61 +109,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
-
-
-# --------------------------------------------------------------------------- datasets
-
-
-@dataclass(frozen=True)
-class VideoDatasetInfo:
-    """What a caller needs to know of one dataset before loading it.
-
-    Attributes:
-        name: as ``load_video_samples`` takes it.
-        title: as papers print it.
-        splits: the splits the loader reads; the first is the default.
-        no_public_ground_truth: split -> why it cannot be scored here and where it can.
-        overall_from: tags whose means the official "overall" averages (ReVOS), or None:
-            the overall figure is the mean over every sample.
-    """
-
-    name: str
-    title: str
-    splits: tuple[str, ...]
-    no_public_ground_truth: Mapping[str, str] = field(default_factory=dict)
-    overall_from: tuple[str, ...] | None = None
-
-    @property
-    def default_split(self) -> str:
-        return self.splits[0]
-
-
-_YTVOS_SERVER = (
-    "Ref-YouTube-VOS valid has no public ground truth: submit predictions to the official "
-    "CodaLab server (https://competitions.codalab.org/competitions/29139)"
-)
-_MEVIS_SERVER = (
-    "MeViS valid has no public ground truth: submit predictions to the official CodaLab "
-    "server (https://codalab.lisn.upsaclay.fr/competitions/15094); valid_u has public masks"
-)
-
-VIDEO_DATASETS: dict[str, VideoDatasetInfo] = {
-    "ref-youtube-vos": VideoDatasetInfo(
-        "ref-youtube-vos",
-        "Ref-YouTube-VOS",
-        ("valid", "train"),
-        {"valid": _YTVOS_SERVER},
-    ),
-    "ref-davis17": VideoDatasetInfo("ref-davis17", "Ref-DAVIS17", ("valid", "train")),
-    "mevis": VideoDatasetInfo(
-        "mevis", "MeViS", ("valid_u", "valid", "train"), {"valid": _MEVIS_SERVER}
-    ),
-    "revos": VideoDatasetInfo(
-        "revos", "ReVOS", ("valid", "train"), overall_from=("referring", "reasoning")
-    ),
-    "reasonvos": VideoDatasetInfo("reasonvos", "ReasonVOS", ("valid",)),
-}
-"""Every video dataset by name."""
 
 
 # --------------------------------------------------------------------------- samples
@@ -210,6 +156,13 @@ class VideoSample:
     @property
     def frame_paths(self) -> tuple[Path, ...]:
         return tuple(self.frames_dir / name for name in self.frame_names)
+
+    @property
+    def image_path(self) -> Path:
+        """The video's frame folder: what the jobs engines group samples by
+        (:class:`~sam3_agent.runs.jobs.base.Job`), so that a video's expressions run
+        together on one worker and fall in one ``--shard``."""
+        return self.frames_dir
 
     @property
     def has_ground_truth(self) -> bool:

@@ -1,0 +1,419 @@
+"""Reports over video run directories: ``metrics.json`` and ``report.md`` with J, F and J&F.
+
+The video counterpart of :mod:`sam3_agent.runs.evaluation.report`. Run directories are merged
+into methods as for images (:func:`~sam3_agent.runs.evaluation.methods.merge_runs`: shards of
+one split, or the splits of one model); each method is scored per split, overall and per
+subset tag (ReVOS's referring / reasoning, Ref-DAVIS17's annotators, MeViS's object counts,
+ReasonVOS's sources), with ReVOS's official overall (the mean of its two subsets).
+
+AgentRVOS's published figures (:mod:`~sam3_agent.runs.evaluation.video.published`) stand
+beside the run's, marked "(published)". They cover whole splits and name no MLLM, so beside
+each the report says how much of the split the run scored (``6/200 (3%)``) and warns in one
+line when that is part of it; it never calls them "the same MLLM".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.runs.evaluation.coverage import Coverage, Population, partial_text
+from sam3_agent.runs.evaluation.methods import VIDEO, merge_runs, usage_of
+from sam3_agent.runs.evaluation.published import PublishedResult
+from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
+from sam3_agent.runs.evaluation.video.metrics import VideoBreakdown, VideoSummary, breakdown
+from sam3_agent.runs.evaluation.video.published import video_published_for
+from sam3_agent.runs.evaluation.video.results import VideoSampleResult
+from sam3_agent.values.errors import UserError
+from sam3_agent.values.files import atomic_write_bytes, utf8
+from sam3_agent.values.version import __version__
+
+__all__ = [
+    "VideoComparison",
+    "VideoMethod",
+    "VideoReportFiles",
+    "compare_with_published",
+    "load_video_methods",
+    "partial_warning",
+    "render_markdown",
+    "write_video_report",
+]
+
+logger = logging.getLogger(__name__)
+
+OVERALL = "overall"
+"""The subset column's name for a split's overall figures."""
+
+
+# --------------------------------------------------------------------------- methods
+
+
+@dataclass
+class VideoMethod:
+    """The merged video results of run directories that share their settings but split or
+    shard: one row group of the report's tables."""
+
+    label: str
+    config: dict[str, Any]
+    run_dirs: list[Path]
+    results: list[VideoSampleResult]
+    planned: int | None
+    populations: dict[str, Population | None] = field(default_factory=dict)
+    """Per split: the whole split's size as ``eval`` recorded it (None: not recorded)."""
+    planned_by_split: dict[str, int | None] = field(default_factory=dict)
+    metrics: dict[str, VideoBreakdown] = field(init=False)
+    """Per split: overall, per subset tag, and the failed samples."""
+
+    def __post_init__(self) -> None:
+        info = VIDEO_DATASETS.get(self.dataset)
+        overall_from = info.overall_from if info is not None else None
+        by_split: dict[str, list[VideoSampleResult]] = {}
+        for r in self.results:
+            by_split.setdefault(r.split, []).append(r)
+        self.metrics = {
+            split: breakdown((r.scored() for r in by_split[split]), overall_from=overall_from)
+            for split in _ordered(self.dataset, by_split)
+        }
+
+    @property
+    def dataset(self) -> str:
+        return str(self.config.get("dataset", "?"))
+
+    def splits(self) -> list[str]:
+        """The splits scored, then the splits recorded with nothing scored yet."""
+        return [*self.metrics, *(s for s in self.populations if s not in self.metrics)]
+
+    def summary(self, split: str, tag: str | None = None) -> VideoSummary | None:
+        """The split's overall figures (``tag`` None) or its ``tag`` subset's."""
+        scored = self.metrics.get(split)
+        if scored is None:
+            return None
+        return scored.overall if tag is None else scored.tags.get(tag)
+
+    def coverage(self, split: str, tag: str | None = None) -> Coverage:
+        """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's.
+
+        Every stored sample of the split counts (ReVOS's overall figure leaves out the
+        samples of other types, but they were scored all the same)."""
+        scored = sum(r.split == split and (tag is None or tag in r.tags) for r in self.results)
+        return Coverage.of(
+            scored, self.populations.get(split), self.planned_by_split.get(split), tag
+        )
+
+    def usage(self) -> dict[str, Any]:
+        n = len(self.results)
+        return {
+            **usage_of(self.results, self.planned),
+            "frames_scored_per_sample": sum(r.frames_scored for r in self.results) / n
+            if n
+            else None,
+        }
+
+
+def _ordered(dataset: str, splits: Sequence[str] | dict[str, Any]) -> list[str]:
+    info = VIDEO_DATASETS.get(dataset)
+    known = [s for s in (info.splits if info else ()) if s in splits]
+    return known + sorted(set(splits) - set(known))
+
+
+def load_video_methods(run_dirs: Sequence[Path]) -> list[VideoMethod]:
+    """Read video run directories and merge them into methods.
+
+    Raises:
+        UserError: no run directory given, one is not a run directory, or one holds an
+            image evaluation.
+    """
+    return [
+        VideoMethod(
+            label=m.label,
+            config=m.config,
+            run_dirs=m.run_dirs,
+            results=m.results,
+            planned=m.planned,
+            populations=m.populations,
+            planned_by_split=m.planned_by_split,
+        )
+        for m in merge_runs(run_dirs, VideoSampleResult.from_json, VIDEO)
+    ]
+
+
+# --------------------------------------------------------------------------- published
+
+
+@dataclass(frozen=True)
+class VideoComparison:
+    """A run's figure beside a published one of its dataset and split.
+
+    The published MLLM is not stated (AgentRVOS runs several), so this is "beside", never
+    "against the same model". ``ours``, ``difference``: percentages (ours minus published).
+    """
+
+    method: str
+    split: str
+    """The run's split (a published figure whose split is not stated stands beside each)."""
+    published: PublishedResult
+    ours: float
+    coverage: Coverage
+
+    @property
+    def difference(self) -> float:
+        return self.ours - self.published.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "published_method": self.published.method,
+            "model": self.published.model,
+            "dataset": self.published.dataset,
+            "split": self.split,
+            "published_split": self.published.split or None,
+            "tag": self.published.tag,
+            "metric": self.published.metric,
+            "ours": round(self.ours, 2),
+            "published": self.published.value,
+            "difference": round(self.difference, 2),
+            "source": self.published.source,
+            "coverage": self.coverage.to_dict(),
+        }
+
+
+def _value(summary: VideoSummary, metric: str) -> float | None:
+    return {"J": summary.j, "F": summary.f, "J&F": summary.jf}.get(metric)
+
+
+def compare_with_published(methods: Sequence[VideoMethod]) -> list[VideoComparison]:
+    """Every published figure of a method's dataset, beside the method's figure on the same
+    split (on each of its splits where the source does not state one)."""
+    comparisons = []
+    for m in methods:
+        for r in video_published_for(m.dataset):
+            for split in [r.split] if r.split else list(m.metrics):
+                summary = m.summary(split, r.tag)
+                value = _value(summary, r.metric) if summary is not None else None
+                if value is not None:
+                    coverage = m.coverage(split, r.tag)
+                    comparisons.append(VideoComparison(m.label, split, r, 100 * value, coverage))
+    return comparisons
+
+
+def partial_warning(comparisons: Sequence[VideoComparison]) -> str | None:
+    """One line naming each run set beside published figures that scored part of its split,
+    or whose coverage is unknown; None when there is none."""
+    partial, unknown = [], []
+    for label, split, coverage in dict.fromkeys(
+        (c.method, c.split, c.coverage) for c in comparisons
+    ):
+        if coverage.partial:
+            partial.append(f"{label} {split} {coverage.text}")
+        elif coverage.partial is None:
+            unknown.append(f"{label} {split} ({coverage.text})")
+    return partial_text(partial, unknown)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@dataclass(frozen=True)
+class VideoReportFiles:
+    """What :func:`write_video_report` wrote, and what the terminal summary needs."""
+
+    metrics_json: Path
+    report_md: Path
+    methods: list[VideoMethod]
+    comparisons: list[VideoComparison] = field(default_factory=list)
+    partial_warning: str | None = None
+
+
+def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> VideoReportFiles:
+    """Write ``metrics.json`` and ``report.md`` for video run directories.
+
+    Raises:
+        UserError: see :func:`load_video_methods`; ``out_dir`` cannot be written.
+    """
+    methods = load_video_methods(run_dirs)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create report directory {out_dir}: {e}") from e
+    comparisons = compare_with_published(methods)
+    warning = partial_warning(comparisons)
+    datasets = list(dict.fromkeys(m.dataset for m in methods))
+    doc = {
+        "version": __version__,
+        "kind": VIDEO,
+        "published": [
+            {
+                "method": r.method,
+                "model": r.model or None,
+                "dataset": r.dataset,
+                "split": r.split or None,
+                "tag": r.tag,
+                "metric": r.metric,
+                "value": r.value,
+                "source": r.source,
+            }
+            for d in datasets
+            for r in video_published_for(d)
+        ],
+        "compared_with_published": [c.to_dict() for c in comparisons],
+        "partial_warning": warning,
+        "methods": [
+            {
+                "label": m.label,
+                "config": m.config,
+                "run_dirs": [str(d) for d in m.run_dirs],
+                "usage": m.usage(),
+                "coverage": {s: m.coverage(s).to_dict() for s in m.splits()},
+                "metrics": {s: b.to_dict() for s, b in m.metrics.items()},
+            }
+            for m in methods
+        ],
+    }
+    metrics_path = out_dir / "metrics.json"
+    atomic_write_bytes(metrics_path, json.dumps(doc, indent=2).encode())
+    report_path = out_dir / "report.md"
+    atomic_write_bytes(report_path, utf8(render_markdown(methods)))
+    logger.info("report written to %s", report_path)
+    return VideoReportFiles(metrics_path, report_path, methods, comparisons, warning)
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """Text from a model's name or a failure message, safe inside a table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _metric_rows(m: VideoMethod, with_coverage: bool) -> list[list[str]]:
+    rows = []
+    for split, scored in m.metrics.items():
+        subsets: list[tuple[str, str | None, VideoSummary]] = [(OVERALL, None, scored.overall)]
+        subsets += [(tag, tag, s) for tag, s in scored.tags.items()]
+        for name, tag, s in subsets:
+            row = [_cell(m.label), split, name, str(s.count), _pct(s.j), _pct(s.f), _pct(s.jf)]
+            if with_coverage:
+                row.append(m.coverage(split, tag).text)
+            rows.append(row)
+    return rows
+
+
+def _published_rows(dataset: str) -> list[list[str]]:
+    rows = []
+    for r in video_published_for(dataset):
+        cells = {"J": "–", "F": "–", "J&F": "–"}
+        cells[r.metric] = f"{r.value:.1f}"
+        subset = r.tag or OVERALL
+        split = r.split or "not stated"
+        rows.append([r.label, split, subset, "–", *cells.values(), "whole split"])
+    return rows
+
+
+def _dataset_section(dataset: str, methods: Sequence[VideoMethod]) -> list[str]:
+    info = VIDEO_DATASETS.get(dataset)
+    lines = [f"## {info.title if info else dataset}", ""]
+    published = _published_rows(dataset)
+    comparisons = compare_with_published(methods)
+    warning = partial_warning(comparisons)
+    if warning:
+        lines += [f"**Warning:** {warning}.", ""]
+    header = ["method", "split", "subset", "samples", "J", "F", "J&F"]
+    if published:
+        header.append("samples scored")
+    rows = [row for m in methods for row in _metric_rows(m, bool(published))]
+    lines += ["### J / F / J&F (%)", "", _table(header, rows + published), ""]
+    if info is not None and info.overall_from:
+        lines += [
+            f"The overall figure is the mean of the {' and '.join(info.overall_from)} "
+            "subsets' means, as the official evaluation computes it.",
+            "",
+        ]
+    if published:
+        sources = sorted({r.source for r in video_published_for(dataset)})
+        lines += [
+            f"Rows marked (published): {'; '.join(sources)}. The source does not state which "
+            "MLLM produced each figure: they stand beside ours, not as the same model.",
+            "",
+        ]
+    if comparisons:
+        lines += ["### Beside the published figures", ""]
+        lines += [
+            _table(
+                ["method", "published", "split", "metric", "ours", "published", "difference",
+                 "samples scored"],
+                [
+                    [_cell(c.method), c.published.label, c.split, c.published.metric,
+                     f"{c.ours:.1f}", f"{c.published.value:.1f}", f"{c.difference:+.1f}",
+                     c.coverage.text]
+                    for c in comparisons
+                ],
+            ),
+            "",
+        ]  # fmt: skip
+    run_rows = []
+    for m in methods:
+        u = m.usage()
+        stored = str(u["samples"])
+        if u["planned"] not in (None, u["samples"]):
+            stored += f" of {u['planned']}"
+        run_rows.append(
+            [
+                _cell(m.label),
+                stored,
+                str(u["failed"]),
+                "–" if u["mean_rounds"] is None else f"{u['mean_rounds']:.2f}",
+                "–" if u["tokens_per_sample"] is None else f"{u['tokens_per_sample']:.0f}",
+                "–" if u["mean_time_s"] is None else f"{u['mean_time_s']:.2f}",
+                "–"
+                if u["frames_scored_per_sample"] is None
+                else f"{u['frames_scored_per_sample']:.1f}",
+            ]
+        )
+    header = ["method", "samples", "failed", "mean rounds", "tokens / sample", "s / sample"]
+    lines += ["### Run", "", _table([*header, "frames scored / sample"], run_rows), ""]
+    failed = [(m.label, i, msg) for m in methods for b in m.metrics.values() for i, msg in b.failed]
+    if failed:
+        lines += ["### Failed samples (scored as empty predictions)", ""]
+        lines += [f"- {_cell(label)}: `{i}`: {_cell(msg)}" for label, i, msg in failed[:50]]
+        if len(failed) > 50:
+            lines.append(f"- ... and {len(failed) - 50} more (see metrics.json)")
+        lines.append("")
+    return lines
+
+
+def render_markdown(methods: Sequence[VideoMethod]) -> str:
+    """The report as Markdown: one section per dataset."""
+    dirs = sum(len(m.run_dirs) for m in methods)
+    lines = [
+        "# sam3-agent video evaluation report",
+        "",
+        f"sam3-agent {__version__}; {dirs} run director{'y' if dirs == 1 else 'ies'}. "
+        "Per annotated frame, J is the region IoU and F the contour F-measure as the DAVIS "
+        "benchmark defines them (1.0 when prediction and target are both empty); a sample "
+        "scores their means over its frames, a group the mean over its samples, and "
+        "J&F = (J + F) / 2. The prediction at a frame is the union of the selected tracks. "
+        "Failed samples count as empty predictions.",
+        "",
+    ]
+    for dataset in dict.fromkeys(m.dataset for m in methods):
+        lines += _dataset_section(dataset, [m for m in methods if m.dataset == dataset])
+    lines += ["## Runs", ""]
+    for m in methods:
+        settings = ", ".join(f"{k}={v}" for k, v in m.config.items() if k not in ("agent",))
+        where = ", ".join(str(d) for d in m.run_dirs)
+        lines.append(f"- **{_cell(m.label)}**: {_cell(settings)}; from {where}")
+    return "\n".join(lines).rstrip() + "\n"

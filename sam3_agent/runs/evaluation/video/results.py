@@ -1,0 +1,54 @@
+"""The record of one evaluated video sample, as the run's results store keeps it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore
+from sam3_agent.runs.jobs.records import JobRecord
+
+
+@dataclass(frozen=True, kw_only=True)
+class VideoSampleResult(JobRecord):
+    """One finished video sample: a :class:`~sam3_agent.runs.jobs.records.JobRecord` and its
+    J and F.
+
+    A sample that raised, or whose agent selected no track, is scored as an empty
+    prediction on every frame. ``image_path`` is the video's frame folder; ``prediction`` is
+    None (the selected tracks are in the sample's ``result.json``, under ``artifacts``).
+
+    Attributes:
+        split, tags, no_target: the sample's, for the metrics by split and subset.
+        j, f: mean J and mean F over the annotated frames, fractions in ``[0, 1]``.
+        frames_scored: annotated frames scored.
+        frames_used: frames the agent tracked (0 when the video could not be opened).
+    """
+
+    split: str
+    tags: tuple[str, ...]
+    no_target: bool
+    j: float
+    f: float
+    frames_scored: int
+    frames_used: int = 0
+
+    @property
+    def jf(self) -> float:
+        """J&F: ``(J + F) / 2``."""
+        return (self.j + self.f) / 2
+
+    def scored(self) -> ScoredVideo:
+        """The view :mod:`~sam3_agent.runs.evaluation.video.metrics` works on."""
+        score = VideoScore(j=self.j, f=self.f, frames=self.frames_scored)
+        return ScoredVideo(self.id, self.tags, score, self.failed, self.failure)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["tags"] = list(self.tags)
+        return doc
+
+    @classmethod
+    def _upgrade(cls, doc: Mapping[str, Any]) -> dict[str, Any]:
+        return {**doc, "tags": tuple(doc.get("tags", ()))}

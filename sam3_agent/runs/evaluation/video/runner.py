@@ -1,0 +1,254 @@
+"""Evaluating one video sample: run the video agent on its frames, score it frame by frame,
+record.
+
+:class:`VideoEvalHandler` is what every engine worker runs (see :mod:`sam3_agent.runs.jobs`),
+the video counterpart of :class:`~sam3_agent.runs.evaluation.runner.EvalHandler`, with the
+same failure policy (:mod:`~sam3_agent.runs.jobs.failures`): whatever opening the video or
+the agent raises is stored as that sample's failure, scored as an empty prediction, and
+evaluated again by ``--retry-failed``; a broken ground truth stops the run.
+
+The agent runs on the sample's frame folder, every frame (stride 1). Its tracks are keyed by
+frame *position* among the frames it used; :func:`score_prediction` maps each frame the
+dataset lists to its position by the frame's file name, and scores the frames that have
+ground truth, one at a time: the prediction at a frame is the union of the selected tracks
+there, decoded for that frame only, so a video's masks are never all held at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sam3_agent.agent.video.agent import Sam3VideoAgent
+from sam3_agent.runs.evaluation.runner import SAMPLES_DIR
+from sam3_agent.runs.evaluation.video.datasets import VideoSample
+from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator, VideoScore
+from sam3_agent.runs.evaluation.video.results import VideoSampleResult
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Prebuilt
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
+from sam3_agent.runs.jobs.failures import job_failure
+from sam3_agent.runs.jobs.local import LocalEngine
+from sam3_agent.runs.jobs.records import OUTCOME_FIELDS, agent_outcome
+from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
+from sam3_agent.values.config import FrameSelection
+from sam3_agent.values.errors import DatasetError
+from sam3_agent.values.tracks import Tracks
+from sam3_agent.values.video import VideoSource, open_video
+
+__all__ = [
+    "VideoAgentPredictor",
+    "VideoEvalHandler",
+    "VideoPrediction",
+    "VideoPredictor",
+    "evaluate_video_samples",
+    "frame_positions",
+    "score_prediction",
+]
+
+EVERY_FRAME = FrameSelection()
+"""The frames a sample is tracked on: all of its folder's, in name order (stride 1)."""
+
+
+@dataclass(frozen=True)
+class VideoPrediction:
+    """What a predictor answered for one video sample.
+
+    Attributes:
+        status: ``masks``, ``no_mask`` or ``failed`` (the agent gave up or raised).
+        tracks: the selected tracks, None when nothing was predicted.
+        positions: frame file stem -> position among the frames the tracks are keyed by.
+        frames_used: frames the agent tracked.
+        artifacts: the sample's directory of agent files, if one was written.
+        extra: JSON-safe details kept in the store (usage breakdown, timings).
+    """
+
+    status: str
+    tracks: Tracks | None = None
+    positions: Mapping[str, int] = field(default_factory=dict)
+    frames_used: int = 0
+    rounds: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    failure: str | None = None
+    artifacts: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class VideoPredictor(Protocol):
+    """Answers one video sample."""
+
+    @property
+    def model(self) -> str:
+        """What produced the predictions, for run settings and reports."""
+        ...
+
+    async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction:
+        """Track ``sample.query`` through the sample's frames; artifacts go to ``output_dir``.
+
+        Raises:
+            VideoLoadError, ChatModelError, SegmenterError: this sample failed.
+        """
+        ...
+
+
+def frame_positions(video: VideoSource) -> dict[str, int]:
+    """Frame file stem -> position among the frames ``video`` uses (a frame folder)."""
+    positions: dict[str, int] = {}
+    for position, index in enumerate(video.indices):
+        positions.setdefault(Path(video.frame_names[index]).stem, position)
+    return positions
+
+
+@dataclass(frozen=True)
+class VideoAgentPredictor:
+    """The video agent on the sample's frame folder, every frame. Writes ``result.json``,
+    ``overlay.mp4``, the contact sheet and ``trace.jsonl`` per sample.
+
+    ``model`` names the MLLM in run settings and reports.
+    """
+
+    agent: Sam3VideoAgent
+    model: str
+
+    async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction:
+        video = await asyncio.to_thread(
+            open_video,
+            sample.frames_dir,
+            EVERY_FRAME,
+            max_pixels=self.agent.config.max_image_pixels,
+        )
+        result = await self.agent.arun(video, sample.query, output_dir=output_dir)
+        selected = result.status == "masks" and len(result.tracks) > 0
+        return VideoPrediction(
+            **agent_outcome(result),
+            tracks=result.tracks if selected else None,
+            positions=frame_positions(video),
+            frames_used=video.frame_count,
+            artifacts=output_dir,
+            extra={
+                "usage": result.usage.to_dict(),
+                "timings_s": {k: round(float(v), 4) for k, v in result.timings.items()},
+                "phrases_tried": list(result.phrases_tried),
+                "tracks": len(result.tracks) if selected else 0,
+            },
+        )
+
+
+def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoScore:
+    """Mean J and F of ``prediction`` over the sample's annotated frames, one frame at a time
+    (no prediction: an empty mask on every frame).
+
+    Raises:
+        DatasetError: a broken ground truth, a frame the dataset lists that the folder does
+            not hold, masks of another size than the frames, or no annotated frame at all.
+    """
+    tracks = prediction.tracks
+    accumulator = VideoAccumulator()
+    for index, gt in enumerate(sample.ground_truth()):
+        name = sample.frame_names[index]
+        if gt is None:
+            continue  # not annotated: its prediction is never decoded
+        mask = None
+        if tracks is not None:
+            position = prediction.positions.get(Path(name).stem)
+            if position is None:
+                raise DatasetError(
+                    f"sample {sample.id}: frame {name} is listed but not in {sample.frames_dir}"
+                )
+            if tracks.size != gt.image_size:
+                (h, w), (gh, gw) = tracks.size, gt.image_size
+                raise DatasetError(
+                    f"sample {sample.id}: frame {name} is {h}x{w} pixels but its ground truth "
+                    f"is {gh}x{gw}"
+                )
+            mask = tracks.union_mask(position)
+        accumulator.update(mask, gt)
+    if not accumulator.frames:
+        raise DatasetError(f"sample {sample.id}: no frame has ground truth to score")
+    return accumulator.result()
+
+
+@dataclass
+class VideoEvalHandler:
+    """Evaluates video samples on one worker: predict, score frame by frame, record.
+
+    The local engine runs it in this process, the Ray engine on each actor. It holds no
+    image features: :meth:`release` has nothing to free.
+    """
+
+    predictor: VideoPredictor
+    run_dir: Path
+
+    async def run(self, job: VideoSample, images: ImageSource) -> VideoSampleResult:
+        return await _evaluate_one(job, self.predictor, self.run_dir)
+
+    def release(self, digest: str) -> None:
+        return None
+
+
+async def evaluate_video_samples(
+    samples: Sequence[VideoSample],
+    store: ResultStore[VideoSampleResult],
+    predictor: VideoPredictor,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    progress: ProgressListener[VideoSampleResult] | None = None,
+    retry_failed: bool = False,
+) -> RunOutcome:
+    """Evaluate every sample not yet in ``store`` in this process, committing each as it
+    finishes: the local engine with a predictor built by the caller (a test's, a
+    benchmark's); :func:`sam3_agent.runs.evaluation.run.evaluate` builds its own on any
+    engine.
+
+    Raises:
+        UserError: ``concurrency`` < 1.
+        DatasetError: a sample's ground truth is broken (the run stops; commits are kept).
+        asyncio.CancelledError: the run was cancelled (Ctrl-C); commits are kept.
+    """
+    handler = VideoEvalHandler(predictor, store.run_dir)
+    return await run_jobs(
+        samples,
+        store,
+        LocalEngine(concurrency=concurrency),
+        Prebuilt(handler),
+        progress=progress,
+        retry_failed=retry_failed,
+    )
+
+
+async def _evaluate_one(
+    sample: VideoSample, predictor: VideoPredictor, run_dir: Path
+) -> VideoSampleResult:
+    rel_dir = Path(SAMPLES_DIR) / job_dir_name(sample.id)
+    started = time.perf_counter()
+    infra_error = False
+    try:
+        prediction = await predictor.predict(sample, run_dir / rel_dir)
+    except BaseException as e:
+        failure = job_failure("sample", sample.id, e)
+        prediction = VideoPrediction(status="failed", failure=failure)
+        infra_error = True
+    elapsed = time.perf_counter() - started
+    score = await asyncio.to_thread(score_prediction, sample, prediction)
+    return VideoSampleResult(
+        id=sample.id,
+        image_path=str(sample.frames_dir),
+        query=sample.query,
+        split=sample.split,
+        tags=sample.tags,
+        no_target=sample.no_target,
+        **{name: getattr(prediction, name) for name in OUTCOME_FIELDS},
+        j=score.j,
+        f=score.f,
+        frames_scored=score.frames,
+        frames_used=prediction.frames_used,
+        time_s=round(elapsed, 4),
+        infra_error=infra_error,
+        artifacts=str(rel_dir) if prediction.artifacts is not None else None,
+        extra=prediction.extra,
+    )
