@@ -9,6 +9,8 @@
   (:meth:`~sam3_agent.values.render.Renderer.zoom`).
 * :func:`write_overlay_video` writes every used frame with the tracks drawn as an MP4;
   :func:`contact_sheet` is the result's PNG of sampled frames.
+* :func:`write_web_video` copies a video as WebM, which browsers play (a web page's copy of
+  the overlay: OpenCV's own MP4 codec is one they do not).
 
 Frames are decoded one at a time (:meth:`~sam3_agent.values.video.VideoSource.frames`) and
 only the chosen ones, so memory is flat in the clip's length. A track's number and colour
@@ -48,7 +50,7 @@ from sam3_agent.values.images import RGBImage
 from sam3_agent.values.render import LEGEND_QUERY_CHARS, ZOOM_GAP, Renderer, score_legend
 from sam3_agent.values.text import one_line
 from sam3_agent.values.tracks import Track, Tracks
-from sam3_agent.values.video import Frame, VideoSource
+from sam3_agent.values.video import Frame, VideoSource, open_video
 
 __all__ = [
     "DEFAULT_FPS",
@@ -59,6 +61,7 @@ __all__ = [
     "sample_positions",
     "sheet_grid",
     "write_overlay_video",
+    "write_web_video",
 ]
 
 DEFAULT_FPS = 10.0
@@ -68,6 +71,13 @@ BACKGROUND: Color = (255, 255, 255)
 FOURCCS = ("avc1", "mp4v")
 """Codecs tried for the overlay video, in order: H.264 plays in browsers; MPEG-4 part 2 is
 what OpenCV's own wheels can always write."""
+WEB_FOURCCS = ("VP80", "VP90")
+"""Codecs tried for a WebM video, in order: VP8 encodes several times faster than VP9 with
+OpenCV's bundled FFmpeg, and every browser plays both."""
+WEB_MAX_SIDE = 854
+"""Longer side of a web page's copy of a video, in pixels by default (480p's width)."""
+MIN_WEB_SIDE = 16
+"""Shortest side of a web page's copy of a video (VP8 writes no readable frame of 6x4)."""
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 
@@ -395,6 +405,40 @@ def write_overlay_video(
     return path
 
 
+def write_web_video(source: Path, path: Path, *, max_side: int = WEB_MAX_SIDE) -> Path:
+    """Copy the video at ``source`` (an overlay :func:`write_overlay_video` wrote) to ``path``
+    as WebM, which browsers play; returns ``path``.
+
+    VP8 (VP9 where VP8 is missing), at ``source``'s frame rate (:data:`DEFAULT_FPS` when it
+    declares none), shrunk so that its longer side is at most ``max_side`` (sides kept even
+    and at least :data:`MIN_WEB_SIDE`, as the codecs need). Frames are decoded and written
+    one at a time; the file appears only when complete (temp file, then rename). OpenCV
+    says once on stderr that the WebM muxer does not know the codec's tag; it writes the
+    file all the same.
+
+    Raises:
+        ValueError: ``max_side`` under :data:`MIN_WEB_SIDE`.
+        VideoLoadError: ``source`` cannot be read.
+        OSError: no WebM codec could be opened for writing.
+    """
+    if max_side < MIN_WEB_SIDE:
+        raise ValueError(f"max_side must be >= {MIN_WEB_SIDE}, got {max_side}")
+    video = open_video(source)
+    height, width = video.size
+    scale = min(1.0, max_side / max(height, width))
+    out_w, out_h = (max(MIN_WEB_SIDE, round(side * scale) // 2 * 2) for side in (width, height))
+    size = (out_w, out_h)
+    with atomic_output(path, suffix=".webm") as tmp:
+        writer = _open_writer(tmp, video.fps or DEFAULT_FPS, size, WEB_FOURCCS, "a WebM")
+        try:
+            for frame in video.frames():
+                pixels = _resize(frame.pixels, height=size[1], width=size[0])
+                writer.write(cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
+        finally:
+            writer.release()
+    return path
+
+
 # -- drawing ---------------------------------------------------------------------------------
 
 
@@ -566,16 +610,24 @@ def _overlay_fps(video: VideoSource) -> float:
     return fps / max(1.0, step)
 
 
-def _open_writer(path: Path, fps: float, size: tuple[int, int]) -> cv2.VideoWriter:
+def _open_writer(
+    path: Path,
+    fps: float,
+    size: tuple[int, int],
+    fourccs: Sequence[str] | None = None,
+    kind: str = "an MP4",
+) -> cv2.VideoWriter:
     """A writer for ``path`` at ``fps`` and ``size`` ``(width, height)``, with the first of
-    :data:`FOURCCS` this OpenCV can open."""
-    for fourcc in FOURCCS:
+    ``fourccs`` (:data:`FOURCCS` by default) this OpenCV can open; ``kind`` names the
+    format in the error."""
+    tried = FOURCCS if fourccs is None else fourccs
+    for fourcc in tried:
         with _quiet_opencv():
             writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*fourcc), fps, size)
         if writer.isOpened():
             return writer
         writer.release()
-    raise OSError(f"OpenCV cannot write an MP4 video here (tried {', '.join(FOURCCS)})")
+    raise OSError(f"OpenCV cannot write {kind} video here (tried {', '.join(tried)})")
 
 
 @contextmanager

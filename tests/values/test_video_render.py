@@ -26,6 +26,7 @@ from sam3_agent.values.video_render import (
     sample_positions,
     sheet_grid,
     write_overlay_video,
+    write_web_video,
 )
 from tests.support.clips import BACKGROUND, Square, render_frame, square_mask, write_frames
 
@@ -449,6 +450,47 @@ def test_overlay_memory_is_flat_in_clip_length(tmp_path: Path) -> None:
         assert video.decoded == list(range(frames))
         peaks.append(video.peak[0])
     assert peaks[0] == peaks[1] <= 2
+
+
+# -- write_web_video -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("size", "max_side", "shrunk"),
+    [
+        (SIZE, 854, (120, 160)),  # small enough: the same size
+        (SIZE, 80, (60, 80)),
+        ((121, 161), 1000, (122, 162)),  # the overlay pads odd sizes
+        (SIZE, 20, (16, 20)),  # never under 16 pixels a side
+    ],
+)
+def test_the_web_copy_is_webm_with_every_frame(
+    tmp_path: Path, size: tuple[int, int], max_side: int, shrunk: tuple[int, int]
+) -> None:
+    video = synthetic(9, size=size)
+    overlay = write_overlay_video(video, tracks_of(video), tmp_path / "overlay.mp4")
+    web = write_web_video(overlay, tmp_path / "overlay.webm", max_side=max_side)
+    assert web.read_bytes()[:4] == b"\x1a\x45\xdf\xa3"  # the EBML header of a WebM file
+    frames, fps = _read_back(web)
+    assert len(frames) == 9 and frames[0].shape[:2] == shrunk
+    assert fps == pytest.approx(10.0)
+    assert sorted(os.listdir(tmp_path)) == ["overlay.mp4", "overlay.webm"]
+
+
+def test_a_web_copy_of_odd_sized_frames_is_even(tmp_path: Path) -> None:
+    folder = write_frames(tmp_path / "frames", 3, squares=BIG, size=(121, 161), suffix=".png")
+    frames, _ = _read_back(write_web_video(folder, tmp_path / "web.webm"))
+    assert len(frames) == 3 and frames[0].shape[:2] == (120, 160)
+
+
+def test_a_web_copy_of_an_unreadable_video_is_one_named_error(tmp_path: Path) -> None:
+    bad = tmp_path / "overlay.mp4"
+    bad.write_bytes(b"not a video")
+    with pytest.raises(VideoLoadError, match="cannot read video"):
+        write_web_video(bad, tmp_path / "overlay.webm")
+    with pytest.raises(ValueError, match="max_side"):
+        write_web_video(bad, tmp_path / "overlay.webm", max_side=15)
+    assert os.listdir(tmp_path) == ["overlay.mp4"]
 
 
 # -- contact_sheet ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ loads the requests, then makes one library call that runs them
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -19,9 +20,11 @@ from sam3_agent.apps.cli.flags import (
     BACKENDS,
     ENGINE,
     VERBOSE,
+    VIDEO,
     OutDirOpt,
     ProgressOpt,
     RetryFailedOpt,
+    VideoFlags,
     check_agent,
     with_flags,
 )
@@ -34,13 +37,14 @@ from sam3_agent.values.config import AgentConfig
 INPUT = "Input"
 
 
-@with_flags(BACKENDS, AGENT, ENGINE, VERBOSE)
+@with_flags(BACKENDS, AGENT, ENGINE, VIDEO, VERBOSE)
 def batch_command(
     source: Annotated[
         Path,
         typer.Argument(
             metavar="INPUT",
-            help="A .jsonl or .csv file (image, query, optional id) or a folder of images.",
+            help="A .jsonl or .csv file (image or video, query, optional id; a video's "
+            "optional stride, max_frames, start, end, fps) or a folder of images.",
             show_default=False,
         ),
     ],
@@ -57,17 +61,22 @@ def batch_command(
     backends: BackendSpec,
     config: AgentConfig,
     engine: EngineOptions,
+    video_flags: VideoFlags,
 ) -> None:
     """Run the agent on many requests; rerun the same command to resume after a stop.
 
-    Each request's result.json, overlay.png and trace.jsonl go to DIR/<id>/, and
-    DIR/summary.jsonl lists every request's outcome.
+    Each request's result.json, overlay.png and trace.jsonl go to DIR/<id>/
+    (a video's overlay.mp4 and contact_sheet.png instead of the PNG overlay),
+    and DIR/summary.jsonl lists every request's outcome. The video flags choose
+    the frames of a video row that names none (its own keys win) and what the
+    model is shown.
 
     Exit codes: 0 done (failed requests are counted, not fatal), 1 backend error,
     2 bad input, 130 interrupted (finished requests are kept).
     """
     with one_line_errors():
         # Every flag and path first: a refusal must not cost minutes of loading models.
+        backends = replace(backends, video_cache_mb=video_flags.cache_mb)
         backends.validate()
         check_writable_dir(out, "--out")
         backends.require_model_name(engine.engine)
@@ -75,13 +84,14 @@ def batch_command(
         from sam3_agent.runs.batch.requests import load_requests
         from sam3_agent.runs.batch.run import run_batch
 
-        requests = load_requests(source, query=query)
-        backends = plan_for(backends, engine)
+        requests = load_requests(source, query=query, frames=video_flags.selection)
+        videos = any(r.media == "video" for r in requests)
+        backends = plan_for(backends, engine, video=videos)
         bar = make_progress(err_console, "batch", BatchTally()) if progress else None
         with kept_when_interrupted(out, "requests", bar):
             done = run_batch(
                 requests, out, backends, config=config, engine=engine,
-                retry_failed=retry_failed, progress=bar,
+                retry_failed=retry_failed, progress=bar, video_options=video_flags.options,
             )  # fmt: skip
     outcome, rate = done.run, done.requests_per_s
     say(

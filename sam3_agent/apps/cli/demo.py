@@ -14,6 +14,7 @@ import typer
 
 from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
 from sam3_agent.apps.cli.flags import AGENT, BACKENDS, VERBOSE, check_agent, with_flags
+from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.apps.service.server import check_bind_security, check_port_free
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
@@ -80,18 +81,38 @@ def demo_command(
             "this process's segmenter.",
         ),
     ] = False,
+    video: Annotated[
+        bool,
+        _demo(
+            "--video/--no-video",
+            help="A video tab beside the image one; SAM 3's video model loads on the first "
+            "video request.",
+        ),
+    ] = True,
+    max_video_mb: Annotated[
+        float, _demo("--max-video-mb", help="Largest video upload, in megabytes.")
+    ] = VideoLimits.max_mb,
+    max_video_frames: Annotated[
+        int,
+        _demo(
+            "--max-video-frames",
+            help="Most frames one video request tracks (after its stride); a longer clip is "
+            "refused with the stride that fits.",
+        ),
+    ] = VideoLimits.max_frames,
     *,
     backends: BackendSpec,
     config: AgentConfig,
     verbose: bool,
 ) -> None:
-    """Serve a web page: upload an image, say what to segment, watch each round.
+    """Serve a web page: upload an image or a video, say what to segment, watch each round.
 
     Exit codes: 0 stopped (Ctrl+C), 1 a model could not load or the server failed,
     2 a bad flag, an unsafe --host without a token, or a port in use.
     """
     with one_line_errors():
         check_demo_flags(host, port, token, concurrency)
+        limits = VideoLimits(max_video_mb, max_video_frames, config.max_image_pixels)
         backends.validate()
         check_agent(config, backends)
         # Which default MLLM, and do the models fit: before any download.
@@ -109,13 +130,25 @@ def demo_command(
 
         with err_console.status(plain("loading models...")):
             segmenter = plan.spec.build_segmenter()
-            agent = Sam3Agent(segmenter, plan.spec.build_chat_model(), config)
+            chat_model = plan.spec.build_chat_model()
+            agent = Sam3Agent(segmenter, chat_model, config)
+            videos = None
+            if video:
+                from sam3_agent.agent.video.agent import Sam3VideoAgent
+                from sam3_agent.apps.demo.video import VideoDemoRunner
+
+                def build_video_agent() -> Sam3VideoAgent:
+                    # On the first video request: a demo used for images never loads it.
+                    return Sam3VideoAgent(plan.spec.build_video_segmenter(), chat_model, config)
+
+                videos = VideoDemoRunner(build_video_agent, out, limits)
             app = create_app(
                 DemoRunner(agent, out),
                 token=token or None,
                 concurrency=concurrency,
                 service_segmenter=segmenter if serve_sam3_api else None,
                 examples=bundled_examples(),
+                video_runner=videos,
             )
         say(f"demo on http://{host}:{port}/ (Ctrl+C to stop)")
         serve(app, host=host, port=port, log_level="debug" if verbose else "warning")

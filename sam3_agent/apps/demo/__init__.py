@@ -5,10 +5,14 @@
 * :mod:`sam3_agent.apps.demo.views`: the HTML of the rounds and the status line (escaped text,
   images inlined as data URLs, so the page fetches nothing).
 * :mod:`sam3_agent.apps.demo.page`: the Gradio page (imports ``gradio``).
+* :mod:`sam3_agent.apps.demo.video`: a page's video requests: the upload checked against the
+  demo's limits, SAM 3's video model loaded on the first one, the rounds streamed, the overlay
+  as WebM for the page. :mod:`sam3_agent.apps.demo.video_page`: the video tab (``gradio``).
 * :mod:`sam3_agent.apps.demo.server`: the FastAPI app that carries the page, optionally beside the
   SAM 3 service's API, and the uvicorn runner.
 
-The demo uses the package's public API only (:class:`~sam3_agent.Sam3Agent`, its round
-events and results, the render helpers). ``gradio`` is an optional extra:
+The demo uses the package's public API only (:class:`~sam3_agent.Sam3Agent` and
+:class:`~sam3_agent.agent.video.agent.Sam3VideoAgent`, their round events and results, the
+render helpers). ``gradio`` is an optional extra:
 ``pip install "sam3-agent[demo]"``.
 """

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sam3_agent.apps.demo.sessions import DemoRunner
+from sam3_agent.apps.demo.video import VideoDemoRunner
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.values.errors import UserError
 
@@ -111,6 +112,7 @@ def create_app(
     max_queue: int = 32,
     service_segmenter: Segmenter | None = None,
     examples: Sequence[tuple[Path, str]] = (),
+    video_runner: VideoDemoRunner | None = None,
 ) -> FastAPI:
     """The demo app: the page at ``/``; with ``service_segmenter``, also the SAM 3 service.
 
@@ -122,6 +124,8 @@ def create_app(
         max_queue: requests that may wait; beyond that the page says the queue is full.
         service_segmenter: serve the SAM 3 service's API on this segmenter too.
         examples: (image path, query) pairs offered under the form.
+        video_runner: answers a video tab beside the image one (its own runs directory;
+            ``concurrency`` bounds both tabs' requests together).
 
     Raises:
         UserError: an empty token, or a bound below 1.
@@ -138,6 +142,13 @@ def create_app(
 
     runner.runs_dir.mkdir(parents=True, exist_ok=True)
     page = build_page(runner, concurrency=concurrency, examples=examples)
+    css = CSS
+    if video_runner is not None:
+        from sam3_agent.apps.demo.video_page import VIDEO_CSS, build_video_page, with_video_tab
+
+        video_runner.runs_dir.mkdir(parents=True, exist_ok=True)
+        page = with_video_tab(page, build_video_page(video_runner, concurrency=concurrency))
+        css += VIDEO_CSS
     page.queue(max_size=max_queue, default_concurrency_limit=concurrency)
     if service_segmenter is not None:
         from sam3_agent.apps.service.app import create_app as create_service_app
@@ -165,7 +176,7 @@ def create_app(
         enable_monitoring=False,
         show_error=False,
         theme=theme(),
-        css=CSS,
+        css=css,
     )
 
 

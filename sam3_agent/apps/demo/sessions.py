@@ -14,10 +14,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import cv2
 import numpy as np
@@ -100,6 +100,55 @@ def _downloads(out: Path, result: AgentResult | None) -> tuple[Path, ...]:
     return tuple(f for f in files if f.is_file())
 
 
+def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
+    """A directory under ``runs_dir`` no request used yet, named by the time, the page's
+    session and the query (made safe); not created."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = safe_name(f"{stamp}-{key[:8]}-{query}", max_len=80)
+    out = runs_dir / name
+    n = 1
+    while out.exists():  # two requests of one session within a second
+        n += 1
+        out = runs_dir / f"{name}-{n}"
+    return out
+
+
+async def stream_rounds(
+    task: asyncio.Task[Any], events: asyncio.Queue[RoundEvent]
+) -> AsyncGenerator[tuple[RoundEvent, ...], None]:
+    """Every round so far, each time one more arrives in ``events`` (the session's
+    ``on_round``), until ``task`` (the session) ends; rounds queued before it ended come
+    first."""
+    rounds: list[RoundEvent] = []
+    while True:
+        if events.empty():
+            if task.done():
+                return
+            getter = asyncio.ensure_future(events.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                getter.cancel()  # the session ended; rounds left are drained above
+                continue
+            rounds.append(getter.result())
+        else:
+            rounds.append(events.get_nowait())
+        yield tuple(rounds)
+
+
+def running_message(rounds: tuple[RoundEvent, ...]) -> str:
+    """The status line while a session runs, after ``rounds`` (at least one)."""
+    return f"round {rounds[-1].round} done; asking the model..."
+
+
+async def settle(task: asyncio.Task[Any]) -> None:
+    """Stop ``task`` (a session) if it still runs, and let it end: a stopped agent writes
+    ``result.json`` before its request's resources go."""
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.gather(task, return_exceptions=True)
+
+
 class DemoRunner:
     """Answers the requests of many browser sessions with one agent.
 
@@ -133,14 +182,7 @@ class DemoRunner:
         return True
 
     def _out_dir(self, key: str, query: str) -> Path:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        name = safe_name(f"{stamp}-{key[:8]}-{query}", max_len=80)
-        out = self.runs_dir / name
-        n = 1
-        while out.exists():  # two requests of one session within a second
-            n += 1
-            out = self.runs_dir / f"{name}-{n}"
-        return out
+        return new_run_dir(self.runs_dir, key, query)
 
     async def run(
         self, key: str, image_path: str | Path | None, query: str
@@ -183,35 +225,16 @@ class DemoRunner:
             )
         )
         self._running[key] = task
-        rounds: list[RoundEvent] = []
+        rounds: tuple[RoundEvent, ...] = ()
         try:
             yield Update("running", message="asking the model...", output_dir=out)
-            while True:
-                if events.empty():
-                    if task.done():
-                        break
-                    getter = asyncio.ensure_future(events.get())
-                    await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                    if not getter.done():
-                        getter.cancel()  # the session ended; rounds left are drained above
-                        continue
-                    rounds.append(getter.result())
-                else:
-                    rounds.append(events.get_nowait())
-                yield Update(
-                    "running",
-                    tuple(rounds),
-                    message=f"round {rounds[-1].round} done; asking the model...",
-                    output_dir=out,
-                )
-            yield await self._final(task, tuple(rounds), out)
+            async with contextlib.aclosing(stream_rounds(task, events)) as stream:
+                async for rounds in stream:
+                    yield Update("running", rounds, message=running_message(rounds), output_dir=out)
+            yield await self._final(task, rounds, out)
         finally:
             self._running.pop(key, None)
-            if not task.done():
-                task.cancel()
-            # Let the agent write result.json before this request's resources go.
-            with contextlib.suppress(BaseException):
-                await asyncio.gather(task, return_exceptions=True)
+            await settle(task)
 
     async def _final(
         self, task: asyncio.Task[AgentResult], rounds: tuple[RoundEvent, ...], out: Path

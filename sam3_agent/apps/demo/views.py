@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from sam3_agent.agent.loop import MaskCheck, RoundEvent
 from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.values.images import EncodedImage
 
 EMPTY_ROUNDS = '<div class="s3a-rounds s3a-empty">The rounds will appear here.</div>'
@@ -101,4 +102,17 @@ def result_summary(result: AgentResult) -> str:
         return f"{len(result.detections)} mask(s) (scores {scores}) in {cost}"
     if result.status == "no_mask":
         return f"no mask: the model found nothing matching, in {cost}"
+    return f"failed: {result.failure} ({cost})"
+
+
+def video_summary(result: VideoResult) -> str:
+    """One line on how a finished video session ended, with its cost."""
+    total = result.usage.total.total_tokens
+    cost = f"{result.rounds} round(s), {total:,} tokens, {result.timings.get('total', 0.0):.1f} s"
+    frames = len(result.video.get("frames_used", ()))
+    if result.status == "masks":
+        scores = ", ".join(f"{i + 1}: {t.score:.2f}" for i, t in enumerate(result.tracks))
+        return f"{len(result.tracks)} track(s) (scores {scores}) over {frames} frames in {cost}"
+    if result.status == "no_mask":
+        return f"no track: the model found nothing matching over {frames} frames, in {cost}"
     return f"failed: {result.failure} ({cost})"

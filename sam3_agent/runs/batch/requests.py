@@ -1,10 +1,14 @@
 """The requests of a batch: a JSONL or CSV file, or a folder of images with one query.
 
+A row names an ``image``, or a ``video`` (a video file or a folder of frames, with optional
+``stride``, ``max_frames``, ``start``, ``end`` and ``fps``: the frames it tracks, as the
+``track`` command's flags choose them); one file may mix both.
+
 Every file from outside goes through :func:`load_requests`, which turns every problem of the
 file itself into a :class:`~sam3_agent.values.errors.DatasetError` naming the file and line,
-before any model loads. Images are not opened here, nor checked to exist: an image that is
-missing (or deleted before a resume), unreadable or too large fails its own request where the
-work runs, never the batch.
+before any model loads. Images and videos are not opened here, nor checked to exist: one that
+is missing (or deleted before a resume), unreadable or too large fails its own request where
+the work runs, never the batch.
 """
 
 from __future__ import annotations
@@ -13,41 +17,71 @@ import csv
 import hashlib
 import io
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import DatasetError, UserError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 MAX_ID_LENGTH = 200
 ID_DIGEST_CHARS = 12
 
+FRAME_KEYS: dict[str, str] = {
+    "stride": "stride",
+    "max_frames": "max_frames",
+    "start": "start_s",
+    "end": "end_s",
+    "fps": "fps",
+}
+"""A video row's optional keys, and the :class:`FrameSelection` field each one sets."""
+_WHOLE_NUMBERS = ("stride", "max_frames")
+
 
 @dataclass(frozen=True)
 class BatchRequest:
-    """One (image, query) pair of a batch.
+    """One (image, query) or (video, query) pair of a batch.
 
     Attributes:
         id: unique in the batch and stable across reruns (the key of the results store and
             the name of the request's output directory, made safe).
-        image_path: the image file, absolute.
+        image_path: the image file, absolute; for a video request, the video file or folder
+            of frames (the engines group and order jobs by this path).
         query: what to segment.
+        frames: set for a video request: the frames it tracks (``None``: an image request).
     """
 
     id: str
     image_path: Path
     query: str
+    frames: FrameSelection | None = None
+
+    @property
+    def media(self) -> Literal["image", "video"]:
+        return "image" if self.frames is None else "video"
 
 
-def default_id(image: Path, query: str) -> str:
-    """``<image file name>:<query>``: readable and unchanged when the input is reordered.
+def default_id(image: Path, query: str, frames: FrameSelection | None = None) -> str:
+    """``<file name>:<query>``: readable and unchanged when the input is reordered. A video
+    request tracking other frames than all of them says which, as ``clip.mp4[stride=2]:<query>``,
+    so that changing them makes a new request rather than resuming the old one.
 
     At most :data:`MAX_ID_LENGTH` characters: a longer one (a ReasonSeg-style question) keeps
     its start, then ``…`` and the first 12 hex digits of the SHA-256 of the whole, so it stays
     unique and the same on every run (a resume finds it).
     """
-    full = f"{image.name}:{query}"
+    name = image.name
+    default = FrameSelection()
+    if frames is not None and frames != default:
+        given = [
+            f"{key}={_number(getattr(frames, field))}"
+            for key, field in FRAME_KEYS.items()
+            if getattr(frames, field) != getattr(default, field)
+        ]
+        name += "[" + ",".join(given) + "]"
+    full = f"{name}:{query}"
     if len(full) <= MAX_ID_LENGTH:
         return full
     # surrogatepass: a lone surrogate (valid in a JSON string) must not make the id fail.
@@ -55,15 +89,28 @@ def default_id(image: Path, query: str) -> str:
     return f"{full[: MAX_ID_LENGTH - ID_DIGEST_CHARS - 1]}…{digest[:ID_DIGEST_CHARS]}"
 
 
-def load_requests(source: Path, *, query: str | None = None) -> list[BatchRequest]:
+def _number(value: float | int) -> str:
+    """``2``, ``1.5``: a frame setting as an id shows it (whole floats as ints)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def load_requests(
+    source: Path, *, query: str | None = None, frames: FrameSelection | None = None
+) -> list[BatchRequest]:
     """The requests of ``source``, in input order.
 
     Args:
-        source: a ``.jsonl`` file (one object per line: ``image``, ``query``, optional
-            ``id``; without one, :func:`default_id`), a ``.csv`` file (a header naming those
-            columns), or a folder of images (each image with ``query``; its id is its file
-            name). Relative image paths in a file are relative to the file's folder.
+        source: a ``.jsonl`` file (one object per line: ``image`` or ``video``, ``query``,
+            optional ``id``, and for a video optional ``stride``, ``max_frames``, ``start``,
+            ``end`` (seconds) and ``fps`` (of a frame folder); without an id,
+            :func:`default_id`), a ``.csv`` file (a header naming those columns; an empty
+            cell is an absent key), or a folder of images (each image with ``query``; its id
+            is its file name). Relative paths in a file are relative to the file's folder.
         query: the query for every image of a folder (only with a folder).
+        frames: the frames a video row tracks where it names none (``batch --stride`` ...);
+            a row's own keys replace its fields one by one. Default: every frame.
 
     Raises:
         UserError: a file with ``query``, or a folder without it.
@@ -80,9 +127,9 @@ def load_requests(source: Path, *, query: str | None = None) -> list[BatchReques
             )
         suffix = source.suffix.lower()
         if suffix == ".jsonl":
-            requests = _jsonl(source)
+            requests = _jsonl(source, frames or FrameSelection())
         elif suffix == ".csv":
-            requests = _csv(source)
+            requests = _csv(source, frames or FrameSelection())
         else:
             raise UserError(f"{source}: batch input must be a .jsonl or .csv file, or a folder")
     else:
@@ -100,7 +147,7 @@ def _folder(folder: Path, query: str) -> list[BatchRequest]:
     return [BatchRequest(id=p.name, image_path=p.absolute(), query=query.strip()) for p in images]
 
 
-def _jsonl(path: Path) -> list[BatchRequest]:
+def _jsonl(path: Path, frames: FrameSelection) -> list[BatchRequest]:
     requests = []
     # "\n" only: str.splitlines() would also cut at U+2028, U+0085 and others that a JSON
     # string may hold unescaped.
@@ -113,21 +160,25 @@ def _jsonl(path: Path) -> list[BatchRequest]:
             raise DatasetError(f"{path}:{number}: not a JSON object: {e.msg}") from e
         if not isinstance(row, dict):
             raise DatasetError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-        requests.append(_request(path, number, row))
+        requests.append(_request(path, number, row, frames))
     return requests
 
 
-def _csv(path: Path) -> list[BatchRequest]:
+def _csv(path: Path, frames: FrameSelection) -> list[BatchRequest]:
     # newline="": a quoted field may hold line breaks (and U+2028 is no line break in CSV).
     reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
     columns = set(reader.fieldnames or ())
-    if not {"image", "query"} <= columns:
+    if "query" not in columns or not columns & {"image", "video"}:
         raise DatasetError(
-            f"{path}: the header must name the columns image and query (and optionally id), "
-            f"got {sorted(columns)}"
+            f"{path}: the header must name the columns image and query (or video and "
+            f"query; optionally id), got {sorted(columns)}"
         )
     try:
-        return [_request(path, reader.line_num, row) for row in reader]
+        # An empty cell is an absent key: a mixed file leaves "image" empty on a video's row.
+        return [
+            _request(path, reader.line_num, {k: v for k, v in row.items() if v != ""}, frames)
+            for row in reader
+        ]
     except csv.Error as e:
         raise DatasetError(f"{path}: malformed CSV: {e}") from e
 
@@ -139,20 +190,30 @@ def _read_text(path: Path) -> str:
         raise DatasetError(f"cannot read {path}: {e}") from e
 
 
-def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
+def _request(path: Path, number: int, row: dict[str, Any], frames: FrameSelection) -> BatchRequest:
     where = f"{path}:{number}"
-    image, query, given_id = row.get("image"), row.get("query"), row.get("id")
-    if not isinstance(image, str) or not image.strip():
-        raise DatasetError(f"{where}: 'image' must be a non-empty path")
+    query, given_id = row.get("query"), row.get("id")
+    video = row.get("video")
+    key = "image" if video is None else "video"
+    if video is not None and row.get("image") is not None:
+        raise DatasetError(f"{where}: name an 'image' or a 'video', not both")
+    media = row.get(key)
+    if not isinstance(media, str) or not media.strip():
+        raise DatasetError(f"{where}: '{key}' must be a non-empty path")
     if not isinstance(query, str) or not query.strip():
         raise DatasetError(f"{where}: 'query' must be non-empty text")
-    image_path = Path(image.strip()).expanduser()
+    chosen = _frames(where, row, frames) if key == "video" else None
+    if key == "image":
+        given = [k for k in FRAME_KEYS if row.get(k) is not None]
+        if given:
+            raise DatasetError(f"{where}: '{given[0]}' applies to a video; this row is an image")
+    image_path = Path(media.strip()).expanduser()
     if not image_path.is_absolute():
         image_path = path.parent / image_path
     # Absolute: Ray workers do not share the driver's working directory.
     image_path = image_path.absolute()
     if given_id is None or given_id == "":
-        request_id = default_id(image_path, query.strip())
+        request_id = default_id(image_path, query.strip(), chosen)
     elif isinstance(given_id, (str, int)) and not isinstance(given_id, bool):
         request_id = str(given_id).strip()
     else:
@@ -161,7 +222,52 @@ def _request(path: Path, number: int, row: dict[str, Any]) -> BatchRequest:
         raise DatasetError(
             f"{where}: 'id' must be 1..{MAX_ID_LENGTH} characters, got {len(request_id)}"
         )
-    return BatchRequest(id=request_id, image_path=image_path, query=query.strip())
+    return BatchRequest(id=request_id, image_path=image_path, query=query.strip(), frames=chosen)
+
+
+def _frames(where: str, row: dict[str, Any], default: FrameSelection) -> FrameSelection:
+    """The frames a video row asks for: ``default`` with the row's own keys in place of its
+    fields; every value checked here, named by its key."""
+    chosen: dict[str, Any] = {}
+    for key, field in FRAME_KEYS.items():
+        value = row.get(key)
+        if value is None:
+            continue
+        number = _parse_number(value, whole=key in _WHOLE_NUMBERS)
+        if number is None:
+            kind = "a whole number" if key in _WHOLE_NUMBERS else "a number"
+            raise DatasetError(f"{where}: '{key}' must be {kind}, got {value!r}")
+        low_ok = number >= 1 if key in _WHOLE_NUMBERS else number >= 0
+        if not low_ok or (key == "fps" and number <= 0):
+            bound = ">= 1" if key in _WHOLE_NUMBERS else "> 0" if key == "fps" else ">= 0"
+            raise DatasetError(f"{where}: '{key}' must be {bound}, got {value!r}")
+        chosen[field] = number
+    start = chosen.get("start_s", default.start_s)
+    end = chosen.get("end_s", default.end_s)
+    if start is not None and end is not None and end <= start:
+        raise DatasetError(f"{where}: 'end' ({end}) must be after 'start' ({start})")
+    try:
+        return replace(default, **chosen)
+    except UserError as e:  # not reached: every bound is checked above
+        raise DatasetError(f"{where}: {e}") from e
+
+
+def _parse_number(value: Any, *, whole: bool) -> float | int | None:
+    """A JSON number or the text of one (CSV cells are text); None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value.strip()) if whole else float(value.strip())
+        except ValueError:
+            return None
+    if whole:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return value if isinstance(value, int) else None
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def _check_unique(source: Path, requests: list[BatchRequest]) -> None:

@@ -15,12 +15,18 @@ class RequestResult(JobRecord):
 
     Attributes:
         masks: the selected masks; ``mask_pixels`` the pixels of their union (whose COCO
-            RLE is ``prediction``).
-        extra: JSON-safe details (mask scores, usage breakdown, phrases tried).
+            RLE is ``prediction``). For a video: the selected tracks, and the pixels of
+            their union summed over the frames used (no ``prediction``: the tracks are in
+            the request's ``result.json``).
+        media: ``image`` or ``video`` (``image_path`` is then the video's path).
+        extra: JSON-safe details (mask scores, usage breakdown, phrases tried; for a video
+            also ``frames``, the number used, and ``video_note``, why a damaged file gave
+            fewer).
     """
 
     masks: int = 0
     mask_pixels: int = 0
+    media: str = "image"
 
     @classmethod
     def _upgrade(cls, doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,10 @@
-"""``run_batch``: many (image, query) requests through the agent, resumable, on any engine.
+"""``run_batch``: many (image or video, query) requests through the agent, resumable, on any
+engine.
 
 What ``sam3-agent batch`` does, as a library call: the run directory ``out`` holds
 ``results.sqlite`` (every finished request, committed at once), ``<safe id>/`` per request
-(``result.json``, ``overlay.png``, ``trace.jsonl``) and ``summary.jsonl``. Calling it again
+(``result.json``, ``overlay.png``, ``trace.jsonl``; a video's ``overlay.mp4`` and
+``contact_sheet.png`` instead of the PNG overlay) and ``summary.jsonl``. Calling it again
 with the same settings resumes: stored requests are skipped. Different settings are refused.
 """
 
@@ -22,11 +24,12 @@ from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_in_dir
 from sam3_agent.runs.jobs.engines import build_engine
 from sam3_agent.runs.jobs.models import (
     ModelSource,
+    VideoModelSource,
     agent_identity,
     models_identity,
     name_chat_model,
 )
-from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.config import AgentConfig, VideoOptions
 
 NOT_IDENTITY = ("check_concurrency", "prompts_dir", "max_image_pixels")
 """Settings that change no answer, so a resumed batch may change them freely (the pixel
@@ -53,22 +56,35 @@ class BatchOutcome:
         return self.run.per_second
 
 
-def batch_settings(backends: ModelSource, config: AgentConfig, model_name: str) -> dict[str, Any]:
-    """The settings a batch's run directory is made with (and resumed only with)."""
-    return {
+def batch_settings(
+    backends: ModelSource,
+    config: AgentConfig,
+    model_name: str,
+    video_options: VideoOptions | None = None,
+) -> dict[str, Any]:
+    """The settings a batch's run directory is made with (and resumed only with).
+
+    ``video_options`` are named only when they differ from the defaults: a run directory
+    made before video requests existed resumes, and so does one whose input gains videos.
+    """
+    settings = {
         "command": "batch",
         **models_identity(backends, model_name),
         "agent": agent_identity(config, leave_out=NOT_IDENTITY),
     }
+    if video_options is not None and video_options != VideoOptions():
+        settings["video"] = video_options.describe()
+    return settings
 
 
 def run_batch(
     requests: Sequence[BatchRequest] | Path,
     out: Path,
-    backends: ModelSource,
+    backends: VideoModelSource,
     *,
     query: str | None = None,
     config: AgentConfig | None = None,
+    video_options: VideoOptions | None = None,
     engine: EngineOptions | None = None,
     retry_failed: bool = False,
     progress: ProgressListener[RequestResult] | None = None,
@@ -80,10 +96,14 @@ def run_batch(
         requests: the requests, or a file or folder to read them from
             (:func:`~sam3_agent.runs.batch.requests.load_requests`; ``query`` for a folder).
         out: the run directory (created if needed).
-        backends: what the workers build SAM 3 and the MLLM from. With the local engine the
-            MLLM is built here when the settings do not name it; the Ray engine needs it
-            named (nothing loads on the driver).
+        backends: what the workers build SAM 3 (on images, and on video where a video
+            request arrives) and the MLLM from. With the local engine the MLLM is built here
+            when the settings do not name it; the Ray engine needs it named (nothing loads
+            on the driver).
         config: the agent's settings (default :class:`AgentConfig`).
+        video_options: what the video agent shows the model, for video requests (default
+            :class:`VideoOptions`). Their workers build SAM 3's video model
+            (``backends.build_video_segmenter()``) when the first video request arrives.
         engine: where the requests run (default: the local engine).
         retry_failed: run again the requests stored as infrastructure failures.
         progress: told the total and what was stored before, then each committed result.
@@ -100,12 +120,17 @@ def run_batch(
     if isinstance(requests, Path):
         requests = load_requests(requests, query=query)
     config = config or AgentConfig()
+    video_options = video_options or VideoOptions()
     engine = engine or EngineOptions()
     runner = build_engine(engine)  # checks the options before any model loads
     model_name, chat_model = name_chat_model(backends, engine.engine)
-    settings = batch_settings(backends, config, model_name)
+    settings = batch_settings(backends, config, model_name, video_options)
     bars = progress is not None if loading_bars is None else loading_bars
-    factory = BatchWorkerFactory(backends, config, chat_model=chat_model, loading_bars=bars)
+    media = {r.media for r in requests}
+    factory = BatchWorkerFactory(
+        backends, config, chat_model=chat_model, loading_bars=bars,
+        video_options=video_options, images="image" in media, videos="video" in media,
+    )  # fmt: skip
     outcome, results = run_in_directory(
         requests, out, settings, RequestResult.from_json, runner, factory, progress, retry_failed
     )

@@ -18,10 +18,13 @@ STATUSES = ("masks", "no_mask", "failed")
 
 
 def summary_row(result: RequestResult) -> dict[str, Any]:
-    """One line of ``summary.jsonl``: the request, its outcome, where its files are."""
-    return {
+    """One line of ``summary.jsonl``: the request, its outcome, where its files are.
+
+    A video request's line names its ``video`` (instead of ``image``), counts its selected
+    tracks as ``masks`` and adds ``frames``, the number it used."""
+    row = {
         "id": result.id,
-        "image": result.image_path,
+        result.media: result.image_path,
         "query": result.query,
         "status": result.status,
         "masks": result.masks,
@@ -33,6 +36,9 @@ def summary_row(result: RequestResult) -> dict[str, Any]:
         "failure": result.failure,
         "outputs": result.artifacts,
     }
+    if result.media == "video":
+        row["frames"] = result.extra.get("frames", 0)
+    return row
 
 
 @dataclass(frozen=True)

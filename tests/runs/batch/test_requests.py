@@ -16,6 +16,7 @@ from sam3_agent.runs.batch.requests import (
     default_id,
     load_requests,
 )
+from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import DatasetError, UserError
 from tests.support.batch_fixtures import write_images, write_jsonl
 
@@ -188,3 +189,121 @@ def test_long_queries_without_an_id_get_bounded_unique_stable_ids(
     assert all(1 <= len(i) <= MAX_ID_LENGTH and i.startswith("one.png:") for i in ids)
     assert ids == [default_id(Path("one.png"), q.strip()) for q in queries]
     assert [r.id for r in load_requests(path)] == ids  # the same on a rerun
+
+
+def test_video_rows_beside_image_rows_in_jsonl(tmp_path: Path) -> None:
+    (one, _, _) = write_images(tmp_path / "img")
+    rows = [
+        {"image": "img/one.png", "query": "a cat"},
+        {"video": "clips/a.mp4", "query": "the dog"},
+        {"video": "clips/frames", "query": "the dog", "stride": 2, "max_frames": 10},
+        {"video": "clips/a.mp4", "query": "the dog", "start": 1.5, "end": 4, "id": "late"},
+        {"video": "clips/frames", "query": "x", "fps": 25, "start": 0, "image": None},
+    ]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    requests = load_requests(path)
+    clip, frames = tmp_path / "clips" / "a.mp4", tmp_path / "clips" / "frames"
+    assert requests == [
+        BatchRequest("one.png:a cat", one, "a cat"),
+        BatchRequest("a.mp4:the dog", clip, "the dog", FrameSelection()),
+        BatchRequest(
+            "frames[stride=2,max_frames=10]:the dog",
+            frames,
+            "the dog",
+            FrameSelection(stride=2, max_frames=10),
+        ),
+        BatchRequest("late", clip, "the dog", FrameSelection(start_s=1.5, end_s=4.0)),
+        BatchRequest(
+            "frames[start=0,fps=25]:x", frames, "x", FrameSelection(start_s=0.0, fps=25.0)
+        ),
+    ]
+    assert [r.media for r in requests] == ["image", "video", "video", "video", "video"]
+
+
+def test_video_rows_in_csv_leave_the_image_cell_empty(tmp_path: Path) -> None:
+    (one, _, _) = write_images(tmp_path / "img")
+    path = tmp_path / "requests.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["image", "video", "query", "stride", "end"])
+        writer.writerow(["img/one.png", "", "a cat", "", ""])
+        writer.writerow(["", "a.mp4", "the dog", "3", "2.5"])
+    assert load_requests(path) == [
+        BatchRequest("one.png:a cat", one, "a cat"),
+        BatchRequest(
+            "a.mp4[stride=3,end=2.5]:the dog",
+            tmp_path / "a.mp4",
+            "the dog",
+            FrameSelection(stride=3, end_s=2.5),
+        ),
+    ]
+    videos_only = tmp_path / "videos.csv"
+    videos_only.write_text("video,query\na.mp4,the dog\n")
+    assert [r.media for r in load_requests(videos_only)] == ["video"]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"image": "a.png", "video": "a.mp4", "query": "x"}, r":1: name an 'image' or a 'video'"),
+        ({"video": " ", "query": "x"}, r":1: 'video' must be a non-empty path"),
+        ({"video": 3, "query": "x"}, r"'video' must be a non-empty path"),
+        ({"image": "a.png", "query": "x", "stride": 2}, r"'stride' applies to a video"),
+        ({"video": "a.mp4", "query": "x", "stride": 0}, r"'stride' must be >= 1, got 0"),
+        ({"video": "a.mp4", "query": "x", "stride": 1.5}, r"'stride' must be a whole number"),
+        ({"video": "a.mp4", "query": "x", "stride": True}, r"'stride' must be a whole number"),
+        ({"video": "a.mp4", "query": "x", "max_frames": "ten"}, r"'max_frames' must be a whole"),
+        ({"video": "a.mp4", "query": "x", "start": -1}, r"'start' must be >= 0, got -1"),
+        ({"video": "a.mp4", "query": "x", "end": "NaN"}, r"'end' must be a number"),
+        ({"video": "a.mp4", "query": "x", "fps": 0}, r"'fps' must be > 0, got 0"),
+        ({"video": "a.mp4", "query": "x", "start": 3, "end": 2}, r"'end' \(2.0\) must be after"),
+    ],
+)
+def test_bad_video_rows_are_one_named_error(
+    tmp_path: Path, row: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "requests.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(DatasetError, match=message):
+        load_requests(path)
+
+
+def test_the_same_video_and_query_over_other_frames_is_another_request() -> None:
+    clip = Path("/v/clip.mp4")
+    ids = {
+        default_id(clip, "q", FrameSelection()),
+        default_id(clip, "q", FrameSelection(stride=2)),
+        default_id(clip, "q", FrameSelection(stride=2, max_frames=5)),
+        default_id(clip, "q", FrameSelection(fps=1.0)),
+    }
+    assert len(ids) == 4
+    assert default_id(clip, "q", FrameSelection()) == default_id(clip, "q") == "clip.mp4:q"
+
+
+def test_the_commands_frames_are_every_video_rows_default(tmp_path: Path) -> None:
+    rows = [
+        {"video": "a.mp4", "query": "x"},
+        {"video": "a.mp4", "query": "y", "stride": 1, "max_frames": 8},
+        {"video": "a.mp4", "query": "z", "start": 1, "end": 2},
+        {"image": "one.png", "query": "x"},
+    ]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    default = FrameSelection(stride=3, end_s=10.0)
+    requests = load_requests(path, frames=default)
+    assert [r.frames for r in requests] == [
+        default,
+        FrameSelection(stride=1, max_frames=8, end_s=10.0),
+        FrameSelection(stride=3, start_s=1.0, end_s=2.0),
+        None,
+    ]
+    assert [r.id for r in requests] == [
+        "a.mp4[stride=3,end=10]:x",
+        "a.mp4[max_frames=8,end=10]:y",
+        "a.mp4[stride=3,start=1,end=2]:z",
+        "one.png:x",
+    ]
+    path.write_text(json.dumps({"video": "a.mp4", "query": "x", "start": 12}) + "\n")
+    with pytest.raises(DatasetError, match=r":1: 'end' \(10.0\) must be after 'start' \(12.0\)"):
+        load_requests(path, frames=default)

@@ -234,3 +234,45 @@ def test_driver_killed_mid_run_resumes_to_the_same_store(
     assert result.exit_code == 0, result.output
     assert f"{6 - survived} run, {survived} already stored, 0 failed" in result.stderr
     assert _stored(out) == _stored(local_batch)
+
+
+def test_a_mixed_image_and_video_batch_on_ray_equals_local_after_a_lost_worker(
+    ray_address: str, tmp_path: Path
+) -> None:
+    """Video requests beside image requests on Ray: each worker builds SAM 3's video model
+    when its first video arrives, a worker killed in a video request is resumed from the
+    store, and the store ends as the local engine's."""
+    from sam3_agent.runs.batch.run import batch_settings, run_batch
+    from tests.support.video_batch import MixedModels, write_mixed_jsonl
+
+    source = write_mixed_jsonl(tmp_path / "in")
+    requests = load_requests(source)
+    local = run_batch(requests, tmp_path / "local", MixedModels())
+    assert local.run.failed == 0
+
+    models = MixedModels()
+    config = AgentConfig()
+    inner = BatchWorkerFactory(models, config, images=True, videos=True)
+    victim = next(r for r in requests if r.media == "video")
+    factory = KillOnceFactory(inner, victim=victim.id, marker=str(tmp_path / "killed"))
+    settings = batch_settings(models, config, "scripted")
+    out = tmp_path / "ray"
+    ran = 0
+    for attempt in range(2):
+        with ResultStore.create_or_resume(out, settings, RequestResult.from_json) as store:
+            try:
+                outcome = asyncio.run(
+                    run_jobs(requests, store, RayEngine(workers=2, concurrency=2), factory)
+                )
+            except EngineError:
+                assert attempt == 0  # Ray gave up on the lost worker's task: rerun
+                ran = store.count()
+                continue
+        ran += outcome.ran
+        break
+    assert (tmp_path / "killed").exists()  # the worker really died in a video request
+    assert ran == len(requests)  # nothing counted twice
+    assert _stored(out) == _stored(tmp_path / "local")
+    for row in map(json.loads, (tmp_path / "local" / "summary.jsonl").read_text().splitlines()):
+        if "video" in row and row["status"] == "masks":
+            assert (out / row["outputs"] / "overlay.mp4").is_file()
