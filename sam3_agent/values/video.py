@@ -41,6 +41,7 @@ __all__ = [
     "FrameSelection",
     "VideoLoadError",
     "VideoSource",
+    "VideoTooLargeError",
     "open_video",
 ]
 
@@ -52,6 +53,11 @@ _URL = re.compile(r"^(https?):/+", re.IGNORECASE)
 
 class VideoLoadError(ImageLoadError):
     """A video that cannot be read (missing, not a video, corrupt, no frame in range)."""
+
+
+class VideoTooLargeError(VideoLoadError):
+    """A video whose frames have more pixels than the limit allows (the SAM 3 service
+    answers it with 413, as it does an image over its limit)."""
 
 
 @dataclass(frozen=True)
@@ -323,6 +329,6 @@ def _fit(pixels: RGBImage, size: tuple[int, int]) -> RGBImage:
 
 def _check_pixels(width: int, height: int, max_pixels: int, path: Path) -> None:
     if width * height > max_pixels:
-        raise VideoLoadError(
+        raise VideoTooLargeError(
             f"video {path} has {width}x{height} frames, over the limit of {max_pixels} pixels"
         )
