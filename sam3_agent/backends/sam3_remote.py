@@ -258,6 +258,11 @@ class ServiceClient:
             f"(HTTP {response.status_code}): {message}"
         )
 
+    @staticmethod
+    def error_code(response: httpx.Response) -> str | None:
+        """The ``code`` of a 404 answer (``unknown_image``, ``unknown_video``, ...), else None."""
+        return _error_code(response)
+
     def parse(self, model: type[_Model], response: httpx.Response) -> _Model:
         """The answer's body as ``model``.
 
@@ -408,7 +413,7 @@ class RemoteSegmenter:
             return self._service.send("POST", "/v1/segment", json=body)
 
         response = request(embedding.image_id)
-        if _error_code(response) == ErrorCode.UNKNOWN_IMAGE:
+        if self._service.error_code(response) == ErrorCode.UNKNOWN_IMAGE:
             logger.info("server evicted image %s; uploading it again", embedding.image_id[:12])
             response = request(embedding._reuploaded())
         self._service.raise_for_error(response, "segment")
