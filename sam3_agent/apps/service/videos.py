@@ -162,7 +162,7 @@ def add_video_routes(
     @app.post("/v1/videos/{video_id}/track")
     async def track(video_id: str, request: Request) -> Response:
         segmenter, store = enabled(request)
-        if not _VIDEO_ID.match(video_id):
+        if not _VIDEO_ID.fullmatch(video_id):
             raise _unknown(video_id)
         refuse_declared_over(request, track_limit)
         async with service.tracks.hold():
@@ -178,7 +178,7 @@ def add_video_routes(
 
 
 def _unknown(video_id: str) -> ServiceError:
-    shown = video_id if _VIDEO_ID.match(video_id) else ascii(video_id[:80])
+    shown = video_id if _VIDEO_ID.fullmatch(video_id) else ascii(video_id[:80])
     return ServiceError(
         404,
         ErrorCode.UNKNOWN_VIDEO,

@@ -309,6 +309,8 @@ def test_bad_json_and_unknown_ids(client: TestClient, video_id: str) -> None:
     assert "upload it to /v1/videos again" in assert_error(unknown, 404, "unknown_video")
     odd = track(client, "..%2F..%2Fetc", {"phrases": ["square"]})
     assert odd.status_code == 404
+    newline = track(client, "a" * 64 + "%0A", {"phrases": ["square"]})
+    assert_error(newline, 404, "unknown_video")  # one line, whatever the id holds
 
 
 @settings(
