@@ -274,6 +274,7 @@ class RemoteVideoSegmenter:
                 if known is not None:
                     self._uploaded.move_to_end(body.digest)
                     return known
+            self._check_bounds(video, body)
             response = self._service.send(
                 "POST",
                 "/v1/videos",
@@ -288,6 +289,24 @@ class RemoteVideoSegmenter:
                 self._uploaded.popitem(last=False)
         logger.debug("uploaded video %s (%d bytes)", uploaded.video_id[:12], body.size)
         return uploaded.video_id
+
+    def _check_bounds(self, video: VideoSource, body: _Body) -> None:
+        """Refuse, before sending a byte, a video over the bounds :meth:`check` read (a
+        server refusing a body mid-upload may only be seen as a broken connection)."""
+        limits = self._limits
+        if limits is None:
+            return
+        frames = video.source_frames if video.kind == "file" else video.frame_count
+        if body.size > limits.max_video_bytes:
+            raise SegmenterError(
+                f"the video is {body.size} bytes; the SAM 3 service at {self.url} takes at "
+                f"most {limits.max_video_bytes} (serve-sam3 --max-video-mb)"
+            )
+        if frames > limits.max_video_frames:
+            raise SegmenterError(
+                f"the video has {frames} frames; the SAM 3 service at {self.url} takes at "
+                f"most {limits.max_video_frames} (serve-sam3 --max-video-frames)"
+            )
 
     def _track(
         self, embedding: RemoteVideoEmbedding, phrases: list[str], score_threshold: float

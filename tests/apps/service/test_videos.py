@@ -36,7 +36,7 @@ from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.video import VideoSource, open_video
 from tests.apps.cli.test_track import respond
 from tests.support.clips import write_frames, write_mp4
-from tests.support.fakes import FakeSegmenter
+from tests.support.fakes import FakeSegmenter, FakeVideoSegmenter
 from tests.support.openai_server import ScriptedServer, serve
 
 TOKEN = "video-token-5b1c"
@@ -195,6 +195,49 @@ def test_an_evicted_video_is_uploaded_again_and_deleted_from_disk(
         assert tracks[0].frame_count == 3
         root = store.root
     assert not root.exists()  # the server's shutdown deleted every stored video
+
+
+@pytest.mark.parametrize(
+    ("bounds", "message"),
+    [
+        (
+            {"max_video_bytes": 1000},
+            r"is \d+ bytes; .* takes at most 1000 \(serve-sam3 --max-video-mb\)",
+        ),
+        ({"max_video_frames": 4}, r"has 5 frames; .* at most 4 \(serve-sam3 --max-video-frames\)"),
+    ],
+)
+def test_a_video_over_the_service_bounds_is_refused_before_it_is_sent(
+    tmp_path: Path, bounds: dict[str, int], message: str
+) -> None:
+    app = create_app(
+        FakeSegmenter(), video_segmenter=FakeVideoSegmenter({}), video_dir=tmp_path, **bounds
+    )
+    clip = write_mp4(tmp_path / "clip.mp4", 5)
+    transport = CountingTransport()
+    with running(app) as url, RemoteVideoSegmenter(url, transport=transport) as remote:
+        remote.check()
+        with pytest.raises(SegmenterError, match=message):
+            remote.open(open_video(clip, FrameSelection(max_frames=2)))  # a file goes whole
+    assert "POST /v1/videos" not in transport.requests
+
+
+def test_a_retried_upload_sends_the_whole_body_again(tmp_path: Path) -> None:
+    clip = write_mp4(tmp_path / "clip.mp4", 3)
+    bodies: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.read())
+        if len(bodies) == 1:
+            return httpx.Response(503, headers={"Retry-After": "0"}, json={"error": "busy"})
+        answer = {"video_id": "b" * 64, "kind": "file", "frame_count": 3, "size": [96, 128]}
+        return httpx.Response(200, json={**answer, "fps": 10.0})
+
+    transport = httpx.MockTransport(handler)
+    with RemoteVideoSegmenter("http://sam3.test", transport=transport) as remote:
+        embedding = remote.open(open_video(clip))
+    assert embedding.video_id == "b" * 64
+    assert bodies == [clip.read_bytes(), clip.read_bytes()]
 
 
 def test_track_a_selection_through_the_wire_format(url: str, tmp_path: Path) -> None:
