@@ -70,9 +70,10 @@ class ReadsPhrases(Protocol):
         ...
 
 
-def phrase_as_read(embedding: ImageEmbedding, phrase: str) -> str:
-    """``phrase`` as ``embedding`` read it: its :meth:`ReadsPhrases.used_phrase` when it has
-    one, else ``phrase`` itself (the documented default)."""
+def phrase_as_read(embedding: ImageEmbedding | VideoEmbedding, phrase: str) -> str:
+    """``phrase`` as ``embedding`` (an image's or a video's) read it: its
+    :meth:`ReadsPhrases.used_phrase` when it has one, else ``phrase`` itself (the documented
+    default)."""
     reader = getattr(embedding, "used_phrase", None)
     return str(reader(phrase)) if callable(reader) else phrase
 

@@ -1,14 +1,18 @@
 """SAM 3 through the HTTP service (``sam3-agent serve-sam3``).
 
+:class:`ServiceClient` is the connection every client of the service shares (the image
+client here, the video client in :mod:`sam3_agent.backends.sam3_remote_video`): the URL,
+the bearer token, one ``httpx.Client`` (one connection pool) for its lifetime, retries, the
+one-line errors and the preflight :meth:`~ServiceClient.check`.
+
 :class:`RemoteSegmenter` implements the same :class:`~sam3_agent.backends.base.Segmenter`
-Protocol as the in-process backend. It keeps one ``httpx.Client`` (one connection pool)
-for its lifetime, uploads each image once (raw RGB bytes by default, or a PNG: lossless
-either way, so the server's content hash equals ours; see :mod:`sam3_agent.backends.wire`
-for the measured choice), asks for masks in row order (decoded without a copy), and retries
-connection failures, timeouts and 5xx answers with exponential backoff (a busy service's
-``Retry-After`` wins) before raising
-:class:`~sam3_agent.values.errors.SegmenterError`. Every failure reaches the caller as a one-line
-:class:`~sam3_agent.values.errors.SegmenterError`.
+Protocol as the in-process backend. It uploads each image once (raw RGB bytes by default,
+or a PNG: lossless either way, so the server's content hash equals ours; see
+:mod:`sam3_agent.backends.wire` for the measured choice) and asks for masks in row order
+(decoded without a copy); its :class:`ServiceClient` retries connection failures, timeouts
+and 5xx answers with exponential backoff (a busy service's ``Retry-After`` wins) before
+raising :class:`~sam3_agent.values.errors.SegmenterError`. Every failure reaches the caller as
+a one-line :class:`~sam3_agent.values.errors.SegmenterError`.
 """
 
 from __future__ import annotations
@@ -107,8 +111,12 @@ class RemoteEmbedding:
         return self.image_id
 
 
-class RemoteSegmenter:
-    """A SAM 3 service as a :class:`~sam3_agent.backends.base.Segmenter`. Thread-safe."""
+class ServiceClient:
+    """One connection to a SAM 3 service, shared by the clients of its endpoints.
+
+    Thread-safe (``httpx.Client`` is). Every failure reaches the caller as a one-line
+    :class:`~sam3_agent.values.errors.SegmenterError`.
+    """
 
     def __init__(
         self,
@@ -118,7 +126,6 @@ class RemoteSegmenter:
         timeout_s: float = 120.0,
         retries: int = 3,
         backoff_s: float = 0.5,
-        upload_format: UploadFormat = "raw",
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
@@ -126,24 +133,23 @@ class RemoteSegmenter:
         Args:
             token: bearer token, when the service requires one; ``None`` reads
                 ``SAM3_AGENT_TOKEN`` from the environment.
-            timeout_s: per request; a first request on a new image includes its backbone.
+            timeout_s: per request (the wait for an answer included).
             retries: extra attempts after a connection error, timeout or 5xx answer.
             backoff_s: wait before the first retry; doubles for each further one.
-            upload_format: ``raw`` RGB bytes (no encoding time, 3 bytes a pixel: best on a
-                LAN) or ``png`` (level 1: about half the bytes, seconds of CPU per photo).
             transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+
+        Raises:
+            UserError: not an http(s) URL, or a bad number.
         """
         parsed = httpx.URL(url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise UserError(f"SAM 3 service URL must be http(s)://host[:port], got {url!r}")
         if retries < 0 or timeout_s <= 0 or backoff_s < 0:
             raise UserError("retries and backoff_s must be >= 0 and timeout_s > 0")
-        if upload_format not in ("raw", "png"):
-            raise UserError(f"upload_format must be 'raw' or 'png', got {upload_format!r}")
         if token is None:
             token = os.environ.get(TOKEN_ENV) or None
-        self._upload_format = upload_format
-        self._given_url = url
+        self.given_url = url
+        """The URL as given (what :meth:`describe` reports)."""
         self.url = str(parsed).rstrip("/")
         self._retries = retries
         self._backoff_s = backoff_s
@@ -151,13 +157,11 @@ class RemoteSegmenter:
         self._client = httpx.Client(
             base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
         )
-        self._uploaded: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
         self._checked = False
 
     def describe(self) -> dict[str, Any]:
         """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
-        return sam3_description(url=self._given_url)
+        return sam3_description(url=self.given_url)
 
     def check(self) -> None:
         """Check that the service answers (``GET /health``) and takes the token
@@ -173,133 +177,34 @@ class RemoteSegmenter:
         """
         if self._checked:
             return
-        health = self._send("GET", "/health")
+        health = self.send("GET", "/health")
         if health.status_code != 200:
             raise SegmenterError(
                 f"{self.url} does not answer as a SAM 3 service: GET /health gave HTTP "
                 f"{health.status_code} ({_error_message(health)})"
             )
-        self._parse(HealthResponse, health)
-        authorized = self._send("GET", "/v1/health")
+        self.parse(HealthResponse, health)
+        authorized = self.send("GET", "/v1/health")
         if authorized.status_code == 404:
             logger.info("SAM 3 service at %s has no /v1/health; token checked on use", self.url)
         else:
-            self._raise_for_error(authorized, "health")
+            self.raise_for_error(authorized, "health")
         self._checked = True
 
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
 
-    def __enter__(self) -> RemoteSegmenter:
-        return self
+    def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request, retried on connection errors, timeouts and 5xx answers (a busy
+        service's ``Retry-After`` wins over the backoff).
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def embed(self, image: RGBImage) -> RemoteEmbedding:
-        """Upload an ``(H, W, 3)`` uint8 RGB image unless this client already did.
-
-        The backbone runs on the server at the first segment request for the image.
+        A body sent as an iterable of chunks must be iterable again for each attempt (a
+        list, or an object whose ``__iter__`` starts over; not a generator).
 
         Raises:
-            UserError: not an ``(H, W, 3)`` uint8 array.
-            SegmenterError: the upload failed or was refused.
+            SegmenterError: every attempt failed.
         """
-        check_rgb_image(image)
-        digest = image_digest(image)
-        with self._lock:
-            image_id = self._uploaded.get(digest)
-            if image_id is not None:
-                self._uploaded.move_to_end(digest)
-        if image_id is None:
-            image_id = self._upload(image, digest)
-        return RemoteEmbedding(self, image, image_id, (int(image.shape[0]), int(image.shape[1])))
-
-    def _upload(self, image: RGBImage, digest: str) -> str:
-        if self._upload_format == "raw":
-            height, width = int(image.shape[0]), int(image.shape[1])
-            response = self._send(
-                "POST",
-                "/v1/images",
-                content=encode_raw(image),
-                params={"height": height, "width": width},
-                headers={"Content-Type": RAW_RGB_MIME},
-            )
-        else:
-            bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
-            ok, png = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
-            if not ok:
-                raise SegmenterError("could not encode the image as PNG for upload")
-            response = self._send(
-                "POST",
-                "/v1/images",
-                content=png.tobytes(),
-                headers={"Content-Type": "image/png"},
-            )
-        self._raise_for_error(response, "upload")
-        uploaded = self._parse(UploadResponse, response)
-        with self._lock:
-            self._uploaded[digest] = uploaded.image_id
-            while len(self._uploaded) > _KNOWN_UPLOADS:
-                self._uploaded.popitem(last=False)
-        logger.debug("uploaded image %s", uploaded.image_id[:12])
-        return uploaded.image_id
-
-    def _segment(
-        self, embedding: RemoteEmbedding, phrases: list[str], score_threshold: float
-    ) -> list[Detections]:
-        # Sent cleaned (the service would clean them the same way): a lone surrogate
-        # cannot even be encoded as UTF-8.
-        sent = [clean_phrase(p) for p in phrases]
-
-        def request(image_id: str) -> httpx.Response:
-            body = {
-                "image_id": image_id,
-                "phrases": sent,
-                "score_threshold": score_threshold,
-                "rle_order": "rows",
-            }
-            return self._send("POST", "/v1/segment", json=body)
-
-        response = request(embedding.image_id)
-        if _error_code(response) == ErrorCode.UNKNOWN_IMAGE:
-            logger.info("server evicted image %s; uploading it again", embedding.image_id[:12])
-            response = request(embedding._reuploaded())
-        self._raise_for_error(response, "segment")
-        parsed = self._parse(SegmentResponse, response)
-        if len(parsed.results) != len(phrases) or tuple(parsed.image_size) != embedding.image_size:
-            raise SegmenterError(
-                f"SAM 3 service answered {len(parsed.results)} results for an image of "
-                f"{parsed.image_size}; expected {len(phrases)} for {embedding.image_size}"
-            )
-        out: list[Detections] = []
-        try:
-            for phrase, text, result in zip(phrases, sent, parsed.results, strict=True):
-                masks = decode_masks(
-                    [m.model_dump() for m in result.masks], "rows", embedding.image_size
-                )
-                out.append(
-                    Detections(
-                        masks=masks,
-                        boxes=np.asarray(result.boxes, dtype=np.float32).reshape(-1, 4),
-                        scores=np.asarray(result.scores, dtype=np.float32),
-                    )
-                )
-                embedding._remember(
-                    phrase, text if result.used_phrase is None else result.used_phrase
-                )
-        except (ValueError, KeyError, TypeError) as e:
-            raise SegmenterError(f"SAM 3 service sent malformed masks: {e}") from e
-        return out
-
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request, retried on connection errors, timeouts and 5xx answers."""
         delay = self._backoff_s
         attempts = self._retries + 1
         for attempt in range(1, attempts + 1):
@@ -334,7 +239,12 @@ class RemoteSegmenter:
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _raise_for_error(self, response: httpx.Response, what: str) -> None:
+    def raise_for_error(self, response: httpx.Response, what: str) -> None:
+        """Nothing for a success; else the service's one-line error, naming ``what``.
+
+        Raises:
+            SegmenterError: a 4xx answer (a refused token says how to pass one).
+        """
         if response.status_code < 400:
             return
         message = _error_message(response)
@@ -348,7 +258,17 @@ class RemoteSegmenter:
             f"(HTTP {response.status_code}): {message}"
         )
 
-    def _parse(self, model: type[_Model], response: httpx.Response) -> _Model:
+    @staticmethod
+    def error_code(response: httpx.Response) -> str | None:
+        """The ``code`` of a 404 answer (``unknown_image``, ``unknown_video``, ...), else None."""
+        return _error_code(response)
+
+    def parse(self, model: type[_Model], response: httpx.Response) -> _Model:
+        """The answer's body as ``model``.
+
+        Raises:
+            SegmenterError: the body does not validate (one line: the first problem).
+        """
         try:
             return model.model_validate_json(response.content)
         except ValidationError as e:
@@ -356,6 +276,172 @@ class RemoteSegmenter:
                 f"SAM 3 service at {self.url} sent an unexpected answer: {e.error_count()} "
                 f"problem(s), first: {e.errors()[0]['msg']}"
             ) from e
+
+
+class RemoteSegmenter:
+    """A SAM 3 service as a :class:`~sam3_agent.backends.base.Segmenter`. Thread-safe."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 120.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        upload_format: UploadFormat = "raw",
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
+
+        Args:
+            token: bearer token, when the service requires one; ``None`` reads
+                ``SAM3_AGENT_TOKEN`` from the environment.
+            timeout_s: per request; a first request on a new image includes its backbone.
+            retries: extra attempts after a connection error, timeout or 5xx answer.
+            backoff_s: wait before the first retry; doubles for each further one.
+            upload_format: ``raw`` RGB bytes (no encoding time, 3 bytes a pixel: best on a
+                LAN) or ``png`` (level 1: about half the bytes, seconds of CPU per photo).
+            transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+        """
+        if upload_format not in ("raw", "png"):
+            raise UserError(f"upload_format must be 'raw' or 'png', got {upload_format!r}")
+        self._service = ServiceClient(
+            url,
+            token,
+            timeout_s=timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+            transport=transport,
+        )
+        self._upload_format = upload_format
+        self.url = self._service.url
+        self._uploaded: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
+        return self._service.describe()
+
+    def check(self) -> None:
+        """The service's :meth:`ServiceClient.check` (health and token), remembered.
+
+        Raises:
+            SegmenterError: unreachable after retries, not a SAM 3 service, or refusing
+                the token.
+        """
+        self._service.check()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._service.close()
+
+    def __enter__(self) -> RemoteSegmenter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def embed(self, image: RGBImage) -> RemoteEmbedding:
+        """Upload an ``(H, W, 3)`` uint8 RGB image unless this client already did.
+
+        The backbone runs on the server at the first segment request for the image.
+
+        Raises:
+            UserError: not an ``(H, W, 3)`` uint8 array.
+            SegmenterError: the upload failed or was refused.
+        """
+        check_rgb_image(image)
+        digest = image_digest(image)
+        with self._lock:
+            image_id = self._uploaded.get(digest)
+            if image_id is not None:
+                self._uploaded.move_to_end(digest)
+        if image_id is None:
+            image_id = self._upload(image, digest)
+        return RemoteEmbedding(self, image, image_id, (int(image.shape[0]), int(image.shape[1])))
+
+    def _upload(self, image: RGBImage, digest: str) -> str:
+        if self._upload_format == "raw":
+            height, width = int(image.shape[0]), int(image.shape[1])
+            response = self._service.send(
+                "POST",
+                "/v1/images",
+                content=encode_raw(image),
+                params={"height": height, "width": width},
+                headers={"Content-Type": RAW_RGB_MIME},
+            )
+        else:
+            bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
+            ok, png = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+            if not ok:
+                raise SegmenterError("could not encode the image as PNG for upload")
+            response = self._service.send(
+                "POST",
+                "/v1/images",
+                content=png.tobytes(),
+                headers={"Content-Type": "image/png"},
+            )
+        self._service.raise_for_error(response, "upload")
+        uploaded = self._service.parse(UploadResponse, response)
+        with self._lock:
+            self._uploaded[digest] = uploaded.image_id
+            while len(self._uploaded) > _KNOWN_UPLOADS:
+                self._uploaded.popitem(last=False)
+        logger.debug("uploaded image %s", uploaded.image_id[:12])
+        return uploaded.image_id
+
+    def _segment(
+        self, embedding: RemoteEmbedding, phrases: list[str], score_threshold: float
+    ) -> list[Detections]:
+        # Sent cleaned (the service would clean them the same way): a lone surrogate
+        # cannot even be encoded as UTF-8.
+        sent = [clean_phrase(p) for p in phrases]
+
+        def request(image_id: str) -> httpx.Response:
+            body = {
+                "image_id": image_id,
+                "phrases": sent,
+                "score_threshold": score_threshold,
+                "rle_order": "rows",
+            }
+            return self._service.send("POST", "/v1/segment", json=body)
+
+        response = request(embedding.image_id)
+        if self._service.error_code(response) == ErrorCode.UNKNOWN_IMAGE:
+            logger.info("server evicted image %s; uploading it again", embedding.image_id[:12])
+            response = request(embedding._reuploaded())
+        self._service.raise_for_error(response, "segment")
+        parsed = self._service.parse(SegmentResponse, response)
+        if len(parsed.results) != len(phrases) or tuple(parsed.image_size) != embedding.image_size:
+            raise SegmenterError(
+                f"SAM 3 service answered {len(parsed.results)} results for an image of "
+                f"{parsed.image_size}; expected {len(phrases)} for {embedding.image_size}"
+            )
+        out: list[Detections] = []
+        try:
+            for phrase, text, result in zip(phrases, sent, parsed.results, strict=True):
+                masks = decode_masks(
+                    [m.model_dump() for m in result.masks], "rows", embedding.image_size
+                )
+                out.append(
+                    Detections(
+                        masks=masks,
+                        boxes=np.asarray(result.boxes, dtype=np.float32).reshape(-1, 4),
+                        scores=np.asarray(result.scores, dtype=np.float32),
+                    )
+                )
+                embedding._remember(
+                    phrase, text if result.used_phrase is None else result.used_phrase
+                )
+        except (ValueError, KeyError, TypeError) as e:
+            raise SegmenterError(f"SAM 3 service sent malformed masks: {e}") from e
+        return out
 
 
 def _error_body(response: httpx.Response) -> dict[str, Any]:

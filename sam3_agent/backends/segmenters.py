@@ -1,11 +1,9 @@
-"""Build the SAM 3 segmenters the CLI and API ask for: images (in-process or remote) and
-video (in-process)."""
+"""Build the SAM 3 segmenters the CLI and API ask for: images and video, each in-process or
+remote (the SAM 3 service)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-
-from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:  # the CLI reads DEFAULT_SAM3_MODEL without numpy or OpenCV
     from sam3_agent.backends.base import Segmenter, VideoSegmenter
@@ -50,22 +48,37 @@ def build_video_segmenter(
     *,
     model: str = DEFAULT_SAM3_MODEL,
     url: str | None = None,
+    token: str | None = None,
     device: str = "auto",
     dtype: str = "auto",
     cache_bytes: int = DEFAULT_VIDEO_CACHE_MB * 1024**2,
+    timeout_s: float | None = None,
+    retries: int = 3,
 ) -> VideoSegmenter:
     """SAM 3's video model in this process (``model``: hub id or local dir), keeping
-    ``cache_bytes`` of backbone features for reuse across phrases.
+    ``cache_bytes`` of backbone features for reuse across phrases; or, with ``url``, the
+    SAM 3 service there (``sam3-agent serve-sam3 --video``).
+
+    ``device``, ``dtype`` and ``cache_bytes`` apply in-process; ``token`` (default: the
+    ``SAM3_AGENT_TOKEN`` environment variable), ``timeout_s`` (default: long enough for a
+    whole clip, see :data:`~sam3_agent.backends.sam3_remote_video.DEFAULT_TRACK_TIMEOUT_S`)
+    and ``retries`` to the service.
 
     Raises:
-        UserError: ``url`` given (the SAM 3 service does not track videos yet), or a bad
-            device, dtype or cache size.
+        UserError: a bad device, dtype, cache size or URL.
         WeightsUnavailableError: weights missing, gated or offline.
     """
     if url:
-        raise UserError(
-            "the SAM 3 service (--sam3-url) does not track videos yet; "
-            "track with SAM 3 in this process (--sam3 ID or DIR)"
+        from sam3_agent.backends.sam3_remote_video import (
+            DEFAULT_TRACK_TIMEOUT_S,
+            RemoteVideoSegmenter,
+        )
+
+        return RemoteVideoSegmenter(
+            url,
+            token,
+            timeout_s=DEFAULT_TRACK_TIMEOUT_S if timeout_s is None else timeout_s,
+            retries=retries,
         )
     from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
 

@@ -356,11 +356,11 @@ class BackendSpec:
         )
 
     def build_video_segmenter(self) -> VideoSegmenter:
-        """SAM 3's video model in this process (the same ``sam3`` weights).
+        """SAM 3's video model in this process (the same ``sam3`` weights), or the client
+        of the service at ``sam3_url`` (started with ``serve-sam3 --video``).
 
         Raises:
-            UserError: ``sam3_url`` is set (the service does not track videos yet), or a
-                bad device or dtype.
+            UserError: a bad device or dtype.
             WeightsUnavailableError: weights missing, gated or offline.
         """
         from sam3_agent.backends.segmenters import build_video_segmenter
@@ -368,6 +368,7 @@ class BackendSpec:
         return build_video_segmenter(
             model=self.sam3,
             url=self.sam3_url,
+            token=self.sam3_token,
             device=self.device,
             dtype=self.dtype,
             cache_bytes=self.video_cache_mb * MIB,

@@ -24,7 +24,7 @@ import math
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -41,6 +41,7 @@ __all__ = [
     "FrameSelection",
     "VideoLoadError",
     "VideoSource",
+    "VideoTooLargeError",
     "open_video",
 ]
 
@@ -52,6 +53,11 @@ _URL = re.compile(r"^(https?):/+", re.IGNORECASE)
 
 class VideoLoadError(ImageLoadError):
     """A video that cannot be read (missing, not a video, corrupt, no frame in range)."""
+
+
+class VideoTooLargeError(VideoLoadError):
+    """A video whose frames have more pixels than the limit allows (the SAM 3 service
+    answers it with 413, as it does an image over its limit)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,25 @@ class VideoSource:
             yield from self._folder_frames(wanted)
         else:
             yield from self._file_frames(wanted)
+
+    def reselect(self, selection: FrameSelection) -> VideoSource:
+        """This video with another frame selection, chosen from the frames it could read
+        (as :func:`open_video` chooses them); nothing is decoded, the frame size is kept.
+
+        Raises:
+            VideoLoadError: no frame in the selection, or a time range on a file without a
+                frame rate.
+            UserError: a time range on a frame folder without ``fps``.
+        """
+        fps = self.fps if self.kind == "file" else selection.fps
+        if selection.has_time_range and fps is None:
+            if self.kind == "frames":
+                raise UserError(f"{self.path} is a folder of frames: a time range needs --fps")
+            raise VideoLoadError(
+                f"{self.path} declares no frame rate: a time range cannot be applied"
+            )
+        indices = _select(self.source_frames, fps, selection, self.path)
+        return replace(self, indices=indices, fps=fps)
 
     def frame(self, position: int) -> Frame:
         """One frame (decodes from the start of a file up to it: prefer :meth:`frames`)."""
@@ -323,6 +348,6 @@ def _fit(pixels: RGBImage, size: tuple[int, int]) -> RGBImage:
 
 def _check_pixels(width: int, height: int, max_pixels: int, path: Path) -> None:
     if width * height > max_pixels:
-        raise VideoLoadError(
+        raise VideoTooLargeError(
             f"video {path} has {width}x{height} frames, over the limit of {max_pixels} pixels"
         )

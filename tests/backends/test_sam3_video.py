@@ -344,8 +344,9 @@ def test_backend_spec_builds_it_from_the_same_sam3_option(tiny_sam3_video_dir: P
 def test_backend_spec_refuses_what_it_cannot_build() -> None:
     with pytest.raises(UserError, match="video-cache-mb"):
         BackendSpec(video_cache_mb=-1).validate(chat=False)
-    with pytest.raises(UserError, match="does not track videos"):
-        BackendSpec(sam3_url="http://127.0.0.1:1").build_video_segmenter()
+    # A service URL builds the service's client (tests/apps/service/test_videos.py).
+    remote = BackendSpec(sam3_url="http://127.0.0.1:1").build_video_segmenter()
+    assert isinstance(remote, VideoSegmenter) and not isinstance(remote, Sam3VideoSegmenter)
 
 
 # -- the feature cache on its own ------------------------------------------------------------

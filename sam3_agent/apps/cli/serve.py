@@ -1,7 +1,10 @@
 """``sam3-agent serve-sam3``: host SAM 3 over HTTP for agents on other machines.
 
 Takes the SAM 3 flags of every other command (``--sam3``, ``--device``, ``--dtype``; the
-older spelling ``--model`` still works), and fails in one line like them.
+older spelling ``--model`` still works), and fails in one line like them. With ``--video``
+it also loads SAM 3's video model from the same weights, at start (so missing weights or a
+bad flag fail before the server listens, and a service for images alone never holds it),
+and tracks videos at ``/v1/videos``.
 """
 
 from __future__ import annotations
@@ -10,26 +13,32 @@ import functools
 import logging
 import math
 from dataclasses import replace
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from sam3_agent.apps.cli.console import one_line_errors
 from sam3_agent.apps.cli.flags import SAM3, VERBOSE, FlagGroup, flag, with_flags
+from sam3_agent.apps.cli.flags.video import VIDEO_CACHE_MB
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
     DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    DEFAULT_MAX_CONCURRENT_TRACKS,
     DEFAULT_MAX_CONCURRENT_UPLOADS,
     DEFAULT_MAX_PIXELS,
     DEFAULT_MAX_STORED_BYTES,
     DEFAULT_MAX_STORED_IMAGES,
+    DEFAULT_MAX_STORED_VIDEO_BYTES,
     DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_VIDEO_BYTES,
+    DEFAULT_MAX_VIDEO_FRAMES,
     DEFAULT_MAX_WAITING,
     MIB,
 )
 from sam3_agent.apps.service.server import check_bind_security, check_port_free
 from sam3_agent.backends.service_auth import TOKEN_ENV
-from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.backends.spec import BackendSpec, check_writable_dir
 from sam3_agent.values.errors import UserError
 
 SERVICE = "Service"
@@ -63,8 +72,37 @@ LIMIT_FLAGS = (
 )  # fmt: skip
 LIMITS = FlagGroup("limits", LIMIT_FLAGS, lambda values, built: dict(values))
 
+VIDEO_SERVICE = "Video service"
 
-@with_flags(SAM3, LIMITS, VERBOSE)
+_video_service = functools.partial(flag, panel=VIDEO_SERVICE)
+
+VIDEO_SERVICE_FLAGS = (
+    _video_service("video", bool, False, "--video/--no-video",
+                   help="Also load SAM 3's video model (from the same --sam3 weights, at "
+                   "start) and track videos for agents (sam3-agent track --sam3-url)."),
+    VIDEO_CACHE_MB,
+    _video_service("max_video_mb", float, DEFAULT_MAX_VIDEO_BYTES / MIB, "--max-video-mb",
+                   help="Largest video upload (a video file or a tar of frames), in MiB; "
+                   "streamed to disk."),
+    _video_service("max_video_frames", int, DEFAULT_MAX_VIDEO_FRAMES, "--max-video-frames",
+                   help="Most frames an uploaded video may have."),
+    _video_service("video_store_mb", float, DEFAULT_MAX_STORED_VIDEO_BYTES / MIB,
+                   "--video-store-mb",
+                   help="Disk for uploaded videos kept for later requests, in MiB (LRU; "
+                   "deleted on eviction and when the server stops)."),
+    _video_service("video_dir", Path | None, None, "--video-dir",
+                   help="Where uploaded videos are kept (a temporary folder is made inside; "
+                   "default: the system's temporary folder)."),
+    _video_service("max_concurrent_tracks", int, DEFAULT_MAX_CONCURRENT_TRACKS,
+                   "--max-concurrent-tracks",
+                   help="Track requests at work at once; others wait (--max-waiting)."),
+)  # fmt: skip
+VIDEO_SERVICE_GROUP = FlagGroup(
+    "video_service", VIDEO_SERVICE_FLAGS, lambda values, built: dict(values)
+)
+
+
+@with_flags(SAM3, LIMITS, VIDEO_SERVICE_GROUP, VERBOSE)
 def serve_sam3(
     host: Annotated[
         str,
@@ -93,6 +131,7 @@ def serve_sam3(
     *,
     backends: BackendSpec,
     limits: dict[str, float],
+    video_service: dict[str, Any],
     verbose: bool,
 ) -> None:
     """Serve SAM 3 over HTTP (agents use it with --sam3-url).
@@ -105,12 +144,21 @@ def serve_sam3(
     with one_line_errors():
         if model is not None:
             backends = replace(backends, sam3=model)
-        backends = replace(backends, sam3_cache_size=int(limits.pop("cache_size")))
+        backends = replace(
+            backends,
+            sam3_cache_size=int(limits.pop("cache_size")),
+            video_cache_mb=int(video_service.pop("video_cache_mb")),
+        )
         backends.validate(chat=False)
         waiting = limits.pop("max_waiting")
-        bad = [f"--{n.replace('_', '-')}" for n, v in limits.items() if not _positive(v)]
+        video = bool(video_service.pop("video"))
+        video_dir: Path | None = video_service.pop("video_dir")
+        numbers = {**limits, **video_service}
+        bad = [f"--{n.replace('_', '-')}" for n, v in numbers.items() if not _positive(v)]
         if bad:
             raise UserError(f"{', '.join(bad)} must be a positive number")
+        if video_dir is not None:
+            check_writable_dir(video_dir, "--video-dir")
         if not (_positive(waiting + 1) and waiting == int(waiting)):
             raise UserError(f"--max-waiting must be a count >= 0, got {waiting}")
         if not 1 <= port <= 65535:
@@ -120,8 +168,10 @@ def serve_sam3(
         check_port_free(host, port)
         from sam3_agent.apps.service import server
 
+        segmenter = backends.build_segmenter()
+        video_segmenter = backends.build_video_segmenter() if video else None
         server.serve(
-            backends.build_segmenter(),
+            segmenter,
             host=host,
             port=port,
             token=token or None,
@@ -133,6 +183,12 @@ def serve_sam3(
             max_concurrent_uploads=int(limits["max_concurrent_uploads"]),
             max_concurrent_segments=int(limits["max_concurrent_segments"]),
             max_waiting=int(waiting),
+            video_segmenter=video_segmenter,
+            video_dir=video_dir.expanduser() if video_dir is not None else None,
+            max_video_bytes=int(video_service["max_video_mb"] * MIB),
+            max_video_frames=int(video_service["max_video_frames"]),
+            max_stored_video_bytes=int(video_service["video_store_mb"] * MIB),
+            max_concurrent_tracks=int(video_service["max_concurrent_tracks"]),
         )
 
 

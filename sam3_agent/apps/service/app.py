@@ -12,6 +12,8 @@ Endpoints (``/v1/*`` need ``Authorization: Bearer <token>`` when the app has a t
   uploading the same image twice stores it once.
 * ``POST /v1/segment``: JSON :class:`~sam3_agent.backends.schemas.SegmentRequest`; answers
   :class:`~sam3_agent.backends.schemas.SegmentResponse` (masks as COCO RLE).
+* ``/v1/videos``: videos uploaded and tracked, when the app has a video segmenter
+  (:mod:`sam3_agent.apps.service.videos`).
 
 Memory is bounded independently of the number of clients: a request reads its body only
 once it holds a slot (``max_concurrent_uploads`` for a body that carries an image,
@@ -37,7 +39,9 @@ import binascii
 import hmac
 import json
 import logging
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -61,15 +65,21 @@ from sam3_agent.apps.service.intake import (
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
     DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    DEFAULT_MAX_CONCURRENT_TRACKS,
     DEFAULT_MAX_CONCURRENT_UPLOADS,
     DEFAULT_MAX_PIXELS,
     DEFAULT_MAX_STORED_BYTES,
     DEFAULT_MAX_STORED_IMAGES,
+    DEFAULT_MAX_STORED_VIDEO_BYTES,
     DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_VIDEO_BYTES,
+    DEFAULT_MAX_VIDEO_FRAMES,
     DEFAULT_MAX_WAITING,
     SMALL_BODY_BYTES,
 )
-from sam3_agent.backends.base import Segmenter, phrase_as_read
+from sam3_agent.apps.service.video_store import VideoStore
+from sam3_agent.apps.service.videos import VideoBounds, VideoService, add_video_routes
+from sam3_agent.backends.base import Segmenter, VideoSegmenter, phrase_as_read
 from sam3_agent.backends.schemas import (
     ErrorCode,
     HealthResponse,
@@ -151,8 +161,14 @@ def create_app(
     max_concurrent_uploads: int = DEFAULT_MAX_CONCURRENT_UPLOADS,
     max_concurrent_segments: int = DEFAULT_MAX_CONCURRENT_SEGMENTS,
     max_waiting: int = DEFAULT_MAX_WAITING,
+    video_segmenter: VideoSegmenter | None = None,
+    video_dir: Path | None = None,
+    max_video_bytes: int = DEFAULT_MAX_VIDEO_BYTES,
+    max_video_frames: int = DEFAULT_MAX_VIDEO_FRAMES,
+    max_stored_video_bytes: int = DEFAULT_MAX_STORED_VIDEO_BYTES,
+    max_concurrent_tracks: int = DEFAULT_MAX_CONCURRENT_TRACKS,
 ) -> FastAPI:
-    """The service app around one segmenter.
+    """The service app around one segmenter (and, for videos, one video segmenter).
 
     Args:
         segmenter: answers every request; must be thread-safe (``Sam3Segmenter`` is).
@@ -168,9 +184,20 @@ def create_app(
         max_concurrent_segments: segment requests at work at once.
         max_waiting: requests of each kind waiting for a slot (0 allowed); past that the
             answer is 503 with ``Retry-After``.
+        video_segmenter: tracks videos (``/v1/videos``); ``None``: those endpoints answer
+            404 ``video_off``. Thread-safe (``Sam3VideoSegmenter`` is).
+        video_dir: where the video store makes its temporary folder (the system's
+            temporary folder by default).
+        max_video_bytes: largest video upload (413 above); it is streamed to disk.
+        max_video_frames: most frames a video may have (413 above).
+        max_stored_video_bytes: disk for uploaded videos (LRU; deleted on eviction and
+            when the app shuts down).
+        max_concurrent_tracks: track requests at work at once.
 
-    ``app.state.images`` is the :class:`ImageStore`; ``app.state.uploads`` and
-    ``app.state.segments`` the :class:`Gate` of each kind.
+    ``app.state.images`` is the :class:`ImageStore`, ``app.state.videos`` the
+    :class:`~sam3_agent.apps.service.video_store.VideoStore` (None without a video
+    segmenter); ``app.state.uploads``, ``app.state.segments`` and ``app.state.tracks`` the
+    :class:`Gate` of each kind.
     """
     if token is not None and not token:
         raise UserError("the service token must not be empty")
@@ -182,6 +209,10 @@ def create_app(
         "max_concurrent_decodes": max_concurrent_decodes,
         "max_concurrent_uploads": max_concurrent_uploads,
         "max_concurrent_segments": max_concurrent_segments,
+        "max_video_bytes": max_video_bytes,
+        "max_video_frames": max_video_frames,
+        "max_stored_video_bytes": max_stored_video_bytes,
+        "max_concurrent_tracks": max_concurrent_tracks,
     }
     for name, value in limits.items():
         if value < 1:
@@ -191,17 +222,32 @@ def create_app(
     decode_slots = asyncio.Semaphore(max_concurrent_decodes)
     uploads = Gate("uploads", max_concurrent_uploads, max_waiting)
     segments = Gate("segment requests", max_concurrent_segments, max_waiting)
+    tracks = Gate("track requests", max_concurrent_tracks, max_waiting)
+    videos = VideoStore(max_stored_video_bytes, video_dir) if video_segmenter is not None else None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if videos is not None:
+                videos.close()
+
     app = FastAPI(
         title="sam3-agent SAM 3 service",
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        lifespan=lifespan,
     )
     images = ImageStore(max_stored_images, max_stored_bytes)
     app.state.images = images
     app.state.segmenter = segmenter
     app.state.uploads = uploads
     app.state.segments = segments
+    app.state.tracks = tracks
+    app.state.videos = videos
+    app.state.video_segmenter = video_segmenter
     expected = token.encode() if token else None
     json_limit = max_upload_bytes * 4 // 3 + _JSON_OVERHEAD_BYTES
 
@@ -244,6 +290,18 @@ def create_app(
     async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unexpected error answering %s %s", request.method, request.url.path)
         return _error_response(ServiceError(500, ErrorCode.INTERNAL, "internal server error"))
+
+    add_video_routes(
+        app,
+        VideoService(
+            segmenter=video_segmenter,
+            store=videos,
+            bounds=VideoBounds(max_video_bytes, max_video_frames, max_pixels),
+            uploads=uploads,
+            tracks=tracks,
+        ),
+        authorize,
+    )
 
     @app.get("/health")
     async def health() -> HealthResponse:

@@ -32,3 +32,11 @@ RETRY_AFTER_S = 1
 """``Retry-After`` (seconds) of a 503 answered when the service is at its bounds."""
 SMALL_BODY_BYTES = 64 * 1024
 """A segment request declaring at most this many bytes is read without an upload slot."""
+DEFAULT_MAX_VIDEO_BYTES = 512 * MIB
+"""Largest video upload (a video file, or a tar of frames), streamed to disk."""
+DEFAULT_MAX_VIDEO_FRAMES = 10_000
+"""Most frames an uploaded video may have."""
+DEFAULT_MAX_STORED_VIDEO_BYTES = 4096 * MIB
+"""Disk for uploaded videos kept for later track requests (LRU)."""
+DEFAULT_MAX_CONCURRENT_TRACKS = 1
+"""Track requests at work at once: SAM 3's video model tracks one clip at a time."""

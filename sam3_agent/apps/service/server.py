@@ -12,23 +12,28 @@ import errno
 import ipaddress
 import logging
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sam3_agent.apps.service.limits import (
     DEFAULT_MAX_CONCURRENT_DECODES,
     DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    DEFAULT_MAX_CONCURRENT_TRACKS,
     DEFAULT_MAX_CONCURRENT_UPLOADS,
     DEFAULT_MAX_PIXELS,
     DEFAULT_MAX_STORED_BYTES,
     DEFAULT_MAX_STORED_IMAGES,
+    DEFAULT_MAX_STORED_VIDEO_BYTES,
     DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_VIDEO_BYTES,
+    DEFAULT_MAX_VIDEO_FRAMES,
     DEFAULT_MAX_WAITING,
 )
 from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.values.errors import Sam3AgentError, UserError
 
 if TYPE_CHECKING:  # serve-sam3 --help and the demo's flag check import no numpy
-    from sam3_agent.backends.base import Segmenter
+    from sam3_agent.backends.base import Segmenter, VideoSegmenter
 
 logger = logging.getLogger(__name__)
 
@@ -167,10 +172,17 @@ def serve(
     max_concurrent_uploads: int = DEFAULT_MAX_CONCURRENT_UPLOADS,
     max_concurrent_segments: int = DEFAULT_MAX_CONCURRENT_SEGMENTS,
     max_waiting: int = DEFAULT_MAX_WAITING,
+    video_segmenter: VideoSegmenter | None = None,
+    video_dir: Path | None = None,
+    max_video_bytes: int = DEFAULT_MAX_VIDEO_BYTES,
+    max_video_frames: int = DEFAULT_MAX_VIDEO_FRAMES,
+    max_stored_video_bytes: int = DEFAULT_MAX_STORED_VIDEO_BYTES,
+    max_concurrent_tracks: int = DEFAULT_MAX_CONCURRENT_TRACKS,
     log_level: str = "info",
 ) -> None:
-    """Serve ``segmenter`` over HTTP until interrupted (blocks); the limits are
-    :func:`~sam3_agent.apps.service.app.create_app`'s.
+    """Serve ``segmenter`` (and ``video_segmenter``, when given) over HTTP until interrupted
+    (blocks); the limits are :func:`~sam3_agent.apps.service.app.create_app`'s. Uploaded
+    videos are deleted when the server stops.
 
     Raises:
         UserError: a non-loopback ``host`` without ``token``, or the port is in use.
@@ -189,9 +201,23 @@ def serve(
         max_concurrent_uploads=max_concurrent_uploads,
         max_concurrent_segments=max_concurrent_segments,
         max_waiting=max_waiting,
+        video_segmenter=video_segmenter,
+        video_dir=video_dir,
+        max_video_bytes=max_video_bytes,
+        max_video_frames=max_video_frames,
+        max_stored_video_bytes=max_stored_video_bytes,
+        max_concurrent_tracks=max_concurrent_tracks,
     )
     logger.info(
-        "SAM 3 service on http://%s:%d (token %s)", host, port, "required" if token else "off"
+        "SAM 3 service on http://%s:%d (token %s, videos %s)",
+        host,
+        port,
+        "required" if token else "off",
+        "on" if video_segmenter is not None else "off",
     )
     # One process: the model is loaded once and shared by the worker threads.
-    run_app(app, host=host, port=port, log_level=log_level)
+    try:
+        run_app(app, host=host, port=port, log_level=log_level)
+    finally:
+        if app.state.videos is not None:  # also when the app's shutdown did not run
+            app.state.videos.close()

@@ -25,6 +25,13 @@ class VideoFlags:
     """SAM 3's per-frame feature cache (``BackendSpec.video_cache_mb``)."""
 
 
+VIDEO_CACHE_MB = _video(
+    "video_cache_mb", int, DEFAULT_VIDEO_CACHE_MB, "--video-cache-mb",
+    help="MB of SAM 3 frame features kept to answer a second phrase without the "
+    "backbone (0: recompute).",
+)  # fmt: skip
+"""``--video-cache-mb``: in ``track`` (the ``VIDEO`` group) and ``serve-sam3 --video``."""
+
 VIDEO_FLAGS = (
     _video("stride", int, 1, "--stride", help="Track every N-th frame of the video."),
     _video("max_frames", int | None, None, "--max-frames",
@@ -39,9 +46,7 @@ VIDEO_FLAGS = (
            help="Frames one track's isolated check sees (1-16)."),
     _video("uncertain_looks", int, VideoOptions.uncertain_looks, "--uncertain-looks",
            help="Closer looks a track gets after an Uncertain verdict (0-4)."),
-    _video("video_cache_mb", int, DEFAULT_VIDEO_CACHE_MB, "--video-cache-mb",
-           help="MB of SAM 3 frame features kept to answer a second phrase without the "
-           "backbone (0: recompute)."),
+    VIDEO_CACHE_MB,
 )  # fmt: skip
 
 

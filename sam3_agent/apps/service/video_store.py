@@ -1,0 +1,366 @@
+"""Videos uploaded to the SAM 3 service: received to disk under a byte bound, checked, and
+kept in a store bounded in bytes on disk.
+
+An upload is never held in memory whole: its body is written to a file as it arrives
+(:func:`receive_to_file`, refused with 413 past the limit, the partial file deleted), then
+checked as the agent checks a video (:func:`check_video`:
+:func:`~sam3_agent.values.video.open_video` reads it; the frame count and each frame's pixels
+are bounded). A tar of frames
+(:data:`~sam3_agent.backends.schemas.TAR_MIME`) is unpacked first, member by member, into a
+folder of frames; only regular files at the top level with a frame suffix are taken, so
+nothing is written outside that folder and nothing expands beyond the tar's own size.
+
+:class:`VideoStore` keeps the checked videos in a temporary folder of its own, least recently
+used first out when the bytes exceed its bound; an evicted video is deleted from disk, unless
+a track request is reading it (then once that request ends). :meth:`VideoStore.close`
+deletes the folder (the app calls it at shutdown).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import tarfile
+import tempfile
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from fastapi import Request
+from starlette.concurrency import run_in_threadpool
+
+from sam3_agent.apps.service.intake import ServiceError
+from sam3_agent.backends.schemas import ErrorCode
+from sam3_agent.values.config import FrameSelection
+from sam3_agent.values.errors import ImageLoadError, UserError
+from sam3_agent.values.images import image_size_as_displayed
+from sam3_agent.values.text import one_line
+from sam3_agent.values.video import (
+    FRAME_SUFFIXES,
+    VideoLoadError,
+    VideoSource,
+    VideoTooLargeError,
+    open_video,
+)
+
+logger = logging.getLogger(__name__)
+
+UPLOAD_NAME = "<upload>"
+"""How errors name an uploaded video (never by its path on the server)."""
+
+_WRITE_CHUNK = 1024 * 1024
+_MAX_NAME_BYTES = 255
+_MAX_OTHER_ENTRIES = 64
+"""Directory entries a tar of frames may hold besides its frames."""
+
+
+@dataclass(frozen=True)
+class StoredVideo:
+    """A checked upload on the server's disk."""
+
+    video_id: str
+    """SHA-256 of the uploaded body."""
+    kind: Literal["file", "frames"]
+    path: Path
+    """The video file, or the folder of frames."""
+    nbytes: int
+    """Bytes on disk."""
+    source: VideoSource
+    """Every frame the video has (no selection)."""
+
+
+class VideoStore:
+    """Uploaded videos on disk, bounded in bytes (LRU); thread-safe.
+
+    The newest video is always kept, even when it alone exceeds the bound; a video in use
+    (:meth:`use`) is deleted only once its last user is done.
+    """
+
+    def __init__(self, max_bytes: int, parent: Path | None = None) -> None:
+        """A store in a new temporary folder under ``parent`` (the system's temporary
+        folder by default).
+
+        Raises:
+            UserError: ``parent`` cannot hold the folder.
+        """
+        if max_bytes < 1:
+            raise UserError(f"the video store needs a positive size, got {max_bytes} bytes")
+        try:
+            self.root = Path(tempfile.mkdtemp(prefix="sam3-agent-videos-", dir=parent))
+        except OSError as e:
+            raise UserError(f"cannot keep uploaded videos in {parent}: {e.strerror}") from e
+        self.max_bytes = max_bytes
+        self._videos: OrderedDict[str, StoredVideo] = OrderedDict()
+        self._users: dict[str, int] = {}
+        self._evicted: dict[str, StoredVideo] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def incoming(self) -> Path:
+        """A fresh path in the store's folder for an upload being received."""
+        return self.root / f"v-{uuid.uuid4().hex}"
+
+    def put(self, video: StoredVideo) -> StoredVideo:
+        """Keep ``video`` (its files now belong to the store) and evict the least recently
+        used videos past the bound; returns the video stored under its id (the one already
+        there when the same body was uploaded before: the new files are then deleted)."""
+        with self._lock:
+            known = self._videos.get(video.video_id)
+            if known is not None:
+                self._videos.move_to_end(video.video_id)
+                doomed = [video]
+            else:
+                self._videos[video.video_id] = video
+                self._bytes += video.nbytes
+                known = video
+                doomed = self._evict()
+        _delete_all(doomed)
+        return known
+
+    def get(self, video_id: str) -> StoredVideo | None:
+        """The video stored under ``video_id`` (now the most recently used), or None."""
+        with self._lock:
+            video = self._videos.get(video_id)
+            if video is not None:
+                self._videos.move_to_end(video_id)
+            return video
+
+    @contextmanager
+    def use(self, video_id: str) -> Iterator[StoredVideo | None]:
+        """The video stored under ``video_id`` (None when there is none), kept on disk until
+        the ``with`` ends even if it is evicted meanwhile."""
+        with self._lock:
+            video = self._videos.get(video_id)
+            if video is not None:
+                self._videos.move_to_end(video_id)
+                self._users[video_id] = self._users.get(video_id, 0) + 1
+        try:
+            yield video
+        finally:
+            if video is not None:
+                with self._lock:
+                    self._users[video_id] -= 1
+                    doomed = []
+                    if not self._users[video_id]:
+                        del self._users[video_id]
+                        late = self._evicted.pop(video_id, None)
+                        doomed = [late] if late is not None else []
+                _delete_all(doomed)
+
+    def close(self) -> None:
+        """Delete every stored video and the store's folder."""
+        with self._lock:
+            self._videos.clear()
+            self._evicted.clear()
+            self._bytes = 0
+            self._closed = True
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @property
+    def bytes_used(self) -> int:
+        """Bytes of the videos stored (those evicted but still in use not counted)."""
+        with self._lock:
+            return self._bytes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._videos)
+
+    def __contains__(self, video_id: object) -> bool:
+        with self._lock:
+            return video_id in self._videos
+
+    def _evict(self) -> list[StoredVideo]:
+        """Under the lock: drop the least recently used videos past the bound; returns those
+        to delete now (a video in use is deleted when its last user is done)."""
+        doomed: list[StoredVideo] = []
+        while len(self._videos) > 1 and self._bytes > self.max_bytes:
+            video_id, video = self._videos.popitem(last=False)
+            self._bytes -= video.nbytes
+            logger.info("video %s evicted from the store", video_id[:12])
+            if video_id in self._users:
+                self._evicted[video_id] = video
+            else:
+                doomed.append(video)
+        return doomed
+
+
+def _delete_all(videos: list[StoredVideo]) -> None:
+    for video in videos:
+        delete_path(video.path)
+
+
+def delete_path(path: Path) -> None:
+    """Delete an upload's file or folder; a path already gone is no error."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+async def receive_to_file(request: Request, path: Path, limit: int) -> tuple[str, int]:
+    """Write the request body to ``path`` as it arrives; returns its SHA-256 (hex) and size.
+
+    The body is refused with 413 as soon as it exceeds ``limit`` bytes; on any failure the
+    partial file is deleted. Writing and hashing run on a worker thread, a megabyte at a
+    time, so the event loop stays free.
+
+    Raises:
+        ServiceError: 413 past ``limit``, 400 for an empty body.
+    """
+    digest = hashlib.sha256()
+    size = 0
+    pending = bytearray()
+    try:
+        with open(path, "xb") as file:
+
+            def flush(data: bytes) -> None:
+                digest.update(data)
+                file.write(data)
+
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ServiceError(
+                        413, ErrorCode.TOO_LARGE, f"video upload exceeds the {limit}-byte limit"
+                    )
+                pending += chunk
+                if len(pending) >= _WRITE_CHUNK:
+                    await run_in_threadpool(flush, bytes(pending))
+                    pending.clear()
+            if pending:
+                await run_in_threadpool(flush, bytes(pending))
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    if size == 0:
+        path.unlink(missing_ok=True)
+        raise ServiceError(
+            400, ErrorCode.BAD_VIDEO, "the body is empty; send a video file or a tar of frames"
+        )
+    return digest.hexdigest(), size
+
+
+def check_video(
+    video_id: str,
+    path: Path,
+    *,
+    tar: bool,
+    max_frames: int,
+    max_pixels: int,
+) -> StoredVideo:
+    """Check a received upload (blocking: run it on a worker thread) and describe it for the
+    store. A tar is unpacked into a folder of frames beside it and then deleted.
+
+    On failure every file of the upload is deleted.
+
+    Raises:
+        ServiceError: 400 not a readable video (or tar of frames), 413 more than
+            ``max_frames`` frames or a frame over ``max_pixels``.
+    """
+    target = path.with_name(path.name + ".frames") if tar else path
+    try:
+        if tar:
+            _unpack_frames(path, target, max_frames, max_pixels)
+            path.unlink()
+        source = open_video(target, FrameSelection(), max_pixels=max_pixels)
+        if source.source_frames > max_frames:
+            raise ServiceError(
+                413,
+                ErrorCode.TOO_LARGE,
+                f"the video has {source.source_frames} frames; this server takes at most "
+                f"{max_frames}",
+            )
+    except BaseException as e:
+        delete_path(path)
+        delete_path(target)
+        if isinstance(e, VideoTooLargeError):
+            raise ServiceError(413, ErrorCode.TOO_LARGE, scrub(e, target)) from e
+        if isinstance(e, (VideoLoadError, UserError)):
+            raise ServiceError(400, ErrorCode.BAD_VIDEO, scrub(e, target)) from e
+        raise
+    nbytes = sum(f.stat().st_size for f in target.iterdir()) if tar else target.stat().st_size
+    return StoredVideo(video_id, "frames" if tar else "file", target, nbytes, source)
+
+
+def scrub(error: BaseException, path: Path) -> str:
+    """``error``'s message in one line, naming the upload instead of its path here."""
+    return one_line(str(error).replace(str(path), UPLOAD_NAME))
+
+
+def _unpack_frames(tar_path: Path, folder: Path, max_frames: int, max_pixels: int) -> None:
+    """Unpack the frames of an uncompressed tar into ``folder``: regular files at the top
+    level with a frame suffix (directory entries skipped); anything else is refused."""
+    folder.mkdir()
+    names: set[str] = set()
+    try:
+        with tarfile.open(tar_path, mode="r:") as archive:
+            for entries, member in enumerate(archive, start=1):
+                # The archive keeps every entry it read: directory entries count too.
+                if entries > max_frames + _MAX_OTHER_ENTRIES:
+                    raise ServiceError(
+                        413, ErrorCode.TOO_LARGE, f"the tar holds more than {max_frames} frames"
+                    )
+                if member.isdir():
+                    continue
+                name = _frame_name(member)
+                if name in names:
+                    raise VideoLoadError(f"the tar holds two frames named {name!a}")
+                names.add(name)
+                if len(names) > max_frames:
+                    raise ServiceError(
+                        413,
+                        ErrorCode.TOO_LARGE,
+                        f"the tar holds more than {max_frames} frames, this server's limit",
+                    )
+                source = archive.extractfile(member)
+                if source is None:  # pragma: no cover - a regular file always has data
+                    raise VideoLoadError(f"the tar member {name!a} has no data")
+                file = folder / name
+                with source, open(file, "xb") as out:
+                    shutil.copyfileobj(source, out, _WRITE_CHUNK)
+                _check_frame(file, name, max_pixels)
+    except (tarfile.TarError, EOFError) as e:
+        raise VideoLoadError(f"the body is not an uncompressed tar: {one_line(e)}") from e
+    if not names:
+        raise VideoLoadError(
+            f"the tar holds no frame images ({', '.join(FRAME_SUFFIXES)} at its top level)"
+        )
+
+
+def _frame_name(member: tarfile.TarInfo) -> str:
+    """The file name a tar member is unpacked under; refuses anything but a frame image
+    file at the tar's top level."""
+    shown = ascii(member.name)
+    if not member.isfile() or member.issparse():
+        raise VideoLoadError(f"the tar member {shown} is not a regular file")
+    parts = [p for p in PurePosixPath(member.name).parts if p != "."]
+    if len(parts) != 1 or parts[0] in ("..", "/"):
+        raise VideoLoadError(f"the tar member {shown} is not a file at the tar's top level")
+    name = parts[0]
+    if len(name.encode("utf-8", "surrogateescape")) > _MAX_NAME_BYTES:
+        raise VideoLoadError(f"the tar member {shown} has too long a name")
+    if PurePosixPath(name).suffix.lower() not in FRAME_SUFFIXES:
+        raise VideoLoadError(
+            f"the tar member {shown} is not a frame image ({', '.join(FRAME_SUFFIXES)})"
+        )
+    return name
+
+
+def _check_frame(file: Path, name: str, max_pixels: int) -> None:
+    """A frame's header: a readable image within the pixel limit."""
+    try:
+        height, width = image_size_as_displayed(file)
+    except ImageLoadError as e:
+        raise VideoLoadError(f"the frame {name!a} is not a readable image") from e
+    if height * width > max_pixels:
+        raise VideoTooLargeError(
+            f"the frame {name!a} has {width}x{height} pixels, over the limit of {max_pixels}"
+        )

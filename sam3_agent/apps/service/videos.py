@@ -1,0 +1,265 @@
+"""The SAM 3 service's video endpoints (``serve-sam3 --video``).
+
+* ``GET /v1/videos``: :class:`~sam3_agent.backends.schemas.VideoLimits` (the service
+  tracks videos, within these bounds); 404 ``video_off`` when it was started without
+  ``--video``, as are the two endpoints below.
+* ``POST /v1/videos``: the body is a video file (MP4, MOV, WebM, anything OpenCV's FFmpeg
+  backend reads), or an uncompressed tar of frame images with content type
+  :data:`~sam3_agent.backends.schemas.TAR_MIME`. Streamed to disk under ``max_video_bytes``,
+  then checked (frame count, pixels per frame); answers
+  :class:`~sam3_agent.backends.schemas.VideoUploadResponse`, whose id is the SHA-256 of the
+  body (uploading the same body twice stores it once).
+* ``POST /v1/videos/{video_id}/track``: JSON :class:`~sam3_agent.backends.schemas.TrackRequest`
+  (phrases, score threshold, the frames tracked); answers
+  :class:`~sam3_agent.backends.schemas.TrackResponse`: per phrase, the tracks as per-frame
+  COCO RLE, keyed by frame position among the frames tracked. 404 ``unknown_video`` when the
+  id is not stored (never uploaded, or evicted): upload it again.
+
+Bounds, as for images: an upload holds one of the ``max_concurrent_uploads`` slots while its
+body is received and checked (memory: one megabyte of it at a time), a track request one of
+``max_concurrent_tracks``; ``max_waiting`` more of each kind wait, holding nothing, and past
+that the answer is 503 with ``Retry-After``. A declared ``Content-Length`` over the limit is
+refused with 413 before any slot. Videos stay on disk in a :class:`VideoStore` bounded in
+bytes (LRU), deleted on eviction and when the app shuts down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from fastapi import FastAPI, Request, Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from sam3_agent.apps.service.intake import (
+    Gate,
+    ServiceError,
+    read_body,
+    refuse_declared_over,
+)
+from sam3_agent.apps.service.limits import SMALL_BODY_BYTES
+from sam3_agent.apps.service.video_store import (
+    StoredVideo,
+    VideoStore,
+    check_video,
+    receive_to_file,
+    scrub,
+)
+from sam3_agent.backends.base import VideoSegmenter, phrase_as_read
+from sam3_agent.backends.schemas import (
+    TAR_MIME,
+    VIDEO_ID_PATTERN,
+    ErrorCode,
+    TrackRequest,
+    TrackResponse,
+    TrackResult,
+    TracksJson,
+    VideoLimits,
+    VideoUploadResponse,
+)
+from sam3_agent.backends.segment_args import clean_phrase
+from sam3_agent.values.config import FrameSelection
+from sam3_agent.values.errors import SegmenterError, UserError
+from sam3_agent.values.text import one_line
+from sam3_agent.values.video import VideoLoadError, VideoSource
+
+logger = logging.getLogger(__name__)
+
+_VIDEO_ID = re.compile(VIDEO_ID_PATTERN)
+# A track request's body: the phrases, and up to one frame index per frame (digits, comma).
+_FRAME_INDEX_BYTES = 12
+
+
+@dataclass(frozen=True)
+class VideoBounds:
+    """What one video may be."""
+
+    max_video_bytes: int
+    """Largest upload, in bytes (413 above)."""
+    max_video_frames: int
+    """Most frames a video may have (413 above)."""
+    max_pixels: int
+    """Largest ``width * height`` of a frame (413 above)."""
+
+
+@dataclass(frozen=True)
+class VideoService:
+    """What the video endpoints work with (``None`` segmenter and store: video is off)."""
+
+    segmenter: VideoSegmenter | None
+    store: VideoStore | None
+    bounds: VideoBounds
+    uploads: Gate
+    """Shared with the image uploads: requests carrying a body."""
+    tracks: Gate
+
+
+def add_video_routes(
+    app: FastAPI, service: VideoService, authorize: Callable[[Request], None]
+) -> None:
+    """Add the video endpoints to the service ``app`` (``authorize``: its token check)."""
+    bounds = service.bounds
+    track_limit = SMALL_BODY_BYTES + _FRAME_INDEX_BYTES * bounds.max_video_frames
+
+    def enabled(request: Request) -> tuple[VideoSegmenter, VideoStore]:
+        authorize(request)
+        if service.segmenter is None or service.store is None:
+            raise ServiceError(
+                404,
+                ErrorCode.NO_VIDEO,
+                "this SAM 3 service does not track videos; start it with serve-sam3 --video",
+            )
+        return service.segmenter, service.store
+
+    @app.get("/v1/videos")
+    async def video_limits(request: Request) -> VideoLimits:
+        enabled(request)
+        return VideoLimits(
+            max_video_bytes=bounds.max_video_bytes,
+            max_video_frames=bounds.max_video_frames,
+            max_pixels=bounds.max_pixels,
+        )
+
+    @app.post("/v1/videos")
+    async def upload_video(request: Request) -> VideoUploadResponse:
+        _, store = enabled(request)
+        mime = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        refuse_declared_over(request, bounds.max_video_bytes)
+        async with service.uploads.hold():
+            incoming = store.incoming()
+            video_id, _ = await receive_to_file(request, incoming, bounds.max_video_bytes)
+            checked = await run_in_threadpool(
+                check_video,
+                video_id,
+                incoming,
+                tar=mime == TAR_MIME,
+                max_frames=bounds.max_video_frames,
+                max_pixels=bounds.max_pixels,
+            )
+            stored = store.put(checked)
+        source = stored.source
+        logger.info(
+            "stored video %s (%d frames, %dx%d, %d bytes)",
+            video_id[:12],
+            source.source_frames,
+            source.size[1],
+            source.size[0],
+            stored.nbytes,
+        )
+        return VideoUploadResponse(
+            video_id=stored.video_id,
+            kind=stored.kind,
+            frame_count=source.source_frames,
+            size=source.size,
+            fps=source.fps,
+            note=source.note,
+        )
+
+    @app.post("/v1/videos/{video_id}/track")
+    async def track(video_id: str, request: Request) -> Response:
+        segmenter, store = enabled(request)
+        if not _VIDEO_ID.fullmatch(video_id):
+            raise _unknown(video_id)
+        refuse_declared_over(request, track_limit)
+        async with service.tracks.hold():
+            body = await read_body(request, track_limit)
+            req = _parse_track_request(body)
+            del body
+            with store.use(video_id) as stored:
+                if stored is None:
+                    raise _unknown(video_id)
+                source = _frames_tracked(stored, req)
+                answer = await run_in_threadpool(_track_sync, segmenter, stored, source, req)
+        return Response(content=answer, media_type="application/json")
+
+
+def _unknown(video_id: str) -> ServiceError:
+    shown = video_id if _VIDEO_ID.fullmatch(video_id) else ascii(video_id[:80])
+    return ServiceError(
+        404,
+        ErrorCode.UNKNOWN_VIDEO,
+        f"unknown video id {shown}; upload it to /v1/videos again",
+    )
+
+
+def _parse_track_request(body: bytes) -> TrackRequest:
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        raise ServiceError(
+            400, ErrorCode.BAD_JSON, f"the body is not valid JSON: {one_line(e)}"
+        ) from e
+    try:
+        return TrackRequest.model_validate(payload)
+    except ValidationError as e:
+        details = json.loads(e.json(include_url=False, include_input=False))
+        raise ServiceError(422, ErrorCode.INVALID, "invalid request", details=details) from e
+
+
+def _frames_tracked(stored: StoredVideo, req: TrackRequest) -> VideoSource:
+    """The stored video with the request's frames (422 when none or out of range)."""
+    video = stored.source
+    if req.frames is not None:
+        if req.frames[-1] >= video.source_frames:
+            raise ServiceError(
+                422,
+                ErrorCode.INVALID,
+                f"frame {req.frames[-1]} is out of range: the video has {video.source_frames} "
+                f"frames (0..{video.source_frames - 1})",
+            )
+        return replace(video, indices=tuple(req.frames))
+    try:
+        selection = FrameSelection(
+            stride=req.stride,
+            max_frames=req.max_frames,
+            start_s=req.start_s,
+            end_s=req.end_s,
+            fps=req.fps,
+        )
+        return video.reselect(selection)
+    except UserError as e:  # VideoLoadError included: no frame in the selection
+        raise ServiceError(422, ErrorCode.INVALID, scrub(e, video.path)) from e
+
+
+def _track_sync(
+    segmenter: VideoSegmenter, stored: StoredVideo, source: VideoSource, req: TrackRequest
+) -> bytes:
+    """Track the request's phrases (blocking: a worker thread); the answer's JSON bytes.
+
+    Raises:
+        ServiceError: 400 a frame became unreadable or the segmenter refused the request,
+            503 the segmenter failed (out of memory).
+    """
+    # The in-process backend's sanitiser: the service tracks what SAM 3 in-process would.
+    cleaned = [clean_phrase(p) for p in req.phrases]
+    try:
+        embedding = segmenter.open(source)
+        found = embedding.track(cleaned, req.score_threshold)
+        if len(found) != len(cleaned):
+            raise SegmenterError(f"the tracker answered {len(found)} of {len(cleaned)} phrases")
+        results = [
+            TrackResult(
+                phrase=text,
+                used_phrase=phrase_as_read(embedding, text),
+                tracks=TracksJson.model_validate(tracks.to_json()),
+            )
+            for text, tracks in zip(cleaned, found, strict=True)
+        ]
+    except VideoLoadError as e:
+        raise ServiceError(400, ErrorCode.BAD_VIDEO, scrub(e, stored.path)) from e
+    except UserError as e:
+        raise ServiceError(400, ErrorCode.INVALID, scrub(e, stored.path)) from e
+    except SegmenterError as e:
+        logger.error("video segmenter failed: %s", e)
+        raise ServiceError(503, ErrorCode.SEGMENTER, one_line(e)) from e
+    answer = TrackResponse(
+        video_id=stored.video_id,
+        frames_used=list(source.indices),
+        size=source.size,
+        results=results,
+    )
+    return answer.model_dump_json().encode()

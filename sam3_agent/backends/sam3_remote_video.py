@@ -1,0 +1,375 @@
+"""SAM 3's video model through the HTTP service (``sam3-agent serve-sam3 --video``).
+
+:class:`RemoteVideoSegmenter` implements the same
+:class:`~sam3_agent.backends.base.VideoSegmenter` Protocol as the in-process
+:class:`~sam3_agent.backends.sam3_video.Sam3VideoSegmenter`, over the image client's
+connection (:class:`~sam3_agent.backends.sam3_remote.ServiceClient`: one pool, the token,
+retries, one-line errors, the preflight check).
+
+:meth:`RemoteVideoSegmenter.open` uploads the video once: a video file as it is (the service
+decodes the same bytes with the same OpenCV, so it tracks exactly the frames this machine
+would), a folder of frames as an uncompressed tar of the frames used (built in a temporary
+file, never in memory, with fixed metadata so the same frames give the same bytes). The
+upload streams from disk; a body this client uploaded before (same SHA-256) is not sent
+again. :meth:`RemoteVideoEmbedding.track` names the frames tracked explicitly, so the
+service tracks the :class:`~sam3_agent.values.video.VideoSource`'s own selection, and
+uploads the video again if the service evicted it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tarfile
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from sam3_agent.backends.sam3_remote import ServiceClient
+from sam3_agent.backends.schemas import (
+    TAR_MIME,
+    ErrorCode,
+    TrackResponse,
+    TracksJson,
+    VideoLimits,
+    VideoUploadResponse,
+)
+from sam3_agent.backends.segment_args import check_segment_args, clean_phrase
+from sam3_agent.values.errors import SegmenterError, UserError
+from sam3_agent.values.tracks import Track, Tracks
+from sam3_agent.values.video import VideoSource
+
+__all__ = ["DEFAULT_TRACK_TIMEOUT_S", "RemoteVideoEmbedding", "RemoteVideoSegmenter"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TRACK_TIMEOUT_S = 1800.0
+"""Seconds a track request may take: the service answers once the whole clip is tracked."""
+
+_CHUNK = 1024 * 1024
+# Bodies this client uploaded (digest -> the service's id), to skip re-uploads.
+_KNOWN_UPLOADS = 256
+_KNOWN_PHRASES = 256
+
+
+class _FileChunks:
+    """A file's bytes as chunks, read again from the start on each iteration (so a retried
+    request sends the whole body again)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def __iter__(self) -> Iterator[bytes]:
+        with open(self._path, "rb") as file:
+            while chunk := file.read(_CHUNK):
+                yield chunk
+
+
+@dataclass(frozen=True)
+class _Body:
+    """What an upload sends: a file on disk, its size, hash and content type."""
+
+    path: Path
+    size: int
+    digest: str
+    content_type: str
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextmanager
+def _upload_body(video: VideoSource) -> Iterator[_Body]:
+    """The body that uploads ``video``: its file, or a tar of its frames used (a temporary
+    file, deleted when the ``with`` ends).
+
+    Raises:
+        SegmenterError: the video's files can no longer be read.
+    """
+    try:
+        if video.kind == "file":
+            yield _Body(
+                video.path,
+                video.path.stat().st_size,
+                _digest(video.path),
+                "application/octet-stream",
+            )
+            return
+        with tempfile.TemporaryDirectory(prefix="sam3-agent-upload-") as folder:
+            tar_path = Path(folder) / "frames.tar"
+            with tarfile.open(tar_path, mode="w", format=tarfile.PAX_FORMAT) as archive:
+                for index in video.indices:
+                    name = video.frame_names[index]
+                    frame = video.path / name
+                    info = tarfile.TarInfo(name)
+                    info.size = frame.stat().st_size
+                    info.mode = 0o644
+                    info.mtime = 0  # the same frames make the same bytes (and the same id)
+                    with open(frame, "rb") as data:
+                        archive.addfile(info, data)
+            yield _Body(tar_path, tar_path.stat().st_size, _digest(tar_path), TAR_MIME)
+    except OSError as e:
+        raise SegmenterError(
+            f"cannot read {video.path} to upload it to the SAM 3 service: {e.strerror or e}"
+        ) from e
+
+
+class RemoteVideoEmbedding:
+    """A video uploaded to the service; tracks phrases there. Implements
+    :class:`~sam3_agent.backends.base.VideoEmbedding`."""
+
+    def __init__(self, owner: RemoteVideoSegmenter, video: VideoSource, video_id: str) -> None:
+        self._owner = owner
+        self._video = video
+        self.video_id = video_id
+        """The service's id of the upload (the SHA-256 of its body)."""
+        self._used: OrderedDict[str, str] = OrderedDict()
+        self._used_lock = threading.Lock()
+
+    @property
+    def video(self) -> VideoSource:
+        """The video, with the frames tracked (:attr:`VideoSource.indices`)."""
+        return self._video
+
+    def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
+        """One :class:`Tracks` per phrase, in order, computed by the service over the
+        video's frames used; tracks scoring ``>= score_threshold`` kept.
+
+        Raises:
+            UserError: a bare string, a refused phrase, or a threshold outside ``[0, 1]``.
+            SegmenterError: the service failed or refused after retries.
+        """
+        check_segment_args(phrases, score_threshold)
+        if not phrases:
+            return []
+        return self._owner._track(self, list(phrases), score_threshold)
+
+    def used_phrase(self, phrase: str) -> str:
+        """``phrase`` as the service's SAM 3 read it in the last :meth:`track` call that
+        asked for it; ``phrase`` itself if none did or the service did not say."""
+        with self._used_lock:
+            return self._used.get(phrase, phrase)
+
+    def _remember(self, phrase: str, used: str) -> None:
+        with self._used_lock:
+            self._used[phrase] = used
+            self._used.move_to_end(phrase)
+            while len(self._used) > _KNOWN_PHRASES:
+                self._used.popitem(last=False)
+
+
+class RemoteVideoSegmenter:
+    """A SAM 3 service that tracks videos, as a
+    :class:`~sam3_agent.backends.base.VideoSegmenter`. Thread-safe."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TRACK_TIMEOUT_S,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
+
+        Args:
+            token: bearer token, when the service requires one; ``None`` reads
+                ``SAM3_AGENT_TOKEN`` from the environment.
+            timeout_s: per request; a track request is answered once the whole clip is
+                tracked.
+            retries: extra attempts after a connection error, timeout or 5xx answer.
+            backoff_s: wait before the first retry; doubles for each further one.
+            transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+        """
+        self._service = ServiceClient(
+            url,
+            token,
+            timeout_s=timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+            transport=transport,
+        )
+        self.url = self._service.url
+        self._uploaded: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+        self._limits: VideoLimits | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
+        return self._service.describe()
+
+    def check(self) -> None:
+        """Check that the service answers, takes the token and tracks videos (it was
+        started with ``--video``), before anything that costs money. A success is
+        remembered.
+
+        Raises:
+            SegmenterError: unreachable after retries, refusing the token, or not tracking
+                videos.
+        """
+        if self._limits is not None:
+            return
+        self._service.check()
+        response = self._service.send("GET", "/v1/videos")
+        if response.status_code == 404:
+            raise SegmenterError(
+                f"the SAM 3 service at {self.url} does not track videos; start it with "
+                "`sam3-agent serve-sam3 --video`"
+            )
+        self._service.raise_for_error(response, "video limits")
+        self._limits = self._service.parse(VideoLimits, response)
+
+    @property
+    def limits(self) -> VideoLimits | None:
+        """The service's video bounds, once :meth:`check` has read them."""
+        return self._limits
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._service.close()
+
+    def __enter__(self) -> RemoteVideoSegmenter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def open(self, video: VideoSource) -> RemoteVideoEmbedding:
+        """Upload ``video`` (its file, or its frames used) unless this client already did.
+
+        Raises:
+            UserError: ``video`` is not a :class:`VideoSource` (use ``open_video``).
+            SegmenterError: the upload failed or was refused (too large, too many frames).
+        """
+        if not isinstance(video, VideoSource):
+            raise UserError(
+                f"open needs a VideoSource (see open_video), got {type(video).__name__}"
+            )
+        return RemoteVideoEmbedding(self, video, self._upload(video, skip_known=True))
+
+    def _upload(self, video: VideoSource, *, skip_known: bool) -> str:
+        with _upload_body(video) as body:
+            with self._lock:
+                known = self._uploaded.get(body.digest) if skip_known else None
+                if known is not None:
+                    self._uploaded.move_to_end(body.digest)
+                    return known
+            self._check_bounds(video, body)
+            response = self._service.send(
+                "POST",
+                "/v1/videos",
+                content=_FileChunks(body.path),
+                headers={"Content-Type": body.content_type, "Content-Length": str(body.size)},
+            )
+        self._service.raise_for_error(response, "video upload")
+        uploaded = self._service.parse(VideoUploadResponse, response)
+        with self._lock:
+            self._uploaded[body.digest] = uploaded.video_id
+            while len(self._uploaded) > _KNOWN_UPLOADS:
+                self._uploaded.popitem(last=False)
+        logger.debug("uploaded video %s (%d bytes)", uploaded.video_id[:12], body.size)
+        return uploaded.video_id
+
+    def _check_bounds(self, video: VideoSource, body: _Body) -> None:
+        """Refuse, before sending a byte, a video over the bounds :meth:`check` read (a
+        server refusing a body mid-upload may only be seen as a broken connection)."""
+        limits = self._limits
+        if limits is None:
+            return
+        frames = video.source_frames if video.kind == "file" else video.frame_count
+        if body.size > limits.max_video_bytes:
+            raise SegmenterError(
+                f"the video is {body.size} bytes; the SAM 3 service at {self.url} takes at "
+                f"most {limits.max_video_bytes} (serve-sam3 --max-video-mb)"
+            )
+        if frames > limits.max_video_frames:
+            raise SegmenterError(
+                f"the video has {frames} frames; the SAM 3 service at {self.url} takes at "
+                f"most {limits.max_video_frames} (serve-sam3 --max-video-frames)"
+            )
+
+    def _track(
+        self, embedding: RemoteVideoEmbedding, phrases: list[str], score_threshold: float
+    ) -> list[Tracks]:
+        video = embedding.video
+        # Sent cleaned (the service cleans them the same way): a lone surrogate cannot even
+        # be encoded as UTF-8.
+        sent = [clean_phrase(p) for p in phrases]
+        # A file is uploaded whole: the frames used are named by their index in it. A tar
+        # holds only the frames used, in order.
+        frames = list(video.indices) if video.kind == "file" else list(range(video.frame_count))
+        body = {"phrases": sent, "score_threshold": score_threshold, "frames": frames}
+
+        def request(video_id: str) -> httpx.Response:
+            return self._service.send("POST", f"/v1/videos/{video_id}/track", json=body)
+
+        response = request(embedding.video_id)
+        if self._service.error_code(response) == ErrorCode.UNKNOWN_VIDEO:
+            logger.info("service evicted video %s; uploading it again", embedding.video_id[:12])
+            embedding.video_id = self._upload(video, skip_known=False)
+            response = request(embedding.video_id)
+        self._service.raise_for_error(response, "track")
+        parsed = self._service.parse(TrackResponse, response)
+        if (
+            len(parsed.results) != len(phrases)
+            or tuple(parsed.size) != video.size
+            or len(parsed.frames_used) != video.frame_count
+        ):
+            raise SegmenterError(
+                f"SAM 3 service answered {len(parsed.results)} results over "
+                f"{len(parsed.frames_used)} frames of {tuple(parsed.size)}; expected "
+                f"{len(phrases)} over {video.frame_count} frames of {video.size}"
+            )
+        out: list[Tracks] = []
+        for phrase, text, result in zip(phrases, sent, parsed.results, strict=True):
+            found = result.tracks
+            if found.frame_count != video.frame_count or tuple(found.size) != video.size:
+                raise SegmenterError(
+                    f"SAM 3 service sent tracks over {found.frame_count} frames of "
+                    f"{tuple(found.size)} for a video of {video.frame_count} frames of "
+                    f"{video.size}"
+                )
+            out.append(_tracks(found))
+            embedding._remember(phrase, text if result.used_phrase is None else result.used_phrase)
+        return out
+
+
+def _tracks(found: TracksJson) -> Tracks:
+    """The wire's tracks as :class:`Tracks` (already checked to fit their frames and size)."""
+    height, width = found.size
+    return Tracks(
+        found.frame_count,
+        (height, width),
+        tuple(
+            Track(
+                track_id=t.track_id,
+                score=t.score,
+                masks={
+                    p: {"size": [height, width], "counts": rle.counts}
+                    for p, rle in sorted(t.masks.items())
+                },
+                boxes={p: box for p, box in sorted(t.boxes.items())},
+            )
+            for t in found.tracks
+        ),
+    )
