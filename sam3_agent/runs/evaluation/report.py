@@ -81,9 +81,9 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
     datasets = list(dict.fromkeys(m.dataset for m in methods))
     comparisons = compare_with_published(methods)
     warning = partial_warning(methods)
-    metrics_doc = {
-        "version": __version__,
-        "published": [
+    metrics_path = write_metrics(
+        out_dir,
+        published=[
             {
                 "model": r.model,
                 "dataset": r.dataset,
@@ -96,9 +96,9 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
             for d in datasets
             for r in for_dataset(d)
         ],
-        "compared_with_published": [c.to_dict() for c in comparisons],
-        "partial_warning": warning,
-        "methods": [
+        comparisons=comparisons,
+        warning=warning,
+        methods=[
             m.describe(
                 usage=m.usage(),
                 coverage={split: m.coverage(split).to_dict() for split in _splits_of(m)},
@@ -106,8 +106,7 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
             )
             for m in methods
         ],
-    }
-    metrics_path = write_metrics(out_dir, metrics_doc)
+    )
     histogram = write_histogram(methods, out_dir / HISTOGRAM)
     gallery = write_gallery(methods, out_dir / GALLERY_DIR, gallery_size)
     markdown = render_markdown(methods, histogram=histogram, gallery=gallery, out_dir=out_dir)

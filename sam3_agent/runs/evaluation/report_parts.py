@@ -19,6 +19,7 @@ from sam3_agent.runs.evaluation.methods import MergedRuns
 from sam3_agent.runs.evaluation.published import PublishedResult
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.files import atomic_write_bytes, utf8
+from sam3_agent.values.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +57,26 @@ def make_report_dir(out_dir: Path) -> None:
         raise UserError(f"cannot create report directory {out_dir}: {e}") from e
 
 
-def write_metrics(out_dir: Path, doc: dict[str, Any]) -> Path:
-    """``metrics.json`` in ``out_dir``; its path."""
+def write_metrics(
+    out_dir: Path,
+    *,
+    published: list[dict[str, Any]],
+    comparisons: Sequence[Compared],
+    warning: str | None,
+    methods: list[dict[str, Any]],
+    kind: str | None = None,
+) -> Path:
+    """``metrics.json`` in ``out_dir`` (its path): the ``published`` figures of the report's
+    datasets, the run figures beside them (``comparisons``) and the coverage ``warning``,
+    then each method's entry; ``kind``: what the runs scored, when not images."""
+    doc = {
+        "version": __version__,
+        **({"kind": kind} if kind is not None else {}),
+        "published": published,
+        "compared_with_published": [c.to_dict() for c in comparisons],
+        "partial_warning": warning,
+        "methods": methods,
+    }
     path = out_dir / "metrics.json"
     atomic_write_bytes(path, json.dumps(doc, indent=2).encode())
     return path
@@ -92,6 +111,7 @@ class Compared(Protocol):
     def difference(self) -> float: ...
     @property
     def coverage(self) -> Coverage: ...
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 def comparison_table(

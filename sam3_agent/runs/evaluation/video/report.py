@@ -219,10 +219,9 @@ def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> VideoReportFi
     comparisons = compare_with_published(methods)
     warning = partial_warning(comparisons)
     datasets = list(dict.fromkeys(m.dataset for m in methods))
-    doc = {
-        "version": __version__,
-        "kind": VIDEO,
-        "published": [
+    metrics_path = write_metrics(
+        out_dir,
+        published=[
             {
                 "method": r.method,
                 "model": r.model or None,
@@ -236,9 +235,9 @@ def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> VideoReportFi
             for d in datasets
             for r in video_published_for(d)
         ],
-        "compared_with_published": [c.to_dict() for c in comparisons],
-        "partial_warning": warning,
-        "methods": [
+        comparisons=comparisons,
+        warning=warning,
+        methods=[
             m.describe(
                 usage=m.usage(),
                 coverage={s: m.coverage(s).to_dict() for s in m.splits()},
@@ -246,8 +245,8 @@ def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> VideoReportFi
             )
             for m in methods
         ],
-    }
-    metrics_path = write_metrics(out_dir, doc)
+        kind=VIDEO,
+    )
     report_path = write_markdown(out_dir, render_markdown(methods))
     return VideoReportFiles(metrics_path, report_path, methods, comparisons, warning)
 
