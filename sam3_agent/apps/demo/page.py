@@ -6,9 +6,9 @@ Imports ``gradio``; import this module only when the demo is served. Element ids
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gradio as gr
 
@@ -21,6 +21,9 @@ from sam3_agent.apps.demo.sessions import (
 )
 from sam3_agent.apps.demo.views import EMPTY_ROUNDS, result_summary, rounds_html, status_html
 from sam3_agent.values.errors import ImageLoadError
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.events import RoundEvent
 
 TITLE = "sam3-agent"
 READY = "Upload an image, say what to segment, press Run."
@@ -81,13 +84,35 @@ def theme() -> gr.themes.Base:
     )
 
 
-def _key(request: gr.Request | None) -> str:
-    # Every browser tab (and every gradio_client) has its own session hash.
+def session_key(request: gr.Request | None) -> str:
+    """Whose session a request belongs to: every browser tab (and every gradio_client) has
+    its own session hash."""
     return (request.session_hash if request is not None else None) or "anonymous"
 
 
-def _outputs(update: Update, image_path: str | None, max_pixels: int) -> tuple[Any, ...]:
-    """The values of (rounds, status, final image, downloads) for ``update``."""
+class Shown(Protocol):
+    """What a tab shows of one request (an image or a video :class:`Update`)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def rounds(self) -> tuple[RoundEvent, ...]: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def files(self) -> tuple[Path, ...]: ...
+    @property
+    def output_dir(self) -> Path | None: ...
+
+
+Ended = Callable[[str, list[str] | None], tuple[Any, ...]]
+"""A tab's (rounds, status, result, downloads) once its request ended, from the rounds'
+HTML and the downloads."""
+
+
+def session_outputs(update: Shown, ended: Ended) -> tuple[Any, ...]:
+    """The values of (rounds, status, result, downloads) for ``update``: alike on every tab
+    while a request is refused or running; ``ended`` once it ended."""
     if update.state == "error" and update.output_dir is None:
         # Refused before it started: what the page shows (a running session's rounds, too)
         # stays; the status line says why.
@@ -95,17 +120,108 @@ def _outputs(update: Update, image_path: str | None, max_pixels: int) -> tuple[A
     rounds = rounds_html(update.rounds)
     if update.state == "running":
         return rounds, status_html("running", update.message), gr.skip(), None
-    files = [str(f) for f in update.files] or None
-    if update.state == "error":
-        return rounds, status_html("error", update.message), gr.skip(), files
-    if update.state == "stopped":
-        return rounds, status_html("stopped", update.message), gr.skip(), files
-    result = update.result
-    if result is None or image_path is None:  # not reachable: done always has a result
-        return rounds, status_html("error", "the session ended without a result"), None, files
-    shown = final_annotations(image_path, result, max_pixels=max_pixels)
-    kind = "done" if result.status != "failed" else "error"
-    return rounds, status_html(kind, result_summary(result)), (shown.image, shown.masks), files
+    return ended(rounds, [str(f) for f in update.files] or None)
+
+
+def _outputs(update: Update, image_path: str | None, max_pixels: int) -> tuple[Any, ...]:
+    """The values of (rounds, status, final image, downloads) for ``update``."""
+
+    def ended(rounds: str, files: list[str] | None) -> tuple[Any, ...]:
+        if update.state == "error":
+            return rounds, status_html("error", update.message), gr.skip(), files
+        if update.state == "stopped":
+            return rounds, status_html("stopped", update.message), gr.skip(), files
+        result = update.result
+        if result is None or image_path is None:  # not reachable: done always has a result
+            message = "the session ended without a result"
+            return rounds, status_html("error", message), None, files
+        shown = final_annotations(image_path, result, max_pixels=max_pixels)
+        kind = "done" if result.status != "failed" else "error"
+        annotated = (shown.image, shown.masks)
+        return rounds, status_html(kind, result_summary(result)), annotated, files
+
+    return session_outputs(update, ended)
+
+
+def stopper(stop: Callable[[str], bool]) -> Callable[[gr.Request], str]:
+    """The Stop button's (and the API's) handler for a runner's ``stop``."""
+
+    def answer(request: gr.Request) -> str:
+        # The running request's own stream shows "stopped" on the page; this answer is for
+        # API callers only, so the two never race for the status line.
+        return "stopping" if stop(session_key(request)) else "nothing is running"
+
+    return answer
+
+
+def upload_example(file: gr.File, name: str) -> None:
+    """Make a file named ``name`` the example of ``file`` in the "Use via API" panel."""
+    # What gradio_client.handle_file(name) sends; with "url" the panel's Python example
+    # reads handle_file('coffee.jpg').
+    upload: dict[str, Any] = {"path": name, "url": name, "orig_name": name}
+    upload["meta"] = {"_type": "gradio.FileData"}
+    api_example(file, upload, name)
+
+
+def run_and_stop_buttons(prefix: str) -> tuple[gr.Button, gr.Button]:
+    """The Run and Stop buttons, side by side (element ids ``{prefix}-run``, ``-stop``)."""
+    with gr.Row():
+        run_button = gr.Button("Run", variant="primary", elem_id=f"{prefix}-run")
+        stop_button = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
+    return run_button, stop_button
+
+
+def downloads_box(elem_id: str) -> gr.File:
+    """Where a request's files are offered for download."""
+    return gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id=elem_id)
+
+
+def wire_run_and_stop(
+    *,
+    run_button: gr.Button,
+    stop_button: gr.Button,
+    query: gr.Textbox,
+    run: Callable[..., AsyncIterator[tuple[Any, ...]]],
+    inputs: Sequence[gr.components.Component],
+    outputs: Sequence[gr.components.Component],
+    stop: Callable[[str], bool],
+    api_names: tuple[str, str],
+    concurrency: int,
+) -> None:
+    """Run (the button, or Enter in the query box) streams ``run`` into ``outputs``; Stop
+    ends it through the runner's ``stop``. ``api_names``: the two as API endpoints. Every
+    tab's requests share one concurrency bound (``concurrency_id="agent"``)."""
+    # Run and Enter in the query box are off while a session runs, so a second press can
+    # neither start another request nor clear the rounds; they come back however it ended.
+    busy = [run_button, query]
+    gr.on(
+        [run_button.click, query.submit],
+        lambda: (gr.Button(interactive=False), gr.Textbox(interactive=False)),
+        None,
+        busy,
+        queue=False,
+        trigger_mode="once",
+        api_visibility="private",
+        show_progress="hidden",
+    ).then(
+        run,
+        list(inputs),
+        list(outputs),
+        api_name=api_names[0],
+        concurrency_limit=concurrency,
+        concurrency_id="agent",
+        show_progress="minimal",
+    ).then(
+        lambda: (gr.Button(interactive=True), gr.Textbox(interactive=True)),
+        None,
+        busy,
+        queue=False,
+        api_visibility="private",
+        show_progress="hidden",
+    )
+    # Outside the queue: a stop must not wait behind the requests it is meant to end.
+    stop_answer = gr.Textbox(label="Answer", visible=False)
+    stop_button.click(stopper(stop), None, [stop_answer], api_name=api_names[1], queue=False)
 
 
 def build_page(
@@ -135,13 +251,8 @@ def build_page(
             image_path: the image file, e.g. handle_file("coffee.jpg").
             query: what to segment, in words.
         """
-        async for update in runner.run(_key(request), image_path, query):
+        async for update in runner.run(session_key(request), image_path, query):
             yield _outputs(update, image_path, runner.max_pixels)
-
-    def stop(request: gr.Request) -> str:
-        # The running request's own stream shows "stopped" on the page; this answer is for
-        # API callers only, so the two never race for the status line.
-        return "stopping" if runner.stop(_key(request)) else "nothing is running"
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as page:
         gr.Markdown(
@@ -162,20 +273,13 @@ def build_page(
                         placeholder="e.g. the leftmost child wearing a blue vest",
                         elem_id="s3a-query",
                     )
-                    with gr.Row():
-                        run_button = gr.Button("Run", variant="primary", elem_id="s3a-run")
-                        stop_button = gr.Button("Stop", variant="stop", elem_id="s3a-stop")
+                    run_button, stop_button = run_and_stop_buttons("s3a")
                     status = gr.HTML(
                         status_html("idle", READY), label="Status", elem_id="s3a-status"
                     )
                 with gr.Column(elem_id="s3a-after"):
                     final = gr.AnnotatedImage(label="Result", elem_id="s3a-final")
-                    downloads = gr.File(
-                        label="Downloads",
-                        file_count="multiple",
-                        interactive=False,
-                        elem_id="s3a-files",
-                    )
+                    downloads = downloads_box("s3a-files")
                     if examples:
                         gr.Examples(
                             examples=[[str(path), text] for path, text in examples],
@@ -189,41 +293,17 @@ def build_page(
             preview, [image_file], [final, status], api_visibility="private", queue=False
         )
         name, text = API_EXAMPLE
-        # What gradio_client.handle_file(name) sends; with "url" the panel's Python example
-        # reads handle_file('coffee.jpg').
-        upload: dict[str, Any] = {"path": name, "url": name, "orig_name": name}
-        upload["meta"] = {"_type": "gradio.FileData"}
-        api_example(image_file, upload, name)
+        upload_example(image_file, name)
         api_example(query, text, text)
-        # Run and Enter in the query box are off while a session runs, so a second press can
-        # neither start another request nor clear the rounds; they come back however it ended.
-        busy = [run_button, query]
-        gr.on(
-            [run_button.click, query.submit],
-            lambda: (gr.Button(interactive=False), gr.Textbox(interactive=False)),
-            None,
-            busy,
-            queue=False,
-            trigger_mode="once",
-            api_visibility="private",
-            show_progress="hidden",
-        ).then(
-            run,
-            [image_file, query],
-            [rounds, status, final, downloads],
-            api_name="run",
-            concurrency_limit=concurrency,
-            concurrency_id="agent",
-            show_progress="minimal",
-        ).then(
-            lambda: (gr.Button(interactive=True), gr.Textbox(interactive=True)),
-            None,
-            busy,
-            queue=False,
-            api_visibility="private",
-            show_progress="hidden",
+        wire_run_and_stop(
+            run_button=run_button,
+            stop_button=stop_button,
+            query=query,
+            run=run,
+            inputs=[image_file, query],
+            outputs=[rounds, status, final, downloads],
+            stop=runner.stop,
+            api_names=("run", "stop"),
+            concurrency=concurrency,
         )
-        # Outside the queue: a stop must not wait behind the requests it is meant to end.
-        stop_answer = gr.Textbox(label="Answer", visible=False)
-        stop_button.click(stop, None, [stop_answer], api_name="stop", queue=False)
     return page

@@ -13,7 +13,15 @@ from typing import Any
 
 import gradio as gr
 
-from sam3_agent.apps.demo.page import api_example
+from sam3_agent.apps.demo.page import (
+    api_example,
+    downloads_box,
+    run_and_stop_buttons,
+    session_key,
+    session_outputs,
+    upload_example,
+    wire_run_and_stop,
+)
 from sam3_agent.apps.demo.video import (
     VideoDemoRunner,
     VideoUpdate,
@@ -21,7 +29,7 @@ from sam3_agent.apps.demo.video import (
     check_upload,
     describe_upload,
 )
-from sam3_agent.apps.demo.views import EMPTY_ROUNDS, rounds_html, status_html, video_summary
+from sam3_agent.apps.demo.views import EMPTY_ROUNDS, status_html, video_summary
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.text import one_line
 
@@ -44,31 +52,22 @@ VIDEO_CSS = """
 """The video tab's rules beside the image page's ``CSS`` (its own element ids)."""
 
 
-def _key(request: gr.Request | None) -> str:
-    # Every browser tab (and every gradio_client) has its own session hash.
-    return (request.session_hash if request is not None else None) or "anonymous"
-
-
 def _outputs(update: VideoUpdate) -> tuple[Any, ...]:
     """The values of (rounds, status, final video, downloads) for ``update``."""
-    if update.state == "error" and update.output_dir is None:
-        # Refused before it started: what the page shows (a running session's rounds, too)
-        # stays; the status line says why.
-        return gr.skip(), status_html("error", update.message), gr.skip(), gr.skip()
-    rounds = rounds_html(update.rounds)
-    if update.state == "running":
-        return rounds, status_html("running", update.message), gr.skip(), None
-    files = [str(f) for f in update.files] or None
-    result = update.result
-    if update.state != "done" or result is None:
-        kind = "stopped" if update.state == "stopped" else "error"
-        return rounds, status_html(kind, update.message), None, files
-    kind = "done" if result.status != "failed" else "error"
-    message = video_summary(result)
-    if update.web_video is None:
-        message += " (the overlay could not be prepared for the page: download overlay.mp4)"
-    shown = None if update.web_video is None else str(update.web_video)
-    return rounds, status_html(kind, message), shown, files
+
+    def ended(rounds: str, files: list[str] | None) -> tuple[Any, ...]:
+        result = update.result
+        if update.state != "done" or result is None:
+            kind = "stopped" if update.state == "stopped" else "error"
+            return rounds, status_html(kind, update.message), None, files
+        kind = "done" if result.status != "failed" else "error"
+        message = video_summary(result)
+        if update.web_video is None:
+            message += " (the overlay could not be prepared for the page: download overlay.mp4)"
+        shown = None if update.web_video is None else str(update.web_video)
+        return rounds, status_html(kind, message), shown, files
+
+    return session_outputs(update, ended)
 
 
 def build_video_page(runner: VideoDemoRunner, *, concurrency: int) -> gr.Blocks:
@@ -96,13 +95,8 @@ def build_video_page(runner: VideoDemoRunner, *, concurrency: int) -> gr.Blocks:
             query: what to segment and track, in words.
             stride: track every n-th frame (1: every frame).
         """
-        async for update in runner.run(_key(request), video_path, query, stride):
+        async for update in runner.run(session_key(request), video_path, query, stride):
             yield _outputs(update)
-
-    def stop(request: gr.Request) -> str:
-        # The running request's own stream shows "stopped" on the page; this answer is for
-        # API callers only, so the two never race for the status line.
-        return "stopping" if runner.stop(_key(request)) else "nothing is running"
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as page:
         gr.Markdown(
@@ -129,9 +123,7 @@ def build_video_page(runner: VideoDemoRunner, *, concurrency: int) -> gr.Blocks:
                         precision=0,
                         elem_id="s3a-video-stride",
                     )
-                    with gr.Row():
-                        run_button = gr.Button("Run", variant="primary", elem_id="s3a-video-run")
-                        stop_button = gr.Button("Stop", variant="stop", elem_id="s3a-video-stop")
+                    run_button, stop_button = run_and_stop_buttons("s3a-video")
                     status = gr.HTML(
                         status_html("idle", VIDEO_READY), label="Status", elem_id="s3a-video-status"
                     )
@@ -139,52 +131,27 @@ def build_video_page(runner: VideoDemoRunner, *, concurrency: int) -> gr.Blocks:
                     final = gr.Video(
                         label="Result", interactive=False, autoplay=True, elem_id="s3a-video-final"
                     )
-                    downloads = gr.File(
-                        label="Downloads",
-                        file_count="multiple",
-                        interactive=False,
-                        elem_id="s3a-video-files",
-                    )
+                    downloads = downloads_box("s3a-video-files")
             with gr.Column(scale=6, elem_id="s3a-video-right"):
                 rounds = gr.HTML(EMPTY_ROUNDS, label="Rounds", elem_id="s3a-video-rounds")
 
         for change in (video_file.change, stride.change):
             change(preview, [video_file, stride], [status], api_visibility="private")
         name, text = API_EXAMPLE
-        upload: dict[str, Any] = {"path": name, "url": name, "orig_name": name}
-        upload["meta"] = {"_type": "gradio.FileData"}
-        api_example(video_file, upload, name)
+        upload_example(video_file, name)
         api_example(query, text, text)
         # Run and Enter in the query box are off while a session runs, as on the image tab.
-        busy = [run_button, query]
-        gr.on(
-            [run_button.click, query.submit],
-            lambda: (gr.Button(interactive=False), gr.Textbox(interactive=False)),
-            None,
-            busy,
-            queue=False,
-            trigger_mode="once",
-            api_visibility="private",
-            show_progress="hidden",
-        ).then(
-            run,
-            [video_file, query, stride],
-            [rounds, status, final, downloads],
-            api_name="run_video",
-            concurrency_limit=concurrency,
-            concurrency_id="agent",
-            show_progress="minimal",
-        ).then(
-            lambda: (gr.Button(interactive=True), gr.Textbox(interactive=True)),
-            None,
-            busy,
-            queue=False,
-            api_visibility="private",
-            show_progress="hidden",
+        wire_run_and_stop(
+            run_button=run_button,
+            stop_button=stop_button,
+            query=query,
+            run=run,
+            inputs=[video_file, query, stride],
+            outputs=[rounds, status, final, downloads],
+            stop=runner.stop,
+            api_names=("run_video", "stop_video"),
+            concurrency=concurrency,
         )
-        # Outside the queue: a stop must not wait behind the requests it is meant to end.
-        stop_answer = gr.Textbox(label="Answer", visible=False)
-        stop_button.click(stop, None, [stop_answer], api_name="stop_video", queue=False)
     return page
 
 

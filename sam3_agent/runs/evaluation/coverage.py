@@ -155,12 +155,17 @@ def _percent(part: int, whole: int) -> str:
     return f"{round(share)}%"
 
 
-def partial_text(partial: Iterable[str], unknown: Iterable[str]) -> str | None:
+def partial_text(runs: Iterable[tuple[str, str, Coverage]]) -> str | None:
     """The one warning line of a report whose runs are set beside published figures of
-    whole splits: ``partial`` names the runs that scored part of their split (``label split
-    6/200 (3%)``), ``unknown`` those whose coverage cannot be told; None when both are
-    empty."""
-    partial, unknown = list(partial), list(unknown)
+    whole splits: each ``(label, split, coverage)`` of ``runs`` that scored part of its
+    split is named (``label split 6/200 (3%)``), then each whose coverage cannot be told;
+    None when there is none."""
+    partial, unknown = [], []
+    for label, split, coverage in runs:
+        if coverage.partial:
+            partial.append(f"{label} {split} {coverage.text}")
+        elif coverage.partial is None:
+            unknown.append(f"{label} {split} ({coverage.text})")
     parts = []
     if partial:
         parts.append(

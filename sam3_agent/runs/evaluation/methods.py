@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic
+from typing import Any, Generic, TypeVar
 
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Coverage, Population
 from sam3_agent.runs.evaluation.metrics import Breakdown, breakdown
@@ -35,26 +35,47 @@ test presets of one model are one row)."""
 
 
 @dataclass
-class Method:
-    """The merged results of run directories that share their settings but split/shard."""
+class MergedRuns(Generic[R]):
+    """Run directories merged into one method (see :func:`merge_runs`): what an image
+    :class:`Method` and a video method share."""
 
     label: str
     config: dict[str, Any]
     run_dirs: list[Path]
-    results: list[SampleResult]
+    results: list[R]
     planned: int | None
-    populations: dict[str, Population | None] = field(default_factory=dict)
+    populations: dict[str, Population | None]
     """Per split: the whole split's size as ``eval`` recorded it (None: not recorded)."""
-    planned_by_split: dict[str, int | None] = field(default_factory=dict)
+    planned_by_split: dict[str, int | None]
     """Per split: what the latest invocations of its run directories planned, summed."""
-    metrics: Breakdown = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.metrics = breakdown(r.scored() for r in self.results)
 
     @property
     def dataset(self) -> str:
         return str(self.config.get("dataset", "?"))
+
+    def describe(self, **figures: Any) -> dict[str, Any]:
+        """The method's entry in a report's ``metrics.json``: its label, settings and run
+        directories, then ``figures``."""
+        return {
+            "label": self.label,
+            "config": self.config,
+            "run_dirs": [str(d) for d in self.run_dirs],
+            **figures,
+        }
+
+
+M = TypeVar("M", bound=MergedRuns[Any])
+
+
+@dataclass
+class Method(MergedRuns[SampleResult]):
+    """The merged image results of run directories that share their settings but
+    split/shard."""
+
+    metrics: Breakdown = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metrics = breakdown(r.scored() for r in self.results)
 
     def coverage(self, split: str, tag: str | None = None) -> Coverage:
         """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's; out
@@ -130,19 +151,6 @@ def runs_kind(run_dirs: Sequence[Path]) -> str:
     return kinds.pop()
 
 
-@dataclass
-class MergedRuns(Generic[R]):
-    """Run directories merged into one method, before its metrics: see :func:`merge_runs`."""
-
-    label: str
-    config: dict[str, Any]
-    run_dirs: list[Path]
-    results: list[R]
-    planned: int | None
-    populations: dict[str, Population | None]
-    planned_by_split: dict[str, int | None]
-
-
 def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
     """Read run directories and merge them into methods (see the module docstring).
 
@@ -153,23 +161,13 @@ def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
         UserError: no run directory given, one is not a run directory, or one holds a
             video evaluation (:mod:`sam3_agent.runs.evaluation.video.report` reports those).
     """
-    return [
-        Method(
-            label=m.label,
-            config=m.config,
-            run_dirs=m.run_dirs,
-            results=m.results,
-            planned=m.planned,
-            populations=m.populations,
-            planned_by_split=m.planned_by_split,
-        )
-        for m in merge_runs(run_dirs, SampleResult.from_json, IMAGE)
-    ]
+    return merge_runs(run_dirs, SampleResult.from_json, IMAGE, Method)
 
 
-def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str) -> list[MergedRuns[R]]:
+def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str, method: type[M]) -> list[M]:
     """Read run directories of one ``kind`` (records read with ``decode``) and merge those
-    whose settings differ only in :data:`MERGED_KEYS` (see the module docstring).
+    whose settings differ only in :data:`MERGED_KEYS` (see the module docstring) into
+    ``method``s (a :class:`MergedRuns` of its kind).
 
     A sample id stored in two merged directories is counted once (the first directory
     given wins) and a warning is logged.
@@ -214,7 +212,7 @@ def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str) -> list[M
                 )
                 continue
             group["results"][r.id] = r
-    methods: list[MergedRuns[R]] = []
+    methods: list[M] = []
     labels: dict[str, int] = {}
     for group in groups.values():
         # Rows of one table need distinct labels; other datasets' tables may reuse them.
@@ -224,7 +222,7 @@ def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str) -> list[M
         if labels[key] > 1:
             label = f"{label} [{labels[key]}]"
         methods.append(
-            MergedRuns(
+            method(
                 label=label,
                 config=group["config"],
                 run_dirs=group["dirs"],

@@ -8,7 +8,6 @@ sections.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,8 +25,19 @@ from sam3_agent.runs.evaluation.figures import (
 from sam3_agent.runs.evaluation.methods import Method, load_methods
 from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS, Summary
 from sam3_agent.runs.evaluation.published import PublishedResult, for_dataset, matches
-from sam3_agent.values.errors import UserError
-from sam3_agent.values.files import atomic_write_bytes, utf8
+from sam3_agent.runs.evaluation.report_parts import (
+    RUN_HEADER,
+    comparison_table,
+    failed_lines,
+    make_report_dir,
+    pct,
+    run_cells,
+    run_dirs_text,
+    runs_lines,
+    table,
+    write_markdown,
+    write_metrics,
+)
 from sam3_agent.values.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -67,16 +77,13 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
         UserError: see :func:`load_methods`; ``out_dir`` cannot be written.
     """
     methods = load_methods(run_dirs)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create report directory {out_dir}: {e}") from e
+    make_report_dir(out_dir)
     datasets = list(dict.fromkeys(m.dataset for m in methods))
     comparisons = compare_with_published(methods)
     warning = partial_warning(methods)
-    metrics_doc = {
-        "version": __version__,
-        "published": [
+    metrics_path = write_metrics(
+        out_dir,
+        published=[
             {
                 "model": r.model,
                 "dataset": r.dataset,
@@ -89,28 +96,21 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
             for d in datasets
             for r in for_dataset(d)
         ],
-        "compared_with_published": [c.to_dict() for c in comparisons],
-        "partial_warning": warning,
-        "methods": [
-            {
-                "label": m.label,
-                "config": m.config,
-                "run_dirs": [str(d) for d in m.run_dirs],
-                "usage": m.usage(),
-                "coverage": {split: m.coverage(split).to_dict() for split in _splits_of(m)},
-                "metrics": m.metrics.to_dict(),
-            }
+        comparisons=comparisons,
+        warning=warning,
+        methods=[
+            m.describe(
+                usage=m.usage(),
+                coverage={split: m.coverage(split).to_dict() for split in _splits_of(m)},
+                metrics=m.metrics.to_dict(),
+            )
             for m in methods
         ],
-    }
-    metrics_path = out_dir / "metrics.json"
-    atomic_write_bytes(metrics_path, json.dumps(metrics_doc, indent=2).encode())
+    )
     histogram = write_histogram(methods, out_dir / HISTOGRAM)
     gallery = write_gallery(methods, out_dir / GALLERY_DIR, gallery_size)
-    report_path = out_dir / "report.md"
     markdown = render_markdown(methods, histogram=histogram, gallery=gallery, out_dir=out_dir)
-    atomic_write_bytes(report_path, utf8(markdown))
-    logger.info("report written to %s", report_path)
+    report_path = write_markdown(out_dir, markdown)
     return ReportFiles(
         metrics_path,
         report_path,
@@ -125,20 +125,10 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
 # --------------------------------------------------------------------------- markdown
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
-
-
 def _ordered_splits(methods: Sequence[Method]) -> list[str]:
     splits = {s for m in methods for s in m.metrics.splits}
     known = [s for s in SPLIT_ORDER if s in splits]
     return known + sorted(splits - set(known))
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _main_columns(dataset: str, methods: Sequence[Method]) -> list[tuple[str, str, str | None]]:
@@ -184,91 +174,40 @@ def _dataset_section(
         row = [m.label]
         for _, split, tag in columns:
             s = _summary_of(m, split, tag)
-            row += [_pct(s.giou if s else None), _pct(s.ciou if s else None)]
+            row += [pct(s.giou if s else None), pct(s.ciou if s else None)]
             if grefcoco:
-                row += [_pct(s.n_acc if s else None), _pct(s.t_acc if s else None)]
+                row += [pct(s.n_acc if s else None), pct(s.t_acc if s else None)]
         if published:
             row.append(_coverage_cell(m))
         rows.append(row)
     warning = partial_warning(methods)
     if warning:
         lines += [f"**Warning:** {warning}.", ""]
-    lines += ["### gIoU / cIoU (%)", "", _table(header, rows + published), ""]
+    lines += ["### gIoU / cIoU (%)", "", table(header, rows + published), ""]
     if published:
         sources = sorted({r.source for r in for_dataset(dataset)})
         lines += [f"Rows marked (published): {'; '.join(sources)}.", ""]
     comparisons = compare_with_published(methods)
     if comparisons:
         lines += ["### Against the published figures (same MLLM)", ""]
-        lines += [
-            _table(
-                [
-                    "method",
-                    "published",
-                    "split",
-                    "metric",
-                    "ours",
-                    "published",
-                    "difference",
-                    "samples scored",
-                ],
-                [
-                    [
-                        c.method,
-                        c.published.model,
-                        c.published.split,
-                        c.published.metric,
-                        f"{c.ours:.1f}",
-                        f"{c.published.value:.1f}",
-                        f"{c.difference:+.1f}",
-                        c.coverage.text,
-                    ]
-                    for c in comparisons
-                ],
-            ),
-            "",
-        ]
+        lines += [comparison_table(comparisons, lambda r: r.model), ""]
 
     pr_header = ["method", "split", *(f"Pr@{t:g}" for t in PR_THRESHOLDS)]
     pr_rows = []
     for m in methods:
         for split in _ordered_splits([m]):
             pr = m.metrics.splits[split].precision or {}
-            pr_rows.append([m.label, split, *(_pct(pr.get(t)) for t in PR_THRESHOLDS)])
+            pr_rows.append([m.label, split, *(pct(pr.get(t)) for t in PR_THRESHOLDS)])
     # ReLA's Pr@ counts target samples only: an empty answer to a no-target sample is no hit.
     scope = "target samples" if grefcoco else "samples"
     lines += [f"### Precision (% of {scope} with IoU at or above the threshold)", ""]
-    lines += [_table(pr_header, pr_rows), ""]
+    lines += [table(pr_header, pr_rows), ""]
 
-    run_header = ["method", "samples", "failed", "mean rounds", "tokens / sample", "s / sample"]
-    run_rows = []
-    for m in methods:
-        u = m.usage()
-        sam3_only = m.config.get("mode") == "sam3-only"
-        stored = str(u["samples"])
-        if u["planned"] not in (None, u["samples"]):
-            stored += f" of {u['planned']}"
-        run_rows.append(
-            [
-                m.label,
-                stored,
-                str(u["failed"]),
-                "–" if u["mean_rounds"] is None or sam3_only else f"{u['mean_rounds']:.2f}",
-                "–"
-                if u["tokens_per_sample"] is None or sam3_only
-                else f"{u['tokens_per_sample']:.0f}",
-                "–" if u["mean_time_s"] is None else f"{u['mean_time_s']:.2f}",
-            ]
-        )
-    lines += ["### Run", "", _table(run_header, run_rows), ""]
-
-    failed = [(m.label, i, msg) for m in methods for i, msg in m.metrics.failed]
-    if failed:
-        lines += ["### Failed samples (scored as empty predictions)", ""]
-        lines += [f"- {label}: `{i}`: {msg}" for label, i, msg in failed[:50]]
-        if len(failed) > 50:
-            lines.append(f"- ... and {len(failed) - 50} more (see metrics.json)")
-        lines.append("")
+    run_rows = [
+        run_cells(m.label, m.usage(), agent=m.config.get("mode") != "sam3-only") for m in methods
+    ]
+    lines += ["### Run", "", table(RUN_HEADER, run_rows), ""]
+    lines += failed_lines([(m.label, i, msg) for m in methods for i, msg in m.metrics.failed])
 
     items = [g for g in gallery if g.method.dataset == dataset]
     if items:
@@ -323,15 +262,7 @@ def _compared_splits(method: Method) -> list[str]:
 def partial_warning(methods: Sequence[Method]) -> str | None:
     """One line naming each run set beside published figures (which cover whole splits)
     that scored part of its split, or whose coverage is unknown; None when there is none."""
-    partial, unknown = [], []
-    for m in methods:
-        for split in _compared_splits(m):
-            coverage = m.coverage(split)
-            if coverage.partial:
-                partial.append(f"{m.label} {split} {coverage.text}")
-            elif coverage.partial is None:
-                unknown.append(f"{m.label} {split} ({coverage.text})")
-    return partial_text(partial, unknown)
+    return partial_text((m.label, s, m.coverage(s)) for m in methods for s in _compared_splits(m))
 
 
 @dataclass(frozen=True)
@@ -346,6 +277,10 @@ class Comparison:
     ours: float
     coverage: Coverage
     """How much of the published figure's split (or tag subset) the run scored."""
+
+    @property
+    def split(self) -> str:
+        return self.published.split
 
     @property
     def difference(self) -> float:
@@ -397,8 +332,7 @@ def render_markdown(
     lines = [
         "# sam3-agent evaluation report",
         "",
-        f"sam3-agent {__version__}; {sum(len(m.run_dirs) for m in methods)} run "
-        f"director{'y' if sum(len(m.run_dirs) for m in methods) == 1 else 'ies'}. "
+        f"sam3-agent {__version__}; {run_dirs_text(methods)}. "
         "IoU per sample on the union of predicted masks (ignore pixels excluded; 1.0 when "
         "prediction and target are both empty); gIoU = mean IoU, cIoU = ΣI / ΣU. "
         "Failed samples count as empty predictions.",
@@ -410,8 +344,5 @@ def render_markdown(
     if histogram is not None:
         rel = histogram.relative_to(out_dir).as_posix()
         lines += ["## IoU distribution", "", f"![IoU histogram]({rel})", ""]
-    lines += ["## Runs", ""]
-    for m in methods:
-        settings = ", ".join(f"{k}={v}" for k, v in m.config.items() if k != "agent")
-        lines.append(f"- **{m.label}**: {settings}; from {', '.join(str(d) for d in m.run_dirs)}")
+    lines += runs_lines(methods)
     return "\n".join(lines).rstrip() + "\n"

@@ -214,16 +214,21 @@ def evaluate(
     config = config or AgentConfig()
     engine = engine or EngineOptions()
     bars = progress is not None if loading_bars is None else loading_bars
-    if isinstance(dataset, VideoEvalSet):
-        if mode != "agent":
-            raise UserError(
-                f"--mode {mode} applies to image datasets; videos are evaluated with the agent"
-            )
-        runner = build_engine(engine)  # checks the options before anything loads
-        videos = cast("VideoSelection | None", loaded) or dataset.load()
-        run_settings, model_name, chat_model = _run_settings(
-            dataset.identity(mode), backends, config, engine, sam3_only=False
+    video = isinstance(dataset, VideoEvalSet)
+    if video and mode != "agent":
+        raise UserError(
+            f"--mode {mode} applies to image datasets; videos are evaluated with the agent"
         )
+    if not video and video_options is not None:
+        raise UserError("video options apply to video datasets")
+    sam3_only = mode == "sam3-only"
+    runner = build_engine(engine)  # checks the options before anything loads
+    selection = loaded or dataset.load()
+    run_settings, model_name, chat_model = _run_settings(
+        dataset.identity(mode), backends, config, engine, sam3_only=sam3_only
+    )
+    meta = {POPULATION_KEY: selection.population.to_json()}
+    if isinstance(selection, VideoSelection):
         options = video_options or VideoOptions()
         run_settings["video"] = options.describe()
         video_factory = VideoEvalWorkerFactory(
@@ -231,19 +236,10 @@ def evaluate(
             chat_model=chat_model, loading_bars=bars,
         )  # fmt: skip
         outcome, _ = run_in_directory(
-            videos.samples, out, run_settings, VideoSampleResult.from_json, runner,
-            video_factory, progress, retry_failed,
-            meta={POPULATION_KEY: videos.population.to_json()},
+            selection.samples, out, run_settings, VideoSampleResult.from_json, runner,
+            video_factory, progress, retry_failed, meta=meta,
         )  # fmt: skip
         return VideoEvalOutcome(run=outcome, report=write_video_report([out], out))
-    if video_options is not None:
-        raise UserError("video options apply to video datasets")
-    sam3_only = mode == "sam3-only"
-    runner = build_engine(engine)  # checks the options before anything loads
-    images = cast("Selection | None", loaded) or dataset.load()
-    run_settings, model_name, chat_model = _run_settings(
-        dataset.identity(mode), backends, config, engine, sam3_only=sam3_only
-    )
     factory = EvalWorkerFactory(
         backends,
         config,
@@ -253,8 +249,8 @@ def evaluate(
         loading_bars=bars,
     )
     outcome, _ = run_in_directory(
-        images.samples, out, run_settings, SampleResult.from_json, runner, factory,
-        progress, retry_failed, meta={POPULATION_KEY: images.population.to_json()},
+        selection.samples, out, run_settings, SampleResult.from_json, runner, factory,
+        progress, retry_failed, meta=meta,
     )  # fmt: skip
     return EvalOutcome(run=outcome, report=write_report([out], out))
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -28,7 +28,15 @@ from sam3_agent.backends.base import Segmenter
 from sam3_agent.runs.evaluation.datasets import Sample
 from sam3_agent.runs.evaluation.metrics import score_mask
 from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, J, Job, Prebuilt
+from sam3_agent.runs.jobs.base import (
+    DEFAULT_CONCURRENCY,
+    ImageSource,
+    J,
+    Job,
+    JobHandler,
+    Prebuilt,
+    R,
+)
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
@@ -39,6 +47,10 @@ from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import BoolArray, encode_rle
 from sam3_agent.values.errors import DatasetError, UserError
 from sam3_agent.values.images import RGBImage
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.result import AgentResult
+    from sam3_agent.agent.video.result import VideoResult
 
 SAMPLES_DIR = "samples"
 
@@ -141,12 +153,18 @@ class AgentPredictor:
             **agent_outcome(result),
             mask=result.detections.union() if has_masks else None,
             artifacts=output_dir,
-            extra={
-                "usage": result.usage.to_dict(),
-                "timings_s": {k: round(float(v), 4) for k, v in result.timings.items()},
-                "phrases_tried": list(result.phrases_tried),
-            },
+            extra=agent_details(result),
         )
+
+
+def agent_details(result: AgentResult | VideoResult) -> dict[str, Any]:
+    """What an evaluation keeps of the agent's answer beside the outcome, on an image or a
+    video: its usage breakdown, timings and the phrases it tried."""
+    return {
+        "usage": result.usage.to_dict(),
+        "timings_s": {k: round(float(v), 4) for k, v in result.timings.items()},
+        "phrases_tried": list(result.phrases_tried),
+    }
 
 
 class Sam3OnlyPredictor:
@@ -235,15 +253,66 @@ async def evaluate_samples(
         DatasetError: a sample's ground truth is broken (the run stops; commits are kept).
         asyncio.CancelledError: the run was cancelled (Ctrl-C); commits are kept.
     """
-    engine = LocalEngine(concurrency=concurrency)
     handler = EvalHandler(predictor, store.run_dir, shared)
+    return await run_here(samples, store, handler, concurrency, progress, retry_failed)
+
+
+async def run_here(
+    samples: Sequence[J],
+    store: ResultStore[R],
+    handler: JobHandler[J, R],
+    concurrency: int,
+    progress: ProgressListener[R] | None,
+    retry_failed: bool,
+) -> RunOutcome:
+    """``samples`` through ``handler`` on the local engine, in this process, into ``store``:
+    what :func:`evaluate_samples` and its video counterpart share."""
     return await run_jobs(
-        samples, store, engine, Prebuilt(handler), progress=progress, retry_failed=retry_failed
+        samples,
+        store,
+        LocalEngine(concurrency=concurrency),
+        Prebuilt(handler),
+        progress=progress,
+        retry_failed=retry_failed,
     )
 
 
 def _rle_or_none(mask: BoolArray | None) -> dict[str, Any] | None:
     return None if mask is None or not mask.any() else encode_rle(mask)
+
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class Attempt(Generic[P]):
+    """One sample's prediction as :func:`attempt` made it, of an image or a video.
+
+    Attributes:
+        prediction: the predictor's answer, or the failed one standing for what it raised.
+        infra_error: the prediction is that failed one (``--retry-failed`` runs it again).
+        elapsed: seconds from the start of the attempt.
+        rel_dir: the sample's directory for its files, relative to the run directory.
+    """
+
+    prediction: P
+    infra_error: bool
+    elapsed: float
+    rel_dir: Path
+
+
+async def attempt(
+    sample_id: str, predict: Callable[[Path], Awaitable[P]], failed: Callable[[str], P]
+) -> Attempt[P]:
+    """``predict(rel_dir)``, timed; whatever it raises becomes ``failed(message)`` (see
+    :func:`~sam3_agent.runs.jobs.failures.job_failure`), so one sample never stops a run."""
+    rel_dir = Path(SAMPLES_DIR) / job_dir_name(sample_id)
+    started = time.perf_counter()
+    try:
+        prediction, infra_error = await predict(rel_dir), False
+    except BaseException as e:
+        prediction, infra_error = failed(job_failure("sample", sample_id, e)), True
+    return Attempt(prediction, infra_error, time.perf_counter() - started, rel_dir)
 
 
 async def _evaluate_one(
@@ -253,27 +322,21 @@ async def _evaluate_one(
     run_dir: Path,
     max_pixels: int | None,
 ) -> SampleResult:
-    rel_dir = Path(SAMPLES_DIR) / job_dir_name(sample.id)
-    started = time.perf_counter()
-    infra_error = False
-    try:
+    async def predict(rel_dir: Path) -> Prediction:
         image = await holder.get(
             sample.image_path, exif_orientation=sample.exif_orientation, max_pixels=max_pixels
         )
-        prediction = await predictor.predict(image, sample.query, run_dir / rel_dir)
-    except BaseException as e:
-        failure = job_failure("sample", sample.id, e)
-        prediction = Prediction(status="failed", mask=None, failure=failure)
-        infra_error = True
-    elapsed = time.perf_counter() - started
-    return await asyncio.to_thread(
-        _score_and_pack, sample, prediction, infra_error, elapsed, rel_dir
-    )
+        return await predictor.predict(image, sample.query, run_dir / rel_dir)
+
+    def failed(failure: str) -> Prediction:
+        return Prediction(status="failed", mask=None, failure=failure)
+
+    done = await attempt(sample.id, predict, failed)
+    return await asyncio.to_thread(_score_and_pack, sample, done)
 
 
-def _score_and_pack(
-    sample: Sample, prediction: Prediction, infra_error: bool, elapsed: float, rel_dir: Path
-) -> SampleResult:
+def _score_and_pack(sample: Sample, done: Attempt[Prediction]) -> SampleResult:
+    prediction = done.prediction
     gt = sample.load_gt()
     mask = prediction.mask
     if mask is not None and mask.shape != gt.image_size:
@@ -295,11 +358,11 @@ def _score_and_pack(
         union=score.union,
         pred_area=score.pred_area,
         gt_area=score.gt_area,
-        time_s=round(elapsed, 4),
-        infra_error=infra_error,
+        time_s=round(done.elapsed, 4),
+        infra_error=done.infra_error,
         prediction=_rle_or_none(pred),
         ground_truth=_rle_or_none(gt.mask),
         ignore=_rle_or_none(gt.ignore),
-        artifacts=str(rel_dir) if prediction.artifacts is not None else None,
+        artifacts=str(done.rel_dir) if prediction.artifacts is not None else None,
         extra=prediction.extra,
     )

@@ -17,45 +17,21 @@ from sam3_agent.runs.batch.results import RequestResult
 from sam3_agent.runs.jobs.store import reading
 from tests.support.batch_fixtures import write_images
 from tests.support.clips import write_frames, write_mp4
-from tests.support.openai_server import Reply, ScriptedServer, serve
+from tests.support.openai_server import ScriptedServer
+from tests.support.video_cli import square_picker, tiny_video_flags
 
 runner = CliRunner()
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-
-
-def respond(body: dict[str, Any]) -> Reply:
-    """Any session, image or video: segment "square", then select 1 (or report no mask)."""
-    messages = body["messages"]
-    if "<verdict>" in _text(messages[0]["content"]):
-        return Reply("<verdict>Accept</verdict>")
-    last = _text(messages[-1]["content"])
-    if "found no tracks" in last or "found no masks" in last:
-        call: dict[str, Any] = {"name": "report_no_mask", "parameters": {}}
-    elif any(m["role"] == "assistant" for m in messages):
-        call = {"name": "select_masks_and_return", "parameters": {"final_answer_masks": [1]}}
-    else:
-        call = {"name": "segment_phrase", "parameters": {"text_prompt": "square"}}
-    return Reply(f"<think>ok</think><tool>{json.dumps(call)}</tool>")
-
-
 @pytest.fixture
 def mllm() -> Iterator[ScriptedServer]:
-    with serve(ScriptedServer(responder=respond)) as server:
+    with square_picker() as server:
         yield server
 
 
 @pytest.fixture
 def flags(tiny_sam3_video_dir: Path, mllm: ScriptedServer, hf_offline: None) -> list[str]:
-    return [
-        "--sam3", str(tiny_sam3_video_dir), "--device", "cpu", "--dtype", "float32",
-        "--llm-url", mllm.base_url, "--llm-model", "test-vlm", "--llm-api-key", "k",
-        "--score-threshold", "0.0", "--no-progress",
-    ]  # fmt: skip
+    return [*tiny_video_flags(tiny_sam3_video_dir, mllm), "--no-progress"]
 
 
 def _summary(out: Path) -> list[dict[str, Any]]:

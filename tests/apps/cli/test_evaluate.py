@@ -3,59 +3,35 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from sam3_agent.backends import memory
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM, SMALL_DEFAULT_MLLMS
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name, reading
-from tests.support.eval_cli_driver import make_app
+from tests.support.eval_cli_driver import kill_after_first_commit, make_app, use_fake_backends
 from tests.support.eval_fixtures import (
     EXPECTED,
     make_chat_model,
-    make_segmenter,
     scripted_reply,
     write_grefcoco,
     write_reasonseg,
     write_refcoco,
 )
-from tests.support.fakes import FakeSegmenter, ScriptedChatModel
+from tests.support.fakes import ScriptedChatModel
 
 runner = CliRunner()
-PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
 app = make_app()
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
-def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """Fresh fakes per command run; ``made`` lists every backend built."""
-    made: dict[str, Any] = {"segmenters": [], "chats": [], "options": []}
-
-    def build_segmenter(self: BackendSpec) -> FakeSegmenter:
-        made["options"].append(self)
-        made["segmenters"].append(make_segmenter())
-        return made["segmenters"][-1]
-
-    def build_chat_model(self: BackendSpec) -> ScriptedChatModel:
-        made["chats"].append(make_chat_model())
-        return made["chats"][-1]
-
-    monkeypatch.setattr(BackendSpec, "build_segmenter", build_segmenter)
-    monkeypatch.setattr(BackendSpec, "build_chat_model", build_chat_model)
-    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
-    return made
+    return use_fake_backends(patch=monkeypatch.setattr)
 
 
 def _eval(*args: str) -> Any:
@@ -267,14 +243,6 @@ def test_broken_dataset_is_one_clean_line(tmp_path: Path, fakes: dict[str, Any])
     assert bad_shard.exit_code == 2 and "--shard" in bad_shard.stderr
 
 
-def _count(db: Path) -> int:
-    try:
-        with sqlite3.connect(db, timeout=5) as con:
-            return int(con.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
-    except sqlite3.OperationalError:
-        return 0  # not created yet
-
-
 def test_killed_process_resumes_to_the_uninterrupted_result(
     tmp_path: Path, fakes: dict[str, Any]
 ) -> None:
@@ -283,21 +251,7 @@ def test_killed_process_resumes_to_the_uninterrupted_result(
     assert _eval(*common, "--out", str(tmp_path / "whole")).exit_code == 0
 
     run = tmp_path / "killed"
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.eval_cli_driver", "--delay", "0.3", "eval",
-         "--no-progress", *common, "--out", str(run)],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        # Each sample takes 1-2 scripted calls of 0.3 s: kill right after the first commit.
-        while _count(run / "results.sqlite") < 1 and proc.poll() is None:
-            time.sleep(0.01)
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    survived = _count(run / "results.sqlite")
+    survived = kill_after_first_commit(common, run)
     assert 1 <= survived < 5
 
     result = _eval(*common, "--out", str(run))

@@ -4,12 +4,6 @@ video model and a scripted MLLM (:mod:`tests.support.video_eval_fixtures`)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +15,12 @@ from sam3_agent.backends import memory
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.jobs.store import ResultStore
-from tests.support.fakes import FakeVideoSegmenter, ScriptedChatModel, tool
+from tests.support.eval_cli_driver import PLENTY, kill_after_first_commit, use_fake_backends
+from tests.support.fakes import ScriptedChatModel, tool
 from tests.support.video_datasets import FRAMES, make_mevis, make_revos
-from tests.support.video_eval_fixtures import (
-    make_chat_model,
-    make_video_segmenter,
-    metrics,
-    stored,
-    write_revos_videos,
-)
+from tests.support.video_eval_fixtures import metrics, stored, write_revos_videos
 
 runner = CliRunner()
-PLENTY = memory.MemoryReading("cpu", 1 << 50, 1 << 50)
-REPO = Path(__file__).resolve().parents[3]
 SUMMARY = (
     "scripted + SAM 3 video agent: ReVOS valid: 3 samples, J 50.0, F 50.0, J&F 50.0 "
     "(J&F by subset: reasoning 0.0, referring 100.0, type-2 100.0), failed 0"
@@ -47,20 +34,7 @@ BESIDE = (
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """Fresh fakes per command run; ``made`` lists every backend built."""
-    made: dict[str, list[Any]] = {"segmenters": [], "chats": []}
-
-    def build_video_segmenter(self: BackendSpec) -> FakeVideoSegmenter:
-        made["segmenters"].append(make_video_segmenter())
-        return made["segmenters"][-1]
-
-    def build_chat_model(self: BackendSpec) -> ScriptedChatModel:
-        made["chats"].append(make_chat_model())
-        return made["chats"][-1]
-
-    monkeypatch.setattr(BackendSpec, "build_video_segmenter", build_video_segmenter)
-    monkeypatch.setattr(BackendSpec, "build_chat_model", build_chat_model)
-    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
-    return made
+    return use_fake_backends(video=True, patch=monkeypatch.setattr)
 
 
 MLLM = ["--llm-url", "http://127.0.0.1:9/v1", "--llm-model", "scripted"]
@@ -130,7 +104,7 @@ def test_a_split_without_public_ground_truth_is_one_line_before_any_model(
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: cannot score MeViS valid here: MeViS valid has no public")
     assert "codalab" in line.lower()
-    assert fakes == {"segmenters": [], "chats": []}
+    assert not any(fakes.values())  # no model built
     assert not out.exists()
 
 
@@ -182,7 +156,7 @@ def test_video_flags_that_do_not_apply_are_refused_by_name(
     result = _eval("--dataset", dataset, "--root", str(root), "--out", str(tmp_path / "o"), *flags)
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.output
-    assert fakes == {"segmenters": [], "chats": []}
+    assert not any(fakes.values())  # no model built
 
 
 def test_report_refuses_to_mix_image_and_video_runs(tmp_path: Path, fakes: dict[str, Any]) -> None:
@@ -213,14 +187,6 @@ def test_progress_in_a_log_file_shows_running_j_and_f(
     assert progress[-1].endswith("J 50.0  F 50.0  J&F 50.0  failed 0")
 
 
-def _count(db: Path) -> int:
-    try:
-        with sqlite3.connect(db, timeout=5) as con:
-            return int(con.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
-    except sqlite3.OperationalError:
-        return 0  # not created yet
-
-
 def test_killed_process_resumes_to_the_uninterrupted_result(
     tmp_path: Path, fakes: dict[str, Any]
 ) -> None:
@@ -229,21 +195,7 @@ def test_killed_process_resumes_to_the_uninterrupted_result(
     assert _eval(*common, "--out", str(tmp_path / "whole")).exit_code == 0
 
     run = tmp_path / "killed"
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.video_eval_cli_driver", "--delay", "0.3", "eval",
-         "--no-progress", *common, "--out", str(run)],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        # Each sample takes 1-2 scripted calls of 0.3 s: kill right after the first commit.
-        while _count(run / "results.sqlite") < 1 and proc.poll() is None:
-            time.sleep(0.01)
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    survived = _count(run / "results.sqlite")
+    survived = kill_after_first_commit(common, run, video=True)
     assert 1 <= survived < 6
 
     result = _eval(*common, "--out", str(run))

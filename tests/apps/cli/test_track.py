@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import cv2
 import pytest
@@ -13,45 +12,21 @@ from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.main import app
 from tests.support.clips import write_frames, write_mp4
-from tests.support.openai_server import Reply, ScriptedServer, serve
+from tests.support.openai_server import ScriptedServer
+from tests.support.video_cli import square_picker, tiny_video_flags
 
 runner = CliRunner()
 
 
-def _last_user_text(body: dict[str, Any]) -> str:
-    content = body["messages"][-1]["content"]
-    if isinstance(content, str):
-        return content
-    return " ".join(part.get("text", "") for part in content if part.get("type") == "text")
-
-
-def respond(body: dict[str, Any]) -> Reply:
-    """Segment "square"; select track 1 when some were found, else report no mask."""
-    text = _last_user_text(body)
-    if "<verdict>" in json.dumps(body["messages"][0]):
-        return Reply("<verdict>Accept</verdict>")
-    if "found no tracks" in text:
-        call = {"name": "report_no_mask", "parameters": {}}
-    elif "segment_phrase(" in text:
-        call = {"name": "select_masks_and_return", "parameters": {"final_answer_masks": [1]}}
-    else:
-        call = {"name": "segment_phrase", "parameters": {"text_prompt": "square"}}
-    return Reply(f"<think>ok</think><tool>{json.dumps(call)}</tool>")
-
-
 @pytest.fixture
 def mllm() -> Iterator[ScriptedServer]:
-    with serve(ScriptedServer(responder=respond)) as server:
+    with square_picker() as server:
         yield server
 
 
 @pytest.fixture
 def flags(tiny_sam3_video_dir: Path, mllm: ScriptedServer, hf_offline: None) -> list[str]:
-    return [
-        "--sam3", str(tiny_sam3_video_dir), "--device", "cpu", "--dtype", "float32",
-        "--llm-url", mllm.base_url, "--llm-model", "test-vlm", "--llm-api-key", "k",
-        "--score-threshold", "0.0",
-    ]  # fmt: skip
+    return tiny_video_flags(tiny_sam3_video_dir, mllm)
 
 
 def test_track_writes_every_output(tmp_path: Path, flags: list[str]) -> None:

@@ -14,22 +14,33 @@ line when that is part of it; it never calls them "the same MLLM".
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.evaluation.coverage import Coverage, Population, partial_text
-from sam3_agent.runs.evaluation.methods import VIDEO, merge_runs, usage_of
+from sam3_agent.runs.evaluation.coverage import Coverage, partial_text
+from sam3_agent.runs.evaluation.methods import VIDEO, MergedRuns, merge_runs, usage_of
 from sam3_agent.runs.evaluation.published import PublishedResult
+from sam3_agent.runs.evaluation.report_parts import (
+    RUN_HEADER,
+    cell,
+    comparison_table,
+    failed_lines,
+    make_report_dir,
+    pct,
+    run_cells,
+    run_dirs_text,
+    runs_lines,
+    table,
+    write_markdown,
+    write_metrics,
+)
 from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.video.metrics import VideoBreakdown, VideoSummary, breakdown
 from sam3_agent.runs.evaluation.video.published import video_published_for
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
-from sam3_agent.values.errors import UserError
-from sam3_agent.values.files import atomic_write_bytes, utf8
 from sam3_agent.values.version import __version__
 
 __all__ = [
@@ -53,18 +64,10 @@ OVERALL = "overall"
 
 
 @dataclass
-class VideoMethod:
+class VideoMethod(MergedRuns[VideoSampleResult]):
     """The merged video results of run directories that share their settings but split or
     shard: one row group of the report's tables."""
 
-    label: str
-    config: dict[str, Any]
-    run_dirs: list[Path]
-    results: list[VideoSampleResult]
-    planned: int | None
-    populations: dict[str, Population | None] = field(default_factory=dict)
-    """Per split: the whole split's size as ``eval`` recorded it (None: not recorded)."""
-    planned_by_split: dict[str, int | None] = field(default_factory=dict)
     metrics: dict[str, VideoBreakdown] = field(init=False)
     """Per split: overall, per subset tag, and the failed samples."""
 
@@ -78,10 +81,6 @@ class VideoMethod:
             split: breakdown((r.scored() for r in by_split[split]), overall_from=overall_from)
             for split in _ordered(self.dataset, by_split)
         }
-
-    @property
-    def dataset(self) -> str:
-        return str(self.config.get("dataset", "?"))
 
     def splits(self) -> list[str]:
         """The splits scored, then the splits recorded with nothing scored yet."""
@@ -127,18 +126,7 @@ def load_video_methods(run_dirs: Sequence[Path]) -> list[VideoMethod]:
         UserError: no run directory given, one is not a run directory, or one holds an
             image evaluation.
     """
-    return [
-        VideoMethod(
-            label=m.label,
-            config=m.config,
-            run_dirs=m.run_dirs,
-            results=m.results,
-            planned=m.planned,
-            populations=m.populations,
-            planned_by_split=m.planned_by_split,
-        )
-        for m in merge_runs(run_dirs, VideoSampleResult.from_json, VIDEO)
-    ]
+    return merge_runs(run_dirs, VideoSampleResult.from_json, VIDEO, VideoMethod)
 
 
 # --------------------------------------------------------------------------- published
@@ -203,15 +191,7 @@ def compare_with_published(methods: Sequence[VideoMethod]) -> list[VideoComparis
 def partial_warning(comparisons: Sequence[VideoComparison]) -> str | None:
     """One line naming each run set beside published figures that scored part of its split,
     or whose coverage is unknown; None when there is none."""
-    partial, unknown = [], []
-    for label, split, coverage in dict.fromkeys(
-        (c.method, c.split, c.coverage) for c in comparisons
-    ):
-        if coverage.partial:
-            partial.append(f"{label} {split} {coverage.text}")
-        elif coverage.partial is None:
-            unknown.append(f"{label} {split} ({coverage.text})")
-    return partial_text(partial, unknown)
+    return partial_text(dict.fromkeys((c.method, c.split, c.coverage) for c in comparisons))
 
 
 # --------------------------------------------------------------------------- writing
@@ -235,17 +215,13 @@ def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> VideoReportFi
         UserError: see :func:`load_video_methods`; ``out_dir`` cannot be written.
     """
     methods = load_video_methods(run_dirs)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create report directory {out_dir}: {e}") from e
+    make_report_dir(out_dir)
     comparisons = compare_with_published(methods)
     warning = partial_warning(comparisons)
     datasets = list(dict.fromkeys(m.dataset for m in methods))
-    doc = {
-        "version": __version__,
-        "kind": VIDEO,
-        "published": [
+    metrics_path = write_metrics(
+        out_dir,
+        published=[
             {
                 "method": r.method,
                 "model": r.model or None,
@@ -259,44 +235,23 @@ def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> VideoReportFi
             for d in datasets
             for r in video_published_for(d)
         ],
-        "compared_with_published": [c.to_dict() for c in comparisons],
-        "partial_warning": warning,
-        "methods": [
-            {
-                "label": m.label,
-                "config": m.config,
-                "run_dirs": [str(d) for d in m.run_dirs],
-                "usage": m.usage(),
-                "coverage": {s: m.coverage(s).to_dict() for s in m.splits()},
-                "metrics": {s: b.to_dict() for s, b in m.metrics.items()},
-            }
+        comparisons=comparisons,
+        warning=warning,
+        methods=[
+            m.describe(
+                usage=m.usage(),
+                coverage={s: m.coverage(s).to_dict() for s in m.splits()},
+                metrics={s: b.to_dict() for s, b in m.metrics.items()},
+            )
             for m in methods
         ],
-    }
-    metrics_path = out_dir / "metrics.json"
-    atomic_write_bytes(metrics_path, json.dumps(doc, indent=2).encode())
-    report_path = out_dir / "report.md"
-    atomic_write_bytes(report_path, utf8(render_markdown(methods)))
-    logger.info("report written to %s", report_path)
+        kind=VIDEO,
+    )
+    report_path = write_markdown(out_dir, render_markdown(methods))
     return VideoReportFiles(metrics_path, report_path, methods, comparisons, warning)
 
 
 # --------------------------------------------------------------------------- markdown
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _cell(text: str) -> str:
-    """Text from a model's name or a failure message, safe inside a table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _metric_rows(m: VideoMethod, with_coverage: bool) -> list[list[str]]:
@@ -305,7 +260,7 @@ def _metric_rows(m: VideoMethod, with_coverage: bool) -> list[list[str]]:
         subsets: list[tuple[str, str | None, VideoSummary]] = [(OVERALL, None, scored.overall)]
         subsets += [(tag, tag, s) for tag, s in scored.tags.items()]
         for name, tag, s in subsets:
-            row = [_cell(m.label), split, name, str(s.count), _pct(s.j), _pct(s.f), _pct(s.jf)]
+            row = [cell(m.label), split, name, str(s.count), pct(s.j), pct(s.f), pct(s.jf)]
             if with_coverage:
                 row.append(m.coverage(split, tag).text)
             rows.append(row)
@@ -335,7 +290,7 @@ def _dataset_section(dataset: str, methods: Sequence[VideoMethod]) -> list[str]:
     if published:
         header.append("samples scored")
     rows = [row for m in methods for row in _metric_rows(m, bool(published))]
-    lines += ["### J / F / J&F (%)", "", _table(header, rows + published), ""]
+    lines += ["### J / F / J&F (%)", "", table(header, rows + published), ""]
     if info is not None and info.overall_from:
         lines += [
             f"The overall figure is the mean of the {' and '.join(info.overall_from)} "
@@ -351,57 +306,24 @@ def _dataset_section(dataset: str, methods: Sequence[VideoMethod]) -> list[str]:
         ]
     if comparisons:
         lines += ["### Beside the published figures", ""]
-        lines += [
-            _table(
-                ["method", "published", "split", "metric", "ours", "published", "difference",
-                 "samples scored"],
-                [
-                    [_cell(c.method), c.published.label, c.split, c.published.metric,
-                     f"{c.ours:.1f}", f"{c.published.value:.1f}", f"{c.difference:+.1f}",
-                     c.coverage.text]
-                    for c in comparisons
-                ],
-            ),
-            "",
-        ]  # fmt: skip
+        lines += [comparison_table(comparisons, lambda r: r.label, cell), ""]
     run_rows = []
     for m in methods:
         u = m.usage()
-        stored = str(u["samples"])
-        if u["planned"] not in (None, u["samples"]):
-            stored += f" of {u['planned']}"
-        run_rows.append(
-            [
-                _cell(m.label),
-                stored,
-                str(u["failed"]),
-                "–" if u["mean_rounds"] is None else f"{u['mean_rounds']:.2f}",
-                "–" if u["tokens_per_sample"] is None else f"{u['tokens_per_sample']:.0f}",
-                "–" if u["mean_time_s"] is None else f"{u['mean_time_s']:.2f}",
-                "–"
-                if u["frames_scored_per_sample"] is None
-                else f"{u['frames_scored_per_sample']:.1f}",
-            ]
-        )
-    header = ["method", "samples", "failed", "mean rounds", "tokens / sample", "s / sample"]
-    lines += ["### Run", "", _table([*header, "frames scored / sample"], run_rows), ""]
+        frames = u["frames_scored_per_sample"]
+        run_rows.append([*run_cells(cell(m.label), u), "–" if frames is None else f"{frames:.1f}"])
+    lines += ["### Run", "", table([*RUN_HEADER, "frames scored / sample"], run_rows), ""]
     failed = [(m.label, i, msg) for m in methods for b in m.metrics.values() for i, msg in b.failed]
-    if failed:
-        lines += ["### Failed samples (scored as empty predictions)", ""]
-        lines += [f"- {_cell(label)}: `{i}`: {_cell(msg)}" for label, i, msg in failed[:50]]
-        if len(failed) > 50:
-            lines.append(f"- ... and {len(failed) - 50} more (see metrics.json)")
-        lines.append("")
+    lines += failed_lines(failed, cell)
     return lines
 
 
 def render_markdown(methods: Sequence[VideoMethod]) -> str:
     """The report as Markdown: one section per dataset."""
-    dirs = sum(len(m.run_dirs) for m in methods)
     lines = [
         "# sam3-agent video evaluation report",
         "",
-        f"sam3-agent {__version__}; {dirs} run director{'y' if dirs == 1 else 'ies'}. "
+        f"sam3-agent {__version__}; {run_dirs_text(methods)}. "
         "Per annotated frame, J is the region IoU and F the contour F-measure as the DAVIS "
         "benchmark defines them (1.0 when prediction and target are both empty); a sample "
         "scores their means over its frames, a group the mean over its samples, and "
@@ -411,9 +333,5 @@ def render_markdown(methods: Sequence[VideoMethod]) -> str:
     ]
     for dataset in dict.fromkeys(m.dataset for m in methods):
         lines += _dataset_section(dataset, [m for m in methods if m.dataset == dataset])
-    lines += ["## Runs", ""]
-    for m in methods:
-        settings = ", ".join(f"{k}={v}" for k, v in m.config.items() if k not in ("agent",))
-        where = ", ".join(str(d) for d in m.run_dirs)
-        lines.append(f"- **{_cell(m.label)}**: {_cell(settings)}; from {where}")
+    lines += runs_lines(methods, cell)
     return "\n".join(lines).rstrip() + "\n"

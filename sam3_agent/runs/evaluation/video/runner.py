@@ -17,23 +17,20 @@ there, decoded for that frame only, so a video's masks are never all held at onc
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from sam3_agent.agent.video.agent import Sam3VideoAgent
-from sam3_agent.runs.evaluation.runner import SAMPLES_DIR
+from sam3_agent.runs.evaluation.runner import agent_details, attempt, run_here
 from sam3_agent.runs.evaluation.video.datasets import VideoSample
 from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator, VideoScore
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Prebuilt
-from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
-from sam3_agent.runs.jobs.failures import job_failure
-from sam3_agent.runs.jobs.local import LocalEngine
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome
 from sam3_agent.runs.jobs.records import OUTCOME_FIELDS, agent_outcome
-from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
+from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import DatasetError
 from sam3_agent.values.tracks import Tracks
@@ -130,12 +127,7 @@ class VideoAgentPredictor:
             positions=frame_positions(video),
             frames_used=video.frame_count,
             artifacts=output_dir,
-            extra={
-                "usage": result.usage.to_dict(),
-                "timings_s": {k: round(float(v), 4) for k, v in result.timings.items()},
-                "phrases_tried": list(result.phrases_tried),
-                "tracks": len(result.tracks) if selected else 0,
-            },
+            extra={**agent_details(result), "tracks": len(result.tracks) if selected else 0},
         )
 
 
@@ -211,29 +203,18 @@ async def evaluate_video_samples(
         asyncio.CancelledError: the run was cancelled (Ctrl-C); commits are kept.
     """
     handler = VideoEvalHandler(predictor, store.run_dir)
-    return await run_jobs(
-        samples,
-        store,
-        LocalEngine(concurrency=concurrency),
-        Prebuilt(handler),
-        progress=progress,
-        retry_failed=retry_failed,
-    )
+    return await run_here(samples, store, handler, concurrency, progress, retry_failed)
 
 
 async def _evaluate_one(
     sample: VideoSample, predictor: VideoPredictor, run_dir: Path
 ) -> VideoSampleResult:
-    rel_dir = Path(SAMPLES_DIR) / job_dir_name(sample.id)
-    started = time.perf_counter()
-    infra_error = False
-    try:
-        prediction = await predictor.predict(sample, run_dir / rel_dir)
-    except BaseException as e:
-        failure = job_failure("sample", sample.id, e)
-        prediction = VideoPrediction(status="failed", failure=failure)
-        infra_error = True
-    elapsed = time.perf_counter() - started
+    done = await attempt(
+        sample.id,
+        lambda rel_dir: predictor.predict(sample, run_dir / rel_dir),
+        lambda failure: VideoPrediction(status="failed", failure=failure),
+    )
+    prediction = done.prediction
     score = await asyncio.to_thread(score_prediction, sample, prediction)
     return VideoSampleResult(
         id=sample.id,
@@ -247,8 +228,8 @@ async def _evaluate_one(
         f=score.f,
         frames_scored=score.frames,
         frames_used=prediction.frames_used,
-        time_s=round(elapsed, 4),
-        infra_error=infra_error,
-        artifacts=str(rel_dir) if prediction.artifacts is not None else None,
+        time_s=round(done.elapsed, 4),
+        infra_error=done.infra_error,
+        artifacts=str(done.rel_dir) if prediction.artifacts is not None else None,
         extra=prediction.extra,
     )

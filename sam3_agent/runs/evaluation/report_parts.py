@@ -1,0 +1,184 @@
+"""What the image and the video evaluation reports write alike: the report directory, the
+two files, and the Markdown pieces (tables, the comparison with published figures, the run
+costs, the failed samples and the runs) both are assembled from.
+
+``escape`` turns text a model or a user wrote (labels, settings, failure messages) into a
+table cell: :func:`cell` for the video report, the text as it is for the image report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from sam3_agent.runs.evaluation.coverage import Coverage
+from sam3_agent.runs.evaluation.methods import MergedRuns
+from sam3_agent.runs.evaluation.published import PublishedResult
+from sam3_agent.values.errors import UserError
+from sam3_agent.values.files import atomic_write_bytes, utf8
+from sam3_agent.values.version import __version__
+
+logger = logging.getLogger(__name__)
+
+Escape = Callable[[str], str]
+
+RUN_HEADER = ("method", "samples", "failed", "mean rounds", "tokens / sample", "s / sample")
+"""The run-cost table's columns (a report may add its own after them)."""
+
+
+def as_is(text: str) -> str:
+    return text
+
+
+def cell(text: str) -> str:
+    """Text from a model's name or a failure message, safe inside a table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def make_report_dir(out_dir: Path) -> None:
+    """Raises:
+    UserError: ``out_dir`` cannot be created."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create report directory {out_dir}: {e}") from e
+
+
+def write_metrics(
+    out_dir: Path,
+    *,
+    published: list[dict[str, Any]],
+    comparisons: Sequence[Compared],
+    warning: str | None,
+    methods: list[dict[str, Any]],
+    kind: str | None = None,
+) -> Path:
+    """``metrics.json`` in ``out_dir`` (its path): the ``published`` figures of the report's
+    datasets, the run figures beside them (``comparisons``) and the coverage ``warning``,
+    then each method's entry; ``kind``: what the runs scored, when not images."""
+    doc = {
+        "version": __version__,
+        **({"kind": kind} if kind is not None else {}),
+        "published": published,
+        "compared_with_published": [c.to_dict() for c in comparisons],
+        "partial_warning": warning,
+        "methods": methods,
+    }
+    path = out_dir / "metrics.json"
+    atomic_write_bytes(path, json.dumps(doc, indent=2).encode())
+    return path
+
+
+def write_markdown(out_dir: Path, markdown: str) -> Path:
+    """``report.md`` in ``out_dir``; its path."""
+    path = out_dir / "report.md"
+    atomic_write_bytes(path, utf8(markdown))
+    logger.info("report written to %s", path)
+    return path
+
+
+def run_dirs_text(methods: Sequence[MergedRuns[Any]]) -> str:
+    """``3 run directories``: how many the report reads."""
+    dirs = sum(len(m.run_dirs) for m in methods)
+    return f"{dirs} run director{'y' if dirs == 1 else 'ies'}"
+
+
+class Compared(Protocol):
+    """A run's figure beside a published one (an image or a video comparison)."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def split(self) -> str: ...
+    @property
+    def published(self) -> PublishedResult: ...
+    @property
+    def ours(self) -> float: ...
+    @property
+    def difference(self) -> float: ...
+    @property
+    def coverage(self) -> Coverage: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def comparison_table(
+    comparisons: Sequence[Compared],
+    published_name: Callable[[PublishedResult], str],
+    escape: Escape = as_is,
+) -> str:
+    """Each run figure beside its published one, with how much of the split the run scored."""
+    header = [
+        "method",
+        "published",
+        "split",
+        "metric",
+        "ours",
+        "published",
+        "difference",
+        "samples scored",
+    ]
+    rows = [
+        [
+            escape(c.method),
+            published_name(c.published),
+            c.split,
+            c.published.metric,
+            f"{c.ours:.1f}",
+            f"{c.published.value:.1f}",
+            f"{c.difference:+.1f}",
+            c.coverage.text,
+        ]
+        for c in comparisons
+    ]
+    return table(header, rows)
+
+
+def run_cells(label: str, usage: dict[str, Any], *, agent: bool = True) -> list[str]:
+    """A method's :data:`RUN_HEADER` row from its usage; rounds and tokens shown as "–"
+    unless ``agent`` (a run without an agent has none)."""
+    stored = str(usage["samples"])
+    if usage["planned"] not in (None, usage["samples"]):
+        stored += f" of {usage['planned']}"
+    rounds, tokens = usage["mean_rounds"], usage["tokens_per_sample"]
+    return [
+        label,
+        stored,
+        str(usage["failed"]),
+        "–" if rounds is None or not agent else f"{rounds:.2f}",
+        "–" if tokens is None or not agent else f"{tokens:.0f}",
+        "–" if usage["mean_time_s"] is None else f"{usage['mean_time_s']:.2f}",
+    ]
+
+
+def failed_lines(failed: Sequence[tuple[str, str, str]], escape: Escape = as_is) -> list[str]:
+    """The failed-samples section from ``(method label, sample id, message)``: the first 50."""
+    if not failed:
+        return []
+    lines = ["### Failed samples (scored as empty predictions)", ""]
+    lines += [f"- {escape(label)}: `{i}`: {escape(msg)}" for label, i, msg in failed[:50]]
+    if len(failed) > 50:
+        lines.append(f"- ... and {len(failed) - 50} more (see metrics.json)")
+    return [*lines, ""]
+
+
+def runs_lines(methods: Iterable[MergedRuns[Any]], escape: Escape = as_is) -> list[str]:
+    """The closing section: each method's settings and run directories."""
+    lines = ["## Runs", ""]
+    for m in methods:
+        settings = ", ".join(f"{k}={v}" for k, v in m.config.items() if k != "agent")
+        where = ", ".join(str(d) for d in m.run_dirs)
+        lines.append(f"- **{escape(m.label)}**: {escape(settings)}; from {where}")
+    return lines
