@@ -82,7 +82,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "demo": LazyCommand(
         "sam3_agent.apps.cli.demo",
         "demo_command",
-        "Serve a web page: upload an image, say what to segment, watch each round.",
+        "Serve a web page: upload an image or a video, say what to segment, watch each round.",
     ),
 }
 
