@@ -16,7 +16,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -61,6 +61,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 STOPPED = "stopped before the session ended"
@@ -157,23 +160,36 @@ class Sam3Agent:
         # free for the other sessions of a batch evaluation.
         session, checkpoint = await asyncio.to_thread(self._new_session, image, query, out, resume)
         session.start()
-        final: Final | None = None
-        failure: str | None = None
+
+        async def conclude(final: Final | None, failure: str | None) -> AgentResult:
+            result = self._result(session, path, final, failure, started)
+            await self._write(result, out, session, chosen)
+            return result
+
+        return await self._drive(session, on_round, checkpoint, conclude)
+
+    async def _drive(
+        self,
+        session: AgentSession,
+        on_round: RoundCallback | None,
+        checkpoint: Checkpoint,
+        conclude: Callable[[Final | None, str | None], Awaitable[R]],
+    ) -> R:
+        """Run the session's rounds, then ``conclude`` it (build and write its result); a
+        session stopped by a backend error or a cancelled task is concluded too, with the
+        reason as its failure, before the error goes on. The checkpoint is closed either way
+        (the run directory is free for a resume)."""
         try:
             final, failure = await self._loop(session, on_round, checkpoint)
         except (Sam3AgentError, asyncio.CancelledError) as e:
             # A stopped session (its task cancelled) also leaves what it has on disk.
             stopped = isinstance(e, asyncio.CancelledError)
-            reason = STOPPED if stopped else f"{type(e).__name__}: {e}"
-            result = self._result(session, path, None, reason, started)
-            await self._write(result, out, session, chosen)
+            await conclude(None, STOPPED if stopped else f"{type(e).__name__}: {e}")
             raise
         finally:
             await session.close()
-            checkpoint.close()  # the run directory is free for a resume
-        result = self._result(session, path, final, failure, started)
-        await self._write(result, out, session, chosen)
-        return result
+            checkpoint.close()
+        return await conclude(final, failure)
 
     def _new_session(
         self, image: ImageInput, query: str, out: Path | None, resume: bool = False
@@ -379,9 +395,6 @@ class Sam3Agent:
         # A full-size overlay's PNG encode and fsync take a second on a large photo: off the
         # event loop, which the other sessions of a batch evaluation share.
         await asyncio.to_thread(rundir.write_run, out, result, session.image, exports)
-
-
-T = TypeVar("T")
 
 
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:

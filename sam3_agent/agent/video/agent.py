@@ -15,7 +15,7 @@ from pathlib import Path
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
 from sam3_agent.agent.ended import context_settings
 from sam3_agent.agent.events import RoundCallback
-from sam3_agent.agent.loop import STOPPED, Sam3Agent, check_query, run_blocking
+from sam3_agent.agent.loop import Sam3Agent, check_query, run_blocking
 from sam3_agent.agent.steps import Final
 from sam3_agent.agent.video.outputs import write_video_run
 from sam3_agent.agent.video.result import VideoResult
@@ -23,7 +23,6 @@ from sam3_agent.agent.video.session import VideoSession
 from sam3_agent.agent.video.tools import VIDEO_TOOLS
 from sam3_agent.backends.base import ChatModel, VideoSegmenter, preflight
 from sam3_agent.values.config import AgentConfig, VideoOptions
-from sam3_agent.values.errors import Sam3AgentError
 from sam3_agent.values.tracks import Tracks
 from sam3_agent.values.video import FrameSelection, VideoSource, open_video
 
@@ -100,22 +99,13 @@ class Sam3VideoAgent(Sam3Agent):
         session, checkpoint = await asyncio.to_thread(
             self._new_video_session, video, query, out, resume
         )
-        final: Final | None = None
-        failure: str | None = None
-        try:
-            final, failure = await self._loop(session, on_round, checkpoint)
-        except (Sam3AgentError, asyncio.CancelledError) as e:
-            stopped = isinstance(e, asyncio.CancelledError)
-            reason = STOPPED if stopped else f"{type(e).__name__}: {e}"
-            result = self._video_result(session, None, reason, started)
+
+        async def conclude(final: Final | None, failure: str | None) -> VideoResult:
+            result = self._video_result(session, final, failure, started)
             await self._write_video(result, out, session)
-            raise
-        finally:
-            await session.close()
-            checkpoint.close()
-        result = self._video_result(session, final, failure, started)
-        await self._write_video(result, out, session)
-        return result
+            return result
+
+        return await self._drive(session, on_round, checkpoint, conclude)
 
     def _new_video_session(
         self, video: VideoInput, query: str, out: Path | None, resume: bool

@@ -15,7 +15,7 @@ import pytest
 
 from sam3_agent.apps.demo.server import create_app
 from sam3_agent.apps.demo.video import VideoDemoRunner
-from tests.apps.demo.test_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, OffsiteRequests, sync_api
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, OffsiteRequests, sync_api
 from tests.support.demo_fixtures import CoffeeScript, coffee_runner, serve_app
 from tests.support.openai_server import serve
 from tests.support.video_demo import FRAMES, QUERY, HeldChat, VideoAgentBuilds, upload

@@ -34,10 +34,10 @@ from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.video import VideoSource, open_video
-from tests.apps.cli.test_track import respond
 from tests.support.clips import write_frames, write_mp4
 from tests.support.fakes import FakeSegmenter, FakeVideoSegmenter
 from tests.support.openai_server import ScriptedServer, serve
+from tests.support.video_cli import respond
 
 TOKEN = "video-token-5b1c"
 PHRASES = ["square", "a red square moving left"]
