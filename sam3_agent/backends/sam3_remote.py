@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 import cv2
 import httpx
@@ -278,7 +278,29 @@ class ServiceClient:
             ) from e
 
 
-class RemoteSegmenter:
+class ServiceBackend:
+    """A client of the SAM 3 service that owns its connection (:class:`ServiceClient`):
+    ``close()`` it, or use it as a context manager."""
+
+    _service: ServiceClient
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._service.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class RemoteSegmenter(ServiceBackend):
     """A SAM 3 service as a :class:`~sam3_agent.backends.base.Segmenter`. Thread-safe."""
 
     def __init__(
@@ -331,21 +353,6 @@ class RemoteSegmenter:
                 the token.
         """
         self._service.check()
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._service.close()
-
-    def __enter__(self) -> RemoteSegmenter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def embed(self, image: RGBImage) -> RemoteEmbedding:
         """Upload an ``(H, W, 3)`` uint8 RGB image unless this client already did.

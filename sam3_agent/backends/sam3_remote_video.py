@@ -28,12 +28,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import httpx
 
-from sam3_agent.backends.sam3_remote import ServiceClient
+from sam3_agent.backends.sam3_remote import ServiceBackend, ServiceClient
 from sam3_agent.backends.schemas import (
     TAR_MIME,
     ErrorCode,
@@ -171,7 +170,7 @@ class RemoteVideoEmbedding:
                 self._used.popitem(last=False)
 
 
-class RemoteVideoSegmenter:
+class RemoteVideoSegmenter(ServiceBackend):
     """A SAM 3 service that tracks videos, as a
     :class:`~sam3_agent.backends.base.VideoSegmenter`. Thread-safe."""
 
@@ -238,21 +237,6 @@ class RemoteVideoSegmenter:
     def limits(self) -> VideoLimits | None:
         """The service's video bounds, once :meth:`check` has read them."""
         return self._limits
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._service.close()
-
-    def __enter__(self) -> RemoteVideoSegmenter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def open(self, video: VideoSource) -> RemoteVideoEmbedding:
         """Upload ``video`` (its file, or its frames used) unless this client already did.

@@ -379,15 +379,11 @@ class PaletteMasks:
     void: int | None = None
 
     def frames(self) -> Iterator[GroundTruth | None]:
-        size: tuple[int, int] | None = None
-        for name in self.frame_names:
-            path = self.annotations / f"{Path(name).stem}.png"
-            if not path.is_file():
+        pngs = _frame_pngs(self.annotations, self.frame_names, self.first_frame, self.sample)
+        for labels in pngs:
+            if labels is None:
                 yield None
                 continue
-            labels = _read_png(path, self.sample, grey=False)
-            size = size or _frame_size(self.first_frame, self.sample)
-            _check_size(labels, size, path, self.sample)
             ignore = labels == self.void if self.void is not None else None
             yield GroundTruth(
                 mask=labels == self.object_id,
@@ -406,16 +402,31 @@ class BinaryMasks:
     sample: str
 
     def frames(self) -> Iterator[GroundTruth | None]:
-        size: tuple[int, int] | None = None
-        for name in self.frame_names:
-            path = self.masks / f"{Path(name).stem}.png"
-            if not path.is_file():
-                yield None
-                continue
-            grey = _read_png(path, self.sample, grey=True)
-            size = size or _frame_size(self.first_frame, self.sample)
-            _check_size(grey, size, path, self.sample)
-            yield GroundTruth(mask=grey > 0)
+        pngs = _frame_pngs(self.masks, self.frame_names, self.first_frame, self.sample, grey=True)
+        for grey in pngs:
+            yield None if grey is None else GroundTruth(mask=grey > 0)
+
+
+def _frame_pngs(
+    directory: Path,
+    frame_names: Sequence[str],
+    first_frame: Path,
+    sample: str,
+    *,
+    grey: bool = False,
+) -> Iterator[np.ndarray | None]:
+    """Each frame's ``<directory>/<frame stem>.png`` read in turn (None where there is none:
+    an unannotated frame), checked to be the frame's size."""
+    size: tuple[int, int] | None = None
+    for name in frame_names:
+        path = directory / f"{Path(name).stem}.png"
+        if not path.is_file():
+            yield None
+            continue
+        pixels = _read_png(path, sample, grey=grey)
+        size = size or _frame_size(first_frame, sample)
+        _check_size(pixels, size, path, sample)
+        yield pixels
 
 
 @dataclass(frozen=True)
