@@ -265,9 +265,7 @@ def _describe_errors(error: ValidationError) -> str:
     return "; ".join(echo_list(problems, item_limit=2 * ECHO_LIMIT))
 
 
-async def execute(
-    session: AgentSession, call: ToolCall, registry: Registry = TOOLS
-) -> ToolOutcome:
+async def execute(session: AgentSession, call: ToolCall, registry: Registry = TOOLS) -> ToolOutcome:
     """Validate ``call`` and run its handler. Raises :class:`ToolMistake` for model mistakes."""
     prompts = session.prompts
     tool = registry.get(call.name)

@@ -90,10 +90,8 @@ def load_image(
     if isinstance(image, (str, Path)):
         url = _URL.match(str(image))
         if url:  # a Path keeps one slash of "https://": show the URL as it was typed
-            shown = f"{url.group(1)}://{str(image)[url.end():]}"
-            raise ImageLoadError(
-                f"{shown} is a URL; images are read from files: download it first"
-            )
+            shown = f"{url.group(1)}://{str(image)[url.end() :]}"
+            raise ImageLoadError(f"{shown} is a URL; images are read from files: download it first")
         path = Path(image)
         if not path.exists():
             raise ImageLoadError(f"image not found: {path}")

@@ -73,6 +73,7 @@ def echo_list(
 ONE_LINE_LIMIT = 500
 """Characters of a one-line message kept before it is cut."""
 
+
 def one_line(value: BaseException | str, limit: int = ONE_LINE_LIMIT) -> str:
     """``value`` as one bounded line of plain text.
 

@@ -129,9 +129,7 @@ def main() -> None:
             return checks_wall_time(agent, image)
 
         for label, concurrency in (("concurrent", args.concurrency), ("sequential", 1)):
-            times[label] = statistics.median(
-                session_time(concurrency) for _ in range(args.repeats)
-            )
+            times[label] = statistics.median(session_time(concurrency) for _ in range(args.repeats))
     ratio = times["concurrent"] / times["sequential"]
     print(
         f"examine_each_mask{' over HTTP' if args.http else ''}, {args.masks} masks, "

@@ -507,7 +507,9 @@ def test_a_set_is_checked_once_however_often_it_is_loaded(
     """The CLI checks a set before the models load, the agent loads it again: one check."""
     checks: list[str] = []
     original = prompts._check
-    monkeypatch.setattr(prompts, "_check", lambda s, *rest: (checks.append(s.path), original(s, *rest)))
+    monkeypatch.setattr(
+        prompts, "_check", lambda s, *rest: (checks.append(s.path), original(s, *rest))
+    )
     folder = _custom_set(tmp_path / "once", _marked("ONCE"))
     first = prompts.load_prompt_set(folder)
     again = prompts.load_prompt_set(folder, tool_docs=tool_docs())

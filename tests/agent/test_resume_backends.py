@@ -79,7 +79,10 @@ def killed_session(image: np.ndarray, out: Path) -> DescribedChat:
         ({"max_tokens": 512}, "--max-tokens was 4096, now 512"),
         ({"seed": 7}, "--seed was not given, now 7"),
         ({"llm_extra": '{"top_k": 1}'}, '--llm-extra was not given, now {"top_k": 1}'),
-        ({"llm_model": "other-vlm"}, "--llm-model was 'Qwen/Qwen3-VL-8B-Instruct', now 'other-vlm'"),
+        (
+            {"llm_model": "other-vlm"},
+            "--llm-model was 'Qwen/Qwen3-VL-8B-Instruct', now 'other-vlm'",
+        ),
         ({"sam3": "/models/sam3-ft"}, "--sam3 was 'facebook/sam3', now '/models/sam3-ft'"),
         ({"dtype": "float32"}, "--dtype was 'bfloat16', now 'float32'"),
         ({"sam3_url": "http://gpu:8100"}, "--sam3-url was not given, now 'http://gpu:8100'"),

@@ -29,7 +29,11 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 # The `sam3-agent` application, run as the console script runs it, from this checkout.
-CLI = [sys.executable, "-c", "from sam3_agent.apps.cli.main import app; app(prog_name='sam3-agent')"]
+CLI = [
+    sys.executable,
+    "-c",
+    "from sam3_agent.apps.cli.main import app; app(prog_name='sam3-agent')",
+]
 STARTUP_TIMEOUT_S = 180.0
 LOCAL = {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
 

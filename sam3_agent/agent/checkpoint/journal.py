@@ -94,6 +94,7 @@ logger = logging.getLogger(__name__)
 UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 """What decoding a journal record that is valid JSON of the wrong shape raises."""
 
+
 def read_journal(path: Path) -> list[dict[str, Any]]:
     """The complete entries of ``calls.jsonl``; a torn last line (a kill mid-write) is skipped."""
     if not path.is_file():

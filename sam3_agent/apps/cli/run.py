@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from sam3_agent.values.images import RGBImage
 
 
-
 ModeOpt = Annotated[
     Mode,
     typer.Option(
@@ -95,8 +94,11 @@ def run_command(
 
             # Nothing left to ask: the committed ending, its outputs written again, no model.
             say(f"the session in {resume} ended after round {found.round}: no model to load")
-            out_dir, result = resume, finish_ended(
-                resume, pixels, query, config=config, image_path=image, exports=formats
+            out_dir, result = (
+                resume,
+                finish_ended(
+                    resume, pixels, query, config=config, image_path=image, exports=formats
+                ),
             )
         else:
             # Which default MLLM, and do the models fit: before any download, any directory.

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from sam3_agent.values.video import VideoSource
 
 
-
 @with_flags(BACKENDS, AGENT, VIDEO, VERBOSE)
 def track_command(
     video: Annotated[

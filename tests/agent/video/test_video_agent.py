@@ -32,7 +32,10 @@ def make_agent(replies: list[str], **kwargs: object) -> tuple[Sam3VideoAgent, Sc
 def test_track_select_writes_every_output(tmp_path: Path) -> None:
     clip = write_mp4(tmp_path / "clip.mp4", 12)
     agent, chat = make_agent(
-        [tool("segment_phrase", text_prompt="square"), tool("select_masks_and_return", final_answer_masks=[1])]
+        [
+            tool("segment_phrase", text_prompt="square"),
+            tool("select_masks_and_return", final_answer_masks=[1]),
+        ]
     )
     out = tmp_path / "out"
     result = agent.run(clip, "the square that moves left", output_dir=out)
@@ -58,7 +61,10 @@ def test_track_select_writes_every_output(tmp_path: Path) -> None:
 def test_a_frame_folder_with_a_selection(tmp_path: Path) -> None:
     folder = write_frames(tmp_path / "frames", 10)
     agent, _ = make_agent(
-        [tool("segment_phrase", text_prompt="red square"), tool("select_masks_and_return", final_answer_masks=[1])],
+        [
+            tool("segment_phrase", text_prompt="red square"),
+            tool("select_masks_and_return", final_answer_masks=[1]),
+        ],
         selection=FrameSelection(stride=3),
     )
     result = agent.run(folder, "the red square")

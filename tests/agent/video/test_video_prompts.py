@@ -34,7 +34,10 @@ def test_a_custom_set_without_video_templates_takes_the_canonical_ones(tmp_path:
     shutil.copytree(canonical, custom, ignore=shutil.ignore_patterns("video"))
     (custom / "user_task.j2").write_text('Request: "{{ query }}" {{ tried_phrases|length }}')
     video = prompts.load_prompt_set(custom, kind="video")
-    assert video.sources["checker_user.j2"] == prompts.load_prompt_set(kind="video").sources["checker_user.j2"]
+    assert (
+        video.sources["checker_user.j2"]
+        == prompts.load_prompt_set(kind="video").sources["checker_user.j2"]
+    )
     # A set's own video folder is checked like the rest.
     (custom / "video").mkdir()
     (custom / "video" / "checker_user.j2").write_text("{{ query }} {{ nonsense }}")
@@ -52,7 +55,9 @@ def test_a_custom_set_without_video_templates_takes_the_canonical_ones(tmp_path:
         ("<verdict>Reject</verdict>", True, "reject"),
     ],
 )
-def test_uncertain_is_a_verdict_only_where_allowed(text: str, allow: bool, expected: str | None) -> None:
+def test_uncertain_is_a_verdict_only_where_allowed(
+    text: str, allow: bool, expected: str | None
+) -> None:
     assert parse_verdict(text, allow_uncertain=allow) == expected
 
 

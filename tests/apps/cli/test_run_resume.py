@@ -125,9 +125,7 @@ def refused(result: Run, message: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["system_prompt.txt", "checker_prompt.txt"])
-def test_an_edited_prompt_is_refused_before_any_model(
-    photo: Path, killed: Path, name: str
-) -> None:
+def test_an_edited_prompt_is_refused_before_any_model(photo: Path, killed: Path, name: str) -> None:
     (killed / name).write_text("tampered")
     refused(resume(photo, killed, *FLAGS), f"{name} changed since the session started")
 
@@ -140,7 +138,11 @@ def test_an_edited_prompt_is_refused_before_any_model(
         ("--max-tokens", "64", "--max-tokens was 4096, now 64"),
         ("--seed", "3", "--seed was not given, now 3"),
         ("--llm-extra", '{"top_k": 2}', '--llm-extra was not given, now {"top_k": 2}'),
-        ("--sam3-url", "http://127.0.0.1:10", "--sam3-url was 'http://127.0.0.1:9', now 'http://127.0.0.1:10'"),
+        (
+            "--sam3-url",
+            "http://127.0.0.1:10",
+            "--sam3-url was 'http://127.0.0.1:9', now 'http://127.0.0.1:10'",
+        ),
     ],
 )
 def test_other_models_or_settings_are_refused_before_any_model(
@@ -182,9 +184,7 @@ def test_a_live_session_is_refused_before_any_model_and_resumed_once_free(
     assert result.built == ["sam3", "mllm"]
 
 
-def test_a_finished_session_is_written_again_without_any_model(
-    tmp_path: Path, photo: Path
-) -> None:
+def test_a_finished_session_is_written_again_without_any_model(tmp_path: Path, photo: Path) -> None:
     reference = run(str(photo), QUERY, "--out", str(tmp_path / "ref"), *FLAGS)
     assert reference.exit_code == 0, reference.stderr
     out = tmp_path / "run"
@@ -216,9 +216,7 @@ def test_a_session_that_spent_its_rounds_ends_again_without_any_model(
     assert comparable(json.loads(again.stdout)) == comparable(json.loads(first.stdout))
 
 
-def test_a_finished_session_with_other_flags_is_still_refused(
-    tmp_path: Path, photo: Path
-) -> None:
+def test_a_finished_session_with_other_flags_is_still_refused(tmp_path: Path, photo: Path) -> None:
     out = tmp_path / "run"
     assert run(str(photo), QUERY, "--out", str(out), *FLAGS).exit_code == 0
     refused(
