@@ -42,6 +42,7 @@ from sam3_agent.backends.wire import decode_masks, encode_masks
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import image_digest, load_image
+from tests.support.docs import documentation_text
 from tests.support.fakes import FakeSegmenter
 
 TOKEN = "test-token-7f3a"
@@ -850,12 +851,12 @@ def test_cli_bounds_the_decodes_and_the_store(
     assert bad.exit_code == 2 and len(captured_serve) == 1  # refused before serving
 
 
-def test_readme_never_puts_the_service_token_on_a_command_line() -> None:
-    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
-    commands = [line for line in readme.splitlines() if line.lstrip().startswith("sam3-agent ")]
+def test_the_docs_never_put_the_service_token_on_a_command_line() -> None:
+    docs = documentation_text()
+    commands = [line for line in docs.splitlines() if line.lstrip().startswith("sam3-agent ")]
     assert any("serve-sam3" in line for line in commands)
     assert not [line for line in commands if "--token" in line or "--sam3-token" in line]
-    assert "SAM3_AGENT_TOKEN" in readme
+    assert "SAM3_AGENT_TOKEN" in docs
 
 
 def test_any_client_side_http_failure_is_a_segmenter_error(
