@@ -55,7 +55,7 @@ KNOWN_PARAMETERS: dict[str, int] = {
     "Qwen/Qwen3-VL-8B-Instruct": 8_767_000_000,
     "Qwen/Qwen3-VL-8B-Thinking": 8_767_000_000,
 }
-"""Parameters of models the defaults and the README name, for hub ids whose ``config.json``
+"""Parameters of models the defaults and the docs name, for hub ids whose ``config.json``
 is not cached yet (so no estimate needs a download). From the parameter counts the hub
 shows for each model's safetensors files; SAM 3 from its random-weight build
 (``Sam3Model(Sam3Config())``)."""

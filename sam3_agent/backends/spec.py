@@ -49,7 +49,7 @@ __all__ = ["BackendSpec", "ModelPlan", "check_cache_file", "check_writable_dir"]
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """The backend options, as given (see the README's flag tables for each).
+    """The backend options, as given (docs/cli.md's flag tables say each).
 
     Attributes:
         sam3: SAM 3 weights in this process: a hub id or a local directory.

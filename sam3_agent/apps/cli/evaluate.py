@@ -84,7 +84,7 @@ def eval_command(
         _data(
             "--preset",
             help="One of the SAM 3 paper's evaluations: sets --dataset, --split and --mode "
-            "(the README lists them).",
+            "(docs/evaluation.md lists them).",
         ),
     ] = None,
     split: Annotated[

@@ -40,7 +40,7 @@ AGENT_FLAGS = (
     _context("context_policy", str, AgentConfig.context_policy, "--context-policy",
              help="How each call's context is chosen from the history: "
              + ", ".join(CONTEXT_POLICIES)
-             + " (attention: in-process --llm hf:... only). See README 'Context policies'."),
+             + " (attention: in-process --llm hf:... only). See docs/context-policies.md."),
     _context("max_context_tokens", int, AgentConfig.max_context_tokens, "--max-context-tokens",
              help="The MLLM's context window; every call fits it minus the reply reserve "
              "(--reserve-tokens)."),
