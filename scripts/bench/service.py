@@ -19,13 +19,15 @@ the 50-client figure within ~1.5x of the 5-client one (memory independent of the
 
 ``--package-root`` puts that directory's ``sam3_agent`` first on the server's path (e.g. a
 ``git archive main sam3_agent`` extract, for the figure before a change); limits its
-``create_app`` does not take are left out. Linux only (``/proc``). About a minute.
+``create_app`` (or its ``ServiceLimits``) does not take are left out. Linux only
+(``/proc``). About a minute.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import inspect
 import json
 import os
@@ -100,11 +102,16 @@ def serve(limits: dict[str, Any]) -> None:
         masks = np.stack([square_mask(h, w, side * i // 2, side * i, side) for i in range(3)])
         return Detections.from_masks(masks, [0.9, 0.8, 0.7])
 
-    accepted = inspect.signature(create_app).parameters
-    app = create_app(
-        FakeSegmenter(default=three_squares),
-        **{name: value for name, value in limits.items() if name in accepted},
-    )
+    accepted: Any = inspect.signature(create_app).parameters
+    if "limits" in accepted:  # one ServiceLimits; an older checkout takes them as keywords
+        from sam3_agent.apps.service.limits import ServiceLimits
+
+        fields = {f.name for f in dataclasses.fields(ServiceLimits)}
+        kept = {name: value for name, value in limits.items() if name in fields}
+        options: dict[str, Any] = {"limits": ServiceLimits(**kept)}
+    else:
+        options = {name: value for name, value in limits.items() if name in accepted}
+    app = create_app(FakeSegmenter(default=three_squares), **options)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off")
     server = uvicorn.Server(config)
 

@@ -21,21 +21,7 @@ import typer
 from sam3_agent.apps.cli.console import one_line_errors
 from sam3_agent.apps.cli.flags import SAM3, VERBOSE, FlagGroup, flag, with_flags
 from sam3_agent.apps.cli.flags.video import VIDEO_CACHE_MB
-from sam3_agent.apps.service.limits import (
-    DEFAULT_MAX_CONCURRENT_DECODES,
-    DEFAULT_MAX_CONCURRENT_SEGMENTS,
-    DEFAULT_MAX_CONCURRENT_TRACKS,
-    DEFAULT_MAX_CONCURRENT_UPLOADS,
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_MAX_STORED_BYTES,
-    DEFAULT_MAX_STORED_IMAGES,
-    DEFAULT_MAX_STORED_VIDEO_BYTES,
-    DEFAULT_MAX_UPLOAD_BYTES,
-    DEFAULT_MAX_VIDEO_BYTES,
-    DEFAULT_MAX_VIDEO_FRAMES,
-    DEFAULT_MAX_WAITING,
-    MIB,
-)
+from sam3_agent.apps.service.limits import DEFAULT_LIMITS, MIB, ServiceLimits
 from sam3_agent.apps.service.server import check_bind_security, check_port_free
 from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.backends.spec import BackendSpec, check_writable_dir
@@ -48,25 +34,25 @@ _service = functools.partial(flag, panel=SERVICE)
 LIMIT_FLAGS = (
     _service("cache_size", int, 8, "--cache-size",
              help="Images whose backbone features stay cached (LRU)."),
-    _service("max_upload_mb", float, DEFAULT_MAX_UPLOAD_BYTES / MIB, "--max-upload-mb",
+    _service("max_upload_mb", float, DEFAULT_LIMITS.max_upload_bytes / MIB, "--max-upload-mb",
              help="Largest image file accepted, in MiB."),
-    _service("max_pixels", int, DEFAULT_MAX_PIXELS, "--max-pixels",
+    _service("max_pixels", int, DEFAULT_LIMITS.max_pixels, "--max-pixels",
              help="Largest width x height accepted."),
-    _service("store_images", int, DEFAULT_MAX_STORED_IMAGES, "--store-images",
+    _service("store_images", int, DEFAULT_LIMITS.max_stored_images, "--store-images",
              help="Decoded images kept for later requests (LRU)."),
-    _service("store_mb", float, DEFAULT_MAX_STORED_BYTES / MIB, "--store-mb",
+    _service("store_mb", float, DEFAULT_LIMITS.max_stored_bytes / MIB, "--store-mb",
              help="Memory for decoded images kept for later requests, in MiB (LRU)."),
-    _service("max_concurrent_decodes", int, DEFAULT_MAX_CONCURRENT_DECODES,
+    _service("max_concurrent_decodes", int, DEFAULT_LIMITS.max_concurrent_decodes,
              "--max-concurrent-decodes",
              help="Uploaded images decoded at the same time; others wait."),
-    _service("max_concurrent_uploads", int, DEFAULT_MAX_CONCURRENT_UPLOADS,
+    _service("max_concurrent_uploads", int, DEFAULT_LIMITS.max_concurrent_uploads,
              "--max-concurrent-uploads",
              help="Requests carrying an image (uploads, inline base64) at once; a body is "
              "read only inside such a slot."),
-    _service("max_concurrent_segments", int, DEFAULT_MAX_CONCURRENT_SEGMENTS,
+    _service("max_concurrent_segments", int, DEFAULT_LIMITS.max_concurrent_segments,
              "--max-concurrent-segments",
              help="Segment requests at work at once (model calls, masks, encoding)."),
-    _service("max_waiting", int, DEFAULT_MAX_WAITING, "--max-waiting",
+    _service("max_waiting", int, DEFAULT_LIMITS.max_waiting, "--max-waiting",
              help="Requests of each kind that may wait for a slot; past that the service "
              "answers 503 with Retry-After."),
 )  # fmt: skip
@@ -81,19 +67,19 @@ VIDEO_SERVICE_FLAGS = (
                    help="Also load SAM 3's video model (from the same --sam3 weights, at "
                    "start) and track videos for agents (sam3-agent track --sam3-url)."),
     VIDEO_CACHE_MB,
-    _video_service("max_video_mb", float, DEFAULT_MAX_VIDEO_BYTES / MIB, "--max-video-mb",
+    _video_service("max_video_mb", float, DEFAULT_LIMITS.max_video_bytes / MIB, "--max-video-mb",
                    help="Largest video upload (a video file or a tar of frames), in MiB; "
                    "streamed to disk."),
-    _video_service("max_video_frames", int, DEFAULT_MAX_VIDEO_FRAMES, "--max-video-frames",
+    _video_service("max_video_frames", int, DEFAULT_LIMITS.max_video_frames, "--max-video-frames",
                    help="Most frames an uploaded video may have."),
-    _video_service("video_store_mb", float, DEFAULT_MAX_STORED_VIDEO_BYTES / MIB,
+    _video_service("video_store_mb", float, DEFAULT_LIMITS.max_stored_video_bytes / MIB,
                    "--video-store-mb",
                    help="Disk for uploaded videos kept for later requests, in MiB (LRU; "
                    "deleted on eviction and when the server stops)."),
     _video_service("video_dir", Path | None, None, "--video-dir",
                    help="Where uploaded videos are kept (a temporary folder is made inside; "
                    "default: the system's temporary folder)."),
-    _video_service("max_concurrent_tracks", int, DEFAULT_MAX_CONCURRENT_TRACKS,
+    _video_service("max_concurrent_tracks", int, DEFAULT_LIMITS.max_concurrent_tracks,
                    "--max-concurrent-tracks",
                    help="Track requests at work at once; others wait (--max-waiting)."),
 )  # fmt: skip
@@ -166,6 +152,20 @@ def serve_sam3(
         # Refuse an unsafe bind or a taken port before spending a minute loading weights.
         check_bind_security(host, token)
         check_port_free(host, port)
+        service_limits = ServiceLimits(
+            max_upload_bytes=int(limits["max_upload_mb"] * MIB),
+            max_pixels=int(limits["max_pixels"]),
+            max_stored_images=int(limits["store_images"]),
+            max_stored_bytes=int(limits["store_mb"] * MIB),
+            max_concurrent_decodes=int(limits["max_concurrent_decodes"]),
+            max_concurrent_uploads=int(limits["max_concurrent_uploads"]),
+            max_concurrent_segments=int(limits["max_concurrent_segments"]),
+            max_video_bytes=int(video_service["max_video_mb"] * MIB),
+            max_video_frames=int(video_service["max_video_frames"]),
+            max_stored_video_bytes=int(video_service["video_store_mb"] * MIB),
+            max_concurrent_tracks=int(video_service["max_concurrent_tracks"]),
+            max_waiting=int(waiting),
+        )
         from sam3_agent.apps.service import server
 
         segmenter = backends.build_segmenter()
@@ -175,20 +175,9 @@ def serve_sam3(
             host=host,
             port=port,
             token=token or None,
-            max_upload_bytes=int(limits["max_upload_mb"] * MIB),
-            max_pixels=int(limits["max_pixels"]),
-            max_stored_images=int(limits["store_images"]),
-            max_stored_bytes=int(limits["store_mb"] * MIB),
-            max_concurrent_decodes=int(limits["max_concurrent_decodes"]),
-            max_concurrent_uploads=int(limits["max_concurrent_uploads"]),
-            max_concurrent_segments=int(limits["max_concurrent_segments"]),
-            max_waiting=int(waiting),
+            limits=service_limits,
             video_segmenter=video_segmenter,
             video_dir=video_dir.expanduser() if video_dir is not None else None,
-            max_video_bytes=int(video_service["max_video_mb"] * MIB),
-            max_video_frames=int(video_service["max_video_frames"]),
-            max_stored_video_bytes=int(video_service["video_store_mb"] * MIB),
-            max_concurrent_tracks=int(video_service["max_concurrent_tracks"]),
         )
 
 

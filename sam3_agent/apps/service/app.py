@@ -15,14 +15,12 @@ Endpoints (``/v1/*`` need ``Authorization: Bearer <token>`` when the app has a t
 * ``/v1/videos``: videos uploaded and tracked, when the app has a video segmenter
   (:mod:`sam3_agent.apps.service.videos`).
 
-Memory is bounded independently of the number of clients: a request reads its body only
-once it holds a slot (``max_concurrent_uploads`` for a body that carries an image,
-``max_concurrent_segments`` for segment work), at most ``max_waiting`` requests of each kind
-wait for a slot (holding no body), and past that the answer is 503 with ``Retry-After``. A
-``Content-Length`` over the limit is refused with 413 before any slot is taken. At most
-``max_concurrent_decodes`` images are decoded at once, the decoded-image store holds at most
-``max_stored_images`` images and ``max_stored_bytes`` bytes, and a segment request's masks
-are encoded to RLE a few phrases at a time.
+Memory is bounded independently of the number of clients, by the app's
+:class:`~sam3_agent.apps.service.limits.ServiceLimits`: a request reads its body only once
+it holds a slot, the waiting line is bounded (past it: 503 with ``Retry-After``), a
+``Content-Length`` over the limit is refused with 413 before any slot is taken, decodes and
+the decoded-image store are bounded, and a segment request's masks are encoded to RLE a few
+phrases at a time.
 
 The server never opens a path named in a request: images arrive as bytes only. Bodies are
 read with a size limit, image headers are checked against a pixel limit before decoding
@@ -62,23 +60,9 @@ from sam3_agent.apps.service.intake import (
     read_body,
     refuse_declared_over,
 )
-from sam3_agent.apps.service.limits import (
-    DEFAULT_MAX_CONCURRENT_DECODES,
-    DEFAULT_MAX_CONCURRENT_SEGMENTS,
-    DEFAULT_MAX_CONCURRENT_TRACKS,
-    DEFAULT_MAX_CONCURRENT_UPLOADS,
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_MAX_STORED_BYTES,
-    DEFAULT_MAX_STORED_IMAGES,
-    DEFAULT_MAX_STORED_VIDEO_BYTES,
-    DEFAULT_MAX_UPLOAD_BYTES,
-    DEFAULT_MAX_VIDEO_BYTES,
-    DEFAULT_MAX_VIDEO_FRAMES,
-    DEFAULT_MAX_WAITING,
-    SMALL_BODY_BYTES,
-)
+from sam3_agent.apps.service.limits import DEFAULT_LIMITS, SMALL_BODY_BYTES, ServiceLimits
 from sam3_agent.apps.service.video_store import VideoStore
-from sam3_agent.apps.service.videos import VideoBounds, VideoService, add_video_routes
+from sam3_agent.apps.service.videos import VideoService, add_video_routes
 from sam3_agent.backends.base import Segmenter, VideoSegmenter, phrase_as_read
 from sam3_agent.backends.schemas import (
     ErrorCode,
@@ -153,46 +137,21 @@ def create_app(
     segmenter: Segmenter,
     *,
     token: str | None = None,
-    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    max_stored_images: int = DEFAULT_MAX_STORED_IMAGES,
-    max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
-    max_concurrent_decodes: int = DEFAULT_MAX_CONCURRENT_DECODES,
-    max_concurrent_uploads: int = DEFAULT_MAX_CONCURRENT_UPLOADS,
-    max_concurrent_segments: int = DEFAULT_MAX_CONCURRENT_SEGMENTS,
-    max_waiting: int = DEFAULT_MAX_WAITING,
+    limits: ServiceLimits = DEFAULT_LIMITS,
     video_segmenter: VideoSegmenter | None = None,
     video_dir: Path | None = None,
-    max_video_bytes: int = DEFAULT_MAX_VIDEO_BYTES,
-    max_video_frames: int = DEFAULT_MAX_VIDEO_FRAMES,
-    max_stored_video_bytes: int = DEFAULT_MAX_STORED_VIDEO_BYTES,
-    max_concurrent_tracks: int = DEFAULT_MAX_CONCURRENT_TRACKS,
 ) -> FastAPI:
     """The service app around one segmenter (and, for videos, one video segmenter).
 
     Args:
         segmenter: answers every request; must be thread-safe (``Sam3Segmenter`` is).
         token: when set, ``/v1/*`` requires ``Authorization: Bearer <token>``.
-        max_upload_bytes: largest encoded image accepted (413 above).
-        max_pixels: largest ``width * height`` accepted (413 above).
-        max_stored_images / max_stored_bytes: bounds of the in-memory image LRU.
-        max_concurrent_decodes: images decoded at the same time (each decode holds the
-            encoded body and the decoded pixels); further requests wait their turn.
-        max_concurrent_uploads: requests carrying an image (uploads, inline-base64
-            segment requests) holding their body and pixels at once; a body is read only
-            inside such a slot.
-        max_concurrent_segments: segment requests at work at once.
-        max_waiting: requests of each kind waiting for a slot (0 allowed); past that the
-            answer is 503 with ``Retry-After``.
+        limits: the service's bounds; a request past one is answered 413 (too large) or
+            503 with ``Retry-After`` (too many at once).
         video_segmenter: tracks videos (``/v1/videos``); ``None``: those endpoints answer
             404 ``video_off``. Thread-safe (``Sam3VideoSegmenter`` is).
         video_dir: where the video store makes its temporary folder (the system's
             temporary folder by default).
-        max_video_bytes: largest video upload (413 above); it is streamed to disk.
-        max_video_frames: most frames a video may have (413 above).
-        max_stored_video_bytes: disk for uploaded videos (LRU; deleted on eviction and
-            when the app shuts down).
-        max_concurrent_tracks: track requests at work at once.
 
     ``app.state.images`` is the :class:`ImageStore`, ``app.state.videos`` the
     :class:`~sam3_agent.apps.service.video_store.VideoStore` (None without a video
@@ -201,29 +160,15 @@ def create_app(
     """
     if token is not None and not token:
         raise UserError("the service token must not be empty")
-    limits = {
-        "max_upload_bytes": max_upload_bytes,
-        "max_pixels": max_pixels,
-        "max_stored_images": max_stored_images,
-        "max_stored_bytes": max_stored_bytes,
-        "max_concurrent_decodes": max_concurrent_decodes,
-        "max_concurrent_uploads": max_concurrent_uploads,
-        "max_concurrent_segments": max_concurrent_segments,
-        "max_video_bytes": max_video_bytes,
-        "max_video_frames": max_video_frames,
-        "max_stored_video_bytes": max_stored_video_bytes,
-        "max_concurrent_tracks": max_concurrent_tracks,
-    }
-    for name, value in limits.items():
-        if value < 1:
-            raise UserError(f"{name} must be >= 1, got {value}")
-    if max_waiting < 0:
-        raise UserError(f"max_waiting must be >= 0, got {max_waiting}")
-    decode_slots = asyncio.Semaphore(max_concurrent_decodes)
-    uploads = Gate("uploads", max_concurrent_uploads, max_waiting)
-    segments = Gate("segment requests", max_concurrent_segments, max_waiting)
-    tracks = Gate("track requests", max_concurrent_tracks, max_waiting)
-    videos = VideoStore(max_stored_video_bytes, video_dir) if video_segmenter is not None else None
+    decode_slots = asyncio.Semaphore(limits.max_concurrent_decodes)
+    uploads = Gate("uploads", limits.max_concurrent_uploads, limits.max_waiting)
+    segments = Gate("segment requests", limits.max_concurrent_segments, limits.max_waiting)
+    tracks = Gate("track requests", limits.max_concurrent_tracks, limits.max_waiting)
+    videos = (
+        VideoStore(limits.max_stored_video_bytes, video_dir)
+        if video_segmenter is not None
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -240,7 +185,7 @@ def create_app(
         openapi_url=None,
         lifespan=lifespan,
     )
-    images = ImageStore(max_stored_images, max_stored_bytes)
+    images = ImageStore(limits.max_stored_images, limits.max_stored_bytes)
     app.state.images = images
     app.state.segmenter = segmenter
     app.state.uploads = uploads
@@ -249,7 +194,7 @@ def create_app(
     app.state.videos = videos
     app.state.video_segmenter = video_segmenter
     expected = token.encode() if token else None
-    json_limit = max_upload_bytes * 4 // 3 + _JSON_OVERHEAD_BYTES
+    json_limit = limits.max_upload_bytes * 4 // 3 + _JSON_OVERHEAD_BYTES
 
     def authorize(request: Request) -> None:
         if expected is None:
@@ -296,7 +241,7 @@ def create_app(
         VideoService(
             segmenter=video_segmenter,
             store=videos,
-            bounds=VideoBounds(max_video_bytes, max_video_frames, max_pixels),
+            limits=limits,
             uploads=uploads,
             tracks=tracks,
         ),
@@ -314,7 +259,7 @@ def create_app(
 
     async def decode(data: bytes) -> tuple[str, RGBImage]:
         async with decode_slots:
-            return await run_in_threadpool(decode_and_id, data, max_pixels)
+            return await run_in_threadpool(decode_and_id, data, limits.max_pixels)
 
     @app.post("/v1/images")
     async def upload(request: Request) -> UploadResponse:
@@ -322,10 +267,10 @@ def create_app(
         mime = request.headers.get("content-type", "").split(";")[0].strip().lower()
         raw = mime == RAW_RGB_MIME
         if raw:
-            height, width = raw_size(dict(request.query_params), max_pixels)
+            height, width = raw_size(dict(request.query_params), limits.max_pixels)
             limit = height * width * 3
         else:
-            limit = max_upload_bytes
+            limit = limits.max_upload_bytes
         refuse_declared_over(request, limit)
         async with uploads.hold():
             data = await read_body(request, limit)
@@ -418,11 +363,11 @@ def create_app(
             data = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError) as e:
             raise ServiceError(400, ErrorCode.BAD_IMAGE, "image_base64 is not valid base64") from e
-        if len(data) > max_upload_bytes:
+        if len(data) > limits.max_upload_bytes:
             raise ServiceError(
                 413,
                 ErrorCode.TOO_LARGE,
-                f"image of {len(data)} bytes exceeds the {max_upload_bytes}-byte limit",
+                f"image of {len(data)} bytes exceeds the {limits.max_upload_bytes}-byte limit",
             )
         return await decode(data)
 

@@ -1,4 +1,4 @@
-"""The SAM 3 service's default limits, importable without the web stack (for ``--help``).
+"""The SAM 3 service's limits, importable without the web stack (for ``--help``).
 
 Peak memory does not grow with the number of clients: a request holds a body or an image
 only inside a slot (``max_concurrent_uploads`` bodies and decoded images, each at most
@@ -10,33 +10,60 @@ answers 503 with ``Retry-After``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
+from sam3_agent.values.errors import UserError
+
 MIB = 1024 * 1024
-DEFAULT_MAX_UPLOAD_BYTES = 64 * MIB
-"""Largest encoded image file accepted (raw RGB uploads are bounded by the pixel limit)."""
-DEFAULT_MAX_PIXELS = 50_000_000
-"""Largest ``width * height`` accepted, read from the header before decoding."""
-DEFAULT_MAX_STORED_IMAGES = 64
-"""Decoded images kept for later requests."""
-DEFAULT_MAX_STORED_BYTES = 2048 * MIB
-"""Memory for decoded images kept for later requests."""
-DEFAULT_MAX_CONCURRENT_DECODES = 2
-"""Images decoded at the same time; each holds its body and its pixels while it decodes."""
-DEFAULT_MAX_CONCURRENT_UPLOADS = 4
-"""Requests carrying an image (uploads, inline-base64 segment requests) that may hold their
-body and decoded pixels at once; the body is read only once a slot is taken."""
-DEFAULT_MAX_CONCURRENT_SEGMENTS = 4
-"""Segment requests at work at once (model calls, masks, RLE encoding)."""
-DEFAULT_MAX_WAITING = 64
-"""Requests of each kind (uploads, segments) that may wait for a slot; past that: 503."""
 RETRY_AFTER_S = 1
 """``Retry-After`` (seconds) of a 503 answered when the service is at its bounds."""
 SMALL_BODY_BYTES = 64 * 1024
 """A segment request declaring at most this many bytes is read without an upload slot."""
-DEFAULT_MAX_VIDEO_BYTES = 512 * MIB
-"""Largest video upload (a video file, or a tar of frames), streamed to disk."""
-DEFAULT_MAX_VIDEO_FRAMES = 10_000
-"""Most frames an uploaded video may have."""
-DEFAULT_MAX_STORED_VIDEO_BYTES = 4096 * MIB
-"""Disk for uploaded videos kept for later track requests (LRU)."""
-DEFAULT_MAX_CONCURRENT_TRACKS = 1
-"""Track requests at work at once: SAM 3's video model tracks one clip at a time."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceLimits:
+    """Every bound of one service app (``create_app``, ``serve``, ``serve-sam3``).
+
+    Raises:
+        UserError: a count or size below 1 (``max_waiting``: below 0), naming the field.
+    """
+
+    max_upload_bytes: int = 64 * MIB
+    """Largest encoded image file accepted (raw RGB uploads are bounded by the pixel limit)."""
+    max_pixels: int = 50_000_000
+    """Largest ``width * height`` accepted, read from the header before decoding."""
+    max_stored_images: int = 64
+    """Decoded images kept for later requests (LRU)."""
+    max_stored_bytes: int = 2048 * MIB
+    """Memory for decoded images kept for later requests (LRU)."""
+    max_concurrent_decodes: int = 2
+    """Images decoded at the same time; each holds its body and its pixels while it decodes."""
+    max_concurrent_uploads: int = 4
+    """Requests carrying an image (uploads, inline-base64 segment requests) that may hold their
+    body and decoded pixels at once; the body is read only once a slot is taken."""
+    max_concurrent_segments: int = 4
+    """Segment requests at work at once (model calls, masks, RLE encoding)."""
+    max_video_bytes: int = 512 * MIB
+    """Largest video upload (a video file, or a tar of frames), streamed to disk."""
+    max_video_frames: int = 10_000
+    """Most frames an uploaded video may have."""
+    max_stored_video_bytes: int = 4096 * MIB
+    """Disk for uploaded videos kept for later track requests (LRU; deleted on eviction and
+    when the app shuts down)."""
+    max_concurrent_tracks: int = 1
+    """Track requests at work at once: SAM 3's video model tracks one clip at a time."""
+    max_waiting: int = 64
+    """Requests of each kind (uploads, segments, tracks) that may wait for a slot (0 allowed);
+    past that: 503."""
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            least = 0 if field.name == "max_waiting" else 1
+            if value < least:
+                raise UserError(f"{field.name} must be >= {least}, got {value}")
+
+
+DEFAULT_LIMITS = ServiceLimits()
+"""The bounds of a service started without limits of its own (``serve-sam3``'s defaults)."""

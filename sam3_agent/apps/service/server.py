@@ -15,20 +15,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sam3_agent.apps.service.limits import (
-    DEFAULT_MAX_CONCURRENT_DECODES,
-    DEFAULT_MAX_CONCURRENT_SEGMENTS,
-    DEFAULT_MAX_CONCURRENT_TRACKS,
-    DEFAULT_MAX_CONCURRENT_UPLOADS,
-    DEFAULT_MAX_PIXELS,
-    DEFAULT_MAX_STORED_BYTES,
-    DEFAULT_MAX_STORED_IMAGES,
-    DEFAULT_MAX_STORED_VIDEO_BYTES,
-    DEFAULT_MAX_UPLOAD_BYTES,
-    DEFAULT_MAX_VIDEO_BYTES,
-    DEFAULT_MAX_VIDEO_FRAMES,
-    DEFAULT_MAX_WAITING,
-)
+from sam3_agent.apps.service.limits import DEFAULT_LIMITS, ServiceLimits
 from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.values.errors import Sam3AgentError, UserError
 
@@ -164,24 +151,13 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8100,
     token: str | None = None,
-    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    max_stored_images: int = DEFAULT_MAX_STORED_IMAGES,
-    max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
-    max_concurrent_decodes: int = DEFAULT_MAX_CONCURRENT_DECODES,
-    max_concurrent_uploads: int = DEFAULT_MAX_CONCURRENT_UPLOADS,
-    max_concurrent_segments: int = DEFAULT_MAX_CONCURRENT_SEGMENTS,
-    max_waiting: int = DEFAULT_MAX_WAITING,
+    limits: ServiceLimits = DEFAULT_LIMITS,
     video_segmenter: VideoSegmenter | None = None,
     video_dir: Path | None = None,
-    max_video_bytes: int = DEFAULT_MAX_VIDEO_BYTES,
-    max_video_frames: int = DEFAULT_MAX_VIDEO_FRAMES,
-    max_stored_video_bytes: int = DEFAULT_MAX_STORED_VIDEO_BYTES,
-    max_concurrent_tracks: int = DEFAULT_MAX_CONCURRENT_TRACKS,
     log_level: str = "info",
 ) -> None:
     """Serve ``segmenter`` (and ``video_segmenter``, when given) over HTTP until interrupted
-    (blocks); the limits are :func:`~sam3_agent.apps.service.app.create_app`'s. Uploaded
+    (blocks), as :func:`~sam3_agent.apps.service.app.create_app` builds it. Uploaded
     videos are deleted when the server stops.
 
     Raises:
@@ -193,20 +169,9 @@ def serve(
     app = create_app(
         segmenter,
         token=token or None,
-        max_upload_bytes=max_upload_bytes,
-        max_pixels=max_pixels,
-        max_stored_images=max_stored_images,
-        max_stored_bytes=max_stored_bytes,
-        max_concurrent_decodes=max_concurrent_decodes,
-        max_concurrent_uploads=max_concurrent_uploads,
-        max_concurrent_segments=max_concurrent_segments,
-        max_waiting=max_waiting,
+        limits=limits,
         video_segmenter=video_segmenter,
         video_dir=video_dir,
-        max_video_bytes=max_video_bytes,
-        max_video_frames=max_video_frames,
-        max_stored_video_bytes=max_stored_video_bytes,
-        max_concurrent_tracks=max_concurrent_tracks,
     )
     logger.info(
         "SAM 3 service on http://%s:%d (token %s, videos %s)",

@@ -41,7 +41,7 @@ from sam3_agent.apps.service.intake import (
     read_body,
     refuse_declared_over,
 )
-from sam3_agent.apps.service.limits import SMALL_BODY_BYTES
+from sam3_agent.apps.service.limits import SMALL_BODY_BYTES, ServiceLimits
 from sam3_agent.apps.service.video_store import (
     StoredVideo,
     VideoStore,
@@ -75,24 +75,13 @@ _FRAME_INDEX_BYTES = 12
 
 
 @dataclass(frozen=True)
-class VideoBounds:
-    """What one video may be."""
-
-    max_video_bytes: int
-    """Largest upload, in bytes (413 above)."""
-    max_video_frames: int
-    """Most frames a video may have (413 above)."""
-    max_pixels: int
-    """Largest ``width * height`` of a frame (413 above)."""
-
-
-@dataclass(frozen=True)
 class VideoService:
     """What the video endpoints work with (``None`` segmenter and store: video is off)."""
 
     segmenter: VideoSegmenter | None
     store: VideoStore | None
-    bounds: VideoBounds
+    limits: ServiceLimits
+    """The app's: what one video may be (bytes, frames, pixels per frame)."""
     uploads: Gate
     """Shared with the image uploads: requests carrying a body."""
     tracks: Gate
@@ -102,7 +91,7 @@ def add_video_routes(
     app: FastAPI, service: VideoService, authorize: Callable[[Request], None]
 ) -> None:
     """Add the video endpoints to the service ``app`` (``authorize``: its token check)."""
-    bounds = service.bounds
+    bounds = service.limits
     track_limit = SMALL_BODY_BYTES + _FRAME_INDEX_BYTES * bounds.max_video_frames
 
     def enabled(request: Request) -> tuple[VideoSegmenter, VideoStore]:

@@ -135,6 +135,7 @@ def test_serve_sam3_fails_in_one_line_with_the_exit_code_of_a_usage_error() -> N
         (["--max-concurrent-segments", "0"], "--max-concurrent-segments must be a positive"),
         (["--max-concurrent-uploads", "0"], "--max-concurrent-uploads must be a positive"),
         (["--max-waiting", "-1"], "--max-waiting must be a count >= 0, got -1"),
+        (["--max-upload-mb", "1e-9"], "max_upload_bytes must be >= 1, got 0"),
     ],
 )
 def test_serve_sam3_refuses_a_bad_limit_before_loading_anything(

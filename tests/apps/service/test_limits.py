@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
+import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,8 +22,12 @@ import httpx
 import numpy as np
 import pytest
 from fastapi import FastAPI
+from hypothesis import given
+from hypothesis import strategies as st
 
+from sam3_agent.apps.service import server as service_server
 from sam3_agent.apps.service.app import create_app
+from sam3_agent.apps.service.limits import ServiceLimits
 from sam3_agent.backends.sam3_remote import RemoteSegmenter
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import UserError
@@ -113,7 +119,7 @@ def assert_busy(response: httpx.Response) -> None:
 
 
 def test_uploads_read_no_more_than_n_bodies_at_once_and_503_past_the_line() -> None:
-    app = create_app(FakeSegmenter(), max_concurrent_uploads=2, max_waiting=1)
+    app = create_app(FakeSegmenter(), limits=ServiceLimits(max_concurrent_uploads=2, max_waiting=1))
     bodies = Bodies()
     answers: list[httpx.Response] = []
 
@@ -140,7 +146,9 @@ def test_uploads_read_no_more_than_n_bodies_at_once_and_503_past_the_line() -> N
 
 
 def test_a_declared_oversize_body_is_refused_before_it_waits_for_a_slot() -> None:
-    app = create_app(FakeSegmenter(), max_upload_bytes=4000, max_concurrent_uploads=1)
+    app = create_app(
+        FakeSegmenter(), limits=ServiceLimits(max_upload_bytes=4000, max_concurrent_uploads=1)
+    )
     bodies = Bodies()
 
     async def scenario(client: httpx.AsyncClient) -> None:
@@ -166,7 +174,7 @@ def test_a_declared_oversize_body_is_refused_before_it_waits_for_a_slot() -> Non
 
 def test_segment_work_in_flight_is_bounded() -> None:
     segmenter = BlockingSegmenter()
-    app = create_app(segmenter, max_concurrent_segments=2, max_waiting=1)
+    app = create_app(segmenter, limits=ServiceLimits(max_concurrent_segments=2, max_waiting=1))
     answers: list[httpx.Response] = []
 
     async def scenario(client: httpx.AsyncClient) -> None:
@@ -192,7 +200,7 @@ def test_segment_work_in_flight_is_bounded() -> None:
 
 def test_an_inline_image_holds_an_upload_slot_while_it_is_segmented() -> None:
     segmenter = BlockingSegmenter()
-    app = create_app(segmenter, max_concurrent_uploads=1, max_waiting=0)
+    app = create_app(segmenter, limits=ServiceLimits(max_concurrent_uploads=1, max_waiting=0))
 
     async def scenario(client: httpx.AsyncClient) -> None:
         body = {"image_base64": base64.b64encode(png(4)).decode(), "phrases": ["a cat"]}
@@ -218,7 +226,29 @@ def test_an_inline_image_holds_an_upload_slot_while_it_is_segmented() -> None:
 )
 def test_limits_are_checked(limits: dict[str, Any]) -> None:
     with pytest.raises(UserError):
-        create_app(FakeSegmenter(), **limits)
+        create_app(FakeSegmenter(), limits=ServiceLimits(**limits))
+
+
+_LIMIT_NAMES = [f.name for f in dataclasses.fields(ServiceLimits)]
+
+
+@given(name=st.sampled_from(_LIMIT_NAMES), offset=st.integers(0, 2**40), data=st.data())
+def test_a_limit_below_its_least_is_refused_naming_it(
+    name: str, offset: int, data: st.DataObject
+) -> None:
+    least = 0 if name == "max_waiting" else 1  # no line to wait in is a bound; no slot is not
+    assert getattr(ServiceLimits(**{name: least + offset}), name) == least + offset
+    bad = data.draw(st.integers(-(2**40), least - 1))
+    with pytest.raises(UserError) as refused:
+        ServiceLimits(**{name: bad})
+    assert str(refused.value) == f"{name} must be >= {least}, got {bad}"
+
+
+def test_the_app_and_the_server_take_the_limits_as_one_value() -> None:
+    for function in (create_app, service_server.serve):
+        parameters = inspect.signature(function).parameters
+        assert parameters["limits"].default == ServiceLimits()
+        assert not set(parameters) & set(_LIMIT_NAMES), function.__name__
 
 
 def test_client_waits_as_long_as_a_busy_service_asks(monkeypatch: pytest.MonkeyPatch) -> None:

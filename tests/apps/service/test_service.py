@@ -7,6 +7,7 @@ contacts any other address.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import struct
@@ -34,10 +35,12 @@ from sam3_agent.apps.cli.serve import serve_sam3
 from sam3_agent.apps.service import server as service_server
 from sam3_agent.apps.service.app import create_app
 from sam3_agent.apps.service.intake import ImageStore
+from sam3_agent.apps.service.limits import DEFAULT_LIMITS, ServiceLimits
 from sam3_agent.apps.service.server import check_bind_security, is_loopback
 from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.backends.sam3_remote import RemoteSegmenter
 from sam3_agent.backends.segmenters import build_segmenter
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.backends.wire import decode_masks, encode_masks
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import SegmenterError, UserError
@@ -105,7 +108,11 @@ def offline_module() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def served(tiny_sam3_dir: Path, offline_module: None) -> Iterator[tuple[str, FastAPI]]:
     segmenter = Sam3Segmenter.from_pretrained(tiny_sam3_dir, device="cpu", cache_size=4)
-    app = create_app(segmenter, token=TOKEN, max_upload_bytes=MAX_UPLOAD, max_pixels=MAX_PIXELS)
+    app = create_app(
+        segmenter,
+        token=TOKEN,
+        limits=ServiceLimits(max_upload_bytes=MAX_UPLOAD, max_pixels=MAX_PIXELS),
+    )
     with running(app) as url:
         yield url, app
 
@@ -514,8 +521,11 @@ def cli() -> typer.Typer:
 def captured_serve(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
 
-    def fake_serve(segmenter: Any, **kwargs: Any) -> None:
-        calls.append({"segmenter": segmenter, **kwargs})
+    def fake_serve(segmenter: Any, *, limits: ServiceLimits, **kwargs: Any) -> None:
+        # One ServiceLimits carries every bound; its fields are read as the call's.
+        calls.append(
+            {"segmenter": segmenter, **kwargs, **dataclasses.asdict(limits), "limits": limits}
+        )
 
     monkeypatch.setattr(service_server, "serve", fake_serve)
     return calls
@@ -559,6 +569,16 @@ def test_cli_serves_the_model_with_its_limits(
     assert call["token"] == "from-env"
     assert call["max_upload_bytes"] == 2 * 1024 * 1024
     assert call["max_pixels"] == 1000
+
+
+def test_cli_without_limit_flags_serves_the_default_limits(
+    cli: typer.Typer, monkeypatch: pytest.MonkeyPatch, captured_serve: list[dict[str, Any]]
+) -> None:
+    monkeypatch.setattr(BackendSpec, "build_segmenter", lambda self: FakeSegmenter())
+    result = CliRunner().invoke(cli, ["serve-sam3", "--port", "9100"])
+    assert result.exit_code == 0, result.output
+    (call,) = captured_serve
+    assert call["limits"] == DEFAULT_LIMITS == ServiceLimits()
 
 
 # --- wire formats, phrases, abusive input, limits (issue 8) --------------------------------
@@ -704,7 +724,7 @@ def hostile_client() -> Iterator[TestClient]:
     segmenter = FakeSegmenter(
         {"a": Detections.from_masks(np.ones((1, 8, 8), bool), [0.9])}, max_words=3
     )
-    app = create_app(segmenter, max_upload_bytes=4096, max_pixels=10_000)
+    app = create_app(segmenter, limits=ServiceLimits(max_upload_bytes=4096, max_pixels=10_000))
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
@@ -771,7 +791,7 @@ def test_decodes_run_at_most_n_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
                 active[0] -= 1
 
     monkeypatch.setattr(service_app, "decode_and_id", slow_decode)
-    app = create_app(FakeSegmenter(), max_concurrent_decodes=2)
+    app = create_app(FakeSegmenter(), limits=ServiceLimits(max_concurrent_decodes=2))
     with running(app) as base:
 
         def upload(seed: int) -> None:

@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sam3_agent.apps.service.app import create_app
+from sam3_agent.apps.service.limits import ServiceLimits
 from sam3_agent.apps.service.video_store import StoredVideo, VideoStore
 from sam3_agent.backends.schemas import TAR_MIME
 from sam3_agent.values.errors import SegmenterError, UserError
@@ -53,7 +54,7 @@ def video_app(tmp_path: Path, segmenter: Any = None, **limits: Any) -> FastAPI:
         token=TOKEN,
         video_segmenter=segmenter or fake_tracker(),
         video_dir=tmp_path,
-        **limits,
+        limits=ServiceLimits(**limits),
     )
 
 

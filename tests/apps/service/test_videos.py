@@ -7,6 +7,7 @@ Nothing here contacts any other address; no assertion depends on time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -26,6 +27,7 @@ from sam3_agent.apps.cli.main import app as cli_app
 from sam3_agent.apps.cli.serve import serve_sam3
 from sam3_agent.apps.service import server as service_server
 from sam3_agent.apps.service.app import create_app
+from sam3_agent.apps.service.limits import ServiceLimits
 from sam3_agent.backends.base import VideoSegmenter
 from sam3_agent.backends.sam3_remote_video import RemoteVideoSegmenter
 from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
@@ -179,7 +181,7 @@ def test_an_evicted_video_is_uploaded_again_and_deleted_from_disk(
         FakeSegmenter(),
         video_segmenter=tiny_video(tiny_sam3_video_dir),
         video_dir=tmp_path,
-        max_stored_video_bytes=1,  # only the newest video stays
+        limits=ServiceLimits(max_stored_video_bytes=1),  # only the newest video stays
     )
     first = open_video(write_mp4(tmp_path / "a.mp4", 3))
     other = write_mp4(tmp_path / "b.mp4", 4)
@@ -211,7 +213,10 @@ def test_a_video_over_the_service_bounds_is_refused_before_it_is_sent(
     tmp_path: Path, bounds: dict[str, int], message: str
 ) -> None:
     app = create_app(
-        FakeSegmenter(), video_segmenter=FakeVideoSegmenter({}), video_dir=tmp_path, **bounds
+        FakeSegmenter(),
+        video_segmenter=FakeVideoSegmenter({}),
+        video_dir=tmp_path,
+        limits=ServiceLimits(**bounds),
     )
     clip = write_mp4(tmp_path / "clip.mp4", 5)
     transport = CountingTransport()
@@ -391,8 +396,9 @@ def cli() -> typer.Typer:
 def captured_serve(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
 
-    def fake_serve(segmenter: Any, **kwargs: Any) -> None:
-        calls.append({"segmenter": segmenter, **kwargs})
+    def fake_serve(segmenter: Any, *, limits: ServiceLimits, **kwargs: Any) -> None:
+        # One ServiceLimits carries every bound; its fields are read as the call's.
+        calls.append({"segmenter": segmenter, **kwargs, **dataclasses.asdict(limits)})
 
     monkeypatch.setattr(service_server, "serve", fake_serve)
     return calls
