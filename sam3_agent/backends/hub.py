@@ -264,7 +264,8 @@ def locate(models: Sequence[ModelRef], hub: Hub) -> list[Located]:
     not in the local cache (one reachability probe in all, then ``config.json`` each).
 
     A local directory needs a ``config.json`` and weight files; a hub id in the cache needs
-    its weights there. ``HF_HUB_OFFLINE`` set: a hub id not cached is missing.
+    its weights there. ``HF_HUB_OFFLINE`` set: a hub id not cached is missing. An ``ORG/NAME``
+    not cached, where ``ORG`` is a local folder, is a mistyped directory (the hub not asked).
     """
     return [_locate(model, hub) for model in models]
 
@@ -291,6 +292,13 @@ def _locate(model: ModelRef, hub: Hub) -> Located:
         from huggingface_hub import try_to_load_from_cache
 
         return Located(model, Path(str(try_to_load_from_cache(source, "config.json"))))
+    if local.parent.is_dir() and local.parent != Path("."):
+        # ORG/NAME beside a folder ORG here: a mistyped directory more likely than a hub id.
+        return Located(
+            model,
+            missing=f"neither a local directory (there is no {local}) nor a hub model in the "
+            f"local cache; check the path, or fetch the hub model first (`hf download {source}`)",
+        )
     elsewhere = (
         f"download it where there is network (`hf download {source}`), then set "
         f"HF_HUB_OFFLINE=1, or pass a local directory ({model.flag})"

@@ -223,10 +223,16 @@ class ServiceClient:
                 if retry_after is not None:
                     wait = retry_after
             if attempt == attempts:
+                fix = ""
+                if isinstance(cause, (httpx.ConnectError, httpx.ConnectTimeout)):
+                    fix = "; is the service running there (`sam3-agent serve-sam3`)?"
                 raise SegmenterError(
-                    f"SAM 3 service at {self.url} failed {attempts} time(s) on {path}: {failure}"
+                    f"SAM 3 service at {self.url} failed {attempts} time(s) on {path}: "
+                    f"{failure}{fix}"
                 ) from cause
-            logger.warning(
+            # Progress, not a problem yet: the error says so if the last retry fails too (debug
+            # logging shows these lines).
+            logger.info(
                 "SAM 3 service %s%s failed (%s); retry %d/%d in %.2fs",
                 self.url,
                 path,

@@ -10,7 +10,8 @@ such echo goes through :func:`echo` or :func:`echo_list`: a correction stays a f
 characters however long the input was, and the next context does not grow with it.
 
 An error that ends a run, or a failure a library or server reported, reaches a person as one
-line made by :func:`one_line`: bounded, plain, and writable to any terminal or file.
+line made by :func:`one_line`: bounded, plain, and writable to any terminal or file. A
+setting that differs from what a run started with reads as :func:`changed` says.
 """
 
 from __future__ import annotations
@@ -99,6 +100,20 @@ def one_line(value: BaseException | str, limit: int = ONE_LINE_LIMIT) -> str:
     if len(text) > limit:
         text = text[: max(0, limit - 3)] + "..."
     return text
+
+
+def changed(name: str, was: object, now: object) -> str:
+    """One setting that differs, for a refusal: ``--temperature was 0.0, now 0.7`` (strings
+    quoted, ``None`` as not given, anything else as JSON)."""
+    return f"{name} was {_shown(was)}, now {_shown(now)}"
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "not given"
+    if isinstance(value, str):
+        return repr(value)
+    return json.dumps(value, sort_keys=True)
 
 
 def _as_json(value: object) -> str:

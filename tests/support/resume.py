@@ -7,6 +7,8 @@ allowed to differ.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,24 @@ class KilledAt:
         self.made += 1
         if self.made == self.at:
             raise Killed
+        return await self.inner.complete(messages, tools=tools)
+
+
+class CtrlCAt(KilledAt):
+    """Passes calls to ``inner``; at call number ``at`` (1-based) the process gets SIGINT, as
+    Ctrl+C sends it, and the call goes on: ``asyncio.run`` cancels the session at its next
+    wait, then raises KeyboardInterrupt."""
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        self.made += 1
+        if self.made == self.at:
+            handler = signal.getsignal(signal.SIGINT)
+            # Anything but asyncio.run's own handler would stop the test process instead.
+            if getattr(getattr(handler, "func", None), "__name__", None) != "_on_sigint":
+                raise AssertionError(f"SIGINT is handled by {handler!r}, not by asyncio.run")
+            os.kill(os.getpid(), signal.SIGINT)
         return await self.inner.complete(messages, tools=tools)
 
 

@@ -22,6 +22,7 @@ from sam3_agent.backends.identity import CHAT
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, RGBImage, image_digest
 from sam3_agent.values.messages import NativeToolCall, TokenUsage
+from sam3_agent.values.text import changed
 from sam3_agent.values.tracks import Tracks
 from sam3_agent.values.video import VideoSource
 
@@ -141,7 +142,7 @@ class Fingerprint:
                 if option not in now_part:
                     continue
                 was, is_ = before_part[option], now_part[option]
-                line = f"{option} was {_shown(was)}, now {_shown(is_)}"
+                line = changed(option, was, is_)
                 if _jsonable(was) != _jsonable(is_) and line not in found:
                     found.append(line)  # once: --dtype is both models' option
         return found
@@ -155,15 +156,6 @@ class Fingerprint:
 def _names_model(backends: dict[str, dict[str, Any]] | None) -> bool:
     chat = (backends or {}).get(CHAT, {})
     return "--llm" in chat or "--llm-model" in chat
-
-
-def _shown(value: Any) -> str:
-    """An option's value in a one-line message: strings quoted, ``None`` as not given."""
-    if value is None:
-        return "not given"
-    if isinstance(value, str):
-        return repr(value)
-    return json.dumps(value, sort_keys=True)
 
 
 def _size(hw: tuple[int, int]) -> str:

@@ -5,14 +5,23 @@
   anything else is refused rather than emptied.
 * Without ``--out``, each run claims a fresh ``runs/<time>-<image>-<query>`` directory by
   creating it; a run in the same second gets a ``-2``, ``-3``... suffix.
+* A run that stops before its session started (a backend down, Ctrl+C while the models
+  load) leaves no directory it made behind; Ctrl+C after says how to continue
+  (:func:`session_dir`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import typer
+
+from sam3_agent.apps.cli.console import EXIT_INTERRUPTED, say
 from sam3_agent.backends.spec import check_writable_dir
 from sam3_agent.values.errors import UserError
 
@@ -57,6 +66,37 @@ def check_out_flags(out: Path | None, *, resume: Path | None, overwrite: bool, a
         check_run_dir(out, overwrite=overwrite)
 
 
+@contextlib.contextmanager
+def session_dir(out: Path | None, *, resume: Path | None, default_name: str) -> Iterator[Path]:
+    """:func:`take_run_dir`'s directory, for the block that runs the session there.
+
+    Stopped before the session started (no ``session.json``), the directories made for it
+    are removed again (only while empty: one the user made stays); Ctrl+C after that says
+    how to continue the session (exit 130)."""
+    if resume is not None:
+        made: list[Path] = []
+    elif out is not None:
+        made = _absent(out)
+    else:
+        made = _absent(DEFAULT_ROOT)
+    path = take_run_dir(out, resume=resume, default_name=default_name)
+    if out is None and resume is None:
+        made.insert(0, path)
+    try:
+        yield path
+    except BaseException as e:
+        if not (path / "session.json").is_file():
+            for directory in made:
+                with contextlib.suppress(OSError):
+                    directory.rmdir()  # an empty directory only
+            raise
+        if isinstance(e, KeyboardInterrupt):
+            say(("interrupted", "yellow"), f": the finished rounds are kept in {path}; continue "
+                f"with the same command and --resume {path}")  # fmt: skip
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise
+
+
 def take_run_dir(out: Path | None, *, resume: Path | None, default_name: str) -> Path:
     """The directory ``run`` writes to: the resumed one, ``--out`` cleared of a previous
     run's files, or a fresh default one (:func:`claim_default_run_dir`)."""
@@ -79,7 +119,7 @@ def check_run_dir(out: Path, *, overwrite: bool) -> None:
     if not entries:
         return
     if not overwrite:
-        if "session.json" in entries and "result.json" not in entries:
+        if "session.json" in entries and not _finished(out):
             raise UserError(
                 f"--out {out} holds an interrupted session; continue it with --resume {out} "
                 "(its finished rounds are kept), or pass --overwrite to start over"
@@ -142,6 +182,24 @@ def claim_default_run_dir(name: str, root: Path = DEFAULT_ROOT) -> Path:
             raise UserError(f"cannot create the output directory {candidate}: {e}") from e
         return candidate
     raise UserError(f"{MAX_SUFFIX} runs named {stem} exist in {root}; pass --out DIR")
+
+
+def _finished(out: Path) -> bool:
+    """Whether ``out`` holds the result of a session that ended (not one stopped by Ctrl+C,
+    whose result says so)."""
+    try:
+        failure = json.loads((out / "result.json").read_text(encoding="utf-8")).get("failure")
+    except (OSError, ValueError, AttributeError):
+        return (out / "result.json").exists()  # there, but unreadable: not ours to judge
+    from sam3_agent.agent.loop import STOPPED
+
+    return bool(failure != STOPPED)
+
+
+def _absent(path: Path) -> list[Path]:
+    """``path`` and those of its parents that do not exist yet, innermost first."""
+    path = path.expanduser()
+    return [p for p in (path, *path.parents) if not p.exists()]
 
 
 def _entries(out: Path) -> set[str]:

@@ -25,7 +25,7 @@ from sam3_agent.apps.cli.flags import (
     check_agent,
     with_flags,
 )
-from sam3_agent.apps.cli.outdir import check_out_flags, take_run_dir
+from sam3_agent.apps.cli.outdir import check_out_flags, session_dir
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 
@@ -63,7 +63,8 @@ def run_command(
     """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
 
     Exit codes: 0 masks found or no mask reported, 1 backend error, 2 bad input,
-    3 the session failed (budget spent; see result.json).
+    3 the session failed (budget spent; see result.json), 130 interrupted (--resume DIR
+    continues the session).
     """
     sam3_only = mode is Mode.sam3_only
     with one_line_errors():
@@ -110,12 +111,12 @@ def run_command(
                 say(f"resuming {resume} after round {found.round}")
             # Only now is anything written: a bad image leaves no output directory behind.
             name = safe_name(f"{image.stem}-{query}", max_len=64)
-            out_dir = take_run_dir(out, resume=resume, default_name=name)
-            # The decoded pixels go on (one decode); the run writes result.json once.
-            result = _run(
-                plan.spec, pixels, image, query, config, out_dir, formats,
-                resume=resume is not None, sam3_only=sam3_only,
-            )  # fmt: skip
+            with session_dir(out, resume=resume, default_name=name) as out_dir:
+                # The decoded pixels go on (one decode); the run writes result.json once.
+                result = _run(
+                    plan.spec, pixels, image, query, config, out_dir, formats,
+                    resume=resume is not None, sam3_only=sam3_only,
+                )  # fmt: skip
 
     if json_output:
         typer.echo(json.dumps(result_document(result, formats), indent=2))

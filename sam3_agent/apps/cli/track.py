@@ -26,7 +26,7 @@ from sam3_agent.apps.cli.flags import (
     check_agent,
     with_flags,
 )
-from sam3_agent.apps.cli.outdir import check_out_flags, take_run_dir
+from sam3_agent.apps.cli.outdir import check_out_flags, session_dir
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 
@@ -57,7 +57,8 @@ def track_command(
     Also contact_sheet.png (sampled frames) and the checkpoint that --resume continues.
 
     Exit codes: 0 tracks found or no mask reported, 1 backend error, 2 bad input,
-    3 the session failed (budget spent; see result.json).
+    3 the session failed (budget spent; see result.json), 130 interrupted (--resume DIR
+    continues the session).
     """
     with one_line_errors():
         backends = replace(backends, video_cache_mb=video_flags.cache_mb)
@@ -79,8 +80,8 @@ def track_command(
         if plan.note:
             say(plan.note)
         name = safe_name(f"{video.stem}-{query}", max_len=64)
-        out_dir = take_run_dir(out, resume=resume, default_name=name)
-        result = _track(plan.spec, source, query, config, video_flags, out_dir, resume=resume)
+        with session_dir(out, resume=resume, default_name=name) as out_dir:
+            result = _track(plan.spec, source, query, config, video_flags, out_dir, resume=resume)
 
     if json_output:
         typer.echo(json.dumps(result.to_json(), indent=2))

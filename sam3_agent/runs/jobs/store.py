@@ -25,6 +25,7 @@ from typing import Any, Generic
 from sam3_agent.runs.jobs.base import JobResult, R
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.files import safe_name
+from sam3_agent.values.text import changed
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +56,21 @@ def job_dir_name(job_id: str) -> str:
     return safe_name(job_id, max_len=80)
 
 
-def _config_diff(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
-    keys = sorted(set(stored) | set(wanted))
-    return [
-        f"{k}: {stored.get(k)!r} (run directory) vs {wanted.get(k)!r} (now)"
-        for k in keys
-        if stored.get(k) != wanted.get(k)
-    ]
+def _config_diff(
+    stored: Mapping[str, Any], wanted: Mapping[str, Any], prefix: str = ""
+) -> list[str]:
+    """Each setting that differs, by its dotted name (``agent.max_rounds``): the settings
+    inside a group one by one, not the whole group."""
+    found = []
+    for key in sorted(set(stored) | set(wanted)):
+        was, now = stored.get(key), wanted.get(key)
+        if was == now:
+            continue
+        if isinstance(was, Mapping | None) and isinstance(now, Mapping | None):
+            found += _config_diff(was or {}, now or {}, f"{prefix}{key}.")
+        else:
+            found.append(changed(f"{prefix}{key}", was, now))
+    return found
 
 
 Decode = Callable[[Mapping[str, Any]], R]
@@ -121,8 +130,8 @@ class ResultStore(Generic[R]):
             if diff:
                 db.close()
                 raise UserError(
-                    f"{run_dir} holds a run made with different settings; use another --out "
-                    "directory, or the same settings to resume.\n  " + "\n  ".join(diff)
+                    f"{run_dir} holds a run made with different settings ({'; '.join(diff)}); "
+                    "use the same settings to resume, or another --out directory"
                 )
             logger.info("resuming run in %s (%d jobs finished)", run_dir, store.count())
         return store

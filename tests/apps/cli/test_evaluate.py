@@ -139,18 +139,22 @@ def test_rerun_skips_finished_and_refuses_other_settings(
     refused = _eval(*args, "--mode", "sam3-only")
     assert refused.exit_code == 2
     assert "different settings" in refused.stderr
-    assert "mode: 'agent' (run directory) vs 'sam3-only' (now)" in refused.stderr
+    assert "mode was 'agent', now 'sam3-only'" in refused.stderr
     refused = _eval(*args, "--max-rounds", "3")
-    assert refused.exit_code == 2 and "max_rounds" in refused.stderr
+    assert refused.exit_code == 2
+    # The one setting that differs, named alone: not the agent's whole settings twice.
+    assert "(agent.max_rounds was 100, now 3);" in refused.stderr
+    assert "max_corrections" not in refused.stderr
     refused = _eval(*args, "--context-policy", "fifo")  # the context policy changes predictions
-    assert refused.exit_code == 2 and "'context_policy': 'fifo'" in refused.stderr
+    assert refused.exit_code == 2 and "agent.context_policy was" in refused.stderr
+    assert "now 'fifo'" in refused.stderr
     # The rerun had nothing left to do and the refusals came first: SAM 3 loaded once.
     assert len(fakes["segmenters"]) == 1
     chats_built = len(fakes["chats"])
     default = json.loads((run / "metrics.json").read_text())["methods"][0]["config"]["model"]
     refused = _eval(*args, "--llm-model", "other-vlm")
     assert refused.exit_code == 2
-    assert f"model: {default!r} (run directory) vs 'other-vlm' (now)" in refused.stderr
+    assert f"model was {default!r}, now 'other-vlm'" in refused.stderr
     assert len(fakes["chats"]) == chats_built  # the name came from the flag: nothing loaded
     resumed = _eval(*args, "--llm", f"hf:{default}")  # the same model, named by flag
     assert resumed.exit_code == 0 and "0 evaluated, 4 already stored" in resumed.stderr

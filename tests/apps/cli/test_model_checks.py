@@ -135,3 +135,31 @@ def test_offline_names_every_model_not_in_the_cache(
     assert "`hf download sam3-agent-tests/sam3-not-cached`" in line and "--sam3 DIR" in line
     assert "`hf download sam3-agent-tests/vlm-not-cached`" in line and "--llm hf:DIR" in line
     assert fake.asked == [] and loads == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "what"),
+    [
+        (["--sam3", "models/sam3-typo", "--llm-url", "http://127.0.0.1:9/v1", "--llm-model", "m"],
+         "SAM 3 'models/sam3-typo'"),
+        (["--sam3", "models/sam3", "--llm", "hf:models/vlm-typo"], "the MLLM 'models/vlm-typo'"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_local_directory_is_named_as_one_not_as_a_hub_id(
+    photo: Path, tmp_path: Path, loads: list[str], monkeypatch: pytest.MonkeyPatch,
+    tiny_sam3_dir: Path, flags: list[str], what: str,
+) -> None:  # fmt: skip
+    """``models/x`` beside a ``models`` folder: the user meant a directory; the hub is not asked."""
+    fake = use_hub(monkeypatch, FakeHub(tmp_path / "hub"))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "sam3").symlink_to(tiny_sam3_dir)
+    monkeypatch.chdir(tmp_path)
+    result = run(photo, tmp_path, *flags, "--device", "cpu")
+    assert result.exit_code == 1, result.output
+    typo = what.split("'")[1]
+    assert result.stderr == (
+        f"error: WeightsUnavailableError: cannot load {what} (no model was loaded): neither a "
+        f"local directory (there is no {typo}) nor a hub model in the local cache; check the "
+        f"path, or fetch the hub model first (`hf download {typo}`)\n"
+    )
+    assert fake.asked == [] and loads == []

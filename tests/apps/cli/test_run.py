@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +16,7 @@ from hypothesis import strategies as st
 from PIL import Image
 from typer.testing import CliRunner
 
+from sam3_agent.agent.loop import STOPPED
 from sam3_agent.apps.cli import outdir
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
@@ -240,6 +244,7 @@ def test_any_bad_option_value_is_one_line_before_models(
         (["--out", "{tmp}/afile/below"], "is a file"),
         (["--out", "{tmp}/full"], "not empty"),
         (["--out", "{tmp}/interrupted"], "holds an interrupted session; continue it with --resume"),
+        (["--out", "{tmp}/stopped"], "holds an interrupted session; continue it with --resume"),
         (["--out", "/proc/sam3-agent-out"], "cannot create files in /proc"),
     ],
 )
@@ -251,6 +256,9 @@ def test_contradictions_and_bad_paths_fail_before_models(
     (tmp_path / "full" / "notes.txt").write_text("mine")
     (tmp_path / "interrupted").mkdir()  # a session killed before it wrote result.json
     (tmp_path / "interrupted" / "session.json").write_text("{}")
+    (tmp_path / "stopped").mkdir()  # Ctrl+C: asyncio cancels the session, which writes a result
+    (tmp_path / "stopped" / "session.json").write_text("{}")
+    (tmp_path / "stopped" / "result.json").write_text(json.dumps({"failure": STOPPED}))
     args = [a.replace("{tmp}", str(tmp_path)) for a in extra]
     if "--out" not in args:
         args += ["--out", str(tmp_path / "o")]
@@ -353,6 +361,32 @@ def test_default_directories_differ_within_one_second(
     second = outdir.claim_default_run_dir("photo-cat", root=tmp_path / "runs")
     assert first != second and first.is_dir() and second.is_dir()
     assert second.name == first.name + "-2"
+
+
+@pytest.mark.parametrize("out", [None, "new/run", "made-by-me"])
+def test_an_unreachable_sam3_service_is_one_line_and_leaves_no_directory(
+    photo: Path, tmp_path: Path, out: str | None
+) -> None:
+    """In a process of its own, where the logging setup of ``run`` is the one a user gets."""
+    (tmp_path / "made-by-me").mkdir()
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        args = [str(photo), "cat", "--sam3-url", url, "--llm-url", f"{url}/v1", "--llm-model", "m"]
+        args += ["--out", out] if out is not None else []
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])
+        done = subprocess.run(
+            [sys.executable, "-m", "sam3_agent.apps.cli.main", "run", *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: SegmenterError: SAM 3 service at {url} failed 4 time(s)")
+    assert line.endswith("is the service running there (`sam3-agent serve-sam3`)?")
+    assert not (tmp_path / "runs").exists()
+    assert not (tmp_path / "new").exists()
+    assert (tmp_path / "made-by-me").is_dir()  # the user's own directory stays
 
 
 def test_default_out_dir_is_claimed_after_the_image_is_read(

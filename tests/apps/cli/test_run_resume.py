@@ -23,8 +23,8 @@ from sam3_agent.agent.checkpoint import STATE_FILE
 from sam3_agent.agent.checkpoint.store import DirectoryLock
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends.spec import BackendSpec, ModelPlan
-from tests.support.fakes import FakeSegmenter, ScriptedChatModel
-from tests.support.resume import QUERY, Killed, KilledAt, comparable, trace_records
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
+from tests.support.resume import QUERY, CtrlCAt, Killed, KilledAt, comparable, trace_records
 from tests.support.resume_driver import SCRIPT, VERDICTS, cats
 
 FLAGS = [
@@ -57,16 +57,22 @@ class Run:
     planned: int = 0
 
 
-def run(*args: str, kill_at: int | None = None) -> Run:
-    """``sam3-agent run ARGS --json`` with stand-in backends; ``kill_at``: the MLLM call
-    (1-based) at which the process "dies" (:class:`Killed` escapes)."""
+def run(
+    *args: str, kill_at: int | None = None, ctrl_c_at: int | None = None,
+    script: Sequence[str] = SCRIPT,
+) -> Run:  # fmt: skip
+    """``sam3-agent run ARGS --json`` with stand-in backends answering ``script``;
+    ``kill_at``: the MLLM call (1-based) at which the process "dies" (:class:`Killed`
+    escapes); ``ctrl_c_at``: the one during which the user presses Ctrl+C (:class:`CtrlCAt`)."""
     record = Run(0, "", "")
 
     def build_chat(spec: BackendSpec) -> Described:
         record.built.append("mllm")
-        chat: Any = ScriptedChatModel(replies=list(SCRIPT), verdicts=dict(VERDICTS))
+        chat: Any = ScriptedChatModel(replies=list(script), verdicts=dict(VERDICTS))
         if kill_at is not None:
             chat = KilledAt(chat, kill_at)
+        if ctrl_c_at is not None:
+            chat = CtrlCAt(chat, ctrl_c_at)
         return Described(chat, spec.describe()["mllm"])
 
     def build_sam3(spec: BackendSpec) -> Described:
@@ -182,6 +188,29 @@ def test_a_live_session_is_refused_before_any_model_and_resumed_once_free(
     assert result.exit_code == 0, result.stderr
     assert f"resuming {killed} after round 2" in result.stderr
     assert result.built == ["sam3", "mllm"]
+
+
+def test_ctrl_c_says_how_to_continue_and_the_out_dir_points_there(
+    tmp_path: Path, photo: Path
+) -> None:
+    out = tmp_path / "run"
+    stopped = run(str(photo), QUERY, "--out", str(out), *FLAGS, ctrl_c_at=3)
+    assert stopped.exit_code == 130, stopped.stderr
+    assert stopped.stderr.strip().splitlines()[-1] == (
+        f"interrupted: the finished rounds are kept in {out}; continue with the same command "
+        f"and --resume {out}"
+    )
+    # The same command again, without --resume: refused, naming the way to continue.
+    again = run(str(photo), QUERY, "--out", str(out), *FLAGS)
+    assert again.exit_code == 2 and again.built == []
+    assert f"holds an interrupted session; continue it with --resume {out}" in again.stderr
+    assert "--overwrite to start over" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    # As the line says (--out stays); whichever round comes next ends the session.
+    end = [tool("report_no_mask")] * 2
+    resumed = run(str(photo), QUERY, "--out", str(out), "--resume", str(out), *FLAGS, script=end)
+    assert resumed.exit_code == 0, resumed.stderr
+    assert f"resuming {out} after round 2" in resumed.stderr
 
 
 def test_a_finished_session_is_written_again_without_any_model(tmp_path: Path, photo: Path) -> None:

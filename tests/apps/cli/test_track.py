@@ -11,8 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.main import app
-from tests.support.clips import write_frames, write_mp4
+from sam3_agent.backends.spec import BackendSpec, ModelPlan
+from tests.support.clips import LEFT_AND_RIGHT, write_frames, write_mp4
+from tests.support.fakes import FakeVideoSegmenter, ScriptedChatModel, tool
 from tests.support.openai_server import ScriptedServer
+from tests.support.resume import CtrlCAt
 from tests.support.video_cli import square_picker, tiny_video_flags
 
 runner = CliRunner()
@@ -87,3 +90,34 @@ def test_a_corrupt_video_is_one_line(tmp_path: Path) -> None:
     done = runner.invoke(app, ["track", str(bad), "q", "--sam3", str(tmp_path / "nope")])
     assert done.exit_code == 2
     assert "cannot read video" in done.stderr and not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_says_how_to_continue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chat = CtrlCAt(ScriptedChatModel(replies=[tool("segment_phrase", text_prompt="square")] * 2), 2)
+    monkeypatch.setattr(BackendSpec, "plan", lambda self, **kwargs: ModelPlan(self))
+    monkeypatch.setattr(
+        BackendSpec,
+        "build_video_segmenter",
+        lambda self: FakeVideoSegmenter({"square": LEFT_AND_RIGHT}),
+    )
+    monkeypatch.setattr(BackendSpec, "build_chat_model", lambda self: chat)
+    clip = write_mp4(tmp_path / "clip.mp4", 4)
+    out = tmp_path / "out"
+    args = ["track", str(clip), "q", "--out", str(out), "--sam3-url", "http://127.0.0.1:9"]
+    args += ["--llm-url", "http://127.0.0.1:9/v1", "--llm-model", "m"]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 130, done.output
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"interrupted: the finished rounds are kept in {out}; continue with the same command "
+        f"and --resume {out}"
+    )
+    again = runner.invoke(app, args)  # the same command, without --resume
+    assert again.exit_code == 2
+    assert f"holds an interrupted session; continue it with --resume {out}" in again.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "track"])
+def test_help_lists_exit_code_130(command: str) -> None:
+    shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0
+    assert "130 interrupted (--resume DIR continues the session)" in " ".join(shown.stdout.split())

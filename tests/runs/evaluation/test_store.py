@@ -88,11 +88,39 @@ def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
         )
     message = str(info.value)
     assert "different settings" in message
-    assert "split: 'val' (run directory) vs 'test' (now)" in message
-    assert "model: 'm' (run directory) vs 'other' (now)" in message
+    assert "model was 'm', now 'other'; split was 'val', now 'test'" in message
     ResultStore.create_or_resume(
         tmp_path, dict(CONFIG), SampleResult.from_json
     ).close()  # same settings: fine
+
+
+@pytest.mark.parametrize(
+    ("now", "named"),
+    [
+        ({"agent": {"max_rounds": 3}}, "agent.max_rounds was 5, now 3"),
+        ({"agent": {"prompts": {"sha256": "b"}}}, "agent.prompts.sha256 was 'a', now 'b'"),
+        ({"generation": {"temperature": 0.7}}, "generation.temperature was not given, now 0.7"),
+        (
+            {"agent": None},
+            "agent.max_rounds was 5, now not given; agent.prompts.sha256 was 'a', now not given",
+        ),
+        ({"agent": 1}, 'agent was {"max_rounds": 5, "prompts": {"sha256": "a"}}, now 1'),
+    ],
+)
+def test_a_refusal_names_each_setting_inside_a_group(
+    tmp_path: Path, now: dict[str, object], named: str
+) -> None:
+    nested = {**CONFIG, "agent": {"max_rounds": 5, "prompts": {"sha256": "a"}}}
+    ResultStore.create_or_resume(tmp_path, nested, SampleResult.from_json).close()
+    changed = {**nested, **now}
+    if isinstance(now.get("agent"), dict):
+        changed["agent"] = {**nested["agent"], **now["agent"]}  # type: ignore[dict-item]
+    with pytest.raises(UserError) as info:
+        ResultStore.create_or_resume(tmp_path, changed, SampleResult.from_json)
+    assert str(info.value) == (
+        f"{tmp_path} holds a run made with different settings ({named}); use the same "
+        "settings to resume, or another --out directory"
+    )
 
 
 def test_not_a_run_directory(tmp_path: Path) -> None:
