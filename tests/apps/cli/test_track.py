@@ -10,6 +10,7 @@ import cv2
 import pytest
 from typer.testing import CliRunner
 
+from sam3_agent.agent import rundir
 from sam3_agent.apps.cli.main import app
 from tests.support.clips import write_frames, write_mp4
 from tests.support.openai_server import ScriptedServer
@@ -51,6 +52,22 @@ def test_track_writes_every_output(tmp_path: Path, flags: list[str]) -> None:
         app, ["track", str(clip), "the square that moves left", "--resume", str(out), *flags]
     )
     assert again.exit_code == 0, again.output
+
+
+def test_a_run_directory_is_reused_with_overwrite(tmp_path: Path, flags: list[str]) -> None:
+    """``--overwrite`` on a directory an earlier ``track`` wrote: every file there is one a
+    run writes (:data:`rundir.ENTRIES`), so they are replaced rather than refused."""
+    clip = write_mp4(tmp_path / "clip.mp4", 4)
+    out = tmp_path / "out"
+    first = runner.invoke(app, ["track", str(clip), "the square", "--out", str(out), *flags])
+    assert first.exit_code == 0, first.output
+    written = {p.name for p in out.iterdir()}
+    assert {rundir.OVERLAY_VIDEO, rundir.CONTACT_SHEET, rundir.STATE} <= written <= rundir.ENTRIES
+    again = runner.invoke(
+        app, ["track", str(clip), "the square", "--out", str(out), "--overwrite", *flags]
+    )
+    assert again.exit_code == 0, again.output
+    assert json.loads((out / rundir.RESULT).read_text())["video"]["frames_used"] == [0, 1, 2, 3]
 
 
 def test_a_frame_folder_with_a_stride(tmp_path: Path, flags: list[str]) -> None:
