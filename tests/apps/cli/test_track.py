@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from sam3_agent.agent import rundir
 from sam3_agent.apps.cli.main import app
+from sam3_agent.backends.spec import BackendSpec
 from tests.support.clips import write_frames, write_mp4
 from tests.support.openai_server import ScriptedServer
 from tests.support.video_cli import square_picker, tiny_video_flags
@@ -78,6 +79,23 @@ def test_a_frame_folder_with_a_stride(tmp_path: Path, flags: list[str]) -> None:
     )
     assert done.exit_code == 0, done.output
     assert json.loads((out / "result.json").read_text())["video"]["frames_used"] == [0, 4, 8]
+
+
+def test_a_frame_folder_of_two_sizes_is_one_line_before_any_model_loads(
+    tmp_path: Path, flags: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = write_frames(tmp_path / "frames", 4)
+    write_frames(tmp_path / "odd", 3, size=(64, 80))
+    (tmp_path / "odd" / "00002.jpg").replace(folder / "00002.jpg")
+    monkeypatch.chdir(tmp_path)  # where the default run directory would be claimed
+    built: list[str] = []
+    for name in ("build_video_segmenter", "build_chat_model"):
+        monkeypatch.setattr(BackendSpec, name, lambda self, name=name: built.append(name))
+    done = runner.invoke(app, ["track", str(folder), "the square", *flags])
+    assert done.exit_code == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "frame 00002.jpg is 80x64, the first frame (00000.jpg) 128x96" in done.stderr
+    assert built == [] and not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize(
