@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,39 @@ from tests.support.fake_hub import FakeHub
 from tests.support.fakes import square_mask
 
 H, W = 240, 320
+
+PROCESS_SETTINGS = frozenset(
+    {
+        "OPENCV_FFMPEG_LOGLEVEL",  # values.video, values.video_render: no FFmpeg log lines
+        "GRADIO_ANALYTICS_ENABLED",  # apps.demo.server: no Gradio analytics
+        "HF_HUB_DISABLE_TELEMETRY",  # Gradio, when its analytics are off
+        "LD_LIBRARY_PATH",  # `import cv2` adds its bundled libraries
+        "RAY_CLIENT_MODE",  # `import ray`
+        "PYTEST_CURRENT_TEST",  # pytest: the test running
+    }
+)
+"""Variables set for the whole process on purpose, by the code under test, by a library as
+it is imported, or by pytest."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def environment_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No test module leaves ``os.environ`` changed for the modules after it: a test sets a
+    variable with ``monkeypatch.setenv`` (or in a child process's ``env``), and a fixture
+    of a wider scope restores it before its module ends."""
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    changed = sorted(
+        key
+        for key in before.keys() | after.keys()
+        if before.get(key) != after.get(key) and key not in PROCESS_SETTINGS
+    )
+    if changed:
+        pytest.fail(
+            f"{request.module.__name__} left os.environ changed ({', '.join(changed)}): set "
+            "variables with monkeypatch, or restore them in the fixture that sets them"
+        )
 
 
 @pytest.fixture

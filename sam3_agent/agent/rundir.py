@@ -97,6 +97,7 @@ ENTRIES = frozenset(
         RESULT,
         OVERLAY,
         OVERLAY_VIDEO,
+        OVERLAY_WEB,
         CONTACT_SHEET,
         MASKS_DIR,
         TRACE,
@@ -109,5 +110,5 @@ ENTRIES = frozenset(
         LOCK,
     }
 )
-"""Every file and folder a run writes at the top of its directory (what ``--overwrite``
-may remove, and nothing else)."""
+"""Every file and folder a run writes at the top of its directory, image or video (what
+``--overwrite`` may remove, and nothing else): every name above."""

@@ -10,7 +10,8 @@ the clip's length.
   metadata is applied, as the EXIF orientation is for photos.
 * A folder of frame images (the JPEG sequences DAVIS and YouTube-VOS ship): the frames are
   the folder's ``.jpg``/``.jpeg``/``.png`` files in name order, each loaded by
-  :func:`~sam3_agent.values.images.load_image`.
+  :func:`~sam3_agent.values.images.load_image`. Every frame must have the first one's size
+  (read from the headers when the folder opens); a frame is never resized.
 
 A corrupt video is a one-line :class:`VideoLoadError`. A truncated one, where some frames
 were read, opens with the frames before the damage; :attr:`VideoSource.note` says where it
@@ -178,7 +179,19 @@ class VideoSource:
                 pixels = load_image(file, max_pixels=self.max_pixels)
             except ImageLoadError as e:
                 raise VideoLoadError(f"frame {index} of {self.path}: {e}") from e
-            yield Frame(position, index, self.time_of(index), _fit(pixels, self.size))
+            yield Frame(position, index, self.time_of(index), self._checked(pixels, index))
+
+    def _checked(self, pixels: RGBImage, index: int) -> RGBImage:
+        """``pixels`` of source frame ``index``, which must have the video's size: a frame is
+        never resized (a folder's sizes are checked when it opens; a file's stream may
+        still change size midway)."""
+        if pixels.shape[:2] == self.size:
+            return pixels
+        h, w = pixels.shape[:2]
+        raise VideoLoadError(
+            f"{self.path}: frame {index} is {w}x{h}, the first frame used "
+            f"{self.size[1]}x{self.size[0]}; the frames of a video share one size"
+        )
 
     def _file_frames(self, wanted: list[int]) -> Iterator[Frame]:
         capture = _open_capture(self.path)
@@ -195,7 +208,7 @@ class VideoSource:
                     ok, bgr = capture.retrieve()
                     if not ok or bgr is None:
                         raise VideoLoadError(f"{self.path}: frame {index} cannot be decoded")
-                    pixels = _fit(_to_rgb(bgr), self.size)
+                    pixels = self._checked(_to_rgb(bgr), index)
                     yield Frame(position, index, self.time_of(index), pixels)
                     position = next(targets, -1)
                     if position < 0:
@@ -213,12 +226,14 @@ def open_video(
 ) -> VideoSource:
     """Check ``video`` (a file or a folder of frames) and index the frames a session uses.
 
-    Nothing is decoded but the first used frame (to learn the displayed size). A file that
-    stops early opens with the frames before the damage (:attr:`VideoSource.note`).
+    Nothing is decoded but a file's first used frame (to learn the displayed size); a
+    folder's frames are read to their headers (their sizes). A file that stops early opens
+    with the frames before the damage (:attr:`VideoSource.note`).
 
     Raises:
         VideoLoadError: missing path, not a video, no readable frame, no frame in the
-            selection, a frame over ``max_pixels``. The message is one line.
+            selection, a frame over ``max_pixels``, a folder's frames of different sizes.
+            The message is one line.
         UserError: a time range on a frame folder without ``fps``.
     """
     selection = selection or FrameSelection()
@@ -245,15 +260,37 @@ def _open_folder(path: Path, selection: FrameSelection, max_pixels: int) -> Vide
     if selection.has_time_range and selection.fps is None:
         raise UserError(f"{path} is a folder of frames: a time range needs --fps")
     indices = _select(len(names), selection.fps, selection, path)
-    try:
-        height, width = image_size_as_displayed(path / names[indices[0]])
-    except ImageLoadError as e:
-        raise VideoLoadError(f"frame {indices[0]} of {path}: {e}") from e
-    _check_pixels(width, height, max_pixels, path)
+    height, width = _folder_frame_size(path, names, max_pixels)
     return VideoSource(
         path, "frames", indices, (height, width), selection.fps, len(names), max_pixels,
         frame_names=names,
     )  # fmt: skip
+
+
+def _folder_frame_size(path: Path, names: tuple[str, ...], max_pixels: int) -> tuple[int, int]:
+    """``(height, width)`` that every frame of the folder has, read from the headers.
+
+    Raises:
+        VideoLoadError: an unreadable frame, a first frame over ``max_pixels``, or a frame
+            of another size than the first one (frames are never resized).
+    """
+
+    def size_of(index: int) -> tuple[int, int]:
+        try:
+            return image_size_as_displayed(path / names[index])
+        except ImageLoadError as e:
+            raise VideoLoadError(f"frame {index} of {path}: {e}") from e
+
+    height, width = size_of(0)
+    _check_pixels(width, height, max_pixels, path)
+    for index in range(1, len(names)):
+        h, w = size_of(index)
+        if (h, w) != (height, width):
+            raise VideoLoadError(
+                f"{path}: frame {names[index]} is {w}x{h}, the first frame ({names[0]}) "
+                f"{width}x{height}; the frames of a video share one size: resize them first"
+            )
+    return height, width
 
 
 def _open_file(path: Path, selection: FrameSelection, max_pixels: int) -> VideoSource:
@@ -334,16 +371,6 @@ def _to_rgb(bgr: np.ndarray) -> RGBImage:
     if bgr.ndim == 2:
         return np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_GRAY2RGB))
     return np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
-
-
-def _fit(pixels: RGBImage, size: tuple[int, int]) -> RGBImage:
-    """A frame whose size differs from the video's first frame, resized to it (a frame
-    folder with a stray size; masks must share one frame size)."""
-    if pixels.shape[:2] == size:
-        return pixels
-    return np.ascontiguousarray(
-        cv2.resize(pixels, (size[1], size[0]), interpolation=cv2.INTER_AREA)
-    )
 
 
 def _check_pixels(width: int, height: int, max_pixels: int, path: Path) -> None:

@@ -21,11 +21,8 @@ STUBBED = ("curl", "wget", "nc", "ssh", "python", "python3", "sam3-agent", "mkdi
 
 
 def _script(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    # Not HF_HUB_OFFLINE: a session fixture of the Ray tests sets it for the whole session,
-    # and offline, the model check refuses facebook/sam3 (not in this machine's hub cache)
-    # before the driver's fake backends are asked; the driver's fake hub answers instead.
     env = {
-        **{k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"},
+        **os.environ,
         "PYTHONPATH": str(ROOT),
         "SAM3_AGENT": f"{sys.executable} -m tests.support.eval_cli_driver",
     }

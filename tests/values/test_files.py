@@ -102,6 +102,17 @@ def test_one_trace_record_is_one_line_for_any_line_splitter(tmp_path: Path) -> N
     assert len(lines) == 1 and json.loads(lines[0])["reply"] == "a\x85b\u2028c\u2029d\x0be"
 
 
+def test_every_name_the_run_directory_declares_is_an_entry() -> None:
+    """The writers name their files by :mod:`rundir`'s constants; each one is an entry that
+    ``--overwrite`` may remove, and the entries are nothing else."""
+    names = {
+        value for key, value in vars(rundir).items() if key.isupper() and isinstance(value, str)
+    }
+    assert {rundir.OVERLAY_VIDEO, rundir.CONTACT_SHEET, rundir.OVERLAY_WEB} <= names
+    assert names == rundir.ENTRIES
+    assert set(rundir.MARKERS) <= rundir.ENTRIES
+
+
 def test_the_run_directory_names_every_file_a_run_writes(tmp_path: Path) -> None:
     """Whatever a resumable run with exports leaves at the top of its directory is named
     in :data:`rundir.ENTRIES` (the CLI's --overwrite removes exactly those)."""

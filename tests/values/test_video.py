@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from PIL import Image
 
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.video import FrameSelection, VideoLoadError, open_video
@@ -111,6 +114,49 @@ def test_bad_selections_are_refused_before_any_decoding(tmp_path: Path) -> None:
 def test_frames_over_the_pixel_limit_are_refused(tmp_path: Path) -> None:
     with pytest.raises(VideoLoadError, match="over the limit"):
         open_video(write_mp4(tmp_path / "c.mp4", 3), max_pixels=1000)
+
+
+sizes = st.tuples(st.integers(4, 20), st.integers(4, 20))
+
+
+@st.composite
+def uneven_folders(draw: st.DrawFn) -> list[tuple[int, int]]:
+    """``(height, width)`` per frame of a folder where at least one frame after the first
+    has another size than the first."""
+    first = draw(sizes)
+    rest = draw(st.lists(st.sampled_from([first]) | sizes, min_size=1, max_size=5))
+    odd = draw(st.integers(0, len(rest) - 1))
+    if rest[odd] == first:
+        rest[odd] = (first[0] + 1, first[1])
+    return [first, *rest]
+
+
+@settings(max_examples=30, deadline=None)
+@given(frame_sizes=uneven_folders(), stride=st.integers(1, 3))
+def test_a_folder_of_frames_of_different_sizes_is_refused(
+    frame_sizes: list[tuple[int, int]], stride: int
+) -> None:
+    """Every frame is checked, used or not (a later selection may use it), and none is
+    resized: the first frame of another size is named, with both sizes, in one line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for i, (h, w) in enumerate(frame_sizes):
+            Image.new("RGB", (w, h), (40, 40, 40)).save(folder / f"{i:05d}.png")
+        with pytest.raises(VideoLoadError) as caught:
+            open_video(folder, FrameSelection(stride=stride))
+    odd = next(i for i, size in enumerate(frame_sizes) if size != frame_sizes[0])
+    (h0, w0), (h, w) = frame_sizes[0], frame_sizes[odd]
+    message = str(caught.value)
+    assert f"frame {odd:05d}.png is {w}x{h}, the first frame (00000.png) {w0}x{h0}" in message
+    assert "\n" not in message
+
+
+def test_a_frame_is_never_resized_to_the_videos_size(tmp_path: Path) -> None:
+    """A frame that no longer has the size the video opened with (a file's stream that
+    changes size; a folder edited since) is refused when decoded, not fitted."""
+    video = replace(open_video(write_frames(tmp_path / "f", 3)), size=(48, 64))
+    with pytest.raises(VideoLoadError, match="frame 0 is 128x96, the first frame used 64x48"):
+        list(video.frames())
 
 
 def test_the_digest_follows_content_and_selection(tmp_path: Path) -> None:

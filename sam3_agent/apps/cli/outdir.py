@@ -1,8 +1,8 @@
 """The output directory of ``run``: checked before models load, never mixed with old files.
 
 * ``--out DIR`` that holds anything is refused unless ``--overwrite``; with it, the files a
-  previous run wrote (:data:`RUN_ENTRIES`) are removed first, and a directory holding
-  anything else is refused rather than emptied.
+  previous run wrote (:data:`sam3_agent.agent.rundir.ENTRIES`, images and videos alike) are
+  removed first, and a directory holding anything else is refused rather than emptied.
 * Without ``--out``, each run claims a fresh ``runs/<time>-<image>-<query>`` directory by
   creating it; a run in the same second gets a ``-2``, ``-3``... suffix.
 * A run that stops before its session started (a backend down, Ctrl+C while the models
@@ -24,28 +24,6 @@ import typer
 from sam3_agent.apps.cli.console import EXIT_INTERRUPTED, say
 from sam3_agent.backends.spec import check_writable_dir
 from sam3_agent.values.errors import UserError
-
-RUN_MARKERS = ("result.json", "trace.jsonl", "system_prompt.txt")
-"""A directory holding one of these was written by a run."""
-
-RUN_ENTRIES = frozenset(
-    {
-        "result.json",
-        "overlay.png",
-        "trace.jsonl",
-        "system_prompt.txt",
-        "checker_prompt.txt",
-        "images",
-        "masks",
-        # sam3_agent.agent.checkpoint: the committed state, the call journal, the session's lock,
-        # the prompt set the session started with
-        "session.json",
-        "calls.jsonl",
-        ".session.lock",
-        "prompt_set.json",
-    }
-)
-"""What a run writes; ``--overwrite`` removes these and nothing else."""
 
 DEFAULT_ROOT = Path("runs")
 MAX_SUFFIX = 1000
@@ -114,12 +92,15 @@ def check_run_dir(out: Path, *, overwrite: bool) -> None:
     Raises:
         UserError: one line that says what to do instead.
     """
+    # rundir (numpy, OpenCV) loads here, not with the module: --help stays light.
+    from sam3_agent.agent import rundir
+
     check_writable_dir(out, "--out")
     entries = _entries(out)
     if not entries:
         return
     if not overwrite:
-        if "session.json" in entries and not _finished(out):
+        if rundir.STATE in entries and not _finished(out):
             raise UserError(
                 f"--out {out} holds an interrupted session; continue it with --resume {out} "
                 "(its finished rounds are kept), or pass --overwrite to start over"
@@ -135,12 +116,12 @@ def check_run_dir(out: Path, *, overwrite: bool) -> None:
             f"--out {out} is in use by a running session; wait for it to end or choose "
             "another directory"
         )
-    if not any(name in entries for name in RUN_MARKERS):
+    if not any(name in entries for name in rundir.MARKERS):
         raise UserError(
             f"--overwrite replaces a previous run's files, but {out} does not hold a run "
             "(no result.json or trace.jsonl); choose another directory"
         )
-    foreign = sorted(entries - RUN_ENTRIES)
+    foreign = sorted(entries - rundir.ENTRIES)
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise UserError(
@@ -153,7 +134,9 @@ def clear_run_dir(out: Path) -> None:
     """Remove a previous run's files from ``out`` (checked by :func:`check_run_dir`). The
     lock file stays: a session that started meanwhile still holds it, and the new one then
     fails to take it instead of writing beside it."""
-    for name in sorted(_entries(out) & RUN_ENTRIES - {".session.lock"}):
+    from sam3_agent.agent import rundir
+
+    for name in sorted(_entries(out) & rundir.ENTRIES - {rundir.LOCK}):
         path = out / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
@@ -187,10 +170,12 @@ def claim_default_run_dir(name: str, root: Path = DEFAULT_ROOT) -> Path:
 def _finished(out: Path) -> bool:
     """Whether ``out`` holds the result of a session that ended (not one stopped by Ctrl+C,
     whose result says so)."""
+    from sam3_agent.agent import rundir
+
     try:
-        failure = json.loads((out / "result.json").read_text(encoding="utf-8")).get("failure")
+        failure = json.loads((out / rundir.RESULT).read_text(encoding="utf-8")).get("failure")
     except (OSError, ValueError, AttributeError):
-        return (out / "result.json").exists()  # there, but unreadable: not ours to judge
+        return (out / rundir.RESULT).exists()  # there, but unreadable: not ours to judge
     from sam3_agent.agent.loop import STOPPED
 
     return bool(failure != STOPPED)

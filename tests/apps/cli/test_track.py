@@ -10,6 +10,7 @@ import cv2
 import pytest
 from typer.testing import CliRunner
 
+from sam3_agent.agent import rundir
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends.spec import BackendSpec, ModelPlan
 from tests.support.clips import LEFT_AND_RIGHT, write_frames, write_mp4
@@ -56,6 +57,22 @@ def test_track_writes_every_output(tmp_path: Path, flags: list[str]) -> None:
     assert again.exit_code == 0, again.output
 
 
+def test_a_run_directory_is_reused_with_overwrite(tmp_path: Path, flags: list[str]) -> None:
+    """``--overwrite`` on a directory an earlier ``track`` wrote: every file there is one a
+    run writes (:data:`rundir.ENTRIES`), so they are replaced rather than refused."""
+    clip = write_mp4(tmp_path / "clip.mp4", 4)
+    out = tmp_path / "out"
+    first = runner.invoke(app, ["track", str(clip), "the square", "--out", str(out), *flags])
+    assert first.exit_code == 0, first.output
+    written = {p.name for p in out.iterdir()}
+    assert {rundir.OVERLAY_VIDEO, rundir.CONTACT_SHEET, rundir.STATE} <= written <= rundir.ENTRIES
+    again = runner.invoke(
+        app, ["track", str(clip), "the square", "--out", str(out), "--overwrite", *flags]
+    )
+    assert again.exit_code == 0, again.output
+    assert json.loads((out / rundir.RESULT).read_text())["video"]["frames_used"] == [0, 1, 2, 3]
+
+
 def test_a_frame_folder_with_a_stride(tmp_path: Path, flags: list[str]) -> None:
     folder = write_frames(tmp_path / "frames", 9)
     out = tmp_path / "out"
@@ -64,6 +81,23 @@ def test_a_frame_folder_with_a_stride(tmp_path: Path, flags: list[str]) -> None:
     )
     assert done.exit_code == 0, done.output
     assert json.loads((out / "result.json").read_text())["video"]["frames_used"] == [0, 4, 8]
+
+
+def test_a_frame_folder_of_two_sizes_is_one_line_before_any_model_loads(
+    tmp_path: Path, flags: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = write_frames(tmp_path / "frames", 4)
+    write_frames(tmp_path / "odd", 3, size=(64, 80))
+    (tmp_path / "odd" / "00002.jpg").replace(folder / "00002.jpg")
+    monkeypatch.chdir(tmp_path)  # where the default run directory would be claimed
+    built: list[str] = []
+    for name in ("build_video_segmenter", "build_chat_model"):
+        monkeypatch.setattr(BackendSpec, name, lambda self, name=name: built.append(name))
+    done = runner.invoke(app, ["track", str(folder), "the square", *flags])
+    assert done.exit_code == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "frame 00002.jpg is 80x64, the first frame (00000.jpg) 128x96" in done.stderr
+    assert built == [] and not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize(

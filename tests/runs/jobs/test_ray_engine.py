@@ -48,24 +48,21 @@ runner = CliRunner()
 
 @pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:
-    """A local Ray for the session; its workers import this checkout (tests.support too)."""
+    """A local Ray for the session; its workers import this checkout (tests.support too) and
+    stay offline. Ray's processes take the environment they start with, so it is set for
+    ``ray.init`` alone and this process gets its own back at once."""
     import ray as ray_core
 
-    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "HF_HUB_OFFLINE")}
-    path = os.pathsep.join(p for p in (str(REPO), saved["PYTHONPATH"]) if p)
-    os.environ["PYTHONPATH"] = path
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        pythonpath = os.environ.get("PYTHONPATH")
+        env.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO), pythonpath) if p))
+        env.setenv("HF_HUB_OFFLINE", "1")
         # address="local": a `ray start` cluster recorded on this machine must not be joined.
         ray_core.init(address="local", num_cpus=8, include_dashboard=False, logging_level="WARNING")
+    try:
         yield str(ray_core.get_runtime_context().gcs_address)
     finally:
         ray_core.shutdown()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +209,11 @@ def test_driver_killed_mid_run_resumes_to_the_same_store(
     # A slow MLLM of its own, so the kill lands while requests are in flight.
     with serve(ScriptedServer(responder=respond, latency_s=0.3)) as slow:
         flags = _backend_flags(tiny_sam3_dir, slow)
-        env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            "HF_HUB_OFFLINE": "1",
+        }
         proc = subprocess.Popen(
             [sys.executable, "-c", "from sam3_agent.apps.cli.main import app; app()", "batch",
              "--no-progress", str(batch_input), "--out", str(out), "--engine", "ray",

@@ -39,19 +39,16 @@ def local_ray() -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), saved) if p)
-    try:
+    with pytest.MonkeyPatch.context() as env:  # Ray's processes keep what they start with
+        pythonpath = os.environ.get("PYTHONPATH")
+        env.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO), pythonpath) if p))
         # address="local": a `ray start` cluster recorded on this machine must not be joined;
         # 8 logical CPUs: a 2-CPU Ray can deadlock an actor pool under backpressure.
         ray.init(address="local", num_cpus=8, include_dashboard=False, logging_level="WARNING")
+    try:
         yield
     finally:
         ray.shutdown()
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
 
 
 def test_video_eval_on_ray_equals_local(local_ray: None, tmp_path: Path) -> None:
