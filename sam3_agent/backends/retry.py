@@ -1,9 +1,11 @@
-"""When to retry a failed request: exponential backoff with jitter, and the server's own
-``Retry-After`` (seconds, milliseconds or an HTTP date) when it sends one."""
+"""When to retry a failed request, for every HTTP client (the MLLM endpoint's, the SAM 3
+service's): exponential backoff, with or without jitter, and the server's own ``Retry-After``
+(seconds, milliseconds or an HTTP date) when it sends one."""
 
 from __future__ import annotations
 
 import email.utils
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -21,12 +23,14 @@ class RetryPolicy:
         backoff_base_s: ceiling of the first backoff; it doubles with every retry.
         backoff_cap_s: largest backoff ceiling.
         max_retry_after_s: a server's ``Retry-After`` is honoured up to this many seconds.
+        jitter: wait a random time in ``[ceiling / 2, ceiling]`` (else the ceiling itself).
     """
 
     max_retries: int = 5
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
     max_retry_after_s: float = 120.0
+    jitter: bool = True
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -34,41 +38,52 @@ class RetryPolicy:
         if self.backoff_base_s < 0 or self.backoff_cap_s < 0:
             raise UserError("backoff_base_s and backoff_cap_s must be >= 0")
 
-    def delay(self, retry: int, retry_after_s: float | None, rng: random.Random) -> float:
+    def delay(
+        self, retry: int, retry_after_s: float | None, rng: random.Random | None = None
+    ) -> float:
         """Seconds to wait before retry number ``retry`` (1-based).
 
         The server's ``Retry-After`` wins when given (clamped to ``[0, max_retry_after_s]``);
-        otherwise a random wait in ``[ceiling / 2, ceiling]`` with
-        ``ceiling = min(backoff_cap_s, backoff_base_s * 2 ** (retry - 1))``, so that clients
-        rejected together do not come back together.
+        otherwise ``ceiling = min(backoff_cap_s, backoff_base_s * 2 ** (retry - 1))``, with
+        jitter a random wait in ``[ceiling / 2, ceiling]``, so that clients rejected together
+        do not come back together (drawn from ``rng``, else from :mod:`random`).
         """
         if retry_after_s is not None:
             return min(max(retry_after_s, 0.0), self.max_retry_after_s)
-        ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2.0 ** (retry - 1))
-        return rng.uniform(ceiling / 2.0, ceiling)
+        # 2.0 ** n overflows past n = 1023; long before that every ceiling is past any cap.
+        ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2.0 ** min(retry - 1, 64))
+        if not self.jitter:
+            return ceiling
+        return (rng or random).uniform(ceiling / 2.0, ceiling)
 
 
 def retry_after(response: Any) -> float | None:
     """Seconds the server asks us to wait: ``retry-after-ms``, or ``Retry-After`` in seconds
-    or as an HTTP date. ``None`` when absent or unreadable."""
+    or as an HTTP date. ``None`` when absent or unreadable (NaN included)."""
     headers = getattr(response, "headers", None)
     if headers is None:
         return None
-    millis = headers.get("retry-after-ms")
+    millis = _number(headers.get("retry-after-ms"))
     if millis is not None:
-        try:
-            return float(millis) / 1000.0
-        except ValueError:
-            pass
+        return millis / 1000.0
     value = headers.get("retry-after")
     if value is None:
         return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
+    seconds = _number(value)
+    if seconds is not None:
+        return seconds
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value

@@ -18,6 +18,7 @@ a one-line :class:`~sam3_agent.values.errors.SegmenterError`.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -32,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from sam3_agent.backends.identity import sam3_description
+from sam3_agent.backends.retry import RetryPolicy, retry_after
 from sam3_agent.backends.schemas import (
     ErrorCode,
     HealthResponse,
@@ -151,8 +153,14 @@ class ServiceClient:
         self.given_url = url
         """The URL as given (what :meth:`describe` reports)."""
         self.url = str(parsed).rstrip("/")
-        self._retries = retries
-        self._backoff_s = backoff_s
+        # backoff_s as documented: the wait itself, doubling, with no jitter and no ceiling.
+        self._retry = RetryPolicy(
+            max_retries=retries,
+            backoff_base_s=backoff_s,
+            backoff_cap_s=math.inf,
+            max_retry_after_s=_MAX_RETRY_AFTER_S,
+            jitter=False,
+        )
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.Client(
             base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
@@ -205,11 +213,10 @@ class ServiceClient:
         Raises:
             SegmenterError: every attempt failed.
         """
-        delay = self._backoff_s
-        attempts = self._retries + 1
+        attempts = self._retry.max_retries + 1
         for attempt in range(1, attempts + 1):
             cause: Exception | None = None
-            wait = delay
+            asked_s: float | None = None
             try:
                 response = self._client.request(method, path, **kwargs)
             except httpx.HTTPError as e:  # connection, timeout, protocol, decoding, redirects
@@ -219,9 +226,7 @@ class ServiceClient:
                 if response.status_code < 500:
                     return response
                 failure = f"HTTP {response.status_code}: {_error_message(response)}"
-                retry_after = _retry_after_s(response)
-                if retry_after is not None:
-                    wait = retry_after
+                asked_s = retry_after(response)
             if attempt == attempts:
                 fix = ""
                 if isinstance(cause, (httpx.ConnectError, httpx.ConnectTimeout)):
@@ -230,6 +235,7 @@ class ServiceClient:
                     f"SAM 3 service at {self.url} failed {attempts} time(s) on {path}: "
                     f"{failure}{fix}"
                 ) from cause
+            wait = self._retry.delay(attempt, asked_s)
             # Progress, not a problem yet: the error says so if the last retry fails too (debug
             # logging shows these lines).
             logger.info(
@@ -238,11 +244,10 @@ class ServiceClient:
                 path,
                 failure,
                 attempt,
-                self._retries,
+                self._retry.max_retries,
                 wait,
             )
             time.sleep(wait)
-            delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
     def raise_for_error(self, response: httpx.Response, what: str) -> None:
@@ -468,18 +473,6 @@ def _error_body(response: httpx.Response) -> dict[str, Any]:
 def _error_code(response: httpx.Response) -> str | None:
     code = _error_body(response).get("code") if response.status_code == 404 else None
     return code if isinstance(code, str) else None
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    """The answer's ``Retry-After`` in seconds (a number; an HTTP date is ignored), clamped
-    to ``[0, 60]``; None when absent."""
-    try:
-        seconds = float(response.headers.get("retry-after", ""))
-    except ValueError:
-        return None
-    if seconds != seconds:  # NaN
-        return None
-    return min(max(seconds, 0.0), _MAX_RETRY_AFTER_S)
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -22,6 +22,7 @@ import numpy.typing as npt
 from pycocotools import mask as mask_utils
 
 from sam3_agent.backends.schemas import RAW_RGB_MIME, RleOrder
+from sam3_agent.values.rle import encode_rle
 
 __all__ = [
     "RAW_RGB_MIME",
@@ -39,13 +40,12 @@ def encode_masks(masks: BoolMasks, order: RleOrder) -> list[dict[str, Any]]:
     """``(N, H, W)`` bool masks as RLE dicts ``{"size": [..], "counts": str}``, in ``order``."""
     if len(masks) == 0:
         return []
-    if order == "rows":
-        # (N, H, W) C-contiguous read backwards is (W, H, N) Fortran-contiguous: each mask's
-        # transpose, in the layout pycocotools wants, without copying a byte.
-        as_bytes = np.ascontiguousarray(masks).view(np.uint8)
-        rles = mask_utils.encode(as_bytes.transpose(2, 1, 0))
-    else:
-        rles = [mask_utils.encode(np.asfortranarray(m, dtype=np.uint8)) for m in masks]
+    if order == "coco":
+        return [encode_rle(m) for m in masks]
+    # (N, H, W) C-contiguous read backwards is (W, H, N) Fortran-contiguous: each mask's
+    # transpose, in the layout pycocotools wants, without copying a byte.
+    as_bytes = np.ascontiguousarray(masks).view(np.uint8)
+    rles = mask_utils.encode(as_bytes.transpose(2, 1, 0))
     return [
         {"size": [int(r["size"][0]), int(r["size"][1])], "counts": r["counts"].decode()}
         for r in rles

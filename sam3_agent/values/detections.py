@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pycocotools import mask as mask_utils
 
-BoolArray = npt.NDArray[np.bool_]
+from sam3_agent.values.rle import BoolArray, decode_rle, encode_rle
+
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 
@@ -202,21 +202,6 @@ def as_view_index(indices: IntArray, count: int) -> slice | IntArray:
     if steps[0] > 0 and np.all(steps == steps[0]):
         return slice(int(indices[0]), int(indices[-1]) + 1, int(steps[0]))
     return indices
-
-
-def encode_rle(mask: BoolArray) -> dict[str, Any]:
-    """One ``(H, W)`` bool mask as COCO RLE: ``{"size": [H, W], "counts": str}``."""
-    rle = mask_utils.encode(np.asfortranarray(mask, dtype=np.uint8))
-    return {"size": [int(rle["size"][0]), int(rle["size"][1])], "counts": rle["counts"].decode()}
-
-
-def decode_rle(rle: dict[str, Any]) -> BoolArray:
-    """Inverse of :func:`encode_rle`; accepts ``counts`` as str or bytes."""
-    counts = rle["counts"]
-    if isinstance(counts, str):
-        counts = counts.encode()
-    coco = {"size": list(rle["size"]), "counts": counts}
-    return np.asarray(mask_utils.decode(coco), dtype=bool)
 
 
 def tight_boxes(masks: BoolArray) -> FloatArray:

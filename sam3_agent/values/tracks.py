@@ -17,9 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pycocotools import mask as mask_utils
 
-from sam3_agent.values.detections import BoolArray, decode_rle, encode_rle, tight_boxes
+from sam3_agent.values.detections import tight_boxes
+from sam3_agent.values.rle import (
+    BoolArray,
+    decode_rle,
+    encode_rle,
+    rle_area,
+    rle_intersection_area,
+    rle_union,
+)
 
 __all__ = ["Track", "TrackBuilder", "Tracks", "postprocess_tracks"]
 
@@ -62,7 +69,7 @@ class Track:
 
     def area(self, position: int) -> int:
         rle = self.masks.get(position)
-        return 0 if rle is None else int(mask_utils.area(_coco(rle)))
+        return 0 if rle is None else rle_area(rle)
 
     def total_area(self) -> int:
         return sum(self.area(p) for p in self.masks)
@@ -120,10 +127,10 @@ class Tracks:
 
     def union_mask(self, position: int) -> BoolArray:
         """All tracks' masks at a frame position, merged (empty where none is present)."""
-        rles = [_coco(t.masks[position]) for t in self.tracks if position in t.masks]
+        rles = [t.masks[position] for t in self.tracks if position in t.masks]
         if not rles:
             return np.zeros(self.size, dtype=bool)
-        return np.asarray(mask_utils.decode(mask_utils.merge(rles)), dtype=bool)
+        return rle_union(rles)
 
     def youtube_vis(self) -> list[dict[str, Any]]:
         """Per track: id, score and one segmentation per frame used (None where absent)."""
@@ -227,19 +234,10 @@ def postprocess_tracks(
 
 
 def _intersection(a: Track, b: Track) -> int:
-    total = 0
-    for position in a.masks.keys() & b.masks.keys():
-        merged = mask_utils.merge([_coco(a.masks[position]), _coco(b.masks[position])], True)
-        total += int(mask_utils.area(merged))
-    return total
-
-
-def _coco(rle: Mapping[str, Any]) -> dict[str, Any]:
-    counts = rle["counts"]
-    return {
-        "size": list(rle["size"]),
-        "counts": counts.encode() if isinstance(counts, str) else counts,
-    }
+    return sum(
+        rle_intersection_area(a.masks[position], b.masks[position])
+        for position in a.masks.keys() & b.masks.keys()
+    )
 
 
 def _box(values: Any) -> Box:

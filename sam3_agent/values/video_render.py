@@ -32,7 +32,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from sam3_agent.values.detections import Detections, decode_rle, tight_boxes
+from sam3_agent.values.detections import Detections, tight_boxes
 from sam3_agent.values.drawing import (
     LABEL_BACKGROUND,
     LABEL_TEXT,
@@ -48,6 +48,7 @@ from sam3_agent.values.drawing import (
 from sam3_agent.values.files import atomic_output
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.render import LEGEND_QUERY_CHARS, ZOOM_GAP, Renderer, score_legend
+from sam3_agent.values.rle import decode_rle
 from sam3_agent.values.text import one_line
 from sam3_agent.values.tracks import Track, Tracks
 from sam3_agent.values.video import Frame, VideoSource, open_video

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from pycocotools import mask as mask_utils
 
 from sam3_agent.agent.checkpoint import (
     JOURNAL_FILE,
@@ -23,19 +24,19 @@ from sam3_agent.agent.checkpoint import (
     Fingerprint,
     Journal,
     SessionState,
-    coco_rle,
     load_saved,
     read_journal,
     request_key,
 )
 from sam3_agent.agent.checkpoint.journal import JournaledSegmenter
+from sam3_agent.agent.checkpoint.state import detections_to_json
 from sam3_agent.agent.checkpoint.store import DirectoryLock
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.result import Usage
 from sam3_agent.agent.steps import ActionStep, Final, Observation
 from sam3_agent.values.config import AgentConfig
-from sam3_agent.values.detections import Detections, encode_rle
+from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError, ResumeError, UserError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, TokenUsage
@@ -309,10 +310,22 @@ def test_an_edited_prompt_file_is_refused(
         )
 
 
+def _stored_rle(mask: np.ndarray) -> dict[str, Any]:
+    doc = detections_to_json(Detections.from_masks(mask[None], [0.9]))
+    assert doc is not None
+    [rle] = doc["rle"]
+    return rle
+
+
+def _pycocotools_rle(mask: np.ndarray) -> dict[str, Any]:
+    encoded = mask_utils.encode(np.asfortranarray(mask, dtype=np.uint8))
+    return {"size": list(mask.shape), "counts": encoded["counts"].decode()}
+
+
 @settings(max_examples=200, deadline=None)
 @given(mask=arrays(np.bool_, st.tuples(st.integers(1, 9), st.integers(1, 9))))
 def test_masks_are_stored_as_the_same_coco_rle_pycocotools_writes(mask: np.ndarray) -> None:
-    assert coco_rle(mask) == encode_rle(mask)
+    assert _stored_rle(mask) == _pycocotools_rle(mask)
 
 
 @pytest.mark.parametrize("fill", ["empty", "full", "full height", "corner"])
@@ -324,7 +337,7 @@ def test_coco_rle_edges(fill: str) -> None:
         mask[:, 1:4] = True
     elif fill == "corner":
         mask[-1, -1] = True
-    assert coco_rle(mask) == encode_rle(mask)
+    assert _stored_rle(mask) == _pycocotools_rle(mask)
 
 
 @pytest.mark.parametrize(

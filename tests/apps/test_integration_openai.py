@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
 from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.values.detections import Detections, decode_rle
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.rle import decode_rle
 from tests.support.fakes import FakeSegmenter, square_mask, tool
 from tests.support.openai_server import RecordedRequest, Rendezvous, Reply, ScriptedServer, serve
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sam3_agent.values.detections import Detections, decode_rle, encode_rle, tight_boxes
+from sam3_agent.values.detections import Detections, tight_boxes
+from sam3_agent.values.rle import decode_rle, encode_rle
 
 
 def make(n: int = 3) -> Detections:

@@ -31,7 +31,7 @@ from sam3_agent.agent.checkpoint.saved import (
     load_saved,
     saved_prompt_set,
 )
-from sam3_agent.agent.checkpoint.state import Ending, Fingerprint, SessionState, coco_rle
+from sam3_agent.agent.checkpoint.state import Ending, Fingerprint, SessionState
 from sam3_agent.agent.checkpoint.store import Checkpoint, ContinuedTrace
 from sam3_agent.values.messages import request_key
 
@@ -47,7 +47,6 @@ __all__ = [
     "Journal",
     "SessionState",
     "check_resumable",
-    "coco_rle",
     "load_saved",
     "read_journal",
     "request_key",

@@ -2,7 +2,8 @@
 
 :class:`Fingerprint` is what a session started with (image, query, settings);
 :class:`SessionState` is everything it needs to continue after a round. Masks are stored
-as COCO RLE (:func:`coco_rle`), images by file name (the caller writes and reads them).
+as COCO RLE (:func:`~sam3_agent.values.rle.encode_rle`), images by file name (the caller
+writes and reads them).
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import numpy.typing as npt
 
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.result import Usage
@@ -338,39 +336,6 @@ def _extra_from_json(name: str, value: Any) -> Any:
     return kind(**value)
 
 
-def coco_rle(mask: npt.NDArray[np.bool_]) -> dict[str, Any]:
-    """COCO RLE of one ``(H, W)`` bool mask, identical to
-    :func:`~sam3_agent.values.detections.encode_rle`.
-
-    Only the mask's bounding box is scanned: the runs outside it are zeros, so their lengths
-    follow from the box. pycocotools would first copy the whole mask to column-major order,
-    about 0.1 s per mask at 3000x2000 px, paid for every mask at every commit.
-    """
-    from pycocotools import mask as mask_utils
-
-    h, w = mask.shape
-    rows = np.flatnonzero(mask.any(axis=1))
-    if rows.size == 0:
-        counts = np.asarray([h * w])
-    else:
-        y0, y1 = int(rows[0]), int(rows[-1]) + 1
-        cols = np.flatnonzero(mask[y0:y1].any(axis=0))
-        x0, x1 = int(cols[0]), int(cols[-1]) + 1
-        padded = np.zeros((y1 - y0 + 2, x1 - x0), dtype=np.int8)
-        padded[1:-1] = mask[y0:y1, x0:x1]
-        # Value changes down each column of the box (zero rows pad it above and below),
-        # column by column: that is the column-major order RLE runs are counted in.
-        c, r = np.nonzero((padded[1:] != padded[:-1]).T)
-        flips = (x0 + c).astype(np.int64) * h + y0 + r
-        # A box spanning the full height makes a column's last change and the next column's
-        # first meet at one position: the two cancel out.
-        flips, seen = np.unique(flips, return_counts=True)
-        flips = flips[(seen == 1) & (flips < h * w)]  # no empty run after the last pixel
-        counts = np.diff(np.concatenate([[0], flips, [h * w]]))
-    compressed = mask_utils.frPyObjects({"size": [h, w], "counts": counts.tolist()}, h, w)
-    return {"size": [h, w], "counts": compressed["counts"].decode()}
-
-
 def detections_to_json(detections: Answer | None) -> dict[str, Any] | None:
     """Masks as JSON: detections as RLE + boxes + scores; tracks under ``"tracks"``."""
     if detections is None:
@@ -378,7 +343,7 @@ def detections_to_json(detections: Answer | None) -> dict[str, Any] | None:
     if isinstance(detections, Tracks):
         return {"tracks": detections.to_json()}
     return {
-        "rle": [coco_rle(m) for m in detections.masks],
+        "rle": detections.to_coco_rle(),
         "boxes": detections.boxes.tolist(),
         "scores": detections.scores.tolist(),
     }

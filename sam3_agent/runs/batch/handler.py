@@ -34,8 +34,8 @@ from sam3_agent.runs.jobs.failures import job_failure
 from sam3_agent.runs.jobs.records import agent_outcome
 from sam3_agent.runs.jobs.store import job_dir_name
 from sam3_agent.values.config import FrameSelection
-from sam3_agent.values.detections import encode_rle
 from sam3_agent.values.errors import EngineError
+from sam3_agent.values.rle import encode_rle
 
 
 def request_dir(request_id: str) -> str:

@@ -17,10 +17,10 @@ import numpy as np
 from sam3_agent.runs.evaluation.methods import Method
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.jobs.store import job_dir_name
-from sam3_agent.values.detections import decode_rle
 from sam3_agent.values.errors import ImageLoadError
 from sam3_agent.values.files import atomic_write_bytes, write_png
 from sam3_agent.values.images import RGBImage, load_image
+from sam3_agent.values.rle import decode_rle
 
 logger = logging.getLogger(__name__)
 

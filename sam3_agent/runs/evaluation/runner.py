@@ -44,9 +44,10 @@ from sam3_agent.runs.jobs.local import LocalEngine
 from sam3_agent.runs.jobs.records import OUTCOME_FIELDS, agent_outcome
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
 from sam3_agent.values.config import AgentConfig
-from sam3_agent.values.detections import BoolArray, encode_rle
+from sam3_agent.values.detections import BoolArray
 from sam3_agent.values.errors import DatasetError, UserError
 from sam3_agent.values.images import RGBImage
+from sam3_agent.values.rle import encode_rle
 
 if TYPE_CHECKING:
     from sam3_agent.agent.result import AgentResult

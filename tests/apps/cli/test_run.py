@@ -21,8 +21,9 @@ from sam3_agent.apps.cli import outdir
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
 from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.values.detections import Detections, decode_rle
+from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError
+from sam3_agent.values.rle import decode_rle
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 runner = CliRunner()

@@ -25,9 +25,9 @@ from sam3_agent.runs.batch.run import run_batch
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.runs.jobs.store import reading
 from sam3_agent.values.config import VideoOptions
-from sam3_agent.values.detections import decode_rle
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
+from sam3_agent.values.rle import decode_rle
 from tests.support.clips import square_mask
 from tests.support.fakes import ScriptedChatModel
 from tests.support.video_batch import CLIP_FRAMES, RED, MixedModels, write_mixed_jsonl
