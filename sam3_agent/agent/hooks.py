@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from sam3_agent.agent.context.base import save_policy_state
+from sam3_agent.agent.context.base import save_policy_state, settle_policy
 from sam3_agent.agent.events import RoundCallback, round_event
 from sam3_agent.agent.trace import digest_record, main_record
 
@@ -101,6 +101,10 @@ class CommitHook:
     async def __call__(self, session: AgentSession, done: FinishedRound) -> None:
         # The policy's own state (digests, mode) too, so a resumed session continues it.
         ending = done.ending
+        if ending is not None:
+            # Before the commit: a digest that was still being written is in the committed
+            # usage and trace, as in a resumed session.
+            await settle_policy(self._policy)
         context = None if ending is not None else await save_policy_state(self._policy)
         state = session.snapshot(done.steps, done.corrections, ending, context)
         # Off the event loop: encoding masks and syncing files must not hold up the other

@@ -65,6 +65,7 @@ from sam3_agent.agent.context.base import (
     Costs,
     History,
     Selection,
+    settle_policy,
 )
 from sam3_agent.agent.context.policy import BudgetedPolicy, Decision
 from sam3_agent.agent.loop import Sam3Agent
@@ -495,6 +496,9 @@ class RecallProbe:
     async def save_state(self) -> dict[str, Any] | None:
         save = getattr(self.inner, "save_state", None)
         return None if save is None else dict(await save())
+
+    async def settle(self) -> None:
+        await settle_policy(self.inner)
 
     async def aclose(self) -> None:
         aclose = getattr(self.inner, "aclose", None)

@@ -203,6 +203,15 @@ async def save_policy_state(policy: ContextPolicy) -> dict[str, Any] | None:
     return state
 
 
+async def settle_policy(policy: ContextPolicy) -> None:
+    """Let ``policy`` finish what it started for a call that will not come (the session
+    ended): ``summary`` takes in the digest it was writing ahead, so that the call is
+    counted. A policy without ``async settle()`` has nothing to finish."""
+    settle = getattr(policy, "settle", None)
+    if settle is not None:
+        await settle()
+
+
 def restore_policy_state(policy: ContextPolicy, state: dict[str, Any] | None) -> None:
     """Put a committed state (:func:`save_policy_state`) back into a fresh ``policy``."""
     restore = getattr(policy, "restore_state", None)

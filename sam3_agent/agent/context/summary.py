@@ -12,7 +12,9 @@ and numbers verbatim). The digests replace the rounds in the first user message.
   adds them to ``usage.digests``), never mixed with the main conversation's.
 * While the main call of a round is in flight, the rounds that the next call will most
   likely evict (the context grows by about one round per call) are condensed in the
-  background; the next ``build`` only waits when that guess fell short.
+  background; the next ``build`` only waits when that guess fell short. One still in
+  flight when the session ends was sent all the same: it is waited for and reported
+  (:meth:`SummaryPolicy.settle`), and cancelled only when the session is stopped or fails.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import ActionStep
 from sam3_agent.backends.base import ChatModel
+from sam3_agent.values.errors import Sam3AgentError
 from sam3_agent.values.messages import ChatMessage, ChatResponse
 
 logger = logging.getLogger(__name__)
@@ -136,8 +139,21 @@ class SummaryPolicy(BudgetedPolicy):
         self._evicted: set[int] = set()
         self._dropped_rounds: set[int] = set()
 
+    async def settle(self) -> None:
+        """Take in a background digest still in flight when the session ends: its request
+        was sent, so its call is counted and traced like any other, though no call shows it.
+
+        Its failure is logged, not raised: nothing needs the digest, and the session's
+        ending (an answer, say) stands.
+        """
+        try:
+            await self._collect()
+        except Sam3AgentError as e:
+            self._pending = None
+            logger.warning("a digest written ahead for a call that never came failed: %s", e)
+
     async def aclose(self) -> None:
-        """Cancel a background digest nobody will read (the session ended)."""
+        """Cancel a background digest nobody will read (the session stopped or failed)."""
         if self._pending is not None and not self._pending.done():
             self._pending.cancel()
         self._pending = None

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
-from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.loop import STOPPED, Sam3Agent
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.values.detections import Detections
-from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
+from sam3_agent.values.errors import ChatModelError
+from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, is_digest_request, tool
 
 SELECT_1 = tool("select_masks_and_return", final_answer_masks=[1])
 
@@ -71,6 +78,134 @@ def test_summary_digests_are_counted_apart(
     assert document["usage"]["main"]["calls"] == len(MISTAKES)
     assert document["usage"]["estimated_prompt_tokens"]["digests"]["text"] > 0
     assert document["usage"]["total"]["calls"] == len(MISTAKES) + len(digests)
+
+
+def digest_accounting(
+    image: np.ndarray, cats: Detections, rounds: int, ending: str, thinking: int, **config: object
+) -> tuple[int, int, int, int]:
+    """A summary session of ``rounds`` rounds, each reply thinking ``thinking`` words; its last
+    round ends it (an answer, a mistake past the budget, or the last round allowed). The
+    digest requests the model got; those in result.json's usage and calls; the trace's."""
+    think = "<think>" + " ".join(f"idea{j}" for j in range(thinking)) + "</think>"
+    replies = [think + tool("segment_phrase", text_prompt=f"cat {i}") for i in range(rounds)]
+    if ending == "answer":
+        replies[-1] = SELECT_1
+    elif ending == "mistake":
+        replies[-1] = "no tool here"
+    chat = ScriptedChatModel(replies=replies)
+    agent = Sam3Agent(
+        FakeSegmenter(default=cats),
+        chat,
+        AgentConfig(context_policy="summary", max_rounds=rounds, max_corrections=0, **config),  # type: ignore[arg-type]
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        out = Path(directory)
+        agent.run(image, "only the cats on the left", output_dir=out)
+        document = json.loads((out / "result.json").read_text())
+        records = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
+    assert document["rounds"] == rounds
+    received = sum(is_digest_request(messages) for messages in chat.calls)
+    usage = document["usage"]
+    traced = sum(r["kind"] == "digest" for r in records)
+    return received, usage["digests"]["calls"], usage["total"]["calls"] - rounds, traced
+
+
+ENDINGS = st.sampled_from(["answer", "mistake", "rounds spent"])
+DIGESTS = settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@DIGESTS
+@given(rounds=st.integers(2, 14), budget=st.integers(2500, 3400), ending=ENDINGS)
+@example(rounds=8, budget=2800, ending="answer")  # the last call's digest ahead was lost
+def test_every_digest_request_is_counted_and_traced_at_a_tight_budget(
+    image: np.ndarray, three_cats: Detections, rounds: int, budget: int, ending: str
+) -> None:
+    """The digest written ahead while the last call was in flight reached the model too: it
+    is counted and traced though no call shows it (it was dropped when the session ended)."""
+    received, counted, calls, traced = digest_accounting(
+        image, three_cats, rounds, ending, 0, max_context_tokens=budget
+    )
+    assert received == counted == calls == traced
+
+
+@DIGESTS
+@given(rounds=st.integers(10, 16), thinking=st.integers(1400, 2400), ending=ENDINGS)
+@example(rounds=10, thinking=1426, ending="answer")  # the last call's digest ahead was lost
+def test_every_digest_request_is_counted_and_traced_at_the_default_budget(
+    image: np.ndarray, three_cats: Detections, rounds: int, thinking: int, ending: str
+) -> None:
+    received, counted, calls, traced = digest_accounting(
+        image, three_cats, rounds, ending, thinking
+    )
+    assert received == counted == calls == traced
+
+
+class LastDigestChat(ScriptedChatModel):
+    """Answers as scripted, but a digest asked once every main reply is out (the one written
+    ahead for a call that will not come) never comes back, or fails."""
+
+    def __init__(self, replies: list[str], *, fail: bool) -> None:
+        super().__init__(replies=list(replies))
+        self.fail = fail
+        self.waiting = asyncio.Event()
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        if is_digest_request(messages) and not self.replies:
+            self.waiting.set()
+            if self.fail:
+                raise ChatModelError("the endpoint is gone")
+            await asyncio.Event().wait()
+        return await super().complete(messages, tools=tools)
+
+
+def awaited_by(task: asyncio.Task[object]) -> list[str]:
+    """The coroutines ``task`` is suspended in, outermost first (``get_stack`` gives one)."""
+    names, awaited = [], getattr(task.get_coro(), "cr_await", None)
+    while awaited is not None and hasattr(awaited, "cr_code"):
+        names.append(awaited.cr_code.co_name)
+        awaited = awaited.cr_await
+    return names
+
+
+LAST_DIGEST_AHEAD = [tool("segment_phrase", text_prompt=f"cat {i}") for i in range(7)] + [SELECT_1]
+"""At a 2800-token budget, the answer's call has a digest written ahead beside it."""
+
+
+async def test_a_session_stopped_while_its_last_digest_is_written_stops(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path
+) -> None:
+    chat = LastDigestChat(LAST_DIGEST_AHEAD, fail=False)
+    config = AgentConfig(context_policy="summary", max_context_tokens=2800)
+    agent = Sam3Agent(FakeSegmenter(default=three_cats), chat, config)
+    task = asyncio.create_task(agent.arun(image, "only the cats", output_dir=tmp_path))
+    await chat.waiting.wait()
+    # Stopped while the ended session takes that digest in, not earlier (its trace write).
+    while not task.done() and "settle" not in awaited_by(task):
+        await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+    assert task.cancelled()
+    document = json.loads((tmp_path / "result.json").read_text())
+    assert document["failure"] == STOPPED and document["rounds"] == len(LAST_DIGEST_AHEAD)
+
+
+def test_a_failed_digest_that_no_call_needed_leaves_the_answer(
+    image: np.ndarray, three_cats: Detections, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    chat = LastDigestChat(LAST_DIGEST_AHEAD, fail=True)
+    config = AgentConfig(context_policy="summary", max_context_tokens=2800)
+    agent = Sam3Agent(FakeSegmenter(default=three_cats), chat, config)
+    result = agent.run(image, "only the cats", output_dir=tmp_path)
+
+    assert chat.waiting.is_set()
+    assert result.status == "masks"
+    assert result.usage.digests.calls == len(chat.digest_calls)
+    assert "the endpoint is gone" in caplog.text
 
 
 def test_checks_tokens_are_estimated(
