@@ -8,9 +8,11 @@ from typing import Annotated
 import typer
 
 from sam3_agent.apps.cli.console import one_line_errors, say
+from sam3_agent.apps.cli.flags import VERBOSE, with_flags
 from sam3_agent.values.errors import UserError
 
 
+@with_flags(VERBOSE)
 def inspect_command(
     run_dir: Annotated[
         Path, typer.Argument(help="A run directory (holding trace.jsonl), e.g. runs/<name>.")
