@@ -281,8 +281,14 @@ def test_an_unwritable_html_path_is_one_line_without_a_temporary_name(
     ("asked", "line"),
     [
         (["--round", "9"], "error: round 9 not in this session: rounds are 1-5"),
-        (["-r", "2", "-r", "0", "-r", "7"], "error: rounds 0, 7 not in this session: rounds are 1-5"),
-        (["--round", "9", "--html", "page.html"], "error: round 9 not in this session: rounds are 1-5"),
+        (
+            ["-r", "2", "-r", "0", "-r", "7"],
+            "error: rounds 0, 7 not in this session: rounds are 1-5",
+        ),
+        (
+            ["--round", "9", "--html", "page.html"],
+            "error: round 9 not in this session: rounds are 1-5",
+        ),
     ],
 )
 def test_a_round_the_session_lacks_is_a_usage_error_listing_the_rounds_it_has(
