@@ -134,7 +134,7 @@ class VideoSource:
         fps = self.fps if self.kind == "file" else selection.fps
         if selection.has_time_range and fps is None:
             if self.kind == "frames":
-                raise UserError(f"{self.path} is a folder of frames: a time range needs --fps")
+                raise UserError(f"{self.path} is a folder of frames: a time range needs `fps`")
             raise VideoLoadError(
                 f"{self.path} declares no frame rate: a time range cannot be applied"
             )
@@ -243,7 +243,7 @@ def _open_folder(path: Path, selection: FrameSelection, max_pixels: int) -> Vide
     if not names:
         raise VideoLoadError(f"{path} holds no frame images ({', '.join(FRAME_SUFFIXES)})")
     if selection.has_time_range and selection.fps is None:
-        raise UserError(f"{path} is a folder of frames: a time range needs --fps")
+        raise UserError(f"{path} is a folder of frames: a time range needs `fps`")
     indices = _select(len(names), selection.fps, selection, path)
     try:
         height, width = image_size_as_displayed(path / names[indices[0]])

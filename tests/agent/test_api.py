@@ -100,19 +100,20 @@ def test_the_simple_call_chooses_the_default_mllm(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"llm_timeout": 0}, "--llm-timeout must be"),
-        ({"temperature": 9.0}, "--temperature"),
-        ({"llm_url": "ftp://x", "llm_model": "m"}, "--llm-url must be"),
-        ({"replay": True}, "--replay answers from the response cache"),
+        ({"llm_timeout": 0}, "`llm_timeout` must be"),
+        ({"temperature": 9.0}, "`temperature`"),
+        ({"llm_url": "ftp://x", "llm_model": "m"}, "`llm_url` must be"),
+        ({"replay": True}, "`replay=True` answers from the response cache"),
         ({"llm_mdoel": "m"}, "unknown options: llm_mdoel"),
     ],
 )
 def test_segment_refuses_a_bad_option_before_anything_loads(
     built: dict[str, BackendSpec], image: np.ndarray, options: dict[str, object], message: str
 ) -> None:
-    with pytest.raises(UserError, match=re.escape(message)):
+    with pytest.raises(UserError, match=re.escape(message)) as refused:
         sam3_agent.segment(image, "a cat", **options)
     assert built == {}
+    assert "--" not in str(refused.value)  # a Python caller is told settings, not flags
 
 
 def test_track_is_the_one_call_for_a_video(
