@@ -9,6 +9,7 @@ and an MLLM takes seconds to minutes, so for many requests build a
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,7 @@ def _planned(
     and the config with the spec's tool protocol."""
     unknown = sorted(set(options) - _SPEC_NAMES)
     if unknown:
-        raise UserError(f"{caller}() got unknown options: {', '.join(unknown)}")
+        raise UserError(_unknown_options(caller, unknown, video=video))
     config = config or AgentConfig()
     if backends is None:
         options.setdefault("tool_protocol", config.tool_protocol)
@@ -109,3 +110,36 @@ def _planned(
     if config.tool_protocol != spec.tool_protocol:
         config = replace(config, tool_protocol=spec.tool_protocol)
     return spec, config
+
+
+def _unknown_options(caller: str, unknown: list[str], *, video: bool) -> str:
+    """One line naming each keyword that is no ``BackendSpec`` field: where it belongs when
+    it is a field of the values passed apart (``config=AgentConfig(...)``; for a video
+    ``options=VideoOptions(...)``, ``selection=FrameSelection(...)``), else the closest
+    field name of them all."""
+    homes: list[tuple[str, type]] = [("config", AgentConfig)]
+    if video:
+        homes += [("options", VideoOptions), ("selection", FrameSelection)]
+    owner = {f.name: (arg, kind.__name__) for arg, kind in reversed(homes) for f in fields(kind)}
+
+    def spelled(name: str) -> str:
+        """``name`` as the caller passes it."""
+        if name not in owner:
+            return name
+        arg, kind = owner[name]
+        return f"{arg}={kind}({name}=...)"
+
+    said = []
+    for name in unknown:
+        if name in owner:
+            kind = owner[name][1]
+            said.append(f"{name} is a field of {kind}, not a backend option: pass {spelled(name)}")
+            continue
+        close = difflib.get_close_matches(name, sorted(_SPEC_NAMES | set(owner)), n=1)
+        kinds = [kind.__name__ for _, kind in homes]
+        fields_of = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else kinds[0]
+        hint = f" (did you mean {spelled(close[0])}?)" if close else ""
+        said.append(
+            f"{name} is neither a backend option (BackendSpec) nor a field of {fields_of}{hint}"
+        )
+    return f"{caller}() got unknown option{'s' if len(unknown) > 1 else ''}: " + "; ".join(said)

@@ -35,7 +35,7 @@ def parse_exports(text: str | None) -> frozenset[ExportFormat]:
         name = part.strip().lower()
         if name not in EXPORT_FORMATS:
             raise UserError(
-                f"--export takes a comma-separated list of {', '.join(EXPORT_FORMATS)}, "
+                f"`export` takes a comma-separated list of {', '.join(EXPORT_FORMATS)}, "
                 f"got {part.strip()!r}"
             )
         chosen.add(name)  # type: ignore[arg-type]  # checked against EXPORT_FORMATS

@@ -89,29 +89,29 @@ def check_chat_options(
     """Check the chat options together and say which backend they select; loads nothing.
 
     Raises:
-        UserError: contradictory or malformed options, with the flag to change.
+        UserError: contradictory or malformed options, with the setting to change.
     """
     if tool_protocol not in TOOL_PROTOCOLS:
         raise UserError(
-            f"--tool-protocol must be one of {', '.join(TOOL_PROTOCOLS)}, got {tool_protocol!r}"
+            f"`tool_protocol` must be one of {', '.join(TOOL_PROTOCOLS)}, got {tool_protocol!r}"
         )
     if not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise UserError(f"--llm-timeout must be a number of seconds > 0, got {timeout_s}")
+        raise UserError(f"`llm_timeout` must be a number of seconds > 0, got {timeout_s}")
     if replay and not cache:
-        raise UserError("--replay answers from the response cache: give --cache FILE too")
+        raise UserError("`replay=True` answers from the response cache: give `cache='FILE'` too")
     if replay and cache and not Path(cache).expanduser().is_file():
-        raise UserError(f"--replay needs an existing response cache; {cache} does not exist")
+        raise UserError(f"`replay=True` needs an existing response cache; {cache} does not exist")
     choice = _choose(llm=llm, url=url, model=model)
     if choice.kind == "hf":
         if tool_protocol != "tags":
             raise UserError(
                 "the in-process transformers backend speaks the tag protocol only; "
-                "use --tool-protocol tags, or an endpoint (--llm-url) for native tool calls"
+                "use `tool_protocol='tags'`, or an endpoint (`llm_url`) for native tool calls"
             )
         extra = set((generation.extra_body if generation else None) or {})
         if extra - {"chat_template_kwargs"}:
             raise UserError(
-                "--llm-extra: the in-process model reads only chat_template_kwargs, got "
+                "`llm_extra`: the in-process model reads only chat_template_kwargs, got "
                 + ", ".join(sorted(extra - {"chat_template_kwargs"}))
             )
     return choice
@@ -130,26 +130,26 @@ def _choose(*, llm: str | None, url: str | Sequence[str] | None, model: str | No
     if llm is not None:
         if urls:
             raise UserError(
-                "give either --llm hf:<model> (in-process) or --llm-url (an endpoint), not "
-                "both; --llm-url may come from OPENAI_BASE_URL in the environment"
+                "give either `llm='hf:<model>'` (in-process) or `llm_url` (an endpoint), not "
+                "both; `llm_url` may come from OPENAI_BASE_URL in the environment"
             )
         if model:
             raise UserError(
-                "--llm-model names a model at an endpoint; with --llm the model is the "
+                "`llm_model` names a model at an endpoint; with `llm` the model is the "
                 "hf:<id or dir> itself"
             )
         if not llm.startswith(HF_PREFIX) or not llm[len(HF_PREFIX) :].strip():
-            raise UserError(f"--llm must look like 'hf:<hub id or local dir>', got {llm!r}")
+            raise UserError(f"`llm` must look like 'hf:<hub id or local dir>', got {llm!r}")
         return ChatChoice("hf", llm[len(HF_PREFIX) :].strip())
     endpoints = urls or [os.environ.get("OPENAI_BASE_URL") or ""]
     endpoint = endpoints[0] or None
     for each in endpoints:
         if each and not each.startswith(("http://", "https://")):
-            raise UserError(f"--llm-url must be an http:// or https:// URL, got {each!r}")
+            raise UserError(f"`llm_url` must be an http:// or https:// URL, got {each!r}")
     if endpoint or model:
         if not model:
             raise UserError(
-                f"--llm-model is required with the endpoint{'s' if len(urls) > 1 else ''} "
+                f"`llm_model` is required with the endpoint{'s' if len(urls) > 1 else ''} "
                 f"{', '.join(urls) or endpoint} (the model's name there, "
                 "e.g. Qwen/Qwen3-VL-8B-Instruct)"
             )

@@ -47,7 +47,7 @@ class FailoverChatModel:
             raise UserError("failover needs at least one chat model")
         names = {m.name for m in models}
         if len(names) != 1:
-            raise UserError(f"every --llm-url must serve the same model, got {sorted(names)}")
+            raise UserError(f"every `llm_url` must serve the same model, got {sorted(names)}")
         self.models = list(models)
         self.cooldown_s = cooldown_s
         self._clock = clock

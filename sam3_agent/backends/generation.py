@@ -56,13 +56,13 @@ class GenerationSettings:
     def __post_init__(self) -> None:
         t = self.temperature
         if t is not None and not (math.isfinite(t) and 0.0 <= t <= MAX_TEMPERATURE):
-            raise UserError(f"--temperature must be in [0, {MAX_TEMPERATURE:g}], got {t}")
+            raise UserError(f"`temperature` must be in [0, {MAX_TEMPERATURE:g}], got {t}")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise UserError(f"--max-tokens must be >= 1, got {self.max_tokens}")
+            raise UserError(f"`max_tokens` must be >= 1, got {self.max_tokens}")
         if self.seed is not None and not 0 <= self.seed < 2**63:
-            raise UserError(f"--seed must be in [0, 2**63), got {self.seed}")
+            raise UserError(f"`seed` must be in [0, 2**63), got {self.seed}")
         if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
-            raise UserError("--llm-extra must be a JSON object")
+            raise UserError("`extra_body` must be a mapping (a JSON object)")
 
     @property
     def chat_template_kwargs(self) -> dict[str, Any]:
@@ -102,17 +102,17 @@ def parse_extra_body(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     if len(text.encode("utf-8", "surrogatepass")) > MAX_EXTRA_BYTES:
-        raise UserError(f"--llm-extra is longer than {MAX_EXTRA_BYTES} bytes")
+        raise UserError(f"`llm_extra` is longer than {MAX_EXTRA_BYTES} bytes")
     try:
         value = json.loads(text)
     except (ValueError, RecursionError) as e:
-        raise UserError(f"--llm-extra is not valid JSON: {str(e).splitlines()[0]}") from e
+        raise UserError(f"`llm_extra` is not valid JSON: {str(e).splitlines()[0]}") from e
     if not isinstance(value, dict):
         example = '{"chat_template_kwargs": {"enable_thinking": true}}'
         raise UserError(
-            f"--llm-extra must be a JSON object such as '{example}', got {type(value).__name__}"
+            f"`llm_extra` must be a JSON object such as '{example}', got {type(value).__name__}"
         )
     kwargs = value.get("chat_template_kwargs")
     if kwargs is not None and not isinstance(kwargs, dict):
-        raise UserError("--llm-extra: chat_template_kwargs must be a JSON object")
+        raise UserError("`llm_extra`: chat_template_kwargs must be a JSON object")
     return value

@@ -127,7 +127,7 @@ class TransformersChatModel:
                 f"(or `hf download <id> --local-dir DIR`), or a hub id such as {GPU_DEFAULT_MLLM}"
             )
         source = str(local) if looks_local else model_id_or_dir
-        local_only = hub_access(source, what="the MLLM", flag="--llm hf:DIR")
+        local_only = hub_access(source, what="the MLLM", setting="`llm='hf:DIR'`")
         try:
             processor = AutoProcessor.from_pretrained(source, local_files_only=local_only)
             model: Any = AutoModelForImageTextToText.from_pretrained(
@@ -138,8 +138,8 @@ class TransformersChatModel:
                 f"cannot load the MLLM weights {source!r}: {_first_line(e)}. "
                 f"Download them where there is network access (`hf download {source}`; set "
                 "HF_TOKEN and accept the licence on the hub for gated models), pass a local "
-                "directory with --llm hf:<dir>, or use an OpenAI-compatible endpoint with "
-                "--llm-url."
+                "directory with `llm='hf:<dir>'`, or use an OpenAI-compatible endpoint with "
+                "`llm_url`."
             ) from e
         except ValueError as e:
             raise WeightsUnavailableError(
@@ -227,7 +227,7 @@ class TransformersChatModel:
         if tools:
             raise UserError(
                 "the in-process transformers backend has no native tool calling; "
-                "use --tool-protocol tags"
+                "use `tool_protocol='tags'`"
             )
         return await asyncio.to_thread(self._generate_or_fail, list(messages))
 

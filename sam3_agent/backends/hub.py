@@ -97,7 +97,7 @@ def is_cached(repo_id: str) -> bool:
         return False
 
 
-def hub_access(source: str, *, what: str, flag: str, probe: Probe | None = None) -> bool:
+def hub_access(source: str, *, what: str, setting: str, probe: Probe | None = None) -> bool:
     """Decide how ``from_pretrained(source)`` may run; returns ``local_files_only``.
 
     ``source`` that is a local directory, or ``HF_HUB_OFFLINE`` set: nothing to probe
@@ -108,7 +108,7 @@ def hub_access(source: str, *, what: str, flag: str, probe: Probe | None = None)
     Args:
         source: a hub id or a local directory.
         what: the model's role in messages (``"SAM 3"``, ``"the MLLM"``).
-        flag: how the CLI names a local directory instead (``"--sam3 DIR"``).
+        setting: how a caller names a local directory instead (``"`sam3='DIR'`"``).
         probe: ``(endpoint, timeout_s) -> reachable``; :func:`can_connect` by default
             (tests pass a fake: they never touch the network).
 
@@ -129,7 +129,7 @@ def hub_access(source: str, *, what: str, flag: str, probe: Probe | None = None)
         f"cannot reach the Hugging Face hub at {endpoint} (no network?) to fetch {what} "
         f"{source!r}, and it is not in the local cache. Download it where there is network "
         f"(`hf download {source}`), then set HF_HUB_OFFLINE=1, or pass a local directory "
-        f"({flag})."
+        f"({setting})."
     )
 
 
@@ -143,12 +143,12 @@ class ModelRef:
     Attributes:
         source: a hub id or a local directory, as given.
         what: its role in messages (``"SAM 3"``, ``"the MLLM"``).
-        flag: how the CLI names a local directory instead (``"--sam3 DIR"``).
+        setting: how a caller names a local directory instead (``"`sam3='DIR'`"``).
     """
 
     source: str
     what: str
-    flag: str
+    setting: str
 
 
 @dataclass(frozen=True)
@@ -301,7 +301,7 @@ def _locate(model: ModelRef, hub: Hub) -> Located:
         )
     elsewhere = (
         f"download it where there is network (`hf download {source}`), then set "
-        f"HF_HUB_OFFLINE=1, or pass a local directory ({model.flag})"
+        f"HF_HUB_OFFLINE=1, or pass a local directory ({model.setting})"
     )
     if hub_offline():
         why = f"HF_HUB_OFFLINE is set and it is not in the local cache; {elsewhere}"

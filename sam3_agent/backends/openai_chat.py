@@ -112,7 +112,7 @@ class OpenAIChatModel:
         generation: GenerationSettings | None = None,
     ) -> None:
         if not model:
-            raise UserError("an MLLM model name is required for the endpoint (--llm-model)")
+            raise UserError("an MLLM model name is required for the endpoint (`llm_model`)")
         if tool_protocol not in TOOL_PROTOCOLS:
             raise UserError(
                 f"tool_protocol must be one of {', '.join(TOOL_PROTOCOLS)}, got {tool_protocol!r}"
@@ -349,9 +349,9 @@ def _error_text(error: openai.APIStatusError) -> str:
 def _explain_status(status: int, text: str) -> str:
     hints = {
         400: "the endpoint refused the request (does the model accept images, and this many?)",
-        401: "the endpoint refused the API key (set --llm-api-key or OPENAI_API_KEY)",
+        401: "the endpoint refused the API key (set `llm_api_key` or OPENAI_API_KEY)",
         403: "the API key may not use this model",
-        404: "no such model or path (check --llm-model, and that the URL ends in /v1)",
+        404: "no such model or path (check `llm_model`, and that the URL ends in /v1)",
         413: "the request is too large (fewer or smaller images)",
     }
     hint = hints.get(status)

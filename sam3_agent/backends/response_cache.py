@@ -174,7 +174,7 @@ class CachedChatModel:
         if self.replay:
             raise ReplayMissError(
                 f"replay: the response cache {self.path} has no answer for this request to "
-                f"{self.name} (key {key[:12]}); run once without --replay to record it"
+                f"{self.name} (key {key[:12]}); run once without `replay=True` to record it"
             )
         response = await self.inner.complete(messages, tools=tools)
         await asyncio.to_thread(self._put, key, response)

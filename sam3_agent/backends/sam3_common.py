@@ -83,7 +83,7 @@ def load_sam3(
     if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
         raise weights_error(name, FileNotFoundError(f"no directory {name}"))
     source = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
-    offline = hub_access(source, what="SAM 3", flag="--sam3 DIR")
+    offline = hub_access(source, what="SAM 3", setting="`sam3='DIR'`")
     loader: Any = processor_class
     builder: Any = model_class
     try:

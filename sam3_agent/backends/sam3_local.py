@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_OOM_HINT = "use a smaller --cache-size, fewer phrases per call"
+_OOM_HINT = "use a smaller `sam3_cache_size`, fewer phrases per call"
 
 
 @dataclass(frozen=True, eq=False)

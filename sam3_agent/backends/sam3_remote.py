@@ -262,7 +262,7 @@ class ServiceClient:
         if response.status_code == 401:
             raise SegmenterError(
                 f"SAM 3 service at {self.url} refused the token ({message}); pass the server's "
-                f"token (--sam3-token, the token argument, or {TOKEN_ENV})"
+                f"token (`sam3_token`, or {TOKEN_ENV})"
             )
         raise SegmenterError(
             f"SAM 3 service at {self.url} refused the {what} request "

@@ -80,7 +80,7 @@ DEFAULT_FEATURE_CACHE_BYTES = 512 * 1024**2
 """Backbone features kept for reuse across phrases: 512 MiB, about 48 frames of SAM 3 at
 1008 px in bfloat16 (10.6 MB a frame)."""
 
-_OOM_HINT = "track fewer frames (--stride, --max-frames) or use a smaller --video-cache-mb"
+_OOM_HINT = "track fewer frames (`stride`, `max_frames`) or use a smaller `video_cache_mb`"
 
 
 class FeatureCache:
@@ -542,4 +542,4 @@ class Sam3VideoSegmenter:
 
 def _check_cache_bytes(feature_cache_bytes: int) -> None:
     if feature_cache_bytes < 0:
-        raise UserError(f"--video-cache-mb must be >= 0, got {feature_cache_bytes} bytes")
+        raise UserError(f"`feature_cache_bytes` must be >= 0, got {feature_cache_bytes}")

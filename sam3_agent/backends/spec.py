@@ -131,21 +131,21 @@ class BackendSpec:
         not for which backend they select.
 
         Raises:
-            UserError: the first bad option, in one line naming its flag.
+            UserError: the first bad option, in one line naming its setting.
         """
         check_device_name(self.device)
         check_dtype_name(self.dtype)
         if self.sam3_url is not None and not self.sam3_url.startswith(("http://", "https://")):
-            raise UserError(f"--sam3-url must be an http:// or https:// URL, got {self.sam3_url!r}")
+            raise UserError(f"`sam3_url` must be an http:// or https:// URL, got {self.sam3_url!r}")
         if self.sam3_url is None and not self.sam3.strip():
-            raise UserError("--sam3 must name a hub id or a local directory")
+            raise UserError("`sam3` must name a hub id or a local directory")
         if self.sam3_cache_size < 1:
-            raise UserError(f"--cache-size must be >= 1, got {self.sam3_cache_size}")
+            raise UserError(f"`sam3_cache_size` must be >= 1, got {self.sam3_cache_size}")
         if self.video_cache_mb < 0:
-            raise UserError(f"--video-cache-mb must be >= 0, got {self.video_cache_mb}")
+            raise UserError(f"`video_cache_mb` must be >= 0, got {self.video_cache_mb}")
         if not (math.isfinite(self.llm_timeout) and self.llm_timeout > 0):
             raise UserError(
-                f"--llm-timeout must be a number of seconds > 0, got {self.llm_timeout}"
+                f"`llm_timeout` must be a number of seconds > 0, got {self.llm_timeout}"
             )
         chat_options = self._chat_options()  # the generation settings checked here too
         if self.cache is not None:
@@ -189,8 +189,8 @@ class BackendSpec:
         name = self.model_name()
         if name is None and engine == "ray":
             raise UserError(
-                "--engine ray loads the MLLM on the workers only: name it with --llm-url and "
-                "--llm-model, or --llm hf:<id or dir>"
+                "`engine='ray'` loads the MLLM on the workers only: name it with `llm_url` and "
+                "`llm_model`, or `llm='hf:<id or dir>'`"
             )
         return name
 
@@ -205,8 +205,8 @@ class BackendSpec:
             return
         if self.chat_choice().kind != "hf":
             raise UserError(
-                "--context-policy attention needs the in-process transformers MLLM "
-                "(--llm hf:<model>); an endpoint does not report attention"
+                "`context_policy='attention'` needs the in-process transformers MLLM "
+                "(`llm='hf:<model>'`); an endpoint does not report attention"
             )
 
     def describe(self, *, chat: bool = True, resolve: bool = True) -> dict[str, dict[str, Any]]:
@@ -305,7 +305,7 @@ class BackendSpec:
         hub = hub or hubs.HfHub()
         footprints, located = [], []
         if sam3_here:
-            sam3_at = hubs.locate([hubs.ModelRef(self.sam3, "SAM 3", "--sam3 DIR")], hub)
+            sam3_at = hubs.locate([hubs.ModelRef(self.sam3, "SAM 3", "`sam3='DIR'`")], hub)
             if video:
                 cache = self.video_cache_mb * MIB
                 sam3 = memory.footprint(
@@ -323,10 +323,10 @@ class BackendSpec:
                 model = default.model
                 note = (
                     f"MLLM: {model} in {dtype}, in this process ({default.reason}); "
-                    "choose another with --llm hf:ID or --llm-url"
+                    "choose another with `llm='hf:ID'` or `llm_url`"
                 )
                 spec = replace(self, llm=f"{HF_PREFIX}{model}")
-            mllm_at = hubs.locate([hubs.ModelRef(model, "the MLLM", "--llm hf:DIR")], hub)
+            mllm_at = hubs.locate([hubs.ModelRef(model, "the MLLM", "`llm='hf:DIR'`")], hub)
             mllm = memory.footprint(model, "mllm", dtype, mllm_at[0].config)
             footprints += [mllm] if mllm else []
             located += mllm_at
@@ -413,15 +413,15 @@ def _ways_out(mllm_here: bool, sam3_here: bool, dtype: str, device_type: str) ->
     ways = []
     if mllm_here:
         ways += [
-            "an OpenAI-compatible server (--llm-url URL --llm-model NAME)",
-            f"a smaller --llm hf:{SMALL_DEFAULT_MLLMS[-1]}",
+            "an OpenAI-compatible server (`llm_url=URL` `llm_model=NAME`)",
+            f"a smaller `llm='hf:{SMALL_DEFAULT_MLLMS[-1]}'`",
         ]
     if sam3_here:
-        ways.append("a SAM 3 service (--sam3-url)")
+        ways.append("a SAM 3 service (`sam3_url`)")
     if dtype == "float32":
         slower = ", slower on this CPU" if device_type == "cpu" else ""
-        ways.append(f"--dtype bfloat16 (half the memory{slower})")
-    ways.append("--no-memory-check if the estimate is wrong")
+        ways.append(f"`dtype='bfloat16'` (half the memory{slower})")
+    ways.append("`memory_check=False` if the estimate is wrong")
     return "ways out: " + ", ".join(ways)
 
 
@@ -433,9 +433,9 @@ def check_cache_file(path: Path) -> None:
     """
     resolved = path.expanduser()
     if resolved.is_dir():
-        raise UserError(f"--cache {path} is a directory; give a file, e.g. {path}/responses.sqlite")
+        raise UserError(f"`cache` {path} is a directory; give a file, e.g. {path}/responses.sqlite")
     if not resolved.exists():
-        check_writable_dir(resolved.parent, "--cache")
+        check_writable_dir(resolved.parent, "`cache`")
 
 
 def check_writable_dir(path: Path, flag: str) -> None:

@@ -113,47 +113,49 @@ class AgentConfig:
         positive = ("max_rounds", "check_concurrency", "max_image_side", "max_image_pixels")
         for name in positive:
             if getattr(self, name) < 1:
-                raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise UserError(f"`{name}` must be >= 1, got {getattr(self, name)}")
         for name in ("max_corrections", "max_mask_checks", "verdict_retries"):
             if getattr(self, name) < 0:
-                raise UserError(f"{name} must be >= 0, got {getattr(self, name)}")
+                raise UserError(f"`{name}` must be >= 0, got {getattr(self, name)}")
         for name in ("score_threshold", "overlap_threshold"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
-                raise UserError(f"{name} must be in [0, 1], got {value}")
+                raise UserError(f"`{name}` must be in [0, 1], got {value}")
         if not 1 <= self.jpeg_quality <= 100:
-            raise UserError(f"jpeg_quality must be in [1, 100], got {self.jpeg_quality}")
+            raise UserError(f"`jpeg_quality` must be in [1, 100], got {self.jpeg_quality}")
         if self.tool_protocol not in TOOL_PROTOCOLS:
-            raise UserError(f"tool_protocol must be 'tags' or 'native', got {self.tool_protocol!r}")
+            raise UserError(
+                f"`tool_protocol` must be 'tags' or 'native', got {self.tool_protocol!r}"
+            )
         self._check_context()
 
     def _check_context(self) -> None:
         if self.context_policy not in CONTEXT_POLICIES:
             raise UserError(
-                f"context_policy must be one of {', '.join(CONTEXT_POLICIES)}, "
+                f"`context_policy` must be one of {', '.join(CONTEXT_POLICIES)}, "
                 f"got {self.context_policy!r}"
             )
         if self.context_reserve_tokens < 0:
             raise UserError(
-                f"context_reserve_tokens must be >= 0, got {self.context_reserve_tokens}"
+                f"`context_reserve_tokens` must be >= 0, got {self.context_reserve_tokens}"
             )
         if self.max_context_tokens <= self.context_reserve_tokens:
             raise UserError(
-                f"max_context_tokens ({self.max_context_tokens}) must exceed the reply reserve "
-                f"({self.context_reserve_tokens} tokens)"
+                f"`max_context_tokens` ({self.max_context_tokens}) must exceed the reply reserve "
+                f"(`context_reserve_tokens={self.context_reserve_tokens}`)"
             )
         if not 0.0 < self.context_watermark <= 1.0:
-            raise UserError(f"context_watermark must be in (0, 1], got {self.context_watermark}")
+            raise UserError(f"`context_watermark` must be in (0, 1], got {self.context_watermark}")
         if self.decay_rate < 0:
-            raise UserError(f"decay_rate must be >= 0, got {self.decay_rate}")
+            raise UserError(f"`decay_rate` must be >= 0, got {self.decay_rate}")
         for kind, weight in self.decay_weights:
             if kind not in STEP_KINDS_WEIGHTED or weight < 0:
                 raise UserError(
-                    f"decay_weights: expected kinds {', '.join(STEP_KINDS_WEIGHTED)} with "
+                    f"`decay_weights`: expected kinds {', '.join(STEP_KINDS_WEIGHTED)} with "
                     f"weights >= 0, got {kind!r}={weight}"
                 )
         if self.attention_window < 1:
-            raise UserError(f"attention_window must be >= 1, got {self.attention_window}")
+            raise UserError(f"`attention_window` must be >= 1, got {self.attention_window}")
 
     def to_dict(self) -> dict[str, object]:
         """The settings as JSON-safe values (paths as strings)."""
@@ -186,11 +188,10 @@ class VideoOptions:
         for name in ("frames_shown", "check_frames"):
             value = getattr(self, name)
             if not 1 <= value <= 16:
-                flag = "--" + name.replace("_", "-")
-                raise UserError(f"{flag} must be between 1 and 16, got {value}")
+                raise UserError(f"`{name}` must be between 1 and 16, got {value}")
         if not 0 <= self.uncertain_looks <= 4:
             looks = self.uncertain_looks
-            raise UserError(f"--uncertain-looks must be between 0 and 4, got {looks}")
+            raise UserError(f"`uncertain_looks` must be between 0 and 4, got {looks}")
 
     def describe(self) -> dict[str, int]:
         return {
@@ -222,16 +223,16 @@ class FrameSelection:
 
     def __post_init__(self) -> None:
         if self.stride < 1:
-            raise UserError(f"--stride must be >= 1, got {self.stride}")
+            raise UserError(f"`stride` must be >= 1, got {self.stride}")
         if self.max_frames is not None and self.max_frames < 1:
-            raise UserError(f"--max-frames must be >= 1, got {self.max_frames}")
-        for name, value in (("--start", self.start_s), ("--end", self.end_s)):
+            raise UserError(f"`max_frames` must be >= 1, got {self.max_frames}")
+        for name, value in (("`start_s`", self.start_s), ("`end_s`", self.end_s)):
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise UserError(f"{name} must be a time in seconds >= 0, got {value}")
         if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
-            raise UserError(f"--end ({self.end_s}) must be after --start ({self.start_s})")
+            raise UserError(f"`end_s` ({self.end_s}) must be after `start_s` ({self.start_s})")
         if self.fps is not None and not (math.isfinite(self.fps) and self.fps > 0):
-            raise UserError(f"--fps must be a positive number, got {self.fps}")
+            raise UserError(f"`fps` must be a positive number, got {self.fps}")
 
     @property
     def has_time_range(self) -> bool:

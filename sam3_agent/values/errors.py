@@ -7,6 +7,10 @@ Two kinds of failure exist in an agent run, as in smolagents:
   (:class:`sam3_agent.agent.tools.ToolMistake` carries them inside the loop).
 * failures nobody in the conversation can fix: an unreadable image, an endpoint that is
   down after retries, missing weights. These raise a subclass of :class:`Sam3AgentError`.
+
+A message names a setting as a Python caller writes it, in backticks (`` `stride` ``,
+`` `engine='ray'` ``), never as a CLI flag: the CLI shows each as its flag
+(:mod:`sam3_agent.apps.cli.setting_flags`).
 """
 
 from __future__ import annotations

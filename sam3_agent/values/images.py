@@ -191,7 +191,7 @@ def _check_pixels(width: int, height: int, max_pixels: int, name: str) -> None:
     if width * height > max_pixels:
         raise ImageTooLargeError(
             f"image too large: {name} is {width}x{height} = {width * height} pixels, over the "
-            f"limit of {max_pixels} (raise it with --max-pixels / max_image_pixels)"
+            f"limit of {max_pixels} (raise it with `max_image_pixels`)"
         )
     if width < 1 or height < 1:
         raise ImageLoadError(f"image {name} has no pixels ({width}x{height})")

@@ -135,7 +135,7 @@ class VideoSource:
         fps = self.fps if self.kind == "file" else selection.fps
         if selection.has_time_range and fps is None:
             if self.kind == "frames":
-                raise UserError(f"{self.path} is a folder of frames: a time range needs --fps")
+                raise UserError(f"{self.path} is a folder of frames: a time range needs `fps`")
             raise VideoLoadError(
                 f"{self.path} declares no frame rate: a time range cannot be applied"
             )
@@ -258,7 +258,7 @@ def _open_folder(path: Path, selection: FrameSelection, max_pixels: int) -> Vide
     if not names:
         raise VideoLoadError(f"{path} holds no frame images ({', '.join(FRAME_SUFFIXES)})")
     if selection.has_time_range and selection.fps is None:
-        raise UserError(f"{path} is a folder of frames: a time range needs --fps")
+        raise UserError(f"{path} is a folder of frames: a time range needs `fps`")
     indices = _select(len(names), selection.fps, selection, path)
     height, width = _folder_frame_size(path, names, max_pixels)
     return VideoSource(

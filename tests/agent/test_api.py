@@ -8,10 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import sam3_agent
 from sam3_agent.backends import memory
 from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import UserError
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
@@ -100,19 +103,58 @@ def test_the_simple_call_chooses_the_default_mllm(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"llm_timeout": 0}, "--llm-timeout must be"),
-        ({"temperature": 9.0}, "--temperature"),
-        ({"llm_url": "ftp://x", "llm_model": "m"}, "--llm-url must be"),
-        ({"replay": True}, "--replay answers from the response cache"),
-        ({"llm_mdoel": "m"}, "unknown options: llm_mdoel"),
+        ({"llm_timeout": 0}, "`llm_timeout` must be"),
+        ({"temperature": 9.0}, "`temperature`"),
+        ({"llm_url": "ftp://x", "llm_model": "m"}, "`llm_url` must be"),
+        ({"replay": True}, "`replay=True` answers from the response cache"),
+        ({"llm_mdoel": "m"}, "unknown option: llm_mdoel is neither a backend option"),
     ],
 )
 def test_segment_refuses_a_bad_option_before_anything_loads(
     built: dict[str, BackendSpec], image: np.ndarray, options: dict[str, object], message: str
 ) -> None:
-    with pytest.raises(UserError, match=re.escape(message)):
+    with pytest.raises(UserError, match=re.escape(message)) as refused:
         sam3_agent.segment(image, "a cat", **options)
     assert built == {}
+    assert "--" not in str(refused.value)  # a Python caller is told settings, not flags
+
+
+AGENT_ONLY = sorted({f.name for f in fields(AgentConfig)} - {f.name for f in fields(BackendSpec)})
+
+
+@given(st.sampled_from(AGENT_ONLY))
+def test_an_agent_setting_passed_as_a_backend_option_says_where_it_goes(name: str) -> None:
+    with pytest.raises(UserError) as refused:
+        sam3_agent.segment("never-read.jpg", "a cat", **{name: 0})
+    assert str(refused.value) == (
+        f"segment() got unknown option: {name} is a field of AgentConfig, not a backend "
+        f"option: pass config=AgentConfig({name}=...)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"scor_threshold": 0.0},
+            "segment() got unknown option: scor_threshold is neither a backend option "
+            "(BackendSpec) nor a field of AgentConfig (did you mean "
+            "config=AgentConfig(score_threshold=...)?)",
+        ),
+        (
+            {"llm_mdoel": "m", "max_rounds": 3},
+            "segment() got unknown options: llm_mdoel is neither a backend option (BackendSpec) "
+            "nor a field of AgentConfig (did you mean llm_model?); max_rounds is a field of "
+            "AgentConfig, not a backend option: pass config=AgentConfig(max_rounds=...)",
+        ),
+    ],
+)
+def test_an_unknown_option_is_named_with_the_closest_field(
+    options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(UserError) as refused:
+        sam3_agent.segment("never-read.jpg", "a cat", **options)
+    assert str(refused.value) == message
 
 
 def test_track_is_the_one_call_for_a_video(
@@ -152,5 +194,7 @@ def test_track_is_the_one_call_for_a_video(
     assert planned == [True]  # the video model was planned, not the image one
     assert result.status == "masks" and result.video["frames_used"] == [0, 2, 4]
     assert (tmp_path / "out" / "overlay.mp4").is_file()
-    with pytest.raises(UserError, match="track\\(\\) got unknown options: nope"):
+    with pytest.raises(UserError, match="track\\(\\) got unknown option: nope is neither"):
         sam3_agent.track(clip, "q", nope=1)
+    with pytest.raises(UserError, match=re.escape("pass selection=FrameSelection(stride=...)")):
+        sam3_agent.track(clip, "q", stride=2)

@@ -130,5 +130,5 @@ def test_build_chat_model_with_several_urls() -> None:
         "http://127.0.0.1:10/v1",
     ]
     assert both.name == "m"
-    with pytest.raises(UserError, match="--llm-model is required"):
+    with pytest.raises(UserError, match="`llm_model` is required"):
         build_chat_model(url=["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"])

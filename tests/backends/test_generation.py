@@ -43,7 +43,7 @@ def conversation() -> list[ChatMessage]:
     ),
 )
 def test_temperature_out_of_range_is_refused(temperature: float) -> None:
-    with pytest.raises(UserError, match="--temperature"):
+    with pytest.raises(UserError, match="`temperature`"):
         GenerationSettings(temperature=temperature)
 
 
@@ -58,14 +58,14 @@ def test_extra_body_is_a_json_object_or_a_user_error(text: str) -> None:
     ):
         assert parse_extra_body(text) == value
     else:
-        with pytest.raises(UserError, match="--llm-extra"):
+        with pytest.raises(UserError, match="`llm_extra`"):
             parse_extra_body(text)
 
 
 def test_huge_or_deep_extra_body_is_refused() -> None:
-    with pytest.raises(UserError, match="--llm-extra"):
+    with pytest.raises(UserError, match="`llm_extra`"):
         parse_extra_body("[" * 5000 + "]" * 5000)
-    with pytest.raises(UserError, match="--llm-extra"):
+    with pytest.raises(UserError, match="`llm_extra`"):
         parse_extra_body('{"a": "' + "x" * 70_000 + '"}')
 
 

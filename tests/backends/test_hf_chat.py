@@ -128,7 +128,7 @@ async def test_generate_runs_off_the_event_loop_one_at_a_time(
 
 
 async def test_native_tools_are_refused(chat: TransformersChatModel):
-    with pytest.raises(UserError, match="tool-protocol tags"):
+    with pytest.raises(UserError, match="`tool_protocol='tags'`"):
         await chat.complete(conversation(), tools=[ToolSpec("t", "d", {"type": "object"})])
 
 

@@ -41,36 +41,36 @@ def test_unreachable_and_not_cached_is_one_line_with_the_ways_out(
 ) -> None:
     monkeypatch.setattr(hub, "is_cached", lambda repo_id: False)
     with pytest.raises(WeightsUnavailableError) as caught:
-        hub.hub_access("org/model", what="SAM 3", flag="--sam3 DIR", probe=unreachable)
+        hub.hub_access("org/model", what="SAM 3", setting="`sam3='DIR'`", probe=unreachable)
     message = str(caught.value)
     assert "\n" not in message
-    for expected in ("https://huggingface.co", "HF_HUB_OFFLINE=1", "--sam3 DIR", "org/model"):
+    for expected in ("https://huggingface.co", "HF_HUB_OFFLINE=1", "`sam3='DIR'`", "org/model"):
         assert expected in message
     assert "licence" not in message
 
 
 def test_unreachable_but_cached_loads_from_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hub, "is_cached", lambda repo_id: repo_id == "org/model")
-    assert hub.hub_access("org/model", what="SAM 3", flag="--sam3 DIR", probe=unreachable)
+    assert hub.hub_access("org/model", what="SAM 3", setting="`sam3='DIR'`", probe=unreachable)
 
 
 def test_reachable_hub_downloads_normally() -> None:
-    assert not hub.hub_access("org/model", what="SAM 3", flag="--sam3 DIR", probe=reachable)
+    assert not hub.hub_access("org/model", what="SAM 3", setting="`sam3='DIR'`", probe=reachable)
 
 
 def test_local_directory_and_offline_mode_are_not_probed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert not hub.hub_access(str(tmp_path), what="x", flag="f", probe=must_not_probe)
+    assert not hub.hub_access(str(tmp_path), what="x", setting="f", probe=must_not_probe)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert hub.hub_access("org/model", what="x", flag="f", probe=must_not_probe)
+    assert hub.hub_access("org/model", what="x", setting="f", probe=must_not_probe)
 
 
 def test_the_probe_uses_hf_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str] = []
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9/")
     monkeypatch.setattr(hub, "is_cached", lambda repo_id: True)
-    hub.hub_access("org/model", what="x", flag="f", probe=lambda e, t: asked.append(e) or False)
+    hub.hub_access("org/model", what="x", setting="f", probe=lambda e, t: asked.append(e) or False)
     assert asked == ["http://127.0.0.1:9"]
 
 
@@ -92,7 +92,7 @@ def test_the_sam3_loader_fails_fast_without_network(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(hub, "can_connect", unreachable)
     monkeypatch.setattr(hub, "is_cached", lambda repo_id: False)
-    with pytest.raises(WeightsUnavailableError, match="--sam3 DIR"):
+    with pytest.raises(WeightsUnavailableError, match="`sam3='DIR'`"):
         Sam3Segmenter.from_pretrained("sam3-agent-tests/no-such-sam3", device="cpu")
 
 
@@ -147,7 +147,7 @@ def test_hf_hub_asks_whether_the_hub_answers_once(monkeypatch: pytest.MonkeyPatc
 
 
 def _ref(source: str) -> hub.ModelRef:
-    return hub.ModelRef(source, "the MLLM", "--llm hf:DIR")
+    return hub.ModelRef(source, "the MLLM", "`llm='hf:DIR'`")
 
 
 def test_locate_finds_directories_cache_and_hub_models(
@@ -185,7 +185,7 @@ def test_locate_offline_or_unreachable_names_the_way_out_and_asks_nothing(
     assert unreachable_model.missing is not None
     assert unreachable_model.missing.startswith("cannot reach the Hugging Face hub at")
     assert "`hf download Qwen/Qwen3-VL-2B-Instruct`" in unreachable_model.missing
-    assert "--llm hf:DIR" in unreachable_model.missing and down.asked == []
+    assert "`llm='hf:DIR'`" in unreachable_model.missing and down.asked == []
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     up = FakeHub(tmp_path)
     (offline_model,) = hub.locate([_ref("Qwen/Qwen3-VL-2B-Instruct")], up)
@@ -194,7 +194,7 @@ def test_locate_offline_or_unreachable_names_the_way_out_and_asks_nothing(
 
 
 def test_check_located_names_every_missing_model_in_one_line(tmp_path: Path) -> None:
-    sam3 = hub.Located(hub.ModelRef("org/sam", "SAM 3", "--sam3 DIR"), missing="gone")
+    sam3 = hub.Located(hub.ModelRef("org/sam", "SAM 3", "`sam3='DIR'`"), missing="gone")
     mllm = hub.Located(_ref("org/vlm"), missing="gated on the hub")
     fine = hub.Located(_ref(str(tmp_path)), tmp_path / "config.json")
     hub.check_located([fine])

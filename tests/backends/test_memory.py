@@ -106,7 +106,7 @@ def test_plan_with_tiny_models_refuses_a_tiny_memory(
     assert plan.spec == options and plan.note is None
     with pytest.raises(UserError, match="not enough memory on cpu") as caught:
         options.plan(reading=MemoryReading("cpu", 10**6, 10**9))
-    for way in ("--llm-url", "--llm hf:", "--sam3-url", "--no-memory-check"):
+    for way in ("`llm_url=", "`llm='hf:", "`sam3_url`", "`memory_check=False`"):
         assert way in str(caught.value)
     unchecked = replace(options, memory_check=False)
     assert unchecked.plan(reading=MemoryReading("cpu", 10**6, 10**9)).spec == unchecked

@@ -300,7 +300,7 @@ async def test_retries_exhausted_raise_chat_model_error(
 
 @pytest.mark.parametrize(
     ("status", "hint"),
-    [(401, "API key"), (400, "refused"), (404, "--llm-model"), (422, "HTTP 422")],
+    [(401, "API key"), (400, "refused"), (404, "`llm_model`"), (422, "HTTP 422")],
 )
 async def test_client_errors_fail_at_once(
     model: OpenAIChatModel, server: ScriptedServer, sleep, status: int, hint: str

@@ -151,7 +151,7 @@ async def test_replay_hit_and_miss(tmp_path: Path):
     inner = EchoModel()
     replay = CachedChatModel(inner, path, replay=True)
     assert (await replay.complete(conversation("cat"), tools=[TOOL])).cached
-    with pytest.raises(ReplayMissError, match="without --replay"):
+    with pytest.raises(ReplayMissError, match="without `replay=True`"):
         await replay.complete(conversation("dog"), tools=[TOOL])
     with pytest.raises(ReplayMissError):
         await replay.complete(conversation("cat"))

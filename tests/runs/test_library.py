@@ -49,7 +49,7 @@ class FakeModels:
     def require_model_name(self, engine: str) -> str | None:
         # As BackendSpec does: the name given, and the Ray engine refused without one.
         if self.llm_model is None and engine == "ray":
-            raise UserError("--engine ray loads the MLLM on the workers only: name it")
+            raise UserError("`engine='ray'` loads the MLLM on the workers only: name it")
         return self.llm_model
 
     def build_segmenter(self) -> FakeSegmenter:
@@ -194,10 +194,10 @@ def test_run_batch_refuses_other_settings_before_building_a_model(tmp_path: Path
 
 def test_run_batch_checks_the_engine_options_first(tmp_path: Path) -> None:
     models = FakeModels()
-    with pytest.raises(UserError, match="--workers applies to --engine ray"):
+    with pytest.raises(UserError, match="`workers` applies to `engine='ray'`"):
         run_batch(_requests(tmp_path), tmp_path / "out", models, engine=EngineOptions(workers=2))
     unnamed = FakeModels(llm_model=None)
-    with pytest.raises(UserError, match="--engine ray loads the MLLM"):
+    with pytest.raises(UserError, match="`engine='ray'` loads the MLLM"):
         run_batch([], tmp_path / "out", unnamed, engine=EngineOptions(engine="ray"))
     assert models.built == unnamed.built == [] and not (tmp_path / "out").exists()
 
@@ -284,7 +284,7 @@ def test_evaluate_sam3_only_honours_the_pixel_limit(tmp_path: Path) -> None:
 
 
 def test_evaluate_refuses_an_unknown_mode(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="--mode"):
+    with pytest.raises(UserError, match="`mode`"):
         evaluate(EvalSet("reasonseg", tmp_path), tmp_path / "run", FakeModels(), mode="other")
 
 

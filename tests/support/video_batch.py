@@ -74,7 +74,7 @@ class MixedModels:
 
     def require_model_name(self, engine: str) -> str | None:
         if self.llm_model is None and engine == "ray":
-            raise UserError("--engine ray loads the MLLM on the workers only: name it")
+            raise UserError("`engine='ray'` loads the MLLM on the workers only: name it")
         return self.llm_model
 
     def build_segmenter(self) -> FakeSegmenter:

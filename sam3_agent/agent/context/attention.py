@@ -69,7 +69,7 @@ def require_source(chat_model: Any) -> AttentionSource:
             return candidate
     name = getattr(chat_model, "name", type(chat_model).__name__)
     raise UserError(
-        f"--context-policy attention needs the in-process transformers MLLM (--llm hf:...); "
+        f"`context_policy='attention'` needs the in-process transformers MLLM (`llm='hf:...'`); "
         f"the MLLM backend {name!r} does not report attention"
     )
 

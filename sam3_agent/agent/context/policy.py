@@ -124,7 +124,7 @@ def check_pinned(costs: Costs, budget: Budget, policy: str, head_extra: int = 0)
             f"context budget too small: the pinned context (system prompt, request"
             f"{', current masks image' if costs.current is not None else ''}"
             f"{', latest round' if costs.rounds else ''}) needs {pinned} tokens "
-            f"but --max-context-tokens {budget.max_context_tokens} minus the "
+            f"but `max_context_tokens={budget.max_context_tokens}` minus the "
             f"{budget.reserve_tokens}-token reply reserve leaves {budget.limit} "
             f"(policy {policy})"
         )
@@ -203,7 +203,7 @@ def finish(
     if tokens.total > budget.limit:
         raise ContextBudgetError(
             f"context budget exceeded: policy {policy} needs {tokens.total} tokens for round "
-            f"{history.next_round} but --max-context-tokens {budget.max_context_tokens} minus "
+            f"{history.next_round} but `max_context_tokens={budget.max_context_tokens}` minus "
             f"the {budget.reserve_tokens}-token reply reserve leaves {budget.limit}"
         )
     steps = history.steps

@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.text import visible
 
@@ -58,15 +59,16 @@ def one_line_errors() -> Iterator[None]:
     """Turn library errors into one plain line on stderr and a non-zero exit code.
 
     ``UserError`` (bad input, bad option) exits with 2, other library errors with 1,
-    Ctrl+C with 130. Anything else is a bug and keeps its traceback.
+    Ctrl+C with 130. Anything else is a bug and keeps its traceback. The settings a
+    library message names are shown as their flags (:mod:`.setting_flags`).
     """
     try:
         yield
     except UserError as e:
-        say(("error:", "red"), f" {e}")
+        say(("error:", "red"), f" {as_flags(str(e))}")
         raise typer.Exit(EXIT_USAGE) from e
     except Sam3AgentError as e:
-        say(("error:", "red"), f" {type(e).__name__}: {e}")
+        say(("error:", "red"), f" {type(e).__name__}: {as_flags(str(e))}")
         raise typer.Exit(EXIT_ERROR) from e
     except KeyboardInterrupt as e:
         say(("interrupted", "yellow"))
@@ -105,7 +107,7 @@ def say_outcome(result: SessionOutcome, found: str, out_dir: Path) -> None:
     outcome = {
         "masks": ((found, "green"), ""),
         "no_mask": (("no mask", "yellow"), " (nothing matching was found)"),
-        "failed": (("failed", "red"), f": {result.failure}"),
+        "failed": (("failed", "red"), f": {as_flags(result.failure or '')}"),
     }[result.status]
     tokens, seconds = result.usage.total.total_tokens, result.timings["total"]
     say(*outcome, f" in {result.rounds} round(s), {tokens} tokens, {seconds:.1f} s -> {out_dir}")

@@ -14,6 +14,7 @@ import typer
 
 from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
 from sam3_agent.apps.cli.flags import AGENT, BACKENDS, VERBOSE, check_agent, with_flags
+from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.apps.service.server import check_bind_security, check_port_free
 from sam3_agent.backends.spec import BackendSpec
@@ -118,7 +119,7 @@ def demo_command(
         # Which default MLLM, and do the models fit: before any download.
         plan = backends.plan()
         if plan.note:
-            say(plan.note)
+            say(as_flags(plan.note))
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:

@@ -8,8 +8,11 @@ from typing import Annotated
 import typer
 
 from sam3_agent.apps.cli.console import one_line_errors, say
+from sam3_agent.apps.cli.flags import VERBOSE, with_flags
+from sam3_agent.values.errors import UserError
 
 
+@with_flags(VERBOSE)
 def inspect_command(
     run_dir: Annotated[
         Path, typer.Argument(help="A run directory (holding trace.jsonl), e.g. runs/<name>.")
@@ -19,7 +22,7 @@ def inspect_command(
         typer.Option(
             "--html",
             help="Write one self-contained HTML file (images inline, opens offline) instead "
-            "of printing.",
+            "of printing (into a directory: <run name>.html).",
         ),
     ] = None,
     rounds: Annotated[
@@ -39,16 +42,19 @@ def inspect_command(
         from sam3_agent.apps.inspector import load_run
 
         run = load_run(run_dir)
+        if rounds:
+            _check_rounds(rounds, [view.number for view in run.rounds])
         if html is not None:
             from sam3_agent.apps.inspector.html_page import render as render_html
-            from sam3_agent.values.files import atomic_write_bytes
+            from sam3_agent.values.files import atomic_write_bytes, safe_name
 
+            if html.is_dir():  # the page goes inside, named after the run
+                html = html / f"{safe_name(run_dir.resolve().name)}.html"
             try:
                 atomic_write_bytes(html, render_html(run).encode("utf-8"))
             except OSError as e:
-                from sam3_agent.values.errors import UserError
-
-                raise UserError(f"cannot write {html}: {e}") from e
+                # Not str(e): it names the temporary file beside the page.
+                raise UserError(f"cannot write {html}: {e.strerror or type(e).__name__}") from e
             say(f"wrote {html}")
             return
         from rich.console import Console
@@ -56,3 +62,31 @@ def inspect_command(
         from sam3_agent.apps.inspector.terminal import render
 
         render(run, Console(highlight=False), rounds=set(rounds) if rounds else None, full=full)
+
+
+def _check_rounds(asked: list[int], held: list[int]) -> None:
+    """Refuse ``--round`` numbers the session does not hold, listing those it does.
+
+    Raises:
+        UserError: e.g. "round 9 not in this session: rounds are 1-3".
+    """
+    missing = sorted(set(asked) - set(held))
+    if not missing:
+        return
+    numbers = ", ".join(map(str, missing))
+    which = f"round {numbers}" if len(missing) == 1 else f"rounds {numbers}"
+    raise UserError(f"{which} not in this session: {_span_list(sorted(held))}")
+
+
+def _span_list(numbers: list[int]) -> str:
+    """``[1, 2, 3, 5]`` as "rounds are 1-3, 5"."""
+    if not numbers:
+        return "it has no rounds"
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    return f"round is {text}" if len(numbers) == 1 else f"rounds are {text}"

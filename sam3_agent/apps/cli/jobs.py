@@ -18,6 +18,7 @@ import typer
 
 from sam3_agent.apps.cli.console import EXIT_INTERRUPTED, out_console, plain, say
 from sam3_agent.apps.cli.progress import PlainProgress, ProgressBar
+from sam3_agent.apps.cli.setting_flags import as_flags
 
 if TYPE_CHECKING:
     from sam3_agent.backends.spec import BackendSpec
@@ -43,7 +44,7 @@ def plan_for(
         return spec
     plan = spec.plan(chat=chat, video=video)
     if plan.note:
-        say(plan.note)
+        say(as_flags(plan.note))
     return plan.spec
 
 

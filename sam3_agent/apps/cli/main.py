@@ -8,9 +8,10 @@ command is one more :class:`LazyCommand` row.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -106,12 +107,27 @@ class LazyGroup(TyperGroup):
     def resolve_command(
         self, ctx: Context, args: list[str]
     ) -> tuple[str | None, Command | None, list[str]]:
+        if args and not args[0].startswith("-") and not ctx.resilient_parsing:
+            known = self.list_commands(ctx)
+            if args[0] not in known:
+                _unknown_command(args[0], known)
         name, command, rest = super().resolve_command(ctx, args)
         if name in COMMANDS and name not in self.commands:
             self.commands[name] = COMMANDS[name].load(name)
         if name is not None and name in self.commands:
             command = self.commands[name]
         return name, command, rest
+
+
+def _unknown_command(name: str, known: list[str]) -> NoReturn:
+    """One line naming the closest command (typer's own suggestion sees only the commands
+    already imported), and the usage exit code."""
+    from sam3_agent.apps.cli.console import EXIT_USAGE, say
+
+    close = difflib.get_close_matches(name, known, n=1)
+    fix = f"did you mean {close[0]}?" if close else f"the commands are {', '.join(known)}"
+    say(("error:", "red"), f" no such command {name!r}: {fix}")
+    raise typer.Exit(EXIT_USAGE)
 
 
 app = typer.Typer(

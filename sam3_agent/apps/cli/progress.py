@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from sam3_agent.apps.cli.console import plain
+from sam3_agent.apps.cli.setting_flags import as_flags
 
 if TYPE_CHECKING:
     from sam3_agent.runs.jobs.base import JobResult
@@ -148,7 +149,9 @@ class PlainProgress(Generic[R]):
 
 
 def notice_text(line: str, *, warning: bool = False) -> Text:
-    """An engine's notice as one plain line (a ``warning:`` prefix for a warning)."""
+    """An engine's notice as one plain line (a ``warning:`` prefix for a warning), the
+    settings it names written as flags."""
+    line = as_flags(line)
     return plain(("warning:", "yellow"), f" {line}") if warning else plain(line)
 
 

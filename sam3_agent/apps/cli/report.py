@@ -37,6 +37,8 @@ def report_command(
             if len(run_dirs) != 1:
                 raise UserError("with several run directories, say where the report goes: --out")
             out = run_dirs[0]
+        for run_dir in run_dirs:
+            _refuse_single_run(run_dir)
         from sam3_agent.runs.evaluation.methods import VIDEO, runs_kind
 
         video = runs_kind(run_dirs) == VIDEO
@@ -52,6 +54,24 @@ def report_command(
         print_video_report_summary(videos)
     else:
         print_report_summary(files)
+
+
+def _refuse_single_run(run_dir: Path) -> None:
+    """Refuse the directory of one ``run`` or ``track`` session (``report`` reads the
+    results store of ``eval`` and ``batch``), saying which command shows it instead.
+
+    Raises:
+        UserError: ``run_dir`` holds one session's files and no results store.
+    """
+    from sam3_agent.apps.cli.outdir import RUN_MARKERS
+    from sam3_agent.runs.jobs.store import STORE_NAME
+
+    if (run_dir / STORE_NAME).exists() or not any((run_dir / m).exists() for m in RUN_MARKERS):
+        return
+    raise UserError(
+        f"{run_dir} is a single run's directory (sam3-agent run or track), not an eval or "
+        f"batch run; show it with: sam3-agent inspect {run_dir}"
+    )
 
 
 __all__ = ["report_command"]

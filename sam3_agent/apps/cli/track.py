@@ -27,6 +27,7 @@ from sam3_agent.apps.cli.flags import (
     with_flags,
 )
 from sam3_agent.apps.cli.outdir import check_out_flags, session_dir
+from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 
@@ -78,7 +79,7 @@ def track_command(
         say(f"{video}: tracking {source.frame_count} of {source.source_frames} frames")
         plan = backends.plan(video=True)
         if plan.note:
-            say(plan.note)
+            say(as_flags(plan.note))
         name = safe_name(f"{video.stem}-{query}", max_len=64)
         with session_dir(out, resume=resume, default_name=name) as out_dir:
             result = _track(plan.spec, source, query, config, video_flags, out_dir, resume=resume)

@@ -36,10 +36,6 @@ def render(
     for view in run.rounds:
         if rounds is None or view.number in rounds:
             console.print(_round(view, limit, full))
-    missing = sorted((rounds or set()) - {v.number for v in run.rounds})
-    if missing:
-        numbers = ", ".join(map(str, missing))
-        console.print(plain(f"no round {numbers} in this session", "yellow"))
 
 
 def _round(view: RoundView, limit: int | None, full: bool) -> Panel:

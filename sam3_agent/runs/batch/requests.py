@@ -118,12 +118,12 @@ def load_requests(
     """
     if source.is_dir():
         if query is None or not query.strip():
-            raise UserError(f"{source} is a folder of images: give the query with --query TEXT")
+            raise UserError(f"{source} is a folder of images: give the query with `query='TEXT'`")
         requests = _folder(source, query)
     elif source.is_file():
         if query is not None:
             raise UserError(
-                f"--query applies to a folder of images; {source} names its own queries"
+                f"`query` applies to a folder of images; {source} names its own queries"
             )
         suffix = source.suffix.lower()
         if suffix == ".jsonl":

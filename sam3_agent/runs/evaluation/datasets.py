@@ -84,7 +84,7 @@ def load_samples(
         raise UserError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
     if all_texts and dataset != "reasonseg":
         raise UserError(
-            "--all-texts applies to reasonseg only (refer datasets already use every sentence)"
+            "`all_texts` applies to reasonseg only (refer datasets already use every sentence)"
         )
     if not root.is_dir():
         raise DatasetError(f"dataset root {root} is not a directory")

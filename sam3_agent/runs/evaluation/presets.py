@@ -105,7 +105,7 @@ def get_preset(name: str) -> Preset:
     """
     preset = PRESETS.get(name)
     if preset is None:
-        raise UserError(f"unknown --preset {name!r}; choose one of {', '.join(PRESETS)}")
+        raise UserError(f"unknown `preset` {name!r}; choose one of {', '.join(PRESETS)}")
     return preset
 
 
@@ -122,15 +122,15 @@ def apply_preset(
     """
     if preset is None:
         if dataset is None:
-            raise UserError("say what to evaluate: --dataset NAME (or --preset NAME)")
+            raise UserError("say what to evaluate: `dataset='NAME'` (or `preset='NAME'`)")
         return dataset, split or default_split(dataset) or "val", mode or "agent"
-    for flag, given, fixed in (
-        ("--dataset", dataset, preset.dataset),
-        ("--split", split, preset.split),
+    for name, given, fixed in (
+        ("dataset", dataset, preset.dataset),
+        ("split", split, preset.split),
     ):
         if given is not None and given != fixed:
             raise UserError(
-                f"--preset {preset.name} evaluates {flag[2:]} {fixed!r}; {flag} {given!r} "
+                f"`preset={preset.name!r}` evaluates {name} {fixed!r}; `{name}` {given!r} "
                 "contradicts it (drop one of them)"
             )
     return preset.dataset, preset.split, mode or preset.mode

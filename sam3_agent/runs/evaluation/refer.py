@@ -40,7 +40,7 @@ def _dataset_dir(root: Path, dataset: str) -> Path:
 def _images_dir(root: Path, dataset_dir: Path, images: Path | None) -> Path:
     if images is not None:
         if not images.is_dir():
-            raise DatasetError(f"--images {images} is not a directory")
+            raise DatasetError(f"`images` {images} is not a directory")
         return images
     candidates = [
         base / rel
@@ -49,7 +49,7 @@ def _images_dir(root: Path, dataset_dir: Path, images: Path | None) -> Path:
     ]
     found = first_dir(*candidates)
     if found is None:
-        raise DatasetError(f"COCO train2014 images not found under {root}; pass --images DIR")
+        raise DatasetError(f"COCO train2014 images not found under {root}; pass `images='DIR'`")
     return found
 
 

@@ -81,7 +81,7 @@ class EvalSet:
         """
         index, count = self.shard
         if count < 1 or not 0 <= index < count:
-            raise UserError(f"--shard i/n needs 0 <= i < n, got {index}/{count}")
+            raise UserError(f"`shard` i/n needs 0 <= i < n, got {index}/{count}")
         if is_video_dataset(self.dataset):
             raise UserError(f"{self.dataset} is a video dataset: evaluate it with a VideoEvalSet")
         whole = load_samples(
@@ -210,14 +210,14 @@ def evaluate(
         KeyboardInterrupt, asyncio.CancelledError: interrupted (what finished is kept).
     """
     if mode not in MODES:
-        raise UserError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise UserError(f"`mode` must be one of {', '.join(MODES)}, got {mode!r}")
     config = config or AgentConfig()
     engine = engine or EngineOptions()
     bars = progress is not None if loading_bars is None else loading_bars
     video = isinstance(dataset, VideoEvalSet)
     if video and mode != "agent":
         raise UserError(
-            f"--mode {mode} applies to image datasets; videos are evaluated with the agent"
+            f"`mode={mode!r}` applies to image datasets; videos are evaluated with the agent"
         )
     if not video and video_options is not None:
         raise UserError("video options apply to video datasets")

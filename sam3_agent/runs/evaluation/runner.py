@@ -69,9 +69,9 @@ def parse_shard(text: str) -> tuple[int, int]:
         index_text, count_text = text.split("/")
         index, count = int(index_text), int(count_text)
     except ValueError as e:
-        raise UserError(f"--shard must look like i/n (e.g. 0/4), got {text!r}") from e
+        raise UserError(f"`shard` must look like i/n (e.g. 0/4), got {text!r}") from e
     if count < 1 or not 0 <= index < count:
-        raise UserError(f"--shard i/n needs 0 <= i < n, got {text!r}")
+        raise UserError(f"`shard` i/n needs 0 <= i < n, got {text!r}")
     return index, count
 
 

@@ -190,19 +190,19 @@ class EngineOptions:
     gpus_per_worker: float = 0.0
 
     def validate(self) -> None:
-        """Raises :class:`UserError` naming the flag that is wrong."""
+        """Raises :class:`UserError` naming the setting that is wrong."""
         if self.engine not in ENGINES:
-            raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+            raise UserError(f"`engine` must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.concurrency < 1:
-            raise UserError(f"--concurrency must be >= 1, got {self.concurrency}")
+            raise UserError(f"`concurrency` must be >= 1, got {self.concurrency}")
         if self.workers < 1:
-            raise UserError(f"--workers must be >= 1, got {self.workers}")
+            raise UserError(f"`workers` must be >= 1, got {self.workers}")
         if self.gpus_per_worker < 0:
-            raise UserError(f"--gpus-per-worker must be >= 0, got {self.gpus_per_worker}")
+            raise UserError(f"`gpus_per_worker` must be >= 0, got {self.gpus_per_worker}")
         if self.engine == "local":
             if self.workers != 1:
-                raise UserError("--workers applies to --engine ray; the local engine is 1 worker")
+                raise UserError("`workers` applies to `engine='ray'`; the local engine is 1 worker")
             if self.ray_address is not None:
-                raise UserError("--ray-address applies to --engine ray")
+                raise UserError("`ray_address` applies to `engine='ray'`")
             if self.gpus_per_worker:
-                raise UserError("--gpus-per-worker applies to --engine ray")
+                raise UserError("`gpus_per_worker` applies to `engine='ray'`")

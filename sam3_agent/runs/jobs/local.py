@@ -96,7 +96,7 @@ async def run_concurrently(
             propagates (results reported before it stay reported).
     """
     if concurrency < 1:
-        raise UserError(f"--concurrency must be >= 1, got {concurrency}")
+        raise UserError(f"`concurrency` must be >= 1, got {concurrency}")
     counts: dict[Path, int] = {}
     for job in jobs:
         counts[job.image_path] = counts.get(job.image_path, 0) + 1
@@ -148,7 +148,7 @@ class LocalEngine:
 
     def __init__(self, *, concurrency: int) -> None:
         if concurrency < 1:
-            raise UserError(f"--concurrency must be >= 1, got {concurrency}")
+            raise UserError(f"`concurrency` must be >= 1, got {concurrency}")
         self.concurrency = concurrency
 
     async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:

@@ -130,7 +130,7 @@ def plan_connection(
         if recorded_cluster:
             notice = (
                 f"a Ray cluster started by `ray start` runs on this machine ({recorded_cluster}); "
-                "this run starts its own: pass --ray-address auto to run on that cluster"
+                "this run starts its own: pass `ray_address='auto'` to run on that cluster"
             )
         return RayConnection(
             {"address": "local", "num_cpus": cpus, **COMMON_INIT_ARGS},
@@ -283,11 +283,11 @@ def check_capacity(
         return None
     if fit == 0 and private:
         raise UserError(
-            f"--workers {workers} --gpus-per-worker {gpus_per_worker:g}: this machine's Ray has "
+            f"`workers={workers}` `gpus_per_worker={gpus_per_worker:g}`: this machine's Ray has "
             f"{why.split(' (')[0]}, so no worker can start"
         )
     return (
-        f"--workers {workers}: the Ray cluster has {why}, so at most {fit} of them run at "
+        f"`workers={workers}`: the Ray cluster has {why}, so at most {fit} of them run at "
         "once (the others wait for room)"
     )
 

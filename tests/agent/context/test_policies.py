@@ -161,11 +161,11 @@ def test_every_name_builds_a_policy() -> None:
 
 
 def test_unknown_policy_is_a_user_error() -> None:
-    with pytest.raises(UserError, match="context_policy must be one of"):
+    with pytest.raises(UserError, match="`context_policy` must be one of"):
         AgentConfig(context_policy="lru")
     with pytest.raises(UserError, match="must exceed the reply reserve"):
         AgentConfig(max_context_tokens=500, context_reserve_tokens=500)
-    with pytest.raises(UserError, match="context_reserve_tokens must be >= 0"):
+    with pytest.raises(UserError, match="`context_reserve_tokens` must be >= 0"):
         AgentConfig(context_reserve_tokens=-1)
     assert AgentConfig(context_reserve_tokens=0).context_reserve_tokens == 0
 

@@ -79,6 +79,22 @@ def test_serve_sam3_takes_the_sam3_flags_of_the_other_commands() -> None:
     assert [p.opts for p in hidden] == [["--model"]]  # the former spelling still parses
 
 
+def registered_commands() -> list[str]:
+    """Every command the application lists (its group's ``list_commands``)."""
+    group = typer.main.get_command(app)
+    return list(group.list_commands(group.make_context("sam3-agent", [], resilient_parsing=True)))
+
+
+@pytest.mark.parametrize("verbose", ["-v", "--verbose"])
+def test_every_command_takes_the_verbose_flag(verbose: str) -> None:
+    names = registered_commands()
+    assert set(COMMANDS) <= set(names)
+    for name in names:
+        # click parses every option before the eager --help: an unknown flag exits 2
+        shown = runner.invoke(app, [name, verbose, "--help"])
+        assert shown.exit_code == 0, (name, shown.output)
+
+
 def test_the_commands_help_still_answers_without_importing_heavy_modules() -> None:
     heavy = ("torch", "transformers", "openai", "cv2", "numpy", "fastapi", "httpx", "ray")
     script = (

@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.main import COMMANDS, app
@@ -126,3 +129,50 @@ def test_top_level_help_lists_every_command() -> None:
     assert result.exit_code == 0
     for name in COMMANDS:
         assert name in result.stdout
+
+
+def registered_commands() -> list[str]:
+    group = typer.main.get_command(app)
+    return list(group.list_commands(group.make_context("sam3-agent", [], resilient_parsing=True)))
+
+
+NAMES = registered_commands()
+TYPED = "abcdefghijklmnopqrstuvwxyz0123456789-"
+
+
+@st.composite
+def one_edit_typo(draw: st.DrawFn) -> tuple[str, str]:
+    """A command name and that name with one character inserted, deleted or replaced."""
+    name = draw(st.sampled_from(NAMES))
+    at = draw(st.integers(0, len(name) - 1))
+    char = draw(st.sampled_from(TYPED))
+    typo = draw(
+        st.sampled_from(
+            [
+                name[:at] + char + name[at:],
+                name[:at] + name[at + 1 :],
+                name[:at] + char + name[at + 1 :],
+            ]
+        )
+    )
+    return name, typo
+
+
+TYPOS = one_edit_typo().filter(lambda t: t[1] not in NAMES and not t[1].startswith("-"))
+"""One-edit typos that name no command and do not read as an option."""
+
+
+@given(TYPOS)
+def test_a_mistyped_command_is_one_line_naming_the_closest(typed: tuple[str, str]) -> None:
+    name, typo = typed
+    shown = CliRunner().invoke(app, [typo])
+    assert shown.exit_code == 2
+    assert shown.stderr.splitlines() == [f"error: no such command {typo!r}: did you mean {name}?"]
+
+
+def test_a_command_like_no_other_lists_them_all() -> None:
+    shown = CliRunner().invoke(app, ["xyzzy"])
+    assert shown.exit_code == 2
+    assert shown.stderr.splitlines() == [
+        f"error: no such command 'xyzzy': the commands are {', '.join(NAMES)}"
+    ]

@@ -253,6 +253,54 @@ def test_a_missing_run_directory_is_one_line(tmp_path: Path) -> None:
     assert "not a run directory" in shown.stderr and "Traceback" not in shown.output
 
 
+def test_html_into_a_directory_is_named_after_the_run_and_the_line_names_that_file(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    made = runner.invoke(app, ["inspect", str(run_dir), "--html", str(pages)])
+    assert made.exit_code == 0, made.output
+    page = pages / "run.html"
+    assert made.stderr.splitlines() == [f"wrote {page}"]
+    assert "<section" in page.read_text(encoding="utf-8")
+    assert [p.name for p in pages.iterdir()] == ["run.html"]  # no temporary file left
+
+
+def test_an_unwritable_html_path_is_one_line_without_a_temporary_name(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "taken").write_text("a file, not a directory")
+    target = tmp_path / "taken" / "page.html"
+    shown = runner.invoke(app, ["inspect", str(run_dir), "--html", str(target)])
+    assert shown.exit_code == 2
+    (line,) = shown.stderr.splitlines()
+    assert line.startswith(f"error: cannot write {target}: ") and ".tmp" not in line
+
+
+@pytest.mark.parametrize(
+    ("asked", "line"),
+    [
+        (["--round", "9"], "error: round 9 not in this session: rounds are 1-5"),
+        (
+            ["-r", "2", "-r", "0", "-r", "7"],
+            "error: rounds 0, 7 not in this session: rounds are 1-5",
+        ),
+        (
+            ["--round", "9", "--html", "page.html"],
+            "error: round 9 not in this session: rounds are 1-5",
+        ),
+    ],
+)
+def test_a_round_the_session_lacks_is_a_usage_error_listing_the_rounds_it_has(
+    run_dir: Path, asked: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    shown = runner.invoke(app, ["inspect", str(run_dir), *asked], env={"COLUMNS": "160"})
+    assert shown.exit_code == 2
+    assert shown.stderr.splitlines() == [line]
+    assert "Round" not in shown.stdout and not Path("page.html").exists()
+
+
 # -- hostile traces -----------------------------------------------------------------------
 
 HOSTILE = [

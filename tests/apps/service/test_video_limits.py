@@ -345,7 +345,7 @@ def test_a_time_range_on_frames_needs_fps(client: TestClient) -> None:
     video = upload(client, tar_of([(f"{i}.jpg", frame_bytes(i)) for i in range(4)]), tar=True)
     video_id = video.json()["video_id"]
     no_fps = track(client, video_id, {"phrases": ["square"], "start_s": 0.1})
-    assert "--fps" in assert_error(no_fps, 422, "invalid_request")
+    assert "`fps`" in assert_error(no_fps, 422, "invalid_request")
     with_fps = track(client, video_id, {"phrases": ["square"], "start_s": 0.1, "fps": 10})
     assert with_fps.status_code == 200 and with_fps.json()["frames_used"] == [1, 2, 3]
 

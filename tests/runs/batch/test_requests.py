@@ -119,9 +119,9 @@ def test_a_missing_image_is_its_requests_concern_not_the_files(tmp_path: Path) -
 def test_wrong_kind_of_input_is_a_user_error(tmp_path: Path) -> None:
     write_images(tmp_path / "img")
     jsonl = write_jsonl(tmp_path / "j")
-    with pytest.raises(UserError, match="give the query with --query"):
+    with pytest.raises(UserError, match="give the query with `query"):
         load_requests(tmp_path / "img")
-    with pytest.raises(UserError, match="--query applies to a folder"):
+    with pytest.raises(UserError, match="`query` applies to a folder"):
         load_requests(jsonl, query="x")
     with pytest.raises(UserError, match="does not exist"):
         load_requests(tmp_path / "missing.jsonl")

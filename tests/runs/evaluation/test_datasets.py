@@ -138,7 +138,7 @@ def test_refcoco_ground_truth_polygon_and_rle(refcoco: Path) -> None:
 def test_refcoco_explicit_images_dir(refcoco: Path, tmp_path: Path) -> None:
     moved = tmp_path / "coco_train"
     (refcoco / "images/mscoco/images/train2014").rename(moved)
-    with pytest.raises(DatasetError, match="--images"):
+    with pytest.raises(DatasetError, match="`images="):
         load_samples("refcoco", refcoco, "val")
     samples = load_samples("refcoco", refcoco, "val", images=moved)
     assert samples[0].image_path.parent == moved
@@ -205,7 +205,7 @@ def test_grefcoco_inconsistent_no_target(grefcoco: Path) -> None:
 def test_unknown_dataset_and_misplaced_option(reasonseg: Path) -> None:
     with pytest.raises(UserError, match="unknown dataset"):
         load_samples("pascal", reasonseg, "val")
-    with pytest.raises(UserError, match="--all-texts"):
+    with pytest.raises(UserError, match="`all_texts`"):
         load_samples("refcoco", reasonseg, "val", all_texts=True)
 
 

@@ -243,7 +243,7 @@ def test_shards_partition_samples_by_image(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", ["3", "a/b", "3/3", "-1/2", "0/0", "1/2/3"])
 def test_parse_shard_rejects(text: str) -> None:
-    with pytest.raises(UserError, match="--shard"):
+    with pytest.raises(UserError, match="`shard`"):
         parse_shard(text)
 
 
@@ -252,7 +252,7 @@ def test_parse_shard() -> None:
 
 
 def test_concurrency_must_be_positive(reasonseg: list[Sample], tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="--concurrency"):
+    with pytest.raises(UserError, match="`concurrency`"):
         _run(reasonseg, tmp_path / "run", concurrency=0)
 
 

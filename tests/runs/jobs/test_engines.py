@@ -105,16 +105,16 @@ def _jobs(paths: Sequence[Path], per_image: int) -> list[BatchRequest]:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (EngineOptions(engine="spark"), "--engine must be one of local, ray"),
-        (EngineOptions(concurrency=0), "--concurrency must be >= 1"),
-        (EngineOptions(workers=0), "--workers must be >= 1"),
-        (EngineOptions(workers=2), "--workers applies to --engine ray"),
-        (EngineOptions(ray_address="auto"), "--ray-address applies to --engine ray"),
-        (EngineOptions(gpus_per_worker=1), "--gpus-per-worker applies to --engine ray"),
-        (EngineOptions(engine="ray", gpus_per_worker=-1), "--gpus-per-worker must be >= 0"),
+        (EngineOptions(engine="spark"), "`engine` must be one of local, ray"),
+        (EngineOptions(concurrency=0), "`concurrency` must be >= 1"),
+        (EngineOptions(workers=0), "`workers` must be >= 1"),
+        (EngineOptions(workers=2), "`workers` applies to `engine='ray'`"),
+        (EngineOptions(ray_address="auto"), "`ray_address` applies to `engine='ray'`"),
+        (EngineOptions(gpus_per_worker=1), "`gpus_per_worker` applies to `engine='ray'`"),
+        (EngineOptions(engine="ray", gpus_per_worker=-1), "`gpus_per_worker` must be >= 0"),
     ],
 )
-def test_engine_options_name_the_wrong_flag(options: EngineOptions, message: str) -> None:
+def test_engine_options_name_the_wrong_setting(options: EngineOptions, message: str) -> None:
     with pytest.raises(UserError, match=message):
         options.validate()
 

@@ -39,7 +39,7 @@ def test_no_address_starts_a_private_ray_even_beside_a_ray_start_cluster() -> No
     assert plan.init_args["num_cpus"] == ray_engine.MIN_LOCAL_CPUS
     assert plan.init_args["log_to_driver"] is False  # stdout stays the caller's
     assert plan.description.startswith("starting a private local Ray")
-    assert plan.notice is not None and "--ray-address auto" in plan.notice
+    assert plan.notice is not None and "`ray_address='auto'`" in plan.notice
     assert _plan(None).notice is None
     assert _plan("local").init_args == _plan(None).init_args
 
@@ -147,7 +147,7 @@ def test_the_host_port_form_picks_up_this_machines_token(
             {"CPU": 4.0},
             8,
             0.0,
-            "--workers 8: the Ray cluster has 4 CPUs (1 per worker), so at most 4",
+            "`workers=8`: the Ray cluster has 4 CPUs (1 per worker), so at most 4",
         ),
         ({"CPU": 16.0, "GPU": 1.0}, 3, 0.5, "has 1 GPUs (0.5 per worker), so at most 2"),
         ({"CPU": 16.0}, 2, 1.0, "so at most 0"),
@@ -176,7 +176,7 @@ def test_the_engine_warns_before_it_runs_fewer_workers(
     asyncio.run(engine.run(Work([], None, Path(".")), lambda result: None))  # type: ignore[arg-type]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
-        "--workers 6: the Ray cluster has 4 CPUs (1 per worker), so at most 4 of them run "
+        "`workers=6`: the Ray cluster has 4 CPUs (1 per worker), so at most 4 of them run "
         "at once (the others wait for room)"
     ]
 
@@ -195,8 +195,8 @@ def test_which_ray_and_the_warnings_go_to_the_runs_notices_in_order(
     asyncio.run(RayEngine(workers=6).run(work, lambda result: None))
     assert [warning for _, warning in said] == [False, True, True]
     assert said[0][0].startswith("starting a private local Ray for this run")
-    assert "--ray-address auto" in said[1][0]  # the ray start cluster left unused
-    assert said[2][0].startswith("--workers 6: the Ray cluster has 4 CPUs")
+    assert "`ray_address='auto'`" in said[1][0]  # the ray start cluster left unused
+    assert said[2][0].startswith("`workers=6`: the Ray cluster has 4 CPUs")
 
 
 def test_the_driver_hands_the_engines_notices_to_the_progress_listener(tmp_path: Path) -> None:

@@ -49,13 +49,6 @@ AGENT_FLAGS = (
              "below --max-context-tokens)."),
 )  # fmt: skip
 
-# AgentConfig names its fields; the user typed flags.
-_FIELD_FLAGS = {
-    "max_image_pixels": "--max-pixels",
-    "prompts_dir": "--prompts",
-    "context_reserve_tokens": "--reserve-tokens",
-}
-
 
 def config_from_flags(
     *,
@@ -77,7 +70,8 @@ def config_from_flags(
     once the backend flags are valid.
 
     Raises:
-        UserError: a value out of range (NaN included), named by its flag.
+        UserError: a value out of range (NaN included), named by its flag (or by the
+            ``AgentConfig`` field, which :mod:`..setting_flags` shows as the flag).
     """
     if max_image_side < MIN_IMAGE_SIDE:
         raise UserError(
@@ -91,24 +85,19 @@ def config_from_flags(
             f"--max-context-tokens ({max_context_tokens}) must exceed the reply reserve "
             f"(--reserve-tokens {reserve_tokens})"
         )
-    try:
-        config = AgentConfig(
-            max_rounds=max_rounds,
-            max_corrections=max_corrections,
-            check_concurrency=check_concurrency,
-            score_threshold=score_threshold,
-            max_image_side=max_image_side,
-            tool_protocol=tool_protocol,
-            prompts_dir=prompts,
-            context_policy=context_policy,
-            max_context_tokens=max_context_tokens,
-            context_reserve_tokens=reserve_tokens,
-            max_image_pixels=max_pixels,
-        )
-    except UserError as e:
-        field, _, rest = str(e).partition(" ")
-        raise UserError(f"{_FIELD_FLAGS.get(field, '--' + field.replace('_', '-'))} {rest}") from e
-    return config
+    return AgentConfig(
+        max_rounds=max_rounds,
+        max_corrections=max_corrections,
+        check_concurrency=check_concurrency,
+        score_threshold=score_threshold,
+        max_image_side=max_image_side,
+        tool_protocol=tool_protocol,
+        prompts_dir=prompts,
+        context_policy=context_policy,
+        max_context_tokens=max_context_tokens,
+        context_reserve_tokens=reserve_tokens,
+        max_image_pixels=max_pixels,
+    )
 
 
 def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True) -> None:

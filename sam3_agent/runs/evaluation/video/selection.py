@@ -62,13 +62,13 @@ class VideoEvalSet:
             scorable = [s for s in info.splits if s not in info.no_public_ground_truth]
             raise UserError(
                 f"cannot score {info.title} {split} here: {no_ground_truth} "
-                f"(--split {' or '.join(scorable)} can be)"
+                f"(`split={' or '.join(scorable)}` can be)"
             )
         index, count = self.shard
         if count < 1 or not 0 <= index < count:
-            raise UserError(f"--shard i/n needs 0 <= i < n, got {index}/{count}")
+            raise UserError(f"`shard` i/n needs 0 <= i < n, got {index}/{count}")
         if self.limit is not None and self.limit < 1:
-            raise UserError(f"--limit must be >= 1, got {self.limit}")
+            raise UserError(f"`limit` must be >= 1, got {self.limit}")
         object.__setattr__(self, "split", split)
 
     @property

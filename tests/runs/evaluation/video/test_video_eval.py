@@ -243,7 +243,7 @@ def test_a_split_without_public_ground_truth_is_refused_before_anything_loads(
         evaluate(VideoEvalSet(dataset, root, split), tmp_path / "run", backends)
     assert "\n" not in str(refused.value)
     scorable = "valid_u or train" if dataset == "mevis" else "train"
-    assert str(refused.value).endswith(f"(--split {scorable} can be)")
+    assert str(refused.value).endswith(f"(`split={scorable}` can be)")
     assert backends.built == []
     assert not (tmp_path / "run").exists()
 
@@ -254,11 +254,11 @@ def test_bad_selections_are_one_line_user_errors(tmp_path: Path) -> None:
         VideoEvalSet("revos", root, "val")
     with pytest.raises(UserError, match="unknown video dataset"):
         VideoEvalSet("reasonseg", root)
-    with pytest.raises(UserError, match="--shard"):
+    with pytest.raises(UserError, match="`shard`"):
         VideoEvalSet("revos", root, shard=(2, 2))
     with pytest.raises(UserError, match="VideoEvalSet"):
         EvalSet("revos", root, "valid").load()
-    with pytest.raises(UserError, match="--mode sam3-only applies to image datasets"):
+    with pytest.raises(UserError, match="`mode='sam3-only'` applies to image datasets"):
         evaluate(
             VideoEvalSet("revos", root), tmp_path / "run", FakeVideoBackends(), mode="sam3-only"
         )
