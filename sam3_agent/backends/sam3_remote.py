@@ -293,7 +293,17 @@ class ServiceBackend:
     """A client of the SAM 3 service that owns its connection (:class:`ServiceClient`):
     ``close()`` it, or use it as a context manager."""
 
-    _service: ServiceClient
+    def __init__(self, url: str, token: str | None, **connection: Any) -> None:
+        """Its own :class:`ServiceClient` (``connection``: that class's keyword arguments),
+        and the bodies it uploaded (digest -> the service's id), guarded by ``_lock``."""
+        self._service = ServiceClient(url, token, **connection)
+        self.url = self._service.url
+        self._uploaded: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
+        return self._service.describe()
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -328,18 +338,14 @@ class RemoteSegmenter(ServiceBackend):
         """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
 
         Args:
-            token: bearer token, when the service requires one; ``None`` reads
-                ``SAM3_AGENT_TOKEN`` from the environment.
             timeout_s: per request; a first request on a new image includes its backbone.
-            retries: extra attempts after a connection error, timeout or 5xx answer.
-            backoff_s: wait before the first retry; doubles for each further one.
             upload_format: ``raw`` RGB bytes (no encoding time, 3 bytes a pixel: best on a
                 LAN) or ``png`` (level 1: about half the bytes, seconds of CPU per photo).
-            transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+            token, retries, backoff_s, transport: as :class:`ServiceClient` takes them.
         """
         if upload_format not in ("raw", "png"):
             raise UserError(f"upload_format must be 'raw' or 'png', got {upload_format!r}")
-        self._service = ServiceClient(
+        super().__init__(
             url,
             token,
             timeout_s=timeout_s,
@@ -348,13 +354,6 @@ class RemoteSegmenter(ServiceBackend):
             transport=transport,
         )
         self._upload_format = upload_format
-        self.url = self._service.url
-        self._uploaded: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def describe(self) -> dict[str, Any]:
-        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
-        return self._service.describe()
 
     def check(self) -> None:
         """The service's :meth:`ServiceClient.check` (health and token), remembered.

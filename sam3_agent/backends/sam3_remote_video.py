@@ -28,11 +28,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from sam3_agent.backends.sam3_remote import ServiceBackend, ServiceClient
+from sam3_agent.backends.sam3_remote import ServiceBackend
 from sam3_agent.backends.schemas import (
     TAR_MIME,
     ErrorCode,
@@ -187,15 +186,12 @@ class RemoteVideoSegmenter(ServiceBackend):
         """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
 
         Args:
-            token: bearer token, when the service requires one; ``None`` reads
-                ``SAM3_AGENT_TOKEN`` from the environment.
             timeout_s: per request; a track request is answered once the whole clip is
                 tracked.
-            retries: extra attempts after a connection error, timeout or 5xx answer.
-            backoff_s: wait before the first retry; doubles for each further one.
-            transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+            token, retries, backoff_s, transport: as
+                :class:`~sam3_agent.backends.sam3_remote.ServiceClient` takes them.
         """
-        self._service = ServiceClient(
+        super().__init__(
             url,
             token,
             timeout_s=timeout_s,
@@ -203,14 +199,7 @@ class RemoteVideoSegmenter(ServiceBackend):
             backoff_s=backoff_s,
             transport=transport,
         )
-        self.url = self._service.url
-        self._uploaded: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
         self._limits: VideoLimits | None = None
-
-    def describe(self) -> dict[str, Any]:
-        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
-        return self._service.describe()
 
     def check(self) -> None:
         """Check that the service answers, takes the token and tracks videos (it was
