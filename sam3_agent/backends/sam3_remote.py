@@ -59,6 +59,27 @@ _MAX_RETRY_AFTER_S = 60.0
 UploadFormat = Literal["raw", "png"]
 
 
+class PhraseReadings:
+    """Phrases as a service's SAM 3 read them, the ``_KNOWN_PHRASES`` most recently
+    remembered (for a remote handle's ``used_phrase``). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._used: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, phrase: str) -> str:
+        """How ``phrase`` was last read; ``phrase`` itself if it never was remembered."""
+        with self._lock:
+            return self._used.get(phrase, phrase)
+
+    def remember(self, phrase: str, used: str) -> None:
+        with self._lock:
+            self._used[phrase] = used
+            self._used.move_to_end(phrase)
+            while len(self._used) > _KNOWN_PHRASES:
+                self._used.popitem(last=False)
+
+
 class RemoteEmbedding:
     """An image uploaded to the service; segments phrases there.
 
@@ -73,8 +94,7 @@ class RemoteEmbedding:
         self.image_id = image_id
         """The server's id of the image (its content hash)."""
         self._image_size = image_size
-        self._used: OrderedDict[str, str] = OrderedDict()
-        self._used_lock = threading.Lock()
+        self._readings = PhraseReadings()
 
     @property
     def image_size(self) -> tuple[int, int]:
@@ -84,15 +104,7 @@ class RemoteEmbedding:
     def used_phrase(self, phrase: str) -> str:
         """``phrase`` as the service's SAM 3 read it in the last :meth:`segment` call that
         asked for it; ``phrase`` itself if none did or the service did not say."""
-        with self._used_lock:
-            return self._used.get(phrase, phrase)
-
-    def _remember(self, phrase: str, used: str | None) -> None:
-        with self._used_lock:
-            self._used[phrase] = used if used is not None else phrase
-            self._used.move_to_end(phrase)
-            while len(self._used) > _KNOWN_PHRASES:
-                self._used.popitem(last=False)
+        return self._readings.read(phrase)
 
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
         """One :class:`Detections` per phrase, in order, computed by the service.
@@ -453,7 +465,7 @@ class RemoteSegmenter(ServiceBackend):
                         scores=np.asarray(result.scores, dtype=np.float32),
                     )
                 )
-                embedding._remember(
+                embedding._readings.remember(
                     phrase, text if result.used_phrase is None else result.used_phrase
                 )
         except (ValueError, KeyError, TypeError) as e:

@@ -22,8 +22,6 @@ import hashlib
 import logging
 import tarfile
 import tempfile
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from sam3_agent.backends.sam3_remote import ServiceBackend
+from sam3_agent.backends.sam3_remote import PhraseReadings, ServiceBackend
 from sam3_agent.backends.schemas import (
     TAR_MIME,
     ErrorCode,
@@ -55,7 +53,6 @@ DEFAULT_TRACK_TIMEOUT_S = 1800.0
 _CHUNK = 1024 * 1024
 # Bodies this client uploaded (digest -> the service's id), to skip re-uploads.
 _KNOWN_UPLOADS = 256
-_KNOWN_PHRASES = 256
 
 
 class _FileChunks:
@@ -134,8 +131,7 @@ class RemoteVideoEmbedding:
         self._video = video
         self.video_id = video_id
         """The service's id of the upload (the SHA-256 of its body)."""
-        self._used: OrderedDict[str, str] = OrderedDict()
-        self._used_lock = threading.Lock()
+        self._readings = PhraseReadings()
 
     @property
     def video(self) -> VideoSource:
@@ -158,15 +154,7 @@ class RemoteVideoEmbedding:
     def used_phrase(self, phrase: str) -> str:
         """``phrase`` as the service's SAM 3 read it in the last :meth:`track` call that
         asked for it; ``phrase`` itself if none did or the service did not say."""
-        with self._used_lock:
-            return self._used.get(phrase, phrase)
-
-    def _remember(self, phrase: str, used: str) -> None:
-        with self._used_lock:
-            self._used[phrase] = used
-            self._used.move_to_end(phrase)
-            while len(self._used) > _KNOWN_PHRASES:
-                self._used.popitem(last=False)
+        return self._readings.read(phrase)
 
 
 class RemoteVideoSegmenter(ServiceBackend):
@@ -323,7 +311,9 @@ class RemoteVideoSegmenter(ServiceBackend):
                     f"{video.size}"
                 )
             out.append(_tracks(found))
-            embedding._remember(phrase, text if result.used_phrase is None else result.used_phrase)
+            embedding._readings.remember(
+                phrase, text if result.used_phrase is None else result.used_phrase
+            )
         return out
 
 

@@ -64,3 +64,13 @@ def test_both_service_clients_build_their_connection_in_one_place(
             {"timeout_s": timeout_s, "retries": 1, "backoff_s": 0.5, "transport": None},
         )
     ]
+
+
+def test_phrase_readings_keep_the_most_recent_and_default_to_the_phrase() -> None:
+    readings = sam3_remote.PhraseReadings()
+    assert readings.read("a dog") == "a dog"
+    readings.remember("a dog", "a do")
+    for n in range(sam3_remote._KNOWN_PHRASES):
+        readings.remember(f"p{n}", f"q{n}")
+    assert readings.read("a dog") == "a dog"  # evicted, least recently remembered
+    assert readings.read("p0") == "q0"
