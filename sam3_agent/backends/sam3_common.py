@@ -1,10 +1,10 @@
 """What the in-process SAM 3 backends (images and video) share.
 
 Loading (:func:`load_sam3`: a hub id or a local directory, the hub probe, one-line weight
-errors), failures inside model work turned into one-line :class:`SegmenterError`
-(:func:`torch_failures`), phrases as SAM 3's text encoder reads them (:func:`text_limit`,
-:func:`fit_phrase`), and the pre-shrink of large frames before the processor's resize
-(:func:`preshrink`).
+errors), the loaded model both segmenters hold (:class:`LoadedSam3`), failures inside model
+work turned into one-line :class:`SegmenterError` (:func:`torch_failures`), phrases as
+SAM 3's text encoder reads them (:func:`text_limit`, :func:`fit_phrase`), and the
+pre-shrink of large frames before the processor's resize (:func:`preshrink`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import numpy as np
 
 from sam3_agent.backends.hub import hub_access
+from sam3_agent.backends.identity import dtype_name, sam3_description
 from sam3_agent.backends.segment_args import clean_phrase
 from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
 from sam3_agent.values.errors import Sam3AgentError, SegmenterError, WeightsUnavailableError
@@ -95,6 +96,76 @@ def load_sam3(
         "loaded %s from %s on %s as %s", model_class.__name__, name, torch_device, torch_dtype
     )
     return loaded, processor, torch_device
+
+
+class LoadedSam3(Generic[M, P]):
+    """A SAM 3 model (image or video) and its processor on one device: the loading, the
+    identity and the properties both in-process segmenters share."""
+
+    _model: M
+    _processor: P
+    _device: torch.device
+    _dtype: torch.dtype
+    _name: str | None
+    _text_limit: int
+
+    def _adopt(
+        self,
+        model: M,
+        processor: P,
+        device: str | torch.device | None,
+        name: str | None,
+        text_config: object,
+    ) -> None:
+        """Hold ``model`` (moved to ``device`` unless ``None``, in eval mode, dtype kept) and
+        ``processor``; ``text_config``: the text encoder's config (:func:`text_limit`)."""
+        import torch
+
+        loaded: Any = model
+        if device is not None:
+            loaded = loaded.to(torch.device(device))
+        self._model = loaded.eval()
+        self._processor = processor
+        self._device = next(loaded.parameters()).device
+        self._dtype = next(loaded.parameters()).dtype
+        self._name = name
+        self._text_limit = text_limit(text_config)
+
+    @classmethod
+    def _load(
+        cls,
+        model: str | Path,
+        model_class: type[M],
+        processor_class: type[P],
+        *,
+        device: str,
+        dtype: str,
+        **options: Any,
+    ) -> Self:
+        """:func:`load_sam3`, then ``cls(model, processor, device=..., name=..., **options)``."""
+        sam3, processor, torch_device = load_sam3(
+            model, model_class, processor_class, device=device, dtype=dtype
+        )
+        built: Any = cls
+        made: Self = built(sam3, processor, device=torch_device, name=str(model), **options)
+        return made
+
+    def describe(self) -> dict[str, object]:
+        """The weights and dtype (see :mod:`~sam3_agent.backends.identity`)."""
+        return sam3_description(model=self._name, dtype=dtype_name(self._dtype))
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._dtype
+
+    @property
+    def text_limit(self) -> int:
+        """Tokens the text encoder reads, special tokens included (32 for SAM 3)."""
+        return self._text_limit
 
 
 @contextmanager

@@ -21,13 +21,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from sam3_agent.backends.identity import dtype_name, sam3_description
 from sam3_agent.backends.sam3_common import (
     DEFAULT_MODEL,
+    LoadedSam3,
     fit_phrase,
-    load_sam3,
     preshrink,
-    text_limit,
     torch_failures,
 )
 from sam3_agent.backends.sam3_masks import detections_at
@@ -90,7 +88,7 @@ class Sam3Embedding:
         return self._owner.used_phrase(phrase)
 
 
-class Sam3Segmenter:
+class Sam3Segmenter(LoadedSam3["Sam3Model", "Sam3Processor"]):
     """SAM 3 in this process; implements :class:`sam3_agent.backends.base.Segmenter`.
 
     Thread-safe: one lock serialises model work (the processor's tokenizer is not safe to
@@ -123,20 +121,12 @@ class Sam3Segmenter:
             raise UserError(f"cache_size must be >= 0, got {cache_size}")
         if max_phrase_batch < 1:
             raise UserError(f"max_phrase_batch must be >= 1, got {max_phrase_batch}")
-        if device is not None:
-            # transformers' decorator on PreTrainedModel.to confuses mypy; the call is plain.
-            model = model.to(torch.device(device))  # type: ignore[arg-type]
-        self._model = model.eval()
-        self._processor = processor
-        self._device = next(model.parameters()).device
-        self._dtype = next(model.parameters()).dtype
-        self._name = name
+        self._adopt(model, processor, device, name, getattr(model.config, "text_config", None))
         self._cache_size = cache_size
         self._max_phrase_batch = max_phrase_batch
         self._mask_threshold = mask_threshold
         self._model_lock = threading.Lock()
         self._tokenizer_lock = threading.Lock()
-        self._text_limit = text_limit(getattr(model.config, "text_config", None))
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[str, _Features] = OrderedDict()
         self._pending: dict[str, Future[_Features]] = {}
@@ -163,40 +153,21 @@ class Sam3Segmenter:
         """
         from transformers import Sam3Model, Sam3Processor
 
-        sam3, processor, torch_device = load_sam3(
-            model, Sam3Model, Sam3Processor, device=device, dtype=dtype
-        )
-        return cls(
-            sam3,
-            processor,
-            device=torch_device,
+        return cls._load(
+            model,
+            Sam3Model,
+            Sam3Processor,
+            device=device,
+            dtype=dtype,
             cache_size=cache_size,
             max_phrase_batch=max_phrase_batch,
-            name=str(model),
         )
-
-    def describe(self) -> dict[str, object]:
-        """The weights and dtype (see :mod:`~sam3_agent.backends.identity`)."""
-        return sam3_description(model=self._name, dtype=dtype_name(self._dtype))
-
-    @property
-    def device(self) -> torch.device:
-        return self._device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._dtype
 
     @property
     def cached_images(self) -> list[str]:
         """Digests of the images whose features are cached, least recently used first."""
         with self._cache_lock:
             return list(self._cache)
-
-    @property
-    def text_limit(self) -> int:
-        """Tokens the text encoder reads, special tokens included (32 for SAM 3)."""
-        return self._text_limit
 
     def used_phrase(self, phrase: str) -> str:
         """``phrase`` as the text encoder reads it: unchanged when it fits in

@@ -59,6 +59,27 @@ _MAX_RETRY_AFTER_S = 60.0
 UploadFormat = Literal["raw", "png"]
 
 
+class PhraseReadings:
+    """Phrases as a service's SAM 3 read them, the ``_KNOWN_PHRASES`` most recently
+    remembered (for a remote handle's ``used_phrase``). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._used: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, phrase: str) -> str:
+        """How ``phrase`` was last read; ``phrase`` itself if it never was remembered."""
+        with self._lock:
+            return self._used.get(phrase, phrase)
+
+    def remember(self, phrase: str, used: str) -> None:
+        with self._lock:
+            self._used[phrase] = used
+            self._used.move_to_end(phrase)
+            while len(self._used) > _KNOWN_PHRASES:
+                self._used.popitem(last=False)
+
+
 class RemoteEmbedding:
     """An image uploaded to the service; segments phrases there.
 
@@ -73,8 +94,7 @@ class RemoteEmbedding:
         self.image_id = image_id
         """The server's id of the image (its content hash)."""
         self._image_size = image_size
-        self._used: OrderedDict[str, str] = OrderedDict()
-        self._used_lock = threading.Lock()
+        self._readings = PhraseReadings()
 
     @property
     def image_size(self) -> tuple[int, int]:
@@ -84,15 +104,7 @@ class RemoteEmbedding:
     def used_phrase(self, phrase: str) -> str:
         """``phrase`` as the service's SAM 3 read it in the last :meth:`segment` call that
         asked for it; ``phrase`` itself if none did or the service did not say."""
-        with self._used_lock:
-            return self._used.get(phrase, phrase)
-
-    def _remember(self, phrase: str, used: str | None) -> None:
-        with self._used_lock:
-            self._used[phrase] = used if used is not None else phrase
-            self._used.move_to_end(phrase)
-            while len(self._used) > _KNOWN_PHRASES:
-                self._used.popitem(last=False)
+        return self._readings.read(phrase)
 
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
         """One :class:`Detections` per phrase, in order, computed by the service.
@@ -293,7 +305,17 @@ class ServiceBackend:
     """A client of the SAM 3 service that owns its connection (:class:`ServiceClient`):
     ``close()`` it, or use it as a context manager."""
 
-    _service: ServiceClient
+    def __init__(self, url: str, token: str | None, **connection: Any) -> None:
+        """Its own :class:`ServiceClient` (``connection``: that class's keyword arguments),
+        and the bodies it uploaded (digest -> the service's id), guarded by ``_lock``."""
+        self._service = ServiceClient(url, token, **connection)
+        self.url = self._service.url
+        self._uploaded: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
+        return self._service.describe()
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -328,18 +350,14 @@ class RemoteSegmenter(ServiceBackend):
         """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
 
         Args:
-            token: bearer token, when the service requires one; ``None`` reads
-                ``SAM3_AGENT_TOKEN`` from the environment.
             timeout_s: per request; a first request on a new image includes its backbone.
-            retries: extra attempts after a connection error, timeout or 5xx answer.
-            backoff_s: wait before the first retry; doubles for each further one.
             upload_format: ``raw`` RGB bytes (no encoding time, 3 bytes a pixel: best on a
                 LAN) or ``png`` (level 1: about half the bytes, seconds of CPU per photo).
-            transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+            token, retries, backoff_s, transport: as :class:`ServiceClient` takes them.
         """
         if upload_format not in ("raw", "png"):
             raise UserError(f"upload_format must be 'raw' or 'png', got {upload_format!r}")
-        self._service = ServiceClient(
+        super().__init__(
             url,
             token,
             timeout_s=timeout_s,
@@ -348,13 +366,6 @@ class RemoteSegmenter(ServiceBackend):
             transport=transport,
         )
         self._upload_format = upload_format
-        self.url = self._service.url
-        self._uploaded: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def describe(self) -> dict[str, Any]:
-        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
-        return self._service.describe()
 
     def check(self) -> None:
         """The service's :meth:`ServiceClient.check` (health and token), remembered.
@@ -454,7 +465,7 @@ class RemoteSegmenter(ServiceBackend):
                         scores=np.asarray(result.scores, dtype=np.float32),
                     )
                 )
-                embedding._remember(
+                embedding._readings.remember(
                     phrase, text if result.used_phrase is None else result.used_phrase
                 )
         except (ValueError, KeyError, TypeError) as e:

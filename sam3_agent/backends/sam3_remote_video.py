@@ -22,17 +22,14 @@ import hashlib
 import logging
 import tarfile
 import tempfile
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from sam3_agent.backends.sam3_remote import ServiceBackend, ServiceClient
+from sam3_agent.backends.sam3_remote import PhraseReadings, ServiceBackend
 from sam3_agent.backends.schemas import (
     TAR_MIME,
     ErrorCode,
@@ -56,7 +53,6 @@ DEFAULT_TRACK_TIMEOUT_S = 1800.0
 _CHUNK = 1024 * 1024
 # Bodies this client uploaded (digest -> the service's id), to skip re-uploads.
 _KNOWN_UPLOADS = 256
-_KNOWN_PHRASES = 256
 
 
 class _FileChunks:
@@ -135,8 +131,7 @@ class RemoteVideoEmbedding:
         self._video = video
         self.video_id = video_id
         """The service's id of the upload (the SHA-256 of its body)."""
-        self._used: OrderedDict[str, str] = OrderedDict()
-        self._used_lock = threading.Lock()
+        self._readings = PhraseReadings()
 
     @property
     def video(self) -> VideoSource:
@@ -159,15 +154,7 @@ class RemoteVideoEmbedding:
     def used_phrase(self, phrase: str) -> str:
         """``phrase`` as the service's SAM 3 read it in the last :meth:`track` call that
         asked for it; ``phrase`` itself if none did or the service did not say."""
-        with self._used_lock:
-            return self._used.get(phrase, phrase)
-
-    def _remember(self, phrase: str, used: str) -> None:
-        with self._used_lock:
-            self._used[phrase] = used
-            self._used.move_to_end(phrase)
-            while len(self._used) > _KNOWN_PHRASES:
-                self._used.popitem(last=False)
+        return self._readings.read(phrase)
 
 
 class RemoteVideoSegmenter(ServiceBackend):
@@ -187,15 +174,12 @@ class RemoteVideoSegmenter(ServiceBackend):
         """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
 
         Args:
-            token: bearer token, when the service requires one; ``None`` reads
-                ``SAM3_AGENT_TOKEN`` from the environment.
             timeout_s: per request; a track request is answered once the whole clip is
                 tracked.
-            retries: extra attempts after a connection error, timeout or 5xx answer.
-            backoff_s: wait before the first retry; doubles for each further one.
-            transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+            token, retries, backoff_s, transport: as
+                :class:`~sam3_agent.backends.sam3_remote.ServiceClient` takes them.
         """
-        self._service = ServiceClient(
+        super().__init__(
             url,
             token,
             timeout_s=timeout_s,
@@ -203,14 +187,7 @@ class RemoteVideoSegmenter(ServiceBackend):
             backoff_s=backoff_s,
             transport=transport,
         )
-        self.url = self._service.url
-        self._uploaded: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
         self._limits: VideoLimits | None = None
-
-    def describe(self) -> dict[str, Any]:
-        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
-        return self._service.describe()
 
     def check(self) -> None:
         """Check that the service answers, takes the token and tracks videos (it was
@@ -334,7 +311,9 @@ class RemoteVideoSegmenter(ServiceBackend):
                     f"{video.size}"
                 )
             out.append(_tracks(found))
-            embedding._remember(phrase, text if result.used_phrase is None else result.used_phrase)
+            embedding._readings.remember(
+                phrase, text if result.used_phrase is None else result.used_phrase
+            )
         return out
 
 

@@ -52,13 +52,11 @@ import torch
 from transformers import Sam3VideoInferenceSession, Sam3VideoModel, Sam3VideoProcessor
 from transformers.modeling_outputs import BaseModelOutput
 
-from sam3_agent.backends.identity import dtype_name, sam3_description
 from sam3_agent.backends.sam3_common import (
     DEFAULT_MODEL,
+    LoadedSam3,
     fit_phrase,
-    load_sam3,
     preshrink,
-    text_limit,
     torch_failures,
 )
 from sam3_agent.backends.segment_args import check_segment_args
@@ -377,7 +375,7 @@ class Sam3VideoEmbedding:
         return self._owner.used_phrase(phrase)
 
 
-class Sam3VideoSegmenter:
+class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
     """SAM 3's video model in this process; implements
     :class:`sam3_agent.backends.base.VideoSegmenter`.
 
@@ -406,16 +404,8 @@ class Sam3VideoSegmenter:
                 (:class:`FeatureCache`); 0 recomputes every frame for every call.
         """
         _check_cache_bytes(feature_cache_bytes)
-        if device is not None:
-            # transformers' decorator on PreTrainedModel.to confuses mypy; the call is plain.
-            model = model.to(torch.device(device))  # type: ignore[arg-type]
-        self._model = model.eval()
-        self._processor = processor
-        self._device = next(model.parameters()).device
-        self._dtype = next(model.parameters()).dtype
-        self._name = name
         detector: Any = model.config.detector_config
-        self._text_limit = text_limit(getattr(detector, "text_config", None))
+        self._adopt(model, processor, device, name, getattr(detector, "text_config", None))
         self._windows = _Windows.of(model)
         self._cache = FeatureCache(feature_cache_bytes)
         self._backbone = _install_backbone(model, self._cache)
@@ -444,33 +434,14 @@ class Sam3VideoSegmenter:
             UserError: bad device, dtype or cache size.
         """
         _check_cache_bytes(feature_cache_bytes)
-        sam3, processor, torch_device = load_sam3(
-            model, Sam3VideoModel, Sam3VideoProcessor, device=device, dtype=dtype
-        )
-        return cls(
-            sam3,
-            processor,
-            device=torch_device,
+        return cls._load(
+            model,
+            Sam3VideoModel,
+            Sam3VideoProcessor,
+            device=device,
+            dtype=dtype,
             feature_cache_bytes=feature_cache_bytes,
-            name=str(model),
         )
-
-    def describe(self) -> dict[str, object]:
-        """The weights and dtype (see :mod:`~sam3_agent.backends.identity`)."""
-        return sam3_description(model=self._name, dtype=dtype_name(self._dtype))
-
-    @property
-    def device(self) -> torch.device:
-        return self._device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._dtype
-
-    @property
-    def text_limit(self) -> int:
-        """Tokens the text encoder reads, special tokens included (32 for SAM 3)."""
-        return self._text_limit
 
     @property
     def feature_cache(self) -> FeatureCache:

@@ -1,0 +1,76 @@
+"""What the SAM 3 backends share: one loading path for the image and the video model, one
+construction for the two service clients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sam3_agent.backends import sam3_common, sam3_remote
+from sam3_agent.backends.sam3_local import Sam3Segmenter
+from sam3_agent.backends.sam3_remote import RemoteSegmenter
+from sam3_agent.backends.sam3_remote_video import RemoteVideoSegmenter
+from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
+from sam3_agent.values.errors import WeightsUnavailableError
+
+
+@pytest.mark.parametrize(
+    ("segmenter", "model_class", "processor_class"),
+    [
+        (Sam3Segmenter, "Sam3Model", "Sam3Processor"),
+        (Sam3VideoSegmenter, "Sam3VideoModel", "Sam3VideoProcessor"),
+    ],
+)
+def test_both_models_load_through_load_sam3(
+    monkeypatch: pytest.MonkeyPatch,
+    segmenter: Any,
+    model_class: str,
+    processor_class: str,
+) -> None:
+    asked: list[tuple[str, str, str, str, str]] = []
+
+    def refuse(model: Any, mc: type, pc: type, *, device: str, dtype: str) -> Any:
+        asked.append((str(model), mc.__name__, pc.__name__, device, dtype))
+        raise WeightsUnavailableError("refused by the test")
+
+    monkeypatch.setattr(sam3_common, "load_sam3", refuse)
+    with pytest.raises(WeightsUnavailableError, match="refused by the test"):
+        segmenter.from_pretrained(Path("some/dir"), device="cpu", dtype="float32")
+    assert asked == [("some/dir", model_class, processor_class, "cpu", "float32")]
+
+
+@pytest.mark.parametrize(
+    ("client", "timeout_s"), [(RemoteSegmenter, 120.0), (RemoteVideoSegmenter, 1800.0)]
+)
+def test_both_service_clients_build_their_connection_in_one_place(
+    monkeypatch: pytest.MonkeyPatch, client: Any, timeout_s: float
+) -> None:
+    built: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    real = sam3_remote.ServiceClient
+
+    def record(*args: Any, **kwargs: Any) -> sam3_remote.ServiceClient:
+        built.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sam3_remote, "ServiceClient", record)
+    with client("http://gpu-box:8100/", "tok", retries=1) as backend:
+        assert backend.url == "http://gpu-box:8100"
+        assert backend.describe() == sam3_remote.sam3_description(url="http://gpu-box:8100/")
+    assert built == [
+        (
+            ("http://gpu-box:8100/", "tok"),
+            {"timeout_s": timeout_s, "retries": 1, "backoff_s": 0.5, "transport": None},
+        )
+    ]
+
+
+def test_phrase_readings_keep_the_most_recent_and_default_to_the_phrase() -> None:
+    readings = sam3_remote.PhraseReadings()
+    assert readings.read("a dog") == "a dog"
+    readings.remember("a dog", "a do")
+    for n in range(sam3_remote._KNOWN_PHRASES):
+        readings.remember(f"p{n}", f"q{n}")
+    assert readings.read("a dog") == "a dog"  # evicted, least recently remembered
+    assert readings.read("p0") == "q0"
