@@ -35,25 +35,34 @@ class Mode(str, Enum):
 
 RunOutOpt = Annotated[
     Path | None,
-    typer.Option("--out", "-o", help="Output directory (default: runs/<time>-<image>-<query>)."),
+    typer.Option(
+        "--out",
+        "-o",
+        metavar="DIR",
+        help="Output directory (default: runs/<time>-<image>-<query>).",
+    ),
 ]
 OverwriteOpt = Annotated[
     bool,
-    typer.Option("--overwrite", help="Replace a previous run's files in --out (nothing else)."),
+    typer.Option(
+        "--overwrite", metavar="", help="Replace a previous run's files in --out (nothing else)."
+    ),
 ]
 ExportOpt = Annotated[
     str | None,
     typer.Option(
         "--export",
+        metavar="FORMATS",
         help="Also write per-mask files: png (masks/NN.png, binary), polygons (in "
         "result.json); comma-separated.",
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print result.json to stdout.")]
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print result.json to stdout.")]
 ResumeOpt = Annotated[
     Path | None,
     typer.Option(
         "--resume",
+        metavar="DIR",
         help="Continue the interrupted session in this run directory, from its last committed "
         "round (give the same IMAGE, QUERY and agent flags).",
     ),
