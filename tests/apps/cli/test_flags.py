@@ -128,6 +128,22 @@ def test_no_help_shows_a_type_where_a_value_goes(command: list[str]) -> None:
         assert type_name not in shown.output, (command, type_name)
 
 
+@pytest.mark.parametrize(
+    ("command", "medium", "wrong"),
+    [
+        ("run", "IMAGE", ("VIDEO", "<video>")),
+        ("track", "VIDEO", ("IMAGE", "<image>", "input image,")),
+    ],
+)
+def test_a_commands_help_speaks_of_its_own_medium(
+    command: str, medium: str, wrong: tuple[str, ...]
+) -> None:
+    shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "300"}).output
+    assert f"{{{medium}}} {{QUERY}}" in shown  # the usage line names what the text speaks of
+    for word in wrong:
+        assert word not in shown, word
+
+
 def test_the_commands_help_still_answers_without_importing_heavy_modules() -> None:
     heavy = ("torch", "transformers", "openai", "cv2", "numpy", "fastapi", "httpx", "ray")
     script = (

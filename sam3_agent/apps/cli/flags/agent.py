@@ -33,7 +33,8 @@ AGENT_FLAGS = (
     _agent("max_image_side", int, AgentConfig.max_image_side, "--max-image-side", metavar="PIXELS",
            help="Longer side of images sent to the MLLM, in pixels."),
     _agent("max_pixels", int, DEFAULT_MAX_PIXELS, "--max-pixels", metavar="PIXELS",
-           help="Largest input image, in width x height pixels (checked before decoding)."),
+           help="Largest input image or video frame, in width x height pixels (checked before "
+           "decoding)."),
     _agent("prompts", Path | None, None, "--prompts", metavar="DIR",
            help="A directory holding another prompt set (the templates of prompts/); checked "
            "before any model loads. Default: the prompt set shipped with sam3-agent."),

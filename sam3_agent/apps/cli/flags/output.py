@@ -33,15 +33,26 @@ class Mode(str, Enum):
     sam3_only = "sam3-only"
 
 
-RunOutOpt = Annotated[
-    Path | None,
-    typer.Option(
+def _out(medium: str) -> typer.models.OptionInfo:
+    return typer.Option(
         "--out",
         "-o",
         metavar="DIR",
-        help="Output directory (default: runs/<time>-<image>-<query>).",
-    ),
-]
+        help=f"Output directory (default: runs/<time>-<{medium}>-<query>).",
+    )
+
+
+def _resume(same: str) -> typer.models.OptionInfo:
+    return typer.Option(
+        "--resume",
+        metavar="DIR",
+        help="Continue the interrupted session in this run directory, from its last committed "
+        f"round (give the same {same}).",
+    )
+
+
+RunOutOpt = Annotated[Path | None, _out("image")]
+TrackOutOpt = Annotated[Path | None, _out("video")]
 OverwriteOpt = Annotated[
     bool,
     typer.Option(
@@ -58,12 +69,5 @@ ExportOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print result.json to stdout.")]
-ResumeOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--resume",
-        metavar="DIR",
-        help="Continue the interrupted session in this run directory, from its last committed "
-        "round (give the same IMAGE, QUERY and agent flags).",
-    ),
-]
+ResumeOpt = Annotated[Path | None, _resume("IMAGE, QUERY and agent flags")]
+TrackResumeOpt = Annotated[Path | None, _resume("VIDEO, QUERY, agent and video flags")]
