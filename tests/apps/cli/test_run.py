@@ -355,6 +355,22 @@ def test_default_directories_differ_within_one_second(
     assert second.name == first.name + "-2"
 
 
+def test_the_readme_names_default_directories_as_run_makes_them(
+    tmp_path: Path, backends: dict[str, object], monkeypatch: pytest.MonkeyPatch, image: np.ndarray
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(outdir.time, "strftime", lambda fmt: "20260101-120000")
+    Image.fromarray(image).save("photo.png")
+    for _ in range(2):  # in the same second
+        done = runner.invoke(app, ["run", "photo.png", "the cat", "--mode", "sam3-only"])
+        assert done.exit_code == 0, done.output
+    made = sorted(f"runs/{d.name}" for d in (tmp_path / "runs").iterdir())
+    readme = " ".join((Path(__file__).parents[3] / "README.md").read_text().split())
+    assert len(made) == 2 and made[1] == made[0] + "-2"
+    for name in made:
+        assert f"`{name}`" in readme, name
+
+
 def test_default_out_dir_is_claimed_after_the_image_is_read(
     tmp_path: Path, backends: dict[str, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
