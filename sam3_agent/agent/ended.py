@@ -38,7 +38,7 @@ def session_result(
     rounds: int,
     usage: Usage,
     timings: Mapping[str, float],
-    started: float,
+    total_s: float,
     model: str,
     image_path: str | None,
     phrases: list[str],
@@ -48,8 +48,9 @@ def session_result(
 ) -> AgentResult:
     """The result of a session that ended with ``final`` (``None``: failed with ``failure``).
 
-    ``timings``: seconds per phase; ``total`` is added, counted from ``started``
-    (``time.perf_counter``). ``token_count``: how its tokens were counted.
+    ``timings``: seconds per phase; ``total_s`` is added as their ``total`` (the wall time of
+    the session's work, :meth:`~sam3_agent.agent.session.SessionProgress.total_s`).
+    ``token_count``: how its tokens were counted.
     """
     h, w = image_size
     detections = Detections.empty(h, w) if final is None else final.detections
@@ -62,7 +63,7 @@ def session_result(
         image_size=(h, w),
         rounds=rounds,
         usage=usage,
-        timings={**timings, "total": time.perf_counter() - started},
+        timings={**timings, "total": total_s},
         model=model,
         image_path=image_path,
         failure=failure,
@@ -130,7 +131,8 @@ def finish_ended(
             rounds=state.round,
             usage=state.usage,
             timings=state.timings,
-            started=started,
+            # The session's own total: finishing it here is no work on it.
+            total_s=state.timings.get("total", time.perf_counter() - started),
             model=str(before.settings.get("model", "")) if before is not None else "",
             image_path=str(image_path) if image_path is not None else None,
             phrases=state.phrases,

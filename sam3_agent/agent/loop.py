@@ -159,10 +159,11 @@ class Sam3Agent:
         # Decoding, downscaling and encoding a large photo takes a while: keep the event loop
         # free for the other sessions of a batch evaluation.
         session, checkpoint = await asyncio.to_thread(self._new_session, image, query, out, resume)
+        session.started = started  # the image's decoding is work on the session too
         session.start()
 
         async def conclude(final: Final | None, failure: str | None) -> AgentResult:
-            result = self._result(session, path, final, failure, started)
+            result = self._result(session, path, final, failure)
             await self._write(result, out, session, chosen)
             return result
 
@@ -367,7 +368,6 @@ class Sam3Agent:
         image_path: str | None,
         final: Final | None,
         failure: str | None,
-        started: float,
     ) -> AgentResult:
         return session_result(
             query=session.query,
@@ -377,7 +377,7 @@ class Sam3Agent:
             rounds=session.round,
             usage=session.usage,
             timings=session.timings,
-            started=started,
+            total_s=session.total_s(),
             model=self.chat_model.name,
             image_path=image_path,
             phrases=session.phrases,

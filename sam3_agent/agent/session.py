@@ -52,6 +52,7 @@ class AgentSession(Protocol):
     checks_used: int
     usage: Usage
     timings: defaultdict[str, float]
+    started: float
     last_checks: list[tuple[CheckRequest, CheckResult]]
 
     @property
@@ -72,6 +73,8 @@ class AgentSession(Protocol):
     ) -> SessionState: ...
 
     def timed(self, phase: str) -> contextlib.AbstractContextManager[None]: ...
+
+    def total_s(self) -> float: ...
 
 
 AnswerT = TypeVar("AnswerT", Detections, Tracks)
@@ -97,6 +100,11 @@ class SessionProgress(Generic[AnswerT]):
         """The latest examine_each_mask: what each checker saw and its verdict."""
         self.usage = Usage()
         self.timings: defaultdict[str, float] = defaultdict(float)
+        self.started = time.perf_counter()
+        """When this process began on the session (``time.perf_counter``): the loop sets it
+        to the start of its call."""
+        self._earlier_s = 0.0  # wall seconds of the work before a resume
+        self._ended_s: float | None = None  # the total at the commit of the ending
 
     def restore(self, state: SessionState) -> None:
         """Continue from a committed state (a resumed session)."""
@@ -111,8 +119,20 @@ class SessionProgress(Generic[AnswerT]):
         self.current = cast(AnswerT, current)  # checked just above
         self.checks_used = state.checks_used
         self.usage = state.usage
-        for phase, seconds in state.timings.items():
+        timings = dict(state.timings)
+        earlier = timings.pop("total", None)  # absent from sessions committed before it was
+        self._earlier_s = earlier or 0.0
+        if state.ending is not None and earlier is not None:
+            self._ended_s = earlier
+        for phase, seconds in timings.items():
             self.timings[phase] += seconds
+
+    def total_s(self) -> float:
+        """Wall seconds of work on the session, before a resume and in this process, up to
+        the commit of its ending once it has one (a resume of an ended session adds none)."""
+        if self._ended_s is not None:
+            return self._ended_s
+        return self._earlier_s + time.perf_counter() - self.started
 
     def snapshot(
         self,
@@ -122,7 +142,11 @@ class SessionProgress(Generic[AnswerT]):
         context: dict[str, Any] | None = None,
     ) -> SessionState:
         """The state to commit after the round :attr:`round`; ``context`` is the context
-        policy's own state (JSON-ready), restored with the rest on resume."""
+        policy's own state (JSON-ready), restored with the rest on resume. ``timings``
+        carries the :meth:`total_s` so far, fixed here when ``ending`` is given."""
+        total = self.total_s()
+        if ending is not None:
+            self._ended_s = total
         return SessionState(
             round=self.round,
             corrections=corrections,
@@ -131,7 +155,7 @@ class SessionProgress(Generic[AnswerT]):
             current=self.current,
             checks_used=self.checks_used,
             usage=self.usage,
-            timings=dict(self.timings),
+            timings={**self.timings, "total": total},
             ending=ending,
             context=context,
         )

@@ -99,9 +99,10 @@ class Sam3VideoAgent(Sam3Agent):
         session, checkpoint = await asyncio.to_thread(
             self._new_video_session, video, query, out, resume
         )
+        session.started = started  # opening the video is work on the session too
 
         async def conclude(final: Final | None, failure: str | None) -> VideoResult:
-            result = self._video_result(session, final, failure, started)
+            result = self._video_result(session, final, failure)
             await self._write_video(result, out, session)
             return result
 
@@ -149,13 +150,13 @@ class Sam3VideoAgent(Sam3Agent):
         return {"shown": self.options.describe(), "selection": self.selection.describe()}
 
     def _video_result(
-        self, session: VideoSession, final: Final | None, failure: str | None, started: float
+        self, session: VideoSession, final: Final | None, failure: str | None
     ) -> VideoResult:
         tracks = session.empty_detections() if final is None else final.detections
         if not isinstance(tracks, Tracks):  # a video session selects tracks
             raise TypeError(f"a video session ended with {type(tracks).__name__}")
         timings = dict(session.timings)
-        timings["total"] = time.perf_counter() - started
+        timings["total"] = session.total_s()
         return VideoResult(
             query=session.query,
             status="failed" if final is None else final.status,

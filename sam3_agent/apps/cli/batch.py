@@ -52,7 +52,10 @@ def batch_command(
     query: Annotated[
         str | None,
         typer.Option(
-            "--query", help="The query for every image of a folder INPUT.", rich_help_panel=INPUT
+            "--query",
+            metavar="QUERY",
+            help="The query for every image of a folder INPUT.",
+            rich_help_panel=INPUT,
         ),
     ] = None,
     retry_failed: RetryFailedOpt = False,

@@ -52,25 +52,32 @@ def _demo(*names: str, help: str, **kwargs: object) -> typer.models.OptionInfo:
 @with_flags(BACKENDS, AGENT, VERBOSE)
 def demo_command(
     host: Annotated[
-        str, _demo("--host", help="Address to listen on. Anything but loopback requires a token.")
+        str,
+        _demo(
+            "--host",
+            metavar="HOST",
+            help="Address to listen on. Anything but loopback requires a token.",
+        ),
     ] = "127.0.0.1",
-    port: Annotated[int, _demo("--port", help="Port to listen on.")] = 7860,
+    port: Annotated[int, _demo("--port", metavar="PORT", help="Port to listen on.")] = 7860,
     token: Annotated[
         str | None,
         _demo(
             "--token",
+            metavar="TOKEN",
             envvar=DEMO_TOKEN_ENV,
             help="Password of the page (any user name), and bearer token of the SAM 3 API "
             "with --serve-sam3-api. Required unless listening on loopback.",
         ),
     ] = None,
     out: Annotated[
-        Path, _demo("--out", "-o", help="Each request writes its files under here.")
+        Path, _demo("--out", "-o", metavar="DIR", help="Each request writes its files under here.")
     ] = Path("runs/demo"),
     concurrency: Annotated[
         int,
         _demo(
             "--concurrency",
+            metavar="N",
             help="Requests that run at the same time; the others wait in a queue.",
         ),
     ] = 2,
@@ -78,6 +85,7 @@ def demo_command(
         bool,
         _demo(
             "--serve-sam3-api",
+            metavar="",
             help="Also serve the SAM 3 service's API (/health, /v1/*, as serve-sam3 does) on "
             "this process's segmenter.",
         ),
@@ -86,17 +94,19 @@ def demo_command(
         bool,
         _demo(
             "--video/--no-video",
+            metavar="",
             help="A video tab beside the image one; SAM 3's video model loads on the first "
             "video request.",
         ),
     ] = True,
     max_video_mb: Annotated[
-        float, _demo("--max-video-mb", help="Largest video upload, in megabytes.")
+        float, _demo("--max-video-mb", metavar="MB", help="Largest video upload, in megabytes.")
     ] = VideoLimits.max_mb,
     max_video_frames: Annotated[
         int,
         _demo(
             "--max-video-frames",
+            metavar="N",
             help="Most frames one video request tracks (after its stride); a longer clip is "
             "refused with the stride that fits.",
         ),

@@ -69,7 +69,7 @@ def _data(*names: str, help: str, **kwargs: object) -> typer.models.OptionInfo:
 
 @with_flags(BACKENDS, AGENT, VIDEO, ENGINE, VERBOSE)
 def eval_command(
-    root: Annotated[Path, _data("--root", help="Dataset directory.")],
+    root: Annotated[Path, _data("--root", metavar="DIR", help="Dataset directory.")],
     out: OutDirOpt,
     dataset: Annotated[
         DatasetChoice | None,
@@ -91,6 +91,7 @@ def eval_command(
         str | None,
         _data(
             "--split",
+            metavar="SPLIT",
             help="Split to evaluate (default: val; a video dataset's first split, e.g. "
             "valid, valid_u for mevis).",
         ),
@@ -99,22 +100,27 @@ def eval_command(
         Path | None,
         _data(
             "--images",
+            metavar="DIR",
             help="COCO train2014 image directory (refer datasets; found under --root if omitted).",
         ),
     ] = None,
     all_texts: Annotated[
         bool,
         _data(
-            "--all-texts", help="ReasonSeg: evaluate every text of an image, not only the first."
+            "--all-texts",
+            metavar="",
+            help="ReasonSeg: evaluate every text of an image, not only the first.",
         ),
     ] = False,
     limit: Annotated[
-        int | None, _data("--limit", min=1, help="Only the first N samples (in dataset order).")
+        int | None,
+        _data("--limit", metavar="N", min=1, help="Only the first N samples (in dataset order)."),
     ] = None,
     shard: Annotated[
         str | None,
         typer.Option(
             "--shard",
+            metavar="I/N",
             help="i/n: evaluate shard i (0-based) of n; split by image, stable across runs.",
             rich_help_panel=RUN,
         ),

@@ -21,16 +21,17 @@ def inspect_command(
         Path | None,
         typer.Option(
             "--html",
+            metavar="FILE",
             help="Write one self-contained HTML file (images inline, opens offline) instead "
             "of printing (into a directory: <run name>.html).",
         ),
     ] = None,
     rounds: Annotated[
         list[int] | None,
-        typer.Option("--round", "-r", help="Show only this round (repeatable)."),
+        typer.Option("--round", "-r", metavar="N", help="Show only this round (repeatable)."),
     ] = None,
     full: Annotated[
-        bool, typer.Option("--full", help="Print texts uncut and every check's reply.")
+        bool, typer.Option("--full", metavar="", help="Print texts uncut and every check's reply.")
     ] = False,
 ) -> None:
     """Show a session round by round from its run directory, in the terminal or as HTML.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from sam3_agent.values.version import __version__
 
@@ -40,8 +40,21 @@ class LazyCommand:
     def load(self, name: str) -> Command:
         callback = getattr(importlib.import_module(self.module), self.function)
         single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-        single.command(name)(callback)
+        single.command(name, cls=FlagHelpCommand)(callback)
         return typer.main.get_command(single)
+
+
+def _as_flag(option: TyperOption | None) -> TyperOption | None:
+    if option is not None:
+        option.metavar = ""  # typer shows a flag's type, <bool>, where it has no placeholder
+    return option
+
+
+class FlagHelpCommand(TyperCommand):
+    """A command whose ``--help`` is listed as the flag it is, with no value placeholder."""
+
+    def get_help_option(self, ctx: Context) -> TyperOption | None:
+        return _as_flag(super().get_help_option(ctx))
 
 
 COMMANDS: dict[str, LazyCommand] = {
@@ -93,6 +106,9 @@ class LazyGroup(TyperGroup):
 
     Listing them (``--help``) uses a stand-in that carries the summary and nothing else.
     """
+
+    def get_help_option(self, ctx: Context) -> TyperOption | None:
+        return _as_flag(super().get_help_option(ctx))
 
     def list_commands(self, ctx: Context) -> list[str]:
         listed = list(super().list_commands(ctx))
@@ -149,7 +165,10 @@ def _version(value: bool) -> None:
 @app.callback()
 def main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+        bool,
+        typer.Option(
+            "--version", metavar="", callback=_version, is_eager=True, help="Print the version."
+        ),
     ] = False,
 ) -> None:
     """sam3-agent: segment what you describe, with an MLLM driving SAM 3."""

@@ -20,10 +20,15 @@ def report_command(
     ],
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Where to write the report (default: the only RUN_DIR)."),
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="Where to write the report (default: the only RUN_DIR).",
+        ),
     ] = None,
     gallery: Annotated[
-        int, typer.Option("--gallery", min=0, help="Worst samples shown per method.")
+        int, typer.Option("--gallery", metavar="N", min=0, help="Worst samples shown per method.")
     ] = 6,
 ) -> None:
     """Write metrics.json, report.md, the IoU histogram and a gallery for run directories.

@@ -48,8 +48,10 @@ ModeOpt = Annotated[
 
 @with_flags(BACKENDS, AGENT, VERBOSE)
 def run_command(
-    image: Annotated[Path, typer.Argument(help="The image (JPEG, PNG, ...).")],
-    query: Annotated[str, typer.Argument(help='What to segment, e.g. "the leftmost child".')],
+    image: Annotated[Path, typer.Argument(metavar="IMAGE", help="The image (JPEG, PNG, ...).")],
+    query: Annotated[
+        str, typer.Argument(metavar="QUERY", help='What to segment, e.g. "the leftmost child".')
+    ],
     out: RunOutOpt = None,
     overwrite: OverwriteOpt = False,
     mode: ModeOpt = Mode.agent,

@@ -32,27 +32,28 @@ SERVICE = "Service"
 _service = functools.partial(flag, panel=SERVICE)
 
 LIMIT_FLAGS = (
-    _service("cache_size", int, 8, "--cache-size",
+    _service("cache_size", int, 8, "--cache-size", metavar="N",
              help="Images whose backbone features stay cached (LRU)."),
     _service("max_upload_mb", float, DEFAULT_LIMITS.max_upload_bytes / MIB, "--max-upload-mb",
-             help="Largest image file accepted, in MiB."),
-    _service("max_pixels", int, DEFAULT_LIMITS.max_pixels, "--max-pixels",
+             metavar="MB", help="Largest image file accepted, in MiB."),
+    _service("max_pixels", int, DEFAULT_LIMITS.max_pixels, "--max-pixels", metavar="PIXELS",
              help="Largest width x height accepted."),
     _service("store_images", int, DEFAULT_LIMITS.max_stored_images, "--store-images",
-             help="Decoded images kept for later requests (LRU)."),
+             metavar="N", help="Decoded images kept for later requests (LRU)."),
     _service("store_mb", float, DEFAULT_LIMITS.max_stored_bytes / MIB, "--store-mb",
+             metavar="MB",
              help="Memory for decoded images kept for later requests, in MiB (LRU)."),
     _service("max_concurrent_decodes", int, DEFAULT_LIMITS.max_concurrent_decodes,
-             "--max-concurrent-decodes",
+             "--max-concurrent-decodes", metavar="N",
              help="Uploaded images decoded at the same time; others wait."),
     _service("max_concurrent_uploads", int, DEFAULT_LIMITS.max_concurrent_uploads,
-             "--max-concurrent-uploads",
+             "--max-concurrent-uploads", metavar="N",
              help="Requests carrying an image (uploads, inline base64) at once; a body is "
              "read only inside such a slot."),
     _service("max_concurrent_segments", int, DEFAULT_LIMITS.max_concurrent_segments,
-             "--max-concurrent-segments",
+             "--max-concurrent-segments", metavar="N",
              help="Segment requests at work at once (model calls, masks, encoding)."),
-    _service("max_waiting", int, DEFAULT_LIMITS.max_waiting, "--max-waiting",
+    _service("max_waiting", int, DEFAULT_LIMITS.max_waiting, "--max-waiting", metavar="N",
              help="Requests of each kind that may wait for a slot; past that the service "
              "answers 503 with Retry-After."),
 )  # fmt: skip
@@ -68,19 +69,20 @@ VIDEO_SERVICE_FLAGS = (
                    "start) and track videos for agents (sam3-agent track --sam3-url)."),
     VIDEO_CACHE_MB,
     _video_service("max_video_mb", float, DEFAULT_LIMITS.max_video_bytes / MIB, "--max-video-mb",
+                   metavar="MB",
                    help="Largest video upload (a video file or a tar of frames), in MiB; "
                    "streamed to disk."),
     _video_service("max_video_frames", int, DEFAULT_LIMITS.max_video_frames, "--max-video-frames",
-                   help="Most frames an uploaded video may have."),
+                   metavar="N", help="Most frames an uploaded video may have."),
     _video_service("video_store_mb", float, DEFAULT_LIMITS.max_stored_video_bytes / MIB,
-                   "--video-store-mb",
+                   "--video-store-mb", metavar="MB",
                    help="Disk for uploaded videos kept for later requests, in MiB (LRU; "
                    "deleted on eviction and when the server stops)."),
-    _video_service("video_dir", Path | None, None, "--video-dir",
+    _video_service("video_dir", Path | None, None, "--video-dir", metavar="DIR",
                    help="Where uploaded videos are kept (a temporary folder is made inside; "
                    "default: the system's temporary folder)."),
     _video_service("max_concurrent_tracks", int, DEFAULT_LIMITS.max_concurrent_tracks,
-                   "--max-concurrent-tracks",
+                   "--max-concurrent-tracks", metavar="N",
                    help="Track requests at work at once; others wait (--max-waiting)."),
 )  # fmt: skip
 VIDEO_SERVICE_GROUP = FlagGroup(
@@ -94,17 +96,20 @@ def serve_sam3(
         str,
         typer.Option(
             "--host",
+            metavar="HOST",
             help="Address to listen on. Anything but loopback requires a token.",
             rich_help_panel=SERVICE,
         ),
     ] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option("--port", help="Port to listen on.", rich_help_panel=SERVICE)
+        int,
+        typer.Option("--port", metavar="PORT", help="Port to listen on.", rich_help_panel=SERVICE),
     ] = 8100,
     token: Annotated[
         str | None,
         typer.Option(
             "--token",
+            metavar="TOKEN",
             envvar=TOKEN_ENV,
             help=f"Bearer token clients must send (required unless listening on loopback). "
             f"Prefer the {TOKEN_ENV} environment variable: a flag is visible in `ps`.",
@@ -112,7 +117,8 @@ def serve_sam3(
         ),
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", hidden=True, help="The former name of --sam3.")
+        str | None,
+        typer.Option("--model", metavar="MODEL", hidden=True, help="The former name of --sam3."),
     ] = None,
     *,
     backends: BackendSpec,

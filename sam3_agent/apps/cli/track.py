@@ -20,8 +20,8 @@ from sam3_agent.apps.cli.flags import (
     VIDEO,
     JsonOpt,
     OverwriteOpt,
-    ResumeOpt,
-    RunOutOpt,
+    TrackOutOpt,
+    TrackResumeOpt,
     VideoFlags,
     check_agent,
     with_flags,
@@ -39,15 +39,21 @@ if TYPE_CHECKING:
 @with_flags(BACKENDS, AGENT, VIDEO, VERBOSE)
 def track_command(
     video: Annotated[
-        Path, typer.Argument(help="The video (MP4, MOV, WebM, ...) or a folder of frame images.")
+        Path,
+        typer.Argument(
+            metavar="VIDEO", help="The video (MP4, MOV, WebM, ...) or a folder of frame images."
+        ),
     ],
     query: Annotated[
-        str, typer.Argument(help='What to segment and track, e.g. "the dog that enters last".')
+        str,
+        typer.Argument(
+            metavar="QUERY", help='What to segment and track, e.g. "the dog that enters last".'
+        ),
     ],
-    out: RunOutOpt = None,
+    out: TrackOutOpt = None,
     overwrite: OverwriteOpt = False,
     json_output: JsonOpt = False,
-    resume: ResumeOpt = None,
+    resume: TrackResumeOpt = None,
     *,
     backends: BackendSpec,
     config: AgentConfig,

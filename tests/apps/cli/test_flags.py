@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ import typer
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
+from typer._click.core import Context  # typer's own copy of click
+from typer.core import TyperOption
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli import console as console_module
@@ -93,6 +96,68 @@ def test_every_command_takes_the_verbose_flag(verbose: str) -> None:
         # click parses every option before the eager --help: an unknown flag exits 2
         shown = runner.invoke(app, [name, verbose, "--help"])
         assert shown.exit_code == 0, (name, shown.output)
+
+
+PLACEHOLDER = re.compile(r"(?:[a-z]+:)?[A-Z][A-Z0-9_/]*")
+"""A value's placeholder in ``--help``: ``N``, ``URL``, ``I/N``, ``hf:MODEL``."""
+
+
+def every_option() -> list[tuple[str, TyperOption, Context]]:
+    """Every option of the app, ``--help`` and ``--version`` included, walking the command
+    tree from the root group: (command, option, the command's context)."""
+    root = typer.main.get_command(app)
+    root_ctx = Context(root, info_name="sam3-agent")
+    found = [("sam3-agent", p, root_ctx) for p in root.get_params(root_ctx)]
+    for name in root.list_commands(root_ctx):
+        _, command, _ = root.resolve_command(root_ctx, [name])
+        assert command is not None
+        ctx = Context(command, info_name=name, parent=root_ctx)
+        found += [(name, p, ctx) for p in command.get_params(ctx)]
+    return [(n, p, c) for n, p, c in found if isinstance(p, TyperOption)]
+
+
+def test_every_option_shows_a_placeholder_or_its_choices_never_a_type_name() -> None:
+    options = every_option()
+    wrong = []
+    for command, option, ctx in options:
+        shown = option.display_type_rich(ctx)  # what --help prints after the option's names
+        described = option.type_descriptor
+        if option.is_flag:
+            right = shown == ""
+        elif described.is_choice and described.choices:
+            values = [str(getattr(c, "value", c)) for c in described.choices]
+            right = shown == "<" + "|".join(values) + ">"
+        else:
+            right = PLACEHOLDER.fullmatch(shown or "") is not None
+        if not right:
+            wrong.append(f"{command} {option.opts[0]}: {shown!r}")
+    assert wrong == []
+    assert len({c for c, _, _ in options}) == len(COMMANDS) + 1 and len(options) > 100
+
+
+@pytest.mark.parametrize("command", [[], *([name] for name in COMMANDS)], ids=["root", *COMMANDS])
+def test_no_help_shows_a_type_where_a_value_goes(command: list[str]) -> None:
+    shown = runner.invoke(app, [*command, "--help"], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    assert "--help" in shown.output
+    for type_name in ("<bool>", "<int", "<float>", "list[str]", "list[int]"):
+        assert type_name not in shown.output, (command, type_name)
+
+
+@pytest.mark.parametrize(
+    ("command", "medium", "wrong"),
+    [
+        ("run", "IMAGE", ("VIDEO", "<video>")),
+        ("track", "VIDEO", ("IMAGE", "<image>", "input image,")),
+    ],
+)
+def test_a_commands_help_speaks_of_its_own_medium(
+    command: str, medium: str, wrong: tuple[str, ...]
+) -> None:
+    shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "300"}).output
+    assert f"{{{medium}}} {{QUERY}}" in shown  # the usage line names what the text speaks of
+    for word in wrong:
+        assert word not in shown, word
 
 
 def test_the_commands_help_still_answers_without_importing_heavy_modules() -> None:

@@ -24,6 +24,7 @@ from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError
 from sam3_agent.values.rle import decode_rle
+from tests.support.docs import documentation_text
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 runner = CliRunner()
@@ -388,6 +389,22 @@ def test_an_unreachable_sam3_service_is_one_line_and_leaves_no_directory(
     assert not (tmp_path / "runs").exists()
     assert not (tmp_path / "new").exists()
     assert (tmp_path / "made-by-me").is_dir()  # the user's own directory stays
+
+
+def test_the_docs_name_default_directories_as_run_makes_them(
+    tmp_path: Path, backends: dict[str, object], monkeypatch: pytest.MonkeyPatch, image: np.ndarray
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(outdir.time, "strftime", lambda fmt: "20260101-120000")
+    Image.fromarray(image).save("photo.png")
+    for _ in range(2):  # in the same second
+        done = runner.invoke(app, ["run", "photo.png", "the cat", "--mode", "sam3-only"])
+        assert done.exit_code == 0, done.output
+    made = sorted(f"runs/{d.name}" for d in (tmp_path / "runs").iterdir())
+    readme = " ".join(documentation_text().split())
+    assert len(made) == 2 and made[1] == made[0] + "-2"
+    for name in made:
+        assert f"`{name}`" in readme, name
 
 
 def test_default_out_dir_is_claimed_after_the_image_is_read(

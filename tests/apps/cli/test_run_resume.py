@@ -233,6 +233,24 @@ def test_a_finished_session_is_written_again_without_any_model(tmp_path: Path, p
     assert trace_records(out) == trace_records(tmp_path / "ref")
 
 
+def test_resuming_a_finished_session_keeps_its_total_time(tmp_path: Path, photo: Path) -> None:
+    out = tmp_path / "run"
+    first = run(str(photo), QUERY, "--out", str(out), *FLAGS)
+    assert first.exit_code == 0, first.stderr
+    again = resume(photo, out, *FLAGS)
+    assert again.exit_code == 0, again.stderr
+    total = json.loads(first.stdout)["timings_s"]["total"]
+    assert json.loads(again.stdout)["timings_s"]["total"] == total
+    assert json.loads((out / "result.json").read_text())["timings_s"]["total"] == total
+
+
+def test_a_resumed_session_adds_its_time_to_the_rounds_before(photo: Path, killed: Path) -> None:
+    before = json.loads((killed / STATE_FILE).read_text())["state"]["timings"]["total"]
+    result = resume(photo, killed, *FLAGS)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["timings_s"]["total"] > before > 0
+
+
 def test_a_session_that_spent_its_rounds_ends_again_without_any_model(
     tmp_path: Path, photo: Path
 ) -> None:

@@ -37,6 +37,8 @@ from sam3_agent.apps.cli.flags.output import (
     OverwriteOpt,
     ResumeOpt,
     RunOutOpt,
+    TrackOutOpt,
+    TrackResumeOpt,
 )
 from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
 
@@ -59,6 +61,8 @@ __all__ = [
     "ResumeOpt",
     "RetryFailedOpt",
     "RunOutOpt",
+    "TrackOutOpt",
+    "TrackResumeOpt",
     "VideoFlags",
     "check_agent",
     "config_from_flags",

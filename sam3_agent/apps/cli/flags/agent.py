@@ -22,29 +22,32 @@ _agent = functools.partial(flag, panel=AGENT_PANEL)
 _context = functools.partial(flag, panel=CONTEXT_PANEL)
 
 AGENT_FLAGS = (
-    _agent("max_rounds", int, AgentConfig.max_rounds, "--max-rounds",
+    _agent("max_rounds", int, AgentConfig.max_rounds, "--max-rounds", metavar="N",
            help="Main MLLM calls per session."),
-    _agent("max_corrections", int, AgentConfig.max_corrections, "--max-corrections",
+    _agent("max_corrections", int, AgentConfig.max_corrections, "--max-corrections", metavar="N",
            help="Model mistakes corrected per session before it fails."),
     _agent("check_concurrency", int, AgentConfig.check_concurrency, "--check-concurrency",
-           help="Mask checks run at the same time."),
+           metavar="N", help="Mask checks run at the same time."),
     _agent("score_threshold", float, AgentConfig.score_threshold, "--score-threshold",
-           help="SAM 3 score threshold."),
-    _agent("max_image_side", int, AgentConfig.max_image_side, "--max-image-side",
+           metavar="SCORE", help="SAM 3 score threshold."),
+    _agent("max_image_side", int, AgentConfig.max_image_side, "--max-image-side", metavar="PIXELS",
            help="Longer side of images sent to the MLLM, in pixels."),
-    _agent("max_pixels", int, DEFAULT_MAX_PIXELS, "--max-pixels",
-           help="Largest input image, in width x height pixels (checked before decoding)."),
-    _agent("prompts", Path | None, None, "--prompts",
+    _agent("max_pixels", int, DEFAULT_MAX_PIXELS, "--max-pixels", metavar="PIXELS",
+           help="Largest input image or video frame, in width x height pixels (checked before "
+           "decoding)."),
+    _agent("prompts", Path | None, None, "--prompts", metavar="DIR",
            help="A directory holding another prompt set (the templates of prompts/); checked "
            "before any model loads. Default: the prompt set shipped with sam3-agent."),
     _context("context_policy", str, AgentConfig.context_policy, "--context-policy",
-             help="How each call's context is chosen from the history: "
+             metavar="POLICY", help="How each call's context is chosen from the history: "
              + ", ".join(CONTEXT_POLICIES)
              + " (attention: in-process --llm hf:... only). See docs/context-policies.md."),
     _context("max_context_tokens", int, AgentConfig.max_context_tokens, "--max-context-tokens",
+             metavar="TOKENS",
              help="The MLLM's context window; every call fits it minus the reply reserve "
              "(--reserve-tokens)."),
     _context("reserve_tokens", int, AgentConfig.context_reserve_tokens, "--reserve-tokens",
+             metavar="TOKENS",
              help="Tokens of the context window kept free for the MLLM's reply (0 or more, "
              "below --max-context-tokens)."),
 )  # fmt: skip

@@ -25,9 +25,16 @@ class Flag:
 
 
 def flag(name: str, kind: Any, default: Any, *names: str, help: str, panel: str | None = None,
-         **kwargs: Any) -> Flag:  # fmt: skip
-    """The option ``names`` (e.g. ``"--llm-url"``) of type ``kind``, passed as ``name``."""
-    option = typer.Option(*names, help=help, rich_help_panel=panel, **kwargs)
+         metavar: str | None = None, **kwargs: Any) -> Flag:  # fmt: skip
+    """The option ``names`` (e.g. ``"--llm-url"``) of type ``kind``, passed as ``name``.
+
+    ``metavar``: the value's placeholder in ``--help`` (``URL``, ``N``); without one, typer
+    shows the Python type (``<str>``). A ``bool`` flag takes no value and shows none. A
+    choice leaves it out: its choices are shown.
+    """
+    if kind is bool:
+        metavar = ""
+    option = typer.Option(*names, help=help, rich_help_panel=panel, metavar=metavar, **kwargs)
     return Flag(name, Annotated[kind, option], default)
 
 

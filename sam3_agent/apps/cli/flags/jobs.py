@@ -32,7 +32,7 @@ ENGINE = FlagGroup(
     "engine",
     (
         _engine(
-            "concurrency", int, DEFAULT_CONCURRENCY, "--concurrency", min=1,
+            "concurrency", int, DEFAULT_CONCURRENCY, "--concurrency", metavar="N", min=1,
             help="Samples or requests in flight at once (per worker with --engine ray).",
         ),
         _engine(
@@ -42,16 +42,16 @@ ENGINE = FlagGroup(
             'on a Ray cluster (pip install "sam3-agent\\[ray]").',
         ),
         _engine(
-            "ray_address", str | None, None, "--ray-address",
+            "ray_address", str | None, None, "--ray-address", metavar="ADDRESS",
             help="Ray cluster to join: auto (the one `ray start` runs here), host:6379 or "
             "ray://host:10001. Default: start a local Ray.",
         ),
         _engine(
-            "workers", int, 1, "--workers",
+            "workers", int, 1, "--workers", metavar="N",
             help="Ray workers (actors), each with its own models; e.g. one per GPU.",
         ),
         _engine(
-            "gpus_per_worker", float, 0.0, "--gpus-per-worker",
+            "gpus_per_worker", float, 0.0, "--gpus-per-worker", metavar="GPUS",
             help="GPUs each Ray worker reserves (0 with --sam3-url; 0.5 packs two per GPU).",
         ),
     ),
@@ -64,6 +64,7 @@ OutDirOpt = Annotated[
     typer.Option(
         "--out",
         "-o",
+        metavar="DIR",
         help="Run directory: the results store, a directory per sample or request, the report "
         "or summary; rerun the same command to resume.",
         rich_help_panel=RUN_PANEL,
@@ -73,6 +74,7 @@ RetryFailedOpt = Annotated[
     bool,
     typer.Option(
         "--retry-failed",
+        metavar="",
         help="Run again the jobs stored as infrastructure failures.",
         rich_help_panel=RUN_PANEL,
     ),
@@ -80,6 +82,9 @@ RetryFailedOpt = Annotated[
 ProgressOpt = Annotated[
     bool,
     typer.Option(
-        "--progress/--no-progress", help="Progress bar on stderr.", rich_help_panel=RUN_PANEL
+        "--progress/--no-progress",
+        metavar="",
+        help="Progress bar on stderr.",
+        rich_help_panel=RUN_PANEL,
     ),
 ]

@@ -33,28 +33,41 @@ class Mode(str, Enum):
     sam3_only = "sam3-only"
 
 
-RunOutOpt = Annotated[
-    Path | None,
-    typer.Option("--out", "-o", help="Output directory (default: runs/<time>-<image>-<query>)."),
-]
+def _out(medium: str) -> typer.models.OptionInfo:
+    return typer.Option(
+        "--out",
+        "-o",
+        metavar="DIR",
+        help=f"Output directory (default: runs/<time>-<{medium}>-<query>).",
+    )
+
+
+def _resume(same: str) -> typer.models.OptionInfo:
+    return typer.Option(
+        "--resume",
+        metavar="DIR",
+        help="Continue the interrupted session in this run directory, from its last committed "
+        f"round (give the same {same}).",
+    )
+
+
+RunOutOpt = Annotated[Path | None, _out("image")]
+TrackOutOpt = Annotated[Path | None, _out("video")]
 OverwriteOpt = Annotated[
     bool,
-    typer.Option("--overwrite", help="Replace a previous run's files in --out (nothing else)."),
+    typer.Option(
+        "--overwrite", metavar="", help="Replace a previous run's files in --out (nothing else)."
+    ),
 ]
 ExportOpt = Annotated[
     str | None,
     typer.Option(
         "--export",
+        metavar="FORMATS",
         help="Also write per-mask files: png (masks/NN.png, binary), polygons (in "
         "result.json); comma-separated.",
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print result.json to stdout.")]
-ResumeOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--resume",
-        help="Continue the interrupted session in this run directory, from its last committed "
-        "round (give the same IMAGE, QUERY and agent flags).",
-    ),
-]
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print result.json to stdout.")]
+ResumeOpt = Annotated[Path | None, _resume("IMAGE, QUERY and agent flags")]
+TrackResumeOpt = Annotated[Path | None, _resume("VIDEO, QUERY, agent and video flags")]

@@ -26,25 +26,27 @@ class VideoFlags:
 
 
 VIDEO_CACHE_MB = _video(
-    "video_cache_mb", int, DEFAULT_VIDEO_CACHE_MB, "--video-cache-mb",
+    "video_cache_mb", int, DEFAULT_VIDEO_CACHE_MB, "--video-cache-mb", metavar="MB",
     help="MB of SAM 3 frame features kept to answer a second phrase without the "
     "backbone (0: recompute).",
 )  # fmt: skip
 """``--video-cache-mb``: in ``track`` (the ``VIDEO`` group) and ``serve-sam3 --video``."""
 
 VIDEO_FLAGS = (
-    _video("stride", int, 1, "--stride", help="Track every N-th frame of the video."),
-    _video("max_frames", int | None, None, "--max-frames",
+    _video("stride", int, 1, "--stride", metavar="N", help="Track every N-th frame of the video."),
+    _video("max_frames", int | None, None, "--max-frames", metavar="N",
            help="Track at most this many frames (after --stride and the time range)."),
-    _video("start", float | None, None, "--start", help="Skip frames before this time (s)."),
-    _video("end", float | None, None, "--end", help="Skip frames after this time (s)."),
-    _video("fps", float | None, None, "--fps",
+    _video("start", float | None, None, "--start", metavar="SECONDS",
+           help="Skip frames before this time (s)."),
+    _video("end", float | None, None, "--end", metavar="SECONDS",
+           help="Skip frames after this time (s)."),
+    _video("fps", float | None, None, "--fps", metavar="FPS",
            help="Frame rate of a folder of frames (for --start/--end and times shown)."),
-    _video("frames_shown", int, VideoOptions.frames_shown, "--frames-shown",
+    _video("frames_shown", int, VideoOptions.frames_shown, "--frames-shown", metavar="N",
            help="Frames on each sheet the MLLM sees (1-16), whatever the clip's length."),
-    _video("check_frames", int, VideoOptions.check_frames, "--check-frames",
+    _video("check_frames", int, VideoOptions.check_frames, "--check-frames", metavar="N",
            help="Frames one track's isolated check sees (1-16)."),
-    _video("uncertain_looks", int, VideoOptions.uncertain_looks, "--uncertain-looks",
+    _video("uncertain_looks", int, VideoOptions.uncertain_looks, "--uncertain-looks", metavar="N",
            help="Closer looks a track gets after an Uncertain verdict (0-4)."),
     VIDEO_CACHE_MB,
 )  # fmt: skip
