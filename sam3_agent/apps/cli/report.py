@@ -68,10 +68,10 @@ def _refuse_single_run(run_dir: Path) -> None:
     Raises:
         UserError: ``run_dir`` holds one session's files and no results store.
     """
-    from sam3_agent.apps.cli.outdir import RUN_MARKERS
+    from sam3_agent.agent import rundir
     from sam3_agent.runs.jobs.store import STORE_NAME
 
-    if (run_dir / STORE_NAME).exists() or not any((run_dir / m).exists() for m in RUN_MARKERS):
+    if (run_dir / STORE_NAME).exists() or not any((run_dir / m).exists() for m in rundir.MARKERS):
         return
     raise UserError(
         f"{run_dir} is a single run's directory (sam3-agent run or track), not an eval or "
