@@ -22,6 +22,9 @@ PROCESS_SETTINGS = frozenset(
         "HF_HUB_DISABLE_TELEMETRY",  # Gradio, when its analytics are off
         "LD_LIBRARY_PATH",  # `import cv2` adds its bundled libraries
         "RAY_CLIENT_MODE",  # `import ray`
+        "RAY_AUTH_MODE",  # ray.init, for its workers
+        "RAY_USAGE_STATS_ENABLED",  # ray.init
+        "PYTHONBREAKPOINT",  # ray.init points breakpoint() at its debugger
         "PYTEST_CURRENT_TEST",  # pytest: the test running
     }
 )

@@ -326,7 +326,7 @@ def test_missing_weights_are_one_clear_error(
         Sam3VideoSegmenter.from_pretrained(tmp_path / "nothing-here")
     with pytest.raises(WeightsUnavailableError, match="HF_HUB_OFFLINE"):
         Sam3VideoSegmenter.from_pretrained("nobody/not-a-cached-model")
-    with pytest.raises(UserError, match="video-cache-mb"):
+    with pytest.raises(UserError, match="`feature_cache_bytes` must be >= 0"):
         Sam3VideoSegmenter.from_pretrained(tmp_path, feature_cache_bytes=-1)
 
 
@@ -342,7 +342,7 @@ def test_backend_spec_builds_it_from_the_same_sam3_option(tiny_sam3_video_dir: P
 
 
 def test_backend_spec_refuses_what_it_cannot_build() -> None:
-    with pytest.raises(UserError, match="video-cache-mb"):
+    with pytest.raises(UserError, match="`video_cache_mb` must be >= 0"):
         BackendSpec(video_cache_mb=-1).validate(chat=False)
     # A service URL builds the service's client (tests/apps/service/test_videos.py).
     remote = BackendSpec(sam3_url="http://127.0.0.1:1").build_video_segmenter()
