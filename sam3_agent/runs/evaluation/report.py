@@ -83,19 +83,7 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
     warning = partial_warning(methods)
     metrics_path = write_metrics(
         out_dir,
-        published=[
-            {
-                "model": r.model,
-                "dataset": r.dataset,
-                "split": r.split,
-                "tag": r.tag,
-                "metric": r.metric,
-                "value": r.value,
-                "source": r.source,
-            }
-            for d in datasets
-            for r in for_dataset(d)
-        ],
+        published=[r for d in datasets for r in for_dataset(d)],
         comparisons=comparisons,
         warning=warning,
         methods=[

@@ -57,10 +57,27 @@ def make_report_dir(out_dir: Path) -> None:
         raise UserError(f"cannot create report directory {out_dir}: {e}") from e
 
 
+def published_entry(r: PublishedResult, kind: str | None = None) -> dict[str, Any]:
+    """A published figure as ``metrics.json`` lists it; a video one (``kind`` set) names its
+    method and writes an unstated model or split as null."""
+    entry = {
+        "model": r.model,
+        "dataset": r.dataset,
+        "split": r.split,
+        "tag": r.tag,
+        "metric": r.metric,
+        "value": r.value,
+        "source": r.source,
+    }
+    if kind is None:
+        return entry
+    return {"method": r.method, **entry, "model": r.model or None, "split": r.split or None}
+
+
 def write_metrics(
     out_dir: Path,
     *,
-    published: list[dict[str, Any]],
+    published: Iterable[PublishedResult],
     comparisons: Sequence[Compared],
     warning: str | None,
     methods: list[dict[str, Any]],
@@ -72,7 +89,7 @@ def write_metrics(
     doc = {
         "version": __version__,
         **({"kind": kind} if kind is not None else {}),
-        "published": published,
+        "published": [published_entry(r, kind) for r in published],
         "compared_with_published": [c.to_dict() for c in comparisons],
         "partial_warning": warning,
         "methods": methods,

@@ -11,7 +11,26 @@ from sam3_agent.runs.jobs.records import JobRecord
 
 
 @dataclass(frozen=True, kw_only=True)
-class SampleResult(JobRecord):
+class EvalRecord(JobRecord):
+    """What an image and a video sample's record share: the sample's ``split``, ``tags``
+    (stored as a JSON list) and ``no_target``, for the metrics by split and tag."""
+
+    split: str
+    tags: tuple[str, ...]
+    no_target: bool
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["tags"] = list(self.tags)
+        return doc
+
+    @classmethod
+    def _upgrade(cls, doc: Mapping[str, Any]) -> dict[str, Any]:
+        return {**doc, "tags": tuple(doc.get("tags", ()))}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampleResult(EvalRecord):
     """One finished sample: a :class:`~sam3_agent.runs.jobs.records.JobRecord` and its score.
 
     A sample that raised is scored as an empty prediction. ``time_s`` is the prediction's.
@@ -23,9 +42,6 @@ class SampleResult(JobRecord):
         ground_truth / ignore: COCO RLE of the target and the ignore region (for the gallery).
     """
 
-    split: str
-    tags: tuple[str, ...]
-    no_target: bool
     intersection: int
     union: int
     pred_area: int
@@ -46,12 +62,3 @@ class SampleResult(JobRecord):
         return ScoredSample(
             self.id, self.split, self.tags, self.no_target, self.score, self.failed, self.failure
         )
-
-    def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["tags"] = list(self.tags)
-        return doc
-
-    @classmethod
-    def _upgrade(cls, doc: Mapping[str, Any]) -> dict[str, Any]:
-        return {**doc, "tags": tuple(doc.get("tags", ()))}

@@ -140,3 +140,27 @@ def test_meta_is_recorded_beside_the_plan_and_read_back(tmp_path: Path) -> None:
         assert store.config() == CONFIG
         store._db.execute("UPDATE meta SET value = 'not json' WHERE key = 'population'")
         assert store.meta("population") is None  # unreadable: unknown, not a crash
+
+
+def test_image_and_video_records_share_one_tags_round_trip() -> None:
+    """Both records store tags as a JSON list and read them back as a tuple (EvalRecord)."""
+    from sam3_agent.runs.evaluation.results import EvalRecord
+    from sam3_agent.runs.evaluation.video.results import VideoSampleResult
+
+    assert issubclass(SampleResult, EvalRecord)
+    assert issubclass(VideoSampleResult, EvalRecord)
+    record = VideoSampleResult(
+        id="v1",
+        query="q",
+        image_path="frames",
+        split="valid",
+        tags=("a", "b"),
+        no_target=False,
+        j=0.5,
+        f=0.25,
+        frames_scored=3,
+        status="masks",
+    )
+    doc = record.to_json()
+    assert doc["tags"] == ["a", "b"]
+    assert VideoSampleResult.from_json(doc) == record

@@ -221,20 +221,7 @@ def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> VideoReportFi
     datasets = list(dict.fromkeys(m.dataset for m in methods))
     metrics_path = write_metrics(
         out_dir,
-        published=[
-            {
-                "method": r.method,
-                "model": r.model or None,
-                "dataset": r.dataset,
-                "split": r.split or None,
-                "tag": r.tag,
-                "metric": r.metric,
-                "value": r.value,
-                "source": r.source,
-            }
-            for d in datasets
-            for r in video_published_for(d)
-        ],
+        published=[r for d in datasets for r in video_published_for(d)],
         comparisons=comparisons,
         warning=warning,
         methods=[

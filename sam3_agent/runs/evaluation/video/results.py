@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
+from sam3_agent.runs.evaluation.results import EvalRecord
 from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore
-from sam3_agent.runs.jobs.records import JobRecord
 
 
 @dataclass(frozen=True, kw_only=True)
-class VideoSampleResult(JobRecord):
-    """One finished video sample: a :class:`~sam3_agent.runs.jobs.records.JobRecord` and its
-    J and F.
+class VideoSampleResult(EvalRecord):
+    """One finished video sample: a :class:`~sam3_agent.runs.evaluation.results.EvalRecord` and
+    its J and F.
 
     A sample that raised, or whose agent selected no track, is scored as an empty
     prediction on every frame. ``image_path`` is the video's frame folder; ``prediction`` is
@@ -26,9 +24,6 @@ class VideoSampleResult(JobRecord):
         frames_used: frames the agent tracked (0 when the video could not be opened).
     """
 
-    split: str
-    tags: tuple[str, ...]
-    no_target: bool
     j: float
     f: float
     frames_scored: int
@@ -43,12 +38,3 @@ class VideoSampleResult(JobRecord):
         """The view :mod:`~sam3_agent.runs.evaluation.video.metrics` works on."""
         score = VideoScore(j=self.j, f=self.f, frames=self.frames_scored)
         return ScoredVideo(self.id, self.tags, score, self.failed, self.failure)
-
-    def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["tags"] = list(self.tags)
-        return doc
-
-    @classmethod
-    def _upgrade(cls, doc: Mapping[str, Any]) -> dict[str, Any]:
-        return {**doc, "tags": tuple(doc.get("tags", ()))}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sam3_agent.runs.evaluation.published import PUBLISHED, matches
+from sam3_agent.runs.evaluation.report_parts import published_entry
 from sam3_agent.runs.evaluation.video.datasets import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.video.published import VIDEO_PUBLISHED, video_published_for
 
@@ -27,3 +28,15 @@ def test_unconfirmed_mllm_matches_no_run() -> None:
 
 def test_image_rows_keep_their_label() -> None:
     assert PUBLISHED[0].label == "SAM 3 Agent, Qwen2.5-VL 7B (published)"
+
+
+def test_one_published_entry_serves_image_and_video_reports() -> None:
+    """metrics.json lists an image figure without its method, and a video one with its
+    method and an unstated split or model as null, from the one shared function."""
+    image = published_entry(PUBLISHED[0])
+    assert list(image) == ["model", "dataset", "split", "tag", "metric", "value", "source"]
+    assert image["model"] == PUBLISHED[0].model
+    mevis = video_published_for("mevis")[0]
+    video = published_entry(mevis, "video")
+    assert list(video) == ["method", *image]
+    assert (video["method"], video["model"], video["split"]) == ("AgentRVOS", None, None)
