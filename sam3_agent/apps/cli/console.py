@@ -58,14 +58,19 @@ def one_line_errors() -> Iterator[None]:
     """Turn library errors into one plain line on stderr and a non-zero exit code.
 
     ``UserError`` (bad input, bad option) exits with 2, other library errors with 1,
-    Ctrl+C with 130. Anything else is a bug and keeps its traceback.
+    Ctrl+C with 130. Anything else is a bug and keeps its traceback. The error's
+    :attr:`~sam3_agent.values.errors.Sam3AgentError.notes` come first, a line each.
     """
     try:
         yield
     except UserError as e:
+        for note in e.notes:
+            say(note)
         say(("error:", "red"), f" {e}")
         raise typer.Exit(EXIT_USAGE) from e
     except Sam3AgentError as e:
+        for note in e.notes:
+            say(note)
         say(("error:", "red"), f" {type(e).__name__}: {e}")
         raise typer.Exit(EXIT_ERROR) from e
     except KeyboardInterrupt as e:

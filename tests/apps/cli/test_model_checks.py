@@ -135,3 +135,19 @@ def test_offline_names_every_model_not_in_the_cache(
     assert "`hf download sam3-agent-tests/sam3-not-cached`" in line and "--sam3 DIR" in line
     assert "`hf download sam3-agent-tests/vlm-not-cached`" in line and "--llm hf:DIR" in line
     assert fake.asked == [] and loads == []
+
+
+def test_the_default_mllm_chosen_is_said_also_when_it_cannot_load(
+    photo: Path, tmp_path: Path, tiny_sam3_dir: Path, loads: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    use_hub(monkeypatch, FakeHub(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the default MLLM is not in the cache
+    result = run(photo, tmp_path, "--sam3", str(tiny_sam3_dir), "--device", "cpu")
+    assert result.exit_code == 1, result.output
+    chosen, error = result.stderr.strip().splitlines()
+    assert chosen.startswith("MLLM: ") and "in this process (" in chosen
+    assert chosen.endswith("choose another with --llm hf:ID or --llm-url")
+    model = chosen.removeprefix("MLLM: ").split(" ")[0]
+    assert error.startswith("error: WeightsUnavailableError: cannot load the MLLM")
+    assert f"'{model}'" in error and loads == []
