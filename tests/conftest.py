@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,6 +62,21 @@ def hf_offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture(autouse=True)
+def quiet_switches_put_back() -> Iterator[None]:
+    """The CLI quiets the model libraries through environment variables, for its process: a
+    command run in-process by a test must not leave them to the next test's subprocesses."""
+    from sam3_agent.apps.cli.console import QUIET_MODEL_LIBRARIES
+
+    saved = {name: os.environ.get(name) for name in QUIET_MODEL_LIBRARIES}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)
