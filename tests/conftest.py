@@ -101,6 +101,21 @@ def hf_offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def quiet_switches_put_back() -> Iterator[None]:
+    """The CLI quiets the model libraries through environment variables, for its process: a
+    command run in-process by a test must not leave them to the next test's subprocesses."""
+    from sam3_agent.apps.cli.console import QUIET_MODEL_LIBRARIES
+
+    saved = {name: os.environ.get(name) for name in QUIET_MODEL_LIBRARIES}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
 def fake_hub(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[FakeHub]]:

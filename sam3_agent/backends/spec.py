@@ -33,7 +33,7 @@ from sam3_agent.backends.identity import CHAT, SEGMENTER, chat_description, sam3
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.backends.torch_runtime import check_device_name, check_dtype_name
 from sam3_agent.values.config import AgentConfig, ToolProtocol
-from sam3_agent.values.errors import UserError
+from sam3_agent.values.errors import UserError, WeightsUnavailableError
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
@@ -289,6 +289,7 @@ class BackendSpec:
                 or CUDA was asked for where there is none.
             WeightsUnavailableError: one or more models cannot be loaded (one line naming
                 each, and what to do).
+                It carries the default MLLM's note (the plan's) in ``notes``.
         """
         from sam3_agent.backends import hub as hubs
         from sam3_agent.backends import memory
@@ -330,10 +331,15 @@ class BackendSpec:
             mllm = memory.footprint(model, "mllm", dtype, mllm_at[0].config)
             footprints += [mllm] if mllm else []
             located += mllm_at
-        if self.memory_check:
+        if self.memory_check:  # its refusal names the chosen model itself
             ways_out = _ways_out(mllm_here, sam3_here, dtype, device.type)
             memory.check_fits(footprints, reading, ways_out)
-        hubs.check_located(located)
+        try:
+            hubs.check_located(located)
+        except WeightsUnavailableError as e:
+            if note is not None:  # which model was chosen, and why, is news all the same
+                e.notes = (*e.notes, note)
+            raise
         return ModelPlan(spec, note)
 
     # -- 3. build ---------------------------------------------------------------------------

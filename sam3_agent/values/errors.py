@@ -17,7 +17,13 @@ from __future__ import annotations
 
 
 class Sam3AgentError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose.
+
+    ``notes``: lines a user reads before the error's own, saying what had been decided when
+    it failed (the default MLLM chosen for this machine); the CLI prints them first.
+    """
+
+    notes: tuple[str, ...] = ()
 
 
 class UserError(Sam3AgentError):

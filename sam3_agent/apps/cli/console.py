@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,15 +60,20 @@ def one_line_errors() -> Iterator[None]:
     """Turn library errors into one plain line on stderr and a non-zero exit code.
 
     ``UserError`` (bad input, bad option) exits with 2, other library errors with 1,
-    Ctrl+C with 130. Anything else is a bug and keeps its traceback. The settings a
-    library message names are shown as their flags (:mod:`.setting_flags`).
+    Ctrl+C with 130. Anything else is a bug and keeps its traceback. The error's
+    :attr:`~sam3_agent.values.errors.Sam3AgentError.notes` come first, a line each. The
+    settings a library message names are shown as their flags (:mod:`.setting_flags`).
     """
     try:
         yield
     except UserError as e:
+        for note in e.notes:
+            say(as_flags(note))
         say(("error:", "red"), f" {as_flags(str(e))}")
         raise typer.Exit(EXIT_USAGE) from e
     except Sam3AgentError as e:
+        for note in e.notes:
+            say(as_flags(note))
         say(("error:", "red"), f" {type(e).__name__}: {as_flags(str(e))}")
         raise typer.Exit(EXIT_ERROR) from e
     except KeyboardInterrupt as e:
@@ -75,11 +81,24 @@ def one_line_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_INTERRUPTED) from e
 
 
+QUIET_MODEL_LIBRARIES = {"TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+"""The switches, read by transformers and huggingface_hub when imported, that leave out their
+advice and warnings ("kernels library is not installed", "hitting self.max_num_objects") and
+their progress bars ("Loading weights", downloads)."""
+
+
 def setup_logging(verbose: bool) -> None:
+    """Our logs at DEBUG with ``verbose``, else WARNING; and, without ``verbose``, the model
+    libraries quiet (:data:`QUIET_MODEL_LIBRARIES`, a value the user set winning). A command
+    sets this up before those libraries are imported (flags and ``--help`` import none), and
+    Ray workers inherit the environment."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not verbose:
+        for name, value in QUIET_MODEL_LIBRARIES.items():
+            os.environ.setdefault(name, value)
 
 
 class SessionOutcome(Protocol):

@@ -162,12 +162,8 @@ def _round(view: RoundView, images: _Images) -> str:
 
 
 def _context(view: RoundView, images: _Images) -> str:
-    sources = {m.tokens_source for m in view.messages}
-    how = "counted by the agent" if sources == {"trace"} else "estimated by the inspector"
-    out = [
-        '<details class="context" open><summary>Context as sent: '
-        f"{len(view.messages)} message(s), {view.context_tokens} tokens ({how})</summary>"
-    ]
+    heading = esc(summary.context_heading(view))
+    out = [f'<details class="context" open><summary>{heading}</summary>']
     for zone, messages in view.zones.items():
         tokens = sum(m.tokens for m in messages)
         out.append(

@@ -19,6 +19,12 @@ from sam3_agent.apps.inspector.views import (
     as_str,
 )
 
+REPORTED = "reported by the endpoint"
+"""The endpoint's own token counts (a call's ``usage``), beside the two the agent counts."""
+
+REQUEST_COUNT = "tokens counted on the whole request (messages and the reply's opening)"
+"""The context policy's count of a request, as it fitted the request to its budget."""
+
 
 def compact(value: Any, limit: int = 400) -> str:
     """``value`` as one line of JSON, cut at ``limit`` characters."""
@@ -85,7 +91,7 @@ def run_facts(run: RunView) -> list[tuple[str, str]]:
                     f"{part} {as_int(tokens, 'prompt_tokens')}"
                     f"+{as_int(tokens, 'completion_tokens')} in {as_int(tokens, 'calls')} call(s)"
                 )
-        facts.append(("tokens (prompt+completion)", "; ".join(parts)))
+        facts.append((f"tokens {REPORTED} (prompt+completion)", "; ".join(parts)))
         timings = as_dict(result, "timings_s")
         if timings:
             facts.append(
@@ -101,6 +107,16 @@ def run_facts(run: RunView) -> list[tuple[str, str]]:
 
 def _fmt_s(seconds: float | None) -> str:
     return "?" if seconds is None else f"{seconds:.2f} s"
+
+
+def context_heading(view: RoundView) -> str:
+    """The round's context line: its messages and their tokens, and who counted them."""
+    sources = {m.tokens_source for m in view.messages}
+    how = "counted by the agent" if sources == {"trace"} else "estimated by the inspector"
+    return (
+        f"context as sent: {len(view.messages)} message(s), {view.context_tokens} tokens "
+        f"counted on its messages ({how})"
+    )
 
 
 def eviction_lines(view: RoundView) -> list[str]:
@@ -130,7 +146,7 @@ def eviction_lines(view: RoundView) -> list[str]:
         )
         if as_int(e, "tokens_before") is not None or after:
             lines.append(
-                f"tokens: {as_int(e, 'tokens_before')} with every round in full, "
+                f"{REQUEST_COUNT}: {as_int(e, 'tokens_before')} with every round in full, "
                 f"{as_int(after, 'total')} sent ({as_int(after, 'text')} text, "
                 f"{as_int(after, 'image')} image)"
             )
@@ -189,7 +205,7 @@ def usage_line(
     parts = []
     if usage:
         parts.append(
-            f"prompt {as_int(usage, 'prompt_tokens')}, "
+            f"{REPORTED}: prompt {as_int(usage, 'prompt_tokens')}, "
             f"completion {as_int(usage, 'completion_tokens')} tokens"
         )
     if latency_s is not None:

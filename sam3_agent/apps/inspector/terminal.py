@@ -41,13 +41,7 @@ def render(
 def _round(view: RoundView, limit: int | None, full: bool) -> Panel:
     body: list[RenderableType] = []
     if view.complete:
-        body.append(
-            plain(
-                f"context as sent: {len(view.messages)} message(s), "
-                f"{view.context_tokens} tokens ({_sources(view.messages)})",
-                "bold",
-            )
-        )
+        body.append(plain(summary.context_heading(view), "bold"))
         body.append(_context_table(view.messages, limit))
         body.append(plain("what the context left out:", "bold"))
         body.extend(plain(f"  {line}") for line in summary.eviction_lines(view))
@@ -81,11 +75,6 @@ def _round(view: RoundView, limit: int | None, full: bool) -> Panel:
             if full:
                 body.append(plain(f"    reply: {check.reply}", "dim"))
     return Panel(Group(*body), title=plain(summary.round_title(view)), title_align="left")
-
-
-def _sources(messages: tuple[MessageView, ...]) -> str:
-    kinds = {m.tokens_source for m in messages}
-    return "counted by the agent" if kinds == {"trace"} else "estimated here"
 
 
 def _context_table(messages: tuple[MessageView, ...], limit: int | None) -> Table:

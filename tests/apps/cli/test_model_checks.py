@@ -163,3 +163,19 @@ def test_a_mistyped_local_directory_is_named_as_one_not_as_a_hub_id(
         f"path, or fetch the hub model first (`hf download {typo}`)\n"
     )
     assert fake.asked == [] and loads == []
+
+
+def test_the_default_mllm_chosen_is_said_also_when_it_cannot_load(
+    photo: Path, tmp_path: Path, tiny_sam3_dir: Path, loads: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    use_hub(monkeypatch, FakeHub(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the default MLLM is not in the cache
+    result = run(photo, tmp_path, "--sam3", str(tiny_sam3_dir), "--device", "cpu")
+    assert result.exit_code == 1, result.output
+    chosen, error = result.stderr.strip().splitlines()
+    assert chosen.startswith("MLLM: ") and "in this process (" in chosen
+    assert chosen.endswith("choose another with --llm hf:ID or --llm-url")
+    model = chosen.removeprefix("MLLM: ").split(" ")[0]
+    assert error.startswith("error: WeightsUnavailableError: cannot load the MLLM")
+    assert f"'{model}'" in error and loads == []

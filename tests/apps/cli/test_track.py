@@ -50,11 +50,14 @@ def test_track_writes_every_output(tmp_path: Path, flags: list[str]) -> None:
     assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 8
     capture.release()
     assert (out / "contact_sheet.png").is_file() and (out / "trace.jsonl").is_file()
-    # The same command with --resume on the ended session answers without asking again.
+    # The same command with --resume on the ended session answers without asking again,
+    # and keeps the session's total time.
     again = runner.invoke(
         app, ["track", str(clip), "the square that moves left", "--resume", str(out), *flags]
     )
     assert again.exit_code == 0, again.output
+    resumed = json.loads((out / "result.json").read_text())
+    assert resumed["timings_s"]["total"] == doc["timings_s"]["total"]
 
 
 def test_a_run_directory_is_reused_with_overwrite(tmp_path: Path, flags: list[str]) -> None:

@@ -173,6 +173,32 @@ def test_html_has_a_section_per_round_inline_images_and_folded_checks(
     assert QUERY in builder.root.all_text()  # shown as text, escaped on the way
 
 
+def test_each_token_count_of_a_round_says_what_it_counts(run_dir: Path) -> None:
+    # Three counts of one request: the agent's on its messages, the context policy's on the
+    # whole request (the reply's opening too), the endpoint's; the same words in both media.
+    first = json.loads((run_dir / "trace.jsonl").read_text().splitlines()[0])
+    assert first["kind"] == "main"
+    counted = first["tokens_estimate"]["per_message"]
+    policy, usage = first["context_policy"], first["usage"]
+    expected = [
+        f"{len(counted)} message(s), {sum(counted)} tokens counted on its messages "
+        "(counted by the agent)",
+        "tokens counted on the whole request (messages and the reply's opening): "
+        f"{policy['tokens_before']} with every round in full, "
+        f"{policy['tokens_after']['total']} sent",
+        f"reported by the endpoint: prompt {usage['prompt_tokens']}, "
+        f"completion {usage['completion_tokens']} tokens",
+    ]
+    run = load_run(run_dir)
+    console = Console(file=StringIO(), width=300, color_system=None)
+    render_terminal(run, console)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    page = parse(render_html(run)).root.all_text()
+    for shown in (text, page):
+        for words in expected:
+            assert words in shown
+
+
 def test_counts_from_the_trace_are_preferred_and_eviction_is_explained(run_dir: Path) -> None:
     trace = run_dir / "trace.jsonl"
     records = [json.loads(line) for line in trace.read_text().splitlines()]
