@@ -24,6 +24,7 @@ PROCESS_SETTINGS = frozenset(
         "RAY_CLIENT_MODE",  # `import ray`
         "RAY_AUTH_MODE",  # ray.init, for its workers
         "RAY_USAGE_STATS_ENABLED",  # ray.init
+        "TORCHINDUCTOR_CACHE_DIR",  # torch._inductor, the first time a model is built
         "PYTHONBREAKPOINT",  # ray.init points breakpoint() at its debugger
         "PYTEST_CURRENT_TEST",  # pytest: the test running
     }

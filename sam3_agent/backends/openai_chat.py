@@ -252,7 +252,9 @@ class OpenAIChatModel:
                         f"{attempts} times; last failure: {failure.description}"
                     ) from e
                 wait = self.retry.delay(attempt, failure.retry_after_s, self._rng)
-                logger.warning(
+                # Progress, not a problem yet: the error says so if the last retry fails too
+                # (as the SAM 3 client's retries; debug logging shows these lines).
+                logger.info(
                     "MLLM request to %s failed (%s); retry %d/%d in %.2f s",
                     self.endpoint,
                     failure.description,

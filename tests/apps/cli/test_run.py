@@ -391,6 +391,26 @@ def test_an_unreachable_sam3_service_is_one_line_and_leaves_no_directory(
     assert (tmp_path / "made-by-me").is_dir()  # the user's own directory stays
 
 
+def test_an_unreachable_mllm_endpoint_is_one_line_too(
+    photo: Path, tmp_path: Path, tiny_sam3_dir: Path
+) -> None:
+    """The MLLM client's retries are progress as the SAM 3 client's are: only the error shows."""
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+        args = [str(photo), "cat", "--sam3", str(tiny_sam3_dir), "--device", "cpu"]
+        args += ["--llm-url", url, "--llm-model", "m", "--out", "out"]
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])
+        done = subprocess.run(
+            [sys.executable, "-m", "sam3_agent.apps.cli.main", "run", *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: ChatModelError: MLLM endpoint {url} (model m) failed 6 times")
+
+
 def test_the_docs_name_default_directories_as_run_makes_them(
     tmp_path: Path, backends: dict[str, object], monkeypatch: pytest.MonkeyPatch, image: np.ndarray
 ) -> None:
