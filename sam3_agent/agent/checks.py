@@ -5,7 +5,7 @@ image with that one mask drawn, a close-up)], so checks are independent and run 
 same time (bounded by a semaphore). Only their summary enters the main conversation.
 
 A check sends only what its judgement needs: the two whole-image views at the smallest
-size that still shows that mask clearly (:meth:`~sam3_agent.values.render.Renderer.context_side`),
+size that still shows that mask clearly (:meth:`~sam3_agent.media.render.Renderer.context_side`),
 and a close-up at the region's own resolution within bounds; twenty checks carry most of a
 session's tokens, so each image is sized for its mask, not for the photo.
 """

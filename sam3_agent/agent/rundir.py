@@ -28,9 +28,9 @@ from typing import Any
 
 from sam3_agent.agent.export import ExportFormat, mask_file_name, mask_png, mask_polygons
 from sam3_agent.agent.result import AgentResult
+from sam3_agent.media.render import legend, overlay
 from sam3_agent.values.files import atomic_write_bytes, atomic_write_json, write_png
 from sam3_agent.values.images import RGBImage
-from sam3_agent.values.render import legend, overlay
 
 RESULT = "result.json"
 OVERLAY = "overlay.png"

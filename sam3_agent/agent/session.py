@@ -27,11 +27,11 @@ from sam3_agent.agent.result import Usage
 from sam3_agent.agent.steps import ActionStep, ToolMistake
 from sam3_agent.agent.trace import Trace, check_record
 from sam3_agent.backends.base import ChatModel, ImageEmbedding, Segmenter, phrase_as_read
+from sam3_agent.media.render import Renderer
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.masks import postprocess
-from sam3_agent.values.render import Renderer
 from sam3_agent.values.tracks import Tracks
 
 logger = logging.getLogger(__name__)

@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from sam3_agent.media.video import VideoSource
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 from sam3_agent.values.tracks import Tracks
-from sam3_agent.values.video import VideoSource
 
 
 @runtime_checkable
@@ -92,7 +92,7 @@ class VideoEmbedding(Protocol):
     """One video opened for tracking; track any number of phrases through it.
 
     The video counterpart of :class:`ImageEmbedding`. Frames are streamed from the
-    :class:`~sam3_agent.values.video.VideoSource` on each call, so memory stays flat in the
+    :class:`~sam3_agent.media.video.VideoSource` on each call, so memory stays flat in the
     clip's length; a backend may keep per-frame features in a cache bounded in bytes.
     """
 

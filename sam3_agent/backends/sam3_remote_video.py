@@ -12,7 +12,7 @@ would), a folder of frames as an uncompressed tar of the frames used (built in a
 file, never in memory, with fixed metadata so the same frames give the same bytes). The
 upload streams from disk; a body this client uploaded before (same SHA-256) is not sent
 again. :meth:`RemoteVideoEmbedding.track` names the frames tracked explicitly, so the
-service tracks the :class:`~sam3_agent.values.video.VideoSource`'s own selection, and
+service tracks the :class:`~sam3_agent.media.video.VideoSource`'s own selection, and
 uploads the video again if the service evicted it.
 """
 
@@ -39,9 +39,9 @@ from sam3_agent.backends.schemas import (
     VideoUploadResponse,
 )
 from sam3_agent.backends.segment_args import check_segment_args, clean_phrase
+from sam3_agent.media.video import VideoSource
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.tracks import Track, Tracks
-from sam3_agent.values.video import VideoSource
 
 __all__ = ["DEFAULT_TRACK_TIMEOUT_S", "RemoteVideoEmbedding", "RemoteVideoSegmenter"]
 

@@ -60,10 +60,10 @@ from sam3_agent.backends.sam3_common import (
     torch_failures,
 )
 from sam3_agent.backends.segment_args import check_segment_args
+from sam3_agent.media.video import Frame, VideoSource
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import image_digest
 from sam3_agent.values.tracks import TrackBuilder, Tracks
-from sam3_agent.values.video import Frame, VideoSource
 
 __all__ = [
     "DEFAULT_FEATURE_CACHE_BYTES",

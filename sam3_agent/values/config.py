@@ -170,7 +170,7 @@ class AgentConfig:
 @dataclass(frozen=True)
 class VideoOptions:
     """What the video agent shows the model. Every field has a safe default; the frames a
-    session tracks are chosen apart (:class:`~sam3_agent.values.video.FrameSelection`)."""
+    session tracks are chosen apart (:class:`~sam3_agent.media.video.FrameSelection`)."""
 
     frames_shown: int = 6
     """Frames on each sheet the main conversation sees (sampled where the tracks exist):

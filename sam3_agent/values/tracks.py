@@ -1,7 +1,7 @@
 """Mask tracks: one object followed through the frames of a video.
 
 A :class:`Track` holds its masks as COCO RLE per frame (keyed by the frame's *position*
-among the frames the session uses, see :class:`~sam3_agent.values.video.Frame`), so a track
+among the frames the session uses, see :class:`~sam3_agent.media.video.Frame`), so a track
 through 500 frames of a 4K clip stays a few hundred KB. :class:`Tracks` is the video
 counterpart of :class:`~sam3_agent.values.detections.Detections`: what one phrase found,
 numbered from 1 for the model, highest score first after :func:`postprocess_tracks`.

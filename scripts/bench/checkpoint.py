@@ -31,12 +31,12 @@ from sam3_agent.agent.checkpoint.state import detections_to_json
 from sam3_agent.agent.prompts import default_prompt_set
 from sam3_agent.agent.session import Session
 from sam3_agent.agent.steps import ActionStep, Observation
+from sam3_agent.media.render import Renderer
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.masks import postprocess
 from sam3_agent.values.messages import ChatResponse
-from sam3_agent.values.render import Renderer
 from scripts.bench.round import blob_detections, photo
 from tests.support.fakes import ScriptedChatModel
 

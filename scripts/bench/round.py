@@ -38,11 +38,11 @@ import numpy as np
 from sam3_agent.agent.context.tokens import qwen_image_tokens
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.session import check_requests
+from sam3_agent.media.render import Renderer
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections, tight_boxes
 from sam3_agent.values.images import EncodedImage, RGBImage, downscale
 from sam3_agent.values.masks import postprocess, remove_overlaps
-from sam3_agent.values.render import Renderer
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel
 
 SIZES: list[tuple[int, int]] = [(1008, 1008), (2000, 3000)]  # (height, width)

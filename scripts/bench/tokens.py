@@ -32,13 +32,13 @@ import numpy as np
 
 from sam3_agent.agent.context.tokens import BYTES_PER_TOKEN, TokenCounter, qwen_image_tokens
 from sam3_agent.agent.loop import Sam3Agent
-from sam3_agent.values import render
+from sam3_agent.media import render
+from sam3_agent.media.drawing import resize_mask
+from sam3_agent.media.render import CONTEXT_MIN_MASK_SIDE
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
-from sam3_agent.values.drawing import resize_mask
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
-from sam3_agent.values.render import CONTEXT_MIN_MASK_SIDE
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, is_check_request
 
 SIZES = [(1008, 1008), (2000, 3000), (3024, 4032)]  # (height, width)

@@ -54,7 +54,7 @@ def _clip(path: Path, frames: int, size: tuple[int, int] = (96, 128)) -> Path:
 def _track_child(model_dir: str, clip: str) -> None:
     """In a subprocess: load, warm up, then peak RSS of tracking a phrase (JSON on stdout)."""
     from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
-    from sam3_agent.values.video import FrameSelection, open_video
+    from sam3_agent.media.video import FrameSelection, open_video
 
     def load(cache_bytes: int) -> Sam3VideoSegmenter:
         return Sam3VideoSegmenter.from_pretrained(
@@ -172,7 +172,7 @@ def bench_tokens(lengths: list[int], work: Path) -> None:
 
 
 def bench_decode(work: Path, frames: int = 300) -> None:
-    from sam3_agent.values.video import open_video
+    from sam3_agent.media.video import open_video
     from tests.support.clips import write_mp4
 
     clip = write_mp4(work / "decode.mp4", frames, size=(480, 640), fps=30.0)

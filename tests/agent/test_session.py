@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from sam3_agent.agent.session import check_requests
+from sam3_agent.media.render import ZOOM_GAP, ZOOM_PANEL_MAX, Renderer
 from sam3_agent.values.detections import Detections
-from sam3_agent.values.render import ZOOM_GAP, ZOOM_PANEL_MAX, Renderer
 from tests.support.fakes import square_mask
 
 

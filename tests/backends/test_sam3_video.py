@@ -21,9 +21,9 @@ from sam3_agent.backends.sam3_video import (
 )
 from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.media.video import FrameSelection, VideoLoadError, VideoSource, open_video
 from sam3_agent.values.errors import SegmenterError, UserError, WeightsUnavailableError
 from sam3_agent.values.tracks import TrackBuilder, Tracks
-from sam3_agent.values.video import FrameSelection, VideoLoadError, VideoSource, open_video
 from tests.support.clips import Square, write_frames, write_mp4
 
 SIZE = (96, 128)

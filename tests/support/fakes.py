@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sam3_agent.media.video import VideoSource
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
 from sam3_agent.values.tracks import TrackBuilder, Tracks
-from sam3_agent.values.video import VideoSource
 from tests.support.clips import Square
 from tests.support.clips import square_mask as clip_square_mask
 

@@ -28,6 +28,7 @@ from sam3_agent.backends.base import (
     VideoEmbedding,
     VideoSegmenter,
 )
+from sam3_agent.media.video import VideoSource
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import (
@@ -39,7 +40,6 @@ from sam3_agent.values.messages import (
     response_to_json,
 )
 from sam3_agent.values.tracks import Tracks
-from sam3_agent.values.video import VideoSource
 
 JOURNAL_FILE = rundir.JOURNAL
 

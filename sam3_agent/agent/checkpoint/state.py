@@ -17,12 +17,12 @@ from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.result import Usage
 from sam3_agent.agent.steps import ActionStep, Answer, Final, Observation
 from sam3_agent.backends.identity import CHAT
+from sam3_agent.media.video import VideoSource
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, RGBImage, image_digest
 from sam3_agent.values.messages import NativeToolCall, TokenUsage
 from sam3_agent.values.text import changed
 from sam3_agent.values.tracks import Tracks
-from sam3_agent.values.video import VideoSource
 
 if TYPE_CHECKING:
     from sam3_agent.values.config import AgentConfig

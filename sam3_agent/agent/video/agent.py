@@ -22,9 +22,9 @@ from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.agent.video.session import VideoSession
 from sam3_agent.agent.video.tools import VIDEO_TOOLS
 from sam3_agent.backends.base import ChatModel, VideoSegmenter, preflight
+from sam3_agent.media.video import FrameSelection, VideoSource, open_video
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from sam3_agent.values.tracks import Tracks
-from sam3_agent.values.video import FrameSelection, VideoSource, open_video
 
 __all__ = ["Sam3VideoAgent"]
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from sam3_agent.agent import rundir
 from sam3_agent.agent.video.result import VideoResult
+from sam3_agent.media.video import VideoSource
+from sam3_agent.media.video_render import contact_sheet, write_overlay_video
 from sam3_agent.values.files import atomic_write_json, write_png
-from sam3_agent.values.video import VideoSource
-from sam3_agent.values.video_render import contact_sheet, write_overlay_video
 
 
 def write_video_run(out: Path, result: VideoResult, video: VideoSource) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from sam3_agent.values.config import AgentConfig
 
 if TYPE_CHECKING:
     from sam3_agent.agent.video.result import VideoResult
-    from sam3_agent.values.video import VideoSource
+    from sam3_agent.media.video import VideoSource
 
 
 @with_flags(BACKENDS, AGENT, VIDEO, VERBOSE)
@@ -74,8 +74,8 @@ def track_command(
         check_out_flags(out, resume=resume, overwrite=overwrite, agent=True)
 
         from sam3_agent.agent.loop import check_query
+        from sam3_agent.media.video import open_video
         from sam3_agent.values.files import safe_name
-        from sam3_agent.values.video import open_video
 
         check_query(query)
         # Opening indexes the frames (no pixel kept): a bad video fails here, in one line.

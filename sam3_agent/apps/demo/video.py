@@ -38,11 +38,11 @@ from sam3_agent.apps.demo.sessions import (
     upload_error,
     upload_name,
 )
+from sam3_agent.media.video import VideoLoadError, VideoSource, open_video
+from sam3_agent.media.video_render import write_web_video
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.text import one_line
-from sam3_agent.values.video import VideoLoadError, VideoSource, open_video
-from sam3_agent.values.video_render import write_web_video
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ kept in a store bounded in bytes on disk.
 An upload is never held in memory whole: its body is written to a file as it arrives
 (:func:`receive_to_file`, refused with 413 past the limit, the partial file deleted), then
 checked as the agent checks a video (:func:`check_video`:
-:func:`~sam3_agent.values.video.open_video` reads it; the frame count and each frame's pixels
+:func:`~sam3_agent.media.video.open_video` reads it; the frame count and each frame's pixels
 are bounded). A tar of frames
 (:data:`~sam3_agent.backends.schemas.TAR_MIME`) is unpacked first, member by member, into a
 folder of frames; only regular files at the top level with a frame suffix are taken, so
@@ -37,17 +37,17 @@ from starlette.concurrency import run_in_threadpool
 
 from sam3_agent.apps.service.intake import ServiceError
 from sam3_agent.backends.schemas import ErrorCode
-from sam3_agent.values.config import FrameSelection
-from sam3_agent.values.errors import ImageLoadError, UserError
-from sam3_agent.values.images import image_size_as_displayed
-from sam3_agent.values.text import one_line
-from sam3_agent.values.video import (
+from sam3_agent.media.video import (
     FRAME_SUFFIXES,
     VideoLoadError,
     VideoSource,
     VideoTooLargeError,
     open_video,
 )
+from sam3_agent.values.config import FrameSelection
+from sam3_agent.values.errors import ImageLoadError, UserError
+from sam3_agent.values.images import image_size_as_displayed
+from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
 

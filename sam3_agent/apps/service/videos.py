@@ -62,10 +62,10 @@ from sam3_agent.backends.schemas import (
     VideoUploadResponse,
 )
 from sam3_agent.backends.segment_args import clean_phrase
+from sam3_agent.media.video import VideoLoadError, VideoSource
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.text import one_line
-from sam3_agent.values.video import VideoLoadError, VideoSource
 
 logger = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from sam3_agent.agent.video.agent import Sam3VideoAgent
+from sam3_agent.media.video import VideoLoadError
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import ChatModelError, ResumeError
 from sam3_agent.values.rle import decode_rle
-from sam3_agent.values.video import VideoLoadError
 from tests.support.clips import LEFT_AND_RIGHT, square_mask, write_frames, write_mp4
 from tests.support.fakes import FakeVideoSegmenter, ScriptedChatModel, tool
 

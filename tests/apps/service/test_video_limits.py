@@ -33,9 +33,9 @@ from sam3_agent.apps.service.app import create_app
 from sam3_agent.apps.service.limits import ServiceLimits
 from sam3_agent.apps.service.video_store import StoredVideo, VideoStore
 from sam3_agent.backends.schemas import TAR_MIME
+from sam3_agent.media.video import VideoLoadError, VideoSource, open_video
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.tracks import Tracks
-from sam3_agent.values.video import VideoLoadError, VideoSource, open_video
 from tests.support.clips import LEFT_AND_RIGHT, render_frame, write_mp4
 from tests.support.fakes import FakeSegmenter, FakeVideoEmbedding, FakeVideoSegmenter
 

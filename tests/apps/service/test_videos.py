@@ -33,9 +33,9 @@ from sam3_agent.backends.sam3_remote_video import RemoteVideoSegmenter
 from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
 from sam3_agent.backends.segmenters import build_video_segmenter
 from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.media.video import VideoSource, open_video
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import SegmenterError, UserError
-from sam3_agent.values.video import VideoSource, open_video
 from tests.support.clips import write_frames, write_mp4
 from tests.support.fakes import FakeSegmenter, FakeVideoSegmenter
 from tests.support.openai_server import ScriptedServer, serve

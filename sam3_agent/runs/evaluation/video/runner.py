@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sam3_agent.agent.video.agent import Sam3VideoAgent
+from sam3_agent.media.video import VideoSource, open_video
 from sam3_agent.runs.evaluation.runner import agent_details, attempt, run_here
 from sam3_agent.runs.evaluation.video.datasets import VideoSample
 from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator, VideoScore
@@ -34,7 +35,6 @@ from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import DatasetError
 from sam3_agent.values.tracks import Tracks
-from sam3_agent.values.video import VideoSource, open_video
 
 __all__ = [
     "VideoAgentPredictor",

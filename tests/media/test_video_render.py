@@ -15,11 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.values import video_render
-from sam3_agent.values.drawing import Placed, fill_mask, mask_color
-from sam3_agent.values.tracks import Track, TrackBuilder, Tracks
-from sam3_agent.values.video import Frame, FrameSelection, VideoLoadError, VideoSource, open_video
-from sam3_agent.values.video_render import (
+from sam3_agent.media import video_render
+from sam3_agent.media.drawing import Placed, fill_mask, mask_color
+from sam3_agent.media.video import Frame, FrameSelection, VideoLoadError, VideoSource, open_video
+from sam3_agent.media.video_render import (
     contact_sheet,
     render_sheet,
     render_track_check,
@@ -28,6 +27,7 @@ from sam3_agent.values.video_render import (
     write_overlay_video,
     write_web_video,
 )
+from sam3_agent.values.tracks import Track, TrackBuilder, Tracks
 from tests.support.clips import BACKGROUND, Square, render_frame, square_mask, write_frames
 
 SIZE = (120, 160)

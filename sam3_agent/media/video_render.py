@@ -6,13 +6,13 @@
   frame index and time, every track drawn with its colour and 1-based number.
 * :func:`render_track_check` shows one track alone over a few frames: each cell the whole
   frame with the mask drawn and the close-up the image checker shows
-  (:meth:`~sam3_agent.values.render.Renderer.zoom`).
+  (:meth:`~sam3_agent.media.render.Renderer.zoom`).
 * :func:`write_overlay_video` writes every used frame with the tracks drawn as an MP4;
   :func:`contact_sheet` is the result's PNG of sampled frames.
 * :func:`write_web_video` copies a video as WebM, which browsers play (a web page's copy of
   the overlay: OpenCV's own MP4 codec is one they do not).
 
-Frames are decoded one at a time (:meth:`~sam3_agent.values.video.VideoSource.frames`) and
+Frames are decoded one at a time (:meth:`~sam3_agent.media.video.VideoSource.frames`) and
 only the chosen ones, so memory is flat in the clip's length. A track's number and colour
 are the same in every cell and every file: number ``n`` is drawn in ``mask_color(n - 1)``,
 as on the image renders. Cells are captioned with the frame's *source* index (as datasets,
@@ -32,8 +32,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from sam3_agent.values.detections import Detections, tight_boxes
-from sam3_agent.values.drawing import (
+from sam3_agent.media.drawing import (
     LABEL_BACKGROUND,
     LABEL_TEXT,
     Color,
@@ -45,13 +44,14 @@ from sam3_agent.values.drawing import (
     mask_color,
     outline_mask,
 )
+from sam3_agent.media.render import LEGEND_QUERY_CHARS, ZOOM_GAP, Renderer, score_legend
+from sam3_agent.media.video import Frame, VideoSource, open_video
+from sam3_agent.values.detections import Detections, tight_boxes
 from sam3_agent.values.files import atomic_output
 from sam3_agent.values.images import RGBImage
-from sam3_agent.values.render import LEGEND_QUERY_CHARS, ZOOM_GAP, Renderer, score_legend
 from sam3_agent.values.rle import decode_rle
 from sam3_agent.values.text import one_line
 from sam3_agent.values.tracks import Track, Tracks
-from sam3_agent.values.video import Frame, VideoSource, open_video
 
 __all__ = [
     "DEFAULT_FPS",
@@ -260,7 +260,7 @@ def render_track_check(
     """What an isolated check of one track sees: for each frame at ``positions`` (increasing,
     repeats once) a cell captioned with its frame index and time, holding the whole frame
     with the track's mask drawn and, beside it, the close-up of the image checker
-    (:meth:`~sam3_agent.values.render.Renderer.zoom`: the crop around the mask's box, plain
+    (:meth:`~sam3_agent.media.render.Renderer.zoom`: the crop around the mask's box, plain
     and with the mask drawn). A frame where the track is absent shows the whole frame alone,
     its caption saying so. The track is drawn in ``mask_color(number - 1)``, its colour on
     the sheets; no other track is drawn.
@@ -370,7 +370,7 @@ def write_overlay_video(
     mean step between the frames used, so the overlay lasts as long as the clip. H.264 is
     tried first (browsers play it), MPEG-4 part 2 otherwise. A frame of odd width or height
     is padded by one black pixel on the right or bottom (the codecs need even sizes).
-    ``query``: a legend in the top-left corner (:func:`~sam3_agent.values.render.legend`:
+    ``query``: a legend in the top-left corner (:func:`~sam3_agent.media.render.legend`:
     the query as one bounded line, then each track's number and score). Frames are decoded,
     drawn and written one at a time; the file appears only when complete (temp file, then
     rename).

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from sam3_agent.media.video import FrameSelection, VideoLoadError, open_video
 from sam3_agent.values.errors import UserError
-from sam3_agent.values.video import FrameSelection, VideoLoadError, open_video
 from tests.support.clips import LEFT_AND_RIGHT, render_frame, write_frames, write_mp4
 
 

@@ -1,4 +1,4 @@
-"""Tests for :mod:`sam3_agent.values.render`: shapes, where pixels change, labels, determinism."""
+"""Tests for :mod:`sam3_agent.media.render`: shapes, where pixels change, labels, determinism."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ import gc
 import numpy as np
 import pytest
 
-from sam3_agent.values.detections import Detections, tight_boxes
-from sam3_agent.values.drawing import LABEL_BACKGROUND, LABEL_TEXT, PALETTE, mask_color
-from sam3_agent.values.images import RGBImage, downscale
-from sam3_agent.values.render import (
+from sam3_agent.media.drawing import LABEL_BACKGROUND, LABEL_TEXT, PALETTE, mask_color
+from sam3_agent.media.render import (
     ZOOM_GAP,
     ZOOM_PANEL_MAX,
     ZOOM_PANEL_MIN,
@@ -19,6 +17,8 @@ from sam3_agent.values.render import (
     overlay,
     score_legend,
 )
+from sam3_agent.values.detections import Detections, tight_boxes
+from sam3_agent.values.images import RGBImage, downscale
 
 H, W = 300, 480
 MAX_SIDE = 240  # display is half size: 150 x 240
@@ -295,7 +295,7 @@ def test_mask_colors_are_distinct_and_stable() -> None:
 def test_a_selection_reuses_the_prepared_masks_of_its_parent(
     renderer: Renderer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sam3_agent.values.render as render_module
+    import sam3_agent.media.render as render_module
 
     detections = Detections.from_masks(np.stack(MASKS), [0.9, 0.8, 0.7])
     calls: list[int] = []

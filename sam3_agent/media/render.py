@@ -22,8 +22,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from sam3_agent.values.detections import Detections
-from sam3_agent.values.drawing import (
+from sam3_agent.media.drawing import (
     LABEL_TEXT,
     Color,
     Placed,
@@ -39,6 +38,7 @@ from sam3_agent.values.drawing import (
     resize_mask,
     shrink_mask,
 )
+from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage, downscale
 
 ZOOM_MARGIN = 0.25
