@@ -37,49 +37,6 @@ TITLE = "sam3-agent"
 READY = "Upload an image, say what to segment, press Run."
 VIDEO_READY = "Upload a video clip, say what to segment and track, press Run."
 
-_SHARED_CSS = """
-.s3a-round { border: 1px solid var(--border-color-primary); border-radius: 8px;
-  padding: 0.4rem 0.8rem; }
-.s3a-round summary { font-weight: 600; cursor: pointer; }
-.s3a-correction summary { color: var(--color-accent); }
-.s3a-reasoning { font-style: italic; white-space: pre-wrap; margin: 0.4rem 0;
-  color: var(--body-text-color-subdued); }
-.s3a-observation { white-space: pre-wrap; margin: 0.4rem 0; }
-.s3a-masks { max-width: 100%; height: auto; border-radius: 4px; }
-.s3a-checks { display: grid; grid-template-columns: repeat(auto-fill, minmax(180px, 1fr));
-  gap: 0.5rem; margin: 0.4rem 0; }
-.s3a-check { margin: 0; border-radius: 6px; padding: 0.3rem; }
-.s3a-check img { max-width: 100%; height: auto; }
-.s3a-check figcaption { font-size: 0.85em; display: flex; flex-direction: column; }
-.s3a-check-reply { white-space: pre-wrap; max-height: 6em; overflow: auto; }
-.s3a-accept { border: 2px solid #2e9e4f; }
-.s3a-reject { border: 2px solid #c9372c; }
-.s3a-status { padding: 0.5rem 0.8rem; border-radius: 6px;
-  background: var(--background-fill-secondary); }
-.s3a-status-error { background: #fdecea; color: #8a1c13; }
-.s3a-status-done { background: #e7f6ec; color: #1d5e31; }
-.s3a-status-stopped { background: #fff4e0; color: #7a4b00; }
-"""
-
-_TAB_CSS = """
-#{p}-rounds .s3a-rounds {{ display: flex; flex-direction: column; gap: 0.6rem; }}
-#{p}-rounds .s3a-empty {{ color: var(--body-text-color-subdued); padding: 1rem 0; }}
-/* Narrow screens: the rounds right under the status line, the result and downloads after. */
-@media (max-width: 767px) {{
-  #{p}-main {{ flex-direction: column; flex-wrap: nowrap; }}
-  #{p}-left {{ display: contents; }}
-  #{p}-form {{ order: 0; }}
-  #{p}-right {{ order: 1; }}
-  #{p}-after {{ order: 2; }}
-}}
-"""
-
-
-def page_css(video: bool) -> str:
-    """The page's rules: those of every tab, and each tab's own (by its element ids)."""
-    prefixes = ("s3a", "s3a-video") if video else ("s3a",)
-    return _SHARED_CSS + "".join(_TAB_CSS.format(p=p) for p in prefixes)
-
 
 def api_example(component: gr.components.Component, payload: Any, value: Any) -> None:
     """Make ``payload`` (and ``value``) the example the "Use via API" panel shows for
@@ -126,17 +83,17 @@ def session_outputs(update: Update[Any], ended: Ended) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class Tab:
-    """What a tab's blocks are called and say."""
+    """What a tab's blocks are called and say: the prefix of its element ids, the upload's
+    label (its element id is ``s3a-`` and the label in lower case), the query's label and
+    placeholder, the status line before an upload, the file and the query of the ``run``
+    call the "Use via API" panel shows, the API names of Run and Stop."""
 
     prefix: str
-    """Of its element ids."""
     upload: str
-    """The upload's label; its element id is ``s3a-`` and the label in lower case."""
     query: str
     placeholder: str
     ready: str
     api_example: tuple[str, str]
-    """The file and the query of the ``run`` call the "Use via API" panel shows."""
     api_names: tuple[str, str]
 
 
@@ -183,8 +140,9 @@ def tab_blocks(
     examples: Sequence[tuple[Path, str]] = (),
 ) -> Blocks:
     """A tab's layout. Wide: the form, status, result and downloads on the left, the rounds
-    on the right. Narrow (:func:`page_css`): the form and status, then the rounds, then the
-    result and downloads. ``options``: the form's fields under the query."""
+    on the right. Narrow (:func:`~sam3_agent.apps.demo.views.page_css`): the form and
+    status, then the rounds, then the result and downloads. ``options``: the form's fields
+    under the query."""
     p = tab.prefix
     with gr.Row(equal_height=False, elem_id=f"{p}-main"):
         with gr.Column(scale=5, elem_id=f"{p}-left"):
@@ -245,15 +203,18 @@ def wire_run_and_stop(
     # Run and Enter in the query box are off while a session runs, so a second press can
     # neither start another request nor clear the rounds; they come back however it ended.
     busy = [blocks.run, blocks.query]
+
+    def enable(on: bool) -> Callable[[], tuple[gr.Button, gr.Textbox]]:
+        return lambda: (gr.Button(interactive=on), gr.Textbox(interactive=on))
+
+    quiet: dict[str, Any] = {"queue": False, "api_visibility": "private", "show_progress": "hidden"}
     gr.on(
         [blocks.run.click, blocks.query.submit],
-        lambda: (gr.Button(interactive=False), gr.Textbox(interactive=False)),
+        enable(False),
         None,
         busy,
-        queue=False,
         trigger_mode="once",
-        api_visibility="private",
-        show_progress="hidden",
+        **quiet,
     ).then(
         run,
         [blocks.upload, blocks.query, *blocks.options],
@@ -262,14 +223,7 @@ def wire_run_and_stop(
         concurrency_limit=concurrency,
         concurrency_id="agent",
         show_progress="minimal",
-    ).then(
-        lambda: (gr.Button(interactive=True), gr.Textbox(interactive=True)),
-        None,
-        busy,
-        queue=False,
-        api_visibility="private",
-        show_progress="hidden",
-    )
+    ).then(enable(True), None, busy, **quiet)
 
     def answer(request: gr.Request) -> str:
         # The running request's own stream shows "stopped" on the page; this answer is for

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from sam3_agent.apps.demo.sessions import DemoRunner
 from sam3_agent.apps.demo.video import VideoDemoRunner
+from sam3_agent.apps.demo.views import page_css
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.values.errors import UserError
 
@@ -138,7 +139,7 @@ def create_app(
     import gradio as gr
     from fastapi import FastAPI
 
-    from sam3_agent.apps.demo.page import build_page, page_css, theme
+    from sam3_agent.apps.demo.page import build_page, theme
 
     for each in (runner, video_runner):
         if each is not None:

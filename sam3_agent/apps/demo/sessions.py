@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -111,28 +111,6 @@ def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
     return out
 
 
-async def _stream_rounds(
-    task: asyncio.Task[Any], events: asyncio.Queue[RoundEvent]
-) -> AsyncGenerator[tuple[RoundEvent, ...], None]:
-    """Every round so far, each time one more arrives in ``events`` (the session's
-    ``on_round``), until ``task`` (the session) ends; rounds queued before it ended come
-    first."""
-    rounds: list[RoundEvent] = []
-    while True:
-        if events.empty():
-            if task.done():
-                return
-            getter = asyncio.ensure_future(events.get())
-            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if not getter.done():
-                getter.cancel()  # the session ended; rounds left are drained above
-                continue
-            rounds.append(getter.result())
-        else:
-            rounds.append(events.get_nowait())
-        yield tuple(rounds)
-
-
 class SessionRunner(Generic[R]):
     """What every tab's runner does: answers the requests of many browser sessions (one at
     a time per page), each as an asyncio task whose rounds stream as :class:`Update`
@@ -190,16 +168,18 @@ class SessionRunner(Generic[R]):
             return
 
         out = new_run_dir(self.runs_dir, key, query)
-        events: asyncio.Queue[RoundEvent] = asyncio.Queue()
+        # The session's rounds, then None once it ended (on this loop: rounds come first).
+        events: asyncio.Queue[RoundEvent | None] = asyncio.Queue()
         task = asyncio.create_task(session(out, events.put_nowait))
+        task.add_done_callback(lambda _: events.put_nowait(None))
         self._running[key] = task
         rounds: tuple[RoundEvent, ...] = ()
         try:
             yield Update("running", message=started, output_dir=out)
-            async with contextlib.aclosing(_stream_rounds(task, events)) as stream:
-                async for rounds in stream:
-                    message = f"round {rounds[-1].round} done; asking the model..."
-                    yield Update("running", rounds, message, output_dir=out)
+            while (event := await events.get()) is not None:
+                rounds += (event,)
+                message = f"round {event.round} done; asking the model..."
+                yield Update("running", rounds, message, output_dir=out)
             yield await self._final(task, rounds, out)
         finally:
             self._running.pop(key, None)
