@@ -160,8 +160,7 @@ class RemoteSegmenter(ServiceBackend):
                         scores=np.asarray(result.scores, dtype=np.float32),
                     )
                 )
-                used = text if result.used_phrase is None else result.used_phrase
-                embedding._readings.remember(phrase, used)
+                embedding._remember(phrase, text, result.used_phrase)
         except (ValueError, KeyError, TypeError) as e:
             raise SegmenterError(f"SAM 3 service sent malformed masks: {e}") from e
         return out

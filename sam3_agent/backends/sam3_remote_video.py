@@ -266,7 +266,5 @@ class RemoteVideoSegmenter(ServiceBackend):
                 )
             # Already checked to fit their frames and size.
             out.append(Tracks.from_json(found.model_dump(mode="json")))
-            embedding._readings.remember(
-                phrase, text if result.used_phrase is None else result.used_phrase
-            )
+            embedding._remember(phrase, text, result.used_phrase)
         return out

@@ -76,6 +76,10 @@ class RemoteHandle:
         ``phrase`` itself if none did or the service did not say."""
         return self._readings.read(phrase)
 
+    def _remember(self, phrase: str, sent: str, used: str | None) -> None:
+        """How the service read ``phrase``, sent as ``sent`` (``used``: None if unsaid)."""
+        self._readings.remember(phrase, sent if used is None else used)
+
     def _ask(self, phrases: Sequence[str], score_threshold: float) -> list[Any]:
         check_segment_args(phrases, score_threshold)
         return self._owner._answer(self, list(phrases), score_threshold) if phrases else []

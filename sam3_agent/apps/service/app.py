@@ -69,7 +69,6 @@ from sam3_agent.backends.schemas import (
     ErrorCode,
     HealthResponse,
     PhraseResult,
-    RleMask,
     SegmentRequest,
     SegmentResponse,
     UploadResponse,
@@ -115,21 +114,14 @@ def _segment_sync(
         cleaned = [clean_phrase(p) for p in chunk]
         detections = embedding.segment(cleaned, score_threshold)
         for text, det in zip(cleaned, detections, strict=True):
-            results.append(
-                PhraseResult(
-                    phrase=text,
-                    used_phrase=phrase_as_read(embedding, text),
-                    masks=[
-                        RleMask(size=(r["size"][0], r["size"][1]), counts=r["counts"])
-                        for r in encode_masks(det.masks, rle_order)
-                    ],
-                    boxes=[
-                        (float(a), float(b), float(c), float(d))
-                        for a, b, c, d in det.boxes.tolist()
-                    ],
-                    scores=[float(s) for s in det.scores.tolist()],
-                )
-            )
+            answer = {
+                "phrase": text,
+                "used_phrase": phrase_as_read(embedding, text),
+                "masks": encode_masks(det.masks, rle_order),
+                "boxes": det.boxes.tolist(),
+                "scores": det.scores.tolist(),
+            }
+            results.append(PhraseResult.model_validate(answer))
     return SegmentResponse(image_id=image_id, image_size=(height, width), results=results)
 
 
@@ -192,7 +184,6 @@ def create_app(
     app.state.segments = segments
     app.state.tracks = tracks
     app.state.videos = videos
-    app.state.video_segmenter = video_segmenter
     expected = token.encode() if token else None
     json_limit = limits.max_upload_bytes * 4 // 3 + _JSON_OVERHEAD_BYTES
 

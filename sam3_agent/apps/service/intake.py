@@ -218,17 +218,21 @@ def refuse_declared_over(request: Request, limit: int) -> None:
         )
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it exceeds ``limit`` bytes."""
-    refuse_declared_over(request, limit)
-    chunks: list[bytes] = []
+async def body_chunks(request: Request, limit: int, what: str = "body") -> AsyncIterator[bytes]:
+    """The request body as it arrives, refused with 413 as soon as it exceeds ``limit``
+    bytes (``what``: the message's name for it)."""
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ServiceError(413, ErrorCode.TOO_LARGE, f"body exceeds the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
+            raise ServiceError(413, ErrorCode.TOO_LARGE, f"{what} exceeds the {limit}-byte limit")
+        yield chunk
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it exceeds ``limit`` bytes."""
+    refuse_declared_over(request, limit)
+    return b"".join([chunk async for chunk in body_chunks(request, limit)])
 
 
 def decode_and_id(data: bytes, max_pixels: int) -> tuple[str, RGBImage]:

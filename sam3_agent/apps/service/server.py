@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # serve-sam3 --help and the demo's flag check import no numpy
 
 logger = logging.getLogger(__name__)
 
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` only accepts connections from this machine.
 

@@ -34,7 +34,7 @@ from typing import Literal
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from sam3_agent.apps.service.intake import LruStore, ServiceError
+from sam3_agent.apps.service.intake import LruStore, ServiceError, body_chunks
 from sam3_agent.backends.schemas import ErrorCode
 from sam3_agent.media.video import (
     FRAME_SUFFIXES,
@@ -181,12 +181,8 @@ async def receive_to_file(request: Request, path: Path, limit: int) -> tuple[str
                 digest.update(data)
                 file.write(data)
 
-            async for chunk in request.stream():
+            async for chunk in body_chunks(request, limit, "video upload"):
                 size += len(chunk)
-                if size > limit:
-                    raise ServiceError(
-                        413, ErrorCode.TOO_LARGE, f"video upload exceeds the {limit}-byte limit"
-                    )
                 pending += chunk
                 if len(pending) >= _WRITE_CHUNK:
                     await run_in_threadpool(flush, bytes(pending))
