@@ -2,9 +2,9 @@
 
 :class:`RemoteVideoSegmenter` implements the same
 :class:`~sam3_agent.backends.base.VideoSegmenter` Protocol as the in-process
-:class:`~sam3_agent.backends.sam3_video.Sam3VideoSegmenter`, over the image client's
-connection (:class:`~sam3_agent.backends.sam3_remote.ServiceClient`: one pool, the token,
-retries, one-line errors, the preflight check).
+:class:`~sam3_agent.backends.sam3_video.Sam3VideoSegmenter`, as the image client's
+:class:`~sam3_agent.backends.service_client.ServiceBackend` (one pool, the token, retries,
+one-line errors, the preflight check, the uploads remembered).
 
 :meth:`RemoteVideoSegmenter.open` uploads the video once: a video file as it is (the service
 decodes the same bytes with the same OpenCV, so it tracks exactly the frames this machine
@@ -29,19 +29,18 @@ from pathlib import Path
 
 import httpx
 
-from sam3_agent.backends.sam3_remote import PhraseReadings, ServiceBackend
 from sam3_agent.backends.schemas import (
     TAR_MIME,
     ErrorCode,
     TrackResponse,
-    TracksJson,
     VideoLimits,
     VideoUploadResponse,
 )
-from sam3_agent.backends.segment_args import check_segment_args, clean_phrase
+from sam3_agent.backends.segment_args import clean_phrase
+from sam3_agent.backends.service_client import RemoteHandle, ServiceBackend
 from sam3_agent.media.video import VideoSource
 from sam3_agent.values.errors import SegmenterError, UserError
-from sam3_agent.values.tracks import Track, Tracks
+from sam3_agent.values.tracks import Tracks
 
 __all__ = ["DEFAULT_TRACK_TIMEOUT_S", "RemoteVideoEmbedding", "RemoteVideoSegmenter"]
 
@@ -79,11 +78,8 @@ class _Body:
 
 
 def _digest(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as file:
-        while chunk := file.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 @contextmanager
@@ -122,16 +118,15 @@ def _upload_body(video: VideoSource) -> Iterator[_Body]:
         ) from e
 
 
-class RemoteVideoEmbedding:
+class RemoteVideoEmbedding(RemoteHandle):
     """A video uploaded to the service; tracks phrases there. Implements
     :class:`~sam3_agent.backends.base.VideoEmbedding`."""
 
     def __init__(self, owner: RemoteVideoSegmenter, video: VideoSource, video_id: str) -> None:
-        self._owner = owner
+        super().__init__(owner)
         self._video = video
         self.video_id = video_id
         """The service's id of the upload (the SHA-256 of its body)."""
-        self._readings = PhraseReadings()
 
     @property
     def video(self) -> VideoSource:
@@ -146,48 +141,21 @@ class RemoteVideoEmbedding:
             UserError: a bare string, a refused phrase, or a threshold outside ``[0, 1]``.
             SegmenterError: the service failed or refused after retries.
         """
-        check_segment_args(phrases, score_threshold)
-        if not phrases:
-            return []
-        return self._owner._track(self, list(phrases), score_threshold)
-
-    def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as the service's SAM 3 read it in the last :meth:`track` call that
-        asked for it; ``phrase`` itself if none did or the service did not say."""
-        return self._readings.read(phrase)
+        return self._ask(phrases, score_threshold)
 
 
 class RemoteVideoSegmenter(ServiceBackend):
     """A SAM 3 service that tracks videos, as a
-    :class:`~sam3_agent.backends.base.VideoSegmenter`. Thread-safe."""
+    :class:`~sam3_agent.backends.base.VideoSegmenter`. Thread-safe. ``timeout_s``: per
+    request, by default :data:`DEFAULT_TRACK_TIMEOUT_S` (a track request is answered once
+    the whole clip is tracked)."""
 
-    def __init__(
-        self,
-        url: str,
-        token: str | None = None,
-        *,
-        timeout_s: float = DEFAULT_TRACK_TIMEOUT_S,
-        retries: int = 3,
-        backoff_s: float = 0.5,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
-
-        Args:
-            timeout_s: per request; a track request is answered once the whole clip is
-                tracked.
-            token, retries, backoff_s, transport: as
-                :class:`~sam3_agent.backends.sam3_remote.ServiceClient` takes them.
-        """
-        super().__init__(
-            url,
-            token,
-            timeout_s=timeout_s,
-            retries=retries,
-            backoff_s=backoff_s,
-            transport=transport,
-        )
-        self._limits: VideoLimits | None = None
+    default_timeout_s = DEFAULT_TRACK_TIMEOUT_S
+    _known_uploads = _KNOWN_UPLOADS
+    _unknown = ErrorCode.UNKNOWN_VIDEO
+    _evicted = "service evicted video %s; uploading it again"
+    _limits: VideoLimits | None = None
+    """The service's video bounds, once :meth:`check` has read them."""
 
     def check(self) -> None:
         """Check that the service answers, takes the token and tracks videos (it was
@@ -200,20 +168,15 @@ class RemoteVideoSegmenter(ServiceBackend):
         """
         if self._limits is not None:
             return
-        self._service.check()
-        response = self._service.send("GET", "/v1/videos")
+        super().check()
+        response = self._send("GET", "/v1/videos")
         if response.status_code == 404:
             raise SegmenterError(
                 f"the SAM 3 service at {self.url} does not track videos; start it with "
                 "`sam3-agent serve-sam3 --video`"
             )
-        self._service.raise_for_error(response, "video limits")
-        self._limits = self._service.parse(VideoLimits, response)
-
-    @property
-    def limits(self) -> VideoLimits | None:
-        """The service's video bounds, once :meth:`check` has read them."""
-        return self._limits
+        self._raise_for_error(response, "video limits")
+        self._limits = self._parse(VideoLimits, response)
 
     def open(self, video: VideoSource) -> RemoteVideoEmbedding:
         """Upload ``video`` (its file, or its frames used) unless this client already did.
@@ -230,26 +193,19 @@ class RemoteVideoSegmenter(ServiceBackend):
 
     def _upload(self, video: VideoSource, *, skip_known: bool) -> str:
         with _upload_body(video) as body:
-            with self._lock:
-                known = self._uploaded.get(body.digest) if skip_known else None
-                if known is not None:
-                    self._uploaded.move_to_end(body.digest)
-                    return known
+            known = self._known(body.digest) if skip_known else None
+            if known is not None:
+                return known
             self._check_bounds(video, body)
-            response = self._service.send(
-                "POST",
+            uploaded = self._post(
+                "video upload",
+                VideoUploadResponse,
                 "/v1/videos",
                 content=_FileChunks(body.path),
                 headers={"Content-Type": body.content_type, "Content-Length": str(body.size)},
             )
-        self._service.raise_for_error(response, "video upload")
-        uploaded = self._service.parse(VideoUploadResponse, response)
-        with self._lock:
-            self._uploaded[body.digest] = uploaded.video_id
-            while len(self._uploaded) > _KNOWN_UPLOADS:
-                self._uploaded.popitem(last=False)
         logger.debug("uploaded video %s (%d bytes)", uploaded.video_id[:12], body.size)
-        return uploaded.video_id
+        return self._uploaded_as(body.digest, uploaded.video_id)
 
     def _check_bounds(self, video: VideoSource, body: _Body) -> None:
         """Refuse, before sending a byte, a video over the bounds :meth:`check` read (a
@@ -269,7 +225,7 @@ class RemoteVideoSegmenter(ServiceBackend):
                 f"most {limits.max_video_frames} (serve-sam3 --max-video-frames)"
             )
 
-    def _track(
+    def _answer(
         self, embedding: RemoteVideoEmbedding, phrases: list[str], score_threshold: float
     ) -> list[Tracks]:
         video = embedding.video
@@ -282,15 +238,13 @@ class RemoteVideoSegmenter(ServiceBackend):
         body = {"phrases": sent, "score_threshold": score_threshold, "frames": frames}
 
         def request(video_id: str) -> httpx.Response:
-            return self._service.send("POST", f"/v1/videos/{video_id}/track", json=body)
+            return self._send("POST", f"/v1/videos/{video_id}/track", json=body)
 
-        response = request(embedding.video_id)
-        if self._service.error_code(response) == ErrorCode.UNKNOWN_VIDEO:
-            logger.info("service evicted video %s; uploading it again", embedding.video_id[:12])
+        def reupload() -> str:
             embedding.video_id = self._upload(video, skip_known=False)
-            response = request(embedding.video_id)
-        self._service.raise_for_error(response, "track")
-        parsed = self._service.parse(TrackResponse, response)
+            return embedding.video_id
+
+        parsed = self._ask(embedding.video_id, request, reupload, "track", TrackResponse)
         if (
             len(parsed.results) != len(phrases)
             or tuple(parsed.size) != video.size
@@ -310,29 +264,7 @@ class RemoteVideoSegmenter(ServiceBackend):
                     f"{tuple(found.size)} for a video of {video.frame_count} frames of "
                     f"{video.size}"
                 )
-            out.append(_tracks(found))
-            embedding._readings.remember(
-                phrase, text if result.used_phrase is None else result.used_phrase
-            )
+            # Already checked to fit their frames and size.
+            out.append(Tracks.from_json(found.model_dump(mode="json")))
+            embedding._remember(phrase, text, result.used_phrase)
         return out
-
-
-def _tracks(found: TracksJson) -> Tracks:
-    """The wire's tracks as :class:`Tracks` (already checked to fit their frames and size)."""
-    height, width = found.size
-    return Tracks(
-        found.frame_count,
-        (height, width),
-        tuple(
-            Track(
-                track_id=t.track_id,
-                score=t.score,
-                masks={
-                    p: {"size": [height, width], "counts": rle.counts}
-                    for p, rle in sorted(t.masks.items())
-                },
-                boxes={p: box for p, box in sorted(t.boxes.items())},
-            )
-            for t in found.tracks
-        ),
-    )

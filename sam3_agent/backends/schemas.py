@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from sam3_agent.backends.segment_args import phrase_problem
 
@@ -52,6 +59,15 @@ def check_phrases(phrases: list[str]) -> list[str]:
         if problem is not None:
             raise ValueError(problem)
     return phrases
+
+
+Phrases = Annotated[
+    list[str], Field(min_length=1, max_length=MAX_PHRASES), AfterValidator(check_phrases)
+]
+"""Noun phrases; one result per phrase, in order. Accepted and cleaned by the rule of every
+backend (:func:`~sam3_agent.backends.segment_args.phrase_problem`,
+:func:`~sam3_agent.backends.segment_args.clean_phrase`)."""
+Threshold = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
 class ErrorCode:
@@ -97,19 +113,11 @@ class SegmentRequest(BaseModel):
     """Id returned by ``POST /v1/images``."""
     image_base64: str | None = None
     """An encoded image file (PNG, JPEG, ...) as base64, instead of an id."""
-    phrases: list[str] = Field(min_length=1, max_length=MAX_PHRASES)
-    """Noun phrases; one result per phrase, in order. Accepted and cleaned by the rule of
-    every backend (:func:`~sam3_agent.backends.segment_args.phrase_problem`,
-    :func:`~sam3_agent.backends.segment_args.clean_phrase`)."""
-    score_threshold: float = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
+    phrases: Phrases
+    score_threshold: Threshold = 0.5
     """Detections scoring at or below this are dropped."""
     rle_order: RleOrder = "coco"
     """How masks are encoded (:data:`sam3_agent.backends.wire.RleOrder`)."""
-
-    @field_validator("phrases")
-    @classmethod
-    def _phrases_are_text(cls, phrases: list[str]) -> list[str]:
-        return check_phrases(phrases)
 
     @model_validator(mode="after")
     def _one_image(self) -> SegmentRequest:
@@ -184,10 +192,8 @@ class TrackRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    phrases: list[str] = Field(min_length=1, max_length=MAX_PHRASES)
-    """Noun phrases; one result per phrase, in order; the rule of every backend
-    (:func:`check_phrases`)."""
-    score_threshold: float = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
+    phrases: Phrases
+    score_threshold: Threshold = 0.5
     """Tracks scoring below this are dropped."""
     frames: list[int] | None = Field(default=None, min_length=1)
     """Frame indices of the video to track, strictly increasing (instead of a selection)."""
@@ -196,11 +202,6 @@ class TrackRequest(BaseModel):
     start_s: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     end_s: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     fps: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-
-    @field_validator("phrases")
-    @classmethod
-    def _phrases_are_text(cls, phrases: list[str]) -> list[str]:
-        return check_phrases(phrases)
 
     @field_validator("frames")
     @classmethod

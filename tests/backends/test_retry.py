@@ -65,7 +65,7 @@ def test_the_service_client_reads_retry_after_as_the_chat_client_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("sam3_agent.backends.sam3_remote.time.sleep", slept.append)
+    monkeypatch.setattr("sam3_agent.backends.service_client.time.sleep", slept.append)
     busy = {"error": "busy", "code": "busy"}
     answers = iter(
         [

@@ -3,12 +3,15 @@ construction for the two service clients."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from sam3_agent.backends import sam3_common, sam3_remote
+from sam3_agent.backends import sam3_common, service_client
+from sam3_agent.backends.retry import RetryPolicy
 from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.backends.sam3_remote import RemoteSegmenter
 from sam3_agent.backends.sam3_remote_video import RemoteVideoSegmenter
@@ -47,30 +50,40 @@ def test_both_models_load_through_load_sam3(
 def test_both_service_clients_build_their_connection_in_one_place(
     monkeypatch: pytest.MonkeyPatch, client: Any, timeout_s: float
 ) -> None:
-    built: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-    real = sam3_remote.ServiceClient
+    built: list[dict[str, Any]] = []
+    real = service_client.httpx.Client
 
-    def record(*args: Any, **kwargs: Any) -> sam3_remote.ServiceClient:
-        built.append((args, kwargs))
-        return real(*args, **kwargs)
+    def record(**kwargs: Any) -> httpx.Client:
+        built.append(kwargs)
+        return real(**kwargs)
 
-    monkeypatch.setattr(sam3_remote, "ServiceClient", record)
+    monkeypatch.setattr(service_client.httpx, "Client", record)
     with client("http://gpu-box:8100/", "tok", retries=1) as backend:
+        assert isinstance(backend, service_client.ServiceBackend)
         assert backend.url == "http://gpu-box:8100"
-        assert backend.describe() == sam3_remote.sam3_description(url="http://gpu-box:8100/")
-    assert built == [
-        (
-            ("http://gpu-box:8100/", "tok"),
-            {"timeout_s": timeout_s, "retries": 1, "backoff_s": 0.5, "transport": None},
+        assert backend.describe() == service_client.sam3_description(url="http://gpu-box:8100/")
+        assert backend._retry == RetryPolicy(
+            max_retries=1,
+            backoff_base_s=0.5,
+            backoff_cap_s=math.inf,
+            max_retry_after_s=60.0,
+            jitter=False,
         )
+    assert built == [
+        {
+            "base_url": "http://gpu-box:8100",
+            "headers": {"Authorization": "Bearer tok"},
+            "timeout": timeout_s,
+            "transport": None,
+        }
     ]
 
 
 def test_phrase_readings_keep_the_most_recent_and_default_to_the_phrase() -> None:
-    readings = sam3_remote.PhraseReadings()
+    readings = service_client.PhraseReadings()
     assert readings.read("a dog") == "a dog"
     readings.remember("a dog", "a do")
-    for n in range(sam3_remote._KNOWN_PHRASES):
+    for n in range(service_client._KNOWN_PHRASES):
         readings.remember(f"p{n}", f"q{n}")
     assert readings.read("a dog") == "a dog"  # evicted, least recently remembered
     assert readings.read("p0") == "q0"

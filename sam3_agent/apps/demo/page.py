@@ -1,14 +1,17 @@
-"""The Gradio page: upload, query, run, watch the rounds, stop, download.
+"""The Gradio page: a tab per medium (image, video), each built from the same blocks:
+upload, query, run, watch the rounds, stop, see the result, download.
 
 Imports ``gradio``; import this module only when the demo is served. Element ids start with
-``s3a-`` (the browser test finds the controls by them).
+``s3a-`` on the image tab and ``s3a-video-`` on the video tab (the browser tests find the
+controls by them); the API names are ``run`` / ``stop`` and ``run_video`` / ``stop_video``.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, cast
 
 import gradio as gr
 
@@ -19,50 +22,20 @@ from sam3_agent.apps.demo.sessions import (
     load_display_image,
     upload_error,
 )
-from sam3_agent.apps.demo.views import EMPTY_ROUNDS, result_summary, rounds_html, status_html
-from sam3_agent.values.errors import ImageLoadError
-
-if TYPE_CHECKING:
-    from sam3_agent.agent.events import RoundEvent
+from sam3_agent.apps.demo.video import VideoDemoRunner, check_stride, check_upload, describe_upload
+from sam3_agent.apps.demo.views import (
+    EMPTY_ROUNDS,
+    result_summary,
+    rounds_html,
+    status_html,
+    video_summary,
+)
+from sam3_agent.values.errors import ImageLoadError, UserError
+from sam3_agent.values.text import one_line
 
 TITLE = "sam3-agent"
 READY = "Upload an image, say what to segment, press Run."
-API_EXAMPLE = ("coffee.jpg", "the cup")
-"""The ``/run`` call the page's "Use via API" panel shows: an image file and a query."""
-
-CSS = """
-#s3a-rounds .s3a-rounds { display: flex; flex-direction: column; gap: 0.6rem; }
-#s3a-rounds .s3a-empty { color: var(--body-text-color-subdued); padding: 1rem 0; }
-.s3a-round { border: 1px solid var(--border-color-primary); border-radius: 8px;
-  padding: 0.4rem 0.8rem; }
-.s3a-round summary { font-weight: 600; cursor: pointer; }
-.s3a-correction summary { color: var(--color-accent); }
-.s3a-reasoning { font-style: italic; white-space: pre-wrap; margin: 0.4rem 0;
-  color: var(--body-text-color-subdued); }
-.s3a-observation { white-space: pre-wrap; margin: 0.4rem 0; }
-.s3a-masks { max-width: 100%; height: auto; border-radius: 4px; }
-.s3a-checks { display: grid; grid-template-columns: repeat(auto-fill, minmax(180px, 1fr));
-  gap: 0.5rem; margin: 0.4rem 0; }
-.s3a-check { margin: 0; border-radius: 6px; padding: 0.3rem; }
-.s3a-check img { max-width: 100%; height: auto; }
-.s3a-check figcaption { font-size: 0.85em; display: flex; flex-direction: column; }
-.s3a-check-reply { white-space: pre-wrap; max-height: 6em; overflow: auto; }
-.s3a-accept { border: 2px solid #2e9e4f; }
-.s3a-reject { border: 2px solid #c9372c; }
-.s3a-status { padding: 0.5rem 0.8rem; border-radius: 6px;
-  background: var(--background-fill-secondary); }
-.s3a-status-error { background: #fdecea; color: #8a1c13; }
-.s3a-status-done { background: #e7f6ec; color: #1d5e31; }
-.s3a-status-stopped { background: #fff4e0; color: #7a4b00; }
-/* Narrow screens: the rounds right under the status line, the result and downloads after. */
-@media (max-width: 767px) {
-  #s3a-main { flex-direction: column; flex-wrap: nowrap; }
-  #s3a-left { display: contents; }
-  #s3a-form { order: 0; }
-  #s3a-right { order: 1; }
-  #s3a-after { order: 2; }
-}
-"""
+VIDEO_READY = "Upload a video clip, say what to segment and track, press Run."
 
 
 def api_example(component: gr.components.Component, payload: Any, value: Any) -> None:
@@ -90,27 +63,12 @@ def session_key(request: gr.Request | None) -> str:
     return (request.session_hash if request is not None else None) or "anonymous"
 
 
-class Shown(Protocol):
-    """What a tab shows of one request (an image or a video :class:`Update`)."""
-
-    @property
-    def state(self) -> str: ...
-    @property
-    def rounds(self) -> tuple[RoundEvent, ...]: ...
-    @property
-    def message(self) -> str: ...
-    @property
-    def files(self) -> tuple[Path, ...]: ...
-    @property
-    def output_dir(self) -> Path | None: ...
-
-
 Ended = Callable[[str, list[str] | None], tuple[Any, ...]]
 """A tab's (rounds, status, result, downloads) once its request ended, from the rounds'
 HTML and the downloads."""
 
 
-def session_outputs(update: Shown, ended: Ended) -> tuple[Any, ...]:
+def session_outputs(update: Update[Any], ended: Ended) -> tuple[Any, ...]:
     """The values of (rounds, status, result, downloads) for ``update``: alike on every tab
     while a request is refused or running; ``ended`` once it ended."""
     if update.state == "error" and update.output_dir is None:
@@ -123,114 +81,164 @@ def session_outputs(update: Shown, ended: Ended) -> tuple[Any, ...]:
     return ended(rounds, [str(f) for f in update.files] or None)
 
 
-def _outputs(update: Update, image_path: str | None, max_pixels: int) -> tuple[Any, ...]:
-    """The values of (rounds, status, final image, downloads) for ``update``."""
+@dataclass(frozen=True)
+class Tab:
+    """What a tab's blocks are called and say: the prefix of its element ids, the upload's
+    label (its element id is ``s3a-`` and the label in lower case), the query's label and
+    placeholder, the status line before an upload, the file and the query of the ``run``
+    call the "Use via API" panel shows, the API names of Run and Stop."""
 
-    def ended(rounds: str, files: list[str] | None) -> tuple[Any, ...]:
-        if update.state == "error":
-            return rounds, status_html("error", update.message), gr.skip(), files
-        if update.state == "stopped":
-            return rounds, status_html("stopped", update.message), gr.skip(), files
-        result = update.result
-        if result is None or image_path is None:  # not reachable: done always has a result
-            message = "the session ended without a result"
-            return rounds, status_html("error", message), None, files
-        shown = final_annotations(image_path, result, max_pixels=max_pixels)
-        kind = "done" if result.status != "failed" else "error"
-        annotated = (shown.image, shown.masks)
-        return rounds, status_html(kind, result_summary(result)), annotated, files
-
-    return session_outputs(update, ended)
+    prefix: str
+    upload: str
+    query: str
+    placeholder: str
+    ready: str
+    api_example: tuple[str, str]
+    api_names: tuple[str, str]
 
 
-def stopper(stop: Callable[[str], bool]) -> Callable[[gr.Request], str]:
-    """The Stop button's (and the API's) handler for a runner's ``stop``."""
+IMAGE_TAB = Tab(
+    "s3a",
+    "Image",
+    "What to segment",
+    "e.g. the leftmost child wearing a blue vest",
+    READY,
+    ("coffee.jpg", "the cup"),
+    ("run", "stop"),
+)
+VIDEO_TAB = Tab(
+    "s3a-video",
+    "Video",
+    "What to segment and track",
+    "e.g. the dog that enters last",
+    VIDEO_READY,
+    ("clip.mp4", "the dog that enters last"),
+    ("run_video", "stop_video"),
+)
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """A tab's components."""
+
+    upload: gr.File
+    query: gr.Textbox
+    options: list[gr.components.Component]
+    run: gr.Button
+    stop: gr.Button
+    status: gr.HTML
+    final: gr.components.Component
+    downloads: gr.File
+    rounds: gr.HTML
+
+
+def tab_blocks(
+    tab: Tab,
+    *,
+    options: Callable[[], list[gr.components.Component]],
+    final: Callable[[], gr.components.Component],
+    examples: Sequence[tuple[Path, str]] = (),
+) -> Blocks:
+    """A tab's layout. Wide: the form, status, result and downloads on the left, the rounds
+    on the right. Narrow (:func:`~sam3_agent.apps.demo.views.page_css`): the form and
+    status, then the rounds, then the result and downloads. ``options``: the form's fields
+    under the query."""
+    p = tab.prefix
+    with gr.Row(equal_height=False, elem_id=f"{p}-main"):
+        with gr.Column(scale=5, elem_id=f"{p}-left"):
+            with gr.Column(elem_id=f"{p}-form"):
+                upload = gr.File(
+                    label=tab.upload,
+                    file_types=[tab.upload.lower()],
+                    type="filepath",
+                    elem_id=f"s3a-{tab.upload.lower()}",
+                )
+                query = gr.Textbox(
+                    label=tab.query, placeholder=tab.placeholder, elem_id=f"{p}-query"
+                )
+                fields = options()
+                with gr.Row():
+                    run = gr.Button("Run", variant="primary", elem_id=f"{p}-run")
+                    stop = gr.Button("Stop", variant="stop", elem_id=f"{p}-stop")
+                status = gr.HTML(
+                    status_html("idle", tab.ready), label="Status", elem_id=f"{p}-status"
+                )
+            with gr.Column(elem_id=f"{p}-after"):
+                shown = final()
+                downloads = gr.File(
+                    label="Downloads",
+                    file_count="multiple",
+                    interactive=False,
+                    elem_id=f"{p}-files",
+                )
+                if examples:
+                    gr.Examples(
+                        examples=[[str(path), text] for path, text in examples],
+                        inputs=[upload, query],
+                        cache_examples=False,
+                    )
+        with gr.Column(scale=6, elem_id=f"{p}-right"):
+            rounds = gr.HTML(EMPTY_ROUNDS, label="Rounds", elem_id=f"{p}-rounds")
+    return Blocks(upload, query, fields, run, stop, status, shown, downloads, rounds)
+
+
+def wire_run_and_stop(
+    tab: Tab,
+    blocks: Blocks,
+    *,
+    run: Callable[..., AsyncIterator[tuple[Any, ...]]],
+    stop: Callable[[str], bool],
+    concurrency: int,
+) -> None:
+    """Run (the button, or Enter in the query box) streams ``run`` into (rounds, status,
+    result, downloads); Stop ends it through the runner's ``stop``. Every tab's requests
+    share one concurrency bound (``concurrency_id="agent"``)."""
+    name, text = tab.api_example
+    # What gradio_client.handle_file(name) sends; with "url" the panel's Python example
+    # reads handle_file('coffee.jpg').
+    upload: dict[str, Any] = {"path": name, "url": name, "orig_name": name}
+    upload["meta"] = {"_type": "gradio.FileData"}
+    api_example(blocks.upload, upload, name)
+    api_example(blocks.query, text, text)
+    # Run and Enter in the query box are off while a session runs, so a second press can
+    # neither start another request nor clear the rounds; they come back however it ended.
+    busy = [blocks.run, blocks.query]
+
+    def enable(on: bool) -> Callable[[], tuple[gr.Button, gr.Textbox]]:
+        return lambda: (gr.Button(interactive=on), gr.Textbox(interactive=on))
+
+    quiet: dict[str, Any] = {"queue": False, "api_visibility": "private", "show_progress": "hidden"}
+    gr.on(
+        [blocks.run.click, blocks.query.submit],
+        enable(False),
+        None,
+        busy,
+        trigger_mode="once",
+        **quiet,
+    ).then(
+        run,
+        [blocks.upload, blocks.query, *blocks.options],
+        [blocks.rounds, blocks.status, blocks.final, blocks.downloads],
+        api_name=tab.api_names[0],
+        concurrency_limit=concurrency,
+        concurrency_id="agent",
+        show_progress="minimal",
+    ).then(enable(True), None, busy, **quiet)
 
     def answer(request: gr.Request) -> str:
         # The running request's own stream shows "stopped" on the page; this answer is for
         # API callers only, so the two never race for the status line.
         return "stopping" if stop(session_key(request)) else "nothing is running"
 
-    return answer
-
-
-def upload_example(file: gr.File, name: str) -> None:
-    """Make a file named ``name`` the example of ``file`` in the "Use via API" panel."""
-    # What gradio_client.handle_file(name) sends; with "url" the panel's Python example
-    # reads handle_file('coffee.jpg').
-    upload: dict[str, Any] = {"path": name, "url": name, "orig_name": name}
-    upload["meta"] = {"_type": "gradio.FileData"}
-    api_example(file, upload, name)
-
-
-def run_and_stop_buttons(prefix: str) -> tuple[gr.Button, gr.Button]:
-    """The Run and Stop buttons, side by side (element ids ``{prefix}-run``, ``-stop``)."""
-    with gr.Row():
-        run_button = gr.Button("Run", variant="primary", elem_id=f"{prefix}-run")
-        stop_button = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
-    return run_button, stop_button
-
-
-def downloads_box(elem_id: str) -> gr.File:
-    """Where a request's files are offered for download."""
-    return gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id=elem_id)
-
-
-def wire_run_and_stop(
-    *,
-    run_button: gr.Button,
-    stop_button: gr.Button,
-    query: gr.Textbox,
-    run: Callable[..., AsyncIterator[tuple[Any, ...]]],
-    inputs: Sequence[gr.components.Component],
-    outputs: Sequence[gr.components.Component],
-    stop: Callable[[str], bool],
-    api_names: tuple[str, str],
-    concurrency: int,
-) -> None:
-    """Run (the button, or Enter in the query box) streams ``run`` into ``outputs``; Stop
-    ends it through the runner's ``stop``. ``api_names``: the two as API endpoints. Every
-    tab's requests share one concurrency bound (``concurrency_id="agent"``)."""
-    # Run and Enter in the query box are off while a session runs, so a second press can
-    # neither start another request nor clear the rounds; they come back however it ended.
-    busy = [run_button, query]
-    gr.on(
-        [run_button.click, query.submit],
-        lambda: (gr.Button(interactive=False), gr.Textbox(interactive=False)),
-        None,
-        busy,
-        queue=False,
-        trigger_mode="once",
-        api_visibility="private",
-        show_progress="hidden",
-    ).then(
-        run,
-        list(inputs),
-        list(outputs),
-        api_name=api_names[0],
-        concurrency_limit=concurrency,
-        concurrency_id="agent",
-        show_progress="minimal",
-    ).then(
-        lambda: (gr.Button(interactive=True), gr.Textbox(interactive=True)),
-        None,
-        busy,
-        queue=False,
-        api_visibility="private",
-        show_progress="hidden",
-    )
     # Outside the queue: a stop must not wait behind the requests it is meant to end.
     stop_answer = gr.Textbox(label="Answer", visible=False)
-    stop_button.click(stopper(stop), None, [stop_answer], api_name=api_names[1], queue=False)
+    blocks.stop.click(answer, None, [stop_answer], api_name=tab.api_names[1], queue=False)
 
 
-def build_page(
-    runner: DemoRunner,
-    *,
-    concurrency: int,
-    examples: Sequence[tuple[Path, str]] = (),
-) -> gr.Blocks:
-    """The demo's :class:`gradio.Blocks`; ``concurrency`` bounds requests running at once."""
+def image_tab(
+    runner: DemoRunner, *, concurrency: int, examples: Sequence[tuple[Path, str]] = ()
+) -> None:
+    """The image tab's blocks, in the Blocks being built."""
 
     def preview(image_path: str | None) -> tuple[Any, str]:
         if image_path is None:
@@ -252,58 +260,128 @@ def build_page(
             query: what to segment, in words.
         """
         async for update in runner.run(session_key(request), image_path, query):
-            yield _outputs(update, image_path, runner.max_pixels)
+            yield session_outputs(update, ended(update, image_path))
 
+    def ended(update: Update[Any], image_path: str | None) -> Ended:
+        def outputs(rounds: str, files: list[str] | None) -> tuple[Any, ...]:
+            if update.state != "done":
+                return rounds, status_html(update.state, update.message), gr.skip(), files
+            result = update.result
+            if result is None or image_path is None:  # not reachable: done has a result
+                message = "the session ended without a result"
+                return rounds, status_html("error", message), None, files
+            shown = final_annotations(image_path, result, max_pixels=runner.max_pixels)
+            kind = "done" if result.status != "failed" else "error"
+            annotated = (shown.image, shown.masks)
+            return rounds, status_html(kind, result_summary(result)), annotated, files
+
+        return outputs
+
+    gr.Markdown(
+        "## sam3-agent: watch a multimodal LLM segment with SAM 3\n"
+        "Each round shows the model's reasoning, its tool call, the masks SAM 3 returned "
+        "and the verdicts of the mask checks."
+    )
+    blocks = tab_blocks(
+        IMAGE_TAB,
+        options=list,
+        final=lambda: gr.AnnotatedImage(label="Result", elem_id="s3a-final"),
+        examples=examples,
+    )
+    blocks.upload.change(
+        preview,
+        [blocks.upload],
+        [blocks.final, blocks.status],
+        api_visibility="private",
+        queue=False,
+    )
+    wire_run_and_stop(IMAGE_TAB, blocks, run=run, stop=runner.stop, concurrency=concurrency)
+
+
+def video_tab(runner: VideoDemoRunner, *, concurrency: int) -> None:
+    """The video tab's blocks, in the Blocks being built."""
+
+    def preview(video_path: str | None, stride: float | None) -> str:
+        if video_path is None:
+            return status_html("idle", VIDEO_READY)
+        try:
+            video = check_upload(video_path, check_stride(stride), runner.limits)
+        except UserError as e:  # the upload refused (a VideoLoadError), or the stride
+            return status_html("error", one_line(e))
+        return status_html("idle", f"Video ready: {describe_upload(video)}. Press Run.")
+
+    async def run(
+        video_path: str | None, query: str, stride: float | None, request: gr.Request
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        """Segment and track what the query describes through the video; streams (rounds,
+        status, overlay video, downloads) once when it starts, after each round and at the
+        end. /stop_video ends it.
+
+        Args:
+            video_path: the video file, e.g. handle_file("clip.mp4").
+            query: what to segment and track, in words.
+            stride: track every n-th frame (1: every frame).
+        """
+        async for update in runner.run(session_key(request), video_path, query, stride):
+            yield session_outputs(update, ended(update))
+
+    def ended(update: Update[Any]) -> Ended:
+        def outputs(rounds: str, files: list[str] | None) -> tuple[Any, ...]:
+            result = update.result
+            if update.state != "done" or result is None:
+                kind = "stopped" if update.state == "stopped" else "error"
+                return rounds, status_html(kind, update.message), None, files
+            kind = "done" if result.status != "failed" else "error"
+            message = video_summary(result)
+            if update.web_video is None:
+                message += " (the overlay could not be prepared for the page: download overlay.mp4)"
+            shown = None if update.web_video is None else str(update.web_video)
+            return rounds, status_html(kind, message), shown, files
+
+        return outputs
+
+    gr.Markdown(
+        "SAM 3 follows every instance of a phrase through the clip as a **track**; the "
+        "model compares the tracks and keeps the ones the request describes."
+    )
+    blocks = tab_blocks(
+        VIDEO_TAB,
+        options=lambda: [
+            gr.Number(
+                label="Track every n-th frame",
+                value=1,
+                minimum=1,
+                precision=0,
+                elem_id="s3a-video-stride",
+            )
+        ],
+        final=lambda: gr.Video(
+            label="Result", interactive=False, autoplay=True, elem_id="s3a-video-final"
+        ),
+    )
+    stride = cast(gr.Number, blocks.options[0])
+    for change in (blocks.upload.change, stride.change):
+        change(preview, [blocks.upload, *blocks.options], [blocks.status], api_visibility="private")
+    wire_run_and_stop(VIDEO_TAB, blocks, run=run, stop=runner.stop, concurrency=concurrency)
+
+
+def build_page(
+    runner: DemoRunner,
+    *,
+    concurrency: int,
+    examples: Sequence[tuple[Path, str]] = (),
+    video_runner: VideoDemoRunner | None = None,
+) -> gr.Blocks:
+    """The demo's :class:`gradio.Blocks`: the image tab alone, or with ``video_runner`` an
+    Image and a Video tab. ``concurrency`` bounds the requests running at once, both tabs'
+    together."""
     with gr.Blocks(title=TITLE, analytics_enabled=False) as page:
-        gr.Markdown(
-            "## sam3-agent: watch a multimodal LLM segment with SAM 3\n"
-            "Each round shows the model's reasoning, its tool call, the masks SAM 3 returned "
-            "and the verdicts of the mask checks."
-        )
-        # Wide: the form, status, result and downloads on the left, the rounds on the right.
-        # Narrow (CSS): the form and status, then the rounds, then the result and downloads.
-        with gr.Row(equal_height=False, elem_id="s3a-main"):
-            with gr.Column(scale=5, elem_id="s3a-left"):
-                with gr.Column(elem_id="s3a-form"):
-                    image_file = gr.File(
-                        label="Image", file_types=["image"], type="filepath", elem_id="s3a-image"
-                    )
-                    query = gr.Textbox(
-                        label="What to segment",
-                        placeholder="e.g. the leftmost child wearing a blue vest",
-                        elem_id="s3a-query",
-                    )
-                    run_button, stop_button = run_and_stop_buttons("s3a")
-                    status = gr.HTML(
-                        status_html("idle", READY), label="Status", elem_id="s3a-status"
-                    )
-                with gr.Column(elem_id="s3a-after"):
-                    final = gr.AnnotatedImage(label="Result", elem_id="s3a-final")
-                    downloads = downloads_box("s3a-files")
-                    if examples:
-                        gr.Examples(
-                            examples=[[str(path), text] for path, text in examples],
-                            inputs=[image_file, query],
-                            cache_examples=False,
-                        )
-            with gr.Column(scale=6, elem_id="s3a-right"):
-                rounds = gr.HTML(EMPTY_ROUNDS, label="Rounds", elem_id="s3a-rounds")
-
-        image_file.change(
-            preview, [image_file], [final, status], api_visibility="private", queue=False
-        )
-        name, text = API_EXAMPLE
-        upload_example(image_file, name)
-        api_example(query, text, text)
-        wire_run_and_stop(
-            run_button=run_button,
-            stop_button=stop_button,
-            query=query,
-            run=run,
-            inputs=[image_file, query],
-            outputs=[rounds, status, final, downloads],
-            stop=runner.stop,
-            api_names=("run", "stop"),
-            concurrency=concurrency,
-        )
+        if video_runner is None:
+            image_tab(runner, concurrency=concurrency, examples=examples)
+        else:
+            with gr.Tabs():
+                with gr.Tab("Image", id="image", elem_id="s3a-tab-image"):
+                    image_tab(runner, concurrency=concurrency, examples=examples)
+                with gr.Tab("Video", id="video", elem_id="s3a-tab-video"):
+                    video_tab(video_runner, concurrency=concurrency)
     return page

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from sam3_agent.apps.demo.sessions import DemoRunner
 from sam3_agent.apps.demo.video import VideoDemoRunner
+from sam3_agent.apps.demo.views import page_css
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.values.errors import UserError
 
@@ -138,17 +139,12 @@ def create_app(
     import gradio as gr
     from fastapi import FastAPI
 
-    from sam3_agent.apps.demo.page import CSS, build_page, theme
+    from sam3_agent.apps.demo.page import build_page, theme
 
-    runner.runs_dir.mkdir(parents=True, exist_ok=True)
-    page = build_page(runner, concurrency=concurrency, examples=examples)
-    css = CSS
-    if video_runner is not None:
-        from sam3_agent.apps.demo.video_page import VIDEO_CSS, build_video_page, with_video_tab
-
-        video_runner.runs_dir.mkdir(parents=True, exist_ok=True)
-        page = with_video_tab(page, build_video_page(video_runner, concurrency=concurrency))
-        css += VIDEO_CSS
+    for each in (runner, video_runner):
+        if each is not None:
+            each.runs_dir.mkdir(parents=True, exist_ok=True)
+    page = build_page(runner, concurrency=concurrency, examples=examples, video_runner=video_runner)
     page.queue(max_size=max_queue, default_concurrency_limit=concurrency)
     if service_segmenter is not None:
         from sam3_agent.apps.service.app import create_app as create_service_app
@@ -176,7 +172,7 @@ def create_app(
         enable_monitoring=False,
         show_error=False,
         theme=theme(),
-        css=css,
+        css=page_css(video_runner is not None),
     )
 
 

@@ -1,11 +1,9 @@
-"""Running the requests of many browser sessions on one agent, round by round.
-
-:class:`DemoRunner` holds the one :class:`~sam3_agent.Sam3Agent` of the process (models load
-once) and answers each request as an async stream of :class:`Update` values: one per
-finished round, then one for the end. Each request runs as its own asyncio task, so a stop
-(:meth:`DemoRunner.stop`) or a closed page cancels it cleanly; the agent then writes what it
-has (``result.json`` with status ``failed``) before the stream ends. Errors end the stream
-with a one-line message, never a traceback.
+"""Running the requests of many browser sessions, round by round: :class:`SessionRunner`,
+the shape of every tab's runner, and :class:`DemoRunner`, the image tab's, which holds the one
+:class:`~sam3_agent.Sam3Agent` of the process (models load once). Each request runs as its
+own asyncio task, so a stop or a closed page cancels it cleanly; the agent then writes what
+it has (``result.json`` with status ``failed``) before the stream ends. Errors end the
+stream with a one-line message, never a traceback. No web framework here.
 """
 
 from __future__ import annotations
@@ -14,10 +12,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import cv2
 import numpy as np
@@ -34,31 +32,40 @@ from sam3_agent.values.text import one_line
 logger = logging.getLogger(__name__)
 
 State = Literal["running", "done", "stopped", "error"]
+R = TypeVar("R")
 
 DISPLAY_SIDE = 1024
 """Longer side of the final image shown on the page, in pixels (downloads keep full size)."""
 
 
 @dataclass(frozen=True)
-class Update:
+class Update(Generic[R]):
     """The state of one request, as the page shows it.
 
     Attributes:
-        state: ``running`` while rounds arrive, then ``done``, ``stopped`` or ``error``.
+        state: ``running`` while rounds arrive (and a model loads), then ``done``,
+            ``stopped`` or ``error``.
         rounds: every finished round so far, in order.
         message: one line for the status bar (the error, for ``error``).
-        result: the session's result once it ended (also for a stopped session).
-        files: the downloads: ``result.json``, ``overlay.png``, one PNG per mask.
+        result: the session's result once it ended (``done`` only).
+        files: the downloads (``result.json``, the overlay, ...).
         output_dir: the run's directory; None for a request refused before it started (no
-            image, an unreadable one, an empty query, a page already running one).
+            upload, an unreadable one, an empty query, a page already running one).
+        web_video: a video's overlay as WebM for the page (``done`` only; None when it could
+            not be written).
     """
 
     state: State
     rounds: tuple[RoundEvent, ...] = ()
     message: str = ""
-    result: AgentResult | None = None
+    result: R | None = None
     files: tuple[Path, ...] = ()
     output_dir: Path | None = None
+    web_video: Path | None = None
+
+
+Session = Callable[[Path, Callable[[RoundEvent], None]], Coroutine[Any, Any, R]]
+"""One request's agent session, given its run directory and the ``on_round`` callback."""
 
 
 @dataclass(frozen=True)
@@ -91,15 +98,6 @@ def final_annotations(
     return Annotations(display, labelled)
 
 
-def _downloads(out: Path, result: AgentResult | None) -> tuple[Path, ...]:
-    files = [out / rundir.RESULT, out / rundir.OVERLAY]
-    if result is not None and len(result.detections):
-        # The run wrote them as `sam3-agent run --export png` does: masks/01.png, ...
-        count = len(result.detections)
-        files += [out / rundir.MASKS_DIR / mask_file_name(i, count) for i in range(count)]
-    return tuple(f for f in files if f.is_file())
-
-
 def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
     """A directory under ``runs_dir`` no request used yet, named by the time, the page's
     session and the query (made safe); not created."""
@@ -113,60 +111,22 @@ def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
     return out
 
 
-async def stream_rounds(
-    task: asyncio.Task[Any], events: asyncio.Queue[RoundEvent]
-) -> AsyncGenerator[tuple[RoundEvent, ...], None]:
-    """Every round so far, each time one more arrives in ``events`` (the session's
-    ``on_round``), until ``task`` (the session) ends; rounds queued before it ended come
-    first."""
-    rounds: list[RoundEvent] = []
-    while True:
-        if events.empty():
-            if task.done():
-                return
-            getter = asyncio.ensure_future(events.get())
-            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if not getter.done():
-                getter.cancel()  # the session ended; rounds left are drained above
-                continue
-            rounds.append(getter.result())
-        else:
-            rounds.append(events.get_nowait())
-        yield tuple(rounds)
-
-
-def running_message(rounds: tuple[RoundEvent, ...]) -> str:
-    """The status line while a session runs, after ``rounds`` (at least one)."""
-    return f"round {rounds[-1].round} done; asking the model..."
-
-
-async def settle(task: asyncio.Task[Any]) -> None:
-    """Stop ``task`` (a session) if it still runs, and let it end: a stopped agent writes
-    ``result.json`` before its request's resources go."""
-    if not task.done():
-        task.cancel()
-    with contextlib.suppress(BaseException):
-        await asyncio.gather(task, return_exceptions=True)
-
-
-class DemoRunner:
-    """Answers the requests of many browser sessions with one agent.
+class SessionRunner(Generic[R]):
+    """What every tab's runner does: answers the requests of many browser sessions (one at
+    a time per page), each as an asyncio task whose rounds stream as :class:`Update`
+    values, one per finished round, then one for the end. A stop (:meth:`stop`) or a closed
+    page cancels the task; the agent then writes what it has before the stream ends.
 
     Args:
-        agent: built once per process and shared (its backends are safe to share).
         runs_dir: each request writes to its own new directory under here.
     """
 
-    def __init__(self, agent: Sam3Agent, runs_dir: Path) -> None:
-        self.agent = agent
-        self.runs_dir = runs_dir
-        self._running: dict[str, asyncio.Task[AgentResult]] = {}
+    failed = "demo request failed"
+    """What the server log says above the traceback of a bug."""
 
-    @property
-    def max_pixels(self) -> int:
-        """The largest image (pixels) a request may bring: the agent's own limit
-        (``--max-pixels``), checked on upload, before any model work."""
-        return self.agent.config.max_image_pixels
+    def __init__(self, runs_dir: Path) -> None:
+        self.runs_dir = runs_dir
+        self._running: dict[str, asyncio.Task[R]] = {}
 
     @property
     def active(self) -> int:
@@ -181,13 +141,17 @@ class DemoRunner:
         task.cancel()
         return True
 
-    def _out_dir(self, key: str, query: str) -> Path:
-        return new_run_dir(self.runs_dir, key, query)
+    def _downloads(self, out: Path, result: R | None) -> tuple[Path, ...]:
+        raise NotImplementedError  # pragma: no cover
 
-    async def run(
-        self, key: str, image_path: str | Path | None, query: str
-    ) -> AsyncIterator[Update]:
-        """Answer ``query`` on the image at ``image_path`` for session ``key``.
+    def _web_video(self, out: Path) -> Path | None:
+        return None
+
+    async def _answer(
+        self, key: str, query: str, prepare: Callable[[], Awaitable[tuple[Session[R], str]]]
+    ) -> AsyncIterator[Update[R]]:
+        """Answer session ``key``'s request: ``prepare`` checks it before any model work
+        (a :class:`UserError` refuses it) and gives its session and the first status line.
 
         Yields one ``error`` update for a request refused before it starts; otherwise one
         ``running`` update without rounds when it starts, one per finished round, then one
@@ -195,65 +159,113 @@ class DemoRunner:
         away) stops the session the same way :meth:`stop` does.
         """
         try:
+            session, started = await prepare()
+            # Checked after the last await, so two requests of one page cannot both pass.
+            if key in self._running:
+                raise UserError("this page is already running a request; stop it first")
+        except UserError as e:
+            yield Update("error", message=one_line(e))
+            return
+
+        out = new_run_dir(self.runs_dir, key, query)
+        # The session's rounds, then None once it ended (on this loop: rounds come first).
+        events: asyncio.Queue[RoundEvent | None] = asyncio.Queue()
+        task = asyncio.create_task(session(out, events.put_nowait))
+        task.add_done_callback(lambda _: events.put_nowait(None))
+        self._running[key] = task
+        rounds: tuple[RoundEvent, ...] = ()
+        try:
+            yield Update("running", message=started, output_dir=out)
+            while (event := await events.get()) is not None:
+                rounds += (event,)
+                message = f"round {event.round} done; asking the model..."
+                yield Update("running", rounds, message, output_dir=out)
+            yield await self._final(task, rounds, out)
+        finally:
+            self._running.pop(key, None)
+            if not task.done():
+                task.cancel()
+            # A stopped agent writes result.json before its request's resources go.
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def _final(
+        self, task: asyncio.Task[R], rounds: tuple[RoundEvent, ...], out: Path
+    ) -> Update[R]:
+        if task.cancelled():
+            files = await asyncio.to_thread(self._downloads, out, None)
+            message = "stopped: the files hold what the agent had"
+            return Update("stopped", rounds, message, None, files, out)
+        error = task.exception()
+        if error is not None:
+            if not isinstance(error, Sam3AgentError):
+                # A bug: the server log gets the traceback, the page one line.
+                logger.error(self.failed, exc_info=error)
+            files = await asyncio.to_thread(self._downloads, out, None)
+            return Update("error", rounds, one_line(error), None, files, out)
+        result = task.result()
+        web = await asyncio.to_thread(self._web_video, out)
+        files = await asyncio.to_thread(self._downloads, out, result)
+        return Update("done", rounds, "", result, files, out, web)
+
+
+class DemoRunner(SessionRunner[AgentResult]):
+    """Answers the image requests of many browser sessions with one agent.
+
+    Args:
+        agent: built once per process and shared (its backends are safe to share).
+        runs_dir: each request writes to its own new directory under here.
+    """
+
+    def __init__(self, agent: Sam3Agent, runs_dir: Path) -> None:
+        super().__init__(runs_dir)
+        self.agent = agent
+
+    @property
+    def max_pixels(self) -> int:
+        """The largest image (pixels) a request may bring: the agent's own limit
+        (``--max-pixels``), checked on upload, before any model work."""
+        return self.agent.config.max_image_pixels
+
+    def run(
+        self, key: str, image_path: str | Path | None, query: str
+    ) -> AsyncIterator[Update[AgentResult]]:
+        """Answer ``query`` on the image at ``image_path`` for session ``key``, as
+        :meth:`SessionRunner._answer` streams it."""
+
+        async def prepare() -> tuple[Session[AgentResult], str]:
             if image_path is None:
                 raise UserError("upload an image (or pick an example) first")
             check_query(query)
             # Read before any model work, so a broken upload answers at once; the agent takes
             # these pixels, not the file again.
-            pixels = await asyncio.to_thread(load_image, image_path, max_pixels=self.max_pixels)
-            # Checked after the last await, so two requests of one page cannot both pass.
-            if key in self._running:
-                raise UserError("this page is already running a request; stop it first")
-        except ImageLoadError as e:
-            yield Update("error", message=upload_error(image_path, e))
-            return
-        except UserError as e:
-            yield Update("error", message=one_line(e))
-            return
+            try:
+                pixels = await asyncio.to_thread(load_image, image_path, max_pixels=self.max_pixels)
+            except ImageLoadError as e:
+                raise UserError(upload_error(image_path, e)) from e
 
-        out = self._out_dir(key, query)
-        events: asyncio.Queue[RoundEvent] = asyncio.Queue()
-        task = asyncio.create_task(
-            self.agent.arun(
-                pixels,
-                query,
-                output_dir=out,
-                on_round=events.put_nowait,
-                exports=("png",),
-                # result.json names the file as uploaded, not the server's temporary copy.
-                image_path=upload_name(image_path),
-            )
-        )
-        self._running[key] = task
-        rounds: tuple[RoundEvent, ...] = ()
-        try:
-            yield Update("running", message="asking the model...", output_dir=out)
-            async with contextlib.aclosing(stream_rounds(task, events)) as stream:
-                async for rounds in stream:
-                    yield Update("running", rounds, message=running_message(rounds), output_dir=out)
-            yield await self._final(task, rounds, out)
-        finally:
-            self._running.pop(key, None)
-            await settle(task)
+            def session(out: Path, on_round: Callable[[RoundEvent], None]) -> Any:
+                return self.agent.arun(
+                    pixels,
+                    query,
+                    output_dir=out,
+                    on_round=on_round,
+                    exports=("png",),
+                    # result.json names the file as uploaded, not the server's copy.
+                    image_path=upload_name(image_path),
+                )
 
-    async def _final(
-        self, task: asyncio.Task[AgentResult], rounds: tuple[RoundEvent, ...], out: Path
-    ) -> Update:
-        if task.cancelled():
-            files = await asyncio.to_thread(_downloads, out, None)
-            return Update(
-                "stopped", rounds, "stopped: the files hold what the agent had", None, files, out
-            )
-        error = task.exception()
-        if error is not None:
-            if not isinstance(error, Sam3AgentError):
-                # A bug: the server log gets the traceback, the page one line.
-                logger.error("demo request failed", exc_info=error)
-            files = await asyncio.to_thread(_downloads, out, None)
-            return Update("error", rounds, one_line(error), None, files, out)
-        result = task.result()
-        files = await asyncio.to_thread(_downloads, out, result)
-        return Update("done", rounds, "", result, files, out)
+            return session, "asking the model..."
+
+        return self._answer(key, query, prepare)
+
+    def _downloads(self, out: Path, result: AgentResult | None) -> tuple[Path, ...]:
+        files = [out / rundir.RESULT, out / rundir.OVERLAY]
+        if result is not None and len(result.detections):
+            # The run wrote them as `sam3-agent run --export png` does: masks/01.png, ...
+            count = len(result.detections)
+            files += [out / rundir.MASKS_DIR / mask_file_name(i, count) for i in range(count)]
+        return tuple(f for f in files if f.is_file())
 
 
 def upload_name(image_path: str | Path) -> str:

@@ -86,15 +86,64 @@ def rounds_html(events: Sequence[RoundEvent]) -> str:
     return f'<div class="s3a-rounds">{body}</div>'
 
 
+_SHARED_CSS = """
+.s3a-round { border: 1px solid var(--border-color-primary); border-radius: 8px;
+  padding: 0.4rem 0.8rem; }
+.s3a-round summary { font-weight: 600; cursor: pointer; }
+.s3a-correction summary { color: var(--color-accent); }
+.s3a-reasoning { font-style: italic; white-space: pre-wrap; margin: 0.4rem 0;
+  color: var(--body-text-color-subdued); }
+.s3a-observation { white-space: pre-wrap; margin: 0.4rem 0; }
+.s3a-masks { max-width: 100%; height: auto; border-radius: 4px; }
+.s3a-checks { display: grid; grid-template-columns: repeat(auto-fill, minmax(180px, 1fr));
+  gap: 0.5rem; margin: 0.4rem 0; }
+.s3a-check { margin: 0; border-radius: 6px; padding: 0.3rem; }
+.s3a-check img { max-width: 100%; height: auto; }
+.s3a-check figcaption { font-size: 0.85em; display: flex; flex-direction: column; }
+.s3a-check-reply { white-space: pre-wrap; max-height: 6em; overflow: auto; }
+.s3a-accept { border: 2px solid #2e9e4f; }
+.s3a-reject { border: 2px solid #c9372c; }
+.s3a-status { padding: 0.5rem 0.8rem; border-radius: 6px;
+  background: var(--background-fill-secondary); }
+.s3a-status-error { background: #fdecea; color: #8a1c13; }
+.s3a-status-done { background: #e7f6ec; color: #1d5e31; }
+.s3a-status-stopped { background: #fff4e0; color: #7a4b00; }
+"""
+
+_TAB_CSS = """
+#{p}-rounds .s3a-rounds {{ display: flex; flex-direction: column; gap: 0.6rem; }}
+#{p}-rounds .s3a-empty {{ color: var(--body-text-color-subdued); padding: 1rem 0; }}
+/* Narrow screens: the rounds right under the status line, the result and downloads after. */
+@media (max-width: 767px) {{
+  #{p}-main {{ flex-direction: column; flex-wrap: nowrap; }}
+  #{p}-left {{ display: contents; }}
+  #{p}-form {{ order: 0; }}
+  #{p}-right {{ order: 1; }}
+  #{p}-after {{ order: 2; }}
+}}
+"""
+
+
+def page_css(video: bool) -> str:
+    """The page's CSS: the rules of every tab, and each tab's own (by its element ids: the
+    image tab's ``s3a-``, the video tab's ``s3a-video-``)."""
+    prefixes = ("s3a", "s3a-video") if video else ("s3a",)
+    return _SHARED_CSS + "".join(_TAB_CSS.format(p=p) for p in prefixes)
+
+
 def status_html(kind: str, text: str) -> str:
     """The status line. ``kind``: ``idle``, ``running``, ``done``, ``stopped`` or ``error``."""
     return f'<div class="s3a-status s3a-status-{_esc(kind)}">{_esc(text)}</div>'
 
 
+def _cost(result: AgentResult | VideoResult) -> str:
+    total = result.usage.total.total_tokens
+    return f"{result.rounds} round(s), {total:,} tokens, {result.timings.get('total', 0.0):.1f} s"
+
+
 def result_summary(result: AgentResult) -> str:
     """One line on how a finished session ended, with its cost."""
-    total = result.usage.total.total_tokens
-    cost = f"{result.rounds} round(s), {total:,} tokens, {result.timings.get('total', 0.0):.1f} s"
+    cost = _cost(result)
     if result.status == "masks":
         scores = ", ".join(
             f"{i + 1}: {score:.2f}" for i, score in enumerate(result.detections.scores.tolist())
@@ -107,9 +156,7 @@ def result_summary(result: AgentResult) -> str:
 
 def video_summary(result: VideoResult) -> str:
     """One line on how a finished video session ended, with its cost."""
-    total = result.usage.total.total_tokens
-    cost = f"{result.rounds} round(s), {total:,} tokens, {result.timings.get('total', 0.0):.1f} s"
-    frames = len(result.video.get("frames_used", ()))
+    cost, frames = _cost(result), len(result.video.get("frames_used", ()))
     if result.status == "masks":
         scores = ", ".join(f"{i + 1}: {t.score:.2f}" for i, t in enumerate(result.tracks))
         return f"{len(result.tracks)} track(s) (scores {scores}) over {frames} frames in {cost}"

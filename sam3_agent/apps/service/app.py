@@ -45,7 +45,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -53,8 +52,10 @@ from sam3_agent.apps.service.intake import (
     Gate,
     ImageStore,
     ServiceError,
+    content_type,
     declared_length,
     decode_and_id,
+    parse_json,
     raw_and_id,
     raw_size,
     read_body,
@@ -68,7 +69,6 @@ from sam3_agent.backends.schemas import (
     ErrorCode,
     HealthResponse,
     PhraseResult,
-    RleMask,
     SegmentRequest,
     SegmentResponse,
     UploadResponse,
@@ -77,7 +77,6 @@ from sam3_agent.backends.segment_args import clean_phrase
 from sam3_agent.backends.wire import RAW_RGB_MIME, RleOrder, encode_masks
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import RGBImage
-from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -115,21 +114,14 @@ def _segment_sync(
         cleaned = [clean_phrase(p) for p in chunk]
         detections = embedding.segment(cleaned, score_threshold)
         for text, det in zip(cleaned, detections, strict=True):
-            results.append(
-                PhraseResult(
-                    phrase=text,
-                    used_phrase=phrase_as_read(embedding, text),
-                    masks=[
-                        RleMask(size=(r["size"][0], r["size"][1]), counts=r["counts"])
-                        for r in encode_masks(det.masks, rle_order)
-                    ],
-                    boxes=[
-                        (float(a), float(b), float(c), float(d))
-                        for a, b, c, d in det.boxes.tolist()
-                    ],
-                    scores=[float(s) for s in det.scores.tolist()],
-                )
-            )
+            answer = {
+                "phrase": text,
+                "used_phrase": phrase_as_read(embedding, text),
+                "masks": encode_masks(det.masks, rle_order),
+                "boxes": det.boxes.tolist(),
+                "scores": det.scores.tolist(),
+            }
+            results.append(PhraseResult.model_validate(answer))
     return SegmentResponse(image_id=image_id, image_size=(height, width), results=results)
 
 
@@ -192,7 +184,6 @@ def create_app(
     app.state.segments = segments
     app.state.tracks = tracks
     app.state.videos = videos
-    app.state.video_segmenter = video_segmenter
     expected = token.encode() if token else None
     json_limit = limits.max_upload_bytes * 4 // 3 + _JSON_OVERHEAD_BYTES
 
@@ -264,8 +255,7 @@ def create_app(
     @app.post("/v1/images")
     async def upload(request: Request) -> UploadResponse:
         authorize(request)
-        mime = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        raw = mime == RAW_RGB_MIME
+        raw = content_type(request) == RAW_RGB_MIME
         if raw:
             height, width = raw_size(dict(request.query_params), limits.max_pixels)
             limit = height * width * 3
@@ -300,7 +290,7 @@ def create_app(
             if not small:
                 await held.enter_async_context(uploads.hold())
             body = await read_body(request, SMALL_BODY_BYTES if small else json_limit)
-            req = _parse_segment_request(body)
+            req = parse_json(body, SegmentRequest)
             del body
             if req.image_id is not None:
                 image_id = req.image_id
@@ -322,22 +312,6 @@ def create_app(
                 del encoded
                 images.put(image_id, image)
             return await _segment_image(req, image, image_id)
-
-    def _parse_segment_request(body: bytes) -> SegmentRequest:
-        try:
-            payload = json.loads(body)
-        except (ValueError, RecursionError) as e:
-            # ValueError covers bad JSON, bad UTF-8 and integers past Python's digit limit.
-            detail = one_line(e)
-            raise ServiceError(
-                400, ErrorCode.BAD_JSON, f"the body is not valid JSON: {detail}"
-            ) from e
-        try:
-            req = SegmentRequest.model_validate(payload)
-        except ValidationError as e:
-            details = json.loads(e.json(include_url=False, include_input=False))
-            raise ServiceError(422, ErrorCode.INVALID, "invalid request", details=details) from e
-        return req
 
     async def _segment_image(
         req: SegmentRequest, image: RGBImage, image_id: str

@@ -1,30 +1,34 @@
 """What a request brings in, under bounds: bodies read within a size limit once a slot is
-held (:class:`Gate`), images decoded within a pixel limit, decoded images kept in a bounded
-store (:class:`ImageStore`), and the one error type the app turns into a JSON answer."""
+held (:class:`Gate`) and parsed as JSON (:func:`parse_json`), images decoded within a pixel
+limit, uploads kept in bounded stores (:class:`LruStore`: images here, videos in
+:mod:`~sam3_agent.apps.service.video_store`), and the one error type the app turns into a
+JSON answer."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from fastapi import Request
+from pydantic import BaseModel, ValidationError
 
-from sam3_agent.apps.service.limits import (
-    RETRY_AFTER_S,
-)
-from sam3_agent.backends.schemas import (
-    ErrorCode,
-)
+from sam3_agent.apps.service.limits import RETRY_AFTER_S
+from sam3_agent.backends.schemas import ErrorCode
 from sam3_agent.backends.wire import RAW_RGB_MIME, decode_raw
 from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.images import ImageTooLargeError, RGBImage, image_digest, load_image
+from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
+
+V = TypeVar("V")
+_Request = TypeVar("_Request", bound=BaseModel)
 
 
 class ServiceError(Exception):
@@ -47,49 +51,71 @@ class ServiceError(Exception):
         self.headers = headers
 
 
-class ImageStore:
-    """A thread-safe LRU of decoded images by id, bounded in count and in bytes."""
+class LruStore(Generic[V]):
+    """A thread-safe LRU by id, bounded in count and in bytes (``nbytes`` of a value); the
+    newest value is always kept, even when it alone exceeds the byte bound."""
 
-    def __init__(self, max_images: int, max_bytes: int) -> None:
-        self._max_images = max_images
-        self._max_bytes = max_bytes
-        self._images: OrderedDict[str, RGBImage] = OrderedDict()
+    def __init__(self, max_items: int, max_bytes: int, nbytes: Callable[[V], int]) -> None:
+        self._max_items = max_items
+        self.max_bytes = max_bytes
+        self._nbytes = nbytes
+        self._items: OrderedDict[str, V] = OrderedDict()
         self._bytes = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
-    def put(self, image_id: str, image: RGBImage) -> None:
+    def _put(self, key: str, value: V) -> tuple[V, list[tuple[str, V]]]:
+        """Keep ``value`` under ``key`` unless a value is there already (it stays, now the
+        most recently used); returns the value stored under ``key`` and those evicted."""
         with self._lock:
-            if image_id in self._images:
-                self._images.move_to_end(image_id)
-                return
-            self._images[image_id] = image
-            self._bytes += image.nbytes
-            # Always keep the newest image, even when it alone exceeds the byte bound.
-            while len(self._images) > 1 and (
-                len(self._images) > self._max_images or self._bytes > self._max_bytes
+            known = self._items.get(key)
+            if known is not None:
+                self._items.move_to_end(key)
+                return known, []
+            self._items[key] = value
+            self._bytes += self._nbytes(value)
+            evicted: list[tuple[str, V]] = []
+            while len(self._items) > 1 and (
+                len(self._items) > self._max_items or self._bytes > self.max_bytes
             ):
-                _, evicted = self._images.popitem(last=False)
-                self._bytes -= evicted.nbytes
+                evicted.append(self._items.popitem(last=False))
+                self._bytes -= self._nbytes(evicted[-1][1])
+            return value, evicted
 
-    def get(self, image_id: str) -> RGBImage | None:
+    def get(self, key: str) -> V | None:
+        """The value stored under ``key`` (now the most recently used), or None."""
         with self._lock:
-            image = self._images.get(image_id)
-            if image is not None:
-                self._images.move_to_end(image_id)
-            return image
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
 
     def clear(self) -> None:
         with self._lock:
-            self._images.clear()
+            self._items.clear()
             self._bytes = 0
+
+    @property
+    def bytes_used(self) -> int:
+        with self._lock:
+            return self._bytes
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._images)
+            return len(self._items)
 
-    def __contains__(self, image_id: object) -> bool:
+    def __contains__(self, key: object) -> bool:
         with self._lock:
-            return image_id in self._images
+            return key in self._items
+
+
+class ImageStore(LruStore[RGBImage]):
+    """Decoded images by id, bounded in count and in bytes."""
+
+    def __init__(self, max_images: int, max_bytes: int) -> None:
+        super().__init__(max_images, max_bytes, lambda image: image.nbytes)
+
+    def put(self, image_id: str, image: RGBImage) -> None:
+        self._put(image_id, image)
 
 
 class Gate:
@@ -192,17 +218,21 @@ def refuse_declared_over(request: Request, limit: int) -> None:
         )
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it exceeds ``limit`` bytes."""
-    refuse_declared_over(request, limit)
-    chunks: list[bytes] = []
+async def body_chunks(request: Request, limit: int, what: str = "body") -> AsyncIterator[bytes]:
+    """The request body as it arrives, refused with 413 as soon as it exceeds ``limit``
+    bytes (``what``: the message's name for it)."""
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ServiceError(413, ErrorCode.TOO_LARGE, f"body exceeds the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
+            raise ServiceError(413, ErrorCode.TOO_LARGE, f"{what} exceeds the {limit}-byte limit")
+        yield chunk
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it exceeds ``limit`` bytes."""
+    refuse_declared_over(request, limit)
+    return b"".join([chunk async for chunk in body_chunks(request, limit)])
 
 
 def decode_and_id(data: bytes, max_pixels: int) -> tuple[str, RGBImage]:
@@ -216,3 +246,28 @@ def raw_and_id(data: bytes, height: int, width: int) -> tuple[str, RGBImage]:
     except ValueError as e:
         raise ServiceError(400, ErrorCode.BAD_IMAGE, str(e)) from e
     return image_digest(image), image
+
+
+def content_type(request: Request) -> str:
+    """The body's media type, lower case, without parameters."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def parse_json(body: bytes, model: type[_Request]) -> _Request:
+    """A request body as ``model``.
+
+    Raises:
+        ServiceError: 400 not JSON, 422 not a valid ``model`` (the problems as details).
+    """
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        # ValueError covers bad JSON, bad UTF-8 and integers past Python's digit limit.
+        raise ServiceError(
+            400, ErrorCode.BAD_JSON, f"the body is not valid JSON: {one_line(e)}"
+        ) from e
+    try:
+        return model.model_validate(payload)
+    except ValidationError as e:
+        details = json.loads(e.json(include_url=False, include_input=False))
+        raise ServiceError(422, ErrorCode.INVALID, "invalid request", details=details) from e

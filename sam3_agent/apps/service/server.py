@@ -24,16 +24,6 @@ if TYPE_CHECKING:  # serve-sam3 --help and the demo's flag check import no numpy
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "TOKEN_ENV",
-    "bind_listeners",
-    "check_bind_security",
-    "check_port_free",
-    "is_loopback",
-    "run_app",
-    "serve",
-]
-
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` only accepts connections from this machine.

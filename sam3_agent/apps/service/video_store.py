@@ -21,11 +21,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import sys
 import tarfile
 import tempfile
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from typing import Literal
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from sam3_agent.apps.service.intake import ServiceError
+from sam3_agent.apps.service.intake import LruStore, ServiceError, body_chunks
 from sam3_agent.backends.schemas import ErrorCode
 from sam3_agent.media.video import (
     FRAME_SUFFIXES,
@@ -75,7 +74,7 @@ class StoredVideo:
     """Every frame the video has (no selection)."""
 
 
-class VideoStore:
+class VideoStore(LruStore[StoredVideo]):
     """Uploaded videos on disk, bounded in bytes (LRU); thread-safe.
 
     The newest video is always kept, even when it alone exceeds the bound; a video in use
@@ -95,13 +94,9 @@ class VideoStore:
             self.root = Path(tempfile.mkdtemp(prefix="sam3-agent-videos-", dir=parent))
         except OSError as e:
             raise UserError(f"cannot keep uploaded videos in {parent}: {e.strerror}") from e
-        self.max_bytes = max_bytes
-        self._videos: OrderedDict[str, StoredVideo] = OrderedDict()
+        super().__init__(sys.maxsize, max_bytes, lambda video: video.nbytes)
         self._users: dict[str, int] = {}
         self._evicted: dict[str, StoredVideo] = {}
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self._closed = False
 
     def incoming(self) -> Path:
         """A fresh path in the store's folder for an upload being received."""
@@ -112,34 +107,25 @@ class VideoStore:
         used videos past the bound; returns the video stored under its id (the one already
         there when the same body was uploaded before: the new files are then deleted)."""
         with self._lock:
-            known = self._videos.get(video.video_id)
-            if known is not None:
-                self._videos.move_to_end(video.video_id)
-                doomed = [video]
-            else:
-                self._videos[video.video_id] = video
-                self._bytes += video.nbytes
-                known = video
-                doomed = self._evict()
+            known, evicted = self._put(video.video_id, video)
+            doomed = [video] if known is not video else []
+            for video_id, old in evicted:
+                logger.info("video %s evicted from the store", video_id[:12])
+                # A video in use is deleted when its last user is done.
+                if video_id in self._users:
+                    self._evicted[video_id] = old
+                else:
+                    doomed.append(old)
         _delete_all(doomed)
         return known
-
-    def get(self, video_id: str) -> StoredVideo | None:
-        """The video stored under ``video_id`` (now the most recently used), or None."""
-        with self._lock:
-            video = self._videos.get(video_id)
-            if video is not None:
-                self._videos.move_to_end(video_id)
-            return video
 
     @contextmanager
     def use(self, video_id: str) -> Iterator[StoredVideo | None]:
         """The video stored under ``video_id`` (None when there is none), kept on disk until
         the ``with`` ends even if it is evicted meanwhile."""
         with self._lock:
-            video = self._videos.get(video_id)
+            video = self.get(video_id)
             if video is not None:
-                self._videos.move_to_end(video_id)
                 self._users[video_id] = self._users.get(video_id, 0) + 1
         try:
             yield video
@@ -157,39 +143,9 @@ class VideoStore:
     def close(self) -> None:
         """Delete every stored video and the store's folder."""
         with self._lock:
-            self._videos.clear()
+            self.clear()
             self._evicted.clear()
-            self._bytes = 0
-            self._closed = True
         shutil.rmtree(self.root, ignore_errors=True)
-
-    @property
-    def bytes_used(self) -> int:
-        """Bytes of the videos stored (those evicted but still in use not counted)."""
-        with self._lock:
-            return self._bytes
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._videos)
-
-    def __contains__(self, video_id: object) -> bool:
-        with self._lock:
-            return video_id in self._videos
-
-    def _evict(self) -> list[StoredVideo]:
-        """Under the lock: drop the least recently used videos past the bound; returns those
-        to delete now (a video in use is deleted when its last user is done)."""
-        doomed: list[StoredVideo] = []
-        while len(self._videos) > 1 and self._bytes > self.max_bytes:
-            video_id, video = self._videos.popitem(last=False)
-            self._bytes -= video.nbytes
-            logger.info("video %s evicted from the store", video_id[:12])
-            if video_id in self._users:
-                self._evicted[video_id] = video
-            else:
-                doomed.append(video)
-        return doomed
 
 
 def _delete_all(videos: list[StoredVideo]) -> None:
@@ -225,12 +181,8 @@ async def receive_to_file(request: Request, path: Path, limit: int) -> tuple[str
                 digest.update(data)
                 file.write(data)
 
-            async for chunk in request.stream():
+            async for chunk in body_chunks(request, limit, "video upload"):
                 size += len(chunk)
-                if size > limit:
-                    raise ServiceError(
-                        413, ErrorCode.TOO_LARGE, f"video upload exceeds the {limit}-byte limit"
-                    )
                 pending += chunk
                 if len(pending) >= _WRITE_CHUNK:
                     await run_in_threadpool(flush, bytes(pending))

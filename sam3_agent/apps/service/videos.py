@@ -25,19 +25,19 @@ bytes (LRU), deleted on eviction and when the app shuts down.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from fastapi import FastAPI, Request, Response
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from sam3_agent.apps.service.intake import (
     Gate,
     ServiceError,
+    content_type,
+    parse_json,
     read_body,
     refuse_declared_over,
 )
@@ -116,7 +116,6 @@ def add_video_routes(
     @app.post("/v1/videos")
     async def upload_video(request: Request) -> VideoUploadResponse:
         _, store = enabled(request)
-        mime = request.headers.get("content-type", "").split(";")[0].strip().lower()
         refuse_declared_over(request, bounds.max_video_bytes)
         async with service.uploads.hold():
             incoming = store.incoming()
@@ -125,7 +124,7 @@ def add_video_routes(
                 check_video,
                 video_id,
                 incoming,
-                tar=mime == TAR_MIME,
+                tar=content_type(request) == TAR_MIME,
                 max_frames=bounds.max_video_frames,
                 max_pixels=bounds.max_pixels,
             )
@@ -156,7 +155,7 @@ def add_video_routes(
         refuse_declared_over(request, track_limit)
         async with service.tracks.hold():
             body = await read_body(request, track_limit)
-            req = _parse_track_request(body)
+            req = parse_json(body, TrackRequest)
             del body
             with store.use(video_id) as stored:
                 if stored is None:
@@ -175,20 +174,6 @@ def _unknown(video_id: str) -> ServiceError:
     )
 
 
-def _parse_track_request(body: bytes) -> TrackRequest:
-    try:
-        payload = json.loads(body)
-    except (ValueError, RecursionError) as e:
-        raise ServiceError(
-            400, ErrorCode.BAD_JSON, f"the body is not valid JSON: {one_line(e)}"
-        ) from e
-    try:
-        return TrackRequest.model_validate(payload)
-    except ValidationError as e:
-        details = json.loads(e.json(include_url=False, include_input=False))
-        raise ServiceError(422, ErrorCode.INVALID, "invalid request", details=details) from e
-
-
 def _frames_tracked(stored: StoredVideo, req: TrackRequest) -> VideoSource:
     """The stored video with the request's frames (422 when none or out of range)."""
     video = stored.source
@@ -202,14 +187,8 @@ def _frames_tracked(stored: StoredVideo, req: TrackRequest) -> VideoSource:
             )
         return replace(video, indices=tuple(req.frames))
     try:
-        selection = FrameSelection(
-            stride=req.stride,
-            max_frames=req.max_frames,
-            start_s=req.start_s,
-            end_s=req.end_s,
-            fps=req.fps,
-        )
-        return video.reselect(selection)
+        selection = {f.name: getattr(req, f.name) for f in fields(FrameSelection)}
+        return video.reselect(FrameSelection(**selection))
     except UserError as e:  # VideoLoadError included: no frame in the selection
         raise ServiceError(422, ErrorCode.INVALID, scrub(e, video.path)) from e
 

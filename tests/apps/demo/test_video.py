@@ -205,3 +205,12 @@ async def test_one_request_per_page_at_a_time(tmp_path: Path):
     await chat.waiting.wait()
     demo.stop("tab-1")
     await collect(stream)
+
+
+def test_the_image_and_the_video_tab_run_on_one_runner_shape() -> None:
+    from sam3_agent.apps.demo.sessions import DemoRunner, SessionRunner
+
+    assert issubclass(DemoRunner, SessionRunner) and issubclass(VideoDemoRunner, SessionRunner)
+    # One streaming, stopping and ending path: neither tab's runner has its own.
+    for name in ("_answer", "_final", "stop"):
+        assert name not in vars(DemoRunner) and name not in vars(VideoDemoRunner)

@@ -85,3 +85,15 @@ def test_whatever_the_model_writes_stays_text(text: str):
     status = status_html("error", text)
     assert html.escape(text, quote=True) in status
     assert {t.split()[0].strip("<>") for t in TAG.findall(status)} <= {"div", "/div"}
+
+
+def test_each_tab_gets_the_same_rules_under_its_own_ids() -> None:
+    from sam3_agent.apps.demo.views import page_css
+
+    image_only, both = page_css(video=False), page_css(video=True)
+    for prefix in ("s3a", "s3a-video"):
+        for rule in ("-rounds .s3a-rounds {", "-rounds .s3a-empty {", "-main {", "-after {"):
+            assert (f"#{prefix}{rule}" in both) and (
+                (f"#{prefix}{rule}" in image_only) == (prefix == "s3a")
+            )
+    assert both.count(".s3a-status-done {") == 1  # the shared rules once

@@ -253,7 +253,7 @@ def test_the_app_and_the_server_take_the_limits_as_one_value() -> None:
 
 def test_client_waits_as_long_as_a_busy_service_asks(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("sam3_agent.backends.sam3_remote.time.sleep", slept.append)
+    monkeypatch.setattr("sam3_agent.backends.service_client.time.sleep", slept.append)
     answers = iter(
         [
             httpx.Response(503, json={"error": "busy", "code": "busy"}, headers={"Retry-After": "7"}),

@@ -416,7 +416,7 @@ def test_image_store_is_bounded() -> None:
 
 def test_client_retries_5xx_with_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     sleeps: list[float] = []
-    monkeypatch.setattr("sam3_agent.backends.sam3_remote.time.sleep", sleeps.append)
+    monkeypatch.setattr("sam3_agent.backends.service_client.time.sleep", sleeps.append)
     statuses = [503, 502]
     image = make_image(9)
 
@@ -434,7 +434,7 @@ def test_client_retries_5xx_with_backoff(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_client_gives_up_on_connection_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     sleeps: list[float] = []
-    monkeypatch.setattr("sam3_agent.backends.sam3_remote.time.sleep", sleeps.append)
+    monkeypatch.setattr("sam3_agent.backends.service_client.time.sleep", sleeps.append)
     calls: list[int] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -457,7 +457,7 @@ def test_client_against_closed_port(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as sock:  # find a free loopback port, then leave it closed
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.setattr("sam3_agent.backends.sam3_remote.time.sleep", lambda s: None)
+    monkeypatch.setattr("sam3_agent.backends.service_client.time.sleep", lambda s: None)
     with (
         RemoteSegmenter(f"http://127.0.0.1:{port}", retries=1, timeout_s=2) as remote,
         pytest.raises(SegmenterError, match="ConnectError"),
@@ -882,7 +882,7 @@ def test_the_docs_never_put_the_service_token_on_a_command_line() -> None:
 def test_any_client_side_http_failure_is_a_segmenter_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("sam3_agent.backends.sam3_remote.time.sleep", lambda s: None)
+    monkeypatch.setattr("sam3_agent.backends.service_client.time.sleep", lambda s: None)
 
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.DecodingError("bad gzip", request=request)

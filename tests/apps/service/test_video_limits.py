@@ -535,3 +535,11 @@ def test_shutdown_deletes_every_stored_video(tmp_path: Path) -> None:
 def test_limits_are_checked(tmp_path: Path, name: str) -> None:
     with pytest.raises(UserError, match=name):
         video_app(tmp_path, **{name: 0})
+
+
+def test_the_image_and_the_video_store_are_one_lru_shape() -> None:
+    from sam3_agent.apps.service.intake import ImageStore, LruStore
+
+    assert issubclass(ImageStore, LruStore) and issubclass(VideoStore, LruStore)
+    for name in ("get", "__len__", "__contains__", "bytes_used"):
+        assert name not in vars(ImageStore) and name not in vars(VideoStore)

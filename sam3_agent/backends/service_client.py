@@ -1,0 +1,328 @@
+"""What every client of the SAM 3 service (``sam3-agent serve-sam3``) shares:
+:class:`ServiceBackend`, the base of the image client
+(:class:`~sam3_agent.backends.sam3_remote.RemoteSegmenter`) and the video client
+(:class:`~sam3_agent.backends.sam3_remote_video.RemoteVideoSegmenter`): one connection pool,
+the token, retries (connection failures, timeouts and 5xx answers, with exponential
+backoff; a busy service's ``Retry-After`` wins), the one-line errors, the preflight check,
+the uploads remembered and sent again when the service evicted them; and
+:class:`RemoteHandle`, an upload phrases are asked on, which remembers how the service's
+SAM 3 read them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from sam3_agent.backends.identity import sam3_description
+from sam3_agent.backends.retry import RetryPolicy, retry_after
+from sam3_agent.backends.schemas import ErrorCode, HealthResponse
+from sam3_agent.backends.segment_args import check_segment_args
+from sam3_agent.backends.service_auth import TOKEN_ENV
+from sam3_agent.values.errors import SegmenterError, UserError
+
+logger = logging.getLogger(__name__)
+
+_Model = TypeVar("_Model", bound=BaseModel)
+# Ids of images this client uploaded, to skip re-uploads; the server may still evict them.
+_KNOWN_UPLOADS = 1024
+# Phrases whose reading the service reported, per handle.
+_KNOWN_PHRASES = 256
+# A service's Retry-After is honoured up to this many seconds.
+_MAX_RETRY_AFTER_S = 60.0
+
+
+class PhraseReadings:
+    """Phrases as a service's SAM 3 read them, the ``_KNOWN_PHRASES`` most recently
+    remembered (for a remote handle's ``used_phrase``). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._used: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, phrase: str) -> str:
+        """How ``phrase`` was last read; ``phrase`` itself if it never was remembered."""
+        with self._lock:
+            return self._used.get(phrase, phrase)
+
+    def remember(self, phrase: str, used: str) -> None:
+        with self._lock:
+            self._used[phrase] = used
+            self._used.move_to_end(phrase)
+            while len(self._used) > _KNOWN_PHRASES:
+                self._used.popitem(last=False)
+
+
+class RemoteHandle:
+    """An upload on the service (an image, a video) that phrases are asked on; remembers
+    how the service's SAM 3 read them."""
+
+    def __init__(self, owner: ServiceBackend) -> None:
+        self._owner = owner
+        self._readings = PhraseReadings()
+
+    def used_phrase(self, phrase: str) -> str:
+        """``phrase`` as the service's SAM 3 read it in the last call that asked for it;
+        ``phrase`` itself if none did or the service did not say."""
+        return self._readings.read(phrase)
+
+    def _remember(self, phrase: str, sent: str, used: str | None) -> None:
+        """How the service read ``phrase``, sent as ``sent`` (``used``: None if unsaid)."""
+        self._readings.remember(phrase, sent if used is None else used)
+
+    def _ask(self, phrases: Sequence[str], score_threshold: float) -> list[Any]:
+        check_segment_args(phrases, score_threshold)
+        return self._owner._answer(self, list(phrases), score_threshold) if phrases else []
+
+
+class ServiceBackend:
+    """One connection to a SAM 3 service, the base of its image and video clients: the
+    URL, the token, one ``httpx.Client`` (one pool) for its lifetime, retries, one-line
+    errors, the preflight :meth:`check`, and the bodies it uploaded (digest -> the
+    service's id), so that none is sent twice. ``close()`` it, or use it as a context
+    manager. Thread-safe; every failure is a one-line
+    :class:`~sam3_agent.values.errors.SegmenterError`."""
+
+    default_timeout_s = 120.0
+    """Seconds a request may take when ``timeout_s`` is not given."""
+    _known_uploads = _KNOWN_UPLOADS
+    _unknown = ErrorCode.UNKNOWN_IMAGE
+    """The code of a 404 that says the service no longer holds the upload."""
+    _evicted = "server evicted image %s; uploading it again"
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float | None = None,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
+
+        Args:
+            token: bearer token, when the service requires one; ``None`` reads
+                ``SAM3_AGENT_TOKEN`` from the environment.
+            timeout_s: per request (the wait for an answer included); by default
+                :attr:`default_timeout_s`.
+            retries: extra attempts after a connection error, timeout or 5xx answer.
+            backoff_s: wait before the first retry; doubles for each further one.
+            transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
+
+        Raises:
+            UserError: not an http(s) URL, or a bad number.
+        """
+        timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
+        parsed = httpx.URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise UserError(f"SAM 3 service URL must be http(s)://host[:port], got {url!r}")
+        if retries < 0 or timeout_s <= 0 or backoff_s < 0:
+            raise UserError("retries and backoff_s must be >= 0 and timeout_s > 0")
+        if token is None:
+            token = os.environ.get(TOKEN_ENV) or None
+        self._given_url = url
+        self.url = str(parsed).rstrip("/")
+        # backoff_s as documented: the wait itself, doubling, with no jitter and no ceiling.
+        self._retry = RetryPolicy(
+            max_retries=retries,
+            backoff_base_s=backoff_s,
+            backoff_cap_s=math.inf,
+            max_retry_after_s=_MAX_RETRY_AFTER_S,
+            jitter=False,
+        )
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
+        )
+        self._checked = False
+        self._uploaded: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
+        return sam3_description(url=self._given_url)
+
+    def check(self) -> None:
+        """Check that the service answers (``GET /health``) and takes the token
+        (``GET /v1/health``), before anything that costs money. A success is remembered; a
+        service too old to have ``/v1/health`` passes on its health alone (its token is then
+        checked by the first upload).
+
+        Raises:
+            SegmenterError: unreachable after retries, not a SAM 3 service, or refusing
+                the token.
+        """
+        if self._checked:
+            return
+        health = self._send("GET", "/health")
+        if health.status_code != 200:
+            raise SegmenterError(
+                f"{self.url} does not answer as a SAM 3 service: GET /health gave HTTP "
+                f"{health.status_code} ({_error_message(health)})"
+            )
+        self._parse(HealthResponse, health)
+        authorized = self._send("GET", "/v1/health")
+        if authorized.status_code == 404:
+            logger.info("SAM 3 service at %s has no /v1/health; token checked on use", self.url)
+        else:
+            self._raise_for_error(authorized, "health")
+        self._checked = True
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request, retried on connection errors, timeouts and 5xx answers (a busy
+        service's ``Retry-After`` wins over the backoff). A body sent as chunks must be
+        iterable again for each attempt (not a generator).
+
+        Raises:
+            SegmenterError: every attempt failed.
+        """
+        attempts = self._retry.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            cause: Exception | None = None
+            asked_s: float | None = None
+            try:
+                response = self._client.request(method, path, **kwargs)
+            except httpx.HTTPError as e:  # connection, timeout, protocol, decoding, redirects
+                cause = e
+                failure = f"{type(e).__name__}: {e}"
+            else:
+                if response.status_code < 500:
+                    return response
+                failure = f"HTTP {response.status_code}: {_error_message(response)}"
+                asked_s = retry_after(response)
+            if attempt == attempts:
+                fix = ""
+                if isinstance(cause, (httpx.ConnectError, httpx.ConnectTimeout)):
+                    fix = "; is the service running there (`sam3-agent serve-sam3`)?"
+                raise SegmenterError(
+                    f"SAM 3 service at {self.url} failed {attempts} time(s) on {path}: "
+                    f"{failure}{fix}"
+                ) from cause
+            wait = self._retry.delay(attempt, asked_s)
+            # Progress, not a problem yet: the error says so if the last retry fails too (debug
+            # logging shows these lines).
+            logger.info(
+                "SAM 3 service %s%s failed (%s); retry %d/%d in %.2fs",
+                self.url,
+                path,
+                failure,
+                attempt,
+                self._retry.max_retries,
+                wait,
+            )
+            time.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _raise_for_error(self, response: httpx.Response, what: str) -> None:
+        """Nothing for a success; for a 4xx answer the service's one-line error, naming
+        ``what`` (a refused token says how to pass one)."""
+        if response.status_code < 400:
+            return
+        message = _error_message(response)
+        if response.status_code == 401:
+            raise SegmenterError(
+                f"SAM 3 service at {self.url} refused the token ({message}); pass the server's "
+                f"token (`sam3_token`, or {TOKEN_ENV})"
+            )
+        raise SegmenterError(
+            f"SAM 3 service at {self.url} refused the {what} request "
+            f"(HTTP {response.status_code}): {message}"
+        )
+
+    def _parse(self, model: type[_Model], response: httpx.Response) -> _Model:
+        """The answer's body as ``model``; a body that does not validate is one line (its
+        first problem)."""
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as e:
+            raise SegmenterError(
+                f"SAM 3 service at {self.url} sent an unexpected answer: {e.error_count()} "
+                f"problem(s), first: {e.errors()[0]['msg']}"
+            ) from e
+
+    def _post(self, what: str, model: type[_Model], path: str, **kwargs: Any) -> _Model:
+        response = self._send("POST", path, **kwargs)
+        self._raise_for_error(response, what)
+        return self._parse(model, response)
+
+    def _known(self, digest: str) -> str | None:
+        """The service's id of a body this client uploaded, if it remembers one."""
+        with self._lock:
+            known = self._uploaded.get(digest)
+            if known is not None:
+                self._uploaded.move_to_end(digest)
+            return known
+
+    def _uploaded_as(self, digest: str, upload_id: str) -> str:
+        with self._lock:
+            self._uploaded[digest] = upload_id
+            while len(self._uploaded) > self._known_uploads:
+                self._uploaded.popitem(last=False)
+        return upload_id
+
+    def _answer(self, handle: Any, phrases: list[str], score_threshold: float) -> list[Any]:
+        raise NotImplementedError  # pragma: no cover
+
+    def _ask(
+        self,
+        upload_id: str,
+        request: Callable[[str], httpx.Response],
+        reupload: Callable[[], str],
+        what: str,
+        model: type[_Model],
+    ) -> _Model:
+        """``request``'s answer on the upload ``upload_id`` as ``model``; asked again on the
+        id ``reupload`` gives when the service no longer holds the upload."""
+        response = request(upload_id)
+        if _error_code(response) == self._unknown:
+            logger.info(self._evicted, upload_id[:12])
+            response = request(reupload())
+        self._raise_for_error(response, what)
+        return self._parse(model, response)
+
+
+def _error_body(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    code = _error_body(response).get("code") if response.status_code == 404 else None
+    return code if isinstance(code, str) else None
+
+
+def _error_message(response: httpx.Response) -> str:
+    error = _error_body(response).get("error")
+    if isinstance(error, str):
+        return error
+    return response.text[:200] or response.reason_phrase
