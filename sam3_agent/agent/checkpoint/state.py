@@ -172,7 +172,7 @@ def _jsonable(value: Any) -> Any:
 class Ending:
     """How a session ended: a :class:`~sam3_agent.agent.steps.Final` answer, or a failure text."""
 
-    final: Final | None
+    final: Final[Any] | None
     failure: str | None
 
 
@@ -337,20 +337,12 @@ def _extra_from_json(name: str, value: Any) -> Any:
 
 
 def detections_to_json(detections: Answer | None) -> dict[str, Any] | None:
-    """Masks as JSON: detections as RLE + boxes + scores; tracks under ``"tracks"``."""
-    if detections is None:
-        return None
-    if isinstance(detections, Tracks):
-        return {"tracks": detections.to_json()}
-    return {
-        "rle": detections.to_coco_rle(),
-        "boxes": detections.boxes.tolist(),
-        "scores": detections.scores.tolist(),
-    }
+    """Masks as JSON (:meth:`~sam3_agent.values.detections.Candidates.to_state`)."""
+    return None if detections is None else detections.to_state()
 
 
 def detections_from_json(doc: dict[str, Any] | None, image_size: tuple[int, int]) -> Answer | None:
-    """Inverse of :func:`detections_to_json`."""
+    """Inverse of :func:`detections_to_json`: tracks are stored under ``"tracks"``."""
     if doc is None:
         return None
     if "tracks" in doc:
@@ -378,7 +370,8 @@ def _ending_from_json(doc: dict[str, Any] | None, image_size: tuple[int, int]) -
         return Ending(None, doc["failure"])
     detections = detections_from_json(final["detections"], image_size)
     return Ending(
-        Final(final["status"], detections or Detections.empty(*image_size)), doc["failure"]
+        Final(final["status"], Detections.empty(*image_size) if detections is None else detections),
+        doc["failure"],
     )
 
 
