@@ -15,12 +15,13 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from sam3_agent.agent import rundir, tools
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
+from sam3_agent.agent.checkpoint.state import Backends
 from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
 from sam3_agent.agent.ended import image_result
 from sam3_agent.agent.export import ExportFormat
@@ -235,13 +236,7 @@ class ImageMedium:
         preflight(self.segmenter)
 
     def fingerprint(
-        self,
-        scene: ImageScene,
-        *,
-        query: str,
-        config: AgentConfig,
-        model: str,
-        backends: Mapping[str, Mapping[str, Any] | None],
+        self, scene: ImageScene, query: str, config: AgentConfig, model: str, backends: Backends
     ) -> Fingerprint:
         return Fingerprint.of(
             query=query, image=scene.image, config=config, model=model, backends=backends

@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from sam3_agent.agent import prompts, tools
-from sam3_agent.agent.checkpoint import Checkpoint, Ending, Fingerprint
+from sam3_agent.agent.checkpoint import Checkpoint, Ending
 from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History, counter_for
 from sam3_agent.agent.context.base import restore_policy_state
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
@@ -36,6 +36,7 @@ from sam3_agent.agent.hooks import (
     digest_sink,
 )
 from sam3_agent.agent.image import ImageMedium, ImageScene
+from sam3_agent.agent.medium import Medium
 from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.agent.result import AgentResult, SessionResult
 from sam3_agent.agent.session import Scene, Session
@@ -59,12 +60,14 @@ __all__ = [
     "STOPPED",
     "Agent",
     "MaskCheck",
-    "Medium",
     "RoundCallback",
     "RoundEvent",
     "Sam3Agent",
     "check_query",
 ]
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
 
@@ -72,62 +75,18 @@ STOPPED = "stopped before the session ended"
 """The ``failure`` of a session whose task was cancelled (a stop button, a closed page)."""
 
 In = TypeVar("In")
-In_contra = TypeVar("In_contra", contravariant=True)
 S = TypeVar("S", bound="Scene[Any]")
 R = TypeVar("R", bound=SessionResult)
 
 
-class Medium(Protocol[In_contra, S, R]):
-    """What a kind of input supplies to the one agent loop: the prompt set's templates
-    (``kind``), the tools as described to the model, and per request its scene (what SAM 3
-    is asked, what the model and the checkers see), fingerprint, result and files."""
+class RunOptions(TypedDict, total=False):
+    """The keyword options of :meth:`Agent.arun` (and :meth:`Agent.run`)."""
 
-    @property
-    def kind(self) -> prompts.PromptKind: ...
-
-    @property
-    def tools(self) -> tools.Registry: ...
-
-    @property
-    def segmenter(self) -> object: ...
-
-    def open(
-        self,
-        source: In_contra,
-        config: AgentConfig,
-        *,
-        image_path: str | Path | None,
-        exports: Iterable[ExportFormat],
-    ) -> S:
-        """Read ``source`` (raising the medium's load error) into a scene without a
-        segmenter yet."""
-        ...
-
-    def preflight(self) -> None:
-        """Check the segmenter can answer, before any chat-model request is paid for."""
-        ...
-
-    def fingerprint(
-        self,
-        scene: S,
-        *,
-        query: str,
-        config: AgentConfig,
-        model: str,
-        backends: Mapping[str, Mapping[str, Any] | None],
-    ) -> Fingerprint: ...
-
-    def attach(self, scene: S, checkpoint: Checkpoint) -> None:
-        """Give ``scene`` the segmenter, journaled by ``checkpoint``."""
-        ...
-
-    def result(self, scene: S, fields: dict[str, Any], final: Final[Any] | None) -> R:
-        """The result: :func:`~sam3_agent.agent.ended.result_fields` and the answer."""
-        ...
-
-    def write(self, out: Path, result: R, scene: S) -> None:
-        """Write the run directory's outputs of ``result``, ``result.json`` last."""
-        ...
+    output_dir: str | Path | None
+    on_round: RoundCallback | None
+    resume: bool
+    exports: Iterable[ExportFormat]
+    image_path: str | Path | None
 
 
 class Agent(Generic[In, S, R]):
@@ -155,29 +114,10 @@ class Agent(Generic[In, S, R]):
         check_backend(self.config, chat_model)  # e.g. attention without transformers: refuse now
         self.token_counter = counter_for(chat_model)
 
-    def run(
-        self,
-        source: In,
-        query: str,
-        *,
-        output_dir: str | Path | None = None,
-        on_round: RoundCallback | None = None,
-        resume: bool = False,
-        exports: Iterable[ExportFormat] = (),
-        image_path: str | Path | None = None,
-    ) -> R:
+    def run(self, source: In, query: str, **options: Unpack[RunOptions]) -> R:
         """Blocking form of :meth:`arun` (the same options); also works where an event loop
         is already running."""
-        coro = self.arun(
-            source,
-            query,
-            output_dir=output_dir,
-            on_round=on_round,
-            resume=resume,
-            exports=exports,
-            image_path=image_path,
-        )
-        return run_blocking(coro)
+        return run_blocking(self.arun(source, query, **options))
 
     async def arun(
         self,
@@ -191,19 +131,15 @@ class Agent(Generic[In, S, R]):
         image_path: str | Path | None = None,
     ) -> R:
         """Answer ``query`` on ``source`` (an image: a path, PIL image or ``(H, W, 3)`` uint8
-        array; a video: a file, a folder of frames or an opened
-        :class:`~sam3_agent.media.video.VideoSource`).
+        array; a video: a file, a folder of frames or an opened ``VideoSource``).
 
-        With ``output_dir``, the run's files are written there (an image's ``result.json``,
-        ``overlay.png`` and the ``exports`` asked for, :mod:`sam3_agent.agent.export`; a
-        video's ``result.json`` with tracks in the YouTube-VIS layout, ``overlay.mp4`` and
-        ``contact_sheet.png``), with ``trace.jsonl``, also when the session fails and before
-        an infrastructure error propagates; the session's state is committed there after
-        every round (:mod:`sam3_agent.agent.checkpoint`). With ``resume=True`` the session
-        saved in ``output_dir`` continues from its last committed round, with the prompts it
-        started with; calls that had finished are not made again. ``image_path``: the file
-        ``result.json`` names when an image is given already decoded (a path given as the
-        image is named as it is). ``exports`` and ``image_path`` are for images.
+        With ``output_dir``, the medium's files (:mod:`sam3_agent.agent.rundir`; for an image
+        the ``exports`` asked for too) and ``trace.jsonl`` are written there, also when the
+        session fails and before an infrastructure error propagates, and the session is
+        committed after every round (:mod:`sam3_agent.agent.checkpoint`). With
+        ``resume=True`` the session saved there continues from its last committed round,
+        with the prompts it started with; finished calls are not made again.
+        ``image_path``: the file ``result.json`` names for an image given decoded.
 
         Raises:
             UserError: empty query. ImageLoadError, VideoLoadError: unreadable input.
@@ -244,19 +180,9 @@ class Agent(Generic[In, S, R]):
                 await asyncio.to_thread(self.medium.write, out, result, scene)
             return result
 
-        return await self._drive(session, on_round, checkpoint, conclude)
-
-    async def _drive(
-        self,
-        session: Session[Any],
-        on_round: RoundCallback | None,
-        checkpoint: Checkpoint,
-        conclude: Callable[[Final[Any] | None, str | None], Awaitable[R]],
-    ) -> R:
-        """Run the session's rounds, then ``conclude`` it (build and write its result); a
-        session stopped by a backend error or a cancelled task is concluded too, with the
-        reason as its failure, before the error goes on. The checkpoint is closed either way
-        (the run directory is free for a resume)."""
+        # A session stopped by a backend error or a cancelled task is concluded too, with the
+        # reason as its failure, before the error goes on; the checkpoint is closed either
+        # way (the run directory is free for a resume).
         try:
             final, failure = await self._loop(session, on_round, checkpoint)
         except (Sam3AgentError, asyncio.CancelledError) as e:
@@ -276,20 +202,35 @@ class Agent(Generic[In, S, R]):
         # Before any chat-model request is paid for: a remote SAM 3 that is down or refuses
         # the token fails the run here (a segmenter without a check is taken as ready).
         medium.preflight()
-        checkpoint = self._open_checkpoint(
-            out,
-            resume,
-            lambda: medium.fingerprint(
+        if out is None:
+            if resume:
+                raise UserError("resume needs the output directory of the session to continue")
+            checkpoint = Checkpoint.disabled(
+                system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
+            )
+        else:
+            backends = {
+                CHAT: describe_backend(self.chat_model),
+                SEGMENTER: describe_backend(medium.segmenter),
+            }
+            fingerprint = medium.fingerprint(
                 scene,
                 query=query,
                 config=self.config,
                 model=self.chat_model.name,
-                backends={
-                    CHAT: describe_backend(self.chat_model),
-                    SEGMENTER: describe_backend(medium.segmenter),
-                },
-            ),
-        )
+                backends=backends,
+            )
+            checkpoint = (
+                Checkpoint.resume(out, fingerprint)
+                if resume
+                else Checkpoint.start(
+                    out,
+                    fingerprint,
+                    system_prompt=self.system_prompt,
+                    checker_prompt=self.checker_prompt,
+                    prompt_set=self.prompts,
+                )
+            )
         medium.attach(scene, checkpoint)
         session = Session(
             config=self.config,
@@ -302,27 +243,6 @@ class Agent(Generic[In, S, R]):
             token_counter=self.token_counter,
         )
         return session, checkpoint
-
-    def _open_checkpoint(
-        self, out: Path | None, resume: bool, fingerprint: Callable[[], Fingerprint]
-    ) -> Checkpoint:
-        """A session's checkpoint in ``out`` (none without it): resumed, or started with
-        this agent's prompts. ``fingerprint`` is made only where there is a directory."""
-        if out is None:
-            if resume:
-                raise UserError("resume needs the output directory of the session to continue")
-            return Checkpoint.disabled(
-                system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
-            )
-        if resume:
-            return Checkpoint.resume(out, fingerprint())
-        return Checkpoint.start(
-            out,
-            fingerprint(),
-            system_prompt=self.system_prompt,
-            checker_prompt=self.checker_prompt,
-            prompt_set=self.prompts,
-        )
 
     async def _loop(
         self, session: Session[Any], on_round: RoundCallback | None, checkpoint: Checkpoint

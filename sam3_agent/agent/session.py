@@ -15,6 +15,7 @@ import contextlib
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol
 
 from sam3_agent.agent.checkpoint.state import Ending, SessionState
@@ -69,44 +70,36 @@ class Scene(Protocol[C]):
         ...
 
 
+@dataclass(eq=False)
 class Session(Generic[C]):
-    """One request: its scene, a query, and everything that changes while answering it."""
+    """One request: its scene, a query, and everything that changes while answering it.
+    ``prompts``: the set every message of this session renders with."""
 
-    def __init__(
-        self,
-        *,
-        config: AgentConfig,
-        scene: Scene[C],
-        chat_model: ChatModel,
-        query: str,
-        prompts: PromptSet,
-        checker_prompt: str,
-        trace: Trace,
-        token_counter: TokenCounter | None = None,
-    ) -> None:
-        """``prompts``: the set every message of this session renders with."""
-        self.config = config
-        self.scene = scene
-        self.prompts = prompts
-        self.chat_model = chat_model
-        self.query = query
-        self.trace = trace
-        self.token_counter = token_counter or TokenCounter()
-        self.checker_prompt = checker_prompt
-        self.task_image = scene.task_image
-        self.phrases: list[str] = []
-        self.current: C | None = None
-        self.round = 0
-        self.checks_used = 0
-        self.last_checks: list[tuple[CheckRequest, CheckResult]] = []
-        """The latest examine_each_mask: what each checker saw last and its verdict."""
-        self.usage = Usage()
-        self.timings: defaultdict[str, float] = defaultdict(float)
-        self.started = time.perf_counter()
-        """When this process began on the session (``time.perf_counter``): the loop sets it
-        to the start of its call."""
-        self._earlier_s = 0.0  # wall seconds of the work before a resume
-        self._ended_s: float | None = None  # the total at the commit of the ending
+    config: AgentConfig
+    scene: Scene[C]
+    chat_model: ChatModel
+    query: str
+    prompts: PromptSet
+    checker_prompt: str
+    trace: Trace
+    token_counter: TokenCounter = field(default_factory=TokenCounter)
+    phrases: list[str] = field(default_factory=list, init=False)
+    current: C | None = field(default=None, init=False)
+    round: int = field(default=0, init=False)
+    checks_used: int = field(default=0, init=False)
+    last_checks: list[tuple[CheckRequest, CheckResult]] = field(default_factory=list, init=False)
+    """The latest examine_each_mask: what each checker saw last and its verdict."""
+    usage: Usage = field(default_factory=Usage, init=False)
+    timings: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float), init=False)
+    started: float = field(default_factory=time.perf_counter, init=False)
+    """When this process began on the session (``time.perf_counter``): the loop sets it
+    to the start of its call."""
+    _earlier_s: float = field(default=0.0, init=False)  # wall seconds of work before a resume
+    _ended_s: float | None = field(default=None, init=False)  # the total at the ending's commit
+
+    @property
+    def task_image(self) -> EncodedImage:
+        return self.scene.task_image
 
     @property
     def mask_size(self) -> tuple[int, int]:

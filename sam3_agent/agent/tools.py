@@ -25,19 +25,6 @@ if TYPE_CHECKING:
     from sam3_agent.agent.prompts import PromptSet
     from sam3_agent.agent.session import Session
 
-__all__ = [
-    "TOOLS",
-    "Final",
-    "Registry",
-    "Tool",
-    "ToolMistake",
-    "ToolOutcome",
-    "execute",
-    "mask_numbers_to_indices",
-    "tool_docs",
-    "tool_specs",
-]
-
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 # -- what a session started with --------------------------------------------------------
 
+Backends = Mapping[str, Mapping[str, Any] | None]
+"""What each backend said of itself, by part (``mllm``, ``sam3``); ``None``: not described."""
+
 
 @dataclass(frozen=True)
 class Fingerprint:
@@ -57,7 +60,7 @@ class Fingerprint:
         image: RGBImage,
         config: AgentConfig,
         model: str | None,
-        backends: Mapping[str, Mapping[str, Any] | None] | None = None,
+        backends: Backends | None = None,
     ) -> Fingerprint:
         """``model``: the MLLM's name (``None``: not known yet, not compared); ``backends``:
         each part's description (a part ``None`` or left out: not described, not compared)."""
@@ -77,7 +80,7 @@ class Fingerprint:
         config: AgentConfig,
         options: dict[str, Any],
         model: str,
-        backends: Mapping[str, Mapping[str, Any] | None] | None = None,
+        backends: Backends | None = None,
     ) -> Fingerprint:
         """A video session's: the clip's content and frame selection stand for the image
         (:meth:`VideoSource.digest`), ``options`` (what the model is shown) join the

@@ -8,12 +8,13 @@ tools described for tracks and the video templates of the prompt set.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
+from sam3_agent.agent.checkpoint.state import Backends
 from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.loop import Agent
 from sam3_agent.agent.prompts import PromptKind
@@ -73,13 +74,7 @@ class VideoMedium:
             self.segmenter.check()
 
     def fingerprint(
-        self,
-        scene: VideoScene,
-        *,
-        query: str,
-        config: AgentConfig,
-        model: str,
-        backends: Mapping[str, Mapping[str, Any] | None],
+        self, scene: VideoScene, query: str, config: AgentConfig, model: str, backends: Backends
     ) -> Fingerprint:
         return Fingerprint.of_video(
             query=query,
