@@ -76,14 +76,9 @@ class VideoMedium:
     def fingerprint(
         self, scene: VideoScene, query: str, config: AgentConfig, model: str, backends: Backends
     ) -> Fingerprint:
-        return Fingerprint.of_video(
-            query=query,
-            video=scene.video,
-            config=config,
-            options=self.described_options(),
-            model=model,
-            backends=backends,
-        )
+        settings = {**config.to_dict(), "video": self.described_options()}
+        video = scene.video
+        return Fingerprint.of_input(query, video.digest(), video.size, settings, model, backends)
 
     def attach(self, scene: VideoScene, checkpoint: Checkpoint) -> None:
         scene.segmenter = checkpoint.video_segmenter(self.segmenter)
