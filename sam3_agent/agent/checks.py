@@ -1,47 +1,77 @@
-"""``examine_each_mask``: one isolated, concurrent MLLM check per mask.
+"""``examine_each_mask``: one isolated, concurrent MLLM check per candidate, image or video.
 
-Each check is a fresh conversation, [checker system prompt, user(raw image, query, the
-image with that one mask drawn, a close-up)], so checks are independent and run at the
-same time (bounded by a semaphore). Only their summary enters the main conversation.
+Each check is a fresh conversation, [checker system prompt, user(what the medium shows of
+that one candidate, the question)], so checks are independent and run at the same time
+(bounded by ``AgentConfig.check_concurrency``). Only their summary enters the main
+conversation. A reply without a clear verdict is asked again (``verdict_retries``), then
+taken as Reject.
 
-A check sends only what its judgement needs: the two whole-image views at the smallest
-size that still shows that mask clearly (:meth:`~sam3_agent.media.render.Renderer.context_side`),
-and a close-up at the region's own resolution within bounds; twenty checks carry most of a
-session's tokens, so each image is sized for its mask, not for the photo.
+A medium may allow an Uncertain verdict (video): the checker may then name the frames it
+needs, and the candidate gets a closer look (:meth:`CheckView.closer`), at most
+``extra_looks`` times; every call is then checked against ``max_mask_checks``, as looks
+cannot be counted ahead. A candidate still Uncertain stays, marked, for the main model.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from sam3_agent.agent import rundir
+from sam3_agent.agent.context.tokens import TokenCounter, Tokens
 from sam3_agent.agent.parsing import Verdict, parse_verdict
+from sam3_agent.agent.prompts import PromptSet
+from sam3_agent.agent.result import Usage
+from sam3_agent.agent.trace import Trace
 from sam3_agent.backends.base import ChatModel
+from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.images import EncodedImage
-from sam3_agent.values.messages import ChatMessage, ChatResponse, ImagePart, TextPart, TokenUsage
-
-if TYPE_CHECKING:
-    from sam3_agent.agent.prompts import PromptSet
+from sam3_agent.values.messages import (
+    ChatMessage,
+    ChatResponse,
+    ImagePart,
+    Part,
+    TextPart,
+    TokenUsage,
+)
 
 
 @dataclass(frozen=True)
 class CheckRequest:
-    """What the checker sees for mask ``number`` (1-based, of ``total``): the image and the
-    image with the mask drawn (both at the same, per-mask size), and the close-up."""
+    """What the checker sees of candidate ``number`` (1-based, of ``total``) in one look:
+    ``images``, then the ``checker_user`` template rendered with the query, the numbers and
+    ``details`` (a video's track extent and look). ``mask_image`` and ``zoom_image`` are
+    what a round's event shows of it (a video shows its sheet for both)."""
 
     number: int
     total: int
-    raw_image: EncodedImage
+    images: tuple[EncodedImage, ...]
     mask_image: EncodedImage
     zoom_image: EncodedImage
+    details: Mapping[str, object] = field(default_factory=dict)
+
+
+class CheckView(Protocol):
+    """How a medium shows one candidate to its checker, look after look."""
+
+    number: int
+
+    async def request(self, look: int) -> CheckRequest:
+        """What look ``look`` (1-based) shows."""
+        ...
+
+    def closer(self, reply: str) -> None:
+        """Narrow the next look after an Uncertain ``reply``."""
+        ...
 
 
 @dataclass
 class CheckResult:
-    """The verdict on one mask. ``forced`` means no clear verdict came and Reject was assumed."""
+    """The verdict on one candidate. ``forced`` means no clear verdict came and Reject was
+    assumed."""
 
     number: int
     verdict: Verdict
@@ -70,86 +100,160 @@ class CheckCall:
 CallRecorder = Callable[[CheckCall], None]
 
 
+@dataclass(frozen=True)
+class CheckPlan:
+    """What a medium allows its checks: an Uncertain verdict, and closer looks after one."""
+
+    uncertain: bool = False
+    extra_looks: int = 0
+
+
+class CheckingSession(Protocol):
+    """What the checks use of a :class:`~sam3_agent.agent.session.Session`."""
+
+    config: AgentConfig
+    prompts: PromptSet
+    chat_model: ChatModel
+    query: str
+    checker_prompt: str
+    token_counter: TokenCounter
+    trace: Trace
+    round: int
+    checks_used: int
+    usage: Usage
+    last_checks: list[tuple[CheckRequest, CheckResult]]
+
+    @property
+    def checks_left(self) -> int: ...
+
+
+def check_record(
+    trace: Trace, *, round_number: int, call: CheckCall, result: CheckResult, tokens: Tokens
+) -> dict[str, Any]:
+    """The trace record of one check call."""
+    return {
+        "kind": "check",
+        "round": round_number,
+        "mask": call.number,
+        "attempt": call.attempt,
+        "context": trace.messages(call.messages, system_ref=rundir.CHECKER_PROMPT),
+        "reply": call.response.text,
+        "reasoning": call.response.reasoning,
+        "verdict": call.verdict,
+        "forced_reject": result.forced and call.attempt == len(result.replies),
+        "usage": call.response.usage.to_dict(),
+        "tokens_estimate": tokens.to_dict(),
+        "cached": call.response.cached,
+        "latency_s": round(call.latency_s, 4),
+    }
+
+
 async def check_one(
-    chat_model: ChatModel,
-    *,
-    system_prompt: str,
-    prompts: PromptSet,
-    query: str,
-    request: CheckRequest,
-    verdict_retries: int,
+    session: CheckingSession,
+    view: CheckView,
+    plan: CheckPlan,
     record: CallRecorder,
+    shown: dict[int, CheckRequest],
 ) -> CheckResult:
-    """Ask for a verdict; ask again up to ``verdict_retries`` times if unclear, then Reject.
-    The request and the reminder render with ``prompts``."""
-    user = ChatMessage(
-        "user",
-        (
-            ImagePart(request.raw_image),
-            ImagePart(request.mask_image),
-            ImagePart(request.zoom_image),
-            TextPart(
-                prompts.render(
-                    "checker_user", query=query, number=request.number, total=request.total
-                )
-            ),
-        ),
-    )
-    messages = [ChatMessage.text("system", system_prompt), user]
-    result = CheckResult(number=request.number, verdict="reject")
-    for attempt in range(verdict_retries + 1):
-        started = time.perf_counter()
-        response: ChatResponse = await chat_model.complete(messages)
-        elapsed = time.perf_counter() - started
-        result.usage = result.usage + response.usage
-        result.cached_calls += int(response.cached)
-        result.replies.append(response.text)
-        verdict = parse_verdict(response.text)
-        record(CheckCall(request.number, attempt + 1, messages, response, verdict, elapsed))
-        if verdict is not None:
-            result.verdict = verdict
-            return result
-        messages = [
-            *messages,
-            ChatMessage.text("assistant", response.text),
-            ChatMessage.text("user", prompts.feedback("verdict_unclear")),
-        ]
-    result.forced = True
+    """Check one candidate; every call is added to the session's usage and ``record``-ed,
+    the last request shown kept in ``shown``."""
+    prompts, config = session.prompts, session.config
+    result = CheckResult(number=view.number, verdict="reject")
+    attempt = 0
+
+    def spent() -> bool:
+        return plan.uncertain and session.checks_left <= 0
+
+    for look in range(1, 2 + plan.extra_looks):
+        if spent():
+            break
+        request = await view.request(look)
+        shown[view.number] = request
+        question = prompts.render(
+            "checker_user",
+            query=session.query,
+            number=request.number,
+            total=request.total,
+            **request.details,
+        )
+        parts: tuple[Part, ...] = (*map(ImagePart, request.images), TextPart(question))
+        messages = [ChatMessage.text("system", session.checker_prompt), ChatMessage("user", parts)]
+        verdict: Verdict | None = None
+        for _ in range(config.verdict_retries + 1):
+            if spent():
+                break
+            attempt += 1
+            session.checks_used += 1
+            started = time.perf_counter()
+            response = await session.chat_model.complete(messages)
+            elapsed = time.perf_counter() - started
+            result.usage = result.usage + response.usage
+            session.usage.checks = session.usage.checks + response.usage
+            result.cached_calls += int(response.cached)
+            session.usage.cached_calls += int(response.cached)
+            result.replies.append(response.text)
+            verdict = parse_verdict(response.text, allow_uncertain=plan.uncertain)
+            record(CheckCall(view.number, attempt, messages, response, verdict, elapsed))
+            if verdict is not None:
+                break
+            messages = [
+                *messages,
+                ChatMessage.text("assistant", response.text),
+                ChatMessage.text("user", prompts.feedback("verdict_unclear")),
+            ]
+        if verdict is None:
+            result.verdict, result.forced = "reject", True
+            break
+        result.verdict = verdict
+        if verdict != "uncertain":
+            break
+        view.closer(result.replies[-1])
     return result
 
 
 async def check_all(
-    chat_model: ChatModel,
-    *,
-    system_prompt: str,
-    prompts: PromptSet,
-    query: str,
-    requests: Sequence[CheckRequest],
-    concurrency: int,
-    verdict_retries: int,
-    record: CallRecorder,
+    session: CheckingSession, views: Sequence[CheckView], plan: CheckPlan
 ) -> list[CheckResult]:
-    """Check every mask concurrently (at most ``concurrency`` at once), results in order."""
-    semaphore = asyncio.Semaphore(concurrency)
+    """Check every candidate concurrently (numbers 1-based, results in order); the calls
+    are counted and traced in (number, attempt) order, and the session's ``last_checks``
+    set."""
+    semaphore = asyncio.Semaphore(session.config.check_concurrency)
+    calls: list[CheckCall] = []
+    shown: dict[int, CheckRequest] = {}
 
-    async def bounded(request: CheckRequest) -> CheckResult:
+    async def bounded(view: CheckView) -> CheckResult:
         async with semaphore:
-            return await check_one(
-                chat_model,
-                system_prompt=system_prompt,
-                prompts=prompts,
-                query=query,
-                request=request,
-                verdict_retries=verdict_retries,
-                record=record,
-            )
+            return await check_one(session, view, plan, calls.append, shown)
 
-    tasks = [asyncio.ensure_future(bounded(r)) for r in requests]
+    tasks = [asyncio.ensure_future(bounded(view)) for view in views]
     try:
-        return list(await asyncio.gather(*tasks))
+        results = list(await asyncio.gather(*tasks))
     except BaseException:
         # One failed check (endpoint down) fails the round; do not leave the rest running.
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+    session.last_checks = [(shown[r.number], r) for r in results if r.number in shown]
+    ordered = sorted(calls, key=lambda c: (c.number, c.attempt))
+    # Counted here, on the loop, once per call: the tokenizer is shared by every session
+    # of the process, and the trace thread reuses these figures.
+    estimates = [session.token_counter.messages(call.messages) for call in ordered]
+    for tokens in estimates:
+        session.usage.add_estimate("checks", tokens.text, tokens.image)
+    if session.trace.enabled:
+        by_number = {r.number: r for r in results}
+
+        def write_records() -> None:
+            for call, tokens in zip(ordered, estimates, strict=True):
+                record = check_record(
+                    session.trace,
+                    round_number=session.round,
+                    call=call,
+                    result=by_number[call.number],
+                    tokens=tokens,
+                )
+                session.trace.record(record)
+
+        await asyncio.to_thread(write_records)
+    return results

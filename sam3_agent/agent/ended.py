@@ -1,6 +1,6 @@
 """A session's result, and the result of one that has ended, read back without any model.
 
-:func:`session_result` assembles an :class:`AgentResult` (the loop's, at the end of every
+:func:`result_fields` assembles what every result holds (the loop's, at the end of every
 session). :func:`finish_ended` answers a resume of a session that has nothing left to ask
 (it ended, or spent its rounds): the result is its committed ending, the outputs are
 written again, and neither SAM 3 nor the MLLM is needed, so none is loaded.
@@ -9,14 +9,15 @@ written again, and neither SAM 3 nor the MLLM is needed, so none is loaded.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from sam3_agent.agent import prompts, rundir, tools
-from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
+from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint, SessionState
 from sam3_agent.agent.export import ExportFormat
-from sam3_agent.agent.result import AgentResult, Usage
+from sam3_agent.agent.prompts import PromptSet
+from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.steps import Final
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
@@ -29,48 +30,32 @@ def rounds_spent(max_rounds: int) -> str:
     return f"max_rounds ({max_rounds}) reached without an answer"
 
 
-def session_result(
+def result_fields(
+    state: SessionState,
     *,
     query: str,
-    image_size: tuple[int, int],
-    final: Final | None,
+    final: Final[Any] | None,
     failure: str | None,
-    rounds: int,
-    usage: Usage,
-    timings: Mapping[str, float],
-    total_s: float,
     model: str,
-    image_path: str | None,
-    phrases: list[str],
     config: AgentConfig,
     token_count: str,
-    prompt_set: dict[str, str],
-) -> AgentResult:
-    """The result of a session that ended with ``final`` (``None``: failed with ``failure``).
-
-    ``timings``: seconds per phase; ``total_s`` is added as their ``total`` (the wall time of
-    the session's work, :meth:`~sam3_agent.agent.session.SessionProgress.total_s`).
-    ``token_count``: how its tokens were counted.
-    """
-    h, w = image_size
-    detections = Detections.empty(h, w) if final is None else final.detections
-    if not isinstance(detections, Detections):  # an image session selects detections
-        raise TypeError(f"an image session ended with {type(detections).__name__}")
-    return AgentResult(
-        query=query,
-        status="failed" if final is None else final.status,
-        detections=detections,
-        image_size=(h, w),
-        rounds=rounds,
-        usage=usage,
-        timings={**timings, "total": total_s},
-        model=model,
-        image_path=image_path,
-        failure=failure,
-        phrases_tried=list(phrases),
-        context=context_settings(config, token_count),
-        prompts=prompt_set,
-    )
+    prompt_set: PromptSet,
+) -> dict[str, Any]:
+    """The :class:`~sam3_agent.agent.result.SessionResult` fields of a session that ended
+    with ``final`` (``None``: failed with ``failure``), from its state: ``state.timings``
+    holds the ``total``. ``token_count``: how its tokens were counted."""
+    return {
+        "query": query,
+        "status": "failed" if final is None else final.status,
+        "rounds": state.round,
+        "usage": state.usage,
+        "timings": dict(state.timings),
+        "model": model,
+        "failure": failure,
+        "phrases_tried": list(state.phrases),
+        "context": context_settings(config, token_count),
+        "prompts": prompt_set.describe(),
+    }
 
 
 def context_settings(config: AgentConfig, token_count: str) -> dict[str, Any]:
@@ -123,24 +108,34 @@ def finish_ended(
             config.prompts_dir, tool_docs=tools.tool_docs()
         )
         before = checkpoint.started_with
-        result = session_result(
+        # The session's own total: finishing it here is no work on it.
+        total = state.timings.get("total", time.perf_counter() - started)
+        state.timings = {**state.timings, "total": total}
+        fields = result_fields(
+            state,
             query=query,
-            image_size=image.shape[:2],
             final=final,
             failure=failure,
-            rounds=state.round,
-            usage=state.usage,
-            timings=state.timings,
-            # The session's own total: finishing it here is no work on it.
-            total_s=state.timings.get("total", time.perf_counter() - started),
             model=str(before.settings.get("model", "")) if before is not None else "",
-            image_path=str(image_path) if image_path is not None else None,
-            phrases=state.phrases,
             config=config,
             token_count=state.usage.estimate_source,  # as the session counted them
-            prompt_set=own.describe(),
+            prompt_set=own,
         )
+        path = str(image_path) if image_path is not None else None
+        result = image_result(fields, final, image.shape[:2], path)
         rundir.write_run(directory, result, image, exports)
     finally:
         checkpoint.close()
     return result
+
+
+def image_result(
+    fields: dict[str, Any],
+    final: Final[Detections] | None,
+    image_size: tuple[int, int],
+    image_path: str | None,
+) -> AgentResult:
+    """An image session's result: :func:`result_fields` and the masks selected."""
+    h, w = image_size
+    detections = Detections.empty(h, w) if final is None else final.detections
+    return AgentResult(**fields, detections=detections, image_size=(h, w), image_path=image_path)

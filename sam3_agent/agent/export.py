@@ -30,15 +30,16 @@ def parse_exports(text: str | None) -> frozenset[ExportFormat]:
     """
     if not text:
         return frozenset()
+    known: dict[str, ExportFormat] = {name: name for name in EXPORT_FORMATS}
     chosen: set[ExportFormat] = set()
     for part in text.split(","):
         name = part.strip().lower()
-        if name not in EXPORT_FORMATS:
+        if name not in known:
             raise UserError(
                 f"`export` takes a comma-separated list of {', '.join(EXPORT_FORMATS)}, "
                 f"got {part.strip()!r}"
             )
-        chosen.add(name)  # type: ignore[arg-type]  # checked against EXPORT_FORMATS
+        chosen.add(known[name])
     return frozenset(chosen)
 
 

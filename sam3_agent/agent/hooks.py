@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sam3_agent.agent.context.base import save_policy_state, settle_policy
 from sam3_agent.agent.events import RoundCallback, round_event
@@ -25,12 +25,12 @@ if TYPE_CHECKING:
     from sam3_agent.agent.context.summary import DigestCall, DigestSink
     from sam3_agent.agent.context.tokens import TokenCounter
     from sam3_agent.agent.parsing import ParsedReply
-    from sam3_agent.agent.session import AgentSession
+    from sam3_agent.agent.session import Session
     from sam3_agent.agent.steps import ActionStep
     from sam3_agent.values.messages import ChatResponse
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FinishedRound:
     """One main round as the loop finished it.
 
@@ -56,7 +56,7 @@ class FinishedRound:
 
 
 class RoundHook(Protocol):
-    async def __call__(self, session: AgentSession, done: FinishedRound) -> None: ...
+    async def __call__(self, session: Session[Any], done: FinishedRound) -> None: ...
 
 
 class TraceHook:
@@ -65,7 +65,7 @@ class TraceHook:
     def __init__(self, counter: TokenCounter) -> None:
         self._counter = counter
 
-    async def __call__(self, session: AgentSession, done: FinishedRound) -> None:
+    async def __call__(self, session: Session[Any], done: FinishedRound) -> None:
         if not session.trace.enabled:
             return
         # Counted on the loop (the tokenizer is shared by every session of the process).
@@ -98,7 +98,7 @@ class CommitHook:
         self._checkpoint = checkpoint
         self._policy = policy
 
-    async def __call__(self, session: AgentSession, done: FinishedRound) -> None:
+    async def __call__(self, session: Session[Any], done: FinishedRound) -> None:
         # The policy's own state (digests, mode) too, so a resumed session continues it.
         ending = done.ending
         if ending is not None:
@@ -118,14 +118,14 @@ class EventHook:
     def __init__(self, on_round: RoundCallback) -> None:
         self._on_round = on_round
 
-    async def __call__(self, session: AgentSession, done: FinishedRound) -> None:
+    async def __call__(self, session: Session[Any], done: FinishedRound) -> None:
         seconds = time.perf_counter() - done.started
         self._on_round(
             round_event(done.step, done.response, done.parsed, session.last_checks, seconds)
         )
 
 
-def digest_sink(session: AgentSession, counter: TokenCounter) -> DigestSink:
+def digest_sink(session: Session[Any], counter: TokenCounter) -> DigestSink:
     """A sink adding each digest call to ``session.usage.digests`` (apart from the main
     calls) and writing it to the trace as a ``"kind": "digest"`` record."""
 

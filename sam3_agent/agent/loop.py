@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
-from sam3_agent.agent import prompts, rundir, tools
-from sam3_agent.agent.checkpoint import Checkpoint, Ending, Fingerprint
+from sam3_agent.agent import prompts, tools
+from sam3_agent.agent.checkpoint import Checkpoint, Ending
 from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History, counter_for
 from sam3_agent.agent.context.base import restore_policy_state
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
-from sam3_agent.agent.ended import rounds_spent, session_result
+from sam3_agent.agent.ended import result_fields, rounds_spent
 from sam3_agent.agent.events import MaskCheck, RoundCallback, RoundEvent
 from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.hooks import (
@@ -36,9 +35,11 @@ from sam3_agent.agent.hooks import (
     TraceHook,
     digest_sink,
 )
+from sam3_agent.agent.image import ImageMedium, ImageScene
+from sam3_agent.agent.medium import Medium
 from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
-from sam3_agent.agent.result import AgentResult
-from sam3_agent.agent.session import AgentSession, Session
+from sam3_agent.agent.result import AgentResult, SessionResult
+from sam3_agent.agent.session import Scene, Session
 from sam3_agent.agent.steps import (
     Final,
     Observation,
@@ -47,31 +48,39 @@ from sam3_agent.agent.steps import (
     ToolOutcome,
     round_step,
 )
-from sam3_agent.backends.base import ChatModel, Segmenter, describe_backend, preflight
+from sam3_agent.backends.base import ChatModel, Segmenter, describe_backend
 from sam3_agent.backends.identity import CHAT, SEGMENTER
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import Sam3AgentError, UserError
-from sam3_agent.values.images import ImageInput, load_image
+from sam3_agent.values.images import ImageInput
 from sam3_agent.values.messages import ChatResponse
 from sam3_agent.values.text import echo
 
-__all__ = ["STOPPED", "MaskCheck", "RoundCallback", "RoundEvent", "Sam3Agent", "check_query"]
+__all__ = [
+    "STOPPED",
+    "Agent",
+    "MaskCheck",
+    "RoundCallback",
+    "RoundEvent",
+    "Sam3Agent",
+    "check_query",
+]
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-logger = logging.getLogger(__name__)
-
 T = TypeVar("T")
-R = TypeVar("R")
-
 
 STOPPED = "stopped before the session ended"
 """The ``failure`` of a session whose task was cancelled (a stop button, a closed page)."""
 
+In = TypeVar("In")
+S = TypeVar("S", bound="Scene[Any]")
+R = TypeVar("R", bound=SessionResult)
+
 
 class RunOptions(TypedDict, total=False):
-    """The keyword options of :meth:`Sam3Agent.arun` (and :meth:`Sam3Agent.run`)."""
+    """The keyword options of :meth:`Agent.arun` (and :meth:`Agent.run`)."""
 
     output_dir: str | Path | None
     on_round: RoundCallback | None
@@ -80,29 +89,20 @@ class RunOptions(TypedDict, total=False):
     image_path: str | Path | None
 
 
-class Sam3Agent:
-    """An MLLM that segments what a request describes, using SAM 3 as a tool.
-
-    Example::
-
-        agent = Sam3Agent(segmenter, chat_model, AgentConfig(max_rounds=5))
-        result = agent.run("photo.jpg", "the leftmost child", output_dir="out/")
-    """
-
-    tool_registry: tools.Registry = tools.TOOLS
-    """The tools the model may call (the video agent has its own, of the same names)."""
-    prompt_kind: prompts.PromptKind = "image"
-    """Which templates of a prompt set this agent renders."""
+class Agent(Generic[In, S, R]):
+    """An MLLM that segments what a request describes in one medium, using SAM 3 as a
+    tool: :class:`Sam3Agent` for images, :class:`~sam3_agent.agent.video.agent.Sam3VideoAgent`
+    for video."""
 
     def __init__(
-        self, segmenter: Segmenter, chat_model: ChatModel, config: AgentConfig | None = None
+        self, medium: Medium[In, S, R], chat_model: ChatModel, config: AgentConfig | None
     ) -> None:
-        self.segmenter = segmenter
+        self.medium = medium
         self.chat_model = chat_model
         self.config = config or AgentConfig()
-        docs = tools.tool_docs(self.tool_registry)
+        docs = tools.tool_docs(medium.tools)
         self.prompts = prompts.load_prompt_set(
-            self.config.prompts_dir, tool_docs=docs, kind=self.prompt_kind
+            self.config.prompts_dir, tool_docs=docs, kind=medium.kind
         )
         # Rendered once: the same bytes open every conversation, so servers can cache them.
         self.system_prompt = self.prompts.render(
@@ -110,18 +110,18 @@ class Sam3Agent:
         )
         self.checker_prompt = self.prompts.render("checker_system")
         native = self.config.tool_protocol == "native"
-        self._tool_specs = tools.tool_specs(self.tool_registry) if native else None
+        self._tool_specs = tools.tool_specs(medium.tools) if native else None
         check_backend(self.config, chat_model)  # e.g. attention without transformers: refuse now
         self.token_counter = counter_for(chat_model)
 
-    def run(self, image: ImageInput, query: str, **options: Unpack[RunOptions]) -> AgentResult:
+    def run(self, source: In, query: str, **options: Unpack[RunOptions]) -> R:
         """Blocking form of :meth:`arun` (the same options); also works where an event loop
         is already running."""
-        return run_blocking(self.arun(image, query, **options))
+        return run_blocking(self.arun(source, query, **options))
 
     async def arun(
         self,
-        image: ImageInput,
+        source: In,
         query: str,
         *,
         output_dir: str | Path | None = None,
@@ -129,57 +129,60 @@ class Sam3Agent:
         resume: bool = False,
         exports: Iterable[ExportFormat] = (),
         image_path: str | Path | None = None,
-    ) -> AgentResult:
-        """Answer ``query`` on ``image`` (a path, PIL image or ``(H, W, 3)`` uint8 array).
+    ) -> R:
+        """Answer ``query`` on ``source`` (an image: a path, PIL image or ``(H, W, 3)`` uint8
+        array; a video: a file, a folder of frames or an opened ``VideoSource``).
 
-        With ``output_dir``, ``result.json``, ``overlay.png`` and ``trace.jsonl`` are written
-        there (also when the session fails, and before an infrastructure error propagates),
-        with the ``exports`` asked for (:mod:`sam3_agent.agent.export`), and the session's
-        state is committed there after every round (:mod:`sam3_agent.agent.checkpoint`).
-        With ``resume=True`` the session saved in ``output_dir`` continues from its last
-        committed round, with the prompts it started with; calls that had finished are not
-        made again. ``image_path``: the file ``result.json`` names when ``image`` is given
-        already decoded (a path given as ``image`` is named as it is).
-
-        The session's messages render with this agent's prompt set (``config.prompts_dir``);
-        a resumed session's with the set it started with.
+        With ``output_dir``, the medium's files (:mod:`sam3_agent.agent.rundir`; for an image
+        the ``exports`` asked for too) and ``trace.jsonl`` are written there, also when the
+        session fails and before an infrastructure error propagates, and the session is
+        committed after every round (:mod:`sam3_agent.agent.checkpoint`). With
+        ``resume=True`` the session saved there continues from its last committed round,
+        with the prompts it started with; finished calls are not made again.
+        ``image_path``: the file ``result.json`` names for an image given decoded.
 
         Raises:
-            UserError: empty query. ImageLoadError: unreadable image.
-            ResumeError: nothing to resume, or a different image, query or settings.
+            UserError: empty query. ImageLoadError, VideoLoadError: unreadable input.
+            ResumeError: nothing to resume, or a different input, query or settings.
             ChatModelError, SegmenterError: a backend failed.
         """
         check_query(query)
         started = time.perf_counter()
         out = Path(output_dir) if output_dir is not None else None
-        if image_path is None and isinstance(image, (str, Path)):
-            image_path = image
-        path = str(image_path) if image_path is not None else None
-        chosen = frozenset(exports)
+
         # Decoding, downscaling and encoding a large photo takes a while: keep the event loop
         # free for the other sessions of a batch evaluation.
-        session, checkpoint = await asyncio.to_thread(self._new_session, image, query, out, resume)
-        session.started = started  # the image's decoding is work on the session too
+        def prepare() -> tuple[S, Session[Any], Checkpoint]:
+            # First, so a bad input leaves no output directory behind.
+            scene = self.medium.open(source, self.config, image_path=image_path, exports=exports)
+            return (scene, *self._new_session(scene, query, out, resume))
+
+        scene, session, checkpoint = await asyncio.to_thread(prepare)
+        session.started = started  # reading the input is work on the session too
         session.start()
 
-        async def conclude(final: Final | None, failure: str | None) -> AgentResult:
-            result = self._result(session, path, final, failure)
-            await self._write(result, out, session, chosen)
+        async def conclude(final: Final[Any] | None, failure: str | None) -> R:
+            snapshot = session.snapshot((), 0)
+            fields = result_fields(
+                snapshot,
+                query=session.query,
+                final=final,
+                failure=failure,
+                model=self.chat_model.name,
+                config=self.config,
+                token_count=self.token_counter.source,
+                prompt_set=session.prompts,  # a resumed session's own set
+            )
+            result = self.medium.result(scene, fields, final)
+            if out is not None:
+                # A full-size overlay's PNG encode and fsync take a second on a large photo:
+                # off the event loop, which the other sessions of a batch evaluation share.
+                await asyncio.to_thread(self.medium.write, out, result, scene)
             return result
 
-        return await self._drive(session, on_round, checkpoint, conclude)
-
-    async def _drive(
-        self,
-        session: AgentSession,
-        on_round: RoundCallback | None,
-        checkpoint: Checkpoint,
-        conclude: Callable[[Final | None, str | None], Awaitable[R]],
-    ) -> R:
-        """Run the session's rounds, then ``conclude`` it (build and write its result); a
-        session stopped by a backend error or a cancelled task is concluded too, with the
-        reason as its failure, before the error goes on. The checkpoint is closed either way
-        (the run directory is free for a resume)."""
+        # A session stopped by a backend error or a cancelled task is concluded too, with the
+        # reason as its failure, before the error goes on; the checkpoint is closed either
+        # way (the run directory is free for a resume).
         try:
             final, failure = await self._loop(session, on_round, checkpoint)
         except (Sam3AgentError, asyncio.CancelledError) as e:
@@ -193,19 +196,46 @@ class Sam3Agent:
         return await conclude(final, failure)
 
     def _new_session(
-        self, image: ImageInput, query: str, out: Path | None, resume: bool = False
-    ) -> tuple[Session, Checkpoint]:
-        # First, so a bad image leaves no output directory behind.
-        pixels = load_image(image, max_pixels=self.config.max_image_pixels)
+        self, scene: S, query: str, out: Path | None, resume: bool = False
+    ) -> tuple[Session[Any], Checkpoint]:
+        medium = self.medium
         # Before any chat-model request is paid for: a remote SAM 3 that is down or refuses
         # the token fails the run here (a segmenter without a check is taken as ready).
-        preflight(self.segmenter)
-        checkpoint = self._checkpoint(pixels, query, out, resume)
+        medium.preflight()
+        if out is None:
+            if resume:
+                raise UserError("resume needs the output directory of the session to continue")
+            checkpoint = Checkpoint.disabled(
+                system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
+            )
+        else:
+            backends = {
+                CHAT: describe_backend(self.chat_model),
+                SEGMENTER: describe_backend(medium.segmenter),
+            }
+            fingerprint = medium.fingerprint(
+                scene,
+                query=query,
+                config=self.config,
+                model=self.chat_model.name,
+                backends=backends,
+            )
+            checkpoint = (
+                Checkpoint.resume(out, fingerprint)
+                if resume
+                else Checkpoint.start(
+                    out,
+                    fingerprint,
+                    system_prompt=self.system_prompt,
+                    checker_prompt=self.checker_prompt,
+                    prompt_set=self.prompts,
+                )
+            )
+        medium.attach(scene, checkpoint)
         session = Session(
             config=self.config,
-            segmenter=checkpoint.segmenter(self.segmenter),
+            scene=scene,
             chat_model=checkpoint.chat_model(self.chat_model),
-            image=pixels,
             query=query,
             prompts=checkpoint.prompt_set or self.prompts,  # a resumed session's own set
             checker_prompt=checkpoint.checker_prompt,
@@ -214,49 +244,9 @@ class Sam3Agent:
         )
         return session, checkpoint
 
-    def _checkpoint(self, pixels: Any, query: str, out: Path | None, resume: bool) -> Checkpoint:
-        """Where the session's state is committed; on resume, the saved session's prompts."""
-        return self._open_checkpoint(
-            out,
-            resume,
-            lambda: Fingerprint.of(
-                query=query,
-                image=pixels,
-                config=self.config,
-                model=self.chat_model.name,
-                backends=self._backend_descriptions(self.segmenter),
-            ),
-        )
-
-    def _backend_descriptions(self, segmenter: object) -> dict[str, Any]:
-        """What each backend says shapes its answers (model, dtype, generation settings): a
-        resumed session must be answered under the same."""
-        return {CHAT: describe_backend(self.chat_model), SEGMENTER: describe_backend(segmenter)}
-
-    def _open_checkpoint(
-        self, out: Path | None, resume: bool, fingerprint: Callable[[], Fingerprint]
-    ) -> Checkpoint:
-        """A session's checkpoint in ``out`` (none without it): resumed, or started with
-        this agent's prompts. ``fingerprint`` is made only where there is a directory."""
-        if out is None:
-            if resume:
-                raise UserError("resume needs the output directory of the session to continue")
-            return Checkpoint.disabled(
-                system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
-            )
-        if resume:
-            return Checkpoint.resume(out, fingerprint())
-        return Checkpoint.start(
-            out,
-            fingerprint(),
-            system_prompt=self.system_prompt,
-            checker_prompt=self.checker_prompt,
-            prompt_set=self.prompts,
-        )
-
     async def _loop(
-        self, session: AgentSession, on_round: RoundCallback | None, checkpoint: Checkpoint
-    ) -> tuple[Final | None, str | None]:
+        self, session: Session[Any], on_round: RoundCallback | None, checkpoint: Checkpoint
+    ) -> tuple[Final[Any] | None, str | None]:
         task = TaskStep(session.query, session.task_image)
         restored = checkpoint.restore(session.mask_size)
         session.restore(restored)
@@ -278,7 +268,7 @@ class Sam3Agent:
             if aclose is not None:
                 await aclose()
 
-    def _context_policy(self, session: AgentSession) -> ContextPolicy:
+    def _context_policy(self, session: Session[Any]) -> ContextPolicy:
         """The session's context policy, its digest calls counted and traced (the
         context benchmark wraps it)."""
         session.usage.estimate_source = self.token_counter.source
@@ -289,12 +279,12 @@ class Sam3Agent:
 
     async def _rounds(
         self,
-        session: AgentSession,
+        session: Session[Any],
         history: History,
         corrections: int,
         policy: ContextPolicy,
         hooks: list[RoundHook],
-    ) -> tuple[Final | None, str | None]:
+    ) -> tuple[Final[Any] | None, str | None]:
         steps = list(history.steps)
         while True:
             if session.round >= self.config.max_rounds:
@@ -329,14 +319,23 @@ class Sam3Agent:
             else:
                 steps.append(step)
                 if corrections > self.config.max_corrections:
-                    ending = Ending(None, (
+                    failure = (
                         f"the model made {corrections} mistakes; the budget is "
                         f"{self.config.max_corrections} (last: {outcome.observation.text[:120]})"
-                    ))  # fmt: skip
+                    )
+                    ending = Ending(None, failure)
             done = FinishedRound(
-                step, context, tokens, response, parsed, started, latency_s, steps, corrections,
-                ending,
-            )  # fmt: skip
+                step=step,
+                context=context,
+                tokens=tokens,
+                response=response,
+                parsed=parsed,
+                started=started,
+                latency_s=latency_s,
+                steps=steps,
+                corrections=corrections,
+                ending=ending,
+            )
             for hook in hooks:
                 await hook(session, done)
             if ending is not None:
@@ -352,49 +351,31 @@ class Sam3Agent:
             )
         return parse_reply(response.text, truncated=truncated)
 
-    async def _act(self, session: AgentSession, parsed: ParsedReply) -> ToolOutcome:
+    async def _act(self, session: Session[Any], parsed: ParsedReply) -> ToolOutcome:
         try:
             if parsed.call is None:
                 kind = parsed.mistake or "no_tool"
                 args = {"detail": echo(parsed.detail)} if kind == "invalid_json" else {}
                 raise ToolMistake(session.prompts.feedback(kind, **args))
-            return await tools.execute(session, parsed.call, self.tool_registry)
+            return await tools.execute(session, parsed.call, self.medium.tools)
         except ToolMistake as mistake:
             return ToolOutcome("correction", Observation(str(mistake)))
 
-    def _result(
-        self,
-        session: Session,
-        image_path: str | None,
-        final: Final | None,
-        failure: str | None,
-    ) -> AgentResult:
-        return session_result(
-            query=session.query,
-            image_size=session.image.shape[:2],
-            final=final,
-            failure=failure,
-            rounds=session.round,
-            usage=session.usage,
-            timings=session.timings,
-            total_s=session.total_s(),
-            model=self.chat_model.name,
-            image_path=image_path,
-            phrases=session.phrases,
-            config=self.config,
-            token_count=self.token_counter.source,
-            prompt_set=session.prompts.describe(),  # a resumed session's own set
-        )
 
-    @staticmethod
-    async def _write(
-        result: AgentResult, out: Path | None, session: Session, exports: frozenset[ExportFormat]
+class Sam3Agent(Agent[ImageInput, ImageScene, AgentResult]):
+    """An MLLM that segments what a request describes in an image, using SAM 3 as a tool.
+
+    Example::
+
+        agent = Sam3Agent(segmenter, chat_model, AgentConfig(max_rounds=5))
+        result = agent.run("photo.jpg", "the leftmost child", output_dir="out/")
+    """
+
+    def __init__(
+        self, segmenter: Segmenter, chat_model: ChatModel, config: AgentConfig | None = None
     ) -> None:
-        if out is None:
-            return
-        # A full-size overlay's PNG encode and fsync take a second on a large photo: off the
-        # event loop, which the other sessions of a batch evaluation share.
-        await asyncio.to_thread(rundir.write_run, out, result, session.image, exports)
+        super().__init__(ImageMedium(segmenter), chat_model, config)
+        self.segmenter = segmenter
 
 
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:

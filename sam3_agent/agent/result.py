@@ -60,35 +60,62 @@ class Usage:
 
 
 @dataclass
-class AgentResult:
-    """The outcome of :meth:`sam3_agent.Sam3Agent.run`.
+class SessionResult:
+    """What every session's result holds, image or video.
 
     Attributes:
-        status: ``masks`` (at least one mask selected), ``no_mask`` (the model reported that
-            nothing matches) or ``failed`` (budget spent; see ``failure``).
-        detections: the final masks at the image's full resolution (empty unless ``masks``).
+        status: ``masks`` (at least one mask or track selected), ``no_mask`` (the model
+            reported that nothing matches) or ``failed`` (budget spent; see ``failure``).
         rounds: main-conversation MLLM calls made.
         timings: seconds per phase (``total``, ``chat``, ``checks``, ``segment``, ``render``).
-        output_dir: where result.json / overlay.png / trace.jsonl were written, if anywhere.
+        output_dir: where the run's files were written, if anywhere.
+        context: the context policy and budget the session ran with.
         prompts: the prompt set the session used: ``name``, ``path`` and ``version`` (a
             content hash of its templates).
     """
 
     query: str
     status: Status
-    detections: Detections
-    image_size: tuple[int, int]
     rounds: int
     usage: Usage
     timings: dict[str, float]
     model: str
-    image_path: str | None = None
     failure: str | None = None
     phrases_tried: list[str] = field(default_factory=list)
     output_dir: Path | None = None
     context: dict[str, Any] | None = None
-    """The context policy and budget the session ran with (``result.json``'s ``context``)."""
     prompts: dict[str, str] | None = None
+
+    def _document(
+        self, source: tuple[str, dict[str, Any]], answer: tuple[str, Any], **extra: Any
+    ) -> dict[str, Any]:
+        """``result.json``: the ``source`` and ``answer`` entries are the medium's."""
+        return {
+            "query": self.query,
+            source[0]: source[1],
+            "status": self.status,
+            "failure": self.failure,
+            answer[0]: answer[1],
+            "rounds": self.rounds,
+            "phrases_tried": self.phrases_tried,
+            "usage": self.usage.to_dict(),
+            "context": self.context,
+            "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
+            "model": self.model,
+            "prompts": self.prompts,
+            **extra,
+            "version": __version__,
+        }
+
+
+@dataclass(kw_only=True)
+class AgentResult(SessionResult):
+    """The outcome of :meth:`sam3_agent.Sam3Agent.run`: ``detections`` are the final masks
+    at the image's full resolution (empty unless ``masks``)."""
+
+    detections: Detections
+    image_size: tuple[int, int]
+    image_path: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``result.json`` document; masks as COCO RLE, boxes XYXY in pixels."""
@@ -99,18 +126,5 @@ class AgentResult:
                 self.detections.to_coco_rle(), self.detections, strict=True
             )
         ]
-        return {
-            "query": self.query,
-            "image": {"path": self.image_path, "height": h, "width": w},
-            "status": self.status,
-            "failure": self.failure,
-            "masks": masks,
-            "rounds": self.rounds,
-            "phrases_tried": self.phrases_tried,
-            "usage": self.usage.to_dict(),
-            "context": self.context,
-            "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
-            "model": self.model,
-            "prompts": self.prompts,
-            "version": __version__,
-        }
+        image = {"path": self.image_path, "height": h, "width": w}
+        return self._document(("image", image), ("masks", masks))

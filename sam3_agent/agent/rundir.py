@@ -7,7 +7,7 @@ A run directory holds:
 * ``overlay.png`` (:data:`OVERLAY`): the final masks drawn on the image, with a legend.
   A video session writes ``overlay.mp4`` (:data:`OVERLAY_VIDEO`: the selected tracks drawn
   on every frame used) and ``contact_sheet.png`` (:data:`CONTACT_SHEET`: sampled frames)
-  instead (:mod:`sam3_agent.agent.video.outputs`), and the web demo a WebM copy of the
+  instead (:class:`sam3_agent.agent.video.agent.VideoMedium`), and the web demo a WebM copy of the
   overlay for the page (:data:`OVERLAY_WEB`).
 * ``masks/NN.png`` (:data:`MASKS_DIR`, ``--export png``): one binary PNG per final mask.
 * ``trace.jsonl`` and ``images/`` (:data:`TRACE`, :data:`IMAGES_DIR`): one record per model

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from sam3_agent.agent.parsing import ParsedReply, ToolCall
-from sam3_agent.values.detections import Detections
+from sam3_agent.values.detections import Candidates
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import (
     ChatMessage,
@@ -23,7 +23,6 @@ from sam3_agent.values.messages import (
     TextPart,
 )
 from sam3_agent.values.text import echo
-from sam3_agent.values.tracks import Tracks
 
 if TYPE_CHECKING:
     from sam3_agent.agent.prompts import PromptSet
@@ -38,17 +37,19 @@ class ToolMistake(Exception):
     """A mistake the model can fix. ``str(e)`` is the corrective message sent back to it."""
 
 
-Answer = Detections | Tracks
+Answer = Candidates
 """What a session selects from: masks in an image, or mask tracks through a video."""
+
+C = TypeVar("C", bound=Candidates)
 
 
 @dataclass(frozen=True)
-class Final:
+class Final(Generic[C]):
     """The session's answer: ``masks`` with the selected detections (tracks, for a video),
     or ``no_mask``."""
 
     status: Literal["masks", "no_mask"]
-    detections: Answer
+    detections: C
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ class ToolOutcome:
 
     kind: StepKind
     observation: Observation
-    final: Final | None = None
+    final: Final[Any] | None = None
     phrase: str | None = None
 
 

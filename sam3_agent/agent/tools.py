@@ -16,26 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.steps import Final, Observation, ToolMistake, ToolOutcome
 from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS, clean_phrase
+from sam3_agent.values.detections import Candidates
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ToolSpec
 from sam3_agent.values.text import ECHO_LIMIT, echo, echo_list
 
 if TYPE_CHECKING:
     from sam3_agent.agent.prompts import PromptSet
-    from sam3_agent.agent.session import AgentSession, Session
-
-__all__ = [
-    "TOOLS",
-    "Final",
-    "Registry",
-    "Tool",
-    "ToolMistake",
-    "ToolOutcome",
-    "execute",
-    "mask_numbers_to_indices",
-    "tool_docs",
-    "tool_specs",
-]
+    from sam3_agent.agent.session import Session
 
 
 class _Params(BaseModel):
@@ -71,8 +59,7 @@ class SelectMasksParams(_Params):
 
 
 Handler = Callable[[Any, Any], Awaitable[ToolOutcome]]
-"""A tool's handler: ``(session, validated parameters)``; an image tool takes a
-:class:`~sam3_agent.agent.session.Session`, a video tool the video session."""
+"""A tool's handler: ``(session, validated parameters)``."""
 
 
 @dataclass(frozen=True)
@@ -121,9 +108,14 @@ def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptS
 
 
 def masks_observation(
-    prompts: PromptSet, text: str, image: EncodedImage, count: int
+    session: Session[Any], text: str, image: EncodedImage, shown: Candidates
 ) -> Observation:
-    """A result showing ``count`` numbered masks, with the stand-ins used when it is hidden."""
+    """A result showing ``shown`` numbered (with the scene's description of them), and
+    the stand-ins used when the image is hidden."""
+    described = session.scene.describe(shown, session.prompts)
+    if described is not None:
+        text += "\n" + described
+    count, prompts = len(shown), session.prompts
     return Observation(
         text,
         image,
@@ -132,48 +124,56 @@ def masks_observation(
     )
 
 
-async def _segment_phrase(session: Session, params: SegmentPhraseParams) -> ToolOutcome:
+async def _segment_phrase(session: Session[Any], params: SegmentPhraseParams) -> ToolOutcome:
     prompts = session.prompts
     phrase = params.text_prompt
     refuse_repeated_phrase(phrase, session.phrases, prompts)
-    detections, used = await session.segment(phrase)
+    found, used = await session.segment(phrase)
     cut = prompts.feedback("phrase_cut", phrase=phrase, used=used) + "\n" if used != phrase else ""
-    if len(detections) == 0:
+    if len(found) == 0:
         text = cut + prompts.feedback("no_masks", phrase=phrase)
         return ToolOutcome("segment", Observation(text), phrase=phrase)
-    image = await session.show_masks(detections)
-    text = cut + prompts.feedback("masks_found", phrase=phrase, count=len(detections))
-    observation = masks_observation(prompts, text, image, len(detections))
+    image = await session.show_masks(found)
+    text = cut + prompts.feedback("masks_found", phrase=phrase, count=len(found))
+    observation = masks_observation(session, text, image, found)
     return ToolOutcome("segment", observation, phrase=phrase)
 
 
-async def _examine_each_mask(session: Session, params: NoParams) -> ToolOutcome:
+async def _examine_each_mask(session: Session[Any], params: NoParams) -> ToolOutcome:
     prompts = session.prompts
     current = session.require_masks("examine_each_mask")
     if session.checks_left < len(current):
         raise ToolMistake(prompts.feedback("check_budget_spent", used=session.checks_used))
-    keep = await session.check_masks(current)
-    kept_numbers = [i + 1 for i, ok in enumerate(keep) if ok]
-    if not kept_numbers:
+    results = await session.check(current)
+    # Accepted and Uncertain candidates stay; the model decides on the Uncertain ones.
+    kept = [r.number for r in results if r.verdict != "reject"]
+    if not kept:
         session.clear_masks()
         return ToolOutcome(
             "examine", Observation(prompts.feedback("all_rejected", total=len(current)))
         )
-    survivors = await session.select(current, [n - 1 for n in kept_numbers])
+    survivors = await session.select(current, [n - 1 for n in kept])
     session.current = survivors
     image = await session.show_masks(survivors)
-    text = prompts.feedback("examined", total=len(current), kept=kept_numbers)
-    return ToolOutcome("examine", masks_observation(prompts, text, image, len(survivors)))
+    unsure = {r.number for r in results if r.verdict == "uncertain"}
+    uncertain = [i + 1 for i, n in enumerate(kept) if n in unsure]
+    if uncertain:
+        text = prompts.feedback(
+            "examined_uncertain", total=len(current), kept=kept, uncertain=uncertain
+        )
+    else:
+        text = prompts.feedback("examined", total=len(current), kept=kept)
+    return ToolOutcome("examine", masks_observation(session, text, image, survivors))
 
 
-async def _select_masks_and_return(session: Session, params: SelectMasksParams) -> ToolOutcome:
+async def _select_masks_and_return(session: Session[Any], params: SelectMasksParams) -> ToolOutcome:
     current = session.require_masks("select_masks_and_return")
     indices = mask_numbers_to_indices(params.final_answer_masks, len(current), session.prompts)
     selected = await session.select(current, indices)
     return ToolOutcome("final", Observation(""), final=Final("masks", selected))
 
 
-async def _report_no_mask(session: Session, params: NoParams) -> ToolOutcome:
+async def _report_no_mask(session: Session[Any], params: NoParams) -> ToolOutcome:
     return ToolOutcome("final", Observation(""), final=Final("no_mask", session.empty_detections()))
 
 
@@ -230,7 +230,7 @@ TOOLS: dict[str, Tool] = {
 
 
 Registry = dict[str, Tool]
-"""Tools by name: :data:`TOOLS` for images; the video agent has its own (same names)."""
+"""Tools by name: :data:`TOOLS` for images; a video's are the same, described for tracks."""
 
 
 def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:
@@ -265,7 +265,7 @@ def _describe_errors(error: ValidationError) -> str:
     return "; ".join(echo_list(problems, item_limit=2 * ECHO_LIMIT))
 
 
-async def execute(session: AgentSession, call: ToolCall, registry: Registry = TOOLS) -> ToolOutcome:
+async def execute(session: Session[Any], call: ToolCall, registry: Registry = TOOLS) -> ToolOutcome:
     """Validate ``call`` and run its handler. Raises :class:`ToolMistake` for model mistakes."""
     prompts = session.prompts
     tool = registry.get(call.name)

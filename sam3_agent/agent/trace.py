@@ -1,9 +1,8 @@
 """``trace.jsonl``: one record per model call, and the images they reference.
 
-The record schema lives here: ``main`` (one per round, :func:`main_record`), ``check`` (one
-per mask-check call, :func:`check_record`) and ``digest`` (one per call a context policy
-makes on its own, :func:`digest_record`). The loop, the session and the policies' sink
-call these; nothing else writes the trace.
+Records: ``main`` (one per round, :func:`main_record`), ``check`` (one per mask-check call,
+:func:`sam3_agent.agent.checks.check_record`) and ``digest`` (one per call a context policy
+makes on its own, :func:`digest_record`).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 
 if TYPE_CHECKING:
-    from sam3_agent.agent.checks import CheckCall, CheckResult
     from sam3_agent.agent.context import Context, Tokens
     from sam3_agent.agent.context.summary import DigestCall
     from sam3_agent.agent.parsing import ParsedReply
@@ -146,27 +144,6 @@ def main_record(
         "cached": response.cached,
         "latency_s": round(latency_s, 4),  # the MLLM call
         "round_s": round(round_s, 4),  # the call and the tool, checks included
-    }
-
-
-def check_record(
-    trace: Trace, *, round_number: int, call: CheckCall, result: CheckResult, tokens: Tokens
-) -> dict[str, Any]:
-    """The record of one mask-check call."""
-    return {
-        "kind": "check",
-        "round": round_number,
-        "mask": call.number,
-        "attempt": call.attempt,
-        "context": trace.messages(call.messages, system_ref=rundir.CHECKER_PROMPT),
-        "reply": call.response.text,
-        "reasoning": call.response.reasoning,
-        "verdict": call.verdict,
-        "forced_reject": result.forced and call.attempt == len(result.replies),
-        "usage": call.response.usage.to_dict(),
-        "tokens_estimate": tokens.to_dict(),
-        "cached": call.response.cached,
-        "latency_s": round(call.latency_s, 4),
     }
 
 

@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,18 @@ from sam3_agent.values.rle import BoolArray, decode_rle, encode_rle
 
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
+
+
+class Candidates(Protocol):
+    """What the agent core does with what one phrase found, image or video: count it, keep
+    the 0-based ``indices`` the model chose, and write it to a checkpoint (read back by
+    :func:`sam3_agent.agent.checkpoint.state.detections_from_json`)."""
+
+    def __len__(self) -> int: ...
+
+    def select(self, indices: Sequence[int]) -> Self: ...
+
+    def to_state(self) -> dict[str, Any]: ...
 
 
 def _validate(masks: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> None:
@@ -151,6 +163,18 @@ class Detections:
         positions = np.arange(len(self), dtype=np.int64)[index_array]
         selected.__dict__["_origin"] = (weakref.ref(self), positions)
         return selected
+
+    def select(self, indices: Sequence[int]) -> Detections:
+        """The detections at 0-based ``indices``, in that order."""
+        return self[list(indices)]
+
+    def to_state(self) -> dict[str, Any]:
+        """RLE masks, boxes and scores, JSON-ready: the checkpoint's form."""
+        return {
+            "rle": self.to_coco_rle(),
+            "boxes": self.boxes.tolist(),
+            "scores": self.scores.tolist(),
+        }
 
     def union(self) -> BoolArray:
         """The ``(H, W)`` bool union of all masks (all False when empty)."""

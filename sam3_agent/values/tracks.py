@@ -144,6 +144,10 @@ class Tracks:
             for t in self.tracks
         ]
 
+    def to_state(self) -> dict[str, Any]:
+        """The checkpoint's form: :meth:`to_json` under ``"tracks"``."""
+        return {"tracks": self.to_json()}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "frame_count": self.frame_count,

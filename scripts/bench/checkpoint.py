@@ -28,6 +28,7 @@ from pathlib import Path
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint, Journal
 from sam3_agent.agent.checkpoint.journal import response_to_json
 from sam3_agent.agent.checkpoint.state import detections_to_json
+from sam3_agent.agent.image import ImageScene
 from sam3_agent.agent.prompts import default_prompt_set
 from sam3_agent.agent.session import Session
 from sam3_agent.agent.steps import ActionStep, Observation
@@ -72,9 +73,8 @@ def measure(image: RGBImage, raw: Detections, repeats: int) -> tuple[float, ...]
         checkpoint = Checkpoint.start(out, fingerprint, system_prompt="s", checker_prompt="c")
         session = Session(
             config=config,
-            segmenter=None,  # type: ignore[arg-type]
+            scene=ImageScene(image, config),  # no segmenter: nothing is segmented
             chat_model=ScriptedChatModel(),  # never called: the session is only committed
-            image=image,
             query="q",
             prompts=default_prompt_set(),
             checker_prompt="c",

@@ -36,8 +36,8 @@ import cv2
 import numpy as np
 
 from sam3_agent.agent.context.tokens import qwen_image_tokens
+from sam3_agent.agent.image import check_requests
 from sam3_agent.agent.loop import Sam3Agent
-from sam3_agent.agent.session import check_requests
 from sam3_agent.media.render import Renderer
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections, tight_boxes

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sam3_agent.values.detections import Detections, tight_boxes
 from sam3_agent.values.rle import decode_rle, encode_rle
@@ -62,3 +64,27 @@ def test_tight_boxes_are_xyxy_with_exclusive_edges() -> None:
     m[0, 2:5, 3:9] = True
     assert tight_boxes(m).tolist() == [[3, 2, 9, 5]]
     assert tight_boxes(np.zeros((1, 3, 3), bool)).tolist() == [[0, 0, 0, 0]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 5).flatmap(
+        lambda n: st.tuples(st.just(n), st.lists(st.integers(0, max(n - 1, 0)), max_size=n))
+    ),
+    st.integers(0, 2**16),
+)
+def test_candidates_select_and_checkpoint_form(case: tuple[int, list[int]], seed: int) -> None:
+    from sam3_agent.agent.checkpoint.state import detections_from_json
+
+    count, indices = case
+    indices = indices if count else []
+    rng = np.random.default_rng(seed)
+    masks = rng.random((count, 6, 7)) > 0.5
+    detections = Detections.from_masks(masks, rng.random(count).astype(np.float32))
+    chosen = detections.select(indices)
+    assert len(chosen) == len(indices)
+    assert np.array_equal(chosen.masks, detections.masks[indices])
+    back = detections_from_json(detections.to_state(), (6, 7))
+    assert isinstance(back, Detections)
+    assert np.array_equal(back.masks, detections.masks)
+    assert np.allclose(back.scores, detections.scores) and np.allclose(back.boxes, detections.boxes)

@@ -81,3 +81,17 @@ def test_mismatched_inputs_are_refused() -> None:
         b.add(0, [1, 2], np.zeros((1, 4, 4), bool), [0.5, 0.5])
     with pytest.raises(ValueError):
         b.add(0, [1], np.zeros((1, 5, 4), bool), [0.5])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=4))
+def test_tracks_select_and_checkpoint_form(indices: list[int]) -> None:
+    from sam3_agent.agent.checkpoint.state import detections_from_json
+
+    tracks = _builder_with(
+        {1: [(0, 0, 5), (2, 2, 5)], 2: [None, (30, 10, 8)], 3: [(40, 20, 6), None]},
+        {1: 0.9, 2: 0.8, 3: 0.7},
+    )
+    chosen = tracks.select(indices)
+    assert [t.track_id for t in chosen] == [tracks[i].track_id for i in indices]
+    assert detections_from_json(tracks.to_state(), tracks.size) == tracks

@@ -17,7 +17,6 @@ from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.result import Usage
 from sam3_agent.agent.steps import ActionStep, Answer, Final, Observation
 from sam3_agent.backends.identity import CHAT
-from sam3_agent.media.video import VideoSource
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, RGBImage, image_digest
 from sam3_agent.values.messages import NativeToolCall, TokenUsage
@@ -29,19 +28,16 @@ if TYPE_CHECKING:
 
 # -- what a session started with --------------------------------------------------------
 
+Backends = Mapping[str, Mapping[str, Any] | None]
+"""What each backend said of itself, by part (``mllm``, ``sam3``); ``None``: not described."""
+
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """What must be equal for a session to be resumed: the image, the query, the settings,
-    and the backends that answer it.
-
-    ``settings`` holds every :class:`~sam3_agent.values.config.AgentConfig` field and the MLLM's
-    name; ``image_sha256`` is :func:`~sam3_agent.values.images.image_digest` of the decoded pixels.
-    ``backends`` holds what each backend said of itself
-    (:func:`~sam3_agent.backends.base.describe_backend`: which model or service, dtype,
-    generation settings), by part (``mllm``, ``sam3``); ``None`` in a session saved before
-    backends were recorded.
-    """
+    """What must be equal for a session to be resumed: the input's content (``image_sha256``,
+    a video's digest too), the query, every setting and the MLLM's name, and what each
+    backend said of itself (:data:`Backends`; ``None`` in a session saved before backends
+    were recorded)."""
 
     query: str
     image_sha256: str
@@ -57,34 +53,32 @@ class Fingerprint:
         image: RGBImage,
         config: AgentConfig,
         model: str | None,
-        backends: Mapping[str, Mapping[str, Any] | None] | None = None,
+        backends: Backends | None = None,
     ) -> Fingerprint:
-        """``model``: the MLLM's name (``None``: not known yet, not compared); ``backends``:
-        each part's description (a part ``None`` or left out: not described, not compared)."""
+        """An image session's (:func:`~sam3_agent.values.images.image_digest` of the pixels);
+        ``model`` and ``backends`` as for :meth:`of_input`."""
         h, w = image.shape[:2]
-        settings = config.to_dict()
-        if model is not None:
-            settings["model"] = model
-        described = {part: dict(d) for part, d in (backends or {}).items() if d is not None}
-        return cls(query, image_digest(image), (int(h), int(w)), settings, described)
+        size = (int(h), int(w))
+        return cls.of_input(query, image_digest(image), size, config.to_dict(), model, backends)
 
     @classmethod
-    def of_video(
+    def of_input(
         cls,
-        *,
         query: str,
-        video: VideoSource,
-        config: AgentConfig,
-        options: dict[str, Any],
-        model: str,
-        backends: Mapping[str, Mapping[str, Any] | None] | None = None,
+        digest: str,
+        size: tuple[int, int],
+        settings: dict[str, Any],
+        model: str | None,
+        backends: Backends | None = None,
     ) -> Fingerprint:
-        """A video session's: the clip's content and frame selection stand for the image
-        (:meth:`VideoSource.digest`), ``options`` (what the model is shown) join the
-        settings; ``backends`` as for :meth:`of`."""
-        settings = {**config.to_dict(), "video": options, "model": model}
+        """A session on an input of content ``digest`` and mask ``size`` (a video's digest
+        covers its frame selection). ``model``: the MLLM's name (``None``: not known yet,
+        not compared); ``backends``: each part's description (a part ``None`` or left out:
+        not described, not compared)."""
+        if model is not None:
+            settings = {**settings, "model": model}
         described = {part: dict(d) for part, d in (backends or {}).items() if d is not None}
-        return cls(query, video.digest(), video.size, settings, described)
+        return cls(query, digest, size, settings, described)
 
     def to_json(self) -> dict[str, Any]:
         doc = {
@@ -172,7 +166,7 @@ def _jsonable(value: Any) -> Any:
 class Ending:
     """How a session ended: a :class:`~sam3_agent.agent.steps.Final` answer, or a failure text."""
 
-    final: Final | None
+    final: Final[Any] | None
     failure: str | None
 
 
@@ -182,14 +176,9 @@ class SessionState:
 
     Attributes:
         round: main-conversation calls made (the last committed round's number).
-        corrections: corrective messages sent so far.
         steps: the history the loop builds its context from (a final step is not in it).
-        phrases: phrases executed, in order.
-        current: the masks that can be selected now, or None.
-        checks_used: mask-check calls made.
-        usage: tokens so far, main conversation and checks apart.
-        timings: seconds per phase so far.
-        ending: set once the session has ended.
+        current: the masks (tracks) that can be selected now, or None.
+        timings: seconds per phase so far, with the ``total``.
         context: the context policy's state after this round
             (:func:`~sam3_agent.context.base.save_policy_state`), None for a stateless one.
     """
@@ -337,20 +326,12 @@ def _extra_from_json(name: str, value: Any) -> Any:
 
 
 def detections_to_json(detections: Answer | None) -> dict[str, Any] | None:
-    """Masks as JSON: detections as RLE + boxes + scores; tracks under ``"tracks"``."""
-    if detections is None:
-        return None
-    if isinstance(detections, Tracks):
-        return {"tracks": detections.to_json()}
-    return {
-        "rle": detections.to_coco_rle(),
-        "boxes": detections.boxes.tolist(),
-        "scores": detections.scores.tolist(),
-    }
+    """Masks as JSON (:meth:`~sam3_agent.values.detections.Candidates.to_state`)."""
+    return None if detections is None else detections.to_state()
 
 
 def detections_from_json(doc: dict[str, Any] | None, image_size: tuple[int, int]) -> Answer | None:
-    """Inverse of :func:`detections_to_json`."""
+    """Inverse of :func:`detections_to_json`: tracks are stored under ``"tracks"``."""
     if doc is None:
         return None
     if "tracks" in doc:
@@ -378,7 +359,8 @@ def _ending_from_json(doc: dict[str, Any] | None, image_size: tuple[int, int]) -
         return Ending(None, doc["failure"])
     detections = detections_from_json(final["detections"], image_size)
     return Ending(
-        Final(final["status"], detections or Detections.empty(*image_size)), doc["failure"]
+        Final(final["status"], Detections.empty(*image_size) if detections is None else detections),
+        doc["failure"],
     )
 
 

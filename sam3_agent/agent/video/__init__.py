@@ -1,6 +1,7 @@
-"""The video agent: segment and track what a sentence describes through a clip.
+"""The video medium: segment and track what a sentence describes through a clip.
 
-:class:`~sam3_agent.agent.video.agent.Sam3VideoAgent` (the loop), its session
-(:mod:`.session`), tools (:mod:`.tools`), per-track checks with an Uncertain verdict
-(:mod:`.checks`), result (:mod:`.result`) and run-directory files (:mod:`.outputs`).
+:class:`~sam3_agent.agent.video.agent.Sam3VideoAgent` (the one agent loop given
+:class:`~sam3_agent.agent.video.agent.VideoMedium`), its scene with per-track checks that
+may answer Uncertain (:mod:`.session`), the tools described for tracks (:mod:`.tools`) and
+the result (:mod:`.result`).
 """

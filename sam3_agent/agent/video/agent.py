@@ -1,38 +1,112 @@
-"""The video agent: the image agent's loop over SAM 3 tracks.
+"""The video agent: the one agent loop given the video medium.
 
-:class:`Sam3VideoAgent` runs the same loop as :class:`~sam3_agent.agent.loop.Sam3Agent`
-(tag and native protocols, corrections, budgets, context policies, hooks, checkpoint and
-resume), with a :class:`~sam3_agent.agent.video.session.VideoSession`, the video tools
-(:data:`~sam3_agent.agent.video.tools.VIDEO_TOOLS`) and the video templates of the prompt set.
+:class:`Sam3VideoAgent` runs :class:`~sam3_agent.agent.loop.Agent` (tag and native
+protocols, corrections, budgets, context policies, hooks, checkpoint and resume) over
+:class:`VideoMedium`: a :class:`~sam3_agent.agent.video.session.VideoScene` per request, the
+tools described for tracks and the video templates of the prompt set.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
-from sam3_agent.agent.ended import context_settings
-from sam3_agent.agent.events import RoundCallback
-from sam3_agent.agent.loop import Sam3Agent, check_query, run_blocking
+from sam3_agent.agent.checkpoint.state import Backends
+from sam3_agent.agent.export import ExportFormat
+from sam3_agent.agent.loop import Agent
+from sam3_agent.agent.prompts import PromptKind
 from sam3_agent.agent.steps import Final
-from sam3_agent.agent.video.outputs import write_video_run
 from sam3_agent.agent.video.result import VideoResult
-from sam3_agent.agent.video.session import VideoSession
+from sam3_agent.agent.video.session import VideoScene
 from sam3_agent.agent.video.tools import VIDEO_TOOLS
-from sam3_agent.backends.base import ChatModel, VideoSegmenter, preflight
+from sam3_agent.backends.base import ChatModel, ChecksReady, VideoSegmenter
 from sam3_agent.media.video import FrameSelection, VideoSource, open_video
+from sam3_agent.media.video_render import contact_sheet, write_overlay_video
 from sam3_agent.values.config import AgentConfig, VideoOptions
+from sam3_agent.values.errors import UserError
+from sam3_agent.values.files import atomic_write_json, write_png
 from sam3_agent.values.tracks import Tracks
 
-__all__ = ["Sam3VideoAgent"]
+__all__ = ["Sam3VideoAgent", "VideoMedium"]
 
 VideoInput = str | Path | VideoSource
 """A video file, a folder of frames, or a video already opened with :func:`open_video`."""
 
 
-class Sam3VideoAgent(Sam3Agent):
+class VideoMedium:
+    """What an agent on video clips supplies to the core loop."""
+
+    kind: PromptKind = "video"
+    tools = VIDEO_TOOLS
+
+    def __init__(
+        self, segmenter: VideoSegmenter, options: VideoOptions, selection: FrameSelection
+    ) -> None:
+        self.segmenter = segmenter
+        self.options = options
+        self.selection = selection
+
+    def described_options(self) -> dict[str, object]:
+        return {"shown": self.options.describe(), "selection": self.selection.describe()}
+
+    def open(
+        self,
+        source: VideoInput,
+        config: AgentConfig,
+        *,
+        image_path: str | Path | None,
+        exports: Iterable[ExportFormat],
+    ) -> VideoScene:
+        if image_path is not None or tuple(exports):
+            raise UserError(
+                "exports and image_path are for image sessions; a video session writes its "
+                "overlay and contact sheet, and result.json names its file"
+            )
+        if not isinstance(source, VideoSource):
+            source = open_video(source, self.selection, max_pixels=config.max_image_pixels)
+        return VideoScene(source, config, self.options)
+
+    def preflight(self) -> None:
+        if isinstance(self.segmenter, ChecksReady):
+            self.segmenter.check()
+
+    def fingerprint(
+        self, scene: VideoScene, query: str, config: AgentConfig, model: str, backends: Backends
+    ) -> Fingerprint:
+        settings = {**config.to_dict(), "video": self.described_options()}
+        video = scene.video
+        return Fingerprint.of_input(query, video.digest(), video.size, settings, model, backends)
+
+    def attach(self, scene: VideoScene, checkpoint: Checkpoint) -> None:
+        scene.segmenter = checkpoint.video_segmenter(self.segmenter)
+
+    def result(
+        self, scene: VideoScene, fields: dict[str, Any], final: Final[Tracks] | None
+    ) -> VideoResult:
+        return VideoResult(
+            **fields,
+            tracks=scene.empty() if final is None else final.detections,
+            video=scene.video.describe(),
+            options=self.described_options(),
+        )
+
+    def write(self, out: Path, result: VideoResult, scene: VideoScene) -> None:
+        """The overlay video and the contact sheet of the selected tracks, then
+        ``result.json``. The overlay streams the frames again (one decoded at a time):
+        memory stays flat in the clip's length."""
+        result.output_dir = out
+        document = result.to_json()
+        video, tracks, query = scene.video, result.tracks, result.query
+        write_overlay_video(video, tracks, out / rundir.OVERLAY_VIDEO, query=query)
+        write_png(out / rundir.CONTACT_SHEET, contact_sheet(video, tracks, query=query))
+        document["files"] = {"overlay": rundir.OVERLAY_VIDEO, "contact_sheet": rundir.CONTACT_SHEET}
+        atomic_write_json(out / rundir.RESULT, document)
+
+
+class Sam3VideoAgent(Agent[VideoInput, VideoScene, VideoResult]):
     """An MLLM that segments and tracks what a request describes through a video clip.
 
     Example::
@@ -40,9 +114,6 @@ class Sam3VideoAgent(Sam3Agent):
         agent = Sam3VideoAgent(video_segmenter, chat_model)
         result = agent.run("clip.mp4", "the dog that enters last", output_dir="out/")
     """
-
-    tool_registry = VIDEO_TOOLS
-    prompt_kind = "video"
 
     def __init__(
         self,
@@ -54,127 +125,7 @@ class Sam3VideoAgent(Sam3Agent):
     ) -> None:
         """``options``: what the model is shown; ``selection``: which frames of a video
         given as a path are tracked (stride, count, time range)."""
-        super().__init__(segmenter, chat_model, config)  # type: ignore[arg-type]
-        self.video_segmenter = segmenter
         self.options = options or VideoOptions()
         self.selection = selection or FrameSelection()
-
-    def run(  # type: ignore[override]
-        self,
-        video: VideoInput,
-        query: str,
-        *,
-        output_dir: str | Path | None = None,
-        on_round: RoundCallback | None = None,
-        resume: bool = False,
-    ) -> VideoResult:
-        """Blocking form of :meth:`arun`."""
-        coro = self.arun(video, query, output_dir=output_dir, on_round=on_round, resume=resume)
-        return run_blocking(coro)
-
-    async def arun(  # type: ignore[override]
-        self,
-        video: VideoInput,
-        query: str,
-        *,
-        output_dir: str | Path | None = None,
-        on_round: RoundCallback | None = None,
-        resume: bool = False,
-    ) -> VideoResult:
-        """Answer ``query`` on ``video``.
-
-        With ``output_dir``: ``result.json`` (tracks in the YouTube-VIS layout),
-        ``overlay.mp4``, ``contact_sheet.png`` and ``trace.jsonl`` are written there (also
-        when the session fails), and the session is committed after every round; with
-        ``resume=True`` the saved session continues from its last committed round.
-
-        Raises:
-            UserError: empty query. VideoLoadError: unreadable video.
-            ResumeError: nothing to resume, or another video, query or settings.
-            ChatModelError, SegmenterError: a backend failed.
-        """
-        check_query(query)
-        started = time.perf_counter()
-        out = Path(output_dir) if output_dir is not None else None
-        session, checkpoint = await asyncio.to_thread(
-            self._new_video_session, video, query, out, resume
-        )
-        session.started = started  # opening the video is work on the session too
-
-        async def conclude(final: Final | None, failure: str | None) -> VideoResult:
-            result = self._video_result(session, final, failure)
-            await self._write_video(result, out, session)
-            return result
-
-        return await self._drive(session, on_round, checkpoint, conclude)
-
-    def _new_video_session(
-        self, video: VideoInput, query: str, out: Path | None, resume: bool
-    ) -> tuple[VideoSession, Checkpoint]:
-        # First, so a bad video leaves no output directory behind.
-        if not isinstance(video, VideoSource):
-            video = open_video(video, self.selection, max_pixels=self.config.max_image_pixels)
-        preflight(self.video_segmenter)  # type: ignore[arg-type]
-        checkpoint = self._video_checkpoint(video, query, out, resume)
-        session = VideoSession(
-            config=self.config,
-            options=self.options,
-            segmenter=checkpoint.video_segmenter(self.video_segmenter),
-            chat_model=checkpoint.chat_model(self.chat_model),
-            video=video,
-            query=query,
-            prompts=checkpoint.prompt_set or self.prompts,
-            checker_prompt=checkpoint.checker_prompt,
-            trace=checkpoint.trace,
-            token_counter=self.token_counter,
-        )
-        return session, checkpoint
-
-    def _video_checkpoint(
-        self, video: VideoSource, query: str, out: Path | None, resume: bool
-    ) -> Checkpoint:
-        return self._open_checkpoint(
-            out,
-            resume,
-            lambda: Fingerprint.of_video(
-                query=query,
-                video=video,
-                config=self.config,
-                options=self._described_options(),
-                model=self.chat_model.name,
-                backends=self._backend_descriptions(self.video_segmenter),
-            ),
-        )
-
-    def _described_options(self) -> dict[str, object]:
-        return {"shown": self.options.describe(), "selection": self.selection.describe()}
-
-    def _video_result(
-        self, session: VideoSession, final: Final | None, failure: str | None
-    ) -> VideoResult:
-        tracks = session.empty_detections() if final is None else final.detections
-        if not isinstance(tracks, Tracks):  # a video session selects tracks
-            raise TypeError(f"a video session ended with {type(tracks).__name__}")
-        timings = dict(session.timings)
-        timings["total"] = session.total_s()
-        return VideoResult(
-            query=session.query,
-            status="failed" if final is None else final.status,
-            tracks=tracks,
-            video=session.video.describe(),
-            rounds=session.round,
-            usage=session.usage,
-            timings=timings,
-            model=self.chat_model.name,
-            failure=failure,
-            phrases_tried=list(session.phrases),
-            context=context_settings(self.config, self.token_counter.source),
-            prompts=session.prompts.describe(),
-            options=self._described_options(),
-        )
-
-    @staticmethod
-    async def _write_video(result: VideoResult, out: Path | None, session: VideoSession) -> None:
-        if out is None:
-            return
-        await asyncio.to_thread(write_video_run, out, result, session.video)
+        self.video_segmenter = segmenter
+        super().__init__(VideoMedium(segmenter, self.options, self.selection), chat_model, config)

@@ -1,66 +1,49 @@
-"""The state of one video session: the clip, its current tracks, and what the model sees.
+"""The video medium's scene: a clip, and what the model and its checkers see of it.
 
-:class:`VideoSession` is the video counterpart of :class:`~sam3_agent.agent.session.Session`
-with the same surface for the loop, the hooks, the checkpoint and the tools: ``segment``
-returns mask tracks, ``show_masks`` a sheet of a few frames with every track numbered
-consistently across them, and the tool ``examine_each_mask`` runs one isolated check per track
-(:mod:`sam3_agent.agent.video.checks`), where a checker may answer Uncertain.
+``segment`` returns mask tracks; the numbered render is a sheet of a few frames with every
+track numbered consistently across them, each track's temporal extent stated in text. What
+the model sees is bounded whatever the clip's length: a sheet holds at most
+``VideoOptions.frames_shown`` frames, sampled where the candidates exist.
 
-What the model sees is bounded whatever the clip's length: a sheet holds at most
-``VideoOptions.frames_shown`` frames, sampled where the candidates exist, and each track's
-temporal extent is stated in text.
+A track's check shows a sheet of a few frames where it exists, each with the track outlined
+beside a close-up, and its extent. A checker that cannot settle it answers Uncertain and may
+name the frames it needs (``<frames>A-B</frames>``); the next look shows those frames (or
+the whole extent, denser), at most ``VideoOptions.uncertain_looks`` times (the AgentRVOS
+idea: prune by Accept / Reject / Uncertain, narrowing to the frames that still matter).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
-from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
+from sam3_agent.agent.parsing import parse_frame_range
 from sam3_agent.agent.prompts import PromptSet
-from sam3_agent.agent.session import SessionProgress
-from sam3_agent.agent.trace import Trace
-from sam3_agent.backends.base import ChatModel, VideoEmbedding, VideoSegmenter
+from sam3_agent.agent.session import Session
+from sam3_agent.backends.base import VideoEmbedding, VideoSegmenter
 from sam3_agent.media.video import VideoSource
-from sam3_agent.media.video_render import render_sheet, sample_positions
+from sam3_agent.media.video_render import render_sheet, render_track_check, sample_positions
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.tracks import Track, Tracks, postprocess_tracks
 
-logger = logging.getLogger(__name__)
+MAX_LOOK_FRAMES = 8
+"""Frames a closer look may show (twice ``check_frames`` at most)."""
 
 
-class VideoSession(SessionProgress[Tracks]):
-    """One request on a video: the clip, a query, and everything that changes answering it."""
+class VideoScene:
+    """One clip: its frames, SAM 3's tracker on it, and the sheets shown."""
 
     answer_type = Tracks
 
-    def __init__(
-        self,
-        *,
-        config: AgentConfig,
-        options: VideoOptions,
-        segmenter: VideoSegmenter,
-        chat_model: ChatModel,
-        video: VideoSource,
-        query: str,
-        prompts: PromptSet,
-        checker_prompt: str,
-        trace: Trace,
-        token_counter: TokenCounter | None = None,
-    ) -> None:
+    def __init__(self, video: VideoSource, config: AgentConfig, options: VideoOptions) -> None:
+        self.video = video
         self.config = config
         self.options = options
-        self.prompts = prompts
-        self.chat_model = chat_model
-        self.video = video
-        self.query = query
-        self.trace = trace
-        self.token_counter = token_counter or TokenCounter()
-        self._segmenter = segmenter
-        self._checker_prompt = checker_prompt
+        self.check_plan = CheckPlan(uncertain=True, extra_looks=options.uncertain_looks)
+        self.segmenter: VideoSegmenter | None = None
+        """Set once the checkpoint has journaled it (``VideoMedium.attach``)."""
         self._embedding: VideoEmbedding | None = None
-        self._start_progress()
         # The task sheet: the clip spread evenly, before any phrase.
         positions = sample_positions(None, video.frame_count, options.frames_shown)
         self.task_image = self._encode(self._sheet(positions, None), "input")
@@ -69,70 +52,50 @@ class VideoSession(SessionProgress[Tracks]):
     def mask_size(self) -> tuple[int, int]:
         return self.video.size
 
-    # -- lifecycle (the loop's) ------------------------------------------------------------
-
-    def start(self) -> None:
+    def start(self, session: Session[Tracks]) -> None:
         """Nothing to start ahead: frames are decoded when a phrase is tracked."""
 
     async def close(self) -> None:
         """Nothing is left running between rounds."""
 
-    # -- tracks (the tools') ---------------------------------------------------------------
-
-    def empty_detections(self) -> Tracks:
+    def empty(self) -> Tracks:
         return Tracks(self.video.frame_count, self.video.size)
 
-    async def select(self, tracks: Tracks, indices: list[int]) -> Tracks:
-        """``tracks`` at the 0-based ``indices`` (no pixels are copied: tracks are RLE)."""
-        return tracks.select(indices)
+    async def segment(self, session: Session[Tracks], phrase: str) -> tuple[Tracks, str]:
+        """SAM 3 tracks ``phrase`` through the clip (video SAM 3 reads the phrase whole)."""
+        segmenter, threshold = self.segmenter, self.config.score_threshold
+        if segmenter is None:
+            raise RuntimeError("the scene has no segmenter: VideoMedium.attach one first")
 
-    async def segment(self, phrase: str) -> tuple[Tracks, str]:
-        """SAM 3 tracks ``phrase`` through the clip, post-processed; they become the current
-        tracks. Also returns the phrase as read (video SAM 3 reads it whole)."""
-        with self.timed("segment"):
+        def run() -> Tracks:
+            if self._embedding is None:
+                self._embedding = segmenter.open(self.video)
+            raw = self._embedding.track([phrase], threshold)[0]
+            return postprocess_tracks(
+                raw, score_threshold=threshold, overlap_threshold=self.config.overlap_threshold
+            )
 
-            def run() -> Tracks:
-                if self._embedding is None:
-                    self._embedding = self._segmenter.open(self.video)
-                raw = self._embedding.track([phrase], self.config.score_threshold)[0]
-                return postprocess_tracks(
-                    raw,
-                    score_threshold=self.config.score_threshold,
-                    overlap_threshold=self.config.overlap_threshold,
-                )
+        with session.timed("segment"):
+            return await asyncio.to_thread(run), phrase
 
-            tracks = await asyncio.to_thread(run)
-        self.phrases.append(phrase)
-        self.current = tracks if len(tracks) else None
-        return tracks, phrase
+    def numbered(self, candidates: Tracks) -> RGBImage:
+        positions = sample_positions(candidates, self.video.frame_count, self.options.frames_shown)
+        return self._sheet(positions, candidates)
 
-    async def show_masks(self, tracks: Tracks) -> EncodedImage:
-        """A sheet of frames where ``tracks`` exist, numbered; saved to the trace."""
-        name = f"r{self.round:03d}_masks"
-
-        def render() -> EncodedImage:
-            positions = sample_positions(tracks, self.video.frame_count, self.options.frames_shown)
-            image = self._encode(self._sheet(positions, tracks), name)
-            self.trace.save_image(image)
-            return image
-
-        with self.timed("render"):
-            return await asyncio.to_thread(render)
-
-    def describe_tracks(self, tracks: Tracks) -> str:
-        """One line per track: its number and where in the clip it exists (prompt text)."""
+    def describe(self, candidates: Tracks, prompts: PromptSet) -> str | None:
+        """One line per track: its number and where in the clip it exists."""
         return "\n".join(
-            self.prompts.feedback("track_line", number=i + 1, extent=self.extent_text(track))
-            for i, track in enumerate(tracks)
+            prompts.feedback("track_line", number=i + 1, extent=self.extent_text(track, prompts))
+            for i, track in enumerate(candidates)
         )
 
-    def extent_text(self, track: Track) -> str:
+    def extent_text(self, track: Track, prompts: PromptSet) -> str:
         """Where ``track`` exists, in the clip's own frame numbers and seconds."""
         extent = track.extent
         if extent is None:
             return ""
         first, last = (self.video.indices[p] for p in extent)
-        return self.prompts.feedback(
+        return prompts.feedback(
             "extent",
             first=first,
             last=last,
@@ -142,16 +105,62 @@ class VideoSession(SessionProgress[Tracks]):
             used=self.video.frame_count,
         )
 
-    # -- checks ----------------------------------------------------------------------------
-
-    @property
-    def checker_prompt(self) -> str:
-        return self._checker_prompt
-
-    # -- rendering -------------------------------------------------------------------------
+    async def check_views(self, session: Session[Tracks], candidates: Tracks) -> list[CheckView]:
+        return [_TrackLooks(self, session, candidates, i) for i in range(len(candidates))]
 
     def _sheet(self, positions: list[int], tracks: Tracks | None) -> RGBImage:
         return render_sheet(self.video, positions, tracks, max_side=self.config.max_image_side)
 
     def _encode(self, image: RGBImage, name: str) -> EncodedImage:
         return EncodedImage.encode(image, name, quality=self.config.jpeg_quality)
+
+
+class _TrackLooks:
+    """One track's looks: over ``check_frames`` frames of its extent, then, after an
+    Uncertain verdict, over the frames the checker named (else the extent, denser)."""
+
+    def __init__(
+        self, scene: VideoScene, session: Session[Tracks], tracks: Tracks, index: int
+    ) -> None:
+        self.number = index + 1
+        self._scene, self._session, self._total = scene, session, len(tracks)
+        self._track = tracks[index]
+        self._within = self._track.extent
+        self._count = scene.options.check_frames
+
+    async def request(self, look: int) -> CheckRequest:
+        session, scene = self._session, self._scene
+        name = f"r{session.round:03d}_check{self.number:02d}_look{look}"
+        image = await asyncio.to_thread(self._render, name)
+        extent = scene.extent_text(self._track, session.prompts)
+        details = {"extent": extent, "attempt": look}
+        return CheckRequest(self.number, self._total, (image,), image, image, details)
+
+    def _render(self, name: str) -> EncodedImage:
+        scene, track = self._scene, self._track
+        video = scene.video
+        single = Tracks(video.frame_count, video.size, (track,))
+        positions = sample_positions(single, video.frame_count, self._count, within=self._within)
+        pixels = render_track_check(
+            video, track, positions, max_side=scene.config.max_image_side, number=self.number
+        )
+        image = scene._encode(pixels, name)
+        self._session.trace.save_image(image)
+        return image
+
+    def closer(self, reply: str) -> None:
+        self._within = self._positions_of(parse_frame_range(reply)) or self._within
+        options = self._scene.options
+        self._count = min(MAX_LOOK_FRAMES, max(self._count, 2 * options.check_frames))
+
+    def _positions_of(self, frames: tuple[int, int] | None) -> tuple[int, int] | None:
+        """The positions of the source frames ``frames`` names, clipped to the track's
+        extent; None when they miss it."""
+        extent = self._track.extent
+        if frames is None or extent is None:
+            return None
+        indices = self._scene.video.indices
+        inside = [
+            p for p in range(extent[0], extent[1] + 1) if frames[0] <= indices[p] <= frames[1]
+        ]
+        return (inside[0], inside[-1]) if inside else None

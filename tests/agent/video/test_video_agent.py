@@ -12,7 +12,7 @@ import pytest
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.media.video import VideoLoadError
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
-from sam3_agent.values.errors import ChatModelError, ResumeError
+from sam3_agent.values.errors import ChatModelError, ResumeError, UserError
 from sam3_agent.values.rle import decode_rle
 from tests.support.clips import LEFT_AND_RIGHT, square_mask, write_frames, write_mp4
 from tests.support.fakes import FakeVideoSegmenter, ScriptedChatModel, tool
@@ -170,3 +170,34 @@ def test_a_kill_after_tracking_resumes_without_tracking_again(
     assert result.status == "masks" and result.rounds == 2
     assert agent2.video_segmenter.opened == []  # type: ignore[attr-defined]
     assert len(chat2.main_calls) == 1  # the round-1 answer came from the journal
+
+
+def test_the_video_agent_is_the_one_loop_given_the_video_medium() -> None:
+    from sam3_agent.agent.loop import Agent, Sam3Agent
+
+    # One run/arun for both media: neither agent overrides them with its own signature.
+    for agent_type in (Sam3Agent, Sam3VideoAgent):
+        assert issubclass(agent_type, Agent)
+        assert agent_type.run is Agent.run and agent_type.arun is Agent.arun
+    assert not issubclass(Sam3VideoAgent, Sam3Agent)
+
+
+def test_an_ended_no_mask_session_resumes_to_its_result(tmp_path: Path) -> None:
+    clip = write_mp4(tmp_path / "clip.mp4", 6)
+    out = tmp_path / "out"
+    agent, _ = make_agent([tool("segment_phrase", text_prompt="dog"), tool("report_no_mask")])
+    first = agent.run(clip, "the dog", output_dir=out)
+    again, chat = make_agent([])
+    # The committed ending's empty answer reads back as tracks, not as an image's masks.
+    result = again.run(clip, "the dog", output_dir=out, resume=True)
+    assert result.status == first.status == "no_mask"
+    assert result.tracks.frame_count == 6 and len(result.tracks) == 0
+    assert chat.main_calls == []
+
+
+def test_exports_are_refused_for_a_video(tmp_path: Path) -> None:
+    clip = write_mp4(tmp_path / "clip.mp4", 4)
+    agent, _ = make_agent([])
+    with pytest.raises(UserError, match="exports and image_path are for image sessions"):
+        agent.run(clip, "the dog", output_dir=tmp_path / "out", exports=["png"])
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,254 @@
+"""The image medium: what a session on one photo asks SAM 3, shows the model and its
+checkers, and leaves in its run directory.
+
+A check sends only what its judgement needs: the two whole-image views at the smallest
+size that still shows that mask clearly (:meth:`~sam3_agent.media.render.Renderer.context_side`),
+and a close-up at the region's own resolution within bounds; twenty checks carry most of a
+session's tokens, so each image is sized for its mask, not for the photo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sam3_agent.agent import rundir, tools
+from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
+from sam3_agent.agent.checkpoint.state import Backends
+from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
+from sam3_agent.agent.ended import image_result
+from sam3_agent.agent.export import ExportFormat
+from sam3_agent.agent.prompts import PromptKind, PromptSet
+from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.session import Session
+from sam3_agent.agent.steps import Final
+from sam3_agent.backends.base import ImageEmbedding, Segmenter, phrase_as_read, preflight
+from sam3_agent.media.render import Renderer
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Detections
+from sam3_agent.values.images import EncodedImage, ImageInput, RGBImage, load_image
+from sam3_agent.values.masks import postprocess
+
+RENDER_WORKERS = min(4, os.cpu_count() or 1)
+"""Threads rendering and encoding check images at once (OpenCV releases the GIL there)."""
+
+
+class ContextImages:
+    """The plain image encoded once per context size, shared by every check that uses it
+    (and by later rounds). Safe to use from several threads."""
+
+    def __init__(
+        self, renderer: Renderer, quality: int, display: EncodedImage | None = None
+    ) -> None:
+        """``display``: the display-size image, when already encoded."""
+        self._renderer = renderer
+        self._quality = quality
+        self._encoded: dict[int, EncodedImage] = {}
+        if display is not None:
+            self._encoded[max(renderer.display_image.shape[:2])] = display
+        self._lock = threading.Lock()
+
+    def get(self, side: int) -> EncodedImage:
+        with self._lock:
+            cached = self._encoded.get(side)
+        if cached is None:
+            cached = EncodedImage.encode(
+                self._renderer.context(side), f"input_{side}", quality=self._quality
+            )
+            with self._lock:
+                cached = self._encoded.setdefault(side, cached)
+        return cached
+
+
+def check_requests(
+    renderer: Renderer,
+    detections: Detections,
+    *,
+    prefix: str,
+    quality: int,
+    contexts: ContextImages | None = None,
+    workers: int = RENDER_WORKERS,
+) -> list[CheckRequest]:
+    """What each mask's check shows (mask numbers 1-based, in order): the plain image, the
+    image with that mask drawn (both at the mask's context size) and its close-up, rendered
+    and encoded on ``workers`` threads: one mask's images are independent of the others'."""
+    total = len(detections)
+    plain = contexts or ContextImages(renderer, quality)
+
+    def one(i: int) -> CheckRequest:
+        name = f"{prefix}_check{i + 1:02d}"
+        side = renderer.context_side(detections, i)
+        mask = EncodedImage.encode(renderer.single(detections, i, side), name, quality=quality)
+        zoom = EncodedImage.encode(renderer.zoom(detections, i), f"{name}_zoom", quality=quality)
+        return CheckRequest(i + 1, total, (plain.get(side), mask, zoom), mask, zoom)
+
+    if workers <= 1 or total <= 1:
+        return [one(i) for i in range(total)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, range(total)))
+
+
+class _Rendered:
+    """A mask's one look, rendered ahead with the others'."""
+
+    def __init__(self, request: CheckRequest) -> None:
+        self.number = request.number
+        self._request = request
+
+    async def request(self, look: int) -> CheckRequest:
+        return self._request
+
+    def closer(self, reply: str) -> None:
+        """Never asked: an image check has no Uncertain verdict."""
+
+
+class ImageScene:
+    """One photo: its pixels, its renders, and SAM 3's features of it."""
+
+    answer_type = Detections
+    check_plan = CheckPlan()
+
+    def __init__(
+        self,
+        image: RGBImage,
+        config: AgentConfig,
+        *,
+        path: str | None = None,
+        exports: Iterable[ExportFormat] = (),
+    ) -> None:
+        """``path``: the file ``result.json`` names; ``exports``: what the run writes."""
+        self.image = image
+        self.config = config
+        self.path = path
+        self.exports = frozenset(exports)
+        self.segmenter: Segmenter | None = None
+        """Set once the checkpoint has journaled it (:meth:`ImageMedium.attach`)."""
+        self.renderer = Renderer(image, config.max_image_side)
+        self.task_image = EncodedImage.encode(
+            self.renderer.display_image, "input", quality=config.jpeg_quality
+        )
+        self._contexts = ContextImages(self.renderer, config.jpeg_quality, self.task_image)
+        self._embedding: asyncio.Future[ImageEmbedding] | None = None
+
+    @property
+    def mask_size(self) -> tuple[int, int]:
+        h, w = self.image.shape[:2]
+        return int(h), int(w)
+
+    def start(self, session: Session[Detections]) -> None:
+        """Start computing the image features while the model reads the request."""
+        self._features(session)
+
+    def _features(self, session: Session[Detections]) -> asyncio.Future[ImageEmbedding]:
+        if self._embedding is None:
+            segmenter = self.segmenter
+            if segmenter is None:
+                raise RuntimeError("the scene has no segmenter: ImageMedium.attach one first")
+
+            def embed() -> ImageEmbedding:
+                started = time.perf_counter()
+                embedding = segmenter.embed(self.image)
+                session.timings["embed"] += time.perf_counter() - started
+                return embedding
+
+            self._embedding = asyncio.ensure_future(asyncio.to_thread(embed))
+        return self._embedding
+
+    async def close(self) -> None:
+        """Collect the feature computation if nobody awaited it (the model gave up early)."""
+        if self._embedding is not None and not self._embedding.cancelled():
+            with contextlib.suppress(Exception):
+                await self._embedding
+
+    def empty(self) -> Detections:
+        return Detections.empty(*self.mask_size)
+
+    async def segment(self, session: Session[Detections], phrase: str) -> tuple[Detections, str]:
+        with session.timed("embed_wait"):
+            embedding = await self._features(session)
+        threshold = self.config.score_threshold
+
+        def run() -> tuple[Detections, str]:
+            found = embedding.segment([phrase], threshold)[0]
+            return found, phrase_as_read(embedding, phrase)
+
+        with session.timed("segment"):
+            raw, used = await asyncio.to_thread(run)
+            detections = await asyncio.to_thread(
+                postprocess,
+                raw,
+                score_threshold=threshold,
+                overlap_threshold=self.config.overlap_threshold,
+            )
+        return detections, used
+
+    def numbered(self, candidates: Detections) -> RGBImage:
+        return self.renderer.numbered(candidates)
+
+    def describe(self, candidates: Detections, prompts: PromptSet) -> str | None:
+        return None
+
+    async def check_views(
+        self, session: Session[Detections], candidates: Detections
+    ) -> list[CheckView]:
+        requests = await asyncio.to_thread(
+            check_requests,
+            self.renderer,
+            candidates,
+            prefix=f"r{session.round:03d}",
+            quality=self.config.jpeg_quality,
+            contexts=self._contexts,
+        )
+        return [_Rendered(request) for request in requests]
+
+
+class ImageMedium:
+    """What an agent on photos supplies to the core loop (:class:`~sam3_agent.agent.loop.Agent`)."""
+
+    kind: PromptKind = "image"
+    tools = tools.TOOLS
+
+    def __init__(self, segmenter: Segmenter) -> None:
+        self.segmenter = segmenter
+
+    def open(
+        self,
+        source: ImageInput,
+        config: AgentConfig,
+        *,
+        image_path: str | Path | None,
+        exports: Iterable[ExportFormat],
+    ) -> ImageScene:
+        if image_path is None and isinstance(source, (str, Path)):
+            image_path = source
+        pixels = load_image(source, max_pixels=config.max_image_pixels)
+        path = str(image_path) if image_path is not None else None
+        return ImageScene(pixels, config, path=path, exports=exports)
+
+    def preflight(self) -> None:
+        preflight(self.segmenter)
+
+    def fingerprint(
+        self, scene: ImageScene, query: str, config: AgentConfig, model: str, backends: Backends
+    ) -> Fingerprint:
+        return Fingerprint.of(
+            query=query, image=scene.image, config=config, model=model, backends=backends
+        )
+
+    def attach(self, scene: ImageScene, checkpoint: Checkpoint) -> None:
+        scene.segmenter = checkpoint.segmenter(self.segmenter)
+
+    def result(
+        self, scene: ImageScene, fields: dict[str, Any], final: Final[Detections] | None
+    ) -> AgentResult:
+        return image_result(fields, final, scene.mask_size, scene.path)
+
+    def write(self, out: Path, result: AgentResult, scene: ImageScene) -> None:
+        rundir.write_run(out, result, scene.image, scene.exports)

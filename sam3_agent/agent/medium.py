@@ -1,0 +1,68 @@
+"""What a kind of input (image, video) supplies to the one agent loop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
+from sam3_agent.agent.checkpoint.state import Backends
+from sam3_agent.agent.export import ExportFormat
+from sam3_agent.agent.prompts import PromptKind
+from sam3_agent.agent.result import SessionResult
+from sam3_agent.agent.session import Scene
+from sam3_agent.agent.steps import Final
+from sam3_agent.agent.tools import Registry
+from sam3_agent.values.config import AgentConfig
+
+In_contra = TypeVar("In_contra", contravariant=True)
+S = TypeVar("S", bound="Scene[Any]")
+R = TypeVar("R", bound=SessionResult)
+
+
+class Medium(Protocol[In_contra, S, R]):
+    """What a kind of input supplies to the one agent loop: the prompt set's templates
+    (``kind``), the tools as described to the model, and per request its scene (what SAM 3
+    is asked, what the model and the checkers see), fingerprint, result and files."""
+
+    @property
+    def kind(self) -> PromptKind: ...
+
+    @property
+    def tools(self) -> Registry: ...
+
+    @property
+    def segmenter(self) -> object: ...
+
+    def open(
+        self,
+        source: In_contra,
+        config: AgentConfig,
+        *,
+        image_path: str | Path | None,
+        exports: Iterable[ExportFormat],
+    ) -> S:
+        """Read ``source`` (raising the medium's load error) into a scene without a
+        segmenter yet."""
+        ...
+
+    def preflight(self) -> None:
+        """Check the segmenter can answer, before any chat-model request is paid for."""
+        ...
+
+    def fingerprint(
+        self, scene: S, query: str, config: AgentConfig, model: str, backends: Backends
+    ) -> Fingerprint: ...
+
+    def attach(self, scene: S, checkpoint: Checkpoint) -> None:
+        """Give ``scene`` the segmenter, journaled by ``checkpoint``."""
+        ...
+
+    def result(self, scene: S, fields: dict[str, Any], final: Final[Any] | None) -> R:
+        """The result: :func:`~sam3_agent.agent.ended.result_fields` and the answer."""
+        ...
+
+    def write(self, out: Path, result: R, scene: S) -> None:
+        """Write the run directory's outputs of ``result``, ``result.json`` last."""
+        ...
