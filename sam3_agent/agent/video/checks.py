@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from sam3_agent.agent.checks import CheckCall, CheckRequest, CheckResult
 from sam3_agent.agent.parsing import Verdict, parse_frame_range, parse_verdict
 from sam3_agent.agent.trace import check_record
-from sam3_agent.media.video_render import render_track_check, sample_positions
+from sam3_agent.media.sheet_layout import sample_positions
+from sam3_agent.media.video_render import render_track_check
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 from sam3_agent.values.tracks import Track, Tracks

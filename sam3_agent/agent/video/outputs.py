@@ -12,7 +12,8 @@ from typing import Any
 from sam3_agent.agent import rundir
 from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.media.video import VideoSource
-from sam3_agent.media.video_render import contact_sheet, write_overlay_video
+from sam3_agent.media.video_render import contact_sheet
+from sam3_agent.media.video_writer import write_overlay_video
 from sam3_agent.values.files import atomic_write_json, write_png
 
 

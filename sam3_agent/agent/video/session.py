@@ -21,8 +21,9 @@ from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.session import SessionProgress
 from sam3_agent.agent.trace import Trace
 from sam3_agent.backends.base import ChatModel, VideoEmbedding, VideoSegmenter
+from sam3_agent.media.sheet_layout import sample_positions
 from sam3_agent.media.video import VideoSource
-from sam3_agent.media.video_render import render_sheet, sample_positions
+from sam3_agent.media.video_render import render_sheet
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.tracks import Track, Tracks, postprocess_tracks
