@@ -19,7 +19,6 @@ also the keyword names of ``segment()``.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import tempfile
 from collections.abc import Sequence
@@ -32,7 +31,14 @@ from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
 from sam3_agent.backends.identity import CHAT, SEGMENTER, chat_description, sam3_description
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.backends.torch_runtime import check_device_name, check_dtype_name
-from sam3_agent.values.config import AgentConfig, ToolProtocol
+from sam3_agent.values.config import (
+    AgentConfig,
+    ToolProtocol,
+    at_least,
+    check_settings,
+    positive,
+    setting,
+)
 from sam3_agent.values.errors import UserError, WeightsUnavailableError
 
 if TYPE_CHECKING:
@@ -68,17 +74,22 @@ class BackendSpec:
     """
 
     sam3: str = DEFAULT_SAM3_MODEL
-    sam3_url: str | None = None
+    sam3_url: str | None = setting(
+        None,
+        lambda url: url.startswith(("http://", "https://")),
+        "an http:// or https:// URL",
+        optional=True,
+    )
     sam3_token: str | None = None
     device: str = "auto"
     dtype: str = "auto"
-    sam3_cache_size: int = 8
-    video_cache_mb: int = DEFAULT_VIDEO_CACHE_MB
+    sam3_cache_size: int = at_least(8, 1)
+    video_cache_mb: int = at_least(DEFAULT_VIDEO_CACHE_MB, 0)
     llm: str | None = None
     llm_url: str | Sequence[str] | None = None
     llm_model: str | None = None
     llm_api_key: str | None = None
-    llm_timeout: float = 120.0
+    llm_timeout: float = positive(120.0, "a number of seconds > 0")
     tool_protocol: ToolProtocol = "tags"
     cache: Path | None = None
     replay: bool = False
@@ -135,18 +146,9 @@ class BackendSpec:
         """
         check_device_name(self.device)
         check_dtype_name(self.dtype)
-        if self.sam3_url is not None and not self.sam3_url.startswith(("http://", "https://")):
-            raise UserError(f"`sam3_url` must be an http:// or https:// URL, got {self.sam3_url!r}")
+        check_settings(self)
         if self.sam3_url is None and not self.sam3.strip():
             raise UserError("`sam3` must name a hub id or a local directory")
-        if self.sam3_cache_size < 1:
-            raise UserError(f"`sam3_cache_size` must be >= 1, got {self.sam3_cache_size}")
-        if self.video_cache_mb < 0:
-            raise UserError(f"`video_cache_mb` must be >= 0, got {self.video_cache_mb}")
-        if not (math.isfinite(self.llm_timeout) and self.llm_timeout > 0):
-            raise UserError(
-                f"`llm_timeout` must be a number of seconds > 0, got {self.llm_timeout}"
-            )
         chat_options = self._chat_options()  # the generation settings checked here too
         if self.cache is not None:
             check_cache_file(self.cache)
