@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
@@ -74,6 +75,9 @@ REFUSALS: list[tuple[type, dict[str, Any], str]] = [
     (BackendSpec, {"sam3_cache_size": 0}, "`sam3_cache_size` must be >= 1, got 0"),
     (BackendSpec, {"video_cache_mb": -1}, "`video_cache_mb` must be >= 0, got -1"),
     (BackendSpec, {"llm_timeout": 0.0}, "`llm_timeout` must be a number of seconds > 0, got 0.0"),
+    (GenerationSettings, {"temperature": math.nan}, "`temperature` must be in [0, 2], got nan"),
+    (GenerationSettings, {"max_tokens": 0}, "`max_tokens` must be >= 1, got 0"),
+    (GenerationSettings, {"seed": -1}, "`seed` must be in [0, 2**63), got -1"),
 ]
 
 
@@ -107,6 +111,7 @@ def test_each_bad_setting_is_one_line_naming_it(
         (VideoOptions, {"frames_shown", "check_frames", "uncertain_looks"}),
         (FrameSelection, {"stride", "max_frames", "start_s", "end_s", "fps"}),
         (BackendSpec, {"sam3_url", "sam3_cache_size", "video_cache_mb", "llm_timeout"}),
+        (GenerationSettings, {"temperature", "max_tokens", "seed"}),
     ],
 )  # fmt: skip
 def test_single_setting_checks_are_declared_on_the_fields(kind: type, checked: set[str]) -> None:
