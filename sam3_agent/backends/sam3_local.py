@@ -74,7 +74,15 @@ class Sam3Embedding(PhraseHandle):
             UserError: an empty phrase or a threshold outside ``[0, 1]``.
             SegmenterError: the forward failed (e.g. out of memory).
         """
-        return self._owner._segment(self._features, self._image_size, phrases, score_threshold)
+        check_segment_args(phrases, score_threshold)
+        # The one sanitiser, as the service applies it: both paths read the same text.
+        cleaned = [clean_phrase(p) for p in phrases]
+        step = self._owner._max_phrase_batch
+        results: list[Detections] = []
+        for start in range(0, len(cleaned), step):
+            chunk = cleaned[start : start + step]
+            results.extend(self._owner._segment_batch(self, chunk, score_threshold))
+        return results
 
 
 class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
@@ -207,30 +215,10 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
                 fpn_position_encoding=tuple(out.fpn_position_encoding),
             )
 
-    def _segment(
-        self,
-        features: _Features,
-        image_size: tuple[int, int],
-        phrases: Sequence[str],
-        score_threshold: float,
-    ) -> list[Detections]:
-        check_segment_args(phrases, score_threshold)
-        # The one sanitiser, as the service applies it: both paths read the same text.
-        cleaned = [clean_phrase(p) for p in phrases]
-        results: list[Detections] = []
-        step = self._max_phrase_batch
-        for start in range(0, len(cleaned), step):
-            chunk = cleaned[start : start + step]
-            results.extend(self._segment_batch(features, image_size, chunk, score_threshold))
-        return results
-
     def _segment_batch(
-        self,
-        features: _Features,
-        image_size: tuple[int, int],
-        phrases: list[str],
-        score_threshold: float,
+        self, embedding: Sam3Embedding, phrases: list[str], score_threshold: float
     ) -> list[Detections]:
+        features, image_size = embedding._features, embedding.image_size
         batch = len(phrases)
         with self._model_work("phrase decoder"):
             input_ids, attention_mask = self._tokenize(phrases)
