@@ -17,7 +17,7 @@ H, W = 240, 320
 
 PROCESS_SETTINGS = frozenset(
     {
-        "OPENCV_FFMPEG_LOGLEVEL",  # media.video, media.video_render: no FFmpeg log lines
+        "OPENCV_FFMPEG_LOGLEVEL",  # media.video, media.video_writer: no FFmpeg log lines
         "GRADIO_ANALYTICS_ENABLED",  # apps.demo.server: no Gradio analytics
         "HF_HUB_DISABLE_TELEMETRY",  # Gradio, when its analytics are off
         "LD_LIBRARY_PATH",  # `import cv2` adds its bundled libraries

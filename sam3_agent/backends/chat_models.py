@@ -23,7 +23,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sam3_agent.backends.generation import GenerationSettings
 from sam3_agent.backends.identity import HF_PREFIX
@@ -206,39 +206,34 @@ def build_chat_model(
     if choice.default:
         raise ValueError("no MLLM named: build it with BackendSpec, which plans the default")
     inner: ChatModel
-    if choice.urls:
+    if choice.kind == "endpoint":
         from sam3_agent.backends.failover import FailoverChatModel
         from sam3_agent.backends.openai_chat import OpenAIChatModel
 
-        logger.info(
-            "MLLM: %s at %d endpoints: %s", choice.model, len(choice.urls), ", ".join(choice.urls)
-        )
-        inner = FailoverChatModel(
-            [
-                OpenAIChatModel(
-                    choice.model,
-                    base_url=u,
-                    api_key=api_key,
-                    timeout_s=timeout_s,
-                    max_retries=FAILOVER_RETRIES_PER_ENDPOINT,
-                    tool_protocol=tool_protocol,
-                    generation=generation,
-                )
-                for u in choice.urls
-            ]
-        )
-    elif choice.kind == "endpoint":
-        from sam3_agent.backends.openai_chat import OpenAIChatModel
+        def endpoint(url: str | None, **retries: Any) -> OpenAIChatModel:
+            return OpenAIChatModel(
+                choice.model,
+                base_url=url,
+                api_key=api_key,
+                timeout_s=timeout_s,
+                **retries,
+                tool_protocol=tool_protocol,
+                generation=generation,
+            )
 
-        logger.info("MLLM: %s at %s", choice.model, choice.url or "the OpenAI API")
-        inner = OpenAIChatModel(
-            choice.model,
-            base_url=choice.url,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            tool_protocol=tool_protocol,
-            generation=generation,
-        )
+        if choice.urls:
+            logger.info(
+                "MLLM: %s at %d endpoints: %s",
+                choice.model,
+                len(choice.urls),
+                ", ".join(choice.urls),
+            )
+            inner = FailoverChatModel(
+                [endpoint(u, max_retries=FAILOVER_RETRIES_PER_ENDPOINT) for u in choice.urls]
+            )
+        else:
+            logger.info("MLLM: %s at %s", choice.model, choice.url or "the OpenAI API")
+            inner = endpoint(choice.url)
     else:
         from sam3_agent.backends.hf_chat import TransformersChatModel
 

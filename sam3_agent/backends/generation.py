@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sam3_agent.values.config import at_least, check_settings, setting
 from sam3_agent.values.errors import UserError
 
 MAX_TEMPERATURE = 2.0
@@ -48,19 +49,18 @@ class GenerationSettings:
         UserError: a value out of range (NaN and infinities included).
     """
 
-    temperature: float | None = None
-    max_tokens: int | None = None
-    seed: int | None = None
+    temperature: float | None = setting(
+        None,
+        lambda t: math.isfinite(t) and 0.0 <= t <= MAX_TEMPERATURE,
+        f"in [0, {MAX_TEMPERATURE:g}]",
+        optional=True,
+    )
+    max_tokens: int | None = at_least(None, 1, optional=True)
+    seed: int | None = setting(None, lambda s: 0 <= s < 2**63, "in [0, 2**63)", optional=True)
     extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        t = self.temperature
-        if t is not None and not (math.isfinite(t) and 0.0 <= t <= MAX_TEMPERATURE):
-            raise UserError(f"`temperature` must be in [0, {MAX_TEMPERATURE:g}], got {t}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise UserError(f"`max_tokens` must be >= 1, got {self.max_tokens}")
-        if self.seed is not None and not 0 <= self.seed < 2**63:
-            raise UserError(f"`seed` must be in [0, 2**63), got {self.seed}")
+        check_settings(self)
         if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
             raise UserError("`extra_body` must be a mapping (a JSON object)")
 

@@ -255,3 +255,20 @@ def choose_default_mllm(
             return DefaultChoice(model, f"{why}; a smaller Qwen3-VL in {dtype} fits")
     smallest = SMALL_DEFAULT_MLLMS[-1]
     return DefaultChoice(smallest, f"{why}; even the smallest default may not fit")
+
+
+def ways_out(mllm_here: bool, sam3_here: bool, dtype: str, device_type: str) -> str:
+    """What to try when the models do not fit, for :func:`check_fits`'s message."""
+    ways = []
+    if mllm_here:
+        ways += [
+            "an OpenAI-compatible server (`llm_url=URL` `llm_model=NAME`)",
+            f"a smaller `llm='hf:{SMALL_DEFAULT_MLLMS[-1]}'`",
+        ]
+    if sam3_here:
+        ways.append("a SAM 3 service (`sam3_url`)")
+    if dtype == "float32":
+        slower = ", slower on this CPU" if device_type == "cpu" else ""
+        ways.append(f"`dtype='bfloat16'` (half the memory{slower})")
+    ways.append("`memory_check=False` if the estimate is wrong")
+    return "ways out: " + ", ".join(ways)

@@ -10,12 +10,16 @@ pre-shrink of large frames before the processor's resize (:func:`preshrink`).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
+import cv2
 import numpy as np
+import torch
+from huggingface_hub.errors import HfHubHTTPError
 
 from sam3_agent.backends.hub import hub_access
 from sam3_agent.backends.identity import dtype_name, sam3_description
@@ -24,9 +28,6 @@ from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resol
 from sam3_agent.values.errors import Sam3AgentError, SegmenterError, WeightsUnavailableError
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.text import one_line
-
-if TYPE_CHECKING:
-    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +77,6 @@ def load_sam3(
         WeightsUnavailableError: weights missing, gated, or offline; says what to do.
         UserError: bad device or dtype.
     """
-    from huggingface_hub.errors import HfHubHTTPError
-
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     name = str(model)
@@ -100,14 +99,21 @@ def load_sam3(
 
 class LoadedSam3(Generic[M, P]):
     """A SAM 3 model (image or video) and its processor on one device: the loading, the
-    identity and the properties both in-process segmenters share."""
+    identity, the phrase fitting and the pixel preparation both in-process segmenters share.
 
+    A subclass names its transformers classes (:meth:`_classes`), checks its options before
+    any weights load (:meth:`_check_options`) and says what to try when out of memory
+    (``_oom_hint``).
+    """
+
+    _oom_hint: str
     _model: M
-    _processor: P
+    _processor: Any
     _device: torch.device
     _dtype: torch.dtype
     _name: str | None
     _text_limit: int
+    _tokenizer_lock: threading.Lock
 
     def _adopt(
         self,
@@ -119,8 +125,6 @@ class LoadedSam3(Generic[M, P]):
     ) -> None:
         """Hold ``model`` (moved to ``device`` unless ``None``, in eval mode, dtype kept) and
         ``processor``; ``text_config``: the text encoder's config (:func:`text_limit`)."""
-        import torch
-
         loaded: Any = model
         if device is not None:
             loaded = loaded.to(torch.device(device))
@@ -131,18 +135,36 @@ class LoadedSam3(Generic[M, P]):
         self._name = name
         self._text_limit = text_limit(text_config)
 
+    @staticmethod
+    def _classes() -> tuple[type[M], type[P]]:
+        raise NotImplementedError
+
     @classmethod
-    def _load(
+    def _check_options(cls, **options: Any) -> None:
+        """Refuse bad constructor options (a :class:`UserError` naming the setting)."""
+
+    @classmethod
+    def from_pretrained(
         cls,
-        model: str | Path,
-        model_class: type[M],
-        processor_class: type[P],
+        model: str | Path = DEFAULT_MODEL,
         *,
-        device: str,
-        dtype: str,
+        device: str = "auto",
+        dtype: str = "auto",
         **options: Any,
     ) -> Self:
-        """:func:`load_sam3`, then ``cls(model, processor, device=..., name=..., **options)``."""
+        """Load SAM 3 from a hub id (default ``facebook/sam3``, which holds the image and the
+        video model) or a local directory; ``options`` go to the constructor.
+
+        ``device``: ``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
+        ``dtype``: ``auto`` (see :func:`~sam3_agent.backends.torch_runtime.auto_dtype_name`),
+        ``float32``, ``bfloat16``, ``float16``.
+
+        Raises:
+            WeightsUnavailableError: weights missing, gated, or offline; says what to do.
+            UserError: bad device, dtype or option.
+        """
+        cls._check_options(**options)
+        model_class, processor_class = cls._classes()
         sam3, processor, torch_device = load_sam3(
             model, model_class, processor_class, device=device, dtype=dtype
         )
@@ -167,6 +189,38 @@ class LoadedSam3(Generic[M, P]):
         """Tokens the text encoder reads, special tokens included (32 for SAM 3)."""
         return self._text_limit
 
+    def used_phrase(self, phrase: str) -> str:
+        """``phrase`` as the text encoder reads it (:func:`fit_phrase`)."""
+        with self._tokenizer_lock, self._failures("tokenizer"):
+            return self._fit(phrase)
+
+    def _fit(self, phrase: str) -> str:
+        """:func:`fit_phrase` with this model's tokenizer; the caller holds its lock."""
+        return fit_phrase(self._processor.tokenizer, phrase, self._text_limit)
+
+    def _failures(self, stage: str) -> AbstractContextManager[None]:
+        return torch_failures(stage, self._device, self._oom_hint)
+
+    def _pixel_values(self, image: RGBImage) -> torch.Tensor:
+        """``image`` as the model's ``(1, 3, h, w)`` input on its device and dtype, after
+        :func:`preshrink`."""
+        pixels = preshrink(image, self._processor.image_processor)
+        # torch warns on read-only arrays (PIL-backed ones are); the copy is small.
+        pixels = pixels if pixels.flags.writeable else pixels.copy()
+        inputs = self._processor(images=pixels, return_tensors="pt")
+        values: torch.Tensor = inputs["pixel_values"].to(self._device, dtype=self._dtype)
+        return values
+
+
+class PhraseHandle:
+    """What an embedding handle (an image's or a video's) shares: its owner's phrase fitting."""
+
+    _owner: LoadedSam3[Any, Any]
+
+    def used_phrase(self, phrase: str) -> str:
+        """``phrase`` as SAM 3 reads it: the text cut to the text encoder's token limit."""
+        return self._owner.used_phrase(phrase)
+
 
 @contextmanager
 def torch_failures(stage: str, device: torch.device, hint: str) -> Iterator[None]:
@@ -176,8 +230,6 @@ def torch_failures(stage: str, device: torch.device, hint: str) -> Iterator[None
     Our own errors (bad arguments, an unreadable frame, already a :class:`SegmenterError`)
     pass unchanged.
     """
-    import torch
-
     try:
         yield
     except Sam3AgentError:
@@ -238,6 +290,4 @@ def preshrink(image: RGBImage, image_processor: object) -> RGBImage:
     new_h, new_w = min(height, 2 * int(target_h)), min(width, 2 * int(target_w))
     if (new_h, new_w) == (height, width):
         return image
-    import cv2
-
     return np.ascontiguousarray(cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_AREA))

@@ -13,33 +13,24 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
+from transformers import Sam3Model, Sam3Processor
+from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
 
-from sam3_agent.backends.sam3_common import (
-    DEFAULT_MODEL,
-    LoadedSam3,
-    fit_phrase,
-    preshrink,
-    torch_failures,
-)
+from sam3_agent.backends.sam3_common import LoadedSam3, PhraseHandle
 from sam3_agent.backends.sam3_masks import detections_at
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import RGBImage, image_digest
 
-if TYPE_CHECKING:
-    from transformers import Sam3Model, Sam3Processor
-
 logger = logging.getLogger(__name__)
-
-_OOM_HINT = "use a smaller `sam3_cache_size`, fewer phrases per call"
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,11 +41,13 @@ class _Features:
     fpn_position_encoding: tuple[torch.Tensor, ...]
 
 
-class Sam3Embedding:
+class Sam3Embedding(PhraseHandle):
     """One image with its backbone features computed; segment any number of phrases.
 
     Holds the features itself, so it stays valid after the segmenter's cache evicts them.
     """
+
+    _owner: Sam3Segmenter
 
     def __init__(
         self, owner: Sam3Segmenter, digest: str, image_size: tuple[int, int], features: _Features
@@ -81,19 +74,25 @@ class Sam3Embedding:
             UserError: an empty phrase or a threshold outside ``[0, 1]``.
             SegmenterError: the forward failed (e.g. out of memory).
         """
-        return self._owner._segment(self._features, self._image_size, phrases, score_threshold)
+        check_segment_args(phrases, score_threshold)
+        # The one sanitiser, as the service applies it: both paths read the same text.
+        cleaned = [clean_phrase(p) for p in phrases]
+        step = self._owner._max_phrase_batch
+        results: list[Detections] = []
+        for start in range(0, len(cleaned), step):
+            chunk = cleaned[start : start + step]
+            results.extend(self._owner._segment_batch(self, chunk, score_threshold))
+        return results
 
-    def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as SAM 3 reads it: the text cut to the text encoder's token limit."""
-        return self._owner.used_phrase(phrase)
 
-
-class Sam3Segmenter(LoadedSam3["Sam3Model", "Sam3Processor"]):
+class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
     """SAM 3 in this process; implements :class:`sam3_agent.backends.base.Segmenter`.
 
     Thread-safe: one lock serialises model work (the processor's tokenizer is not safe to
     share across threads, and one forward already uses every core or the whole GPU).
     """
+
+    _oom_hint = "use a smaller `sam3_cache_size`, fewer phrases per call"
 
     def __init__(
         self,
@@ -117,10 +116,7 @@ class Sam3Segmenter(LoadedSam3["Sam3Model", "Sam3Processor"]):
             mask_threshold: probability above which a mask pixel is on.
             name: the hub id or directory the weights came from (:meth:`describe`).
         """
-        if cache_size < 0:
-            raise UserError(f"cache_size must be >= 0, got {cache_size}")
-        if max_phrase_batch < 1:
-            raise UserError(f"max_phrase_batch must be >= 1, got {max_phrase_batch}")
+        self._check_options(cache_size=cache_size, max_phrase_batch=max_phrase_batch)
         self._adopt(model, processor, device, name, getattr(model.config, "text_config", None))
         self._cache_size = cache_size
         self._max_phrase_batch = max_phrase_batch
@@ -131,51 +127,22 @@ class Sam3Segmenter(LoadedSam3["Sam3Model", "Sam3Processor"]):
         self._cache: OrderedDict[str, _Features] = OrderedDict()
         self._pending: dict[str, Future[_Features]] = {}
 
+    @staticmethod
+    def _classes() -> tuple[type[Sam3Model], type[Sam3Processor]]:
+        return Sam3Model, Sam3Processor
+
     @classmethod
-    def from_pretrained(
-        cls,
-        model: str | Path = DEFAULT_MODEL,
-        *,
-        device: str = "auto",
-        dtype: str = "auto",
-        cache_size: int = 8,
-        max_phrase_batch: int = 16,
-    ) -> Sam3Segmenter:
-        """Load SAM 3 from a hub id (default ``facebook/sam3``) or a local directory.
-
-        ``device``: ``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
-        ``dtype``: ``auto`` (bfloat16 on CUDA, float32 elsewhere), ``float32``,
-        ``bfloat16``, ``float16``.
-
-        Raises:
-            WeightsUnavailableError: weights missing, gated, or offline; says what to do.
-            UserError: bad device or dtype.
-        """
-        from transformers import Sam3Model, Sam3Processor
-
-        return cls._load(
-            model,
-            Sam3Model,
-            Sam3Processor,
-            device=device,
-            dtype=dtype,
-            cache_size=cache_size,
-            max_phrase_batch=max_phrase_batch,
-        )
+    def _check_options(cls, *, cache_size: int = 8, max_phrase_batch: int = 16, **_: Any) -> None:
+        if cache_size < 0:
+            raise UserError(f"cache_size must be >= 0, got {cache_size}")
+        if max_phrase_batch < 1:
+            raise UserError(f"max_phrase_batch must be >= 1, got {max_phrase_batch}")
 
     @property
     def cached_images(self) -> list[str]:
         """Digests of the images whose features are cached, least recently used first."""
         with self._cache_lock:
             return list(self._cache)
-
-    def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as the text encoder reads it: unchanged when it fits in
-        :attr:`text_limit` tokens, else its longest prefix whose tokens fit (the start and
-        end tokens are kept, as SAM 3's own tokenizer does), after
-        :func:`~sam3_agent.backends.segment_args.clean_phrase`."""
-        with self._tokenizer_lock, torch_failures("tokenizer", self._device, _OOM_HINT):
-            return fit_phrase(self._processor.tokenizer, phrase, self._text_limit)
 
     def _tokenize(self, phrases: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids and attention mask, padded and cut to the encoder's limit.
@@ -240,55 +207,20 @@ class Sam3Segmenter(LoadedSam3["Sam3Model", "Sam3Processor"]):
 
     def _compute_features(self, image: RGBImage) -> _Features:
         logger.debug("running the SAM 3 backbone on a %dx%d image", image.shape[1], image.shape[0])
-        with (
-            self._model_lock,
-            torch_failures("image backbone", self._device, _OOM_HINT),
-            torch.inference_mode(),
-        ):
-            pixels = preshrink(image, self._processor.image_processor)
-            # torch warns on read-only arrays (PIL-backed ones are); the copy is small.
-            pixels = pixels if pixels.flags.writeable else pixels.copy()
-            inputs = self._processor(images=pixels, return_tensors="pt")
-            pixel_values = inputs["pixel_values"].to(self._device, dtype=self._dtype)
-            out = self._model.get_vision_features(pixel_values=pixel_values)
+        with self._model_work("image backbone"):
+            out = self._model.get_vision_features(pixel_values=self._pixel_values(image))
             # Keep only what forward() reads; the ViT's last hidden state is not needed again.
             return _Features(
                 fpn_hidden_states=tuple(out.fpn_hidden_states),
                 fpn_position_encoding=tuple(out.fpn_position_encoding),
             )
 
-    def _segment(
-        self,
-        features: _Features,
-        image_size: tuple[int, int],
-        phrases: Sequence[str],
-        score_threshold: float,
-    ) -> list[Detections]:
-        check_segment_args(phrases, score_threshold)
-        # The one sanitiser, as the service applies it: both paths read the same text.
-        cleaned = [clean_phrase(p) for p in phrases]
-        results: list[Detections] = []
-        step = self._max_phrase_batch
-        for start in range(0, len(cleaned), step):
-            chunk = cleaned[start : start + step]
-            results.extend(self._segment_batch(features, image_size, chunk, score_threshold))
-        return results
-
     def _segment_batch(
-        self,
-        features: _Features,
-        image_size: tuple[int, int],
-        phrases: list[str],
-        score_threshold: float,
+        self, embedding: Sam3Embedding, phrases: list[str], score_threshold: float
     ) -> list[Detections]:
-        from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
-
+        features, image_size = embedding._features, embedding.image_size
         batch = len(phrases)
-        with (
-            self._model_lock,
-            torch_failures("phrase decoder", self._device, _OOM_HINT),
-            torch.inference_mode(),
-        ):
+        with self._model_work("phrase decoder"):
             input_ids, attention_mask = self._tokenize(phrases)
             vision = Sam3VisionEncoderOutput(
                 fpn_hidden_states=_expand(features.fpn_hidden_states, batch),
@@ -314,6 +246,12 @@ class Sam3Segmenter(LoadedSam3["Sam3Model", "Sam3Processor"]):
                 )
                 for b in range(batch)
             ]
+
+    @contextmanager
+    def _model_work(self, stage: str) -> Iterator[None]:
+        """The model lock, failures as :class:`SegmenterError` naming ``stage``, no autograd."""
+        with self._model_lock, self._failures(stage), torch.inference_mode():
+            yield
 
 
 def _expand(tensors: tuple[torch.Tensor, ...], batch: int) -> tuple[torch.Tensor, ...]:

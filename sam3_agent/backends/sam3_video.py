@@ -7,24 +7,8 @@ fed the frames of :meth:`VideoSource.frames` one at a time, each frame's masks R
 into a :class:`~sam3_agent.values.tracks.TrackBuilder` at the frame's position. Several
 phrases of one call share each decoded frame and one backbone run on it.
 
-Streamed, yet as the whole-clip inference computes it. transformers' own streaming mode
-(``model(frame=...)``) switches off SAM 3's hotstart heuristics (dropping tracks that
-detections stop confirming, or that duplicate an earlier track, within ``hotstart_delay``
-frames of their start), because they need later frames. Here each frame is added to the
-session and run as the whole-clip path runs it (``model(frame_idx=...)``), and the outputs
-wait in a buffer of ``hotstart_delay`` frames before they are read, exactly as
-``propagate_in_video_iterator`` buffers them; a track removed in that window is hidden from
-the frames already buffered. The session reports the clip's frame count, which the tracker
-reads for its object-pointer window.
-
-Memory flat in clip length. A session keeps every frame added and every frame's tracker
-output; after each frame it drops what the tracker will not read again:
-the frame's pixels, outputs older than its memory bank (``num_maskmem``) and object-pointer
-window (``max_object_pointers_in_encoder``), conditioning frames beyond the
-``max_cond_frame_num`` most recent (the ones its attention selects; SAM 3 also takes object
-pointers from those only, where transformers takes them from every conditioning frame),
-full-size mask logits of past frames, and per-frame bookkeeping. Live tracks keep a bounded
-state each; what grows is each object's few integers of bookkeeping and the RLE tracks.
+The session (streamed, yet as the whole-clip inference computes it; memory flat in the
+clip's length) is :mod:`~sam3_agent.backends.sam3_video_session`'s.
 
 Backbone reuse. The image backbone (the ViT, most of SAM 3's cost) is wrapped so its output
 for a frame is kept in a :class:`FeatureCache` bounded in bytes and keyed by the frame's
@@ -40,30 +24,22 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from transformers import Sam3VideoInferenceSession, Sam3VideoModel, Sam3VideoProcessor
+from transformers import Sam3VideoModel, Sam3VideoProcessor
 from transformers.modeling_outputs import BaseModelOutput
 
-from sam3_agent.backends.sam3_common import (
-    DEFAULT_MODEL,
-    LoadedSam3,
-    fit_phrase,
-    preshrink,
-    torch_failures,
-)
+from sam3_agent.backends.sam3_common import LoadedSam3, PhraseHandle
+from sam3_agent.backends.sam3_video_session import PhraseRun, Windows
 from sam3_agent.backends.segment_args import check_segment_args
 from sam3_agent.media.video import Frame, VideoSource
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import image_digest
-from sam3_agent.values.tracks import TrackBuilder, Tracks
+from sam3_agent.values.tracks import Tracks
 
 __all__ = [
     "DEFAULT_FEATURE_CACHE_BYTES",
@@ -77,8 +53,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_FEATURE_CACHE_BYTES = 512 * 1024**2
 """Backbone features kept for reuse across phrases: 512 MiB, about 48 frames of SAM 3 at
 1008 px in bfloat16 (10.6 MB a frame)."""
-
-_OOM_HINT = "track fewer frames (`stride`, `max_frames`) or use a smaller `video_cache_mb`"
 
 
 class FeatureCache:
@@ -198,151 +172,14 @@ def _install_backbone(model: Sam3VideoModel, cache: FeatureCache) -> _CachingBac
     return wrapper
 
 
-class _StreamingSession(Sam3VideoInferenceSession):
-    """A session fed one frame at a time that reports the whole clip's frame count (the
-    tracker sizes its object-pointer window by it, as it does for a pre-loaded clip)."""
-
-    def __init__(self, frame_count: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._frame_count = frame_count
-
-    @property
-    def num_frames(self) -> int:
-        return self._frame_count
-
-
-@dataclass(frozen=True)
-class _Windows:
-    """How far back the model reads a session's state (from its config)."""
-
-    memory_frames: int
-    """Past frames whose tracker outputs the next frame reads (memory bank, pointers)."""
-    cond_frames: int
-    """Conditioning frames per object its attention selects (-1: all)."""
-    unmatched: int
-    """Unmatched frames that make a young track removable (only the count is read)."""
-    duplicates: int
-    """Overlapping frames that make a young track a duplicate (only the count is read)."""
-    hotstart_delay: int
-    """Frames an output waits before it is read."""
-
-    @classmethod
-    def of(cls, model: Sam3VideoModel) -> _Windows:
-        tracker: Any = model.tracker_model.config
-        return cls(
-            memory_frames=max(int(tracker.num_maskmem), int(tracker.max_object_pointers_in_encoder))
-            - 1,
-            cond_frames=int(tracker.max_cond_frame_num),
-            unmatched=int(model.hotstart_unmatch_thresh),
-            duplicates=int(model.hotstart_dup_thresh),
-            hotstart_delay=int(model.hotstart_delay),
-        )
-
-
-_PAST_FRAME_KEYS = ("pred_masks", "high_res_masks")
-"""Tracker outputs read only on their own frame (the memory bank reads ``maskmem_*`` and
-``object_pointer``)."""
-
-
-def _trim_session(session: Sam3VideoInferenceSession, position: int, windows: _Windows) -> None:
-    """Drop from ``session``, after frame ``position`` was run and read, everything the model
-    will not read again (see the module docstring); what it reads keeps its values."""
-    if session.processed_frames:
-        session.processed_frames.clear()
-    oldest = position + 1 - windows.memory_frames
-    for outputs in session.output_dict_per_obj.values():
-        kept = outputs["non_cond_frame_outputs"]
-        for f in [f for f in kept if f < oldest]:
-            del kept[f]
-        cond = outputs["cond_frame_outputs"]
-        if windows.cond_frames >= 0:
-            recent = set(sorted(cond)[-windows.cond_frames :]) if windows.cond_frames else set()
-            for f in [f for f in cond if f < oldest and f not in recent]:
-                del cond[f]
-        for store in (kept, cond):
-            for f, out in store.items():
-                if f <= position:
-                    for key in _PAST_FRAME_KEYS:
-                        out.pop(key, None)
-    for per_object in (
-        session.frames_tracked_per_obj,
-        session.mask_inputs_per_obj,
-        session.point_inputs_per_obj,
-    ):
-        for frames in per_object.values():
-            for f in [f for f in frames if f <= position]:
-                del frames[f]
-    for per_frame in (session.obj_id_to_tracker_score_frame_wise, session.suppressed_obj_ids):
-        for f in [f for f in per_frame if f <= position]:
-            del per_frame[f]
-    for lists, keep in (
-        (session.unmatched_frame_inds, windows.unmatched),
-        (session.overlap_pair_to_frame_inds, windows.duplicates),
-    ):
-        for frames in lists.values():
-            if len(frames) > max(keep, 1):
-                del frames[: len(frames) - max(keep, 1)]
-
-
-class _PhraseRun:
-    """One phrase's session through one pass over the clip."""
-
-    def __init__(self, owner: Sam3VideoSegmenter, video: VideoSource, phrase: str) -> None:
-        self._owner = owner
-        height, width = video.size
-        device = owner.device
-        self.session = _StreamingSession(
-            video.frame_count,
-            video_height=height,
-            video_width=width,
-            inference_device=device,
-            inference_state_device=device,
-            video_storage_device=device,
-            dtype=owner.dtype,
-        )
-        owner._processor.add_text_prompt(self.session, phrase)
-        self._builder = TrackBuilder(video.frame_count, video.size)
-        self._pending: deque[Any] = deque()
-
-    def step(self, position: int, pixel_values: torch.Tensor) -> None:
-        """Run one frame; read the outputs whose hotstart wait is over; trim the session."""
-        owner, session = self._owner, self.session
-        session.add_new_frame(pixel_values, frame_idx=position)
-        out = owner._model(inference_session=session, frame_idx=position)
-        delay = owner._windows.hotstart_delay
-        if delay > 0:
-            session.hotstart_removed_obj_ids.update(out.removed_obj_ids)
-        self._pending.append(out)
-        while len(self._pending) >= max(delay, 1):
-            self._read(self._pending.popleft())
-        _trim_session(session, position, owner._windows)
-
-    def finish(self) -> None:
-        """Read every output still waiting (the clip has ended)."""
-        while self._pending:
-            self._read(self._pending.popleft())
-
-    def tracks(self, score_threshold: float) -> Tracks:
-        built = self._builder.build()
-        kept = tuple(t for t in built if t.score >= score_threshold)
-        return Tracks(built.frame_count, built.size, kept)
-
-    def _read(self, out: Any) -> None:
-        found = self._owner._processor.postprocess_outputs(self.session, out)
-        self._builder.add(
-            int(out.frame_idx),
-            [int(i) for i in found["object_ids"].tolist()],
-            found["masks"].cpu().numpy(),
-            [float(s) for s in found["scores"].tolist()],
-        )
-
-
-class Sam3VideoEmbedding:
+class Sam3VideoEmbedding(PhraseHandle):
     """One video opened for tracking; track any number of phrases through it.
 
     Implements :class:`sam3_agent.backends.base.VideoEmbedding`. Holds no frames: each
     :meth:`track` decodes the clip again (the segmenter's feature cache spares the backbone).
     """
+
+    _owner: Sam3VideoSegmenter
 
     def __init__(self, owner: Sam3VideoSegmenter, video: VideoSource, group: int) -> None:
         self._owner = owner
@@ -370,18 +207,16 @@ class Sam3VideoEmbedding:
         """
         return self._owner._track(self._video, self._group, phrases, score_threshold)
 
-    def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as SAM 3 reads it: the text cut to the text encoder's token limit."""
-        return self._owner.used_phrase(phrase)
-
 
 class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
     """SAM 3's video model in this process; implements
     :class:`sam3_agent.backends.base.VideoSegmenter`.
 
-    Thread-safe: one lock serialises model work (one clip pass already uses every core or
-    the whole GPU).
+    Thread-safe: one lock serialises model work and the tokenizer (one clip pass already
+    uses every core or the whole GPU).
     """
+
+    _oom_hint = "track fewer frames (`stride`, `max_frames`) or use a smaller `video_cache_mb`"
 
     def __init__(
         self,
@@ -403,45 +238,24 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
             feature_cache_bytes: bytes of backbone features kept for reuse across phrases
                 (:class:`FeatureCache`); 0 recomputes every frame for every call.
         """
-        _check_cache_bytes(feature_cache_bytes)
+        self._check_options(feature_cache_bytes=feature_cache_bytes)
         detector: Any = model.config.detector_config
         self._adopt(model, processor, device, name, getattr(detector, "text_config", None))
-        self._windows = _Windows.of(model)
+        self._windows = Windows.of(model)
         self._cache = FeatureCache(feature_cache_bytes)
         self._backbone = _install_backbone(model, self._cache)
-        self._lock = threading.Lock()
+        self._lock = self._tokenizer_lock = threading.Lock()
         self._groups = itertools.count()
         self._calls = itertools.count()
 
+    @staticmethod
+    def _classes() -> tuple[type[Sam3VideoModel], type[Sam3VideoProcessor]]:
+        return Sam3VideoModel, Sam3VideoProcessor
+
     @classmethod
-    def from_pretrained(
-        cls,
-        model: str | Path = DEFAULT_MODEL,
-        *,
-        device: str = "auto",
-        dtype: str = "auto",
-        feature_cache_bytes: int = DEFAULT_FEATURE_CACHE_BYTES,
-    ) -> Sam3VideoSegmenter:
-        """Load SAM 3's video model from a hub id (default ``facebook/sam3``, which holds it)
-        or a local directory.
-
-        ``device``: ``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
-        ``dtype``: ``auto`` (bfloat16 on CUDA and on CPUs that compute it natively, float32
-        elsewhere), ``float32``, ``bfloat16``, ``float16``.
-
-        Raises:
-            WeightsUnavailableError: weights missing, gated, or offline; says what to do.
-            UserError: bad device, dtype or cache size.
-        """
-        _check_cache_bytes(feature_cache_bytes)
-        return cls._load(
-            model,
-            Sam3VideoModel,
-            Sam3VideoProcessor,
-            device=device,
-            dtype=dtype,
-            feature_cache_bytes=feature_cache_bytes,
-        )
+    def _check_options(cls, *, feature_cache_bytes: int = 0, **_: Any) -> None:
+        if feature_cache_bytes < 0:
+            raise UserError(f"`feature_cache_bytes` must be >= 0, got {feature_cache_bytes}")
 
     @property
     def feature_cache(self) -> FeatureCache:
@@ -452,12 +266,6 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
     def backbone_runs(self) -> int:
         """Times the image backbone ran since this segmenter was made."""
         return self._backbone.runs
-
-    def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as the text encoder reads it (see
-        :func:`~sam3_agent.backends.sam3_common.fit_phrase`)."""
-        with self._lock, torch_failures("tokenizer", self._device, _OOM_HINT):
-            return fit_phrase(self._processor.tokenizer, phrase, self._text_limit)
 
     def open(self, video: VideoSource) -> Sam3VideoEmbedding:
         """Prepare ``video`` for tracking; nothing is decoded until :meth:`track`.
@@ -479,13 +287,16 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
             return []
         call = next(self._calls)
         with self._lock:
-            with torch_failures("tokenizer", self._device, _OOM_HINT):
-                read = [fit_phrase(self._processor.tokenizer, p, self._text_limit) for p in phrases]
+            with self._failures("tokenizer"):
+                read = [self._fit(p) for p in phrases]
             try:
-                with torch_failures("video tracker", self._device, _OOM_HINT):
-                    runs = [_PhraseRun(self, video, phrase) for phrase in read]
+                with self._failures("video tracker"):
+                    runs = [
+                        PhraseRun(self._model, self._processor, self._windows, video, phrase)
+                        for phrase in read
+                    ]
                     for frame in video.frames():
-                        pixel_values = self._pixel_values(frame)
+                        pixel_values = self._pixel_values(frame.pixels)[0]
                         key = self._frame_key(frame, call)
                         with self._backbone.frame(key, group):
                             for run in runs:
@@ -502,15 +313,3 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
         if self._cache.max_bytes:
             return image_digest(frame.pixels)
         return ("call", call, frame.position)
-
-    def _pixel_values(self, frame: Frame) -> torch.Tensor:
-        pixels = preshrink(frame.pixels, self._processor.image_processor)
-        # torch warns on read-only arrays; the copy is one frame.
-        pixels = pixels if pixels.flags.writeable else np.array(pixels)
-        inputs = self._processor(images=pixels, return_tensors="pt")
-        return inputs["pixel_values"][0].to(self._device, dtype=self._dtype)
-
-
-def _check_cache_bytes(feature_cache_bytes: int) -> None:
-    if feature_cache_bytes < 0:
-        raise UserError(f"`feature_cache_bytes` must be >= 0, got {feature_cache_bytes}")

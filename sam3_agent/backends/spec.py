@@ -12,16 +12,13 @@ A :class:`BackendSpec` holds every backend and generation option the CLI flags a
    :meth:`BackendSpec.build_chat_model`.
 
 The spec crosses process boundaries (Ray workers build their models from it), so it holds
-plain values only. Error messages name the user-facing flags (``--llm-timeout``), which are
-also the keyword names of ``segment()``.
+plain values only. Error messages name the settings (```llm_timeout```), which are also the
+keyword names of ``segment()``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,8 +29,16 @@ from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
 from sam3_agent.backends.identity import CHAT, SEGMENTER, chat_description, sam3_description
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.backends.torch_runtime import check_device_name, check_dtype_name
-from sam3_agent.values.config import AgentConfig, ToolProtocol
+from sam3_agent.values.config import (
+    AgentConfig,
+    ToolProtocol,
+    at_least,
+    check_settings,
+    positive,
+    setting,
+)
 from sam3_agent.values.errors import UserError, WeightsUnavailableError
+from sam3_agent.values.paths import check_cache_file, check_writable_dir
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
@@ -68,17 +73,22 @@ class BackendSpec:
     """
 
     sam3: str = DEFAULT_SAM3_MODEL
-    sam3_url: str | None = None
+    sam3_url: str | None = setting(
+        None,
+        lambda url: url.startswith(("http://", "https://")),
+        "an http:// or https:// URL",
+        optional=True,
+    )
     sam3_token: str | None = None
     device: str = "auto"
     dtype: str = "auto"
-    sam3_cache_size: int = 8
-    video_cache_mb: int = DEFAULT_VIDEO_CACHE_MB
+    sam3_cache_size: int = at_least(8, 1)
+    video_cache_mb: int = at_least(DEFAULT_VIDEO_CACHE_MB, 0)
     llm: str | None = None
     llm_url: str | Sequence[str] | None = None
     llm_model: str | None = None
     llm_api_key: str | None = None
-    llm_timeout: float = 120.0
+    llm_timeout: float = positive(120.0, "a number of seconds > 0")
     tool_protocol: ToolProtocol = "tags"
     cache: Path | None = None
     replay: bool = False
@@ -135,18 +145,9 @@ class BackendSpec:
         """
         check_device_name(self.device)
         check_dtype_name(self.dtype)
-        if self.sam3_url is not None and not self.sam3_url.startswith(("http://", "https://")):
-            raise UserError(f"`sam3_url` must be an http:// or https:// URL, got {self.sam3_url!r}")
+        check_settings(self)
         if self.sam3_url is None and not self.sam3.strip():
             raise UserError("`sam3` must name a hub id or a local directory")
-        if self.sam3_cache_size < 1:
-            raise UserError(f"`sam3_cache_size` must be >= 1, got {self.sam3_cache_size}")
-        if self.video_cache_mb < 0:
-            raise UserError(f"`video_cache_mb` must be >= 0, got {self.video_cache_mb}")
-        if not (math.isfinite(self.llm_timeout) and self.llm_timeout > 0):
-            raise UserError(
-                f"`llm_timeout` must be a number of seconds > 0, got {self.llm_timeout}"
-            )
         chat_options = self._chat_options()  # the generation settings checked here too
         if self.cache is not None:
             check_cache_file(self.cache)
@@ -269,27 +270,19 @@ class BackendSpec:
         hub: Hub | None = None,
     ) -> ModelPlan:
         """Choose the default MLLM for this machine, check that every in-process model can
-        be loaded (a local directory with weights, the cache, or the hub) and that they fit
-        (unless ``memory_check`` is off): before any weight is downloaded or model loaded.
+        be loaded (a local directory, the cache, or the hub) and that they fit (unless
+        ``memory_check`` is off), before any weight is downloaded. Only an unknown hub id's
+        ``config.json`` is fetched (a few KB) for the estimate.
 
-        A hub id neither cached nor in the known-models table has its ``config.json``
-        fetched alone (a few KB) for the estimate. Models that do not fit are refused
-        first (downloading them would be pointless), then every missing model in one error.
-
-        Args:
-            chat: whether an MLLM is needed (not for SAM 3 alone).
-            video: SAM 3's video model (:meth:`build_video_segmenter`) instead of the image
-                model, with its feature cache (``video_cache_mb``) counted.
-            reading: the device's memory (tests pass a fake one); read from the device if
-                ``None``.
-            hub: the hub to ask about models not here (:class:`~.hub.HfHub` by default).
+        ``chat``: an MLLM is needed; ``video``: SAM 3's video model with its feature cache
+        counted; ``reading``: the device's memory (read if ``None``); ``hub``: where to ask
+        about models not here (:class:`~.hub.HfHub` by default).
 
         Raises:
-            UserError: the models would not fit (one line: the numbers and the ways out),
-                or CUDA was asked for where there is none.
-            WeightsUnavailableError: one or more models cannot be loaded (one line naming
-                each, and what to do).
-                It carries the default MLLM's note (the plan's) in ``notes``.
+            UserError: the models would not fit (refused first: one line with the numbers
+                and the ways out), or CUDA was asked for where there is none.
+            WeightsUnavailableError: every model that cannot be loaded, in one line; it
+                carries the default MLLM's note in ``notes``.
         """
         from sam3_agent.backends import hub as hubs
         from sam3_agent.backends import memory
@@ -332,8 +325,8 @@ class BackendSpec:
             footprints += [mllm] if mllm else []
             located += mllm_at
         if self.memory_check:  # its refusal names the chosen model itself
-            ways_out = _ways_out(mllm_here, sam3_here, dtype, device.type)
-            memory.check_fits(footprints, reading, ways_out)
+            ways = memory.ways_out(mllm_here, sam3_here, dtype, device.type)
+            memory.check_fits(footprints, reading, ways)
         try:
             hubs.check_located(located)
         except WeightsUnavailableError as e:
@@ -352,33 +345,24 @@ class BackendSpec:
         """
         from sam3_agent.backends.segmenters import build_segmenter
 
-        return build_segmenter(
-            model=self.sam3,
-            url=self.sam3_url,
-            token=self.sam3_token,
-            device=self.device,
-            dtype=self.dtype,
-            cache_size=self.sam3_cache_size,
-        )
+        return build_segmenter(**self._sam3_options(), cache_size=self.sam3_cache_size)
 
     def build_video_segmenter(self) -> VideoSegmenter:
         """SAM 3's video model in this process (the same ``sam3`` weights), or the client
-        of the service at ``sam3_url`` (started with ``serve-sam3 --video``).
-
-        Raises:
-            UserError: a bad device or dtype.
-            WeightsUnavailableError: weights missing, gated or offline.
-        """
+        of the service at ``sam3_url`` (started with ``serve-sam3 --video``); raises as
+        :meth:`build_segmenter` does."""
         from sam3_agent.backends.segmenters import build_video_segmenter
 
-        return build_video_segmenter(
-            model=self.sam3,
-            url=self.sam3_url,
-            token=self.sam3_token,
-            device=self.device,
-            dtype=self.dtype,
-            cache_bytes=self.video_cache_mb * MIB,
-        )
+        return build_video_segmenter(**self._sam3_options(), cache_bytes=self.video_cache_mb * MIB)
+
+    def _sam3_options(self) -> dict[str, Any]:
+        return {
+            "model": self.sam3,
+            "url": self.sam3_url,
+            "token": self.sam3_token,
+            "device": self.device,
+            "dtype": self.dtype,
+        }
 
     def build_chat_model(self) -> ChatModel:
         """The MLLM these options select; the default one is chosen by :meth:`plan` first
@@ -411,58 +395,3 @@ class ModelPlan:
 
     spec: BackendSpec
     note: str | None = None
-
-
-def _ways_out(mllm_here: bool, sam3_here: bool, dtype: str, device_type: str) -> str:
-    from sam3_agent.backends.memory import SMALL_DEFAULT_MLLMS
-
-    ways = []
-    if mllm_here:
-        ways += [
-            "an OpenAI-compatible server (`llm_url=URL` `llm_model=NAME`)",
-            f"a smaller `llm='hf:{SMALL_DEFAULT_MLLMS[-1]}'`",
-        ]
-    if sam3_here:
-        ways.append("a SAM 3 service (`sam3_url`)")
-    if dtype == "float32":
-        slower = ", slower on this CPU" if device_type == "cpu" else ""
-        ways.append(f"`dtype='bfloat16'` (half the memory{slower})")
-    ways.append("`memory_check=False` if the estimate is wrong")
-    return "ways out: " + ", ".join(ways)
-
-
-def check_cache_file(path: Path) -> None:
-    """The response cache must be a file (or creatable as one).
-
-    Raises:
-        UserError: ``path`` is a directory, or its directory cannot be written.
-    """
-    resolved = path.expanduser()
-    if resolved.is_dir():
-        raise UserError(f"`cache` {path} is a directory; give a file, e.g. {path}/responses.sqlite")
-    if not resolved.exists():
-        check_writable_dir(resolved.parent, "`cache`")
-
-
-def check_writable_dir(path: Path, flag: str) -> None:
-    """``path`` is a directory we may write into, or can be created as one.
-
-    Raises:
-        UserError: ``path`` (or the first existing parent) is a file, or is not writable.
-    """
-    resolved = path.expanduser()
-    probe = resolved
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        where = "is" if probe == resolved else f"is under {probe}, which is"
-        raise UserError(f"{flag} {path} {where} a file, not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise UserError(f"{flag} {path}: {probe} is not writable")
-    try:  # what access() allows, a file system can still refuse (/proc, read-only mounts)
-        with tempfile.TemporaryFile(dir=probe):
-            pass
-    except OSError as e:
-        raise UserError(f"{flag} {path}: cannot create files in {probe} ({e.strerror})") from e

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import colorsys
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -52,6 +53,7 @@ LABEL_BACKGROUND: Color = (20, 20, 20)
 LABEL_TEXT: Color = (255, 255, 255)
 LABEL_SEARCH_SIDE = 256
 """Label positions are searched on the mask subsampled to at most this many pixels a side."""
+FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 
 def mask_color(index: int) -> Color:
@@ -257,8 +259,7 @@ def draw_label(
 ) -> None:
     """A dark box with ``text`` in white, edged in the mask's ``color``, centred on
     ``anchor`` and moved inside the canvas where it would cross an edge."""
-    font = cv2.FONT_HERSHEY_SIMPLEX
-    (text_w, text_h), baseline = cv2.getTextSize(text, font, style.font_scale, style.font_thickness)
+    (text_w, text_h), baseline = text_size(text, style)
     box_w = text_w + 2 * style.padding
     box_h = text_h + baseline + 2 * style.padding
     canvas_h, canvas_w = canvas.shape[:2]
@@ -267,7 +268,50 @@ def draw_label(
     x1, y1 = x0 + box_w - 1, y0 + box_h - 1
     cv2.rectangle(canvas, (x0, y0), (x1, y1), LABEL_BACKGROUND, thickness=cv2.FILLED)
     cv2.rectangle(canvas, (x0, y0), (x1, y1), color, thickness=max(1, style.line // 2))
-    origin = (x0 + style.padding, y0 + style.padding + text_h)
+    put_text(canvas, text, (x0 + style.padding, y0 + style.padding + text_h), style)
+
+
+def draw_masks(
+    canvas: RGBImage,
+    masks: Sequence[tuple[Placed, Color]],
+    style: Style,
+    labels: Sequence[tuple[str, tuple[int, int]]] = (),
+) -> None:
+    """Fill, then outline every mask, then draw ``labels`` (text and anchor, one per mask,
+    in its colour) so that no fill covers a label; in place."""
+    for placed, color in masks:
+        fill_mask(canvas, placed, color)
+    for placed, color in masks:
+        outline_mask(canvas, placed, color, style.line)
+    for (_, color), (text, anchor) in zip(masks, labels, strict=False):
+        draw_label(canvas, text, anchor, color, style)
+
+
+def text_size(text: str, style: Style) -> tuple[tuple[int, int], int]:
+    """``((width, height), baseline)`` of ``text`` in :data:`FONT` at ``style``."""
+    size, baseline = cv2.getTextSize(text, FONT, style.font_scale, style.font_thickness)
+    return (int(size[0]), int(size[1])), int(baseline)
+
+
+def put_text(canvas: RGBImage, text: str, origin: tuple[int, int], style: Style) -> None:
+    """``text`` in white at ``origin`` (its baseline's left end), in place."""
     cv2.putText(
-        canvas, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
+        canvas, text, origin, FONT, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
     )
+
+
+def resize_image(
+    image: RGBImage, *, height: int | None = None, width: int | None = None
+) -> RGBImage:
+    """``image`` at ``height`` x ``width`` (either one alone keeps the aspect ratio): area
+    averaging when shrinking, bilinear when enlarging; ``image`` itself when unchanged."""
+    h, w = image.shape[:2]
+    if height is None:
+        height = h if width is None else max(1, round(h * width / w))
+    if width is None:
+        width = max(1, round(w * height / h))
+    if (height, width) == (h, w):
+        return image
+    shrink = height <= h and width <= w
+    interpolation = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+    return np.ascontiguousarray(cv2.resize(image, (width, height), interpolation=interpolation))

@@ -23,20 +23,19 @@ import numpy as np
 import numpy.typing as npt
 
 from sam3_agent.media.drawing import (
-    LABEL_TEXT,
     Color,
     Placed,
     Style,
     downscale_mask,
-    draw_label,
-    fill_mask,
+    draw_masks,
     label_anchor,
     mask_color,
-    outline_mask,
     paste_mask,
+    put_text,
     rescale_placed,
     resize_mask,
     shrink_mask,
+    text_size,
 )
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage, downscale
@@ -121,15 +120,7 @@ class Renderer:
         """Every mask filled with its colour, outlined, and labelled with its 1-based number
         (index 0 is labelled "1"). Display size; no detections gives the display image."""
         prepared = self._prepare(detections)
-        canvas = self._display.copy()
-        style = Style.for_canvas(canvas)
-        for i, placed in enumerate(prepared.display):
-            fill_mask(canvas, placed, mask_color(i))
-        for i, placed in enumerate(prepared.display):
-            outline_mask(canvas, placed, mask_color(i), style.line)
-        for i, anchor in enumerate(prepared.anchors):
-            draw_label(canvas, str(i + 1), anchor, mask_color(i), style)
-        return canvas
+        return _numbered(self._display.copy(), prepared.display, prepared.anchors)
 
     def single(
         self,
@@ -150,9 +141,7 @@ class Renderer:
             placed = rescale_placed(
                 placed, canvas.shape[1] / self._display.shape[1], canvas.shape[1], canvas.shape[0]
             )
-        color = mask_color(index) if color is None else color
-        fill_mask(canvas, placed, color)
-        outline_mask(canvas, placed, color, Style.for_canvas(canvas).line)
+        _draw_one(canvas, placed, mask_color(index) if color is None else color)
         return canvas
 
     def context(self, side: int | None = None) -> RGBImage:
@@ -232,9 +221,7 @@ class Renderer:
         placed = Placed(panel_mask, 0, 0)
 
         drawn = plain.copy()
-        color = mask_color(index) if color is None else color
-        fill_mask(drawn, placed, color)
-        outline_mask(drawn, placed, color, Style.for_canvas(drawn).line)
+        _draw_one(drawn, placed, mask_color(index) if color is None else color)
         out = np.full((panel_h, 2 * panel_w + ZOOM_GAP, 3), 255, dtype=np.uint8)
         out[:, :panel_w] = plain
         out[:, panel_w + ZOOM_GAP :] = drawn
@@ -287,20 +274,27 @@ def overlay(image: RGBImage, detections: Detections) -> RGBImage:
             f"image is {image.shape[:2]} (height, width), detections are for "
             f"{detections.image_size}"
         )
+    height, width = detections.image_size
+    placed = [
+        downscale_mask(mask, box, 1.0, 1.0, width, height)
+        for mask, box in zip(detections.masks, detections.mask_boxes.tolist(), strict=True)
+    ]
     canvas = np.array(image, dtype=np.uint8, copy=True, order="C")
-    style = Style.for_canvas(canvas)
-    placed = []
-    for mask, (x0, y0, x1, y1) in zip(
-        detections.masks, detections.mask_boxes.tolist(), strict=True
-    ):
-        placed.append(Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0))
-    for i, p in enumerate(placed):
-        fill_mask(canvas, p, mask_color(i))
-    for i, p in enumerate(placed):
-        outline_mask(canvas, p, mask_color(i), style.line)
-    for i, p in enumerate(placed):
-        draw_label(canvas, str(i + 1), label_anchor(p), mask_color(i), style)
+    return _numbered(canvas, placed, [label_anchor(p) for p in placed])
+
+
+def _numbered(
+    canvas: RGBImage, placed: Sequence[Placed], anchors: Sequence[tuple[int, int]]
+) -> RGBImage:
+    """Every mask in its colour on ``canvas`` (in place), labelled with its 1-based number."""
+    masks = [(p, mask_color(i)) for i, p in enumerate(placed)]
+    labels = [(str(i + 1), anchor) for i, anchor in enumerate(anchors)]
+    draw_masks(canvas, masks, Style.for_canvas(canvas), labels)
     return canvas
+
+
+def _draw_one(canvas: RGBImage, placed: Placed, color: Color) -> None:
+    draw_masks(canvas, [(placed, color)], Style.for_canvas(canvas))
 
 
 def _check_index(index: int, count: int) -> None:
@@ -346,7 +340,6 @@ def score_legend(canvas: RGBImage, query: str, scores: Sequence[float]) -> RGBIm
     row ``i`` shows ``mask_color(i)``, the number ``i + 1`` and ``scores[i]``."""
     out = np.array(canvas, dtype=np.uint8, copy=True, order="C")
     style = Style.for_canvas(out)
-    font = cv2.FONT_HERSHEY_SIMPLEX
     shown = query if len(query) <= LEGEND_QUERY_CHARS else query[: LEGEND_QUERY_CHARS - 3] + "..."
     shown = shown.encode("ascii", "replace").decode("ascii").replace("\n", " ")
     rows: list[tuple[str, Color | None]] = [(f"query: {shown}", None)]
@@ -357,7 +350,7 @@ def score_legend(canvas: RGBImage, query: str, scores: Sequence[float]) -> RGBIm
         rows.append((f"... {len(scores) - LEGEND_MAX_ROWS} more", None))
     if not scores:
         rows.append(("no mask", None))
-    sizes = [cv2.getTextSize(t, font, style.font_scale, style.font_thickness) for t, _ in rows]
+    sizes = [text_size(t, style) for t, _ in rows]
     row_h = max(h + base for (_, h), base in sizes) + style.padding
     swatch = row_h - style.padding
     width = max(w for (w, _), _ in sizes) + swatch + 4 * style.padding
@@ -373,8 +366,5 @@ def score_legend(canvas: RGBImage, query: str, scores: Sequence[float]) -> RGBIm
         if color is not None:
             cv2.rectangle(out, (x, top), (x + swatch, top + swatch), color, thickness=cv2.FILLED)
             x += swatch + style.padding
-        origin = (x, top + text_h)
-        cv2.putText(
-            out, text, origin, font, style.font_scale, LABEL_TEXT, style.font_thickness, cv2.LINE_AA
-        )
+        put_text(out, text, (x, top + text_h), style)
     return out

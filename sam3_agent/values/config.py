@@ -1,11 +1,16 @@
-"""Settings of one agent, as a frozen dataclass with a docstring per field."""
+"""Settings of one agent, as frozen dataclasses with a docstring per field.
+
+A setting's check is declared on its field (:func:`setting`) and run by
+:func:`check_settings`, so every refusal reads "`name` must be <what>, got <value>".
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from sam3_agent.values.errors import UserError
 
@@ -28,50 +33,93 @@ DEFAULT_MAX_PIXELS = 120_000_000
 """Largest ``width * height`` of an input image by default (a 12000 x 10000 photo)."""
 
 
+def setting(
+    default: Any, test: Callable[[Any], bool], expected: str, *, optional: bool = False
+) -> Any:
+    """A dataclass field whose values must pass ``test`` (``expected`` says what they must
+    be, for the message); ``optional``: ``None`` passes too."""
+    return field(default=default, metadata={"check": (test, expected, optional)})
+
+
+def at_least(default: Any, low: int, *, optional: bool = False) -> Any:
+    return setting(default, lambda v: v >= low, f">= {low}", optional=optional)
+
+
+def between(default: Any, low: float, high: float, expected: str) -> Any:
+    return setting(default, lambda v: low <= v <= high, expected)
+
+
+def positive(default: Any, expected: str, *, optional: bool = False) -> Any:
+    """A finite number above 0 (NaN and infinity are refused)."""
+    return setting(default, lambda v: math.isfinite(v) and v > 0, expected, optional=optional)
+
+
+def check_settings(settings: Any) -> None:
+    """Run every check declared on ``settings``' fields, in field order.
+
+    Raises:
+        UserError: the first failing setting, as "`name` must be <expected>, got <value>".
+    """
+    for f in fields(settings):
+        check = f.metadata.get("check")
+        if check is None:
+            continue
+        test, expected, optional = check
+        value = getattr(settings, f.name)
+        if (value is None and optional) or test(value):
+            continue
+        shown = repr(value) if isinstance(value, str) else value
+        raise UserError(f"`{f.name}` must be {expected}, got {shown}")
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """How an agent session runs. Every field has a safe default."""
 
-    max_rounds: int = 100
+    max_rounds: int = at_least(100, 1)
     """Main-conversation MLLM calls allowed per session (mask checks are not counted here).
     When spent, the session ends with status ``failed``."""
 
-    max_corrections: int = 10
+    max_corrections: int = at_least(10, 0)
     """Corrective messages (model mistakes) allowed per session before it ends as ``failed``."""
 
-    max_mask_checks: int = 200
+    max_mask_checks: int = at_least(200, 0)
     """Isolated mask-check calls allowed per session (their own budget, reported in usage).
     When spent, ``examine_each_mask`` is refused and the model must decide without it."""
 
-    check_concurrency: int = 8
+    check_concurrency: int = at_least(8, 1)
     """Mask checks that may run at the same time."""
 
-    verdict_retries: int = 1
+    verdict_retries: int = at_least(1, 0)
     """How often a checker reply without a clear verdict is asked again before counting
     as Reject."""
 
-    score_threshold: float = 0.5
+    score_threshold: float = between(0.5, 0.0, 1.0, "in [0, 1]")
     """SAM 3 detections scoring below this are dropped."""
 
-    overlap_threshold: float = 0.3
+    overlap_threshold: float = between(0.3, 0.0, 1.0, "in [0, 1]")
     """A mask overlapping an already kept, higher-scoring mask by more than this share of the
     smaller mask's area is dropped."""
 
-    max_image_side: int = 1024
+    max_image_side: int = at_least(1024, 1)
     """Images sent to the MLLM are downscaled so their longer side is at most this."""
 
-    jpeg_quality: int = 90
+    jpeg_quality: int = between(90, 1, 100, "in [1, 100]")
     """JPEG quality of images sent to the MLLM."""
 
-    max_image_pixels: int = DEFAULT_MAX_PIXELS
+    max_image_pixels: int = at_least(DEFAULT_MAX_PIXELS, 1)
     """Largest ``width * height`` of an input image; larger ones are refused from the file
     header, before decoding (decompression bombs)."""
 
-    tool_protocol: ToolProtocol = "tags"
+    tool_protocol: ToolProtocol = setting(  # noqa: RUF009 (a field(), immutable default)
+        "tags", lambda v: v in TOOL_PROTOCOLS, "'tags' or 'native'"
+    )
     """``tags``: tool calls written as ``<tool>{json}</tool>`` in the reply text.
     ``native``: tools declared through the API and returned as structured calls."""
 
-    context_policy: str = "sam3"
+    context_policy: str = setting(
+        "sam3", lambda v: v in CONTEXT_POLICIES, f"one of {', '.join(CONTEXT_POLICIES)}"
+    )
     """How each main call's context is chosen from the history (:mod:`sam3_agent.agent.context`):
     ``sam3`` (three-part pruning), ``keep-all``, ``fifo``, ``decay``, ``summary``,
     ``hierarchical``, ``attention`` (in-process transformers MLLM only), ``auto``."""
@@ -81,15 +129,15 @@ class AgentConfig:
     ``context_reserve_tokens``; a session whose pinned context cannot fit ends as
     ``failed`` before the call."""
 
-    context_reserve_tokens: int = 1024
+    context_reserve_tokens: int = at_least(1024, 0)
     """Tokens kept free for the reply: every call's messages fit ``max_context_tokens``
     minus this. Must be >= 0 and below ``max_context_tokens``."""
 
-    context_watermark: float = 0.7
+    context_watermark: float = setting(0.7, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
     """Share of the budget at which ``hierarchical`` starts archiving and ``auto``
     switches to it."""
 
-    decay_rate: float = 0.15
+    decay_rate: float = at_least(0.15, 0)
     """``decay``: a round's score is ``weight(kind) * exp(-decay_rate * age_in_rounds)``."""
 
     decay_weights: tuple[tuple[str, float], ...] = (
@@ -101,7 +149,7 @@ class AgentConfig:
     more than a search round so that a refused call stays in view longer than the searches
     before it (the model would repeat it otherwise)."""
 
-    attention_window: int = 3
+    attention_window: int = at_least(3, 1)
     """``attention``: calls over which each round's attention mass is averaged."""
 
     prompts_dir: Path | None = None
@@ -110,52 +158,18 @@ class AgentConfig:
     :func:`sam3_agent.agent.prompts.load_prompt_set`)."""
 
     def __post_init__(self) -> None:
-        positive = ("max_rounds", "check_concurrency", "max_image_side", "max_image_pixels")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise UserError(f"`{name}` must be >= 1, got {getattr(self, name)}")
-        for name in ("max_corrections", "max_mask_checks", "verdict_retries"):
-            if getattr(self, name) < 0:
-                raise UserError(f"`{name}` must be >= 0, got {getattr(self, name)}")
-        for name in ("score_threshold", "overlap_threshold"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise UserError(f"`{name}` must be in [0, 1], got {value}")
-        if not 1 <= self.jpeg_quality <= 100:
-            raise UserError(f"`jpeg_quality` must be in [1, 100], got {self.jpeg_quality}")
-        if self.tool_protocol not in TOOL_PROTOCOLS:
-            raise UserError(
-                f"`tool_protocol` must be 'tags' or 'native', got {self.tool_protocol!r}"
-            )
-        self._check_context()
-
-    def _check_context(self) -> None:
-        if self.context_policy not in CONTEXT_POLICIES:
-            raise UserError(
-                f"`context_policy` must be one of {', '.join(CONTEXT_POLICIES)}, "
-                f"got {self.context_policy!r}"
-            )
-        if self.context_reserve_tokens < 0:
-            raise UserError(
-                f"`context_reserve_tokens` must be >= 0, got {self.context_reserve_tokens}"
-            )
+        check_settings(self)
         if self.max_context_tokens <= self.context_reserve_tokens:
             raise UserError(
                 f"`max_context_tokens` ({self.max_context_tokens}) must exceed the reply reserve "
                 f"(`context_reserve_tokens={self.context_reserve_tokens}`)"
             )
-        if not 0.0 < self.context_watermark <= 1.0:
-            raise UserError(f"`context_watermark` must be in (0, 1], got {self.context_watermark}")
-        if self.decay_rate < 0:
-            raise UserError(f"`decay_rate` must be >= 0, got {self.decay_rate}")
         for kind, weight in self.decay_weights:
             if kind not in STEP_KINDS_WEIGHTED or weight < 0:
                 raise UserError(
                     f"`decay_weights`: expected kinds {', '.join(STEP_KINDS_WEIGHTED)} with "
                     f"weights >= 0, got {kind!r}={weight}"
                 )
-        if self.attention_window < 1:
-            raise UserError(f"`attention_window` must be >= 1, got {self.attention_window}")
 
     def to_dict(self) -> dict[str, object]:
         """The settings as JSON-safe values (paths as strings)."""
@@ -172,26 +186,20 @@ class VideoOptions:
     """What the video agent shows the model. Every field has a safe default; the frames a
     session tracks are chosen apart (:class:`~sam3_agent.media.video.FrameSelection`)."""
 
-    frames_shown: int = 6
+    frames_shown: int = between(6, 1, 16, "between 1 and 16")
     """Frames on each sheet the main conversation sees (sampled where the tracks exist):
     what one round costs in image tokens, whatever the clip's length."""
 
-    check_frames: int = 4
+    check_frames: int = between(4, 1, 16, "between 1 and 16")
     """Frames one track's isolated check sees."""
 
-    uncertain_looks: int = 1
+    uncertain_looks: int = between(1, 0, 4, "between 0 and 4")
     """Further looks a track gets after an Uncertain verdict, each over the frames the
     checker named (or the track's whole extent, denser); still Uncertain after them, the
     track stays and the main model decides."""
 
     def __post_init__(self) -> None:
-        for name in ("frames_shown", "check_frames"):
-            value = getattr(self, name)
-            if not 1 <= value <= 16:
-                raise UserError(f"`{name}` must be between 1 and 16, got {value}")
-        if not 0 <= self.uncertain_looks <= 4:
-            looks = self.uncertain_looks
-            raise UserError(f"`uncertain_looks` must be between 0 and 4, got {looks}")
+        check_settings(self)
 
     def describe(self) -> dict[str, int]:
         return {
@@ -205,34 +213,30 @@ class VideoOptions:
 class FrameSelection:
     """Which frames of a video a session uses. Every field has a safe default."""
 
-    stride: int = 1
+    stride: int = at_least(1, 1)
     """Use every ``stride``-th frame."""
 
-    max_frames: int | None = None
+    max_frames: int | None = at_least(None, 1, optional=True)
     """At most this many frames (after the stride and the time range); ``None``: all."""
 
-    start_s: float | None = None
+    start_s: float | None = setting(
+        None, lambda v: math.isfinite(v) and v >= 0, "a time in seconds >= 0", optional=True
+    )
     """Skip frames before this time (seconds from the start)."""
 
-    end_s: float | None = None
+    end_s: float | None = setting(
+        None, lambda v: math.isfinite(v) and v >= 0, "a time in seconds >= 0", optional=True
+    )
     """Skip frames after this time (seconds from the start)."""
 
-    fps: float | None = None
+    fps: float | None = positive(None, "a positive number", optional=True)
     """Frames per second of a frame folder (files carry their own); needed for a time range
     on a folder."""
 
     def __post_init__(self) -> None:
-        if self.stride < 1:
-            raise UserError(f"`stride` must be >= 1, got {self.stride}")
-        if self.max_frames is not None and self.max_frames < 1:
-            raise UserError(f"`max_frames` must be >= 1, got {self.max_frames}")
-        for name, value in (("`start_s`", self.start_s), ("`end_s`", self.end_s)):
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise UserError(f"{name} must be a time in seconds >= 0, got {value}")
+        check_settings(self)
         if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
             raise UserError(f"`end_s` ({self.end_s}) must be after `start_s` ({self.start_s})")
-        if self.fps is not None and not (math.isfinite(self.fps) and self.fps > 0):
-            raise UserError(f"`fps` must be a positive number, got {self.fps}")
 
     @property
     def has_time_range(self) -> bool:

@@ -16,7 +16,7 @@ from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.backends.sam3_remote import RemoteSegmenter
 from sam3_agent.backends.sam3_remote_video import RemoteVideoSegmenter
 from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
-from sam3_agent.values.errors import WeightsUnavailableError
+from sam3_agent.values.errors import UserError, WeightsUnavailableError
 
 
 @pytest.mark.parametrize(
@@ -42,6 +42,25 @@ def test_both_models_load_through_load_sam3(
     with pytest.raises(WeightsUnavailableError, match="refused by the test"):
         segmenter.from_pretrained(Path("some/dir"), device="cpu", dtype="float32")
     assert asked == [("some/dir", model_class, processor_class, "cpu", "float32")]
+
+
+@pytest.mark.parametrize(
+    ("segmenter", "options", "message"),
+    [
+        (Sam3Segmenter, {"cache_size": -1}, "cache_size must be >= 0, got -1"),
+        (Sam3Segmenter, {"max_phrase_batch": 0}, "max_phrase_batch must be >= 1, got 0"),
+        (Sam3VideoSegmenter, {"feature_cache_bytes": -1}, "`feature_cache_bytes` must be >= 0"),
+    ],
+)
+def test_both_models_refuse_bad_options_before_loading_weights(
+    monkeypatch: pytest.MonkeyPatch, segmenter: Any, options: dict[str, int], message: str
+) -> None:
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("weights were loaded before the options were checked")
+
+    monkeypatch.setattr(sam3_common, "load_sam3", never)
+    with pytest.raises(UserError, match=message):
+        segmenter.from_pretrained(Path("some/dir"), device="cpu", dtype="float32", **options)
 
 
 @pytest.mark.parametrize(

@@ -15,18 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.media import video_render
+from sam3_agent.media import video_writer
 from sam3_agent.media.drawing import Placed, fill_mask, mask_color
+from sam3_agent.media.sheet_layout import sample_positions, sheet_grid
 from sam3_agent.media.video import Frame, FrameSelection, VideoLoadError, VideoSource, open_video
-from sam3_agent.media.video_render import (
-    contact_sheet,
-    render_sheet,
-    render_track_check,
-    sample_positions,
-    sheet_grid,
-    write_overlay_video,
-    write_web_video,
-)
+from sam3_agent.media.video_render import contact_sheet, render_sheet, render_track_check
+from sam3_agent.media.video_writer import write_overlay_video, write_web_video
 from sam3_agent.values.tracks import Track, TrackBuilder, Tracks
 from tests.support.clips import BACKGROUND, Square, render_frame, square_mask, write_frames
 
@@ -408,7 +402,7 @@ def test_the_overlay_video_plays_as_long_as_the_frames_used(tmp_path: Path) -> N
     # A folder without a frame rate plays at the default.
     plain = open_video(folder)
     frames, fps = _read_back(write_overlay_video(plain, Tracks(21, SIZE), tmp_path / "b.mp4"))
-    assert len(frames) == 21 and fps == pytest.approx(video_render.DEFAULT_FPS)
+    assert len(frames) == 21 and fps == pytest.approx(video_writer.DEFAULT_FPS)
 
 
 def test_an_odd_sized_video_is_padded_to_even(tmp_path: Path) -> None:
@@ -436,7 +430,7 @@ def test_a_failed_overlay_leaves_the_old_file_and_no_temporary(tmp_path: Path) -
 
 
 def test_no_codec_is_one_named_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(video_render, "FOURCCS", ())
+    monkeypatch.setattr(video_writer, "FOURCCS", ())
     with pytest.raises(OSError, match="cannot write an MP4"):
         write_overlay_video(synthetic(3), Tracks(3, SIZE), tmp_path / "o.mp4")
     assert os.listdir(tmp_path) == []

@@ -24,7 +24,8 @@ from sam3_agent.agent.video.session import VideoScene
 from sam3_agent.agent.video.tools import VIDEO_TOOLS
 from sam3_agent.backends.base import ChatModel, ChecksReady, VideoSegmenter
 from sam3_agent.media.video import FrameSelection, VideoSource, open_video
-from sam3_agent.media.video_render import contact_sheet, write_overlay_video
+from sam3_agent.media.video_render import contact_sheet
+from sam3_agent.media.video_writer import write_overlay_video
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.files import atomic_write_json, write_png

@@ -36,7 +36,7 @@ from sam3_agent.apps.demo.sessions import (
     upload_name,
 )
 from sam3_agent.media.video import VideoLoadError, VideoSource, open_video
-from sam3_agent.media.video_render import write_web_video
+from sam3_agent.media.video_writer import write_web_video
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import UserError
 

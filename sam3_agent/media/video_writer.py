@@ -1,0 +1,160 @@
+"""The result's videos: the overlay MP4 of a session's tracks, and the WebM a web page plays.
+
+Frames are decoded, drawn and written one at a time, and a file appears only when complete
+(temp file, then rename).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from sam3_agent.media.drawing import Style, resize_image
+from sam3_agent.media.render import LEGEND_QUERY_CHARS, score_legend
+from sam3_agent.media.video import VideoSource, open_video
+from sam3_agent.media.video_render import check_tracks, draw_tracks
+from sam3_agent.values.files import atomic_output
+from sam3_agent.values.text import one_line
+from sam3_agent.values.tracks import Tracks
+
+__all__ = ["DEFAULT_FPS", "write_overlay_video", "write_web_video"]
+
+DEFAULT_FPS = 10.0
+"""Frame rate of an overlay video whose source declares none (a frame folder)."""
+FOURCCS = ("avc1", "mp4v")
+"""Codecs tried for the overlay video, in order: H.264 plays in browsers; MPEG-4 part 2 is
+what OpenCV's own wheels can always write."""
+WEB_FOURCCS = ("VP80", "VP90")
+"""Codecs tried for a WebM video, in order: VP8 encodes several times faster than VP9 with
+OpenCV's bundled FFmpeg, and every browser plays both."""
+WEB_MAX_SIDE = 854
+"""Longer side of a web page's copy of a video, in pixels by default (480p's width)."""
+MIN_WEB_SIDE = 16
+"""Shortest side of a web page's copy of a video (VP8 writes no readable frame of 6x4)."""
+
+
+def write_overlay_video(
+    video: VideoSource, tracks: Tracks, path: Path, *, query: str | None = None
+) -> Path:
+    """Write every frame the session uses, with ``tracks`` drawn (colour, outline, number
+    ``1..N``), as an MP4 at ``path``; returns ``path``.
+
+    The frame rate is the video's (:data:`DEFAULT_FPS` when it declares none) divided by the
+    mean step between the frames used, so the overlay lasts as long as the clip. H.264 is
+    tried first (browsers play it), MPEG-4 part 2 otherwise. A frame of odd width or height
+    is padded by one black pixel on the right or bottom (the codecs need even sizes).
+    ``query``: a legend in the top-left corner (:func:`~sam3_agent.media.render.legend`:
+    the query as one bounded line, then each track's number and score). Frames are decoded,
+    drawn and written one at a time; the file appears only when complete (temp file, then
+    rename).
+
+    Raises:
+        ValueError: ``tracks`` not of this video.
+        OSError: no codec could be opened for writing.
+        VideoLoadError: a frame can no longer be read (``path`` is then left as it was).
+    """
+    check_tracks(video, tracks)
+    height, width = video.size
+    even_w, even_h = width + width % 2, height + height % 2
+    numbers = list(range(1, len(tracks) + 1))
+    shown_query = None if query is None else one_line(query, LEGEND_QUERY_CHARS)
+    scores = [t.score for t in tracks]
+    style = Style.for_side(max(height, width))
+    with atomic_output(path, suffix=".mp4") as tmp:
+        writer = _open_writer(tmp, _overlay_fps(video), (even_w, even_h))
+        try:
+            for frame in video.frames():
+                canvas = np.array(frame.pixels, dtype=np.uint8, copy=True, order="C")
+                draw_tracks(canvas, tracks, frame.position, numbers, style)
+                if shown_query is not None:
+                    canvas = score_legend(canvas, shown_query, scores)
+                bgr = cv2.cvtColor(canvas, cv2.COLOR_RGB2BGR)
+                if (even_w, even_h) != (width, height):
+                    bgr = cv2.copyMakeBorder(
+                        bgr, 0, even_h - height, 0, even_w - width, cv2.BORDER_CONSTANT, value=0
+                    )
+                writer.write(bgr)
+        finally:
+            writer.release()
+    return path
+
+
+def write_web_video(source: Path, path: Path, *, max_side: int = WEB_MAX_SIDE) -> Path:
+    """Copy the video at ``source`` (an overlay :func:`write_overlay_video` wrote) to ``path``
+    as WebM, which browsers play; returns ``path``.
+
+    VP8 (VP9 where VP8 is missing), at ``source``'s frame rate (:data:`DEFAULT_FPS` when it
+    declares none), shrunk so that its longer side is at most ``max_side`` (sides kept even
+    and at least :data:`MIN_WEB_SIDE`, as the codecs need). Frames are decoded and written
+    one at a time; the file appears only when complete (temp file, then rename). OpenCV
+    says once on stderr that the WebM muxer does not know the codec's tag; it writes the
+    file all the same.
+
+    Raises:
+        ValueError: ``max_side`` under :data:`MIN_WEB_SIDE`.
+        VideoLoadError: ``source`` cannot be read.
+        OSError: no WebM codec could be opened for writing.
+    """
+    if max_side < MIN_WEB_SIDE:
+        raise ValueError(f"max_side must be >= {MIN_WEB_SIDE}, got {max_side}")
+    video = open_video(source)
+    height, width = video.size
+    scale = min(1.0, max_side / max(height, width))
+    out_w, out_h = (max(MIN_WEB_SIDE, round(side * scale) // 2 * 2) for side in (width, height))
+    size = (out_w, out_h)
+    with atomic_output(path, suffix=".webm") as tmp:
+        writer = _open_writer(tmp, video.fps or DEFAULT_FPS, size, WEB_FOURCCS, "a WebM")
+        try:
+            for frame in video.frames():
+                pixels = resize_image(frame.pixels, height=size[1], width=size[0])
+                writer.write(cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
+        finally:
+            writer.release()
+    return path
+
+
+def _overlay_fps(video: VideoSource) -> float:
+    fps = video.fps or DEFAULT_FPS
+    indices = video.indices
+    if len(indices) < 2:
+        return fps
+    step = (indices[-1] - indices[0]) / (len(indices) - 1)
+    return fps / max(1.0, step)
+
+
+def _open_writer(
+    path: Path,
+    fps: float,
+    size: tuple[int, int],
+    fourccs: Sequence[str] | None = None,
+    kind: str = "an MP4",
+) -> cv2.VideoWriter:
+    """A writer for ``path`` at ``fps`` and ``size`` ``(width, height)``, with the first of
+    ``fourccs`` (:data:`FOURCCS` by default) this OpenCV can open; ``kind`` names the
+    format in the error."""
+    tried = FOURCCS if fourccs is None else fourccs
+    for fourcc in tried:
+        with _quiet_opencv():
+            writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*fourcc), fps, size)
+        if writer.isOpened():
+            return writer
+        writer.release()
+    raise OSError(f"OpenCV cannot write {kind} video here (tried {', '.join(tried)})")
+
+
+@contextmanager
+def _quiet_opencv() -> Iterator[None]:
+    # A codec OpenCV's wheel lacks (H.264) is expected: its failure is ours to report, not a
+    # screenful of FFmpeg and OpenCV lines on stderr (a user's own FFmpeg setting is kept).
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    level = cv2.utils.logging.getLogLevel()
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    try:
+        yield
+    finally:
+        cv2.utils.logging.setLogLevel(level)
