@@ -13,19 +13,24 @@ output is a file or a pipe) stays one line, so logs and ``grep`` see whole lines
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.status import Status
 from rich.text import Text
 
 from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.text import visible
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.events import RoundEvent
+    from sam3_agent.runs.single import Finished
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 """Progress, status and errors."""
@@ -60,7 +65,8 @@ def one_line_errors() -> Iterator[None]:
     """Turn library errors into one plain line on stderr and a non-zero exit code.
 
     ``UserError`` (bad input, bad option) exits with 2, other library errors with 1,
-    Ctrl+C with 130. Anything else is a bug and keeps its traceback. The error's
+    Ctrl+C with 130 (after the line an :class:`~sam3_agent.runs.rundirs.Interrupted`
+    carries). Anything else is a bug and keeps its traceback. The error's
     :attr:`~sam3_agent.values.errors.Sam3AgentError.notes` come first, a line each. The
     settings a library message names are shown as their flags (:mod:`.setting_flags`).
     """
@@ -77,7 +83,8 @@ def one_line_errors() -> Iterator[None]:
         say(("error:", "red"), f" {type(e).__name__}: {as_flags(str(e))}")
         raise typer.Exit(EXIT_ERROR) from e
     except KeyboardInterrupt as e:
-        say(("interrupted", "yellow"))
+        said = f": {as_flags(str(e))}" if str(e) else ""
+        say(("interrupted", "yellow"), said)
         raise typer.Exit(EXIT_INTERRUPTED) from e
 
 
@@ -101,34 +108,51 @@ def setup_logging(verbose: bool) -> None:
             os.environ.setdefault(name, value)
 
 
-class SessionOutcome(Protocol):
-    """What :func:`say_outcome` reads of an image or a video session's result."""
+class LiveProgress:
+    """A request's progress on stderr (:class:`sam3_agent.runs.single.Progress`): notes (their
+    settings shown as flags) and rounds as lines, the status live below them, from its first
+    update until the block ends."""
 
-    @property
-    def status(self) -> str: ...
+    def __init__(self) -> None:
+        self._live: Status | None = None
 
-    @property
-    def failure(self) -> str | None: ...
+    def note(self, line: str) -> None:
+        say(as_flags(line))
 
-    @property
-    def rounds(self) -> int: ...
+    def round(self, event: RoundEvent) -> None:
+        say(f"round {event.round}: {event.tool or '(no tool)'} - {event.summary}")
 
-    @property
-    def usage(self) -> Any: ...
+    def status(self, line: str) -> None:
+        if self._live is None:
+            self._live = err_console.status(plain(line))
+            self._live.start()
+        else:
+            self._live.update(plain(line))
 
-    @property
-    def timings(self) -> dict[str, float]: ...
+    def __enter__(self) -> LiveProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()
 
 
-def say_outcome(result: SessionOutcome, found: str, out_dir: Path) -> None:
-    """The session's last line (``found``: what ``masks`` means, e.g. "2 mask(s)"); a
-    failed session then exits with :data:`EXIT_FAILED_SESSION`."""
+def say_finished(done: Finished[Any], found: str, *, json_output: bool) -> None:
+    """``result.json`` on stdout with ``json_output``; then the session's last line
+    (``found``: what ``masks`` means, e.g. "2 mask(s)"). A failed session then exits with
+    :data:`EXIT_FAILED_SESSION`."""
+    if json_output:
+        typer.echo(json.dumps(done.document, indent=2))
+    result = done.result
     outcome = {
         "masks": ((found, "green"), ""),
         "no_mask": (("no mask", "yellow"), " (nothing matching was found)"),
         "failed": (("failed", "red"), f": {as_flags(result.failure or '')}"),
     }[result.status]
     tokens, seconds = result.usage.total.total_tokens, result.timings["total"]
-    say(*outcome, f" in {result.rounds} round(s), {tokens} tokens, {seconds:.1f} s -> {out_dir}")
+    say(
+        *outcome,
+        f" in {result.rounds} round(s), {tokens} tokens, {seconds:.1f} s -> {done.directory}",
+    )
     if result.status == "failed":
         raise typer.Exit(EXIT_FAILED_SESSION)
