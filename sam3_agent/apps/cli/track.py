@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from sam3_agent.apps.cli.console import LiveProgress, one_line_errors, say_finished
+from sam3_agent.apps.cli.console import one_line_errors
 from sam3_agent.apps.cli.flags import (
     AGENT,
     BACKENDS,
@@ -24,6 +24,7 @@ from sam3_agent.apps.cli.flags import (
     VideoFlags,
     with_flags,
 )
+from sam3_agent.apps.cli.request import LiveProgress, say_finished
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 
