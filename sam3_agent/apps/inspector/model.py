@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from PIL import Image, UnidentifiedImageError
+
 from sam3_agent.agent.context.tokens import TokenCounter, counter_for
 from sam3_agent.apps.inspector.views import (
     CallView,
@@ -166,8 +168,6 @@ def _zone(index: int, role: str) -> str:
 
 
 def _image_size(data: bytes) -> tuple[int | None, int | None]:
-    from PIL import Image, UnidentifiedImageError
-
     try:
         with Image.open(io.BytesIO(data)) as image:
             return int(image.width), int(image.height)
