@@ -25,7 +25,7 @@ and ``serve-sam3`` the same SAM 3 flags (``tests/test_cli_flags.py`` checks it).
 here imports anything heavy: ``--help`` stays instant.
 """
 
-from sam3_agent.apps.cli.flags.agent import AGENT, MIN_IMAGE_SIDE, check_agent, config_from_flags
+from sam3_agent.apps.cli.flags.agent import AGENT, MIN_IMAGE_SIDE, check_agent
 from sam3_agent.apps.cli.flags.backends import BACKENDS, SAM3
 from sam3_agent.apps.cli.flags.compose import Flag, FlagGroup, flag, with_flags
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
@@ -65,7 +65,6 @@ __all__ = [
     "TrackResumeOpt",
     "VideoFlags",
     "check_agent",
-    "config_from_flags",
     "flag",
     "with_flags",
 ]
