@@ -11,17 +11,14 @@ from typing import Annotated
 import typer
 
 from sam3_agent.apps.cli.console import one_line_errors
-from sam3_agent.apps.cli.flags import (
-    AGENT,
-    BACKENDS,
-    VERBOSE,
+from sam3_agent.apps.cli.flags import AGENT, BACKENDS, VERBOSE, with_flags
+from sam3_agent.apps.cli.flags.output import (
     ExportOpt,
     JsonOpt,
     Mode,
     OverwriteOpt,
     ResumeOpt,
     RunOutOpt,
-    with_flags,
 )
 from sam3_agent.apps.cli.request import LiveProgress, say_finished
 from sam3_agent.backends.spec import BackendSpec

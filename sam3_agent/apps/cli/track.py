@@ -12,18 +12,8 @@ from typing import Annotated
 import typer
 
 from sam3_agent.apps.cli.console import one_line_errors
-from sam3_agent.apps.cli.flags import (
-    AGENT,
-    BACKENDS,
-    VERBOSE,
-    VIDEO,
-    JsonOpt,
-    OverwriteOpt,
-    TrackOutOpt,
-    TrackResumeOpt,
-    VideoFlags,
-    with_flags,
-)
+from sam3_agent.apps.cli.flags import AGENT, BACKENDS, VERBOSE, VIDEO, VideoFlags, with_flags
+from sam3_agent.apps.cli.flags.output import JsonOpt, OverwriteOpt, TrackOutOpt, TrackResumeOpt
 from sam3_agent.apps.cli.request import LiveProgress, say_finished
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig

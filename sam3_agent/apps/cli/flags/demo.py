@@ -18,6 +18,30 @@ DEMO_TOKEN_ENV = "SAM3_AGENT_DEMO_TOKEN"
 
 _demo = functools.partial(flag, panel=DEMO_PANEL)
 
+DEMO_FLAGS = (
+    _demo("host", str, "127.0.0.1", "--host", metavar="HOST",
+          help="Address to listen on. Anything but loopback requires a token."),
+    _demo("port", int, 7860, "--port", metavar="PORT", help="Port to listen on."),
+    _demo("token", str | None, None, "--token", metavar="TOKEN", envvar=DEMO_TOKEN_ENV,
+          help="Password of the page (any user name), and bearer token of the SAM 3 API "
+          "with --serve-sam3-api. Required unless listening on loopback."),
+    _demo("out", Path, Path("runs/demo"), "--out", "-o", metavar="DIR",
+          help="Each request writes its files under here."),
+    _demo("concurrency", int, 2, "--concurrency", metavar="N",
+          help="Requests that run at the same time; the others wait in a queue."),
+    _demo("serve_sam3_api", bool, False, "--serve-sam3-api",
+          help="Also serve the SAM 3 service's API (/health, /v1/*, as serve-sam3 does) on "
+          "this process's segmenter."),
+    _demo("video", bool, True, "--video/--no-video",
+          help="A video tab beside the image one; SAM 3's video model loads on the first "
+          "video request."),
+    _demo("max_video_mb", float, VideoLimits.max_mb, "--max-video-mb", metavar="MB",
+          help="Largest video upload, in megabytes."),
+    _demo("max_video_frames", int, VideoLimits.max_frames, "--max-video-frames", metavar="N",
+          help="Most frames one video request tracks (after its stride); a longer clip is "
+          "refused with the stride that fits."),
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class DemoFlags:
@@ -38,33 +62,7 @@ def _demo_flags(values: dict[str, Any], built: dict[str, Any]) -> DemoFlags:
     return DemoFlags(**values)
 
 
-DEMO = FlagGroup(
-    "demo",
-    (
-        _demo("host", str, "127.0.0.1", "--host", metavar="HOST",
-              help="Address to listen on. Anything but loopback requires a token."),
-        _demo("port", int, 7860, "--port", metavar="PORT", help="Port to listen on."),
-        _demo("token", str | None, None, "--token", metavar="TOKEN", envvar=DEMO_TOKEN_ENV,
-              help="Password of the page (any user name), and bearer token of the SAM 3 API "
-              "with --serve-sam3-api. Required unless listening on loopback."),
-        _demo("out", Path, Path("runs/demo"), "--out", "-o", metavar="DIR",
-              help="Each request writes its files under here."),
-        _demo("concurrency", int, 2, "--concurrency", metavar="N",
-              help="Requests that run at the same time; the others wait in a queue."),
-        _demo("serve_sam3_api", bool, False, "--serve-sam3-api",
-              help="Also serve the SAM 3 service's API (/health, /v1/*, as serve-sam3 does) on "
-              "this process's segmenter."),
-        _demo("video", bool, True, "--video/--no-video",
-              help="A video tab beside the image one; SAM 3's video model loads on the first "
-              "video request."),
-        _demo("max_video_mb", float, VideoLimits.max_mb, "--max-video-mb", metavar="MB",
-              help="Largest video upload, in megabytes."),
-        _demo("max_video_frames", int, VideoLimits.max_frames, "--max-video-frames", metavar="N",
-              help="Most frames one video request tracks (after its stride); a longer clip is "
-              "refused with the stride that fits."),
-    ),
-    _demo_flags,
-)  # fmt: skip
+DEMO = FlagGroup("demo", DEMO_FLAGS, _demo_flags)
 """``--host``, ``--port``, ``--token`` ... of ``demo``, listed before the backend flags."""
 
 
