@@ -16,8 +16,6 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Protocol
 
 import typer
 from rich.console import Console
@@ -60,7 +58,8 @@ def one_line_errors() -> Iterator[None]:
     """Turn library errors into one plain line on stderr and a non-zero exit code.
 
     ``UserError`` (bad input, bad option) exits with 2, other library errors with 1,
-    Ctrl+C with 130. Anything else is a bug and keeps its traceback. The error's
+    Ctrl+C with 130 (after the line an :class:`~sam3_agent.runs.rundirs.Interrupted`
+    carries). Anything else is a bug and keeps its traceback. The error's
     :attr:`~sam3_agent.values.errors.Sam3AgentError.notes` come first, a line each. The
     settings a library message names are shown as their flags (:mod:`.setting_flags`).
     """
@@ -77,7 +76,8 @@ def one_line_errors() -> Iterator[None]:
         say(("error:", "red"), f" {type(e).__name__}: {as_flags(str(e))}")
         raise typer.Exit(EXIT_ERROR) from e
     except KeyboardInterrupt as e:
-        say(("interrupted", "yellow"))
+        said = f": {as_flags(str(e))}" if str(e) else ""
+        say(("interrupted", "yellow"), said)
         raise typer.Exit(EXIT_INTERRUPTED) from e
 
 
@@ -99,36 +99,3 @@ def setup_logging(verbose: bool) -> None:
     if not verbose:
         for name, value in QUIET_MODEL_LIBRARIES.items():
             os.environ.setdefault(name, value)
-
-
-class SessionOutcome(Protocol):
-    """What :func:`say_outcome` reads of an image or a video session's result."""
-
-    @property
-    def status(self) -> str: ...
-
-    @property
-    def failure(self) -> str | None: ...
-
-    @property
-    def rounds(self) -> int: ...
-
-    @property
-    def usage(self) -> Any: ...
-
-    @property
-    def timings(self) -> dict[str, float]: ...
-
-
-def say_outcome(result: SessionOutcome, found: str, out_dir: Path) -> None:
-    """The session's last line (``found``: what ``masks`` means, e.g. "2 mask(s)"); a
-    failed session then exits with :data:`EXIT_FAILED_SESSION`."""
-    outcome = {
-        "masks": ((found, "green"), ""),
-        "no_mask": (("no mask", "yellow"), " (nothing matching was found)"),
-        "failed": (("failed", "red"), f": {as_flags(result.failure or '')}"),
-    }[result.status]
-    tokens, seconds = result.usage.total.total_tokens, result.timings["total"]
-    say(*outcome, f" in {result.rounds} round(s), {tokens} tokens, {seconds:.1f} s -> {out_dir}")
-    if result.status == "failed":
-        raise typer.Exit(EXIT_FAILED_SESSION)

@@ -39,7 +39,22 @@ class Tally(Protocol[R_contra]):
         ...
 
 
-class ProgressBar(Generic[R]):
+class _Shown(Generic[R]):
+    """What both displays keep: the console, the label, the tally (a notice: one line)."""
+
+    def __init__(self, console: Console, label: str, tally: Tally[R]) -> None:
+        self._console, self._label, self.tally = console, label, tally
+
+    def _count(self, already_done: Sequence[R]) -> None:
+        for r in already_done:
+            self.tally.add(r)
+
+    def notice(self, line: str, *, warning: bool = False) -> None:
+        # A live bar's console prints above the bar, which stays whole.
+        self._console.print(notice_text(line, warning=warning), soft_wrap=True)
+
+
+class ProgressBar(_Shown[R]):
     """A rich progress bar with ETA and the tally's figures."""
 
     def __init__(self, console: Console, label: str, tally: Tally[R]) -> None:
@@ -52,6 +67,7 @@ class ProgressBar(Generic[R]):
             TimeRemainingColumn,
         )
 
+        super().__init__(console, label, tally)
         self._progress = Progress(
             TextColumn(f"[bold]{label}"),
             BarColumn(),
@@ -61,13 +77,10 @@ class ProgressBar(Generic[R]):
             TextColumn("{task.fields[stats]}"),
             console=console,
         )
-        self._label = label
         self._task: Any = None
-        self.tally = tally
 
     def start(self, total: int, already_done: Sequence[R]) -> None:
-        for r in already_done:
-            self.tally.add(r)
+        self._count(already_done)
         self._progress.start()
         self._task = self._progress.add_task(
             self._label, total=total, completed=len(already_done), stats=self.tally.text()
@@ -78,15 +91,11 @@ class ProgressBar(Generic[R]):
         if self._task is not None:
             self._progress.update(self._task, advance=1, stats=self.tally.text())
 
-    def notice(self, line: str, *, warning: bool = False) -> None:
-        # Through the bar's console: printed above the live bar, which stays whole.
-        self._progress.console.print(notice_text(line, warning=warning), soft_wrap=True)
-
     def stop(self) -> None:
         self._progress.stop()
 
 
-class PlainProgress(Generic[R]):
+class PlainProgress(_Shown[R]):
     """Progress for a log file: one plain line at the start, then at most one line per
     ``interval_s`` seconds, and one at the end; no cursor movement, no colour."""
 
@@ -98,16 +107,10 @@ class PlainProgress(Generic[R]):
         interval_s: float = PLAIN_PROGRESS_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._console = console
-        self._label = label
-        self.tally = tally
-        self._interval_s = interval_s
-        self._clock = clock
-        self._total = 0
-        self._done = 0
-        self._resumed = 0
-        self._started = 0.0
-        self._last_line = 0.0
+        super().__init__(console, label, tally)
+        self._interval_s, self._clock = interval_s, clock
+        self._total = self._done = self._resumed = 0
+        self._started = self._last_line = 0.0
 
     def _line(self) -> None:
         now = self._clock()
@@ -127,8 +130,7 @@ class PlainProgress(Generic[R]):
         )
 
     def start(self, total: int, already_done: Sequence[R]) -> None:
-        for r in already_done:
-            self.tally.add(r)
+        self._count(already_done)
         self._total = total
         self._done = self._resumed = len(already_done)
         self._started = self._clock()
@@ -139,9 +141,6 @@ class PlainProgress(Generic[R]):
         self._done += 1
         if self._done >= self._total or self._clock() - self._last_line >= self._interval_s:
             self._line()
-
-    def notice(self, line: str, *, warning: bool = False) -> None:
-        self._console.print(notice_text(line, warning=warning), soft_wrap=True)
 
     def stop(self) -> None:
         if self._last_line and self._done < self._total:

@@ -39,6 +39,8 @@ SAME_NAME = frozenset(
         # arguments of the evaluation and batch runs
         "out", "dataset", "preset", "split", "images", "all_texts", "limit", "shard", "mode",
         "query", "export",
+        # arguments of one request (run, track)
+        "resume", "overwrite",
     }
 )  # fmt: skip
 """Settings whose flag is their name with dashes (``llm_url``: ``--llm-url``)."""

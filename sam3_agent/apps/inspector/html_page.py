@@ -21,15 +21,7 @@ from __future__ import annotations
 import base64
 import html
 
-from sam3_agent.apps.inspector import summary
-from sam3_agent.apps.inspector.views import (
-    CallView,
-    ImageRef,
-    MessageView,
-    Part,
-    RoundView,
-    RunView,
-)
+from sam3_agent.apps.inspector import summary, views
 from sam3_agent.values.text import visible
 
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -65,7 +57,7 @@ class _Images:
     def __init__(self) -> None:
         self.anchors: dict[str, str] = {}
 
-    def show(self, image: ImageRef) -> str:
+    def show(self, image: views.ImageRef) -> str:
         if image.data is None or image.mime is None:
             return f'<p class="note">[image {esc(image.label)}]</p>'
         anchor = self.anchors.get(image.file)
@@ -83,7 +75,7 @@ class _Images:
         )
 
 
-def render(run: RunView) -> str:
+def render(run: views.RunView) -> str:
     """The whole page for ``run``."""
     images = _Images()
     out = [
@@ -116,7 +108,7 @@ def render(run: RunView) -> str:
     return "\n".join(out)
 
 
-def _round(view: RoundView, images: _Images) -> str:
+def _round(view: views.RoundView, images: _Images) -> str:
     complete = "true" if view.complete else "false"
     out = [
         f'<section class="round" id="round-{view.number}" data-round="{view.number}" '
@@ -161,7 +153,7 @@ def _round(view: RoundView, images: _Images) -> str:
     return "\n".join(out)
 
 
-def _context(view: RoundView, images: _Images) -> str:
+def _context(view: views.RoundView, images: _Images) -> str:
     heading = esc(summary.context_heading(view))
     out = [f'<details class="context" open><summary>{heading}</summary>']
     for zone, messages in view.zones.items():
@@ -176,7 +168,7 @@ def _context(view: RoundView, images: _Images) -> str:
     return "\n".join(out)
 
 
-def _message(message: MessageView, images: _Images) -> str:
+def _message(message: views.MessageView, images: _Images) -> str:
     out = [
         f'<div class="message" data-role="{esc(message.role)}">'
         f'<div class="meta">#{message.index} {esc(message.role)}, {message.tokens} tokens</div>'
@@ -186,7 +178,7 @@ def _message(message: MessageView, images: _Images) -> str:
     return "\n".join(out)
 
 
-def _part(part: Part, images: _Images) -> str:
+def _part(part: views.Part, images: _Images) -> str:
     if part.kind == "image" and part.image is not None:
         return images.show(part.image)
     if part.kind == "file":
@@ -196,7 +188,7 @@ def _part(part: Part, images: _Images) -> str:
     return f"<pre>{esc(part.text)}</pre>"
 
 
-def _call(call: CallView, images: _Images, kind: str) -> str:
+def _call(call: views.CallView, images: _Images, kind: str) -> str:
     verdict = f' data-verdict="{esc(call.verdict)}"' if call.verdict else ""
     verdict_text = f"{call.verdict}; " if call.verdict else ""
     head = f"{call.title}: {verdict_text}{summary.usage_line(call.usage, call.latency_s)}"

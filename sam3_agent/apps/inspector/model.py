@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from PIL import Image, UnidentifiedImageError
+
 from sam3_agent.agent.context.tokens import TokenCounter, counter_for
 from sam3_agent.apps.inspector.views import (
     CallView,
@@ -40,8 +42,8 @@ from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, Role, TextPart
 
-_JPEG = b"\xff\xd8\xff"
-_PNG = b"\x89PNG\r\n\x1a\n"
+_MAGIC = {b"\xff\xd8\xff": "image/jpeg", b"\x89PNG\r\n\x1a\n": "image/png"}
+"""The images shown: a file's first bytes, and its type."""
 
 
 @dataclass(frozen=True)
@@ -65,29 +67,19 @@ class _Loader:
             self.images[file] = self._read_image(file)
         return self.images[file]
 
-    def inside(self, file: str) -> Path | None:
-        """``file`` under the run directory, or None when it leaves it or cannot exist."""
+    def read(self, file: str) -> bytes | None:
+        """The bytes of ``file``; None when it leaves the run directory or cannot be read."""
         try:
             path = (self.directory / file).resolve()
-            return path if path.is_relative_to(self.root) and path.is_file() else None
+            if path.is_relative_to(self.root) and path.is_file():
+                return path.read_bytes()
         except (OSError, ValueError):  # a NUL byte, a name too long, a loop of links
-            return None
+            pass
+        return None
 
     def _read_image(self, file: str) -> ImageRef:
-        path = self.inside(file)
-        if path is None:
-            return ImageRef(file)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return ImageRef(file)
-        mime = (
-            "image/jpeg"
-            if data.startswith(_JPEG)
-            else "image/png"
-            if data.startswith(_PNG)
-            else None
-        )
+        data = self.read(file) or b""
+        mime = next((kind for magic, kind in _MAGIC.items() if data.startswith(magic)), None)
         if mime is None:
             return ImageRef(file)
         width, height = _image_size(data)
@@ -95,14 +87,8 @@ class _Loader:
 
     def prompt(self, file: str) -> str | None:
         if file not in self.prompts:
-            path = self.inside(file)
-            text = None
-            if path is not None:
-                try:
-                    text = path.read_bytes().decode("utf-8", "replace")
-                except OSError:
-                    text = None
-            self.prompts[file] = text
+            data = self.read(file)
+            self.prompts[file] = None if data is None else data.decode("utf-8", "replace")
         return self.prompts[file]
 
     def messages(self, record: dict[str, Any], *, main: bool) -> tuple[MessageView, ...]:
@@ -182,8 +168,6 @@ def _zone(index: int, role: str) -> str:
 
 
 def _image_size(data: bytes) -> tuple[int | None, int | None]:
-    from PIL import Image, UnidentifiedImageError
-
     try:
         with Image.open(io.BytesIO(data)) as image:
             return int(image.width), int(image.height)

@@ -9,15 +9,8 @@ import json
 from collections import Counter
 from typing import Any
 
-from sam3_agent.apps.inspector.views import (
-    RoundView,
-    RunView,
-    as_dict,
-    as_float,
-    as_int,
-    as_list,
-    as_str,
-)
+from sam3_agent.apps.inspector import views
+from sam3_agent.apps.inspector.views import as_dict, as_float, as_int, as_list, as_str
 
 REPORTED = "reported by the endpoint"
 """The endpoint's own token counts (a call's ``usage``), beside the two the agent counts."""
@@ -61,7 +54,7 @@ def _answer_fact(result: dict[str, Any]) -> tuple[str, str]:
     return "masks", str(len(as_list(result, "masks")))
 
 
-def run_facts(run: RunView) -> list[tuple[str, str]]:
+def run_facts(run: views.RunView) -> list[tuple[str, str]]:
     """(label, value) pairs describing the session as a whole."""
     result = run.result or {}
     facts = [("run directory", str(run.directory))]
@@ -109,7 +102,7 @@ def _fmt_s(seconds: float | None) -> str:
     return "?" if seconds is None else f"{seconds:.2f} s"
 
 
-def context_heading(view: RoundView) -> str:
+def context_heading(view: views.RoundView) -> str:
     """The round's context line: its messages and their tokens, and who counted them."""
     sources = {m.tokens_source for m in view.messages}
     how = "counted by the agent" if sources == {"trace"} else "estimated by the inspector"
@@ -119,7 +112,7 @@ def context_heading(view: RoundView) -> str:
     )
 
 
-def eviction_lines(view: RoundView) -> list[str]:
+def eviction_lines(view: views.RoundView) -> list[str]:
     """What the context of this round kept, left out and why, one fact per line."""
     e = view.eviction
     if view.eviction_source == "none":
@@ -187,7 +180,7 @@ def _rounds(values: list[Any]) -> str:
     return ", ".join(str(v) for v in values) or "none"
 
 
-def checks_summary(view: RoundView) -> str:
+def checks_summary(view: views.RoundView) -> str:
     """``3 mask checks: 2 accept, 1 reject; 1.20 s of calls``."""
     verdicts = Counter(c.verdict or "no verdict" for c in view.checks)
     tally = ", ".join(f"{n} {v}" for v, n in verdicts.items())
@@ -217,7 +210,7 @@ def usage_line(
     return "; ".join(parts) or "no usage recorded"
 
 
-def round_title(view: RoundView) -> str:
+def round_title(view: views.RoundView) -> str:
     if not view.complete:
         return f"Round {view.number}: unfinished (the session stopped during it)"
     tool = view.tool_name or "no tool call"

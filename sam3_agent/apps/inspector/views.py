@@ -170,6 +170,3 @@ def as_dict(record: Any, key: str) -> dict[str, Any]:
 def as_list(record: Any, key: str) -> list[Any]:
     value = record.get(key) if isinstance(record, dict) else None
     return value if isinstance(value, list) else []
-
-
-# -- loading ----------------------------------------------------------------------------

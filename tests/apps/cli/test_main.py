@@ -7,6 +7,7 @@ what one invocation imported. Timing is left to ``python -m scripts.bench startu
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -176,3 +177,19 @@ def test_a_command_like_no_other_lists_them_all() -> None:
     assert shown.stderr.splitlines() == [
         f"error: no such command 'xyzzy': the commands are {', '.join(NAMES)}"
     ]
+
+
+def test_the_cli_uses_only_the_public_modules_of_typer_and_click() -> None:
+    """typer ships a private copy of click (``typer._click``): no import names it, or any
+    other underscored module of typer or click."""
+    private = []
+    for path in sorted((ROOT / "sam3_agent" / "apps" / "cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] in ("typer", "click") and any(p.startswith("_") for p in parts):
+                    private.append(f"{path.name}: {name}")
+    assert private == []

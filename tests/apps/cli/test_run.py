@@ -17,10 +17,10 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from sam3_agent.agent.loop import STOPPED
-from sam3_agent.apps.cli import outdir
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
-from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.backends.spec import BackendSpec, ModelPlan
+from sam3_agent.runs import rundirs
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError
 from sam3_agent.values.rle import decode_rle
@@ -358,9 +358,9 @@ def test_overwrite_refuses_a_directory_a_running_session_holds(
 def test_default_directories_differ_within_one_second(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(outdir.time, "strftime", lambda fmt: "20260101-000000")
-    first = outdir.claim_default_run_dir("photo-cat", root=tmp_path / "runs")
-    second = outdir.claim_default_run_dir("photo-cat", root=tmp_path / "runs")
+    monkeypatch.setattr(rundirs.time, "strftime", lambda fmt: "20260101-000000")
+    first = rundirs.claim_default_run_dir("photo-cat", root=tmp_path / "runs")
+    second = rundirs.claim_default_run_dir("photo-cat", root=tmp_path / "runs")
     assert first != second and first.is_dir() and second.is_dir()
     assert second.name == first.name + "-2"
 
@@ -415,7 +415,7 @@ def test_the_docs_name_default_directories_as_run_makes_them(
     tmp_path: Path, backends: dict[str, object], monkeypatch: pytest.MonkeyPatch, image: np.ndarray
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(outdir.time, "strftime", lambda fmt: "20260101-120000")
+    monkeypatch.setattr(rundirs.time, "strftime", lambda fmt: "20260101-120000")
     Image.fromarray(image).save("photo.png")
     for _ in range(2):  # in the same second
         done = runner.invoke(app, ["run", "photo.png", "the cat", "--mode", "sam3-only"])
@@ -505,3 +505,19 @@ def test_without_export_there_are_no_mask_files(
     overlay = np.array(Image.open(out / "overlay.png"))
     image = np.array(Image.open(photo))
     assert overlay[2:10, 2:10].mean() < image[2:10, 2:10].mean()
+
+
+def test_the_default_mllm_note_names_flags(
+    photo: Path, tmp_path: Path, backends: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan's note names settings as the library does; ``run`` shows them as flags."""
+    note = "MLLM: m in float32, in this process (fits); choose another with `llm='hf:ID'`"
+    monkeypatch.setattr(BackendSpec, "plan", lambda self, **kwargs: ModelPlan(self, note))
+    chat = backends["chat"]
+    assert isinstance(chat, ScriptedChatModel)
+    chat.replies = [tool("report_no_mask")]
+    result = runner.invoke(app, ["run", str(photo), "x", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == (
+        "MLLM: m in float32, in this process (fits); choose another with --llm hf:ID"
+    )

@@ -25,21 +25,11 @@ and ``serve-sam3`` the same SAM 3 flags (``tests/test_cli_flags.py`` checks it).
 here imports anything heavy: ``--help`` stays instant.
 """
 
-from sam3_agent.apps.cli.flags.agent import AGENT, MIN_IMAGE_SIDE, check_agent, config_from_flags
+from sam3_agent.apps.cli.flags.agent import AGENT, MIN_IMAGE_SIDE, check_agent
 from sam3_agent.apps.cli.flags.backends import BACKENDS, SAM3
 from sam3_agent.apps.cli.flags.compose import Flag, FlagGroup, flag, with_flags
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
-from sam3_agent.apps.cli.flags.output import (
-    VERBOSE,
-    ExportOpt,
-    JsonOpt,
-    Mode,
-    OverwriteOpt,
-    ResumeOpt,
-    RunOutOpt,
-    TrackOutOpt,
-    TrackResumeOpt,
-)
+from sam3_agent.apps.cli.flags.output import VERBOSE, Mode
 from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
 
 __all__ = [
@@ -50,22 +40,14 @@ __all__ = [
     "SAM3",
     "VERBOSE",
     "VIDEO",
-    "ExportOpt",
     "Flag",
     "FlagGroup",
-    "JsonOpt",
     "Mode",
     "OutDirOpt",
-    "OverwriteOpt",
     "ProgressOpt",
-    "ResumeOpt",
     "RetryFailedOpt",
-    "RunOutOpt",
-    "TrackOutOpt",
-    "TrackResumeOpt",
     "VideoFlags",
     "check_agent",
-    "config_from_flags",
     "flag",
     "with_flags",
 ]

@@ -8,7 +8,7 @@ from typing import Any
 
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
 from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.values.config import CONTEXT_POLICIES, DEFAULT_MAX_PIXELS, AgentConfig, ToolProtocol
+from sam3_agent.values.config import CONTEXT_POLICIES, DEFAULT_MAX_PIXELS, AgentConfig
 from sam3_agent.values.errors import UserError
 
 AGENT_PANEL = "Agent"
@@ -53,56 +53,6 @@ AGENT_FLAGS = (
 )  # fmt: skip
 
 
-def config_from_flags(
-    *,
-    max_rounds: int = AgentConfig.max_rounds,
-    max_corrections: int = AgentConfig.max_corrections,
-    check_concurrency: int = AgentConfig.check_concurrency,
-    score_threshold: float = AgentConfig.score_threshold,
-    max_image_side: int = AgentConfig.max_image_side,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    prompts: Path | None = None,
-    context_policy: str = AgentConfig.context_policy,
-    max_context_tokens: int = AgentConfig.max_context_tokens,
-    reserve_tokens: int = AgentConfig.context_reserve_tokens,
-    tool_protocol: ToolProtocol = "tags",
-) -> AgentConfig:
-    """The :class:`AgentConfig` of the agent and context flags (keywords: the flags' names).
-
-    Only the values are checked here (nothing imported); :func:`check_agent` checks the rest
-    once the backend flags are valid.
-
-    Raises:
-        UserError: a value out of range (NaN included), named by its flag (or by the
-            ``AgentConfig`` field, which :mod:`..setting_flags` shows as the flag).
-    """
-    if max_image_side < MIN_IMAGE_SIDE:
-        raise UserError(
-            f"--max-image-side must be >= {MIN_IMAGE_SIDE} (room for the numbered masks and "
-            f"the zoomed views), got {max_image_side}"
-        )
-    if reserve_tokens < 0:
-        raise UserError(f"--reserve-tokens must be >= 0, got {reserve_tokens}")
-    if max_context_tokens <= reserve_tokens:
-        raise UserError(
-            f"--max-context-tokens ({max_context_tokens}) must exceed the reply reserve "
-            f"(--reserve-tokens {reserve_tokens})"
-        )
-    return AgentConfig(
-        max_rounds=max_rounds,
-        max_corrections=max_corrections,
-        check_concurrency=check_concurrency,
-        score_threshold=score_threshold,
-        max_image_side=max_image_side,
-        tool_protocol=tool_protocol,
-        prompts_dir=prompts,
-        context_policy=context_policy,
-        max_context_tokens=max_context_tokens,
-        context_reserve_tokens=reserve_tokens,
-        max_image_pixels=max_pixels,
-    )
-
-
 def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True) -> None:
     """What the agent flags need beyond their values, checked after
     :meth:`BackendSpec.validate` and before any model loads: the context policy against the
@@ -119,10 +69,37 @@ def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True
     load_prompt_set(config.prompts_dir)
 
 
+FIELDS = {"max_pixels": "max_image_pixels", "prompts": "prompts_dir",
+          "reserve_tokens": "context_reserve_tokens"}  # fmt: skip
+"""The flags whose ``AgentConfig`` field has another name."""
+
+
 def _config(values: dict[str, Any], built: dict[str, Any]) -> AgentConfig:
+    """The :class:`AgentConfig` of the agent and context flags, with the ``--tool-protocol``
+    of the backend flags. Only the values are checked here (nothing imported);
+    :func:`check_agent` checks the rest once the backend flags are valid.
+
+    Raises:
+        UserError: a value out of range (NaN included), named by its flag (or by the
+            ``AgentConfig`` field, which :mod:`..setting_flags` shows as the flag).
+    """
+    side, reserve = values["max_image_side"], values["reserve_tokens"]
+    if side < MIN_IMAGE_SIDE:
+        raise UserError(
+            f"--max-image-side must be >= {MIN_IMAGE_SIDE} (room for the numbered masks and "
+            f"the zoomed views), got {side}"
+        )
+    if reserve < 0:
+        raise UserError(f"--reserve-tokens must be >= 0, got {reserve}")
+    if values["max_context_tokens"] <= reserve:
+        raise UserError(
+            f"--max-context-tokens ({values['max_context_tokens']}) must exceed the reply reserve "
+            f"(--reserve-tokens {reserve})"
+        )
     backends = built.get("backends")
     protocol = backends.tool_protocol if isinstance(backends, BackendSpec) else "tags"
-    return config_from_flags(**values, tool_protocol=protocol)
+    fields = {FIELDS.get(name, name): value for name, value in values.items()}
+    return AgentConfig(**fields, tool_protocol=protocol)
 
 
 AGENT = FlagGroup("config", AGENT_FLAGS, _config)
