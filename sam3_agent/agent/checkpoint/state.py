@@ -190,8 +190,8 @@ class SessionState:
         usage: tokens so far, main conversation and checks apart.
         timings: seconds per phase so far.
         ending: set once the session has ended.
-        context: the context policy's state after this round
-            (:func:`~sam3_agent.context.base.save_policy_state`), None for a stateless one.
+        context: the context policy's state after this round (:meth:`~sam3_agent.agent.
+            context.policy.ContextPolicy.save_state`), None for a stateless one.
     """
 
     round: int = 0

@@ -18,9 +18,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from sam3_agent.agent.context.base import Budget, Context, Costs, History
-from sam3_agent.agent.context.policy import BudgetedPolicy, Decision, evict_lowest
+from sam3_agent.agent.context.policy import BudgetedPolicy, evict_lowest
 from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.types import Budget, Context, Costs, Decision, History
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
 
@@ -46,7 +46,7 @@ class AttentionSource(Protocol):
 def round_sizes(messages: Sequence[ChatMessage]) -> list[int]:
     """Messages per kept round of a rendered context, in order.
 
-    Every round starts at its assistant message (:func:`~sam3_agent.agent.context.base.render`);
+    Every round starts at its assistant message (:func:`~sam3_agent.agent.context.types.render`);
     what follows until the next one (a user answer, or a ``tool`` answer and the user
     message with its image) belongs to it.
     """
