@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sam3_agent.agent.checkpoint.journal import Journal, JournaledChatModel
 from sam3_agent.agent.context.attention import AttentionPolicy, require_source, round_sizes
 from sam3_agent.agent.context.auto import AutoPolicy
 from sam3_agent.agent.context.decay import DecayPolicy
@@ -29,6 +31,7 @@ from sam3_agent.agent.context.types import (
     tried_before,
 )
 from sam3_agent.agent.steps import current_masks_index
+from sam3_agent.backends.response_cache import CachedChatModel
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
@@ -204,6 +207,17 @@ def build(policy: object, h: History):  # type: ignore[no-untyped-def]
 
 
 LONG = [Spec("segment", True, 60)] + [Spec("correction", words=80) for _ in range(8)]
+
+
+def test_attention_is_found_behind_the_journal_and_the_response_cache(tmp_path: Path) -> None:
+    class AttendingModel(FakeAttention):
+        name = "hf-model"
+
+    model = AttendingModel()
+    cached = CachedChatModel(model, tmp_path / "c.sqlite")  # type: ignore[arg-type]
+    journaled = JournaledChatModel(cached, Journal(tmp_path / "calls.jsonl", 1, []))
+    assert require_source(journaled) is model
+    assert require_source(cached) is model
 
 
 def test_pinned_part_too_large_is_a_budget_failure() -> None:
