@@ -49,12 +49,8 @@ class Budget:
         return int(self.limit * self.watermark)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "max_context_tokens": self.max_context_tokens,
-            "reserve_tokens": self.reserve_tokens,
-            "limit": self.limit,
-            "watermark": self.watermark,
-        }
+        names = ("max_context_tokens", "reserve_tokens", "limit", "watermark")
+        return {name: getattr(self, name) for name in names}
 
 
 @dataclass(frozen=True)
