@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sam3_agent.agent.context.base import save_policy_state, settle_policy
 from sam3_agent.agent.events import RoundCallback, round_event
 from sam3_agent.agent.trace import digest_record, main_record
 
@@ -104,8 +103,8 @@ class CommitHook:
         if ending is not None:
             # Before the commit: a digest that was still being written is in the committed
             # usage and trace, as in a resumed session.
-            await settle_policy(self._policy)
-        context = None if ending is not None else await save_policy_state(self._policy)
+            await self._policy.settle()
+        context = None if ending is not None else await self._policy.save_state()
         state = session.snapshot(done.steps, done.corrections, ending, context)
         # Off the event loop: encoding masks and syncing files must not hold up the other
         # sessions of a batch evaluation.

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 from sam3_agent.agent import prompts, tools
 from sam3_agent.agent.checkpoint import Checkpoint, Ending
 from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History, counter_for
-from sam3_agent.agent.context.base import restore_policy_state
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
 from sam3_agent.agent.ended import result_fields, rounds_spent
 from sam3_agent.agent.events import MaskCheck, RoundCallback, RoundEvent
@@ -255,7 +254,8 @@ class Agent(Generic[In, S, R]):
         # After the restore: the policy's digest accounting adds to the restored usage, and
         # its state (digests, mode, attention) continues from the last committed round.
         policy = self._context_policy(session)
-        restore_policy_state(policy, restored.context)
+        if restored.context is not None:
+            policy.restore_state(restored.context)
         hooks: list[RoundHook] = [TraceHook(self.token_counter), CommitHook(checkpoint, policy)]
         if on_round is not None:
             hooks.append(EventHook(on_round))
@@ -264,9 +264,7 @@ class Agent(Generic[In, S, R]):
         try:
             return await self._rounds(session, history, restored.corrections, policy, hooks)
         finally:
-            aclose = getattr(policy, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await policy.aclose()
 
     def _context_policy(self, session: Session[Any]) -> ContextPolicy:
         """The session's context policy, its digest calls counted and traced (the

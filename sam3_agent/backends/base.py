@@ -5,14 +5,26 @@ computed once (:meth:`Segmenter.embed`) and answers many phrase queries. ``embed
 handle instead of storing the image on the segmenter, so one segmenter can serve many
 concurrent sessions (batch evaluation) without a shared "current image".
 
-An embedding may also say how it read a phrase (:class:`ReadsPhrases`, optional: SAM 3 cuts
-a long phrase to its text encoder's limit); :func:`phrase_as_read` asks it, and takes the
-phrase as read in full from an embedding that does not say. A segmenter may check that it
-can answer at all (:class:`ChecksReady`, optional: a remote service's health and token);
-:func:`preflight` asks it, and the agent does so before its first model call. Either kind of
-backend may say what shapes its answers (:class:`DescribesItself`, optional: which model,
-which settings); :func:`describe_backend` asks it, and a resumed session must be answered
-by backends that describe themselves the same.
+The Protocols name what every backend must offer. What a backend may offer besides is
+declared too, each capability as a small Protocol read by one function that applies its
+documented default to a backend without it:
+
+* :class:`ReadsPhrases` (an embedding: how it read a phrase; SAM 3 cuts a long one to its
+  text encoder's limit), :func:`phrase_as_read`: read in full;
+* :class:`ChecksReady` (a segmenter: a remote service's health and token), :func:`preflight`:
+  ready; the agent asks before its first model call;
+* :class:`DescribesItself` (any backend: which model, which settings shape its answers),
+  :func:`describe_backend`: undescribed; a resumed session must be answered by backends
+  that describe themselves the same;
+* :class:`HasGenerationParams` (a chat model: what besides the messages shapes a reply, part
+  of every replay key), :func:`generation_params`: none;
+* :class:`HasTokenizer` (a chat model in process: its tokenizer, to count a context
+  exactly), :func:`tokenizer_of`: none;
+* :class:`Closes` (a chat model holding connections), :func:`close_backend`: nothing to close.
+
+A backend that wraps another (a cache, the resume journal, a shared embedding) derives from
+:class:`ChatModelWrapper`, :class:`SegmenterWrapper` or :class:`EmbeddingWrapper`, which
+forward every one of these, so a new wrapper cannot switch a capability off.
 
 A :class:`VideoSegmenter` is the same idea on video: :meth:`VideoSegmenter.open` returns a
 :class:`VideoEmbedding` whose :meth:`~VideoEmbedding.track` follows each phrase's instances
@@ -22,7 +34,7 @@ through the clip and returns mask tracks.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from sam3_agent.media.video import VideoSource
 from sam3_agent.values.detections import Detections
@@ -74,8 +86,7 @@ def phrase_as_read(embedding: ImageEmbedding | VideoEmbedding, phrase: str) -> s
     """``phrase`` as ``embedding`` (an image's or a video's) read it: its
     :meth:`ReadsPhrases.used_phrase` when it has one, else ``phrase`` itself (the documented
     default)."""
-    reader = getattr(embedding, "used_phrase", None)
-    return str(reader(phrase)) if callable(reader) else phrase
+    return str(embedding.used_phrase(phrase)) if isinstance(embedding, ReadsPhrases) else phrase
 
 
 @runtime_checkable
@@ -141,15 +152,15 @@ class ChecksReady(Protocol):
         ...
 
 
-def preflight(segmenter: Segmenter) -> None:
-    """``segmenter``'s :meth:`ChecksReady.check` when it has one; nothing otherwise.
+def preflight(segmenter: object) -> None:
+    """``segmenter``'s (an image's or a video's) :meth:`ChecksReady.check` when it has one;
+    nothing otherwise.
 
     Raises:
         SegmenterError: the check failed.
     """
-    check = getattr(segmenter, "check", None)
-    if callable(check):
-        check()
+    if isinstance(segmenter, ChecksReady):
+        segmenter.check()
 
 
 @runtime_checkable
@@ -192,6 +203,108 @@ class DescribesItself(Protocol):
 
 def describe_backend(backend: object) -> dict[str, Any] | None:
     """``backend``'s :meth:`DescribesItself.describe` when it has one, else ``None``."""
-    method = getattr(backend, "describe", None)
-    description = method() if callable(method) else None
+    description = backend.describe() if isinstance(backend, DescribesItself) else None
     return dict(description) if isinstance(description, Mapping) else None
+
+
+@runtime_checkable
+class HasGenerationParams(Protocol):
+    """Optional on a :class:`ChatModel`: everything besides the messages that shapes a reply
+    (token limit, temperature, sampling), part of every replay key
+    (:func:`~sam3_agent.values.messages.request_key`)."""
+
+    @property
+    def generation_params(self) -> Mapping[str, Any] | None: ...
+
+
+def generation_params(model: object) -> dict[str, Any]:
+    """``model``'s :attr:`HasGenerationParams.generation_params`; ``{}`` without them."""
+    params = model.generation_params if isinstance(model, HasGenerationParams) else None
+    return dict(params or {})
+
+
+@runtime_checkable
+class HasTokenizer(Protocol):
+    """Optional on a :class:`ChatModel` run in process: its own tokenizer (a transformers
+    tokenizer), with which a context's tokens are counted exactly."""
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+
+def tokenizer_of(model: object) -> Any:
+    """``model``'s :attr:`HasTokenizer.tokenizer`; None without one."""
+    return model.tokenizer if isinstance(model, HasTokenizer) else None
+
+
+@runtime_checkable
+class Closes(Protocol):
+    """Optional on a :class:`ChatModel`: release its connections (an HTTP client's)."""
+
+    async def aclose(self) -> None: ...
+
+
+async def close_backend(model: object) -> None:
+    """``model``'s :meth:`Closes.aclose` when it has one; nothing otherwise."""
+    if isinstance(model, Closes):
+        await model.aclose()
+
+
+class ChatModelWrapper:
+    """The base of a :class:`ChatModel` that wraps ``inner``: it answers under the inner
+    model's name and forwards every optional capability above; a subclass writes
+    ``complete``."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def generation_params(self) -> dict[str, Any]:
+        return generation_params(self.inner)
+
+    @property
+    def tokenizer(self) -> Any:
+        return tokenizer_of(self.inner)
+
+    def describe(self) -> dict[str, Any] | None:
+        return describe_backend(self.inner)
+
+    async def aclose(self) -> None:
+        await close_backend(self.inner)
+
+
+S = TypeVar("S", Segmenter, VideoSegmenter)
+
+
+class SegmenterWrapper(Generic[S]):
+    """The base of a segmenter (an image's or a video's) that wraps ``inner``: it forwards
+    :meth:`ChecksReady.check` and :meth:`DescribesItself.describe`; a subclass writes
+    ``embed`` or ``open``."""
+
+    def __init__(self, inner: S) -> None:
+        self.inner: S = inner
+
+    def check(self) -> None:
+        preflight(self.inner)
+
+    def describe(self) -> dict[str, Any] | None:
+        return describe_backend(self.inner)
+
+
+class EmbeddingWrapper:
+    """The base of an :class:`ImageEmbedding` that wraps ``inner``: it forwards
+    ``image_size`` and :meth:`ReadsPhrases.used_phrase`; a subclass writes ``segment``."""
+
+    def __init__(self, inner: ImageEmbedding) -> None:
+        self.inner = inner
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return self.inner.image_size
+
+    def used_phrase(self, phrase: str) -> str:
+        return phrase_as_read(self.inner, phrase)

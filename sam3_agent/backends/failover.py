@@ -15,7 +15,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sam3_agent.backends.base import ChatModel, describe_backend
+from sam3_agent.backends.base import (
+    ChatModel,
+    close_backend,
+    describe_backend,
+    generation_params,
+)
 from sam3_agent.values.errors import ChatModelError, UserError
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 
@@ -61,7 +66,7 @@ class FailoverChatModel:
     @property
     def generation_params(self) -> dict[str, Any]:
         """The first endpoint's (all are built with the same settings); for cache keys."""
-        return dict(getattr(self.models[0], "generation_params", {}) or {})
+        return generation_params(self.models[0])
 
     def describe(self) -> dict[str, Any] | None:
         """The first endpoint's description (all serve one model with the same settings)."""
@@ -105,6 +110,4 @@ class FailoverChatModel:
     async def aclose(self) -> None:
         """Close every endpoint's connections."""
         for model in self.models:
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            await close_backend(model)

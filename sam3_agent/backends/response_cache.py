@@ -1,4 +1,5 @@
-"""An opt-in SQLite cache of chat completions, for cheap reruns and deterministic replay.
+"""An opt-in SQLite cache of chat completions, for cheap reruns and deterministic replay, on
+the replay mechanism it shares with the resume journal (:class:`ReplayingChatModel`).
 
 A request is keyed by :func:`~sam3_agent.values.messages.request_key` (the sha256 of a
 canonical JSON of the model name, the messages with each image by the sha256 of its encoded
@@ -36,9 +37,8 @@ from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-from sam3_agent.backends.base import ChatModel, describe_backend
+from sam3_agent.backends.base import ChatModel, ChatModelWrapper
 from sam3_agent.values.errors import ReplayMissError, UserError
 from sam3_agent.values.messages import (
     ChatMessage,
@@ -79,7 +79,44 @@ class CacheStats:
     saved: TokenUsage = field(default_factory=TokenUsage)
 
 
-class CachedChatModel:
+class ReplayingChatModel(ChatModelWrapper):
+    """A :class:`ChatModel` that answers a request it recorded, found by its key, without
+    asking ``inner``, and records every answer ``inner`` gives. A subclass says where the
+    answers are kept (:meth:`recorded`, :meth:`record`): the response cache's SQLite file, or
+    the resume journal's ``calls.jsonl``; both are keyed alike (:meth:`key`)."""
+
+    def key(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
+        """The key of a request to this model."""
+        return request_key(
+            messages, tools, model=self.name, generation_params=self.generation_params
+        )
+
+    async def recorded(self, key: str) -> ChatResponse | None:
+        """The answer recorded for ``key``, or None to ask the inner model."""
+        raise NotImplementedError
+
+    async def record(self, key: str, response: ChatResponse) -> None:
+        """Keep ``response`` as the answer to ``key``."""
+        raise NotImplementedError
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
+    ) -> ChatResponse:
+        """The recorded answer, or the inner model's (then recorded).
+
+        Raises:
+            ChatModelError: the inner model failed (nothing is recorded).
+        """
+        key = self.key(messages, tools)
+        found = await self.recorded(key)
+        if found is not None:
+            return found
+        response = await self.inner.complete(messages, tools=tools)
+        await self.record(key, response)
+        return response
+
+
+class CachedChatModel(ReplayingChatModel):
     """Wraps a :class:`ChatModel` with the response cache in the SQLite file ``path``.
 
     Args:
@@ -100,7 +137,7 @@ class CachedChatModel:
         *,
         busy_timeout_s: float = 30.0,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.path = Path(path).expanduser()
         self.replay = replay
         self.busy_timeout_s = busy_timeout_s
@@ -133,36 +170,12 @@ class CachedChatModel:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.2)
 
-    @property
-    def name(self) -> str:
-        """The inner model's name."""
-        return self.inner.name
-
-    @property
-    def generation_params(self) -> dict[str, Any]:
-        """The inner model's generation parameters (part of every key)."""
-        return dict(getattr(self.inner, "generation_params", {}) or {})
-
-    def describe(self) -> dict[str, Any] | None:
-        """The inner model's description (the cache answers as the model would)."""
-        return describe_backend(self.inner)
-
-    def key(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
-        """The cache key of a request to this model."""
-        return request_key(
-            messages, tools, model=self.name, generation_params=self.generation_params
-        )
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
-    ) -> ChatResponse:
-        """Answer from the cache, or ask the inner model and store its answer.
+    async def recorded(self, key: str) -> ChatResponse | None:
+        """The stored answer (``cached``, no usage), or None on a miss.
 
         Raises:
             ReplayMissError: replay is on and the cache has no answer for this request.
-            ChatModelError: the inner model failed (nothing is stored).
         """
-        key = self.key(messages, tools)
         hit = await asyncio.to_thread(self._get, key)
         if hit is not None:
             response, original = hit
@@ -176,11 +189,12 @@ class CachedChatModel:
                 f"replay: the response cache {self.path} has no answer for this request to "
                 f"{self.name} (key {key[:12]}); run once without `replay=True` to record it"
             )
-        response = await self.inner.complete(messages, tools=tools)
+        return None
+
+    async def record(self, key: str, response: ChatResponse) -> None:
         await asyncio.to_thread(self._put, key, response)
         with self._stats_lock:
             self.stats.misses += 1
-        return response
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=self.busy_timeout_s)

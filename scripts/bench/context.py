@@ -58,16 +58,8 @@ from typing import Any
 import numpy as np
 
 from sam3_agent.agent.checkpoint import Checkpoint
-from sam3_agent.agent.context.base import (
-    Budget,
-    Context,
-    ContextPolicy,
-    Costs,
-    History,
-    Selection,
-    settle_policy,
-)
-from sam3_agent.agent.context.policy import BudgetedPolicy, Decision
+from sam3_agent.agent.context.policy import BudgetedPolicy, ContextPolicy
+from sam3_agent.agent.context.types import Budget, Context, Costs, Decision, History
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.session import Session
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
@@ -442,7 +434,7 @@ class PinnedOnlyPolicy(BudgetedPolicy):
     name = PINNED_ONLY
 
     def select(self, history: History, costs: Costs) -> Decision:
-        return Decision(Selection(sorted(costs.protected())))
+        return Decision(sorted(costs.protected()))
 
 
 def facts_of(history: History, world: World) -> list[Fact]:
@@ -494,16 +486,16 @@ class RecallProbe:
         return context
 
     async def save_state(self) -> dict[str, Any] | None:
-        save = getattr(self.inner, "save_state", None)
-        return None if save is None else dict(await save())
+        return await self.inner.save_state()
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.inner.restore_state(state)
 
     async def settle(self) -> None:
-        await settle_policy(self.inner)
+        await self.inner.settle()
 
     async def aclose(self) -> None:
-        aclose = getattr(self.inner, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await self.inner.aclose()
 
 
 class BenchAgent(Sam3Agent):

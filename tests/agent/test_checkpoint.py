@@ -26,7 +26,6 @@ from sam3_agent.agent.checkpoint import (
     SessionState,
     load_saved,
     read_journal,
-    request_key,
 )
 from sam3_agent.agent.checkpoint.journal import JournaledSegmenter
 from sam3_agent.agent.checkpoint.state import detections_to_json
@@ -39,7 +38,7 @@ from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError, ResumeError, UserError
 from sam3_agent.values.images import EncodedImage
-from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, TokenUsage
+from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, TokenUsage, request_key
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
 
 H, W = 6, 7

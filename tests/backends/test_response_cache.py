@@ -14,7 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sam3_agent.backends.response_cache import CachedChatModel
+from sam3_agent.agent.checkpoint.journal import Journal, JournaledChatModel
+from sam3_agent.backends.base import (
+    close_backend,
+    describe_backend,
+    generation_params,
+    tokenizer_of,
+)
+from sam3_agent.backends.failover import FailoverChatModel
+from sam3_agent.backends.response_cache import CachedChatModel, ReplayingChatModel
 from sam3_agent.values.errors import ChatModelError, ReplayMissError, UserError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import (
@@ -384,3 +392,60 @@ class ScriptedAnswer:
     ) -> ChatResponse:
         self.calls += 1
         return self.response
+
+
+@dataclass
+class Capable(EchoModel):
+    """A model with every optional capability a chat model may declare."""
+
+    tokenizer: str = "its tokenizer"
+    closed: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"--llm": "capable"}
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+async def test_every_wrapper_forwards_every_capability(tmp_path: Path) -> None:
+    """Cache, journal and failover offer what the model they wrap offers: a wrapper does not
+    switch a capability off (the journal over the cache once hid the tokenizer)."""
+    inner = Capable()
+    cached = CachedChatModel(inner, tmp_path / "c.sqlite")
+    journaled = JournaledChatModel(cached, Journal(tmp_path / "calls.jsonl", 1, []))
+    for wrapper in (cached, journaled, FailoverChatModel([journaled])):
+        assert wrapper.name == "echo"
+        assert generation_params(wrapper) == {"temperature": 0.0}
+        assert describe_backend(wrapper) == {"--llm": "capable"}
+        await close_backend(wrapper)
+    assert inner.closed == 3
+    assert tokenizer_of(cached) == tokenizer_of(journaled) == "its tokenizer"
+    assert tokenizer_of(JournaledChatModel(EchoModel(), journaled._journal)) is None
+
+
+class DictReplay(ReplayingChatModel):
+    def __init__(self, inner: EchoModel) -> None:
+        super().__init__(inner)
+        self.answers: dict[str, ChatResponse] = {}
+
+    async def recorded(self, key: str) -> ChatResponse | None:
+        return self.answers.get(key)
+
+    async def record(self, key: str, response: ChatResponse) -> None:
+        self.answers[key] = response
+
+
+async def test_one_replay_mechanism_keyed_alike_under_the_cache_and_the_journal(
+    tmp_path: Path,
+) -> None:
+    inner = EchoModel()
+    replay = DictReplay(inner)
+    first = await replay.complete(conversation("cat"), tools=[TOOL])
+    assert await replay.complete(conversation("cat"), tools=[TOOL]) == first
+    assert inner.calls == 1
+    cached = CachedChatModel(inner, tmp_path / "c.sqlite")
+    journaled = JournaledChatModel(inner, Journal(tmp_path / "calls.jsonl", 1, []))
+    assert isinstance(cached, ReplayingChatModel) and isinstance(journaled, ReplayingChatModel)
+    keys = {m.key(conversation("cat"), [TOOL]) for m in (replay, cached, journaled)}
+    assert keys == set(replay.answers)

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from sam3_agent.agent.context.base import History
+from sam3_agent.agent.context.types import History
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.steps import ActionStep, Observation, StepKind, TaskStep
 from sam3_agent.values.images import EncodedImage

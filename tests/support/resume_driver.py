@@ -17,12 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from sam3_agent.agent.checkpoint import request_key
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
-from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
+from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec, request_key
 from tests.support.fake_hub import use_fake_hub
 from tests.support.fakes import (
     FakeSegmenter,

@@ -29,18 +29,15 @@ from sam3_agent.agent.checkpoint.saved import (
     Committed,
     check_resumable,
     load_saved,
-    saved_prompt_set,
 )
 from sam3_agent.agent.checkpoint.state import Ending, Fingerprint, SessionState
-from sam3_agent.agent.checkpoint.store import Checkpoint, ContinuedTrace
-from sam3_agent.values.messages import request_key
+from sam3_agent.agent.checkpoint.store import Checkpoint
 
 __all__ = [
     "JOURNAL_FILE",
     "STATE_FILE",
     "Checkpoint",
     "Committed",
-    "ContinuedTrace",
     "DirectoryLock",
     "Ending",
     "Fingerprint",
@@ -49,6 +46,4 @@ __all__ = [
     "check_resumable",
     "load_saved",
     "read_journal",
-    "request_key",
-    "saved_prompt_set",
 ]

@@ -1,10 +1,11 @@
 """``calls.jsonl``: the MLLM answers and SAM 3 results of the round in progress.
 
 Each result is appended and synced the moment it arrives, tagged with its round. The
-backends are wrapped (:class:`JournaledChatModel`, :class:`JournaledSegmenter`) so that a
-resumed session gets a recorded result back instead of making the call again; a result is
-found by the request's key (:func:`~sam3_agent.values.messages.request_key`, the response
-cache's) or by a digest of the phrases. Answers are stored as
+backends are wrapped (:class:`JournaledChatModel`, :class:`JournaledSegmenter`,
+:class:`JournaledVideoSegmenter`) so that a resumed session gets a recorded result back
+instead of making the call again; a result is found by the request's key (the chat model is
+a :class:`~sam3_agent.backends.response_cache.ReplayingChatModel`, keyed as the response
+cache is) or by a digest of the phrases. Answers are stored as
 :func:`~sam3_agent.values.messages.response_to_json` writes them.
 """
 
@@ -15,34 +16,32 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint.state import detections_from_json, detections_to_json
 from sam3_agent.backends.base import (
     ChatModel,
+    EmbeddingWrapper,
     ImageEmbedding,
     Segmenter,
+    SegmenterWrapper,
     VideoEmbedding,
     VideoSegmenter,
+    phrase_as_read,
 )
+from sam3_agent.backends.response_cache import ReplayingChatModel
 from sam3_agent.media.video import VideoSource
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage
-from sam3_agent.values.messages import (
-    ChatMessage,
-    ChatResponse,
-    ToolSpec,
-    request_key,
-    response_from_json,
-    response_to_json,
-)
+from sam3_agent.values.messages import ChatResponse, response_from_json, response_to_json
 from sam3_agent.values.tracks import Tracks
 
 JOURNAL_FILE = rundir.JOURNAL
 
+T = TypeVar("T")
 
 JournalKind = Literal["chat", "segment", "track"]
 
@@ -72,6 +71,20 @@ class Journal:
         with self._lock:
             values = self._replay.get((kind, key))
             return values.pop(0) if values else None
+
+    def recall(
+        self, kind: JournalKind, key: str, decode: Callable[[Any], T], redo: str
+    ) -> T | None:
+        """The recorded result of ``kind`` for ``key``, decoded; None when there is none, or
+        when it does not decode (as if torn: the call is made again, ``redo`` says how)."""
+        saved = self.take(kind, key)
+        if saved is None:
+            return None
+        try:
+            return decode(saved)
+        except UNREADABLE as e:
+            logger.warning("journaled %s unreadable (%s); %s again", kind, e, redo)
+            return None
 
     def append(self, kind: JournalKind, key: str, value: Any) -> None:
         line = json.dumps({"round": self.round, "kind": kind, "key": key, "value": value})
@@ -110,72 +123,45 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-class JournaledChatModel:
+def _phrases_key(phrases: Sequence[str], score_threshold: float) -> str:
+    return hashlib.sha256(json.dumps([list(phrases), score_threshold]).encode()).hexdigest()
+
+
+class JournaledChatModel(ReplayingChatModel):
     """A :class:`ChatModel` whose answers are journaled, and replayed on resume."""
 
     def __init__(self, inner: ChatModel, journal: Journal) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._journal = journal
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
+    async def recorded(self, key: str) -> ChatResponse | None:
+        return self._journal.recall("chat", key, response_from_json, "asking the model")
 
-    def __getattr__(self, attribute: str) -> Any:
-        # Anything else a backend offers (close, its processor, ...) is the inner model's.
-        return getattr(self.inner, attribute)
-
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
-    ) -> ChatResponse:
-        key = request_key(
-            messages,
-            tools,
-            model=self.name,
-            generation_params=dict(getattr(self.inner, "generation_params", {}) or {}),
-        )
-        saved = self._journal.take("chat", key)
-        if saved is not None:
-            try:
-                return response_from_json(saved)
-            except UNREADABLE as e:  # a record that does not validate: as if torn, ask again
-                logger.warning("journaled answer unreadable (%s); asking the model again", e)
-        response = await self.inner.complete(messages, tools=tools)
+    async def record(self, key: str, response: ChatResponse) -> None:
         self._journal.append("chat", key, response_to_json(response))
-        return response
 
 
-class JournaledSegmenter:
+class JournaledSegmenter(SegmenterWrapper[Segmenter]):
     """A :class:`Segmenter` whose phrase results are journaled, and replayed on resume.
 
     The image embedding itself is not journaled: a resumed session computes it again.
     """
 
     def __init__(self, inner: Segmenter, journal: Journal) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._journal = journal
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(self.inner, attribute)
 
     def embed(self, image: RGBImage) -> ImageEmbedding:
         return _JournaledEmbedding(self.inner.embed(image), self._journal)
 
 
-class _JournaledEmbedding:
+class _JournaledEmbedding(EmbeddingWrapper):
     """An embedding whose phrase results (and how the backend read each phrase) are journaled."""
 
     def __init__(self, inner: ImageEmbedding, journal: Journal) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._journal = journal
         self._used: dict[str, str] = {}
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(self.inner, attribute)
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        return self.inner.image_size
 
     def _detections(self, doc: dict[str, Any] | None) -> Detections:
         found = detections_from_json(doc, self.image_size)
@@ -185,18 +171,18 @@ class _JournaledEmbedding:
             raise ValueError("a journaled image result holds tracks")
         return found
 
+    def _replayed(self, saved: dict[str, Any]) -> list[Detections]:
+        replayed = [self._detections(d) for d in saved["detections"]]
+        self._used.update({str(k): str(v) for k, v in saved["used"].items()})
+        return replayed
+
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
-        key = hashlib.sha256(json.dumps([list(phrases), score_threshold]).encode()).hexdigest()
-        saved = self._journal.take("segment", key)
-        if saved is not None:
-            try:
-                replayed = [self._detections(d) for d in saved["detections"]]
-                self._used.update({str(k): str(v) for k, v in saved["used"].items()})
-                return replayed
-            except UNREADABLE as e:  # a record that does not validate: as if torn, segment again
-                logger.warning("journaled SAM 3 result unreadable (%s); segmenting again", e)
+        key = _phrases_key(phrases, score_threshold)
+        replayed = self._journal.recall("segment", key, self._replayed, "segmenting")
+        if replayed is not None:
+            return replayed
         results = self.inner.segment(phrases, score_threshold)
-        used = {p: self._inner_used(p) for p in phrases}
+        used = {p: phrase_as_read(self.inner, p) for p in phrases}
         self._used.update(used)
         value = {"detections": [detections_to_json(d) for d in results], "used": used}
         self._journal.append("segment", key, value)
@@ -205,24 +191,16 @@ class _JournaledEmbedding:
     def used_phrase(self, phrase: str) -> str:
         """``phrase`` as the backend read it when it segmented it (cut to its text limit),
         also when that result came from the journal."""
-        return self._used.get(phrase) or self._inner_used(phrase)
-
-    def _inner_used(self, phrase: str) -> str:
-        # Backends that never cut a phrase need not say how they read it.
-        reader = getattr(self.inner, "used_phrase", None)
-        return str(reader(phrase)) if reader is not None else phrase
+        return self._used.get(phrase) or phrase_as_read(self.inner, phrase)
 
 
-class JournaledVideoSegmenter:
+class JournaledVideoSegmenter(SegmenterWrapper[VideoSegmenter]):
     """A :class:`VideoSegmenter` whose tracks are journaled and replayed on resume: tracking
     a phrase through a clip is the costliest call a video session makes."""
 
     def __init__(self, inner: VideoSegmenter, journal: Journal) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._journal = journal
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(self.inner, attribute)
 
     def open(self, video: VideoSource) -> VideoEmbedding:
         return _JournaledVideoEmbedding(self.inner, video, self._journal)
@@ -238,15 +216,16 @@ class _JournaledVideoEmbedding:
         self.video = video
 
     def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
-        key = hashlib.sha256(json.dumps([list(phrases), score_threshold]).encode()).hexdigest()
-        saved = self._journal.take("track", key)
-        if saved is not None:
-            try:
-                return [Tracks.from_json(t) for t in saved["tracks"]]
-            except UNREADABLE as e:  # a record that does not validate: as if torn, track again
-                logger.warning("journaled SAM 3 tracks unreadable (%s); tracking again", e)
+        key = _phrases_key(phrases, score_threshold)
+        replayed = self._journal.recall("track", key, _tracks_from_json, "tracking")
+        if replayed is not None:
+            return replayed
         if self._inner is None:
             self._inner = self._segmenter.open(self.video)
         results = self._inner.track(phrases, score_threshold)
         self._journal.append("track", key, {"tracks": [t.to_json() for t in results]})
         return results
+
+
+def _tracks_from_json(saved: dict[str, Any]) -> list[Tracks]:
+    return [Tracks.from_json(t) for t in saved["tracks"]]

@@ -180,7 +180,8 @@ class SessionState:
         current: the masks (tracks) that can be selected now, or None.
         timings: seconds per phase so far, with the ``total``.
         context: the context policy's state after this round
-            (:func:`~sam3_agent.context.base.save_policy_state`), None for a stateless one.
+            (:meth:`~sam3_agent.agent.context.policy.ContextPolicy.save_state`), None for a
+            stateless one.
     """
 
     round: int = 0

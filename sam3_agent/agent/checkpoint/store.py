@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,7 @@ class ContinuedTrace(Trace):
             f.truncate(committed_bytes)
 
 
+@dataclass(eq=False)
 class Checkpoint:
     """The committed state of one session in its run directory (see the module docstring).
 
@@ -74,37 +76,30 @@ class Checkpoint:
     its trace is :attr:`trace`.
     """
 
-    def __init__(
-        self,
-        directory: Path | None,
-        *,
-        trace: Trace,
-        system_prompt: str,
-        checker_prompt: str,
-        fingerprint: Fingerprint | None,
-        saved: dict[str, Any] | None = None,
-        lock: DirectoryLock | None = None,
-        prompt_set: PromptSet | None = None,
-    ) -> None:
-        self.directory = directory
-        self.prompt_set = prompt_set
-        """A resumed session's own prompt set (None when it kept none, or when starting)."""
-        self._lock = lock
-        self.trace = trace
-        self.system_prompt = system_prompt
-        self.checker_prompt = checker_prompt
-        self.fingerprint = fingerprint
-        self.started_with: Fingerprint | None = None
-        """A resumed session's fingerprint as it started (None when starting)."""
-        self._saved = saved
-        committed = int(saved["state"]["round"]) if saved else 0
-        self._journal: Journal | None = None
-        # The current masks often stay the same for several rounds: encode them once.
-        self._encoded: tuple[Answer, dict[str, Any] | None] | None = None
-        if directory is not None:
-            replay = read_journal(directory / JOURNAL_FILE) if saved else []
-            self._journal = Journal(directory / JOURNAL_FILE, committed + 1, replay)
-            if not saved:
+    directory: Path | None
+    _: KW_ONLY
+    trace: Trace
+    system_prompt: str
+    checker_prompt: str
+    fingerprint: Fingerprint | None
+    saved: dict[str, Any] | None = None
+    lock: DirectoryLock | None = None
+    prompt_set: PromptSet | None = None
+    """A resumed session's own prompt set (None when it kept none, or when starting)."""
+    started_with: Fingerprint | None = field(default=None, init=False)
+    """A resumed session's fingerprint as it started (None when starting)."""
+    _journal: Journal | None = field(default=None, init=False, repr=False)
+    # The current masks often stay the same for several rounds: encode them once.
+    _encoded: tuple[Answer, dict[str, Any] | None] | None = field(
+        default=None, init=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.directory is not None:
+            committed = int(self.saved["state"]["round"]) if self.saved else 0
+            replay = read_journal(self.directory / JOURNAL_FILE) if self.saved else []
+            self._journal = Journal(self.directory / JOURNAL_FILE, committed + 1, replay)
+            if not self.saved:
                 self._journal.reset(committed + 1)
 
     # -- construction ----------------------------------------------------------------
@@ -209,9 +204,9 @@ class Checkpoint:
 
     def close(self) -> None:
         """Let another process use the run directory (the session is over here)."""
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
 
     # -- the backends, journaled -----------------------------------------------------
 
@@ -229,11 +224,11 @@ class Checkpoint:
     def restore(self, image_size: tuple[int, int]) -> SessionState:
         """The committed state (empty for a new session); ``image_size`` is ``(height,
         width)`` of its masks. The session continues from it (:meth:`Session.restore`)."""
-        if self._saved is None or self.directory is None:
+        if self.saved is None or self.directory is None:
             return SessionState()
         try:
             return SessionState.from_json(
-                self._saved["state"], load_image=self._load_image, image_size=image_size
+                self.saved["state"], load_image=self._load_image, image_size=image_size
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ResumeError(

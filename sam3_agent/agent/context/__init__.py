@@ -1,14 +1,15 @@
 """Context management: which parts of the history each main MLLM call receives.
 
-One :class:`~sam3_agent.agent.context.base.ContextPolicy` per session turns the typed history
+One :class:`~sam3_agent.agent.context.policy.ContextPolicy` per session turns the typed history
 (:mod:`sam3_agent.agent.steps`) into the messages sent plus an eviction record. Policies, by
 ``--context-policy`` name (:mod:`sam3_agent.agent.context.registry`):
 
 ``sam3`` (default, :mod:`.sam3`), ``keep-all`` (:mod:`.keep_all`), ``fifo`` (:mod:`.fifo`),
 ``decay`` (:mod:`.decay`), ``summary`` (:mod:`.summary`), ``hierarchical``
 (:mod:`.hierarchical`), ``attention`` (:mod:`.attention`), ``auto`` (:mod:`.auto`).
-Token accounting is in :mod:`.tokens`; the invariants every policy keeps are listed in
-:mod:`.base`; the base class that measures, checks and records every call is in :mod:`.policy`.
+Token accounting is in :mod:`.tokens`; the interface, the invariants every policy keeps and
+the base class that measures, checks and records every call are in :mod:`.policy`; the values
+they share (history, budget, context, eviction record) in :mod:`.types`.
 
 Eviction log schema
 -------------------
@@ -47,15 +48,15 @@ of ``summary`` are records of ``"kind": "digest"`` with their own ``usage`` and 
 
 from __future__ import annotations
 
-from sam3_agent.agent.context.base import (
+from sam3_agent.agent.context.policy import ContextPolicy
+from sam3_agent.agent.context.tokens import TokenCounter, Tokens, counter_for
+from sam3_agent.agent.context.types import (
     Budget,
     Context,
     ContextBudgetError,
-    ContextPolicy,
     EvictionRecord,
     History,
 )
-from sam3_agent.agent.context.tokens import TokenCounter, Tokens, counter_for
 
 __all__ = [
     "Budget",

@@ -18,9 +18,10 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from sam3_agent.agent.context.base import Budget, Context, Costs, History
-from sam3_agent.agent.context.policy import BudgetedPolicy, Decision, evict_lowest
+from sam3_agent.agent.context.policy import BudgetedPolicy, evict_lowest
 from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.types import Budget, Context, Costs, Decision, History
+from sam3_agent.backends.base import ChatModel, ChatModelWrapper
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
 
@@ -46,7 +47,7 @@ class AttentionSource(Protocol):
 def round_sizes(messages: Sequence[ChatMessage]) -> list[int]:
     """Messages per kept round of a rendered context, in order.
 
-    Every round starts at its assistant message (:func:`~sam3_agent.agent.context.base.render`);
+    Every round starts at its assistant message (:func:`~sam3_agent.agent.context.types.render`);
     what follows until the next one (a user answer, or a ``tool`` answer and the user
     message with its image) belongs to it.
     """
@@ -59,18 +60,17 @@ def round_sizes(messages: Sequence[ChatMessage]) -> list[int]:
     return sizes
 
 
-def require_source(chat_model: Any) -> AttentionSource:
-    """``chat_model`` as an :class:`AttentionSource`, or a one-line :class:`UserError`."""
-    inner = getattr(chat_model, "inner", chat_model)
-    for candidate in (chat_model, inner):
-        if isinstance(candidate, AttentionSource) and getattr(
-            candidate, "supports_attention", True
-        ):
-            return candidate
-    name = getattr(chat_model, "name", type(chat_model).__name__)
+def require_source(chat_model: ChatModel) -> AttentionSource:
+    """``chat_model``, or the model it wraps (behind the response cache or the journal), as
+    an :class:`AttentionSource`; else a one-line :class:`UserError`."""
+    model: object = chat_model
+    while not isinstance(model, AttentionSource) and isinstance(model, ChatModelWrapper):
+        model = model.inner
+    if isinstance(model, AttentionSource):
+        return model
     raise UserError(
         f"`context_policy='attention'` needs the in-process transformers MLLM (`llm='hf:...'`); "
-        f"the MLLM backend {name!r} does not report attention"
+        f"the MLLM backend {chat_model.name!r} does not report attention"
     )
 
 

@@ -12,11 +12,11 @@ import logging
 import time
 from typing import Any
 
-from sam3_agent.agent.context.base import Budget, Context, History, record_of
 from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
 from sam3_agent.agent.context.policy import BudgetedPolicy
 from sam3_agent.agent.context.sam3 import Sam3Policy
 from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.types import Budget, Context, History, record_of
 
 logger = logging.getLogger(__name__)
 

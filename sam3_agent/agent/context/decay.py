@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from sam3_agent.agent.context.base import Budget, Costs, History
-from sam3_agent.agent.context.policy import BudgetedPolicy, Decision, evict_lowest
+from sam3_agent.agent.context.policy import BudgetedPolicy, evict_lowest
 from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.types import Budget, Costs, Decision, History
 
 DEFAULT_WEIGHTS: dict[str, float] = {"segment": 1.0, "examine": 1.5, "correction": 1.2}
 """Examine verdicts cost the most to redo. A correction outranks every search round older

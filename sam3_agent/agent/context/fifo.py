@@ -7,8 +7,8 @@ the model forgets which phrases it tried once their rounds are gone.
 
 from __future__ import annotations
 
-from sam3_agent.agent.context.base import Costs, History, Selection
-from sam3_agent.agent.context.policy import BudgetedPolicy, Decision, evict_in_order
+from sam3_agent.agent.context.policy import BudgetedPolicy, evict_in_order
+from sam3_agent.agent.context.types import Costs, Decision, History
 
 
 class FifoPolicy(BudgetedPolicy):
@@ -21,4 +21,4 @@ class FifoPolicy(BudgetedPolicy):
         kept, evicted = evict_in_order(
             costs, everything, everything, self.budget.limit, "budget: oldest first"
         )
-        return Decision(Selection(kept), evicted)
+        return Decision(kept, evicted=evicted)

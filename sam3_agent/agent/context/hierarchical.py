@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sam3_agent.agent.context.base import Costs, Evicted, History, Selection, tried_before
-from sam3_agent.agent.context.policy import BudgetedPolicy, Decision, longest_tried_note
+from sam3_agent.agent.context.policy import BudgetedPolicy, longest_tried_note
 from sam3_agent.agent.context.sam3 import anchor_index
+from sam3_agent.agent.context.types import Costs, Decision, Evicted, History, tried_before
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import ActionStep
 
@@ -120,8 +120,8 @@ class HierarchicalPolicy(BudgetedPolicy):
         evicted = [Evicted(steps[i].round, reason) for i, reason in reasons.items()]
         tried = tried_before(steps, sorted(kept))
         note = archive_note([lines[i] for i in shown], history.prompts)
-        selection = Selection(sorted(kept), tried, [note] if note else [])
-        notes_tokens = costs.note_tokens(tried, selection.notes)
+        notes = [note] if note else []
+        notes_tokens = costs.note_tokens(tried, notes)
         working = [i for i in kept if i not in protected]
         zones = {
             "pinned": costs.head
@@ -131,7 +131,7 @@ class HierarchicalPolicy(BudgetedPolicy):
             "archive": notes_tokens - costs.note_tokens(tried),
             "reserve": self.budget.reserve_tokens,
         }
-        return Decision(selection, evicted, zones=zones)
+        return Decision(sorted(kept), tried, notes, evicted, zones=zones)
 
     def _note_cost(
         self, tried: Sequence[str], lines: Sequence[str], line_cost: Sequence[int] | None = None

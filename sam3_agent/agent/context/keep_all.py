@@ -8,8 +8,8 @@ have refused the call.
 
 from __future__ import annotations
 
-from sam3_agent.agent.context.base import Costs, History, Selection
-from sam3_agent.agent.context.policy import BudgetedPolicy, Decision
+from sam3_agent.agent.context.policy import BudgetedPolicy
+from sam3_agent.agent.context.types import Costs, Decision, History
 
 
 class KeepAllPolicy(BudgetedPolicy):
@@ -18,4 +18,4 @@ class KeepAllPolicy(BudgetedPolicy):
     name = "keep-all"
 
     def select(self, history: History, costs: Costs) -> Decision:
-        return Decision(Selection(range(len(history.steps))))
+        return Decision(range(len(history.steps)))

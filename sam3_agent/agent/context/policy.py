@@ -1,61 +1,102 @@
-"""The base every budgeted policy builds on, and the steps it shares.
+"""The interface every context policy implements, and the base the budgeted ones build on.
 
-A call's context is built in the same four steps by every policy: measure the history
-(:class:`~sam3_agent.agent.context.base.Costs`), refuse a budget that cannot hold even the
-pinned part (:func:`check_pinned`), let the policy choose what to send (its
-:meth:`BudgetedPolicy.select`, a :class:`Decision`), then render that, check it fits and
-write the eviction record (:func:`finish`). :class:`BudgetedPolicy` does the first, second
-and last; a policy only says what it keeps. A policy that does something before it measures
-(``attention`` reads the previous call's attention, ``summary`` takes in a background
-digest) overrides ``build`` with :meth:`~BudgetedPolicy.measure` and
-:meth:`~BudgetedPolicy.conclude`; one that pins a note in the request (``sam3``,
-``hierarchical``) says how large it may get in :meth:`~BudgetedPolicy.pinned_note`.
+A policy sees the typed history (:class:`~.types.History`: the system prompt, the request,
+the executed rounds) and returns a :class:`~.types.Context`: the messages to send and an
+:class:`~.types.EvictionRecord` saying what was kept, what was evicted and why. Every policy
+keeps the same invariants:
+
+* the system prompt is sent byte for byte as given;
+* the first user message always carries the raw image and the request;
+* rounds are sent whole, in order: the assistant reply and its answer (a user message; with
+  native tool calls a ``tool`` message, followed by a user message when it shows an image),
+  so every round starts at its assistant message;
+* of the masks images only the one of the masks that can still be selected is shown
+  (:func:`~sam3_agent.agent.steps.current_masks_index`); that round is never evicted. Every
+  other masks image becomes a line of text. So a call has at most two images;
+* the latest round (the model's own last reply and its answer) is always sent whole: it
+  is the one thing the model must see to continue, above all when it was corrected;
+* the messages fit ``max_context_tokens - reserve_tokens``; when even the pinned part
+  (system prompt, request, selectable masks, latest round) does not,
+  :class:`~.types.ContextBudgetError`.
+
+A budgeted policy's call is built in four steps: measure the history (:class:`~.types.Costs`),
+refuse a budget that cannot hold even the pinned part (:func:`check_pinned`), let the policy
+choose what to send (its :meth:`BudgetedPolicy.select`, a :class:`~.types.Decision`), then
+render that, check it fits and write the eviction record (:meth:`~BudgetedPolicy.conclude`).
+:class:`BudgetedPolicy` does the first, second and last; a policy only says what it keeps. A
+policy that does something before it measures (``attention`` reads the previous call's
+attention, ``summary`` takes in a background digest) overrides ``build`` with
+:meth:`~BudgetedPolicy.measure` and :meth:`~BudgetedPolicy.conclude`; one that pins a note
+in the request (``sam3``, ``hierarchical``) says how large it may get in
+:meth:`~BudgetedPolicy.pinned_note`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from sam3_agent.agent.context.base import (
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.types import (
     Budget,
     Context,
     ContextBudgetError,
     Costs,
+    Decision,
     Evicted,
     EvictionRecord,
     History,
-    Selection,
     render,
     tried_before,
 )
-from sam3_agent.agent.context.tokens import TokenCounter
 
 
-@dataclass(frozen=True)
-class Decision:
-    """What a policy chose for one call, before rendering.
+class ContextPolicy(Protocol):
+    """Builds each main call's context from the history.
 
-    Attributes:
-        selection: the rounds sent in full and the notes of the request.
-        evicted: the rounds left out, and why.
-        scores / zones / digests: the policy's own fields of the eviction record.
+    One policy object serves one session: state it keeps between calls (digests, smoothed
+    scores, the current mode) is explicit on the object. ``build`` never mutates the
+    history. :class:`BudgetedPolicy` gives every method but ``build`` its default.
     """
 
-    selection: Selection
-    evicted: Sequence[Evicted] = ()
-    scores: dict[int, float] | None = None
-    zones: dict[str, int] | None = None
-    digests: dict[str, Any] | None = None
+    name: str
+
+    async def build(self, history: History) -> Context:
+        """The context for the next call.
+
+        Raises:
+            ContextBudgetError: even the pinned part does not fit the budget.
+        """
+        ...
+
+    async def save_state(self) -> dict[str, Any] | None:
+        """What the policy carries between calls, JSON-ready, committed with each round
+        (``summary``'s digests, ``auto``'s mode, ``attention``'s masses); None when it
+        carries nothing. A resumed session gives it back to :meth:`restore_state`, so it
+        sends what the uninterrupted one would."""
+        ...
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue from a state :meth:`save_state` returned (a resumed session)."""
+        ...
+
+    async def settle(self) -> None:
+        """Finish what the policy started for a call that will not come (the session ended):
+        ``summary`` takes in the digest it was writing ahead, so that its call is counted."""
+        ...
+
+    async def aclose(self) -> None:
+        """Cancel what the policy still runs in the background (the session is over)."""
+        ...
 
 
 class BudgetedPolicy:
-    """A policy that chooses rounds under a token :class:`Budget`.
+    """A :class:`ContextPolicy` that chooses rounds under a token :class:`~.types.Budget`.
 
     Subclasses set :attr:`name` and implement :meth:`select`; ``build`` measures the
-    history, checks the pinned part, and renders and records what ``select`` chose.
+    history, checks the pinned part, and renders and records what ``select`` chose. The
+    defaults keep no state, and have nothing to settle or close.
     """
 
     name: str = ""
@@ -73,6 +114,18 @@ class BudgetedPolicy:
         started = time.perf_counter() if started is None else started
         costs = self.measure(history)
         return self.conclude(history, costs, self.select(history, costs), started)
+
+    async def save_state(self) -> dict[str, Any] | None:
+        return None
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        return None
+
+    async def settle(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
 
     def select(self, history: History, costs: Costs) -> Decision:
         """The rounds to send and the notes of the request, within the budget if possible."""
@@ -95,18 +148,42 @@ class BudgetedPolicy:
     def conclude(
         self, history: History, costs: Costs, decision: Decision, started: float
     ) -> Context:
-        """Render ``decision``, check it fits and record it (:func:`finish`)."""
-        return finish(
-            history,
-            decision.selection,
-            policy=self.name,
-            budget=self.budget,
-            costs=costs,
-            evicted=decision.evicted,
-            started=started,
+        """Render ``decision``, check it fits the budget, and build the :class:`Context`
+        with its record (``started`` is when the call's work began)."""
+        budget, policy = self.budget, self.name
+        messages, replaced = render(history, decision)
+        tokens = costs.counter.messages(messages)
+        if tokens.total > budget.limit:
+            raise ContextBudgetError(
+                f"context budget exceeded: policy {policy} needs {tokens.total} tokens for round "
+                f"{history.next_round} but `max_context_tokens={budget.max_context_tokens}` minus "
+                f"the {budget.reserve_tokens}-token reply reserve leaves {budget.limit}"
+            )
+        steps = history.steps
+        kept_set = set(decision.kept)
+        kept_rounds = [steps[i].round for i in sorted(kept_set)]
+        dropped = [s.round for i, s in enumerate(steps) if i not in kept_set]
+        record = EvictionRecord(
+            policy=policy,
+            budget=budget,
+            kept_rounds=kept_rounds,
+            evicted=sorted(decision.evicted, key=lambda e: e.round),
+            tokens_before=costs.full(),
+            tokens_after=tokens,
+            images_replaced=replaced,
+            tried_phrases=list(decision.tried_phrases),
             scores=decision.scores,
             zones=decision.zones,
             digests=decision.digests,
+        )
+        record.latency_s = time.perf_counter() - started
+        return Context(
+            messages=messages,
+            kept_rounds=kept_rounds,
+            dropped_rounds=dropped,
+            images_replaced=replaced,
+            tried_phrases=list(decision.tried_phrases),
+            eviction=record,
         )
 
 
@@ -178,55 +255,9 @@ def evict_lowest(
     steps = costs.history.steps
     everything = list(range(len(steps)))
     if costs.full() <= limit:
-        return Decision(Selection(everything))
+        return Decision(everything)
     by_round = scores()
     order = sorted(everything, key=lambda i: (by_round[steps[i].round], i))
     recorded = {r: s for r, s in by_round.items() if unscored is None or s != unscored}
     kept, evicted = evict_in_order(costs, everything, order, limit, reason, scores=recorded)
-    return Decision(Selection(kept), evicted, scores=recorded)
-
-
-def finish(
-    history: History,
-    selection: Selection,
-    *,
-    policy: str,
-    budget: Budget,
-    costs: Costs,
-    evicted: Sequence[Evicted],
-    started: float,
-    **extra: Any,
-) -> Context:
-    """Render ``selection``, check it fits, and build the :class:`Context` with its record."""
-    messages, replaced = render(history, selection)
-    tokens = costs.counter.messages(messages)
-    if tokens.total > budget.limit:
-        raise ContextBudgetError(
-            f"context budget exceeded: policy {policy} needs {tokens.total} tokens for round "
-            f"{history.next_round} but `max_context_tokens={budget.max_context_tokens}` minus "
-            f"the {budget.reserve_tokens}-token reply reserve leaves {budget.limit}"
-        )
-    steps = history.steps
-    kept_set = set(selection.kept)
-    kept_rounds = [steps[i].round for i in sorted(kept_set)]
-    dropped = [s.round for i, s in enumerate(steps) if i not in kept_set]
-    record = EvictionRecord(
-        policy=policy,
-        budget=budget,
-        kept_rounds=kept_rounds,
-        evicted=sorted(evicted, key=lambda e: e.round),
-        tokens_before=costs.full(),
-        tokens_after=tokens,
-        images_replaced=replaced,
-        tried_phrases=list(selection.tried_phrases),
-        **extra,
-    )
-    record.latency_s = time.perf_counter() - started
-    return Context(
-        messages=messages,
-        kept_rounds=kept_rounds,
-        dropped_rounds=dropped,
-        images_replaced=replaced,
-        tried_phrases=list(selection.tried_phrases),
-        eviction=record,
-    )
+    return Decision(kept, evicted=evicted, scores=recorded)

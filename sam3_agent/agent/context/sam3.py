@@ -23,20 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sam3_agent.agent.context.base import (
+from sam3_agent.agent.context.policy import BudgetedPolicy, evict_in_order, longest_tried_note
+from sam3_agent.agent.context.types import (
     Context,
     Costs,
+    Decision,
     Evicted,
     History,
-    Selection,
     render,
     tried_before,
-)
-from sam3_agent.agent.context.policy import (
-    BudgetedPolicy,
-    Decision,
-    evict_in_order,
-    longest_tried_note,
 )
 from sam3_agent.agent.steps import ActionStep, TaskStep
 
@@ -69,8 +64,8 @@ def kept_indices(steps: Sequence[ActionStep]) -> list[int]:
     return sorted(keep)
 
 
-def sam3_selection(steps: Sequence[ActionStep]) -> tuple[Selection, list[Evicted]]:
-    """The three-part selection and why each other round was left out."""
+def sam3_decision(steps: Sequence[ActionStep]) -> Decision:
+    """The three-part choice, with why each other round was left out."""
     anchor = anchor_index(steps)
     tried = [s.phrase for s in steps[: anchor or 0] if s.kind == "segment" and s.phrase]
     keep = kept_indices(steps)
@@ -85,20 +80,20 @@ def sam3_selection(steps: Sequence[ActionStep]) -> tuple[Selection, list[Evicted
         for i, s in enumerate(steps)
         if i not in kept
     ]
-    return Selection(keep, tried), evicted
+    return Decision(keep, tried, evicted=evicted)
 
 
 def build_context(system_prompt: str, task: TaskStep, steps: Sequence[ActionStep]) -> Context:
     """The three-part context with no token budget: a pure function of the steps."""
-    selection, _ = sam3_selection(steps)
-    messages, replaced = render(History(system_prompt, task, steps), selection)
-    kept = set(selection.kept)
+    decision = sam3_decision(steps)
+    messages, replaced = render(History(system_prompt, task, steps), decision)
+    kept = set(decision.kept)
     return Context(
         messages=messages,
         kept_rounds=[steps[i].round for i in sorted(kept)],
         dropped_rounds=[s.round for i, s in enumerate(steps) if i not in kept],
         images_replaced=replaced,
-        tried_phrases=list(selection.tried_phrases),
+        tried_phrases=list(decision.tried_phrases),
     )
 
 
@@ -113,13 +108,11 @@ class Sam3Policy(BudgetedPolicy):
         return longest_tried_note(costs)
 
     def select(self, history: History, costs: Costs) -> Decision:
-        selection, evicted = sam3_selection(history.steps)
+        chosen = sam3_decision(history.steps)
         longest = self.pinned_note(costs)
         kept, more = evict_in_order(
-            costs, selection.kept, sorted(selection.kept), self.budget.limit, "budget", longest
+            costs, chosen.kept, sorted(chosen.kept), self.budget.limit, "budget", longest
         )
-        if more:  # a search round left for the budget: its phrase joins the note
-            selection = Selection(kept, tried_before(history.steps, kept))
-        else:
-            selection = Selection(kept, selection.tried_phrases)
-        return Decision(selection, evicted + more)
+        # A search round left for the budget: its phrase joins the note.
+        tried = tried_before(history.steps, kept) if more else chosen.tried_phrases
+        return Decision(kept, tried, evicted=[*chosen.evicted, *more])

@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sam3_agent.agent.context.base import Budget, Context, Costs, Evicted, History, Selection
-from sam3_agent.agent.context.policy import BudgetedPolicy, Decision
+from sam3_agent.agent.context.policy import BudgetedPolicy
 from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.types import Budget, Context, Costs, Decision, Evicted, History
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import ActionStep
 from sam3_agent.backends.base import ChatModel
@@ -247,8 +247,9 @@ class SummaryPolicy(BudgetedPolicy):
         ]
         self._start_speculative(history, costs, evict)
         return Decision(
-            Selection(kept, (), self._notes(shown, history)),
-            evicted,
+            kept,
+            notes=self._notes(shown, history),
+            evicted=evicted,
             digests={
                 "shown": [{"rounds": list(d.rounds), "level": d.level} for d in shown],
                 "dropped": [list(d.rounds) for d in dropped_digests],

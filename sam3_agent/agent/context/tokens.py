@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from sam3_agent.backends.base import tokenizer_of
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 
 logger = logging.getLogger(__name__)
@@ -234,15 +235,13 @@ def _encodable(text: str) -> str:
 def counter_for(chat_model: Any) -> TokenCounter:
     """The best :class:`TokenCounter` for ``chat_model`` that needs no network.
 
-    Uses the in-process model's tokenizer (``chat_model.tokenizer``, also behind the
-    response cache), else tokenizer files
-    already in the local hub cache for the model's name, else the estimate.
+    Uses the in-process model's tokenizer (:func:`~sam3_agent.backends.base.tokenizer_of`;
+    wrappers such as the response cache forward it), else tokenizer files already in the
+    local hub cache for the model's name, else the estimate.
     """
     name = str(getattr(chat_model, "name", ""))
     cell = image_cell_for(name)
-    tokenizer = getattr(chat_model, "tokenizer", None)
-    if tokenizer is None:  # behind the response cache, the in-process model is ``inner``
-        tokenizer = getattr(getattr(chat_model, "inner", None), "tokenizer", None)
+    tokenizer = tokenizer_of(chat_model)
     if tokenizer is None:
         tokenizer = _cached_tokenizer(name)
     if tokenizer is None:

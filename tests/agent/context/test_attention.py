@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from sam3_agent.agent.context.attention import AttentionPolicy
-from sam3_agent.agent.context.base import Budget, History
 from sam3_agent.agent.context.tokens import counter_for
+from sam3_agent.agent.context.types import Budget, History
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.values.config import AgentConfig

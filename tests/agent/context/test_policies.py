@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sam3_agent.agent.checkpoint.journal import Journal, JournaledChatModel
 from sam3_agent.agent.context.attention import AttentionPolicy, require_source, round_sizes
 from sam3_agent.agent.context.auto import AutoPolicy
-from sam3_agent.agent.context.base import (
+from sam3_agent.agent.context.decay import DecayPolicy
+from sam3_agent.agent.context.fifo import FifoPolicy
+from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
+from sam3_agent.agent.context.keep_all import KeepAllPolicy
+from sam3_agent.agent.context.policy import BudgetedPolicy
+from sam3_agent.agent.context.registry import POLICIES, PolicyInputs, build_policy
+from sam3_agent.agent.context.sam3 import MAX_MESSAGES, Sam3Policy
+from sam3_agent.agent.context.summary import DigestCall, SummaryPolicy
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.types import (
     Budget,
     ContextBudgetError,
     Costs,
@@ -19,15 +30,8 @@ from sam3_agent.agent.context.base import (
     record_of,
     tried_before,
 )
-from sam3_agent.agent.context.decay import DecayPolicy
-from sam3_agent.agent.context.fifo import FifoPolicy
-from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
-from sam3_agent.agent.context.keep_all import KeepAllPolicy
-from sam3_agent.agent.context.registry import POLICIES, PolicyInputs, build_policy
-from sam3_agent.agent.context.sam3 import MAX_MESSAGES, Sam3Policy
-from sam3_agent.agent.context.summary import DigestCall, SummaryPolicy
-from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.steps import current_masks_index
+from sam3_agent.backends.response_cache import CachedChatModel
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
@@ -89,7 +93,7 @@ specs = st.lists(
 def test_invariants_over_random_sessions(
     name: str, protocol: str, spec: list[Spec], max_tokens: int, side: int
 ) -> None:
-    """Every policy, every call of a session: the invariants of sam3_agent.agent.context.base."""
+    """Every policy, every call of a session: the invariants of sam3_agent.agent.context.policy."""
     budget = Budget(max_tokens, reserve_tokens=256)
     policy = make_policy(name, budget)
     native = protocol == "native"
@@ -147,8 +151,7 @@ def test_invariants_over_random_sessions(
             evicted = {e.round for e in record.evicted}
             assert evicted.isdisjoint(record.kept_rounds)
             assert sorted(evicted | set(record.kept_rounds)) == [s.round for s in h.steps]
-        if hasattr(policy, "aclose"):
-            await policy.aclose()
+        await policy.aclose()
 
     asyncio.run(session())
 
@@ -158,6 +161,29 @@ def test_every_name_builds_a_policy() -> None:
     for name in CONTEXT_POLICIES:
         if name != "attention":
             assert make_policy(name, Budget(8000)).name == name
+
+
+STATEFUL = {"summary", "auto", "attention"}
+
+
+@pytest.mark.parametrize("name", CONTEXT_POLICIES)
+def test_every_policy_offers_the_whole_interface_without_probing(name: str) -> None:
+    """save_state/restore_state/settle/aclose are declared on ContextPolicy; the base gives
+    the stateless policies their defaults, so the loop calls them on any policy."""
+    policy = make_policy(name, Budget(8000))
+    assert isinstance(policy, BudgetedPolicy)
+
+    async def lifecycle() -> dict[str, object] | None:
+        await policy.build(history([Spec("segment", True), Spec("examine")]))
+        await policy.settle()
+        state = await policy.save_state()
+        if state is not None:
+            make_policy(name, Budget(8000)).restore_state(state)
+        await policy.aclose()
+        return state
+
+    state = asyncio.run(lifecycle())
+    assert (state is not None) == (name in STATEFUL)
 
 
 def test_unknown_policy_is_a_user_error() -> None:
@@ -181,6 +207,17 @@ def build(policy: object, h: History):  # type: ignore[no-untyped-def]
 
 
 LONG = [Spec("segment", True, 60)] + [Spec("correction", words=80) for _ in range(8)]
+
+
+def test_attention_is_found_behind_the_journal_and_the_response_cache(tmp_path: Path) -> None:
+    class AttendingModel(FakeAttention):
+        name = "hf-model"
+
+    model = AttendingModel()
+    cached = CachedChatModel(model, tmp_path / "c.sqlite")  # type: ignore[arg-type]
+    journaled = JournaledChatModel(cached, Journal(tmp_path / "calls.jsonl", 1, []))
+    assert require_source(journaled) is model
+    assert require_source(cached) is model
 
 
 def test_pinned_part_too_large_is_a_budget_failure() -> None:

@@ -15,7 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.agent.context.base import (
+from sam3_agent.agent.context.decay import DecayPolicy
+from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
+from sam3_agent.agent.context.registry import PolicyInputs, build_policy
+from sam3_agent.agent.context.sam3 import anchor_index
+from sam3_agent.agent.context.summary import SummaryPolicy
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.types import (
     Budget,
     Context,
     ContextBudgetError,
@@ -24,12 +30,6 @@ from sam3_agent.agent.context.base import (
     History,
     record_of,
 )
-from sam3_agent.agent.context.decay import DecayPolicy
-from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
-from sam3_agent.agent.context.registry import PolicyInputs, build_policy
-from sam3_agent.agent.context.sam3 import anchor_index
-from sam3_agent.agent.context.summary import SummaryPolicy
-from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.steps import ActionStep
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from tests.support.context_histories import Spec, history

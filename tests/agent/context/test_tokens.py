@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sam3_agent.agent.checkpoint.journal import Journal, JournaledChatModel
 from sam3_agent.agent.context.tokens import (
     IMAGE_MARKERS,
     MESSAGE_OVERHEAD,
@@ -20,6 +21,7 @@ from sam3_agent.agent.context.tokens import (
     image_cell_for,
     qwen_image_tokens,
 )
+from sam3_agent.backends.response_cache import CachedChatModel
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, TextPart
 
@@ -103,12 +105,13 @@ def test_counter_uses_the_model_tokenizer_when_there_is_one() -> None:
     assert counter.image_cell == QWEN3_CELL
 
 
-def test_counter_finds_the_tokenizer_behind_the_response_cache() -> None:
-    class Cached:
-        name = "Qwen/Qwen3-VL-8B-Instruct"
-        inner = _ModelWithTokenizer()
-
-    assert counter_for(Cached()).text("one two") == 2
+def test_counter_finds_the_tokenizer_behind_the_response_cache(tmp_path: Path) -> None:
+    cached = CachedChatModel(_ModelWithTokenizer(), tmp_path / "c.sqlite")
+    journaled = JournaledChatModel(cached, Journal(tmp_path / "calls.jsonl", 1, []))
+    for wrapped in (cached, journaled):
+        counter = counter_for(wrapped)
+        assert counter.source == "tokenizer:Qwen/Qwen3-VL-8B-Instruct"
+        assert counter.text("one two three four five") == 5  # the estimate says 6
 
 
 def test_counter_falls_back_to_the_estimate_offline() -> None:

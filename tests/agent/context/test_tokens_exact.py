@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.agent.context.base import Budget, ContextBudgetError, History, record_of
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy
 from sam3_agent.agent.context.tokens import GENERATION_PROMPT, MESSAGE_OVERHEAD, counter_for
+from sam3_agent.agent.context.types import Budget, ContextBudgetError, History, record_of
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart

@@ -1,31 +1,14 @@
-"""The interface every context policy implements, and the pieces they share.
+"""The values every context policy shares: the history it reads, the budget it keeps, the
+context it returns with its eviction record, and the rendering and token costs of rounds.
 
-A policy sees the typed history (:class:`History`: the system prompt, the request, the
-executed rounds) and returns a :class:`Context`: the messages to send and an
-:class:`EvictionRecord` saying what was kept, what was evicted and why. Rendering and token
-sums are shared here, the budget checks and the record in :mod:`.policy` (the base of the
-policies), so every policy keeps the same invariants:
-
-* the system prompt is sent byte for byte as given;
-* the first user message always carries the raw image and the request;
-* rounds are sent whole, in order: the assistant reply and its answer (a user message; with
-  native tool calls a ``tool`` message, followed by a user message when it shows an image),
-  so every round starts at its assistant message;
-* of the masks images only the one of the masks that can still be selected is shown
-  (:func:`~sam3_agent.agent.steps.current_masks_index`); that round is never evicted. Every
-  other masks image becomes a line of text. So a call has at most two images;
-* the latest round (the model's own last reply and its answer) is always sent whole: it
-  is the one thing the model must see to continue, above all when it was corrected;
-* the messages fit ``max_context_tokens - reserve_tokens``; when even the pinned part
-  (system prompt, request, selectable masks, latest round) does not,
-  :class:`ContextBudgetError`.
+The interface and the base the policies build on are in :mod:`.policy`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from sam3_agent.agent.context.tokens import TokenCounter, Tokens
 from sam3_agent.agent.prompts import PromptSet, default_prompt_set
@@ -66,12 +49,8 @@ class Budget:
         return int(self.limit * self.watermark)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "max_context_tokens": self.max_context_tokens,
-            "reserve_tokens": self.reserve_tokens,
-            "limit": self.limit,
-            "watermark": self.watermark,
-        }
+        names = ("max_context_tokens", "reserve_tokens", "limit", "watermark")
+        return {name: getattr(self, name) for name in names}
 
 
 @dataclass(frozen=True)
@@ -169,72 +148,25 @@ def record_of(context: Context) -> EvictionRecord:
     return context.eviction
 
 
-class ContextPolicy(Protocol):
-    """Builds each main call's context from the history.
-
-    One policy object serves one session: state it keeps between calls (digests, smoothed
-    scores, the current mode) is explicit on the object. ``build`` never mutates the
-    history.
-    """
-
-    name: str
-
-    async def build(self, history: History) -> Context:
-        """The context for the next call.
-
-        Raises:
-            ContextBudgetError: even the pinned part does not fit the budget.
-        """
-        ...
-
-
-async def save_policy_state(policy: ContextPolicy) -> dict[str, Any] | None:
-    """What ``policy`` carries between calls, JSON-ready, to commit with a round; None for
-    a stateless policy.
-
-    A policy with state (``summary``'s digests, ``auto``'s mode, ``attention``'s masses)
-    has ``async save_state()`` and ``restore_state(state)``; a resumed session restores
-    the state committed with its last round, so it sends what the uninterrupted one would.
-    """
-    save = getattr(policy, "save_state", None)
-    if save is None:
-        return None
-    state: dict[str, Any] = await save()
-    return state
-
-
-async def settle_policy(policy: ContextPolicy) -> None:
-    """Let ``policy`` finish what it started for a call that will not come (the session
-    ended): ``summary`` takes in the digest it was writing ahead, so that the call is
-    counted. A policy without ``async settle()`` has nothing to finish."""
-    settle = getattr(policy, "settle", None)
-    if settle is not None:
-        await settle()
-
-
-def restore_policy_state(policy: ContextPolicy, state: dict[str, Any] | None) -> None:
-    """Put a committed state (:func:`save_policy_state`) back into a fresh ``policy``."""
-    restore = getattr(policy, "restore_state", None)
-    if restore is not None and state is not None:
-        restore(state)
-
-
-# -- shared rendering ------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
-class Selection:
-    """A policy's decision before rendering.
+class Decision:
+    """What a policy chose for one call, before rendering.
 
     Attributes:
         kept: indices into ``history.steps`` to send in full, any order (sorted on render).
         tried_phrases: phrases named in the request's note (tried and no longer visible).
         notes: extra text blocks appended to the first user message (digests, archive).
+        evicted: the rounds left out, and why.
+        scores / zones / digests: the policy's own fields of the eviction record.
     """
 
     kept: Sequence[int]
     tried_phrases: Sequence[str] = ()
     notes: Sequence[str] = ()
+    evicted: Sequence[Evicted] = ()
+    scores: dict[int, float] | None = None
+    zones: dict[str, int] | None = None
+    digests: dict[str, Any] | None = None
 
 
 def first_user_message(
@@ -251,18 +183,18 @@ def first_user_message(
     return ChatMessage("user", tuple(parts))
 
 
-def render(history: History, selection: Selection) -> tuple[list[ChatMessage], list[int]]:
-    """The messages for ``selection`` and the rounds whose masks image became text."""
+def render(history: History, decision: Decision) -> tuple[list[ChatMessage], list[int]]:
+    """The messages for ``decision`` and the rounds whose masks image became text."""
     steps = history.steps
     messages = [
         ChatMessage.text("system", history.system_prompt),
         first_user_message(
-            history.task, selection.tried_phrases, selection.notes, prompts=history.prompts
+            history.task, decision.tried_phrases, decision.notes, prompts=history.prompts
         ),
     ]
     current = current_masks_index(steps)
     replaced = []
-    for i in sorted(set(selection.kept)):
+    for i in sorted(set(decision.kept)):
         step = steps[i]
         messages.extend(
             step.messages(
