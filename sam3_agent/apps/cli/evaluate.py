@@ -42,8 +42,8 @@ from sam3_agent.apps.cli.jobs import (
 from sam3_agent.apps.cli.progress import make_progress
 from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.backends.spec import BackendSpec, check_writable_dir
+from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS, VIDEO_DATASETS, is_video_dataset
 from sam3_agent.runs.evaluation.presets import PRESETS, apply_preset, get_preset
-from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS, is_video_dataset
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 DATA = "Dataset"
 RUN = "Run"
 
-IMAGE_DATASETS = ("reasonseg", "refcoco", "refcoco+", "refcocog", "grefcoco")
 DatasetChoice = Enum(  # type: ignore[misc]
     "DatasetChoice", {n: n for n in (*IMAGE_DATASETS, *VIDEO_DATASETS)}, type=str
 )

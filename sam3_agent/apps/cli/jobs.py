@@ -84,7 +84,7 @@ class VideoEvalTally:
     its referring and reasoning subsets) and failures, for the progress display."""
 
     def __init__(self, dataset: str) -> None:
-        from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
+        from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 
         info = VIDEO_DATASETS.get(dataset)
         self.overall_from = info.overall_from if info is not None else None
@@ -160,7 +160,7 @@ def print_video_report_summary(files: VideoReportFiles) -> None:
     """As :func:`print_report_summary`, for video runs: one line per method and split (J, F,
     J&F overall and J&F per subset), one per published figure beside it with how much of
     the split the run scored, the warning on stderr when that is part of it, and the path."""
-    from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
+    from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 
     for m in files.methods:
         info = VIDEO_DATASETS.get(m.dataset)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sam3_agent.runs.evaluation.catalog import dataset_title
 from sam3_agent.runs.evaluation.coverage import Coverage, partial_text
 from sam3_agent.runs.evaluation.figures import (
     GALLERY_DIR,
@@ -43,13 +44,6 @@ from sam3_agent.values.version import __version__
 logger = logging.getLogger(__name__)
 
 SPLIT_ORDER = ("val", "test", "testA", "testB", "train")
-DATASET_TITLES = {
-    "reasonseg": "ReasonSeg",
-    "refcoco": "RefCOCO",
-    "refcoco+": "RefCOCO+",
-    "refcocog": "RefCOCOg",
-    "grefcoco": "gRefCOCO",
-}
 
 # --------------------------------------------------------------------------- writing
 
@@ -144,7 +138,7 @@ def _summary_of(method: Method, split: str, tag: str | None) -> Summary | None:
 def _dataset_section(
     dataset: str, methods: Sequence[Method], gallery: Sequence[GalleryItem], out_dir: Path
 ) -> list[str]:
-    title = DATASET_TITLES.get(dataset, dataset)
+    title = dataset_title(dataset)
     grefcoco = dataset == "grefcoco"
     lines = [f"## {title}", ""]
     columns = _main_columns(dataset, methods)

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, overload
 
+from sam3_agent.runs.evaluation.catalog import is_video_dataset
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Population
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
 from sam3_agent.runs.evaluation.report import ReportFiles, write_report
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.evaluation.runner import select_shard
-from sam3_agent.runs.evaluation.video.catalog import is_video_dataset
 from sam3_agent.runs.evaluation.video.report import VideoReportFiles, write_video_report
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
 from sam3_agent.runs.evaluation.video.selection import VideoEvalSet, VideoSelection

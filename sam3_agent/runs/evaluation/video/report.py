@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.coverage import Coverage, partial_text
 from sam3_agent.runs.evaluation.methods import VIDEO, MergedRuns, merge_runs, usage_of
 from sam3_agent.runs.evaluation.published import PublishedResult
@@ -37,7 +38,6 @@ from sam3_agent.runs.evaluation.report_parts import (
     write_markdown,
     write_metrics,
 )
-from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.video.metrics import VideoBreakdown, VideoSummary, breakdown
 from sam3_agent.runs.evaluation.video.published import video_published_for
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sam3_agent.runs.evaluation.catalog import video_split
 from sam3_agent.runs.evaluation.coverage import Population
 from sam3_agent.runs.evaluation.methods import KIND_KEY, VIDEO
-from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
 from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class VideoEvalSet:
     """Which video samples to evaluate.
 
     Attributes:
-        dataset: one of :data:`~sam3_agent.runs.evaluation.video.catalog.VIDEO_DATASETS`.
+        dataset: one of :data:`~sam3_agent.runs.evaluation.catalog.VIDEO_DATASETS`.
         root: the dataset directory.
         split: the split (None: the dataset's default, its first listed split).
         limit: only the first ``limit`` samples, in dataset order.
@@ -47,16 +47,7 @@ class VideoEvalSet:
     preset: str | None = None
 
     def __post_init__(self) -> None:
-        info = VIDEO_DATASETS.get(self.dataset)
-        if info is None:
-            raise UserError(
-                f"unknown video dataset {self.dataset!r}; choose one of {', '.join(VIDEO_DATASETS)}"
-            )
-        split = info.default_split if self.split is None else self.split
-        if split not in info.splits:
-            raise UserError(
-                f"{info.title} has no split {split!r}; choose one of {', '.join(info.splits)}"
-            )
+        info, split = video_split(self.dataset, self.split)
         no_ground_truth = info.no_public_ground_truth.get(split)
         if no_ground_truth is not None:
             scorable = [s for s in info.splits if s not in info.no_public_ground_truth]

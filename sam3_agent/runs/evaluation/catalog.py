@@ -1,9 +1,10 @@
-"""The video datasets by name: their splits, which cannot be scored here, and how the
-official "overall" figure is formed.
+"""The evaluation datasets by name: the image ones and their titles; the video ones, their
+splits, which cannot be scored here, and how the official "overall" figure is formed.
 
-Kept apart from the loaders (:mod:`~sam3_agent.runs.evaluation.video.datasets`) and free of
-heavy imports, so that ``eval --help`` can list the names and a split without public ground
-truth is refused before anything loads.
+Kept apart from the loaders (:mod:`~sam3_agent.runs.evaluation.datasets`,
+:mod:`~sam3_agent.runs.evaluation.video.datasets`) and free of heavy imports, so that
+``eval --help`` can list the names and a split without public ground truth is refused before
+anything loads.
 """
 
 from __future__ import annotations
@@ -11,7 +12,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["VIDEO_DATASETS", "VideoDatasetInfo", "default_split", "is_video_dataset"]
+from sam3_agent.values.errors import UserError
+
+__all__ = [
+    "IMAGE_DATASETS",
+    "VIDEO_DATASETS",
+    "VideoDatasetInfo",
+    "dataset_title",
+    "default_split",
+    "is_video_dataset",
+    "video_split",
+]
+
+IMAGE_DATASETS: dict[str, str] = {
+    "reasonseg": "ReasonSeg",
+    "refcoco": "RefCOCO",
+    "refcoco+": "RefCOCO+",
+    "refcocog": "RefCOCOg",
+    "grefcoco": "gRefCOCO",
+}
+"""Every image dataset by name, with its title as papers print it."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +86,25 @@ VIDEO_DATASETS: dict[str, VideoDatasetInfo] = {
 """Every video dataset by name."""
 
 
+def video_split(dataset: str, split: str | None) -> tuple[VideoDatasetInfo, str]:
+    """The video dataset's info and the split named (its default when None).
+
+    Raises:
+        UserError: unknown dataset or split.
+    """
+    info = VIDEO_DATASETS.get(dataset)
+    if info is None:
+        raise UserError(
+            f"unknown video dataset {dataset!r}; choose one of {', '.join(VIDEO_DATASETS)}"
+        )
+    split = info.default_split if split is None else split
+    if split not in info.splits:
+        raise UserError(
+            f"{info.title} has no split {split!r}; choose one of {', '.join(info.splits)}"
+        )
+    return info, split
+
+
 def is_video_dataset(name: str) -> bool:
     """Whether ``name`` is one of :data:`VIDEO_DATASETS`."""
     return name in VIDEO_DATASETS
@@ -75,3 +114,9 @@ def default_split(name: str) -> str | None:
     """The split a video dataset is evaluated on when none is named; None for other names."""
     info = VIDEO_DATASETS.get(name)
     return None if info is None else info.default_split
+
+
+def dataset_title(name: str) -> str:
+    """``name`` as papers print it (an unknown name as it is)."""
+    info = VIDEO_DATASETS.get(name)
+    return info.title if info is not None else IMAGE_DATASETS.get(name, name)
