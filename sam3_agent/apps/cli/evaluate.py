@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -33,11 +33,9 @@ from sam3_agent.apps.cli.flags import (
 )
 from sam3_agent.apps.cli.jobs import (
     EvalTally,
-    VideoEvalTally,
     kept_when_interrupted,
     plan_for,
     print_report_summary,
-    print_video_report_summary,
 )
 from sam3_agent.apps.cli.progress import make_progress
 from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
@@ -47,9 +45,6 @@ from sam3_agent.runs.evaluation.presets import PRESETS, apply_preset, get_preset
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
-
-if TYPE_CHECKING:
-    from sam3_agent.runs.jobs.driver import RunOutcome
 
 DATA = "Dataset"
 RUN = "Run"
@@ -170,46 +165,34 @@ def eval_command(
         check_agent(config, backends, chat=not sam3_only)
         if not sam3_only:
             backends.require_model_name(engine.engine)
-        from sam3_agent.runs.evaluation.run import EvalSet, evaluate
-        from sam3_agent.runs.evaluation.runner import parse_shard
-        from sam3_agent.runs.evaluation.video.selection import VideoEvalSet
+        from sam3_agent.runs.evaluation.run import evaluate, running_metrics
+        from sam3_agent.runs.evaluation.selection import EvalSet, VideoEvalSet, parse_shard
 
         shard_index = parse_shard(shard) if shard else (0, 1)
         preset_name = chosen.name if chosen else None
+        selection: EvalSet | VideoEvalSet
         if video:
-            videos = VideoEvalSet(
+            selection = VideoEvalSet(
                 dataset=dataset_name, root=root, split=split, limit=limit, shard=shard_index,
                 preset=preset_name,
             )  # fmt: skip
-            loaded_videos = videos.load()
-            backends = plan_for(backends, engine, chat=True, video=True)
-            tally = VideoEvalTally(dataset_name)
-            video_bar = make_progress(err_console, "eval", tally) if progress else None
-            with kept_when_interrupted(out, "samples", video_bar):
-                done_videos = evaluate(
-                    videos, out, backends, config=config, engine=engine,
-                    retry_failed=retry_failed, progress=video_bar, loaded=loaded_videos,
-                    video_options=video_flags.options,
-                )  # fmt: skip
         else:
             selection = EvalSet(
                 dataset=dataset_name, root=root, split=split, images=images,
                 all_texts=all_texts, limit=limit, shard=shard_index, preset=preset_name,
             )  # fmt: skip
-            loaded = selection.load()
-            backends = plan_for(backends, engine, chat=not sam3_only)
-            bar = make_progress(err_console, "eval", EvalTally()) if progress else None
-            with kept_when_interrupted(out, "samples", bar):
-                done = evaluate(
-                    selection, out, backends, mode=mode_name, config=config, engine=engine,
-                    retry_failed=retry_failed, progress=bar, loaded=loaded,
-                )  # fmt: skip
-    if video:
-        _say_outcome(done_videos.run)
-        print_video_report_summary(done_videos.report)
-    else:
-        _say_outcome(done.run)
-        print_report_summary(done.report)
+        loaded = selection.load()
+        backends = plan_for(backends, engine, chat=not sam3_only, video=video)
+        tally = EvalTally(running_metrics(dataset_name))
+        bar = make_progress(err_console, "eval", tally) if progress else None
+        with kept_when_interrupted(out, "samples", bar):
+            done = evaluate(
+                selection, out, backends, mode=mode_name, config=config, engine=engine,
+                retry_failed=retry_failed, progress=bar, loaded=loaded,
+                video_options=video_flags.options if video else None,
+            )  # fmt: skip
+    say(f"{done.run.ran} evaluated, {done.run.skipped} already stored, {done.run.failed} failed")
+    print_report_summary(done.report)
 
 
 FRAME_SELECTION_FLAGS = ("--stride", "--max-frames", "--start", "--end", "--fps")
@@ -243,10 +226,6 @@ def _refuse_image_flags(*, images: Path | None, all_texts: bool, mode: str) -> N
         raise UserError(
             f"--mode {mode} applies to image datasets; videos are evaluated with the agent"
         )
-
-
-def _say_outcome(outcome: RunOutcome) -> None:
-    say(f"{outcome.ran} evaluated, {outcome.skipped} already stored, {outcome.failed} failed")
 
 
 __all__ = ["eval_command"]

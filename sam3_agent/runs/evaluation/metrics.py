@@ -239,3 +239,7 @@ class RunningMetrics:
     @property
     def ciou(self) -> float | None:
         return self._sum_i / self._sum_u if self._sum_u else None
+
+    def figures(self) -> list[tuple[str, float | None]]:
+        """``[("gIoU", ...), ("cIoU", ...)]``, None before any sample."""
+        return [("gIoU", self.giou), ("cIoU", self.ciou)]

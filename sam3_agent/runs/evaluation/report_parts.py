@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +28,37 @@ Escape = Callable[[str], str]
 
 RUN_HEADER = ("method", "samples", "failed", "mean rounds", "tokens / sample", "s / sample")
 """The run-cost table's columns (a report may add its own after them)."""
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What a report of image or video runs wrote, and what the terminal summary needs.
+
+    ``methods`` are the report's :class:`~sam3_agent.runs.evaluation.methods.Method` or
+    video ``VideoMethod`` rows; ``summary`` has one line per method (per method and split
+    for videos) and one per published figure set beside a run's; ``partial_warning`` is one
+    line when a run set beside published figures covers part of its split (or its coverage
+    is unknown). Only an image report draws the ``histogram`` and the ``gallery``.
+    """
+
+    metrics_json: Path
+    report_md: Path
+    methods: Sequence[Any]
+    comparisons: Sequence[Compared] = ()
+    partial_warning: str | None = None
+    summary: Sequence[str] = ()
+    histogram: Path | None = None
+    gallery: list[Path] = field(default_factory=list)
+
+
+def comparison_line(c: Compared, relation: str) -> str:
+    """``label against|beside published: split [tag] metric ours vs theirs (diff), samples
+    scored 6/200 (3%)``: a published figure and the run's, for the terminal summary."""
+    p = c.published
+    return (
+        f"{c.method} {relation} {p.label}: {c.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
+        f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), samples scored {c.coverage.text}"
+    )
 
 
 def as_is(text: str) -> str:
