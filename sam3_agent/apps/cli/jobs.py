@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sam3_agent.apps.cli.console import EXIT_INTERRUPTED, out_console, plain, say
+from sam3_agent.apps.cli.flags import check_agent
 from sam3_agent.apps.cli.progress import PlainProgress, ProgressBar
 from sam3_agent.apps.cli.setting_flags import as_flags
+from sam3_agent.backends.spec import check_writable_dir
 
 if TYPE_CHECKING:
     from sam3_agent.backends.spec import BackendSpec
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from sam3_agent.runs.evaluation.results import SampleResult
     from sam3_agent.runs.evaluation.video.results import VideoSampleResult
     from sam3_agent.runs.jobs.base import EngineOptions
+    from sam3_agent.values.config import AgentConfig
 
 Bar = ProgressBar | PlainProgress | None
 
@@ -45,6 +48,18 @@ def plan_for(
     if plan.note:
         say(as_flags(plan.note))
     return plan.spec
+
+
+def check_before_loading(
+    backends: BackendSpec, config: AgentConfig, engine: EngineOptions, out: Path, *, chat: bool
+) -> None:
+    """Every flag and path first, the cheap ones before those that import the agent: a
+    refusal must not cost minutes of loading models. ``chat``: an MLLM is used."""
+    backends.validate(chat=chat)
+    check_writable_dir(out, "--out")
+    if chat:
+        backends.require_model_name(engine.engine)
+    check_agent(config, backends, chat=chat)
 
 
 @contextlib.contextmanager

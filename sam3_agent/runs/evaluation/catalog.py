@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
+from sam3_agent.values.config import FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
 
 __all__ = [
     "IMAGE_DATASETS",
     "VIDEO_DATASETS",
     "VideoDatasetInfo",
+    "check_options",
     "dataset_title",
     "default_split",
     "is_video_dataset",
@@ -120,3 +124,49 @@ def dataset_title(name: str) -> str:
     """``name`` as papers print it (an unknown name as it is)."""
     info = VIDEO_DATASETS.get(name)
     return info.title if info is not None else IMAGE_DATASETS.get(name, name)
+
+
+FRAME_SETTINGS = ("stride", "max_frames", "start_s", "end_s", "fps")
+"""The frame selection settings of ``track``: ``eval`` tracks all of a sample's frames."""
+
+
+def check_options(
+    dataset: str, *, images: Path | None, all_texts: bool, mode: str, frames: FrameSelection,
+    options: VideoOptions, video_cache_mb: int,
+) -> None:  # fmt: skip
+    """Refuse, by setting, what does not apply to ``dataset``: the image options and the
+    frame selection for a video dataset, the video settings (not at their defaults) for an
+    image one.
+
+    Raises:
+        UserError: naming the first such setting, in the order ``eval`` lists them.
+    """
+    given: list[tuple[object, object, str]] = [
+        (frames, FrameSelection(), n) for n in FRAME_SETTINGS
+    ]
+    given += [
+        (options, VideoOptions(), n) for n in ("frames_shown", "check_frames", "uncertain_looks")
+    ]
+    changed = [
+        name for value, default, name in given if getattr(value, name) != getattr(default, name)
+    ]
+    if video_cache_mb != DEFAULT_VIDEO_CACHE_MB:
+        changed.append("video_cache_mb")
+    if not is_video_dataset(dataset):
+        if changed:
+            raise UserError(f"`{changed[0]}` applies to video datasets")
+        return
+    if images is not None:
+        raise UserError("`images` applies to the refer datasets (COCO images), not to videos")
+    if all_texts:
+        raise UserError("`all_texts` applies to reasonseg only")
+    if mode != "agent":
+        raise UserError(
+            f"`mode={mode}` applies to image datasets; videos are evaluated with the agent"
+        )
+    for name in changed:
+        if name in FRAME_SETTINGS:
+            raise UserError(
+                f"`{name}` applies to track: eval tracks every frame of a sample's folder, as "
+                "the benchmarks score every annotated frame"
+            )

@@ -197,3 +197,18 @@ def select_shard(samples: Sequence[J], index: int, count: int) -> list[J]:
     if count == 1:
         return list(samples)
     return [s for s in samples if shard_of(s, count) == index]
+
+
+def eval_set(
+    dataset: str, root: Path, split: str, *, images: Path | None = None,
+    all_texts: bool = False, limit: int | None = None, shard: tuple[int, int] = (0, 1),
+    preset: str | None = None,
+) -> EvalSet | VideoEvalSet:  # fmt: skip
+    """The :class:`EvalSet` or :class:`VideoEvalSet` of ``dataset``.
+
+    Raises:
+        UserError: as :class:`VideoEvalSet` does.
+    """
+    if is_video_dataset(dataset):
+        return VideoEvalSet(dataset, root, split, limit, shard, preset)
+    return EvalSet(dataset, root, split, images, all_texts, limit, shard, preset)
