@@ -80,7 +80,7 @@ def kept_when_interrupted(out: Path, what: str, bar: Bar = None) -> Iterator[Non
 class EvalTally:
     """Running figures of an evaluation and its failures, for the progress display:
     ``running`` is the library's running metrics of the dataset (gIoU / cIoU, or J, F and
-    J&F: :func:`~sam3_agent.runs.evaluation.run.running_metrics`)."""
+    J&F: :func:`~sam3_agent.runs.evaluation.running.running_metrics`)."""
 
     def __init__(self, running: Any) -> None:
         self.running = running

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.runs.evaluation.catalog import dataset_title
-from sam3_agent.runs.evaluation.coverage import Coverage, partial_text
+from sam3_agent.runs.evaluation.coverage import partial_text
 from sam3_agent.runs.evaluation.figures import (
     GALLERY_DIR,
     HISTOGRAM,
@@ -25,9 +25,10 @@ from sam3_agent.runs.evaluation.figures import (
 )
 from sam3_agent.runs.evaluation.methods import VIDEO, Method, load_methods, runs_kind
 from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS, Summary
-from sam3_agent.runs.evaluation.published import PublishedResult, for_dataset, matches
+from sam3_agent.runs.evaluation.published import for_dataset, matches
 from sam3_agent.runs.evaluation.report_parts import (
     RUN_HEADER,
+    Compared,
     ReportFiles,
     comparison_line,
     comparison_table,
@@ -250,25 +251,8 @@ def partial_warning(methods: Sequence[Method]) -> str | None:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """A run's figure beside the published one for the same MLLM, dataset and split.
-
-    ``ours``, ``difference``: percentages (ours minus published).
-    """
-
-    method: str
-    published: PublishedResult
-    ours: float
-    coverage: Coverage
-    """How much of the published figure's split (or tag subset) the run scored."""
-
-    @property
-    def split(self) -> str:
-        return self.published.split
-
-    @property
-    def difference(self) -> float:
-        return self.ours - self.published.value
+class Comparison(Compared):
+    """A run's figure beside the published one for the same MLLM, dataset and split."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -300,7 +284,7 @@ def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
                 value = summary.giou if r.metric == "gIoU" else summary.ciou
             if value is not None:
                 coverage = m.coverage(r.split, r.tag)
-                comparisons.append(Comparison(m.label, r, 100 * value, coverage))
+                comparisons.append(Comparison(m.label, r.split, r, 100 * value, coverage))
     return comparisons
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sam3_agent.runs.evaluation.coverage import Coverage
 from sam3_agent.runs.evaluation.methods import MergedRuns
@@ -145,22 +146,26 @@ def run_dirs_text(methods: Sequence[MergedRuns[Any]]) -> str:
     return f"{dirs} run director{'y' if dirs == 1 else 'ies'}"
 
 
-class Compared(Protocol):
-    """A run's figure beside a published one (an image or a video comparison)."""
+@dataclass(frozen=True)
+class Compared(ABC):
+    """A run's figure beside a published one (an image or a video comparison): the run's
+    ``split``, ``ours`` as a percentage, and how much of the published figure's split (or
+    tag subset) the run scored."""
+
+    method: str
+    split: str
+    published: PublishedResult
+    ours: float
+    coverage: Coverage
 
     @property
-    def method(self) -> str: ...
-    @property
-    def split(self) -> str: ...
-    @property
-    def published(self) -> PublishedResult: ...
-    @property
-    def ours(self) -> float: ...
-    @property
-    def difference(self) -> float: ...
-    @property
-    def coverage(self) -> Coverage: ...
-    def to_dict(self) -> dict[str, Any]: ...
+    def difference(self) -> float:
+        """Ours minus published, in percentage points."""
+        return self.ours - self.published.value
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as ``metrics.json`` lists it."""
 
 
 def comparison_table(

@@ -15,14 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY
-from sam3_agent.runs.evaluation.metrics import RunningMetrics
 from sam3_agent.runs.evaluation.report import report_runs
 from sam3_agent.runs.evaluation.report_parts import ReportFiles
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.evaluation.selection import EvalSet, Loaded, VideoEvalSet
-from sam3_agent.runs.evaluation.video.metrics import RunningVideoMetrics
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
 from sam3_agent.runs.evaluation.workers import EvalWorkerFactory
 from sam3_agent.runs.jobs.base import EngineOptions
@@ -137,15 +134,6 @@ def evaluate(
         meta=meta,
     )  # fmt: skip
     return EvalOutcome(run=outcome, report=report_runs([out], out))
-
-
-def running_metrics(dataset: str) -> RunningMetrics | RunningVideoMetrics:
-    """The running figures a progress display shows for ``dataset``: gIoU and cIoU for an
-    image dataset, J, F and J&F (its official overall) for a video one."""
-    info = VIDEO_DATASETS.get(dataset)
-    if info is None:
-        return RunningMetrics()
-    return RunningVideoMetrics(info.overall_from)
 
 
 def _run_settings(

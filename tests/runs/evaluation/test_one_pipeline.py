@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from sam3_agent.runs.evaluation.handler import EvalHandler, SampleHandler
 from sam3_agent.runs.evaluation.report import report_runs
-from sam3_agent.runs.evaluation.run import evaluate, running_metrics
+from sam3_agent.runs.evaluation.run import evaluate
+from sam3_agent.runs.evaluation.running import running_metrics
 from sam3_agent.runs.evaluation.selection import VideoEvalSet
 from sam3_agent.runs.evaluation.video.handler import VideoEvalHandler
 from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore, breakdown

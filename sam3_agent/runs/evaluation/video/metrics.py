@@ -314,13 +314,8 @@ class VideoSummary:
         return None if self.j is None or self.f is None else (self.j + self.f) / 2
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "J": self.j,
-            "F": self.f,
-            "J&F": self.jf,
-            "failed": self.failed,
-        }
+        figures = {"J": self.j, "F": self.f, "J&F": self.jf}
+        return {"count": self.count, **figures, "failed": self.failed}
 
 
 def summarize(videos: Iterable[ScoredVideo]) -> VideoSummary:
@@ -389,32 +384,3 @@ def breakdown(
         overall_from=tuple(overall_from) if overall_from else None,
         failed=[(v.id, v.failure or "failed") for v in items if v.failed],
     )
-
-
-class RunningVideoMetrics:
-    """J, F and J&F and failures accumulated one sample at a time (for a progress display):
-    the dataset's official overall (``overall_from``: the mean of those tags' means, as for
-    ReVOS), else the mean over every sample."""
-
-    def __init__(self, overall_from: Sequence[str] | None = None) -> None:
-        self.overall_from = overall_from
-        self.sums: dict[str | None, list[float]] = {}  # tag (None: all) -> [count, ΣJ, ΣF]
-        self.failed = 0
-
-    def add(self, video: ScoredVideo) -> None:
-        for key in (None, *video.tags):
-            sums = self.sums.setdefault(key, [0, 0.0, 0.0])
-            sums[0] += 1
-            sums[1] += video.score.j
-            sums[2] += video.score.f
-        self.failed += int(video.failed)
-
-    def figures(self) -> list[tuple[str, float | None]]:
-        """``[("J", ...), ("F", ...), ("J&F", ...)]``, None before any sample."""
-        keys: Sequence[str | None] = self.overall_from or (None,)
-        parts = [self.sums[k] for k in keys if k in self.sums]
-        if not parts:
-            return [("J", None), ("F", None), ("J&F", None)]
-        j = sum(p[1] / p[0] for p in parts) / len(parts)
-        f = sum(p[2] / p[0] for p in parts) / len(parts)
-        return [("J", j), ("F", f), ("J&F", (j + f) / 2)]

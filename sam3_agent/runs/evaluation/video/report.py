@@ -23,9 +23,9 @@ from typing import Any
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS, dataset_title
 from sam3_agent.runs.evaluation.coverage import Coverage, partial_text
 from sam3_agent.runs.evaluation.methods import VIDEO, MergedRuns, merge_runs, usage_of
-from sam3_agent.runs.evaluation.published import PublishedResult
 from sam3_agent.runs.evaluation.report_parts import (
     RUN_HEADER,
+    Compared,
     ReportFiles,
     cell,
     comparison_line,
@@ -134,23 +134,10 @@ def load_video_methods(run_dirs: Sequence[Path]) -> list[VideoMethod]:
 
 
 @dataclass(frozen=True)
-class VideoComparison:
-    """A run's figure beside a published one of its dataset and split.
-
-    The published MLLM is not stated (AgentRVOS runs several), so this is "beside", never
-    "against the same model". ``ours``, ``difference``: percentages (ours minus published).
-    """
-
-    method: str
-    split: str
-    """The run's split (a published figure whose split is not stated stands beside each)."""
-    published: PublishedResult
-    ours: float
-    coverage: Coverage
-
-    @property
-    def difference(self) -> float:
-        return self.ours - self.published.value
+class VideoComparison(Compared):
+    """A run's figure beside a published one of its dataset and split (on each of the run's
+    splits where the source states none). The published MLLM is not stated (AgentRVOS runs
+    several), so this is "beside", never "against the same model"."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
