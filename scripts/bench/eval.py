@@ -30,9 +30,9 @@ from typing import Any
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
+from sam3_agent.runs.evaluation.handler import AgentPredictor, evaluate_samples
 from sam3_agent.runs.evaluation.metrics import breakdown
 from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.evaluation.runner import AgentPredictor, evaluate_samples
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.config import AgentConfig

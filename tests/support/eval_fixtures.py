@@ -37,7 +37,7 @@ import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from sam3_agent.runs.evaluation.runner import Prediction
+from sam3_agent.runs.evaluation.handler import Prediction
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError, SegmenterError

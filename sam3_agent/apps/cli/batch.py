@@ -25,12 +25,17 @@ from sam3_agent.apps.cli.flags import (
     ProgressOpt,
     RetryFailedOpt,
     VideoFlags,
-    check_agent,
     with_flags,
 )
-from sam3_agent.apps.cli.jobs import BatchTally, kept_when_interrupted, plan_for, print_batch_totals
+from sam3_agent.apps.cli.jobs import (
+    BatchTally,
+    check_before_loading,
+    kept_when_interrupted,
+    plan_for,
+    print_batch_totals,
+)
 from sam3_agent.apps.cli.progress import make_progress
-from sam3_agent.backends.spec import BackendSpec, check_writable_dir
+from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.values.config import AgentConfig
 
@@ -78,12 +83,8 @@ def batch_command(
     2 bad input, 130 interrupted (finished requests are kept).
     """
     with one_line_errors():
-        # Every flag and path first: a refusal must not cost minutes of loading models.
         backends = replace(backends, video_cache_mb=video_flags.cache_mb)
-        backends.validate()
-        check_writable_dir(out, "--out")
-        backends.require_model_name(engine.engine)
-        check_agent(config, backends)
+        check_before_loading(backends, config, engine, out, chat=True)
         from sam3_agent.runs.batch.requests import load_requests
         from sam3_agent.runs.batch.run import run_batch
 

@@ -17,18 +17,20 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sam3_agent.apps.cli.console import EXIT_INTERRUPTED, out_console, plain, say
+from sam3_agent.apps.cli.flags import check_agent
 from sam3_agent.apps.cli.progress import PlainProgress, ProgressBar
 from sam3_agent.apps.cli.setting_flags import as_flags
+from sam3_agent.backends.spec import check_writable_dir
 
 if TYPE_CHECKING:
     from sam3_agent.backends.spec import BackendSpec
     from sam3_agent.runs.batch.results import RequestResult
     from sam3_agent.runs.batch.summary import BatchTotals
-    from sam3_agent.runs.evaluation.report import ReportFiles
+    from sam3_agent.runs.evaluation.report_parts import ReportFiles
     from sam3_agent.runs.evaluation.results import SampleResult
-    from sam3_agent.runs.evaluation.video.report import VideoReportFiles
     from sam3_agent.runs.evaluation.video.results import VideoSampleResult
     from sam3_agent.runs.jobs.base import EngineOptions
+    from sam3_agent.values.config import AgentConfig
 
 Bar = ProgressBar | PlainProgress | None
 
@@ -48,6 +50,18 @@ def plan_for(
     return plan.spec
 
 
+def check_before_loading(
+    backends: BackendSpec, config: AgentConfig, engine: EngineOptions, out: Path, *, chat: bool
+) -> None:
+    """Every flag and path first, the cheap ones before those that import the agent: a
+    refusal must not cost minutes of loading models. ``chat``: an MLLM is used."""
+    backends.validate(chat=chat)
+    check_writable_dir(out, "--out")
+    if chat:
+        backends.require_model_name(engine.engine)
+    check_agent(config, backends, chat=chat)
+
+
 @contextlib.contextmanager
 def kept_when_interrupted(out: Path, what: str, bar: Bar = None) -> Iterator[None]:
     """Stop the progress display at the end; Ctrl+C: say that the finished ``what`` are kept
@@ -64,54 +78,19 @@ def kept_when_interrupted(out: Path, what: str, bar: Bar = None) -> Iterator[Non
 
 
 class EvalTally:
-    """Running gIoU / cIoU and failures, for the progress display."""
+    """Running figures of an evaluation and its failures, for the progress display:
+    ``running`` is the library's running metrics of the dataset (gIoU / cIoU, or J, F and
+    J&F: :func:`~sam3_agent.runs.evaluation.running.running_metrics`)."""
 
-    def __init__(self) -> None:
-        from sam3_agent.runs.evaluation.metrics import RunningMetrics
+    def __init__(self, running: Any) -> None:
+        self.running = running
 
-        self.running: Any = RunningMetrics()
-
-    def add(self, result: SampleResult) -> None:
+    def add(self, result: SampleResult | VideoSampleResult) -> None:
         self.running.add(result.scored())
 
     def text(self) -> str:
-        running = self.running
-        return f"gIoU {_pct(running.giou)}  cIoU {_pct(running.ciou)}  failed {running.failed}"
-
-
-class VideoEvalTally:
-    """Running J, F and J&F of a video dataset (its official overall: ReVOS's is the mean of
-    its referring and reasoning subsets) and failures, for the progress display."""
-
-    def __init__(self, dataset: str) -> None:
-        from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
-
-        info = VIDEO_DATASETS.get(dataset)
-        self.overall_from = info.overall_from if info is not None else None
-        self.sums: dict[str | None, list[float]] = {}  # tag (None: all) -> [count, ΣJ, ΣF]
-        self.failed = 0
-
-    def add(self, result: VideoSampleResult) -> None:
-        for key in (None, *result.tags):
-            sums = self.sums.setdefault(key, [0, 0.0, 0.0])
-            sums[0] += 1
-            sums[1] += result.j
-            sums[2] += result.f
-        self.failed += int(result.failed)
-
-    def _mean(self, keys: tuple[str | None, ...]) -> tuple[float | None, float | None]:
-        parts = [self.sums[k] for k in keys if k in self.sums]
-        if not parts:
-            return None, None
-        return (
-            sum(p[1] / p[0] for p in parts) / len(parts),
-            sum(p[2] / p[0] for p in parts) / len(parts),
-        )
-
-    def text(self) -> str:
-        j, f = self._mean(self.overall_from or (None,))
-        jf = None if j is None or f is None else (j + f) / 2
-        return f"J {_pct(j)}  F {_pct(f)}  J&F {_pct(jf)}  failed {self.failed}"
+        figures = "  ".join(f"{name} {_pct(value)}" for name, value in self.running.figures())
+        return f"{figures}  failed {self.running.failed}"
 
 
 class BatchTally:
@@ -133,56 +112,11 @@ def _pct(value: float | None) -> str:
 
 
 def print_report_summary(files: ReportFiles) -> None:
-    """One line per method (its label names a model: plain text), one per published figure
-    it is compared with (and how much of the split it scored), a warning on stderr when a
-    compared run is partial, and the report's path."""
-    for m in files.methods:
-        overall = m.metrics.overall
-        say(
-            f"{m.label}: {overall.count} samples, gIoU {_pct(overall.giou)}, "
-            f"cIoU {_pct(overall.ciou)}, failed {overall.failed}",
-            console=out_console,
-        )
-    for c in files.comparisons:
-        p = c.published
-        say(
-            f"{c.method} against {p.label}: {p.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
-            f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), "
-            f"samples scored {c.coverage.text}",
-            console=out_console,
-        )
-    if files.partial_warning:
-        say(("warning:", "yellow"), f" {files.partial_warning}")
-    say(f"report: {files.report_md}", console=out_console)
-
-
-def print_video_report_summary(files: VideoReportFiles) -> None:
-    """As :func:`print_report_summary`, for video runs: one line per method and split (J, F,
-    J&F overall and J&F per subset), one per published figure beside it with how much of
-    the split the run scored, the warning on stderr when that is part of it, and the path."""
-    from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
-
-    for m in files.methods:
-        info = VIDEO_DATASETS.get(m.dataset)
-        title = info.title if info is not None else m.dataset
-        for split, scored in m.metrics.items():
-            o = scored.overall
-            subsets = ", ".join(f"{tag} {_pct(s.jf)}" for tag, s in scored.tags.items())
-            say(
-                f"{m.label}: {title} {split}: {m.coverage(split).scored} samples, J {_pct(o.j)}, "
-                f"F {_pct(o.f)}, J&F {_pct(o.jf)}"
-                + (f" (J&F by subset: {subsets})" if subsets else "")
-                + f", failed {o.failed}",
-                console=out_console,
-            )
-    for c in files.comparisons:
-        p = c.published
-        say(
-            f"{c.method} beside {p.label}: {c.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
-            f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), "
-            f"samples scored {c.coverage.text}",
-            console=out_console,
-        )
+    """The report's summary on stdout (a line per method, or method and split, and per
+    published figure set beside it: labels name models, so plain text), a warning on stderr
+    when a compared run is partial, and the report's path."""
+    for line in files.summary:
+        say(line, console=out_console)
     if files.partial_warning:
         say(("warning:", "yellow"), f" {files.partial_warning}")
     say(f"report: {files.report_md}", console=out_console)

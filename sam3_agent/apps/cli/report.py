@@ -9,7 +9,7 @@ import typer
 
 from sam3_agent.apps.cli.console import one_line_errors
 from sam3_agent.apps.cli.flags import VERBOSE, with_flags
-from sam3_agent.apps.cli.jobs import print_report_summary, print_video_report_summary
+from sam3_agent.apps.cli.jobs import print_report_summary
 from sam3_agent.values.errors import UserError
 
 
@@ -44,21 +44,10 @@ def report_command(
             out = run_dirs[0]
         for run_dir in run_dirs:
             _refuse_single_run(run_dir)
-        from sam3_agent.runs.evaluation.methods import VIDEO, runs_kind
+        from sam3_agent.runs.evaluation.report import report_runs
 
-        video = runs_kind(run_dirs) == VIDEO
-        if video:
-            from sam3_agent.runs.evaluation.video.report import write_video_report
-
-            videos = write_video_report(run_dirs, out)
-        else:
-            from sam3_agent.runs.evaluation.report import write_report
-
-            files = write_report(run_dirs, out, gallery_size=gallery)
-    if video:
-        print_video_report_summary(videos)
-    else:
-        print_report_summary(files)
+        files = report_runs(run_dirs, out, gallery_size=gallery)
+    print_report_summary(files)
 
 
 def _refuse_single_run(run_dir: Path) -> None:

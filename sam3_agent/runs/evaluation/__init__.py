@@ -7,7 +7,7 @@
   :mod:`~sam3_agent.runs.evaluation.samples`.
 * :mod:`~sam3_agent.runs.evaluation.metrics`: per-sample I/U and the summary metrics (pure).
 * :mod:`~sam3_agent.runs.evaluation.results`: the stored record of one sample.
-* :mod:`~sam3_agent.runs.evaluation.runner`: one sample predicted, scored and recorded.
+* :mod:`~sam3_agent.runs.evaluation.handler`: one sample predicted, scored and recorded.
 * :mod:`~sam3_agent.runs.evaluation.workers`: what each engine worker builds.
 * :mod:`~sam3_agent.runs.evaluation.report`: ``metrics.json``, ``report.md`` and figures
   over run directories merged into methods (:mod:`~sam3_agent.runs.evaluation.methods`,

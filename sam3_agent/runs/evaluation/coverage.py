@@ -107,13 +107,8 @@ class Coverage:
         return ratio
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "scored": self.scored,
-            "total": self.total,
-            "of": self.basis,
-            "partial": self.partial,
-            "text": self.text,
-        }
+        counts = {"scored": self.scored, "total": self.total, "of": self.basis}
+        return {**counts, "partial": self.partial, "text": self.text}
 
     @classmethod
     def of(

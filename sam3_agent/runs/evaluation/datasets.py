@@ -37,6 +37,7 @@ from typing import Any, Literal
 import cv2
 import numpy as np
 
+from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS
 from sam3_agent.runs.evaluation.refer import load_grefcoco, load_refcoco
 from sam3_agent.runs.evaluation.samples import (
     GroundTruth,
@@ -52,8 +53,7 @@ __all__ = ["DATASETS", "GroundTruth", "GroundTruthSource", "Sample", "load_sampl
 
 logger = logging.getLogger(__name__)
 
-DatasetName = Literal["reasonseg", "refcoco", "refcoco+", "refcocog", "grefcoco"]
-DATASETS: tuple[DatasetName, ...] = ("reasonseg", "refcoco", "refcoco+", "refcocog", "grefcoco")
+DATASETS = tuple(IMAGE_DATASETS)
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 

@@ -213,29 +213,3 @@ def breakdown(samples: Iterable[ScoredSample]) -> Breakdown:
         },
         failed=[(s.id, s.failure or "failed") for s in items if s.failed],
     )
-
-
-class RunningMetrics:
-    """gIoU, cIoU and failures accumulated one sample at a time (for a progress display)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.failed = 0
-        self._iou_sum = 0.0
-        self._sum_i = 0
-        self._sum_u = 0
-
-    def add(self, sample: ScoredSample) -> None:
-        self.count += 1
-        self.failed += int(sample.failed)
-        self._iou_sum += sample.iou
-        self._sum_i += sample.score.intersection
-        self._sum_u += sample.score.union
-
-    @property
-    def giou(self) -> float | None:
-        return self._iou_sum / self.count if self.count else None
-
-    @property
-    def ciou(self) -> float | None:
-        return self._sum_i / self._sum_u if self._sum_u else None

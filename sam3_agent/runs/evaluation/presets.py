@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sam3_agent.runs.evaluation.video.catalog import default_split
+from sam3_agent.runs.evaluation.catalog import default_split
 from sam3_agent.values.errors import UserError
 
 Mode = Literal["agent", "sam3-only"]

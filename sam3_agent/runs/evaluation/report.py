@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.evaluation.coverage import Coverage, partial_text
+from sam3_agent.runs.evaluation.catalog import dataset_title
+from sam3_agent.runs.evaluation.coverage import partial_text
 from sam3_agent.runs.evaluation.figures import (
     GALLERY_DIR,
     HISTOGRAM,
@@ -22,11 +23,14 @@ from sam3_agent.runs.evaluation.figures import (
     write_gallery,
     write_histogram,
 )
-from sam3_agent.runs.evaluation.methods import Method, load_methods
+from sam3_agent.runs.evaluation.methods import VIDEO, Method, load_methods, runs_kind
 from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS, Summary
-from sam3_agent.runs.evaluation.published import PublishedResult, for_dataset, matches
+from sam3_agent.runs.evaluation.published import for_dataset, matches
 from sam3_agent.runs.evaluation.report_parts import (
     RUN_HEADER,
+    Compared,
+    ReportFiles,
+    comparison_line,
     comparison_table,
     failed_lines,
     make_report_dir,
@@ -38,36 +42,14 @@ from sam3_agent.runs.evaluation.report_parts import (
     write_markdown,
     write_metrics,
 )
+from sam3_agent.runs.evaluation.video.report import write_video_report
 from sam3_agent.values.version import __version__
 
 logger = logging.getLogger(__name__)
 
 SPLIT_ORDER = ("val", "test", "testA", "testB", "train")
-DATASET_TITLES = {
-    "reasonseg": "ReasonSeg",
-    "refcoco": "RefCOCO",
-    "refcoco+": "RefCOCO+",
-    "refcocog": "RefCOCOg",
-    "grefcoco": "gRefCOCO",
-}
 
 # --------------------------------------------------------------------------- writing
-
-
-@dataclass(frozen=True)
-class ReportFiles:
-    """What :func:`write_report` wrote."""
-
-    metrics_json: Path
-    report_md: Path
-    histogram: Path | None
-    gallery: list[Path]
-    methods: list[Method]
-    comparisons: list[Comparison] = field(default_factory=list)
-    """Every published figure set beside a run's, with the run's coverage of the split."""
-    partial_warning: str | None = None
-    """One line when a run set beside published figures covers part of its split (or its
-    coverage is unknown): see :func:`partial_warning`."""
 
 
 def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 6) -> ReportFiles:
@@ -99,15 +81,30 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
     gallery = write_gallery(methods, out_dir / GALLERY_DIR, gallery_size)
     markdown = render_markdown(methods, histogram=histogram, gallery=gallery, out_dir=out_dir)
     report_path = write_markdown(out_dir, markdown)
+    summary = [
+        f"{m.label}: {o.count} samples, gIoU {pct(o.giou)}, cIoU {pct(o.ciou)}, failed {o.failed}"
+        for m in methods
+        for o in [m.metrics.overall]
+    ]
+    summary += [comparison_line(c, "against") for c in comparisons]
     return ReportFiles(
-        metrics_path,
-        report_path,
-        histogram,
+        metrics_path, report_path, methods, comparisons, warning, summary, histogram,
         [g.path for g in gallery],
-        methods,
-        comparisons,
-        warning,
-    )
+    )  # fmt: skip
+
+
+def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 6) -> ReportFiles:
+    """The report of image runs (:func:`write_report`) or of video runs
+    (:func:`~sam3_agent.runs.evaluation.video.report.write_video_report`: no histogram or
+    gallery), whichever ``run_dirs`` hold.
+
+    Raises:
+        UserError: no run directory, one is not a run directory, image and video runs
+            mixed, or ``out_dir`` cannot be written.
+    """
+    if runs_kind(run_dirs) == VIDEO:
+        return write_video_report(run_dirs, out_dir)
+    return write_report(run_dirs, out_dir, gallery_size=gallery_size)
 
 
 # --------------------------------------------------------------------------- markdown
@@ -144,7 +141,7 @@ def _summary_of(method: Method, split: str, tag: str | None) -> Summary | None:
 def _dataset_section(
     dataset: str, methods: Sequence[Method], gallery: Sequence[GalleryItem], out_dir: Path
 ) -> list[str]:
-    title = DATASET_TITLES.get(dataset, dataset)
+    title = dataset_title(dataset)
     grefcoco = dataset == "grefcoco"
     lines = [f"## {title}", ""]
     columns = _main_columns(dataset, methods)
@@ -254,25 +251,8 @@ def partial_warning(methods: Sequence[Method]) -> str | None:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """A run's figure beside the published one for the same MLLM, dataset and split.
-
-    ``ours``, ``difference``: percentages (ours minus published).
-    """
-
-    method: str
-    published: PublishedResult
-    ours: float
-    coverage: Coverage
-    """How much of the published figure's split (or tag subset) the run scored."""
-
-    @property
-    def split(self) -> str:
-        return self.published.split
-
-    @property
-    def difference(self) -> float:
-        return self.ours - self.published.value
+class Comparison(Compared):
+    """A run's figure beside the published one for the same MLLM, dataset and split."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -304,7 +284,7 @@ def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
                 value = summary.giou if r.metric == "gIoU" else summary.ciou
             if value is not None:
                 coverage = m.coverage(r.split, r.tag)
-                comparisons.append(Comparison(m.label, r, 100 * value, coverage))
+                comparisons.append(Comparison(m.label, r.split, r, 100 * value, coverage))
     return comparisons
 
 

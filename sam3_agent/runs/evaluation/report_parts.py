@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sam3_agent.runs.evaluation.coverage import Coverage
 from sam3_agent.runs.evaluation.methods import MergedRuns
@@ -27,6 +29,37 @@ Escape = Callable[[str], str]
 
 RUN_HEADER = ("method", "samples", "failed", "mean rounds", "tokens / sample", "s / sample")
 """The run-cost table's columns (a report may add its own after them)."""
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What a report of image or video runs wrote, and what the terminal summary needs.
+
+    ``methods`` are the report's :class:`~sam3_agent.runs.evaluation.methods.Method` or
+    video ``VideoMethod`` rows; ``summary`` has one line per method (per method and split
+    for videos) and one per published figure set beside a run's; ``partial_warning`` is one
+    line when a run set beside published figures covers part of its split (or its coverage
+    is unknown). Only an image report draws the ``histogram`` and the ``gallery``.
+    """
+
+    metrics_json: Path
+    report_md: Path
+    methods: Sequence[Any]
+    comparisons: Sequence[Compared] = ()
+    partial_warning: str | None = None
+    summary: Sequence[str] = ()
+    histogram: Path | None = None
+    gallery: list[Path] = field(default_factory=list)
+
+
+def comparison_line(c: Compared, relation: str) -> str:
+    """``label against|beside published: split [tag] metric ours vs theirs (diff), samples
+    scored 6/200 (3%)``: a published figure and the run's, for the terminal summary."""
+    p = c.published
+    return (
+        f"{c.method} {relation} {p.label}: {c.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
+        f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), samples scored {c.coverage.text}"
+    )
 
 
 def as_is(text: str) -> str:
@@ -113,22 +146,26 @@ def run_dirs_text(methods: Sequence[MergedRuns[Any]]) -> str:
     return f"{dirs} run director{'y' if dirs == 1 else 'ies'}"
 
 
-class Compared(Protocol):
-    """A run's figure beside a published one (an image or a video comparison)."""
+@dataclass(frozen=True)
+class Compared(ABC):
+    """A run's figure beside a published one (an image or a video comparison): the run's
+    ``split``, ``ours`` as a percentage, and how much of the published figure's split (or
+    tag subset) the run scored."""
+
+    method: str
+    split: str
+    published: PublishedResult
+    ours: float
+    coverage: Coverage
 
     @property
-    def method(self) -> str: ...
-    @property
-    def split(self) -> str: ...
-    @property
-    def published(self) -> PublishedResult: ...
-    @property
-    def ours(self) -> float: ...
-    @property
-    def difference(self) -> float: ...
-    @property
-    def coverage(self) -> Coverage: ...
-    def to_dict(self) -> dict[str, Any]: ...
+    def difference(self) -> float:
+        """Ours minus published, in percentage points."""
+        return self.ours - self.published.value
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as ``metrics.json`` lists it."""
 
 
 def comparison_table(

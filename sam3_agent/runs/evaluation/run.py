@@ -3,7 +3,7 @@
 The run directory ``out`` holds ``results.sqlite`` (every finished sample, committed at once),
 ``samples/<safe id>/`` per sample (the agent's files) and the report (``metrics.json``,
 ``report.md``; for images the IoU histogram and the worst samples' gallery). A
-:class:`~sam3_agent.runs.evaluation.video.selection.VideoEvalSet` evaluates the video agent
+:class:`~sam3_agent.runs.evaluation.selection.VideoEvalSet` evaluates the video agent
 on a video dataset, scored with J, F and J&F (:mod:`sam3_agent.runs.evaluation.video`).
 Calling it again with the same settings resumes: stored samples are skipped. Different
 settings are refused: mixing two would report metrics of neither.
@@ -13,25 +13,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any
 
-from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Population
-from sam3_agent.runs.evaluation.datasets import Sample, load_samples
-from sam3_agent.runs.evaluation.report import ReportFiles, write_report
+from sam3_agent.runs.evaluation.coverage import POPULATION_KEY
+from sam3_agent.runs.evaluation.report import report_runs
+from sam3_agent.runs.evaluation.report_parts import ReportFiles
 from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.evaluation.runner import select_shard
-from sam3_agent.runs.evaluation.video.catalog import is_video_dataset
-from sam3_agent.runs.evaluation.video.report import VideoReportFiles, write_video_report
+from sam3_agent.runs.evaluation.selection import EvalSet, Loaded, VideoEvalSet
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
-from sam3_agent.runs.evaluation.video.selection import VideoEvalSet, VideoSelection
-from sam3_agent.runs.evaluation.video.workers import VideoEvalWorkerFactory
 from sam3_agent.runs.evaluation.workers import EvalWorkerFactory
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_in_directory
 from sam3_agent.runs.jobs.engines import build_engine
 from sam3_agent.runs.jobs.models import (
     ModelSource,
-    VideoModelSource,
     agent_identity,
     models_identity,
     name_chat_model,
@@ -49,118 +44,11 @@ MODES = ("agent", "sam3-only")
 
 
 @dataclass(frozen=True)
-class EvalSet:
-    """Which samples to evaluate, as the ``eval`` flags say.
-
-    Attributes:
-        dataset: one of :data:`~sam3_agent.runs.evaluation.datasets.DATASETS`.
-        root: the dataset directory.
-        split: the split, as written in the dataset files.
-        images: COCO train2014 images of the refer datasets (found under ``root`` if None).
-        all_texts: ReasonSeg: every text of an image, not only the first.
-        limit: only the first ``limit`` samples, in dataset order.
-        shard: ``(i, n)``: shard ``i`` (0-based) of ``n``, split by image.
-        preset: the preset these settings came from, recorded with the run.
-    """
-
-    dataset: str
-    root: Path
-    split: str = "val"
-    images: Path | None = None
-    all_texts: bool = False
-    limit: int | None = None
-    shard: tuple[int, int] = (0, 1)
-    preset: str | None = None
-
-    def load(self) -> Selection:
-        """The samples, limited and sharded, and the size of the split they come from.
-
-        Raises:
-            UserError: unknown dataset, or an option that does not apply to it.
-            DatasetError: missing, unreadable or inconsistent files.
-        """
-        index, count = self.shard
-        if count < 1 or not 0 <= index < count:
-            raise UserError(f"`shard` i/n needs 0 <= i < n, got {index}/{count}")
-        if is_video_dataset(self.dataset):
-            raise UserError(f"{self.dataset} is a video dataset: evaluate it with a VideoEvalSet")
-        whole = load_samples(
-            self.dataset, self.root, self.split, images=self.images, all_texts=self.all_texts
-        )
-        samples = whole if self.limit is None else whole[: self.limit]
-        return Selection(select_shard(samples, index, count), Population.of(whole))
-
-    def identity(self, mode: str) -> dict[str, Any]:
-        """What of this selection (and the mode) a run directory is made with."""
-        index, count = self.shard
-        return {
-            "dataset": self.dataset,
-            "split": self.split,
-            "mode": mode,
-            "all_texts": self.all_texts,
-            "shard": f"{index}/{count}" if count > 1 else None,
-            # Only when given: runs made before presets existed keep their identity.
-            **({"preset": self.preset} if self.preset else {}),
-        }
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What :meth:`EvalSet.load` found: the ``samples`` to evaluate (after ``--limit`` and
-    ``--shard``), and the ``population`` of the whole split, recorded with the run so that
-    a report can say how much of the split it covers."""
-
-    samples: list[Sample]
-    population: Population
-
-
-@dataclass(frozen=True)
 class EvalOutcome:
     """What one call of :func:`evaluate` did (``run``) and the report it wrote."""
 
     run: RunOutcome
     report: ReportFiles
-
-
-@dataclass(frozen=True)
-class VideoEvalOutcome:
-    """What one call of :func:`evaluate` on a video dataset did, and the report it wrote."""
-
-    run: RunOutcome
-    report: VideoReportFiles
-
-
-@overload
-def evaluate(
-    dataset: EvalSet,
-    out: Path,
-    backends: ModelSource,
-    *,
-    mode: str = "agent",
-    config: AgentConfig | None = None,
-    engine: EngineOptions | None = None,
-    retry_failed: bool = False,
-    progress: ProgressListener[SampleResult] | None = None,
-    loaded: Selection | None = None,
-    loading_bars: bool | None = None,
-) -> EvalOutcome: ...
-
-
-@overload
-def evaluate(
-    dataset: VideoEvalSet,
-    out: Path,
-    backends: VideoModelSource,
-    *,
-    mode: str = "agent",
-    config: AgentConfig | None = None,
-    engine: EngineOptions | None = None,
-    retry_failed: bool = False,
-    progress: ProgressListener[VideoSampleResult] | None = None,
-    loaded: VideoSelection | None = None,
-    loading_bars: bool | None = None,
-    video_options: VideoOptions | None = None,
-) -> VideoEvalOutcome: ...
 
 
 def evaluate(
@@ -173,17 +61,16 @@ def evaluate(
     engine: EngineOptions | None = None,
     retry_failed: bool = False,
     progress: ProgressListener[Any] | None = None,
-    loaded: Selection | VideoSelection | None = None,
+    loaded: Loaded[Any] | None = None,
     loading_bars: bool | None = None,
     video_options: VideoOptions | None = None,
-) -> EvalOutcome | VideoEvalOutcome:
+) -> EvalOutcome:
     """Evaluate every sample of ``dataset`` not yet stored in ``out``, then write the report.
 
     Args:
         dataset: which samples: an :class:`EvalSet` of images, or a
-            :class:`~sam3_agent.runs.evaluation.video.selection.VideoEvalSet` of videos
-            (scored with J, F and J&F; its report is a
-            :class:`~sam3_agent.runs.evaluation.video.report.VideoReportFiles`).
+            :class:`~sam3_agent.runs.evaluation.selection.VideoEvalSet` of videos
+            (scored with J, F and J&F).
         out: the run directory (created if needed).
         backends: what the workers build SAM 3 and the MLLM from (SAM 3's video model for
             videos). With the local engine the MLLM is built here when the settings do not
@@ -228,18 +115,10 @@ def evaluate(
         dataset.identity(mode), backends, config, engine, sam3_only=sam3_only
     )
     meta = {POPULATION_KEY: selection.population.to_json()}
-    if isinstance(selection, VideoSelection):
+    options = None
+    if video:
         options = video_options or VideoOptions()
         run_settings["video"] = options.describe()
-        video_factory = VideoEvalWorkerFactory(
-            cast("VideoModelSource", backends), config, options, str(model_name),
-            chat_model=chat_model, loading_bars=bars,
-        )  # fmt: skip
-        outcome, _ = run_in_directory(
-            selection.samples, out, run_settings, VideoSampleResult.from_json, runner,
-            video_factory, progress, retry_failed, meta=meta,
-        )  # fmt: skip
-        return VideoEvalOutcome(run=outcome, report=write_video_report([out], out))
     factory = EvalWorkerFactory(
         backends,
         config,
@@ -247,12 +126,14 @@ def evaluate(
         model=str(run_settings["sam3"] if sam3_only else model_name),
         chat_model=chat_model,  # the local engine reuses a chat model built above
         loading_bars=bars,
+        video=options,
     )
+    decode = VideoSampleResult.from_json if video else SampleResult.from_json
     outcome, _ = run_in_directory(
-        selection.samples, out, run_settings, SampleResult.from_json, runner, factory,
-        progress, retry_failed, meta=meta,
+        selection.samples, out, run_settings, decode, runner, factory, progress, retry_failed,
+        meta=meta,
     )  # fmt: skip
-    return EvalOutcome(run=outcome, report=write_report([out], out))
+    return EvalOutcome(run=outcome, report=report_runs([out], out))
 
 
 def _run_settings(

@@ -340,8 +340,11 @@ def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
 
     now = [0.0]
     buffer = io.StringIO()
-    tally = EvalTally()
-    tally.running = SimpleNamespace(add=lambda s: None, giou=0.5, ciou=0.25, failed=0)
+    tally = EvalTally(
+        SimpleNamespace(
+            add=lambda s: None, figures=lambda: [("gIoU", 0.5), ("cIoU", 0.25)], failed=0
+        )
+    )
     console = Console(file=buffer, width=40)
     progress = PlainProgress(console, "eval", tally, interval_s=10.0, clock=lambda: now[0])
     sample = SimpleNamespace(scored=lambda: None)
@@ -359,7 +362,7 @@ def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
 
 def test_help_default_concurrency_is_the_runners() -> None:
     from sam3_agent.apps.cli.flags.jobs import DEFAULT_CONCURRENCY
-    from sam3_agent.runs.evaluation import runner as runner_module
+    from sam3_agent.runs.evaluation import handler as runner_module
 
     assert DEFAULT_CONCURRENCY == runner_module.DEFAULT_CONCURRENCY
 

@@ -259,7 +259,7 @@ def test_coco_datasets_are_scored_in_the_stored_frame(dataset: str, tmp_path: Pa
 def test_runner_loads_each_sample_in_its_dataset_frame(reasonseg: Path, tmp_path: Path) -> None:
     import asyncio
 
-    from sam3_agent.runs.evaluation.runner import EvalHandler
+    from sam3_agent.runs.evaluation.handler import EvalHandler
     from sam3_agent.runs.jobs.local import ImageHolder
 
     path = reasonseg / "val" / "a.jpg"

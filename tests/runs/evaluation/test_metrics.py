@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sam3_agent.runs.evaluation.metrics import (
-    RunningMetrics,
     SampleScore,
     ScoredSample,
     breakdown,
     score_mask,
     summarize,
 )
+from sam3_agent.runs.evaluation.running import RunningMetrics
 from tests.support.fakes import square_mask
 
 

@@ -12,9 +12,10 @@ import pytest
 from PIL import Image
 
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
+from sam3_agent.runs.evaluation.handler import evaluate_samples
 from sam3_agent.runs.evaluation.report import write_report
 from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.evaluation.runner import evaluate_samples, select_shard
+from sam3_agent.runs.evaluation.selection import select_shard
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.errors import UserError

@@ -14,14 +14,20 @@ import pytest
 
 from sam3_agent.runs.jobs import ray_engine
 from sam3_agent.runs.jobs.base import Work
-from sam3_agent.runs.jobs.ray_engine import RayEngine, check_capacity, connect, plan_connection
+from sam3_agent.runs.jobs.ray_engine import RayEngine, connect
+from sam3_agent.runs.jobs.ray_plan import (
+    MIN_LOCAL_CPUS,
+    RayConnection,
+    check_capacity,
+    plan_connection,
+)
 from sam3_agent.values.errors import UserError
 from tests.support.fake_ray import FakeRay
 
 CLUSTER = "10.0.0.5:6379"
 
 
-def _plan(address: str | None, **kw: Any) -> ray_engine.RayConnection:
+def _plan(address: str | None, **kw: Any) -> RayConnection:
     args: dict[str, Any] = {
         "workers": 1,
         "environ": {},
@@ -36,7 +42,7 @@ def test_no_address_starts_a_private_ray_even_beside_a_ray_start_cluster() -> No
     """``ray.init(num_cpus=...)`` would join the recorded cluster and refuse the CPUs."""
     plan = _plan(None, recorded_cluster="127.0.0.1:6379")
     assert plan.private and plan.init_args["address"] == "local"
-    assert plan.init_args["num_cpus"] == ray_engine.MIN_LOCAL_CPUS
+    assert plan.init_args["num_cpus"] == MIN_LOCAL_CPUS
     assert plan.init_args["log_to_driver"] is False  # stdout stays the caller's
     assert plan.description.startswith("starting a private local Ray")
     assert plan.notice is not None and "`ray_address='auto'`" in plan.notice

@@ -2,7 +2,7 @@
 
 Modules:
 
-* :mod:`~sam3_agent.runs.evaluation.video.catalog`: the datasets by name, their splits and
+* :mod:`~sam3_agent.runs.evaluation.catalog`: the datasets by name, their splits and
   which of them have no public ground truth (no heavy import: ``eval --help`` lists them).
 * :mod:`~sam3_agent.runs.evaluation.video.datasets`: Ref-YouTube-VOS, Ref-DAVIS17, MeViS,
   ReVOS and ReasonVOS in their published layouts, as :class:`VideoSample` values whose
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from sam3_agent.values.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS, VideoDatasetInfo
+    from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS, VideoDatasetInfo
     from sam3_agent.runs.evaluation.video.datasets import VideoSample, load_video_samples
     from sam3_agent.runs.evaluation.video.metrics import (
         ScoredVideo,
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     )
     from sam3_agent.runs.evaluation.video.published import VIDEO_PUBLISHED, video_published_for
 
-_CATALOG = "sam3_agent.runs.evaluation.video.catalog"
+_CATALOG = "sam3_agent.runs.evaluation.catalog"
 _DATASETS = "sam3_agent.runs.evaluation.video.datasets"
 _METRICS = "sam3_agent.runs.evaluation.video.metrics"
 _PUBLISHED = "sam3_agent.runs.evaluation.video.published"

@@ -50,25 +50,6 @@ from sam3_agent.values.detections import BoolArray
 BOUND_TH = 0.008
 """DAVIS's contour tolerance: a fraction of the image diagonal."""
 
-__all__ = [
-    "BOUND_TH",
-    "FrameScore",
-    "ScoredVideo",
-    "VideoAccumulator",
-    "VideoBreakdown",
-    "VideoScore",
-    "VideoSummary",
-    "boundary_f",
-    "boundary_map",
-    "boundary_radius",
-    "breakdown",
-    "region_similarity",
-    "score_frame",
-    "score_video",
-    "summarize",
-]
-
-
 # --------------------------------------------------------------------------- one frame
 
 
@@ -333,13 +314,8 @@ class VideoSummary:
         return None if self.j is None or self.f is None else (self.j + self.f) / 2
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "J": self.j,
-            "F": self.f,
-            "J&F": self.jf,
-            "failed": self.failed,
-        }
+        figures = {"J": self.j, "F": self.f, "J&F": self.jf}
+        return {"count": self.count, **figures, "failed": self.failed}
 
 
 def summarize(videos: Iterable[ScoredVideo]) -> VideoSummary:

@@ -20,12 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS, dataset_title
 from sam3_agent.runs.evaluation.coverage import Coverage, partial_text
 from sam3_agent.runs.evaluation.methods import VIDEO, MergedRuns, merge_runs, usage_of
-from sam3_agent.runs.evaluation.published import PublishedResult
 from sam3_agent.runs.evaluation.report_parts import (
     RUN_HEADER,
+    Compared,
+    ReportFiles,
     cell,
+    comparison_line,
     comparison_table,
     failed_lines,
     make_report_dir,
@@ -37,7 +40,6 @@ from sam3_agent.runs.evaluation.report_parts import (
     write_markdown,
     write_metrics,
 )
-from sam3_agent.runs.evaluation.video.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.video.metrics import VideoBreakdown, VideoSummary, breakdown
 from sam3_agent.runs.evaluation.video.published import video_published_for
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
@@ -46,7 +48,6 @@ from sam3_agent.values.version import __version__
 __all__ = [
     "VideoComparison",
     "VideoMethod",
-    "VideoReportFiles",
     "compare_with_published",
     "load_video_methods",
     "partial_warning",
@@ -133,23 +134,10 @@ def load_video_methods(run_dirs: Sequence[Path]) -> list[VideoMethod]:
 
 
 @dataclass(frozen=True)
-class VideoComparison:
-    """A run's figure beside a published one of its dataset and split.
-
-    The published MLLM is not stated (AgentRVOS runs several), so this is "beside", never
-    "against the same model". ``ours``, ``difference``: percentages (ours minus published).
-    """
-
-    method: str
-    split: str
-    """The run's split (a published figure whose split is not stated stands beside each)."""
-    published: PublishedResult
-    ours: float
-    coverage: Coverage
-
-    @property
-    def difference(self) -> float:
-        return self.ours - self.published.value
+class VideoComparison(Compared):
+    """A run's figure beside a published one of its dataset and split (on each of the run's
+    splits where the source states none). The published MLLM is not stated (AgentRVOS runs
+    several), so this is "beside", never "against the same model"."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -197,18 +185,7 @@ def partial_warning(comparisons: Sequence[VideoComparison]) -> str | None:
 # --------------------------------------------------------------------------- writing
 
 
-@dataclass(frozen=True)
-class VideoReportFiles:
-    """What :func:`write_video_report` wrote, and what the terminal summary needs."""
-
-    metrics_json: Path
-    report_md: Path
-    methods: list[VideoMethod]
-    comparisons: list[VideoComparison] = field(default_factory=list)
-    partial_warning: str | None = None
-
-
-def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> VideoReportFiles:
+def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> ReportFiles:
     """Write ``metrics.json`` and ``report.md`` for video run directories.
 
     Raises:
@@ -235,7 +212,24 @@ def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> VideoReportFi
         kind=VIDEO,
     )
     report_path = write_markdown(out_dir, render_markdown(methods))
-    return VideoReportFiles(metrics_path, report_path, methods, comparisons, warning)
+    summary = [line for m in methods for line in _summary_lines(m)]
+    summary += [comparison_line(c, "beside") for c in comparisons]
+    return ReportFiles(metrics_path, report_path, methods, comparisons, warning, summary)
+
+
+def _summary_lines(m: VideoMethod) -> list[str]:
+    """Per split: J, F, J&F overall and J&F per subset."""
+    lines = []
+    for split, scored in m.metrics.items():
+        o = scored.overall
+        subsets = ", ".join(f"{tag} {pct(s.jf)}" for tag, s in scored.tags.items())
+        lines.append(
+            f"{m.label}: {dataset_title(m.dataset)} {split}: {m.coverage(split).scored} "
+            f"samples, J {pct(o.j)}, F {pct(o.f)}, J&F {pct(o.jf)}"
+            + (f" (J&F by subset: {subsets})" if subsets else "")
+            + f", failed {o.failed}"
+        )
+    return lines
 
 
 # --------------------------------------------------------------------------- markdown

@@ -29,11 +29,6 @@ class VideoSampleResult(EvalRecord):
     frames_scored: int
     frames_used: int = 0
 
-    @property
-    def jf(self) -> float:
-        """J&F: ``(J + F) / 2``."""
-        return (self.j + self.f) / 2
-
     def scored(self) -> ScoredVideo:
         """The view :mod:`~sam3_agent.runs.evaluation.video.metrics` works on."""
         score = VideoScore(j=self.j, f=self.f, frames=self.frames_scored)

@@ -10,11 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sam3_agent.runs.evaluation.video.datasets import (
-    VIDEO_DATASETS,
-    VideoSample,
-    load_video_samples,
-)
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
+from sam3_agent.runs.evaluation.video.datasets import VideoSample, load_video_samples
 from sam3_agent.runs.evaluation.video.metrics import score_video
 from sam3_agent.values.errors import DatasetError, UserError
 from tests.support.video_datasets import (

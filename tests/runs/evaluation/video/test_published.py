@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.published import PUBLISHED, matches
 from sam3_agent.runs.evaluation.report_parts import published_entry
-from sam3_agent.runs.evaluation.video.datasets import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.video.published import VIDEO_PUBLISHED, video_published_for
 
 

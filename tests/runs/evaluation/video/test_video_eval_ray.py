@@ -18,7 +18,7 @@ pytest.importorskip(
 )
 
 from sam3_agent.runs.evaluation.run import evaluate
-from sam3_agent.runs.evaluation.video.selection import VideoEvalSet
+from sam3_agent.runs.evaluation.selection import VideoEvalSet
 from sam3_agent.runs.jobs.base import EngineOptions
 from tests.support.video_eval_fixtures import (
     FakeVideoBackends,

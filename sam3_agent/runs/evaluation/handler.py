@@ -1,7 +1,9 @@
 """Evaluating one sample: predict, score against the ground truth, record.
 
-:class:`EvalHandler` is what every engine worker runs (see :mod:`sam3_agent.runs.jobs`); the
-predictor is the agent (:class:`AgentPredictor`) or SAM 3 alone (:class:`Sam3OnlyPredictor`).
+:class:`SampleHandler` is what every engine worker runs (see :mod:`sam3_agent.runs.jobs`),
+for images :class:`EvalHandler`, for videos
+:class:`~sam3_agent.runs.evaluation.video.handler.VideoEvalHandler`. An image's predictor is
+the agent (:class:`AgentPredictor`) or SAM 3 alone (:class:`Sam3OnlyPredictor`).
 One sample never stops a run (:mod:`~sam3_agent.runs.jobs.failures`): whatever its image
 loading or its prediction raises is stored as that sample's failure, scored as an empty
 prediction, and evaluated again by ``--retry-failed``. Only an interrupt, a broken ground
@@ -13,10 +15,10 @@ process; :func:`sam3_agent.runs.evaluation.run.evaluate` is the whole ``eval`` c
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -27,7 +29,7 @@ from sam3_agent.agent.sam3_only import segment_only
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.runs.evaluation.datasets import Sample
 from sam3_agent.runs.evaluation.metrics import score_mask
-from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.evaluation.results import EvalRecord, SampleResult
 from sam3_agent.runs.jobs.base import (
     DEFAULT_CONCURRENCY,
     ImageSource,
@@ -45,7 +47,7 @@ from sam3_agent.runs.jobs.records import OUTCOME_FIELDS, agent_outcome
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import BoolArray
-from sam3_agent.values.errors import DatasetError, UserError
+from sam3_agent.values.errors import DatasetError
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.rle import encode_rle
 
@@ -56,59 +58,23 @@ if TYPE_CHECKING:
 SAMPLES_DIR = "samples"
 
 
-# --------------------------------------------------------------------------- sharding
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n`` (0-based shard index).
-
-    Raises:
-        UserError: not of that form.
-    """
-    try:
-        index_text, count_text = text.split("/")
-        index, count = int(index_text), int(count_text)
-    except ValueError as e:
-        raise UserError(f"`shard` must look like i/n (e.g. 0/4), got {text!r}") from e
-    if count < 1 or not 0 <= index < count:
-        raise UserError(f"`shard` i/n needs 0 <= i < n, got {text!r}")
-    return index, count
-
-
-def shard_of(sample: Job, count: int) -> int:
-    """The shard a sample belongs to: a stable hash of its image's file name (a video
-    sample's: its frame folder's).
-
-    Hashing the image (not the sample) keeps every query of an image in one shard, so no
-    two machines pay the same image's backbone.
-    """
-    digest = hashlib.sha256(sample.image_path.name.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % count
-
-
-def select_shard(samples: Sequence[J], index: int, count: int) -> list[J]:
-    """The samples of shard ``index`` of ``count`` (all of them when ``count`` is 1)."""
-    if count == 1:
-        return list(samples)
-    return [s for s in samples if shard_of(s, count) == index]
-
-
 # --------------------------------------------------------------------------- predictors
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """What a predictor answered for one sample.
+class Outcome:
+    """What a predictor answered for one sample, image or video, beside its masks.
 
     Attributes:
-        status: ``masks``, ``no_mask`` or ``failed`` (the agent gave up).
-        mask: ``(H, W)`` bool union of the predicted masks, None when there are none.
+        status: ``masks``, ``no_mask`` or ``failed`` (the agent gave up, or it raised).
+        rounds, prompt_tokens, completion_tokens, calls, failure: as the record keeps them
+            (:data:`~sam3_agent.runs.jobs.records.OUTCOME_FIELDS`).
         artifacts: the per-sample directory written, if any.
         extra: JSON-safe details kept in the store (usage breakdown, timings).
     """
 
     status: str
-    mask: BoolArray | None
+    _: KW_ONLY
     rounds: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -116,6 +82,14 @@ class Prediction:
     failure: str | None = None
     artifacts: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Prediction(Outcome):
+    """An image prediction: ``mask``, the ``(H, W)`` bool union of the predicted masks,
+    None when there are none."""
+
+    mask: BoolArray | None
 
 
 class Predictor(Protocol):
@@ -202,22 +176,111 @@ class Sam3OnlyPredictor:
 # --------------------------------------------------------------------------- the run
 
 
-@dataclass
-class EvalHandler:
-    """Evaluates samples on one worker: predict, score against the ground truth, record.
+P = TypeVar("P", bound=Outcome)
+S = TypeVar("S", bound=Job)
+RR = TypeVar("RR", bound=EvalRecord)
 
-    The local engine runs it in this process, the Ray engine on each actor (see
-    :mod:`sam3_agent.runs.jobs`). Images above ``max_pixels`` (``None``: the package's
-    default limit) are the sample's failure.
+
+@dataclass(frozen=True)
+class Attempt(Generic[P]):
+    """One sample's prediction as :meth:`SampleHandler.run` made it, of an image or a video.
+
+    Attributes:
+        prediction: the predictor's answer, or the failed one standing for what it raised.
+        infra_error: the prediction is that failed one (``--retry-failed`` runs it again).
+        elapsed: seconds from the start of the attempt.
+        rel_dir: the sample's directory for its files, relative to the run directory.
     """
+
+    prediction: P
+    infra_error: bool
+    elapsed: float
+    rel_dir: Path
+
+    def record_fields(self) -> dict[str, Any]:
+        """The record's fields that the prediction and the attempt fill, of either kind."""
+        p = self.prediction
+        return {
+            **{name: getattr(p, name) for name in OUTCOME_FIELDS},
+            "time_s": round(self.elapsed, 4),
+            "infra_error": self.infra_error,
+            "artifacts": str(self.rel_dir) if p.artifacts is not None else None,
+            "extra": p.extra,
+        }
+
+
+class SampleHandler(ABC, Generic[S, P, RR]):
+    """Evaluates samples of one kind on one worker: predict, score, record (what the image
+    and the video handler share). The local engine runs it in this process, the Ray engine
+    on each actor (see :mod:`sam3_agent.runs.jobs`).
+
+    Whatever :meth:`predict` raises becomes :meth:`failed` (see
+    :func:`~sam3_agent.runs.jobs.failures.job_failure`), so one sample never stops a run;
+    :meth:`record` scores in a worker thread and may raise ``DatasetError`` (the run stops).
+    """
+
+    run_dir: Path
+
+    @abstractmethod
+    async def predict(self, sample: S, images: ImageSource, output_dir: Path) -> P: ...
+
+    @abstractmethod
+    def failed(self, failure: str) -> P: ...
+
+    @abstractmethod
+    def record(self, sample: S, done: Attempt[P]) -> RR: ...
+
+    async def run(self, job: S, images: ImageSource) -> RR:
+        rel_dir = Path(SAMPLES_DIR) / job_dir_name(job.id)
+        started = time.perf_counter()
+        try:
+            prediction, infra_error = await self.predict(job, images, self.run_dir / rel_dir), False
+        except BaseException as e:
+            prediction, infra_error = self.failed(job_failure("sample", job.id, e)), True
+        done = Attempt(prediction, infra_error, time.perf_counter() - started, rel_dir)
+        return await asyncio.to_thread(self.record, job, done)
+
+    def release(self, digest: str) -> None:
+        return None
+
+
+@dataclass
+class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
+    """Evaluates image samples against their masks. Images above ``max_pixels`` (``None``:
+    the package's default limit) are the sample's failure."""
 
     predictor: Predictor
     run_dir: Path
     shared: SharedEmbeddings | None = None
     max_pixels: int | None = field(default=None, kw_only=True)
 
-    async def run(self, job: Sample, images: ImageSource) -> SampleResult:
-        return await _evaluate_one(job, images, self.predictor, self.run_dir, self.max_pixels)
+    async def predict(self, sample: Sample, images: ImageSource, output_dir: Path) -> Prediction:
+        image = await images.get(
+            sample.image_path, exif_orientation=sample.exif_orientation, max_pixels=self.max_pixels
+        )
+        return await self.predictor.predict(image, sample.query, output_dir)
+
+    def failed(self, failure: str) -> Prediction:
+        return Prediction(status="failed", mask=None, failure=failure)
+
+    def record(self, sample: Sample, done: Attempt[Prediction]) -> SampleResult:
+        gt = sample.load_gt()
+        mask = done.prediction.mask
+        if mask is not None and mask.shape != gt.image_size:
+            raise DatasetError(
+                f"sample {sample.id}: image {sample.image_path} is {mask.shape[0]}x"
+                f"{mask.shape[1]} pixels but its ground truth is {gt.image_size[0]}x"
+                f"{gt.image_size[1]}"
+            )
+        pred = mask if mask is not None else np.zeros(gt.image_size, dtype=bool)
+        score = score_mask(pred, gt.mask, gt.ignore)
+        return SampleResult(
+            id=sample.id, split=sample.split, tags=sample.tags, no_target=sample.no_target,
+            image_path=str(sample.image_path), query=sample.query, **done.record_fields(),
+            intersection=score.intersection, union=score.union, pred_area=score.pred_area,
+            gt_area=score.gt_area, prediction=_rle_or_none(pred),
+            ground_truth=_rle_or_none(gt.mask), ignore=_rle_or_none(gt.ignore),
+        )  # fmt: skip
 
     def release(self, digest: str) -> None:
         if self.shared is not None:
@@ -280,90 +343,3 @@ async def run_here(
 
 def _rle_or_none(mask: BoolArray | None) -> dict[str, Any] | None:
     return None if mask is None or not mask.any() else encode_rle(mask)
-
-
-P = TypeVar("P")
-
-
-@dataclass(frozen=True)
-class Attempt(Generic[P]):
-    """One sample's prediction as :func:`attempt` made it, of an image or a video.
-
-    Attributes:
-        prediction: the predictor's answer, or the failed one standing for what it raised.
-        infra_error: the prediction is that failed one (``--retry-failed`` runs it again).
-        elapsed: seconds from the start of the attempt.
-        rel_dir: the sample's directory for its files, relative to the run directory.
-    """
-
-    prediction: P
-    infra_error: bool
-    elapsed: float
-    rel_dir: Path
-
-
-async def attempt(
-    sample_id: str, predict: Callable[[Path], Awaitable[P]], failed: Callable[[str], P]
-) -> Attempt[P]:
-    """``predict(rel_dir)``, timed; whatever it raises becomes ``failed(message)`` (see
-    :func:`~sam3_agent.runs.jobs.failures.job_failure`), so one sample never stops a run."""
-    rel_dir = Path(SAMPLES_DIR) / job_dir_name(sample_id)
-    started = time.perf_counter()
-    try:
-        prediction, infra_error = await predict(rel_dir), False
-    except BaseException as e:
-        prediction, infra_error = failed(job_failure("sample", sample_id, e)), True
-    return Attempt(prediction, infra_error, time.perf_counter() - started, rel_dir)
-
-
-async def _evaluate_one(
-    sample: Sample,
-    holder: ImageSource,
-    predictor: Predictor,
-    run_dir: Path,
-    max_pixels: int | None,
-) -> SampleResult:
-    async def predict(rel_dir: Path) -> Prediction:
-        image = await holder.get(
-            sample.image_path, exif_orientation=sample.exif_orientation, max_pixels=max_pixels
-        )
-        return await predictor.predict(image, sample.query, run_dir / rel_dir)
-
-    def failed(failure: str) -> Prediction:
-        return Prediction(status="failed", mask=None, failure=failure)
-
-    done = await attempt(sample.id, predict, failed)
-    return await asyncio.to_thread(_score_and_pack, sample, done)
-
-
-def _score_and_pack(sample: Sample, done: Attempt[Prediction]) -> SampleResult:
-    prediction = done.prediction
-    gt = sample.load_gt()
-    mask = prediction.mask
-    if mask is not None and mask.shape != gt.image_size:
-        raise DatasetError(
-            f"sample {sample.id}: image {sample.image_path} is {mask.shape[0]}x{mask.shape[1]} "
-            f"pixels but its ground truth is {gt.image_size[0]}x{gt.image_size[1]}"
-        )
-    pred = mask if mask is not None else np.zeros(gt.image_size, dtype=bool)
-    score = score_mask(pred, gt.mask, gt.ignore)
-    return SampleResult(
-        id=sample.id,
-        split=sample.split,
-        tags=sample.tags,
-        no_target=sample.no_target,
-        image_path=str(sample.image_path),
-        query=sample.query,
-        **{name: getattr(prediction, name) for name in OUTCOME_FIELDS},
-        intersection=score.intersection,
-        union=score.union,
-        pred_area=score.pred_area,
-        gt_area=score.gt_area,
-        time_s=round(done.elapsed, 4),
-        infra_error=done.infra_error,
-        prediction=_rle_or_none(pred),
-        ground_truth=_rle_or_none(gt.mask),
-        ignore=_rle_or_none(gt.ignore),
-        artifacts=str(done.rel_dir) if prediction.artifacts is not None else None,
-        extra=prediction.extra,
-    )

@@ -1,11 +1,10 @@
 """Evaluating one video sample: run the video agent on its frames, score it frame by frame,
 record.
 
-:class:`VideoEvalHandler` is what every engine worker runs (see :mod:`sam3_agent.runs.jobs`),
-the video counterpart of :class:`~sam3_agent.runs.evaluation.runner.EvalHandler`, with the
-same failure policy (:mod:`~sam3_agent.runs.jobs.failures`): whatever opening the video or
-the agent raises is stored as that sample's failure, scored as an empty prediction, and
-evaluated again by ``--retry-failed``; a broken ground truth stops the run.
+:class:`VideoEvalHandler` is the video medium of
+:class:`~sam3_agent.runs.evaluation.handler.SampleHandler`, with its failure policy: whatever
+opening the video or the agent raises is stored as that sample's failure, scored as an empty
+prediction, and evaluated again by ``--retry-failed``; a broken ground truth stops the run.
 
 The agent runs on the sample's frame folder, every frame (stride 1). Its tracks are keyed by
 frame *position* among the frames it used; :func:`score_prediction` maps each frame the
@@ -20,17 +19,23 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.media.video import VideoSource, open_video
-from sam3_agent.runs.evaluation.runner import agent_details, attempt, run_here
+from sam3_agent.runs.evaluation.handler import (
+    Attempt,
+    Outcome,
+    SampleHandler,
+    agent_details,
+    run_here,
+)
 from sam3_agent.runs.evaluation.video.datasets import VideoSample
 from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator, VideoScore
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
 from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome
-from sam3_agent.runs.jobs.records import OUTCOME_FIELDS, agent_outcome
+from sam3_agent.runs.jobs.records import agent_outcome
 from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import DatasetError
@@ -51,29 +56,18 @@ EVERY_FRAME = FrameSelection()
 
 
 @dataclass(frozen=True)
-class VideoPrediction:
-    """What a predictor answered for one video sample.
+class VideoPrediction(Outcome):
+    """A video prediction.
 
     Attributes:
-        status: ``masks``, ``no_mask`` or ``failed`` (the agent gave up or raised).
         tracks: the selected tracks, None when nothing was predicted.
         positions: frame file stem -> position among the frames the tracks are keyed by.
         frames_used: frames the agent tracked.
-        artifacts: the sample's directory of agent files, if one was written.
-        extra: JSON-safe details kept in the store (usage breakdown, timings).
     """
 
-    status: str
     tracks: Tracks | None = None
     positions: Mapping[str, int] = field(default_factory=dict)
     frames_used: int = 0
-    rounds: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-    failure: str | None = None
-    artifacts: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class VideoPredictor(Protocol):
@@ -166,21 +160,29 @@ def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoS
 
 
 @dataclass
-class VideoEvalHandler:
-    """Evaluates video samples on one worker: predict, score frame by frame, record.
-
-    The local engine runs it in this process, the Ray engine on each actor. It holds no
-    image features: :meth:`release` has nothing to free.
-    """
+class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleResult]):
+    """Evaluates video samples frame by frame. It holds no image features: :meth:`release`
+    has nothing to free."""
 
     predictor: VideoPredictor
     run_dir: Path
 
-    async def run(self, job: VideoSample, images: ImageSource) -> VideoSampleResult:
-        return await _evaluate_one(job, self.predictor, self.run_dir)
+    async def predict(
+        self, sample: VideoSample, images: ImageSource, output_dir: Path
+    ) -> VideoPrediction:
+        return await self.predictor.predict(sample, output_dir)
 
-    def release(self, digest: str) -> None:
-        return None
+    def failed(self, failure: str) -> VideoPrediction:
+        return VideoPrediction(status="failed", failure=failure)
+
+    def record(self, sample: VideoSample, done: Attempt[VideoPrediction]) -> VideoSampleResult:
+        score = score_prediction(sample, done.prediction)
+        return VideoSampleResult(
+            id=sample.id, image_path=str(sample.frames_dir), query=sample.query,
+            split=sample.split, tags=sample.tags, no_target=sample.no_target,
+            **done.record_fields(), j=score.j, f=score.f, frames_scored=score.frames,
+            frames_used=done.prediction.frames_used,
+        )  # fmt: skip
 
 
 async def evaluate_video_samples(
@@ -204,32 +206,3 @@ async def evaluate_video_samples(
     """
     handler = VideoEvalHandler(predictor, store.run_dir)
     return await run_here(samples, store, handler, concurrency, progress, retry_failed)
-
-
-async def _evaluate_one(
-    sample: VideoSample, predictor: VideoPredictor, run_dir: Path
-) -> VideoSampleResult:
-    done = await attempt(
-        sample.id,
-        lambda rel_dir: predictor.predict(sample, run_dir / rel_dir),
-        lambda failure: VideoPrediction(status="failed", failure=failure),
-    )
-    prediction = done.prediction
-    score = await asyncio.to_thread(score_prediction, sample, prediction)
-    return VideoSampleResult(
-        id=sample.id,
-        image_path=str(sample.frames_dir),
-        query=sample.query,
-        split=sample.split,
-        tags=sample.tags,
-        no_target=sample.no_target,
-        **{name: getattr(prediction, name) for name in OUTCOME_FIELDS},
-        j=score.j,
-        f=score.f,
-        frames_scored=score.frames,
-        frames_used=prediction.frames_used,
-        time_s=round(done.elapsed, 4),
-        infra_error=done.infra_error,
-        artifacts=str(done.rel_dir) if prediction.artifacts is not None else None,
-        extra=prediction.extra,
-    )

@@ -21,15 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
+from sam3_agent.runs.evaluation.handler import evaluate_samples
 from sam3_agent.runs.evaluation.metrics import breakdown
 from sam3_agent.runs.evaluation.report import write_report
 from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.evaluation.runner import (
-    evaluate_samples,
-    parse_shard,
-    select_shard,
-    shard_of,
-)
+from sam3_agent.runs.evaluation.selection import parse_shard, select_shard, shard_of
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.errors import ChatModelError, DatasetError, SegmenterError, UserError
@@ -267,7 +263,7 @@ def test_shared_embeddings_compute_once_per_content() -> None:
 
 
 async def test_sam3_only_is_the_union_of_every_mask_above_threshold() -> None:
-    from sam3_agent.runs.evaluation.runner import Sam3OnlyPredictor
+    from sam3_agent.runs.evaluation.handler import Sam3OnlyPredictor
     from sam3_agent.values.detections import Detections
     from tests.support.fakes import FakeSegmenter, square_mask
 

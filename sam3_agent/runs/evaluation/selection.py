@@ -1,0 +1,214 @@
+"""Which samples an evaluation takes, as the ``eval`` flags say: an :class:`EvalSet` of
+images or a :class:`VideoEvalSet` of videos, limited and split into shards by image (a
+video's frame folder), loaded with the size of the whole split they come from.
+
+A :class:`VideoEvalSet` is checked when it is made: an unknown dataset or split, a bad
+shard, or a split whose ground truth is not public (scored only by an official server) is a
+one-line :class:`~sam3_agent.values.errors.UserError` before anything is read or loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from sam3_agent.runs.evaluation.catalog import is_video_dataset, video_split
+from sam3_agent.runs.evaluation.coverage import Population
+from sam3_agent.runs.evaluation.datasets import Sample, load_samples
+from sam3_agent.runs.evaluation.methods import KIND_KEY, VIDEO
+from sam3_agent.runs.evaluation.video.datasets import VideoSample, load_video_samples
+from sam3_agent.runs.jobs.base import J, Job
+from sam3_agent.values.errors import UserError
+
+S = TypeVar("S", Sample, VideoSample)
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[S]):
+    """What :meth:`EvalSet.load` (:meth:`VideoEvalSet.load`) found: the ``samples`` to
+    evaluate (after ``--limit`` and ``--shard``), and the ``population`` of the whole split,
+    recorded with the run so that a report can say how much of the split it covers."""
+
+    samples: list[S]
+    population: Population
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """Which samples to evaluate, as the ``eval`` flags say.
+
+    Attributes:
+        dataset: one of :data:`~sam3_agent.runs.evaluation.datasets.DATASETS`.
+        root: the dataset directory.
+        split: the split, as written in the dataset files.
+        images: COCO train2014 images of the refer datasets (found under ``root`` if None).
+        all_texts: ReasonSeg: every text of an image, not only the first.
+        limit: only the first ``limit`` samples, in dataset order.
+        shard: ``(i, n)``: shard ``i`` (0-based) of ``n``, split by image.
+        preset: the preset these settings came from, recorded with the run.
+    """
+
+    dataset: str
+    root: Path
+    split: str = "val"
+    images: Path | None = None
+    all_texts: bool = False
+    limit: int | None = None
+    shard: tuple[int, int] = (0, 1)
+    preset: str | None = None
+
+    def load(self) -> Loaded[Sample]:
+        """The samples, limited and sharded, and the size of the split they come from.
+
+        Raises:
+            UserError: unknown dataset, or an option that does not apply to it.
+            DatasetError: missing, unreadable or inconsistent files.
+        """
+        index, count = _checked_shard(self.shard)
+        if is_video_dataset(self.dataset):
+            raise UserError(f"{self.dataset} is a video dataset: evaluate it with a VideoEvalSet")
+        whole = load_samples(
+            self.dataset, self.root, self.split, images=self.images, all_texts=self.all_texts
+        )
+        samples = whole if self.limit is None else whole[: self.limit]
+        return Loaded(select_shard(samples, index, count), Population.of(whole))
+
+    def identity(self, mode: str) -> dict[str, Any]:
+        """What of this selection (and the mode) a run directory is made with."""
+        index, count = self.shard
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "mode": mode,
+            "all_texts": self.all_texts,
+            "shard": f"{index}/{count}" if count > 1 else None,
+            # Only when given: runs made before presets existed keep their identity.
+            **({"preset": self.preset} if self.preset else {}),
+        }
+
+
+@dataclass(frozen=True)
+class VideoEvalSet:
+    """Which video samples to evaluate.
+
+    Attributes:
+        dataset: one of :data:`~sam3_agent.runs.evaluation.catalog.VIDEO_DATASETS`.
+        root: the dataset directory.
+        split: the split (None: the dataset's default, its first listed split).
+        limit: only the first ``limit`` samples, in dataset order.
+        shard: ``(i, n)``: shard ``i`` (0-based) of ``n``, split by video (every expression
+            of a video in one shard).
+        preset: the preset these settings came from, recorded with the run.
+
+    Raises:
+        UserError: unknown dataset or split, a split without public ground truth (the
+            message says where it is scored), or a bad shard.
+    """
+
+    dataset: str
+    root: Path
+    split: str | None = None
+    limit: int | None = None
+    shard: tuple[int, int] = (0, 1)
+    preset: str | None = None
+
+    def __post_init__(self) -> None:
+        info, split = video_split(self.dataset, self.split)
+        no_ground_truth = info.no_public_ground_truth.get(split)
+        if no_ground_truth is not None:
+            scorable = [s for s in info.splits if s not in info.no_public_ground_truth]
+            raise UserError(
+                f"cannot score {info.title} {split} here: {no_ground_truth} "
+                f"(`split={' or '.join(scorable)}` can be)"
+            )
+        _checked_shard(self.shard)
+        if self.limit is not None and self.limit < 1:
+            raise UserError(f"`limit` must be >= 1, got {self.limit}")
+        object.__setattr__(self, "split", split)
+
+    @property
+    def split_name(self) -> str:
+        """The split evaluated (the default one when none was named)."""
+        return str(self.split)
+
+    def load(self) -> Loaded[VideoSample]:
+        """The samples, limited and sharded, and the size of the split they come from.
+
+        Raises:
+            DatasetError: missing, unreadable or inconsistent files.
+        """
+        whole = load_video_samples(self.dataset, self.root, self.split_name)
+        samples = whole if self.limit is None else whole[: self.limit]
+        index, count = self.shard
+        return Loaded(select_shard(samples, index, count), Population.of(whole))
+
+    def identity(self, mode: str) -> dict[str, Any]:
+        """What of this selection (and the mode) a run directory is made with."""
+        index, count = self.shard
+        return {
+            KIND_KEY: VIDEO,
+            "dataset": self.dataset,
+            "split": self.split_name,
+            "mode": mode,
+            "shard": f"{index}/{count}" if count > 1 else None,
+            **({"preset": self.preset} if self.preset else {}),
+        }
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n`` (0-based shard index).
+
+    Raises:
+        UserError: not of that form.
+    """
+    try:
+        index_text, count_text = text.split("/")
+        index, count = int(index_text), int(count_text)
+    except ValueError as e:
+        raise UserError(f"`shard` must look like i/n (e.g. 0/4), got {text!r}") from e
+    if count < 1 or not 0 <= index < count:
+        raise UserError(f"`shard` i/n needs 0 <= i < n, got {text!r}")
+    return index, count
+
+
+def _checked_shard(shard: tuple[int, int]) -> tuple[int, int]:
+    index, count = shard
+    if count < 1 or not 0 <= index < count:
+        raise UserError(f"`shard` i/n needs 0 <= i < n, got {index}/{count}")
+    return shard
+
+
+def shard_of(sample: Job, count: int) -> int:
+    """The shard a sample belongs to: a stable hash of its image's file name (a video
+    sample's: its frame folder's).
+
+    Hashing the image (not the sample) keeps every query of an image in one shard, so no
+    two machines pay the same image's backbone.
+    """
+    digest = hashlib.sha256(sample.image_path.name.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def select_shard(samples: Sequence[J], index: int, count: int) -> list[J]:
+    """The samples of shard ``index`` of ``count`` (all of them when ``count`` is 1)."""
+    if count == 1:
+        return list(samples)
+    return [s for s in samples if shard_of(s, count) == index]
+
+
+def eval_set(
+    dataset: str, root: Path, split: str, *, images: Path | None = None,
+    all_texts: bool = False, limit: int | None = None, shard: tuple[int, int] = (0, 1),
+    preset: str | None = None,
+) -> EvalSet | VideoEvalSet:  # fmt: skip
+    """The :class:`EvalSet` or :class:`VideoEvalSet` of ``dataset``.
+
+    Raises:
+        UserError: as :class:`VideoEvalSet` does.
+    """
+    if is_video_dataset(dataset):
+        return VideoEvalSet(dataset, root, split, limit, shard, preset)
+    return EvalSet(dataset, root, split, images, all_texts, limit, shard, preset)

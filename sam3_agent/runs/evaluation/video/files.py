@@ -1,0 +1,307 @@
+"""The video datasets' files, read and checked: the meta-expressions JSON, and a sample's
+ground truth decoded one frame at a time from palette PNGs (YouTube-VOS, DAVIS), binary PNGs
+(ReasonVOS) or per-frame COCO RLEs (MeViS, ReVOS).
+
+Every missing, unreadable or inconsistent file raises
+:class:`~sam3_agent.values.errors.DatasetError` in one line naming the file and, where there
+is one, the sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+from pycocotools import mask as mask_utils
+
+from sam3_agent.runs.evaluation.samples import GroundTruth, read_json
+from sam3_agent.values.errors import DatasetError, ImageLoadError
+from sam3_agent.values.images import image_size_as_displayed
+from sam3_agent.values.text import one_line
+
+FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def require_file(path: Path) -> Path:
+    if not path.is_file():
+        raise DatasetError(f"{path}: not found")
+    return path
+
+
+def safe_name(value: Any, path: Path, where: str, what: str) -> str:
+    """An id usable as one path component and inside a one-line message: no separators,
+    no control characters, not ``.`` or ``..``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if (
+        not isinstance(value, str)
+        or not value
+        or value in (".", "..")
+        or any(c in "/\\" or ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+    ):
+        raise DatasetError(f"{path} ({where}): {what} must be a plain name, got {value!r:.80}")
+    return value
+
+
+def videos_of(path: Path) -> dict[str, dict[str, Any]]:
+    """The ``videos`` object of a meta-expressions file, each entry checked for an
+    ``expressions`` object and a ``frames`` list of names."""
+    doc = read_json(path)
+    videos = doc.get("videos") if isinstance(doc, dict) else None
+    if not isinstance(videos, dict):
+        raise DatasetError(f"{path}: expected an object with a 'videos' object")
+    checked: dict[str, dict[str, Any]] = {}
+    for vid, entry in videos.items():
+        safe_name(vid, path, f"video {vid!r:.80}", "a video id")
+        if not isinstance(entry, dict) or not isinstance(entry.get("expressions"), dict):
+            raise DatasetError(f"{path} (video {vid}): expected an 'expressions' object")
+        frames = entry.get("frames")
+        if not isinstance(frames, list) or not frames:
+            raise DatasetError(f"{path} (video {vid}): 'frames' must be a non-empty list")
+        names = tuple(_frame_file(safe_name(f, path, f"video {vid}", "a frame id")) for f in frames)
+        if len(set(names)) != len(names):
+            raise DatasetError(f"{path} (video {vid}): 'frames' lists a frame twice")
+        for exp_id, exp in entry["expressions"].items():
+            safe_name(exp_id, path, f"video {vid}", "an expression id")
+            if not isinstance(exp, dict):
+                raise DatasetError(f"{path} (sample {vid}/{exp_id}): expected an object")
+        checked[vid] = {**entry, "frames": names}
+    return checked
+
+
+def _frame_file(name: str) -> str:
+    return name if Path(name).suffix.lower() in FRAME_SUFFIXES else f"{name}.jpg"
+
+
+def text_of(exp: Mapping[str, Any], key: str, path: Path, sid: str) -> str:
+    text = exp.get(key)
+    if not isinstance(text, str) or not text.strip():
+        raise DatasetError(f"{path} (sample {sid}): '{key}' must be a non-empty string")
+    return " ".join(text.split())
+
+
+def object_id(value: Any, path: Path, sid: str) -> int:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(value)
+    except (TypeError, ValueError):
+        raise DatasetError(
+            f"{path} (sample {sid}): 'obj_id' must be an integer, got {value!r:.80}"
+        ) from None
+    if not 0 < number < 255:
+        raise DatasetError(
+            f"{path} (sample {sid}): 'obj_id' {number} is not a palette index 1..254"
+        )
+    return number
+
+
+def anno_ids_of(exp: Mapping[str, Any], path: Path, sid: str) -> tuple[str, ...]:
+    ids = exp.get("anno_id")
+    if not isinstance(ids, list) or not all(
+        isinstance(i, (int, str)) and not isinstance(i, bool) for i in ids
+    ):
+        raise DatasetError(f"{path} (sample {sid}): 'anno_id' must be a list of ids")
+    return tuple(str(i) for i in ids)
+
+
+def frames_dir_of(images: Path, vid: str, sid: str) -> Path:
+    frames_dir = images / vid
+    if not frames_dir.is_dir():
+        raise DatasetError(f"{frames_dir}: frame folder not found (sample {sid})")
+    return frames_dir
+
+
+def nested_root(root: Path, marker: str, folder: str) -> Path:
+    """``root``, or ``root/folder`` when only that one holds ``marker``."""
+    if not (root / marker).exists() and (root / folder / marker).exists():
+        return root / folder
+    return root
+
+
+def mask_tracks(path: Path, wanted: set[str]) -> dict[str, tuple[Any, ...]]:
+    """The per-frame RLE lists of the ``wanted`` anno ids; the rest of the (large) file is
+    dropped as soon as it is parsed."""
+    doc = read_json(require_file(path))
+    if not isinstance(doc, dict):
+        raise DatasetError(f"{path}: expected an object of anno_id -> per-frame masks")
+    tracks = {}
+    for anno in wanted:
+        track = doc.get(anno)
+        if track is None:
+            continue  # reported with the sample that needs it
+        if not isinstance(track, list):
+            raise DatasetError(f"{path} (anno_id {anno}): expected a list of per-frame masks")
+        tracks[anno] = tuple(track)
+    return tracks
+
+
+# --------------------------------------------------------------------------- ground truth
+
+
+class VideoGroundTruthSource(Protocol):
+    """Decodes a sample's ground truth one frame at a time."""
+
+    def frames(self) -> Iterator[GroundTruth | None]:
+        """One item per frame of the sample, in order: the frame's ground truth at the
+        frame's resolution, or None for a frame without annotation. Raises
+        :class:`DatasetError` on a broken file."""
+        ...
+
+
+def _frame_size(path: Path, sample: str) -> tuple[int, int]:
+    """``(height, width)`` of a frame image, from its header."""
+    try:
+        return image_size_as_displayed(path)
+    except ImageLoadError as e:
+        raise DatasetError(f"{path} (sample {sample}): {one_line(e)}") from e
+
+
+def _read_png(path: Path, sample: str, *, grey: bool) -> np.ndarray:
+    """A mask PNG as a 2-D array: palette indices / values as stored, or (``grey``) the
+    luminance, as OpenCV's greyscale read gives the benchmarks' evaluators."""
+    try:
+        with Image.open(path) as image:
+            if grey:
+                return np.asarray(image.convert("L"))
+            if image.mode not in ("P", "L", "I", "I;16"):
+                raise DatasetError(
+                    f"{path} (sample {sample}): expected an indexed (palette) PNG, got mode "
+                    f"{image.mode}"
+                )
+            return np.asarray(image)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise DatasetError(f"{path} (sample {sample}): cannot read mask: {one_line(e)}") from e
+
+
+def _check_size(mask: np.ndarray, size: tuple[int, int], path: Path, sample: str) -> None:
+    if mask.shape != size:
+        raise DatasetError(
+            f"{path} (sample {sample}): mask is {mask.shape[0]}x{mask.shape[1]}, the frames "
+            f"{size[0]}x{size[1]}"
+        )
+
+
+@dataclass(frozen=True)
+class PaletteMasks:
+    """One object of palette PNGs (YouTube-VOS / DAVIS): ``<dir>/<frame stem>.png``, pixel
+    value = object id. A frame without a PNG is unannotated. ``void`` pixels are left out
+    of scoring."""
+
+    annotations: Path
+    frame_names: tuple[str, ...]
+    object_id: int
+    first_frame: Path
+    sample: str
+    void: int | None = None
+
+    def frames(self) -> Iterator[GroundTruth | None]:
+        pngs = _frame_pngs(self.annotations, self.frame_names, self.first_frame, self.sample)
+        for labels in pngs:
+            if labels is None:
+                yield None
+                continue
+            ignore = labels == self.void if self.void is not None else None
+            yield GroundTruth(
+                mask=labels == self.object_id,
+                ignore=ignore if ignore is not None and ignore.any() else None,
+            )
+
+
+@dataclass(frozen=True)
+class BinaryMasks:
+    """Binary mask PNGs (ReasonVOS): ``<dir>/<frame stem>.png``, non-zero = the object. A
+    frame without a PNG is unannotated."""
+
+    masks: Path
+    frame_names: tuple[str, ...]
+    first_frame: Path
+    sample: str
+
+    def frames(self) -> Iterator[GroundTruth | None]:
+        pngs = _frame_pngs(self.masks, self.frame_names, self.first_frame, self.sample, grey=True)
+        for grey in pngs:
+            yield None if grey is None else GroundTruth(mask=grey > 0)
+
+
+def _frame_pngs(
+    directory: Path,
+    frame_names: Sequence[str],
+    first_frame: Path,
+    sample: str,
+    *,
+    grey: bool = False,
+) -> Iterator[np.ndarray | None]:
+    """Each frame's ``<directory>/<frame stem>.png`` read in turn (None where there is none:
+    an unannotated frame), checked to be the frame's size."""
+    size: tuple[int, int] | None = None
+    for name in frame_names:
+        path = directory / f"{Path(name).stem}.png"
+        if not path.is_file():
+            yield None
+            continue
+        pixels = _read_png(path, sample, grey=grey)
+        size = size or _frame_size(first_frame, sample)
+        _check_size(pixels, size, path, sample)
+        yield pixels
+
+
+@dataclass(frozen=True)
+class RleMasks:
+    """The union of some objects' per-frame COCO RLEs (MeViS / ReVOS ``mask_dict.json``).
+
+    ``tracks`` holds, per object, one RLE (or None: absent) per frame. Every frame is
+    annotated; a frame where no object is present has an empty mask of the frames' size.
+    """
+
+    tracks: tuple[tuple[Any, ...], ...]
+    frame_count: int
+    first_frame: Path
+    file: Path
+    sample: str
+
+    def frames(self) -> Iterator[GroundTruth | None]:
+        size: tuple[int, int] | None = None
+        for index in range(self.frame_count):
+            union: np.ndarray | None = None
+            for track in self.tracks:
+                rle = track[index]
+                if rle is None:
+                    continue
+                mask = _decode_rle(rle, self.file, self.sample, index)
+                size = size or _frame_size(self.first_frame, self.sample)
+                _check_size(mask, size, self.file, f"{self.sample}, frame {index}")
+                union = mask if union is None else union | mask
+            if union is None:
+                size = size or _frame_size(self.first_frame, self.sample)
+                union = np.zeros(size, dtype=bool)
+            yield GroundTruth(mask=union)
+
+
+def _decode_rle(rle: Any, file: Path, sample: str, frame: int) -> np.ndarray:
+    where = f"{file} (sample {sample}, frame {frame})"
+    if not isinstance(rle, dict):
+        raise DatasetError(f"{where}: expected a COCO RLE object or null")
+    size, counts = rle.get("size"), rle.get("counts")
+    if (
+        not isinstance(size, list)
+        or len(size) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size)
+    ):
+        raise DatasetError(f"{where}: RLE 'size' must be [height, width]")
+    try:
+        if isinstance(counts, list):
+            encoded = mask_utils.frPyObjects({"size": size, "counts": counts}, *size)
+        elif isinstance(counts, str):
+            encoded = {"size": size, "counts": counts.encode()}
+        else:
+            raise DatasetError(f"{where}: RLE 'counts' must be a string or a list")
+        return np.asarray(mask_utils.decode(encoded), dtype=bool)
+    except DatasetError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError) as e:
+        raise DatasetError(f"{where}: cannot decode RLE: {one_line(e)}") from e
