@@ -38,8 +38,17 @@ def environment_kept(request: pytest.FixtureRequest) -> Iterator[None]:
     """No test module leaves ``os.environ`` changed for the modules after it: a test sets a
     variable with ``monkeypatch.setenv`` (or in a child process's ``env``), and a fixture
     of a wider scope restores it before its module ends."""
+    from sam3_agent.apps.cli.console import QUIET_MODEL_LIBRARIES
+
     before = dict(os.environ)
     yield
+    # A command run in-process (in a fixture of module scope too) quiets the model libraries
+    # for its process on purpose; the suite puts them back, see quiet_switches_put_back.
+    for name in QUIET_MODEL_LIBRARIES:
+        if name in before:
+            os.environ[name] = before[name]
+        else:
+            os.environ.pop(name, None)
     after = dict(os.environ)
     changed = sorted(
         key
