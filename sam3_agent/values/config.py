@@ -1,8 +1,5 @@
-"""Settings of one agent, as frozen dataclasses with a docstring per field.
-
-A setting's check is declared on its field (:func:`setting`) and run by
-:func:`check_settings`, so every refusal reads "`name` must be <what>, got <value>".
-"""
+"""Settings of one agent, as frozen dataclasses with a docstring per field and its check
+declared on the field, so every refusal reads "`name` must be <what>, got <value>"."""
 
 from __future__ import annotations
 

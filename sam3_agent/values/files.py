@@ -85,7 +85,6 @@ _FILE_MODE = 0o666 & ~_read_umask()
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
     with atomic_output(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
 

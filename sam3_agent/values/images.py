@@ -46,11 +46,9 @@ def load_image(
 ) -> RGBImage:
     """Return ``image`` as a C-contiguous ``(H, W, 3)`` uint8 RGB array, as it is displayed.
 
-    * Paths and file bytes: the size is read from the header and refused above
-      ``max_pixels`` before any decoding (so a decompression bomb costs nothing). With
-      ``exif_orientation`` (the default) the EXIF Orientation tag is applied, so a phone
-      photo comes out in the frame every viewer shows; pass False for datasets whose
-      annotations were drawn in the stored pixel frame. PIL images get the same treatment.
+    * Paths, file bytes and PIL images: refused above ``max_pixels`` from the header, before
+      decoding (decompression bombs). ``exif_orientation``: apply the EXIF Orientation tag
+      (False for datasets annotated in the stored pixel frame).
     * Modes: 16-bit grayscale (``I;16*``, and ``I`` holding values in 0..65535) maps the
       16-bit range linearly onto 0..255; ``I`` beyond that range and ``F`` are stretched
       from their minimum..maximum (``F`` already within [0, 1] is scaled by 255);

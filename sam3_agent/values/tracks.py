@@ -99,7 +99,6 @@ class Tracks:
         return self.tracks[index]
 
     def select(self, indices: Sequence[int]) -> Tracks:
-        """The tracks at 0-based ``indices``, in that order."""
         return Tracks(self.frame_count, self.size, tuple(self.tracks[i] for i in indices))
 
     def positions(self) -> list[int]:
@@ -172,7 +171,6 @@ class TrackBuilder:
             self._scores.setdefault(oid, []).append(float(scores[row]))
 
     def build(self) -> Tracks:
-        """Every object seen, ordered by id."""
         tracks = tuple(
             Track(oid, float(np.mean(self._scores[oid])), self._masks[oid], self._boxes[oid])
             for oid in sorted(self._masks)
