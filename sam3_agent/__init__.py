@@ -7,9 +7,6 @@ The one call most applications need::
     result = sam3_agent.track("clip.mp4", "the dog that enters last")   # a video
 
 For many requests, build the backends and a :class:`Sam3Agent` once and call ``run``.
-
-The names below are imported on first use: ``import sam3_agent`` (and so ``sam3-agent
---help``) does not pay for numpy, OpenCV, torch or the HTTP clients.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
 """The pen the renders draw with: colours, and masks placed, resized, filled, outlined and
-numbered on a canvas.
-
-A :class:`Placed` mask is a uint8 0/1 crop with its top-left corner on the canvas, so drawing
-touches only the mask's box. All drawing is integer arithmetic in OpenCV/numpy: the same
-input gives the same bytes in every run.
-"""
+numbered on a canvas; drawing touches only a mask's box."""
 
 from __future__ import annotations
 
@@ -108,10 +103,8 @@ def downscale_mask(
     canvas_w: int,
     canvas_h: int,
 ) -> Placed:
-    """``mask`` ``(H, W)`` resized by ``(sx, sy)`` inside its tight ``box`` only.
-
-    A non-empty mask keeps at least one pixel, however small it becomes.
-    """
+    """``mask`` resized by ``(sx, sy)`` inside its tight ``box`` only; a non-empty mask keeps
+    at least one pixel."""
     x0, y0, x1, y1 = box
     if x1 <= x0:
         return Placed(np.zeros((0, 0), dtype=np.uint8), 0, 0)
@@ -165,13 +158,9 @@ def rescale_placed(placed: Placed, factor: float, canvas_w: int, canvas_h: int) 
 
 
 def shrink_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
-    """``region`` reduced to ``(height, width)``, area-averaged.
-
-    OpenCV's area resampling is fast only for whole-number ratios (ten times slower
-    otherwise), so the largest whole-number part of the reduction is done that way and the
-    rest, under 2x, by bilinear interpolation, which does not alias at such ratios. On a 0/1
-    mask the result is 0/1 again (each output pixel rounds its area's mean).
-    """
+    """``region`` reduced to ``(height, width)``, area-averaged (0/1 stays 0/1). OpenCV's area
+    resampling is fast only for whole-number ratios, so the rest (under 2x) is bilinear,
+    which does not alias at such ratios."""
     src_h, src_w = region.shape[:2]
     factor = min(src_w // width, src_h // height)
     if factor >= 2:
@@ -204,7 +193,6 @@ def paste_mask(placed: Placed, x0: int, y0: int, width: int, height: int) -> npt
 
 
 def fill_mask(canvas: RGBImage, placed: Placed, color: Color) -> None:
-    """Blend ``color`` into the canvas pixels under the mask, in place."""
     h, w = placed.crop.shape
     if h == 0:
         return
@@ -288,7 +276,6 @@ def draw_masks(
 
 
 def text_size(text: str, style: Style) -> tuple[tuple[int, int], int]:
-    """``((width, height), baseline)`` of ``text`` in :data:`FONT` at ``style``."""
     size, baseline = cv2.getTextSize(text, FONT, style.font_scale, style.font_thickness)
     return (int(size[0]), int(size[1])), int(baseline)
 

@@ -1,13 +1,7 @@
 """Images of masks for the MLLM (numbered renders, mask checks) and the final ``overlay.png``.
 
-A :class:`Renderer` downscales its image once and draws on that copy, so every render sent
-to the model is at most ``max_side`` pixels on its longer side. Masks are resized only
-inside their tight boxes, once per :class:`~sam3_agent.values.detections.Detections` object, and
-reused by every render of that object. Mask indices in this module are 0-based; the numbers
-drawn on images are 1-based (index 0 is drawn as "1").
-
-Colours come from a fixed palette and all drawing is integer arithmetic in OpenCV/numpy, so
-renders are byte-identical across runs and the prompts built from them are too.
+Mask indices here are 0-based; the numbers drawn are 1-based. A fixed palette and integer
+drawing keep renders (and so prompts) byte-identical across runs.
 """
 
 from __future__ import annotations
@@ -68,10 +62,7 @@ IoU of 0.94 with itself (0.97 at 24 px), and at 1008x1008 the session's tokens f
 @dataclass(frozen=True)
 class _Prepared:
     """What every render of one Detections object shares (and a selection from it reuses).
-
-    ``boxes``: ``(N, 4)`` int tight XYXY boxes at full resolution (exclusive ``x2``/``y2``).
-    ``display``: each mask at display size. ``anchors``: label centres in display pixels.
-    """
+    ``boxes``: tight XYXY at full resolution (exclusive ends); ``anchors``: display pixels."""
 
     boxes: npt.NDArray[np.int64]
     display: list[Placed]
@@ -79,15 +70,10 @@ class _Prepared:
 
 
 class Renderer:
-    """Renders masks on one image for the MLLM.
-
-    Downscales the image once (longer side ``<= max_side``) and draws on the downscaled
-    copy; only :meth:`zoom` reads the full-resolution image, where the zoomed crop needs
-    more detail than the display image holds.
-    """
+    """Renders masks on one image, downscaled once (longer side ``<= max_side``); only
+    :meth:`zoom` reads the full-resolution image."""
 
     def __init__(self, image: RGBImage, max_side: int = 1024) -> None:
-        """``image``: ``(H, W, 3)`` uint8 RGB at full resolution. ``max_side``: pixels."""
         if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
             raise ValueError(
                 f"image must be (H, W, 3) uint8 RGB, got shape {image.shape} {image.dtype}"
@@ -105,15 +91,11 @@ class Renderer:
 
     @property
     def image_size(self) -> tuple[int, int]:
-        """``(height, width)`` of the full-resolution image."""
         return int(self._image.shape[0]), int(self._image.shape[1])
 
     @property
     def display_image(self) -> RGBImage:
-        """The downscaled raw image, ``(h, w, 3)`` uint8 with ``max(h, w) <= max_side``.
-
-        Read-only: every render returns its own copy.
-        """
+        """The downscaled raw image; read-only (every render returns its own copy)."""
         return self._display
 
     def numbered(self, detections: Detections) -> RGBImage:
@@ -176,15 +158,9 @@ class Renderer:
 
     def zoom(self, detections: Detections, index: int, *, color: Color | None = None) -> RGBImage:
         """The neighbourhood of the mask at 0-based ``index``, twice side by side: on the left
-        the plain crop, on the right the same crop with the mask drawn.
-
-        The crop is the mask's box grown by :data:`ZOOM_MARGIN` on each side and at least
-        :data:`ZOOM_MIN_SIDE` pixels a side (within the image), taken from the
-        full-resolution image. Each panel shows it at its own resolution, enlarged to
-        :data:`ZOOM_PANEL_MIN` or reduced to :data:`ZOOM_PANEL_MAX` on its longer side when
-        outside those, and never wider in all than ``max_side``. Returns ``(h, w, 3)`` uint8.
-        ``color``: instead of the index's own (a mask shown under another number).
-        """
+        the plain crop, on the right the same crop with the mask drawn. Each panel is at
+        the crop's own resolution, kept within :data:`ZOOM_PANEL_MIN`..:data:`ZOOM_PANEL_MAX`
+        on its longer side, and the whole never wider than ``max_side``."""
         prepared = self._prepare(detections)
         _check_index(index, len(detections))
         height, width = self.image_size
@@ -267,8 +243,7 @@ class Renderer:
 
 
 def overlay(image: RGBImage, detections: Detections) -> RGBImage:
-    """Full-resolution render of every mask (colour, outline, 1-based number) for
-    ``overlay.png``. ``image``: ``(H, W, 3)`` uint8 RGB matching ``detections``."""
+    """Full-resolution render of every mask (colour, outline, number) for ``overlay.png``."""
     if image.shape[:2] != detections.image_size:
         raise ValueError(
             f"image is {image.shape[:2]} (height, width), detections are for "
@@ -286,7 +261,6 @@ def overlay(image: RGBImage, detections: Detections) -> RGBImage:
 def _numbered(
     canvas: RGBImage, placed: Sequence[Placed], anchors: Sequence[tuple[int, int]]
 ) -> RGBImage:
-    """Every mask in its colour on ``canvas`` (in place), labelled with its 1-based number."""
     masks = [(p, mask_color(i)) for i, p in enumerate(placed)]
     labels = [(str(i + 1), anchor) for i, anchor in enumerate(anchors)]
     draw_masks(canvas, masks, Style.for_canvas(canvas), labels)
@@ -303,7 +277,6 @@ def _check_index(index: int, count: int) -> None:
 
 
 def _zoom_window(box: list[int], width: int, height: int) -> tuple[int, int, int, int]:
-    """The zoom crop ``(x0, y0, x1, y1)`` around a tight ``box``, inside the image."""
     bx0, by0, bx1, by1 = box
 
     def span(lo: int, hi: int, limit: int) -> tuple[int, int]:
@@ -327,11 +300,7 @@ LEGEND_QUERY_CHARS = 60
 def legend(canvas: RGBImage, query: str, detections: Detections) -> RGBImage:
     """A copy of ``canvas`` (an :func:`overlay` of ``detections``) with a legend in its
     top-left corner: the query, then one row per mask with its colour, 1-based number and
-    score (masks in ``detections`` order, as numbered on the overlay).
-
-    The legend is drawn with OpenCV's ASCII font: other characters of the query show as
-    ``?``. Sizes follow :class:`Style`, so the legend grows with the canvas.
-    """
+    score. OpenCV's font is ASCII: other characters of the query show as ``?``."""
     return score_legend(canvas, query, detections.scores.tolist())
 
 

@@ -10,11 +10,6 @@ from dataclasses import dataclass
 from sam3_agent.media.drawing import Style, text_size
 from sam3_agent.values.tracks import Tracks
 
-__all__ = ["SheetGrid", "caption_height", "gap_for", "sample_positions", "sheet_grid"]
-
-
-# -- which frames ----------------------------------------------------------------------------
-
 
 def sample_positions(
     tracks: Tracks | None,
@@ -26,12 +21,7 @@ def sample_positions(
     """At most ``count`` frame positions (0-based, increasing) to show in one call, spread
     evenly by rank over the positions where some track is present (every position when
     none is). ``within``: only this inclusive range (an Uncertain verdict's). With
-    ``count >= 2`` the first and last candidates are included; with 1, the middle one.
-
-    Raises:
-        ValueError: ``frame_count`` or ``count`` under 1; ``within`` reversed or outside
-            the clip.
-    """
+    ``count >= 2`` the first and last candidates are included; with 1, the middle one."""
     if frame_count < 1:
         raise ValueError(f"frame_count must be at least 1, got {frame_count}")
     if count < 1:
@@ -56,17 +46,10 @@ def sample_positions(
     return [candidates[(2 * i * (n - 1) + span) // (2 * span)] for i in range(count)]
 
 
-# -- layout ----------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class SheetGrid:
-    """Where the frames of a sheet go: ``columns`` x ``rows`` cells, filled row by row.
-
-    Each cell is a caption strip ``caption`` pixels high over a frame of ``cell``
-    ``(height, width)`` pixels; cells are ``gap`` pixels apart, under a header ``top``
-    pixels high (0: none).
-    """
+    """``columns`` x ``rows`` cells filled row by row, each a ``caption`` strip over a frame of
+    ``cell`` ``(height, width)``, ``gap`` apart, under a header ``top`` high (0: none)."""
 
     count: int
     columns: int
@@ -78,7 +61,6 @@ class SheetGrid:
 
     @property
     def size(self) -> tuple[int, int]:
-        """``(height, width)`` of the whole sheet."""
         h, w = self.cell
         return (
             self.top + self.rows * (self.caption + h) + (self.rows - 1) * self.gap,
@@ -87,7 +69,6 @@ class SheetGrid:
 
     @property
     def style(self) -> Style:
-        """Text and line sizes for the cells (as for an image of a cell's size)."""
         return Style.for_side(max(self.cell))
 
     def frame_origin(self, i: int) -> tuple[int, int]:
@@ -103,12 +84,7 @@ class SheetGrid:
 def sheet_grid(count: int, frame_size: tuple[int, int], max_side: int) -> SheetGrid:
     """The grid showing ``count`` frames of ``frame_size`` ``(height, width)`` largest
     within ``max_side`` pixels a side (frames are never enlarged); among equal cell sizes,
-    the one with fewest empty cells, then the squarest. Captions and gaps are sized for the
-    cells (:meth:`SheetGrid.style`), as labels are on an image of that size.
-
-    Raises:
-        ValueError: ``max_side`` leaves no pixel for a frame.
-    """
+    the one with fewest empty cells, then the squarest."""
     if count < 1:
         raise ValueError(f"a sheet shows at least one frame, got {count}")
     smallest = Style.for_side(1)

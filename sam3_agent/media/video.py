@@ -1,22 +1,6 @@
-"""Reading videos as a stream of frames: a video file or a folder of frame images.
-
-:func:`open_video` is the one opener for every video that enters the project. It checks the
-source and indexes which frames a session uses (stride, maximum count, time range) without
-decoding them; :meth:`VideoSource.frames` then decodes the chosen frames one at a time, as
-often as asked, so a clip is never held decoded in memory. A session's memory is flat in
-the clip's length.
-
-* A video file (MP4, MOV, WebM, anything OpenCV's FFmpeg backend reads): the rotation in its
-  metadata is applied, as the EXIF orientation is for photos.
-* A folder of frame images (the JPEG sequences DAVIS and YouTube-VOS ship): the frames are
-  the folder's ``.jpg``/``.jpeg``/``.png`` files in name order, each loaded by
-  :func:`~sam3_agent.values.images.load_image`. Every frame must have the first one's size
-  (read from the headers when the folder opens); a frame is never resized.
-
-A corrupt video is a one-line :class:`VideoLoadError`. A truncated one, where some frames
-were read, opens with the frames before the damage; :attr:`VideoSource.note` says where it
-stopped and every result names the frames it used.
-"""
+"""Videos (a file OpenCV's FFmpeg reads, rotation applied; or a folder of frame images in
+name order, all one size) as frames decoded one at a time on demand, so a session's memory is
+flat in the clip's length. A truncated file opens with the frames before the damage."""
 
 from __future__ import annotations
 
@@ -36,18 +20,7 @@ from sam3_agent.values.config import DEFAULT_MAX_PIXELS, FrameSelection
 from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.images import RGBImage, image_size_as_displayed, load_image
 
-__all__ = [
-    "FRAME_SUFFIXES",
-    "Frame",
-    "FrameSelection",
-    "VideoLoadError",
-    "VideoSource",
-    "VideoTooLargeError",
-    "open_video",
-]
-
 FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
-"""Files of a frame folder that are frames."""
 
 _URL = re.compile(r"^(https?):/+", re.IGNORECASE)
 
@@ -63,8 +36,6 @@ class VideoTooLargeError(VideoLoadError):
 
 @dataclass(frozen=True)
 class Frame:
-    """One decoded frame of a session's video."""
-
     position: int
     """Place among the frames the session uses (0, 1, 2, ...): tracks are keyed by it."""
 
@@ -98,21 +69,14 @@ class VideoSource:
 
     @property
     def frame_count(self) -> int:
-        """Frames the session uses."""
         return len(self.indices)
 
     def time_of(self, index: int) -> float | None:
         return index / self.fps if self.fps else None
 
     def frames(self, positions: Iterator[int] | list[int] | None = None) -> Iterator[Frame]:
-        """Decode the frames the session uses, one at a time, in order.
-
-        ``positions``: only these (increasing positions among the frames used); all by
-        default. Each call reads the source again; nothing is kept between frames.
-
-        Raises:
-            VideoLoadError: a frame that was readable when the video was opened no longer is.
-        """
+        """Decode the frames at ``positions`` (all by default), one at a time, in order; each
+        call reads the source again."""
         wanted = list(range(self.frame_count)) if positions is None else sorted(set(positions))
         if not wanted:
             return
@@ -124,14 +88,8 @@ class VideoSource:
             yield from self._file_frames(wanted)
 
     def reselect(self, selection: FrameSelection) -> VideoSource:
-        """This video with another frame selection, chosen from the frames it could read
-        (as :func:`open_video` chooses them); nothing is decoded, the frame size is kept.
-
-        Raises:
-            VideoLoadError: no frame in the selection, or a time range on a file without a
-                frame rate.
-            UserError: a time range on a frame folder without ``fps``.
-        """
+        """This video with another frame selection from the frames it could read; nothing is
+        decoded."""
         fps = self.fps if self.kind == "file" else selection.fps
         if selection.has_time_range and fps is None:
             if self.kind == "frames":
@@ -158,7 +116,6 @@ class VideoSource:
         return h.hexdigest()
 
     def describe(self) -> dict[str, object]:
-        """What results say about the video: where it came from and which frames were used."""
         return {
             "path": str(self.path),
             "kind": self.kind,
@@ -168,8 +125,6 @@ class VideoSource:
             "frames_used": list(self.indices),
             "note": self.note,
         }
-
-    # -- decoding --------------------------------------------------------------------------
 
     def _folder_frames(self, wanted: list[int]) -> Iterator[Frame]:
         for position in wanted:
@@ -182,9 +137,7 @@ class VideoSource:
             yield Frame(position, index, self.time_of(index), self._checked(pixels, index))
 
     def _checked(self, pixels: RGBImage, index: int) -> RGBImage:
-        """``pixels`` of source frame ``index``, which must have the video's size: a frame is
-        never resized (a folder's sizes are checked when it opens; a file's stream may
-        still change size midway)."""
+        """A frame is never resized; a file's stream may still change size midway."""
         if pixels.shape[:2] == self.size:
             return pixels
         h, w = pixels.shape[:2]
@@ -224,18 +177,9 @@ def open_video(
     *,
     max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> VideoSource:
-    """Check ``video`` (a file or a folder of frames) and index the frames a session uses.
-
-    Nothing is decoded but a file's first used frame (to learn the displayed size); a
-    folder's frames are read to their headers (their sizes). A file that stops early opens
-    with the frames before the damage (:attr:`VideoSource.note`).
-
-    Raises:
-        VideoLoadError: missing path, not a video, no readable frame, no frame in the
-            selection, a frame over ``max_pixels``, a folder's frames of different sizes.
-            The message is one line.
-        UserError: a time range on a frame folder without ``fps``.
-    """
+    """Check ``video`` and index the frames a session uses. Nothing is decoded but a file's
+    first used frame (to learn the displayed size); a folder's frames are read to their
+    headers."""
     selection = selection or FrameSelection()
     url = _URL.match(str(video))
     if url:
@@ -268,12 +212,6 @@ def _open_folder(path: Path, selection: FrameSelection, max_pixels: int) -> Vide
 
 
 def _folder_frame_size(path: Path, names: tuple[str, ...], max_pixels: int) -> tuple[int, int]:
-    """``(height, width)`` that every frame of the folder has, read from the headers.
-
-    Raises:
-        VideoLoadError: an unreadable frame, a first frame over ``max_pixels``, or a frame
-            of another size than the first one (frames are never resized).
-    """
 
     def size_of(index: int) -> tuple[int, int]:
         try:

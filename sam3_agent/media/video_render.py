@@ -1,11 +1,6 @@
-"""Grid images of a clip's frames with mask tracks: what the MLLM sees of a clip (sheets,
-one track's check) and the result's contact sheet.
-
-Only the chosen frames are decoded, one at a time, so memory is flat in the clip's length.
-Track number ``n`` is drawn in ``mask_color(n - 1)`` in every cell and file, as on the image
-renders. Cells are captioned with the frame's *source* index (as datasets, players and
-``result.json``'s ``frames_used`` count), not its position among the frames used.
-"""
+"""Grid images of a clip's frames with mask tracks: the sheets and track checks the MLLM
+sees, and the result's contact sheet. Track ``n`` is drawn in ``mask_color(n - 1)``; cells
+are captioned with the frame's *source* index (as ``frames_used`` counts)."""
 
 from __future__ import annotations
 
@@ -44,18 +39,8 @@ from sam3_agent.values.rle import decode_rle
 from sam3_agent.values.text import one_line
 from sam3_agent.values.tracks import Track, Tracks
 
-__all__ = [
-    "contact_sheet",
-    "draw_tracks",
-    "render_sheet",
-    "render_track_check",
-]
-
 BACKGROUND: Color = (255, 255, 255)
 """Between cells, as between the halves of a zoom render."""
-
-
-# -- the renders -----------------------------------------------------------------------------
 
 
 def render_sheet(
@@ -68,13 +53,7 @@ def render_sheet(
 ) -> RGBImage:
     """One image of the frames at ``positions`` (increasing, repeats once), each cell
     captioned ``frame <index> · <time> s`` with the tracks present there drawn and
-    labelled with their ``numbers`` (default ``1..N``). Returns ``(h, w, 3)`` uint8 RGB with
-    ``max(h, w) <= max_side``.
-
-    Raises:
-        ValueError: no positions; ``tracks`` not of this video; ``numbers`` not one
-            positive number per track; ``max_side`` too small for the cells.
-    """
+    labelled with their ``numbers`` (default ``1..N``); ``max(h, w) <= max_side``."""
     chosen = sorted(set(positions))
     if not chosen:
         raise ValueError("a sheet needs at least one frame position")
@@ -95,13 +74,7 @@ def render_track_check(
     """What an isolated check of one track sees: for each frame at ``positions`` a captioned
     cell with the whole frame, the track drawn in ``mask_color(number - 1)``, and beside it
     the image checker's close-up (:meth:`~sam3_agent.media.render.Renderer.zoom`); where
-    the track is absent, the frame alone, its caption saying so. Returns ``(h, w, 3)``
-    uint8 RGB with ``max(h, w) <= max_side``.
-
-    Raises:
-        ValueError: no positions, ``number`` under 1, a mask not of this video's size,
-            ``max_side`` too small.
-    """
+    the track is absent, the frame alone, its caption saying so; ``max(h, w) <= max_side``."""
     chosen = sorted(set(positions))
     if not chosen:
         raise ValueError("a track check needs at least one frame position")
@@ -156,7 +129,7 @@ def contact_sheet(
     """The result's sheet: ``count`` frames chosen by :func:`sample_positions` (or
     ``positions``), ``columns`` to a row, each at most ``cell_side`` pixels on its longer
     side (never enlarged), tracks drawn as on :func:`render_sheet`; ``query`` on a header
-    line. Returns ``(h, w, 3)`` uint8 RGB."""
+    line."""
     if columns < 1 or cell_side < 1:
         raise ValueError(f"columns and cell_side must be positive, got {columns}, {cell_side}")
     check_tracks(video, tracks)
@@ -185,9 +158,6 @@ def contact_sheet(
         line = f"query: {one_line(query, LEGEND_QUERY_CHARS)}"
         _paste_caption(sheet, 0, 0, grid.size[1], caption, [line], style)
     return sheet
-
-
-# -- drawing ---------------------------------------------------------------------------------
 
 
 def _compose(
@@ -291,9 +261,6 @@ def _side_by_side(panels: list[RGBImage], gap: int) -> RGBImage:
         out[: panel.shape[0], x : x + panel.shape[1]] = panel
         x += panel.shape[1] + gap
     return out
-
-
-# -- checks -------------------------------------------------------------------
 
 
 def _numbers(tracks: Tracks | None, numbers: Sequence[int] | None) -> list[int]:

@@ -1,8 +1,5 @@
 """The result's videos: the overlay MP4 of a session's tracks, and the WebM a web page plays.
-
-Frames are decoded, drawn and written one at a time, and a file appears only when complete
-(temp file, then rename).
-"""
+Frames are written one at a time; a file appears only when complete."""
 
 from __future__ import annotations
 
@@ -22,8 +19,6 @@ from sam3_agent.values.files import atomic_output
 from sam3_agent.values.text import one_line
 from sam3_agent.values.tracks import Tracks
 
-__all__ = ["DEFAULT_FPS", "write_overlay_video", "write_web_video"]
-
 DEFAULT_FPS = 10.0
 """Frame rate of an overlay video whose source declares none (a frame folder)."""
 FOURCCS = ("avc1", "mp4v")
@@ -41,22 +36,11 @@ MIN_WEB_SIDE = 16
 def write_overlay_video(
     video: VideoSource, tracks: Tracks, path: Path, *, query: str | None = None
 ) -> Path:
-    """Write every frame the session uses, with ``tracks`` drawn (colour, outline, number
-    ``1..N``), as an MP4 at ``path``; returns ``path``.
+    """Every frame the session uses, with ``tracks`` drawn, as an MP4 at ``path``.
 
-    The frame rate is the video's (:data:`DEFAULT_FPS` when it declares none) divided by the
-    mean step between the frames used, so the overlay lasts as long as the clip. H.264 is
-    tried first (browsers play it), MPEG-4 part 2 otherwise. A frame of odd width or height
-    is padded by one black pixel on the right or bottom (the codecs need even sizes).
-    ``query``: a legend in the top-left corner (:func:`~sam3_agent.media.render.legend`:
-    the query as one bounded line, then each track's number and score). Frames are decoded,
-    drawn and written one at a time; the file appears only when complete (temp file, then
-    rename).
-
-    Raises:
-        ValueError: ``tracks`` not of this video.
-        OSError: no codec could be opened for writing.
-        VideoLoadError: a frame can no longer be read (``path`` is then left as it was).
+    The frame rate is divided by the mean step between the frames used, so the overlay lasts
+    as long as the clip. Odd sides are padded by one black pixel (the codecs need even
+    sizes). ``query``: a legend in the top-left corner.
     """
     check_tracks(video, tracks)
     height, width = video.size
@@ -85,21 +69,9 @@ def write_overlay_video(
 
 
 def write_web_video(source: Path, path: Path, *, max_side: int = WEB_MAX_SIDE) -> Path:
-    """Copy the video at ``source`` (an overlay :func:`write_overlay_video` wrote) to ``path``
-    as WebM, which browsers play; returns ``path``.
-
-    VP8 (VP9 where VP8 is missing), at ``source``'s frame rate (:data:`DEFAULT_FPS` when it
-    declares none), shrunk so that its longer side is at most ``max_side`` (sides kept even
-    and at least :data:`MIN_WEB_SIDE`, as the codecs need). Frames are decoded and written
-    one at a time; the file appears only when complete (temp file, then rename). OpenCV
-    says once on stderr that the WebM muxer does not know the codec's tag; it writes the
-    file all the same.
-
-    Raises:
-        ValueError: ``max_side`` under :data:`MIN_WEB_SIDE`.
-        VideoLoadError: ``source`` cannot be read.
-        OSError: no WebM codec could be opened for writing.
-    """
+    """Copy the video at ``source`` to ``path`` as WebM, its longer side at most ``max_side``
+    (sides even, at least :data:`MIN_WEB_SIDE`). OpenCV says once on stderr that the WebM
+    muxer does not know the codec's tag; it writes the file all the same."""
     if max_side < MIN_WEB_SIDE:
         raise ValueError(f"max_side must be >= {MIN_WEB_SIDE}, got {max_side}")
     video = open_video(source)
@@ -134,9 +106,8 @@ def _open_writer(
     fourccs: Sequence[str] | None = None,
     kind: str = "an MP4",
 ) -> cv2.VideoWriter:
-    """A writer for ``path`` at ``fps`` and ``size`` ``(width, height)``, with the first of
-    ``fourccs`` (:data:`FOURCCS` by default) this OpenCV can open; ``kind`` names the
-    format in the error."""
+    """A writer with the first of ``fourccs`` (:data:`FOURCCS` by default) this OpenCV can
+    open; ``size`` is ``(width, height)``."""
     tried = FOURCCS if fourccs is None else fourccs
     for fourcc in tried:
         with _quiet_opencv():

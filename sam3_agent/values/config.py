@@ -1,8 +1,5 @@
-"""Settings of one agent, as frozen dataclasses with a docstring per field.
-
-A setting's check is declared on its field (:func:`setting`) and run by
-:func:`check_settings`, so every refusal reads "`name` must be <what>, got <value>".
-"""
+"""Settings of one agent, as frozen dataclasses with a docstring per field and its check
+declared on the field, so every refusal reads "`name` must be <what>, got <value>"."""
 
 from __future__ import annotations
 
@@ -55,11 +52,8 @@ def positive(default: Any, expected: str, *, optional: bool = False) -> Any:
 
 
 def check_settings(settings: Any) -> None:
-    """Run every check declared on ``settings``' fields, in field order.
-
-    Raises:
-        UserError: the first failing setting, as "`name` must be <expected>, got <value>".
-    """
+    """Run every check declared on ``settings``' fields, in field order; the first failing
+    one raises a UserError."""
     for f in fields(settings):
         check = f.metadata.get("check")
         if check is None:
@@ -125,13 +119,11 @@ class AgentConfig:
     ``hierarchical``, ``attention`` (in-process transformers MLLM only), ``auto``."""
 
     max_context_tokens: int = 32768
-    """The model's context window in tokens. Every call's messages fit this minus
-    ``context_reserve_tokens``; a session whose pinned context cannot fit ends as
-    ``failed`` before the call."""
+    """The model's context window in tokens; a session whose pinned context cannot fit (less
+    ``context_reserve_tokens``) ends as ``failed`` before the call."""
 
     context_reserve_tokens: int = at_least(1024, 0)
-    """Tokens kept free for the reply: every call's messages fit ``max_context_tokens``
-    minus this. Must be >= 0 and below ``max_context_tokens``."""
+    """Tokens kept free for the reply; below ``max_context_tokens``."""
 
     context_watermark: float = setting(0.7, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
     """Share of the budget at which ``hierarchical`` starts archiving and ``auto``

@@ -1,8 +1,4 @@
-"""`Detections`: the validated container for masks, boxes and scores.
-
-Modelled on supervision's ``Detections``: one dataclass, validated on construction, with
-``len()``, integer/boolean indexing and conversion to COCO RLE only at the edges.
-"""
+"""`Detections`: the validated container for masks, boxes and scores (after supervision's)."""
 
 from __future__ import annotations
 
@@ -47,20 +43,12 @@ def _validate(masks: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> None:
 
 @dataclass(frozen=True, eq=False)
 class Detections:
-    """Instance masks for one image.
+    """Instance masks for one image: ``masks`` ``(N, H, W)`` bool at full resolution,
+    ``boxes`` ``(N, 4)`` float32 XYXY pixels, ``scores`` ``(N,)`` float32 in ``[0, 1]``.
 
-    Attributes:
-        masks: ``(N, H, W)`` bool, at the image's full resolution.
-        boxes: ``(N, 4)`` float32, XYXY in pixels of that image.
-        scores: ``(N,)`` float32 confidences in ``[0, 1]``.
-
-    Index 0 is the first mask; the model's 1-based mask numbers are converted in exactly one
-    place (:func:`sam3_agent.agent.tools.mask_numbers_to_indices`).
-
-    The tight boxes of the masks (:attr:`mask_boxes`) are computed at most once and travel
-    with every selection, so post-processing, renders and the overlay share them. A
-    selection also remembers what it was selected from (:attr:`origin`), so work done per
-    mask on the parent (display-size masks for renders) can be reused.
+    Indices are 0-based; the model's 1-based numbers are converted in one place
+    (:func:`sam3_agent.agent.tools.mask_numbers_to_indices`). A selection keeps the
+    :attr:`mask_boxes` and its :attr:`origin`, so work done per mask on the parent is reused.
     """
 
     masks: BoolArray
@@ -75,7 +63,6 @@ class Detections:
 
     @classmethod
     def empty(cls, height: int, width: int) -> Detections:
-        """No detections on an image of ``height`` x ``width`` pixels."""
         return cls(
             masks=np.zeros((0, height, width), dtype=bool),
             boxes=np.zeros((0, 4), dtype=np.float32),
@@ -84,13 +71,11 @@ class Detections:
 
     @classmethod
     def from_masks(cls, masks: BoolArray, scores: Sequence[float] | np.ndarray) -> Detections:
-        """Build detections whose boxes are the tight XYXY boxes of ``masks``."""
         masks = np.asarray(masks, dtype=bool)
         return cls(masks=masks, boxes=tight_boxes(masks), scores=np.asarray(scores))
 
     @property
     def image_size(self) -> tuple[int, int]:
-        """``(height, width)`` of the image these masks belong to."""
         return int(self.masks.shape[1]), int(self.masks.shape[2])
 
     def __len__(self) -> int:
@@ -102,15 +87,12 @@ class Detections:
 
     @cached_property
     def mask_boxes(self) -> IntArray:
-        """``(N, 4)`` int64 tight XYXY boxes of the masks in pixels (exclusive ``x2``/``y2``;
-        zeros for an empty mask). Unlike :attr:`boxes` (the segmenter's), these enclose
-        exactly the mask's pixels. Computed once per object, or handed over by
-        :meth:`with_mask_boxes` or a selection."""
+        """Tight XYXY boxes of the masks (exclusive ends; zeros for an empty mask), unlike
+        the segmenter's :attr:`boxes`."""
         return tight_boxes(self.masks).astype(np.int64)
 
     def with_mask_boxes(self, boxes: np.ndarray) -> Detections:
-        """Attach already computed tight boxes (``(N, 4)`` int, as :attr:`mask_boxes`);
-        returns ``self``."""
+        """Attach already computed :attr:`mask_boxes`; returns ``self``."""
         boxes = np.asarray(boxes, dtype=np.int64).reshape(-1, 4)
         if boxes.shape[0] != len(self):
             raise ValueError(f"mask_boxes must have shape ({len(self)}, 4), got {boxes.shape}")
@@ -124,10 +106,8 @@ class Detections:
 
     @property
     def origin(self) -> tuple[Detections, IntArray] | None:
-        """``(parent, indices)`` when this object was selected from ``parent`` and the parent
-        still exists: mask ``i`` here is ``parent``'s mask ``indices[i]`` (0-based). None
-        otherwise (the reference is weak: a selection never keeps its parent's masks alive).
-        """
+        """``(parent, indices)`` when selected from a ``parent`` that still exists (the
+        reference is weak: a selection never keeps its parent's masks alive)."""
         origin = self.__dict__.get("_origin")
         if origin is None:
             return None
@@ -135,11 +115,8 @@ class Detections:
         return None if parent is None else (parent, origin[1])
 
     def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Detections:
-        """Select detections by int, slice, list of 0-based indices or boolean array.
-
-        An evenly spaced ascending selection (one mask, a run, every other one) shares the
-        masks' memory instead of copying them; any other selection copies the masks chosen.
-        """
+        """Select by int, slice, 0-based indices or boolean array; an evenly spaced ascending
+        selection views the masks instead of copying them."""
         if isinstance(index, int | np.integer):
             index = [int(index)]
         index_array: slice | np.ndarray = index if isinstance(index, slice) else np.asarray(index)
@@ -165,11 +142,9 @@ class Detections:
         return selected
 
     def select(self, indices: Sequence[int]) -> Detections:
-        """The detections at 0-based ``indices``, in that order."""
         return self[list(indices)]
 
     def to_state(self) -> dict[str, Any]:
-        """RLE masks, boxes and scores, JSON-ready: the checkpoint's form."""
         return {
             "rle": self.to_coco_rle(),
             "boxes": self.boxes.tolist(),
@@ -177,13 +152,11 @@ class Detections:
         }
 
     def union(self) -> BoolArray:
-        """The ``(H, W)`` bool union of all masks (all False when empty)."""
         if len(self) == 0:
             return np.zeros(self.image_size, dtype=bool)
         return np.any(self.masks, axis=0)
 
     def to_coco_rle(self) -> list[dict[str, Any]]:
-        """Each mask as COCO RLE with a JSON-safe ``counts`` string."""
         return [encode_rle(m) for m in self.masks]
 
     @classmethod
@@ -214,10 +187,8 @@ class Detections:
 
 
 def as_view_index(indices: IntArray, count: int) -> slice | IntArray:
-    """A slice selecting the same items as ``indices`` (0-based, into ``count`` items) when
-    they are an evenly spaced ascending run, so arrays are viewed rather than copied;
-    ``indices`` itself otherwise (negative or out-of-range ones included, so that indexing
-    still raises)."""
+    """A slice selecting the same items as ``indices`` when they are an evenly spaced ascending
+    run; ``indices`` itself otherwise (out-of-range ones included, so indexing still raises)."""
     if indices.size == 0 or indices.min() < 0 or indices.max() >= count:
         return indices
     if indices.size == 1:
@@ -229,10 +200,7 @@ def as_view_index(indices: IntArray, count: int) -> slice | IntArray:
 
 
 def tight_boxes(masks: BoolArray) -> FloatArray:
-    """XYXY pixel boxes enclosing each mask's True pixels (zeros for an empty mask).
-
-    ``x2``/``y2`` are exclusive edges (``max index + 1``), as COCO boxes are.
-    """
+    """XYXY boxes of each mask's True pixels, exclusive ``x2``/``y2``; zeros for an empty mask."""
     boxes = np.zeros((masks.shape[0], 4), dtype=np.float32)
     for i, m in enumerate(masks):
         rows = np.flatnonzero(m.any(axis=1))

@@ -1,27 +1,13 @@
-"""The exception family.
-
-Two kinds of failure exist in an agent run, as in smolagents:
-
-* mistakes the *model* can fix (no tool tag, bad JSON, wrong mask numbers, ...). These are
-  never raised past the agent loop: they become a corrective user message
-  (:class:`sam3_agent.agent.tools.ToolMistake` carries them inside the loop).
-* failures nobody in the conversation can fix: an unreadable image, an endpoint that is
-  down after retries, missing weights. These raise a subclass of :class:`Sam3AgentError`.
-
-A message names a setting as a Python caller writes it, in backticks (`` `stride` ``,
-`` `engine='ray'` ``), never as a CLI flag: the CLI shows each as its flag
-(:mod:`sam3_agent.apps.cli.setting_flags`).
-"""
+"""The exception family for failures nobody in the conversation can fix (mistakes the model
+can fix become corrective messages instead). A message names a setting as a Python caller
+writes it, in backticks (`` `stride` ``); the CLI shows each as its flag."""
 
 from __future__ import annotations
 
 
 class Sam3AgentError(Exception):
-    """Base class of every error this package raises on purpose.
-
-    ``notes``: lines a user reads before the error's own, saying what had been decided when
-    it failed (the default MLLM chosen for this machine); the CLI prints them first.
-    """
+    """Base class of every error this package raises on purpose. ``notes``: lines the CLI
+    prints first, saying what had been decided when it failed (the default MLLM chosen)."""
 
     notes: tuple[str, ...] = ()
 

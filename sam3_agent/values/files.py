@@ -1,8 +1,5 @@
-"""Writing files safely: safe names, atomic writes, JSON text any UTF-8 writer accepts.
-
-Every path is built from a directory the caller chose plus a name that went through
-:func:`safe_name`, so nothing a user or model writes can escape the run directory.
-"""
+"""Writing files safely: safe names (nothing a user or model writes escapes the run
+directory), atomic writes, JSON text any UTF-8 writer accepts."""
 
 from __future__ import annotations
 
@@ -35,14 +32,9 @@ def utf8(text: str) -> bytes:
 
 
 def json_text(document: Any, *, indent: int | None = None) -> str:
-    """``document`` as JSON text that any UTF-8 writer accepts, whatever strings it holds.
-
-    Non-ASCII stays readable; lone surrogates and the Unicode line breaks become ``\\uXXXX``
-    escapes (valid JSON that reads back to the same string; one record stays one line). A
-    document the encoder refuses (nested deeper than Python's recursion limit, an integer
-    too long to print) is written with those values replaced by a short description rather
-    than not at all.
-    """
+    """``document`` as JSON text any UTF-8 writer accepts (one record stays one line). A
+    document the encoder refuses (too deep, an integer too long to print) is written with
+    those values described rather than not at all."""
     try:
         text = json.dumps(document, indent=indent, ensure_ascii=False)
     except (ValueError, RecursionError, TypeError):
@@ -51,7 +43,6 @@ def json_text(document: Any, *, indent: int | None = None) -> str:
 
 
 def _shallow(value: Any, depth: int) -> Any:
-    """``value`` with containers below ``depth`` levels and unprintable numbers described."""
     if isinstance(value, dict):
         if depth <= 0:
             return "<nested too deeply to record>"
@@ -72,11 +63,8 @@ def _shallow(value: Any, depth: int) -> Any:
 
 
 def safe_name(text: str, *, max_len: int = 64) -> str:
-    """A file name made from ``text``: only ``[A-Za-z0-9._-]``, no ``..``, bounded length.
-
-    Different inputs that would collapse to the same name (``"a/b"`` and ``"a b"``) get a
-    short hash of the original appended, so names stay distinct.
-    """
+    """A file name made from ``text``: only ``[A-Za-z0-9._-]``, no ``..``, bounded length; a
+    changed name gets a short hash of the original, so ``"a/b"`` and ``"a b"`` stay distinct."""
     cleaned = _UNSAFE.sub("_", text).strip("._-")
     cleaned = re.sub(r"\.{2,}", ".", cleaned) or "x"
     if cleaned != text or len(cleaned) > max_len:
@@ -97,24 +85,15 @@ _FILE_MODE = 0o666 & ~_read_umask()
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename.
-
-    The file gets the mode any other new file would (``0o666`` less the umask), not the
-    private ``0o600`` of a temporary file.
-    """
     with atomic_output(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
 
 
 @contextmanager
 def atomic_output(path: Path, *, suffix: str = ".tmp") -> Iterator[Path]:
-    """A temporary path beside ``path`` for a writer that opens its file by name (a video
-    encoder, which picks its container from ``suffix``).
-
-    When the block ends normally the file is flushed to disk, given the mode any other new
-    file would get, and renamed to ``path``; when it raises, the file is removed and
-    ``path`` is left as it was.
-    """
+    """A temporary path beside ``path`` for a writer that opens its file by name; on success
+    it is fsynced, given the mode any new file gets (not mkstemp's ``0o600``) and renamed to
+    ``path``; on error removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(fd)
@@ -131,7 +110,6 @@ def atomic_output(path: Path, *, suffix: str = ".tmp") -> Iterator[Path]:
 
 
 def atomic_write_json(path: Path, document: Any) -> None:
-    """``document`` as indented JSON (see :func:`json_text`), written atomically."""
     atomic_write_bytes(path, (json_text(document, indent=2) + "\n").encode("utf-8"))
 
 

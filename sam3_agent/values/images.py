@@ -1,12 +1,5 @@
-"""Loading user images and encoding the images we send to the MLLM.
-
-:func:`load_image` is the one loader for every image that enters the project (paths, file
-bytes, PIL images, arrays): whatever arrives leaves as the ``(H, W, 3)`` uint8 RGB image a
-person would see, or as a one-line :class:`~sam3_agent.values.errors.ImageLoadError`.
-
-Every image that enters a conversation is an :class:`EncodedImage`: encoded once (JPEG by
-default), hashed once, and shared by reference, so no round re-reads or re-encodes it.
-"""
+"""The one loader for every image that enters the project, and :class:`EncodedImage`, the
+encoded-once, hashed-once form every image in a conversation is shared as."""
 
 from __future__ import annotations
 
@@ -35,26 +28,12 @@ RGBImage = npt.NDArray[np.uint8]
 """An ``(H, W, 3)`` uint8 RGB image."""
 
 ImageInput = str | Path | bytes | Image.Image | np.ndarray
-"""What the public API accepts as an image: a path, an image file's bytes, a PIL image, or an
-array (see :func:`load_image` for the dtypes and shapes)."""
-
-# The pixel limit is checked from the file header, before any pixel is decoded, so a few KB
-# of PNG declaring gigapixels (a decompression bomb) is refused at once.
-__all__ = [
-    "DEFAULT_MAX_PIXELS",
-    "EncodedImage",
-    "ImageInput",
-    "ImageTooLargeError",
-    "RGBImage",
-    "load_image",
-]
 
 BACKGROUND = (255, 255, 255)
 """Colour transparent pixels are composited onto (white, as most viewers show them)."""
 
 _EXIF_ORIENTATION = 0x0112
 _TRANSPARENT_MODES = frozenset({"RGBA", "LA", "PA", "RGBa", "La"})
-
 
 _URL = re.compile(r"^(https?):/+", re.IGNORECASE)
 
@@ -67,11 +46,9 @@ def load_image(
 ) -> RGBImage:
     """Return ``image`` as a C-contiguous ``(H, W, 3)`` uint8 RGB array, as it is displayed.
 
-    * Paths and file bytes: the size is read from the header and refused above
-      ``max_pixels`` before any decoding (this limit applies, not PIL's global one). With
-      ``exif_orientation`` (the default) the EXIF Orientation tag is applied, so a phone
-      photo comes out in the frame every viewer shows; pass False for datasets whose
-      annotations were drawn in the stored pixel frame. PIL images get the same treatment.
+    * Paths, file bytes and PIL images: refused above ``max_pixels`` from the header, before
+      decoding (decompression bombs). ``exif_orientation``: apply the EXIF Orientation tag
+      (False for datasets annotated in the stored pixel frame).
     * Modes: 16-bit grayscale (``I;16*``, and ``I`` holding values in 0..65535) maps the
       16-bit range linearly onto 0..255; ``I`` beyond that range and ``F`` are stretched
       from their minimum..maximum (``F`` already within [0, 1] is scaled by 255);
@@ -81,9 +58,7 @@ def load_image(
       is, bool as 0/255, uint16 divided by 257 (the 16-bit range onto 0..255), float in
       [0, 1] times 255 (rounded); other dtypes and out-of-range floats are refused.
 
-    Raises:
-        ImageLoadError: missing path, unreadable or corrupt file, too many pixels, a mode
-            or array that cannot be converted. The message is one line.
+    Anything that cannot be loaded raises a one-line :class:`ImageLoadError`.
     """
     if max_pixels < 1:
         raise ImageLoadError(f"max_pixels must be >= 1, got {max_pixels}")
@@ -121,11 +96,7 @@ def load_image(
 
 
 def image_size_as_displayed(path: Path, *, exif_orientation: bool = True) -> tuple[int, int]:
-    """``(height, width)`` of the image at ``path`` from its header, orientation applied.
-
-    Raises:
-        ImageLoadError: not a readable image.
-    """
+    """``(height, width)`` of the image at ``path`` from its header, orientation applied."""
     try:
         with _pil_bomb_check_off(), Image.open(path) as pil:
             width, height = pil.size
@@ -162,12 +133,8 @@ _bomb_saved: int | None = None
 
 @contextmanager
 def _pil_bomb_check_off() -> Iterator[None]:
-    """Let our own ``max_pixels`` be the limit that applies, not PIL's global one.
-
-    PIL's check reads the module global ``Image.MAX_IMAGE_PIXELS`` at open and during some
-    loads (GIF frames). It is switched off while at least one of our decodes runs and
-    restored after the last one, so concurrent decodes never serialise on it.
-    """
+    """Let our own ``max_pixels`` be the limit, not PIL's global ``Image.MAX_IMAGE_PIXELS``:
+    off while at least one of our decodes runs, so concurrent decodes never serialise on it."""
     global _bomb_users, _bomb_saved
     with _bomb_lock:
         if _bomb_users == 0:
@@ -253,11 +220,8 @@ def _array_to_rgb(arr: np.ndarray, max_pixels: int | None, *, from_pil: bool = F
 
 
 def _to_uint8(arr: np.ndarray, *, from_pil: bool) -> npt.NDArray[np.uint8]:
-    """Rescale pixel values to uint8 as :func:`load_image` documents.
-
-    ``from_pil``: the array is a PIL ``I;16*``, ``I`` or ``F`` image, whose range is known
-    only from the data; user arrays get the strict rules (uint16, or floats in [0, 1]).
-    """
+    """``from_pil``: a PIL ``I;16*``, ``I`` or ``F`` image, whose range is known only from the
+    data; user arrays get the strict rules (uint16, or floats in [0, 1])."""
     if arr.dtype == np.uint8:
         return arr
     if arr.dtype == np.bool_:
@@ -316,10 +280,7 @@ def downscale(image: RGBImage, max_side: int) -> RGBImage:
 
 @dataclass(frozen=True)
 class EncodedImage:
-    """An image ready to be sent: encoded bytes plus what a backend or trace needs.
-
-    ``name`` is a file name (made safe by the creator) used when a trace writes the bytes.
-    """
+    """An image ready to be sent. ``name`` is a file name (made safe by the creator)."""
 
     name: str
     data: bytes
@@ -348,9 +309,6 @@ class EncodedImage:
             raise ImageLoadError(f"could not encode image {name} as {fmt}")
         h, w = image.shape[:2]
         return cls(name=name + ext, data=buf.tobytes(), mime=mime, width=w, height=h)
-
-    # The derived forms backends need are computed on first use and kept with the image, so
-    # an image sent in many rounds (the raw photo, every round) is converted once.
 
     @cached_property
     def _data_url(self) -> str:

@@ -1,14 +1,6 @@
-"""Post-processing of a segmenter's raw detections.
-
-In this order: drop masks scoring under a threshold, drop empty masks, greedily drop masks
-that overlap an already kept, higher-scoring mask, and order the rest by score. The overlap
-of two masks is their intersection over the area of the smaller one (intersection over
-minimum, "IoM"), so a small mask lying inside a large one counts as a duplicate.
-
-Overlaps are counted only inside the intersection of the two masks' tight boxes, which gives
-exactly the full-array count (no pixel of either mask lies outside its own box) at a small
-fraction of the cost.
-"""
+"""Post-processing of a segmenter's raw detections. Overlap is intersection over the smaller
+mask's area (so a small mask inside a large one is a duplicate), counted only inside the two
+tight boxes' intersection: exact, at a small fraction of the cost."""
 
 from __future__ import annotations
 
@@ -26,21 +18,9 @@ def postprocess(
     score_threshold: float = 0.5,
     overlap_threshold: float = 0.3,
 ) -> Detections:
-    """Filter and order a segmenter's detections for numbering.
-
-    Steps, in order: drop detections with ``score < score_threshold``; drop empty masks;
-    drop, greedily by descending score, every mask whose intersection over the smaller
-    mask's area exceeds ``overlap_threshold`` with a mask already kept; order the kept
-    masks by score, highest first (ties keep their input order).
-
-    The result keeps the segmenter's boxes and full-resolution masks, and carries the tight
-    boxes computed here (:attr:`~sam3_agent.values.detections.Detections.mask_boxes`) so that no
-    later step scans the masks again; index 0 of the result is the highest-scoring mask
-    (shown to the model as number 1).
-
-    Raises:
-        ValueError: ``overlap_threshold`` outside ``[0, 1]``.
-    """
+    """Drop detections under ``score_threshold`` and empty masks; greedily by descending score,
+    drop every mask overlapping a kept one by more than ``overlap_threshold``; order by
+    score, highest first (ties keep input order). The result carries its ``mask_boxes``."""
     if not 0.0 <= overlap_threshold <= 1.0:
         raise ValueError(f"overlap_threshold must be in [0, 1], got {overlap_threshold}")
     candidates = np.flatnonzero(detections.scores >= score_threshold)
@@ -68,20 +48,8 @@ def remove_overlaps(
     boxes: IntArray,
     overlap_threshold: float,
 ) -> IntArray:
-    """Greedy overlap removal over non-empty masks visited in priority order.
-
-    Args:
-        masks: ``(N, H, W)`` bool, full resolution.
-        order: ``(K,)`` 0-based indices into ``masks``, highest priority first; every
-            mask named must be non-empty.
-        boxes: ``(K, 4)`` integer tight XYXY boxes of ``masks[order]`` (exclusive
-            ``x2``/``y2``, as :func:`~sam3_agent.values.detections.tight_boxes` gives).
-        overlap_threshold: a mask is dropped when ``intersection / min(area, kept_area)``
-            exceeds this for any mask already kept.
-
-    Returns:
-        ``(M,)`` 0-based positions into ``order`` of the kept masks, ascending.
-    """
+    """Greedy overlap removal over the non-empty ``masks[order]`` (highest priority first),
+    ``boxes`` their tight XYXY boxes; returns the kept positions into ``order``, ascending."""
     box_list = np.asarray(boxes, dtype=np.int64).reshape(-1, 4).tolist()
     crops = [
         masks[i, y0:y1, x0:x1] for i, (x0, y0, x1, y1) in zip(order.tolist(), box_list, strict=True)

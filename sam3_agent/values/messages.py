@@ -1,12 +1,5 @@
-"""Chat messages as backends receive them, and what a backend sends back.
-
-Backends translate these typed values into their own wire format (OpenAI JSON, a
-transformers chat template); the agent never builds provider-specific dicts.
-
-A request has one digest (:func:`request_key`) and a response one JSON form
-(:func:`response_to_json`, :func:`response_from_json`): the response cache and the
-checkpoint journal both use them, so a request is the same request to both.
-"""
+"""Chat messages as backends receive them, and what a backend sends back. The response cache
+and the checkpoint journal share :func:`request_key` and the response's JSON form."""
 
 from __future__ import annotations
 
@@ -37,12 +30,8 @@ Part = TextPart | ImagePart
 
 @dataclass(frozen=True)
 class ChatMessage:
-    """One message: a role and an ordered tuple of text and image parts.
-
-    With native tool calling, an ``assistant`` message may carry the ``tool_calls`` it made,
-    and a ``tool`` message answers the call whose id is ``tool_call_id`` (text only: OpenAI
-    tool messages cannot hold images, so an image result follows as a user message).
-    """
+    """One message. A ``tool`` message answers the call ``tool_call_id`` and is text only
+    (OpenAI tool messages cannot hold images: an image result follows as a user message)."""
 
     role: Role
     parts: tuple[Part, ...]
@@ -73,11 +62,8 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class NativeToolCall:
-    """A structured tool call returned by an API (``arguments`` is the raw JSON string).
-
-    ``id`` names the call when it is replayed in a later request; the agent assigns it
-    (deterministically, per round), so it takes no part in equality.
-    """
+    """A structured tool call (``arguments``: the raw JSON string). The agent assigns ``id``
+    deterministically per round, so it takes no part in equality."""
 
     name: str
     arguments: str
@@ -115,15 +101,8 @@ class TokenUsage:
 @dataclass(frozen=True)
 class ChatResponse:
     """What a :class:`~sam3_agent.backends.base.ChatModel` returns for one request.
-
-    Attributes:
-        text: the visible reply (may contain ``<think>`` and ``<tool>`` tags).
-        reasoning: a separate reasoning channel, when the API has one (kept for the trace).
-        usage: tokens of this one call (``calls`` = 1).
-        finish_reason: ``"stop"``, ``"length"`` (cut off by the token limit), ``"tool_calls"``.
-        tool_calls: structured calls when native tool calling is on; empty otherwise.
-        cached: True when served from the response cache (no tokens were spent).
-    """
+    ``reasoning``: a separate channel, where the API has one; ``cached``: served from the
+    response cache (no tokens spent)."""
 
     text: str
     usage: TokenUsage = field(default_factory=lambda: TokenUsage(calls=1))
@@ -144,11 +123,8 @@ def request_key(
     model: str = "",
     generation_params: dict[str, Any] | None = None,
 ) -> str:
-    """The sha256 hex digest identifying one request; stable across processes and runs.
-
-    It covers the model name, the generation parameters, the tool specs and the messages
-    (each image by the sha256 of its encoded bytes; native tool calls with their ids).
-    """
+    """The sha256 hex digest of one request (images by their bytes' sha256), stable across
+    processes."""
     payload = {
         "format": REQUEST_KEY_FORMAT,
         "model": model,
@@ -183,7 +159,6 @@ def _part_key(part: Part) -> dict[str, str]:
 
 
 def response_to_json(response: ChatResponse) -> dict[str, Any]:
-    """``response`` as a JSON-able dict, every field kept (tool-call ids included)."""
     return {
         "text": response.text,
         "usage": [
@@ -201,14 +176,8 @@ def response_to_json(response: ChatResponse) -> dict[str, Any]:
 
 
 def response_from_json(doc: dict[str, Any]) -> ChatResponse:
-    """The response :func:`response_to_json` wrote.
-
-    Also reads the older, shorter records of response caches (no usage, no ``cached``, no
-    tool-call ids): what is missing takes its default.
-
-    Raises:
-        KeyError, TypeError, ValueError: ``doc`` is not such a record.
-    """
+    """Also reads older cache records (no usage, ``cached`` or tool-call ids): what is
+    missing takes its default."""
     prompt, completion, calls = doc.get("usage", (0, 0, 1))
     reasoning = doc.get("reasoning")
     response = ChatResponse(

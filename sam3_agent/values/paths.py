@@ -11,11 +11,7 @@ from sam3_agent.values.errors import UserError
 
 
 def check_cache_file(path: Path) -> None:
-    """The response cache must be a file (or creatable as one).
-
-    Raises:
-        UserError: ``path`` is a directory, or its directory cannot be written.
-    """
+    """The response cache must be a file (or creatable as one)."""
     resolved = path.expanduser()
     if resolved.is_dir():
         raise UserError(f"`cache` {path} is a directory; give a file, e.g. {path}/responses.sqlite")
@@ -24,11 +20,7 @@ def check_cache_file(path: Path) -> None:
 
 
 def check_writable_dir(path: Path, flag: str) -> None:
-    """``path`` is a directory we may write into, or can be created as one.
-
-    Raises:
-        UserError: ``path`` (or the first existing parent) is a file, or is not writable.
-    """
+    """``path`` is a directory we may write into, or can be created as one."""
     resolved = path.expanduser()
     probe = resolved
     while not probe.exists():

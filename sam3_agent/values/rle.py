@@ -1,10 +1,6 @@
-"""The COCO RLE codec: ``(H, W)`` bool masks to and from ``{"size": [H, W], "counts": str}``.
-
-``counts`` is pycocotools' compressed string, runs counted down the columns (column-major),
-so every file and answer holding these is readable by any COCO tool. The one place that
-turns masks into RLE and back; the service's row-order wire form is
-:mod:`sam3_agent.backends.wire`.
-"""
+"""The COCO RLE codec: ``(H, W)`` bool masks to and from ``{"size": [H, W], "counts": str}``,
+pycocotools' compressed column-major string (the service's row-order form is
+:mod:`sam3_agent.backends.wire`)."""
 
 from __future__ import annotations
 
@@ -15,19 +11,13 @@ import numpy as np
 import numpy.typing as npt
 from pycocotools import mask as mask_utils
 
-__all__ = ["decode_rle", "encode_rle", "rle_area", "rle_intersection_area", "rle_union"]
-
 BoolArray = npt.NDArray[np.bool_]
 
 
 def encode_rle(mask: BoolArray) -> dict[str, Any]:
-    """One ``(H, W)`` bool mask as COCO RLE: ``{"size": [H, W], "counts": str}``, the same
-    bytes pycocotools' ``encode`` writes.
-
-    Where the mask's bounding box is under half the image only the box is scanned: the runs
-    outside it are zeros, so their lengths follow from the box. pycocotools would first copy
-    the whole mask to column-major order, which costs more than its own scan of a large box.
-    """
+    """The same bytes pycocotools' ``encode`` writes. Where the mask's box is under half the
+    image only the box is scanned (pycocotools would first copy the whole mask to
+    column-major order)."""
     mask = np.asarray(mask, dtype=bool)
     h, w = mask.shape
     rows = np.flatnonzero(mask.any(axis=1))
@@ -56,7 +46,7 @@ def encode_rle(mask: BoolArray) -> dict[str, Any]:
 
 
 def decode_rle(rle: Mapping[str, Any]) -> BoolArray:
-    """Inverse of :func:`encode_rle`: the ``(H, W)`` bool mask; ``counts`` str or bytes."""
+    """``counts`` may be str or bytes."""
     return np.asarray(mask_utils.decode(_pycocotools(rle)), dtype=bool)
 
 
@@ -66,7 +56,6 @@ def rle_area(rle: Mapping[str, Any]) -> int:
 
 
 def rle_union(rles: Sequence[Mapping[str, Any]]) -> BoolArray:
-    """The ``(H, W)`` bool union of one or more masks of one size."""
     merged = mask_utils.merge([_pycocotools(r) for r in rles])
     return np.asarray(mask_utils.decode(merged), dtype=bool)
 

@@ -1,18 +1,5 @@
-"""Text from outside (a model, a file, a user) made safe to show, and quoted back bounded.
-
-:func:`visible` is for every surface that shows such text to a person (the terminal, HTML
-after escaping): control, bidi-override and lone-surrogate characters appear as ``\\xNN``
-instead of acting.
-
-A corrective message often repeats what the model wrote (a phrase, a tool name, a value a
-parameter refused). The model can write anything, a megabyte of text included, so every
-such echo goes through :func:`echo` or :func:`echo_list`: a correction stays a few hundred
-characters however long the input was, and the next context does not grow with it.
-
-An error that ends a run, or a failure a library or server reported, reaches a person as one
-line made by :func:`one_line`: bounded, plain, and writable to any terminal or file. A
-setting that differs from what a run started with reads as :func:`changed` says.
-"""
+"""Text from outside (a model, a file, a user) made safe to show, and quoted back bounded:
+a correction echoing a megabyte reply stays a few hundred characters."""
 
 from __future__ import annotations
 
@@ -42,12 +29,8 @@ ECHO_LIST_LIMIT = 1000
 
 
 def echo(value: object, limit: int = ECHO_LIMIT) -> str:
-    """``value`` as text for a corrective message, at most about ``limit`` characters.
-
-    Strings are quoted as they are; anything else as JSON when it can be (Python's own
-    ``repr`` otherwise: an integer too long to print, a structure too deep to encode). A cut
-    value ends in ``...`` and says how many characters were left out.
-    """
+    """``value`` (strings as they are, else JSON or ``repr``) cut to about ``limit``
+    characters for a corrective message."""
     text = value if isinstance(value, str) else _as_json(value)
     if len(text) <= limit:
         return text
@@ -76,16 +59,9 @@ ONE_LINE_LIMIT = 500
 
 
 def one_line(value: BaseException | str, limit: int = ONE_LINE_LIMIT) -> str:
-    """``value`` as one bounded line of plain text.
-
-    An exception reads ``TypeName: message`` (the bare name when the message is empty, a
-    placeholder when ``str()`` itself fails), except a
-    :class:`~sam3_agent.values.errors.UserError`: it is worded for the user and reads as its
-    message alone (as the CLI prints it). Runs of whitespace become one space; other
-    control, bidi-override and lone-surrogate characters read ``\\xNN`` (:func:`visible`), so
-    the line is safe on a terminal and encodes as UTF-8. A line longer than ``limit``
-    characters is cut and ends in ``...``.
-    """
+    """``value`` as one bounded, terminal-safe line. An exception reads ``TypeName: message``,
+    except a :class:`~sam3_agent.values.errors.UserError`, worded for the user: its message
+    alone."""
     if isinstance(value, BaseException):
         try:
             text = str(value)
@@ -103,8 +79,7 @@ def one_line(value: BaseException | str, limit: int = ONE_LINE_LIMIT) -> str:
 
 
 def changed(name: str, was: object, now: object) -> str:
-    """One setting that differs, for a refusal: ``--temperature was 0.0, now 0.7`` (strings
-    quoted, ``None`` as not given, anything else as JSON)."""
+    """One setting that differs, for a refusal: ``temperature was 0.0, now 0.7``."""
     return f"{name} was {_shown(was)}, now {_shown(now)}"
 
 

@@ -1,14 +1,6 @@
-"""Mask tracks: one object followed through the frames of a video.
-
-A :class:`Track` holds its masks as COCO RLE per frame (keyed by the frame's *position*
-among the frames the session uses, see :class:`~sam3_agent.media.video.Frame`), so a track
-through 500 frames of a 4K clip stays a few hundred KB. :class:`Tracks` is the video
-counterpart of :class:`~sam3_agent.values.detections.Detections`: what one phrase found,
-numbered from 1 for the model, highest score first after :func:`postprocess_tracks`.
-
-``result.json`` writes tracks in the YouTube-VIS layout (:meth:`Tracks.youtube_vis`): per
-object, one segmentation per frame used, ``null`` where the object is absent.
-"""
+"""Mask tracks: one object followed through the frames of a video, its masks as COCO RLE
+keyed by the frame's *position* among the frames used (a 500-frame 4K track stays a few
+hundred KB). :class:`Tracks` is the video counterpart of ``Detections``."""
 
 from __future__ import annotations
 
@@ -28,15 +20,11 @@ from sam3_agent.values.rle import (
     rle_union,
 )
 
-__all__ = ["Track", "TrackBuilder", "Tracks", "postprocess_tracks"]
-
 Box = tuple[float, float, float, float]
 
 
 @dataclass(frozen=True)
 class Track:
-    """One object through the frames it appears in."""
-
     track_id: int
     """The segmenter's object id (stable within one phrase's result)."""
 
@@ -52,18 +40,15 @@ class Track:
 
     @property
     def positions(self) -> list[int]:
-        """Frame positions the object appears in, increasing."""
         return sorted(self.masks)
 
     @property
     def extent(self) -> tuple[int, int] | None:
-        """``(first, last)`` frame position the object appears in; None if never."""
         if not self.masks:
             return None
         return min(self.masks), max(self.masks)
 
     def mask(self, position: int) -> BoolArray | None:
-        """The ``(H, W)`` mask at a frame position; None where the object is absent."""
         rle = self.masks.get(position)
         return None if rle is None else decode_rle(rle)
 
@@ -114,19 +99,12 @@ class Tracks:
         return self.tracks[index]
 
     def select(self, indices: Sequence[int]) -> Tracks:
-        """The tracks at 0-based ``indices``, in that order."""
         return Tracks(self.frame_count, self.size, tuple(self.tracks[i] for i in indices))
 
-    def present_at(self, position: int) -> list[int]:
-        """0-based indices of the tracks present at a frame position."""
-        return [i for i, t in enumerate(self.tracks) if position in t.masks]
-
     def positions(self) -> list[int]:
-        """Frame positions where at least one track is present, increasing."""
         return sorted({p for t in self.tracks for p in t.masks})
 
     def union_mask(self, position: int) -> BoolArray:
-        """All tracks' masks at a frame position, merged (empty where none is present)."""
         rles = [t.masks[position] for t in self.tracks if position in t.masks]
         if not rles:
             return np.zeros(self.size, dtype=bool)
@@ -166,11 +144,8 @@ class Tracks:
 
 
 class TrackBuilder:
-    """Collects one phrase's per-frame masks into :class:`Tracks`, frame by frame.
-
-    Each frame's masks are RLE-encoded as they arrive, so no frame's full-size masks
-    outlive the call that added them.
-    """
+    """Collects one phrase's per-frame masks into :class:`Tracks`, RLE-encoding each frame's
+    as they arrive so no full-size mask outlives the call that added it."""
 
     def __init__(self, frame_count: int, size: tuple[int, int]) -> None:
         self.frame_count = frame_count
@@ -182,7 +157,6 @@ class TrackBuilder:
     def add(
         self, position: int, object_ids: Sequence[int], masks: BoolArray, scores: Sequence[float]
     ) -> None:
-        """The masks (``(N, H, W)`` bool) of objects ``object_ids`` at a frame position."""
         if masks.shape[0] != len(object_ids) or len(scores) != len(object_ids):
             raise ValueError("object_ids, masks and scores must have one entry per object")
         if len(object_ids) and masks.shape[1:] != self.size:
@@ -197,7 +171,6 @@ class TrackBuilder:
             self._scores.setdefault(oid, []).append(float(scores[row]))
 
     def build(self) -> Tracks:
-        """Every object seen, ordered by id."""
         tracks = tuple(
             Track(oid, float(np.mean(self._scores[oid])), self._masks[oid], self._boxes[oid])
             for oid in sorted(self._masks)
@@ -211,14 +184,8 @@ def postprocess_tracks(
     score_threshold: float = 0.5,
     overlap_threshold: float = 0.3,
 ) -> Tracks:
-    """The image agent's post-processing carried to tracks.
-
-    Drop tracks scoring under ``score_threshold`` and tracks never present; greedily by
-    descending score, drop every track whose overlap with an already kept track exceeds
-    ``overlap_threshold`` (summed intersection over the smaller track's summed area, over
-    all frames: the image agent's intersection-over-minimum through time); order by score,
-    highest first (ties keep their input order).
-    """
+    """The image agent's post-processing carried to tracks; overlap is the summed
+    intersection over the smaller track's summed area, over all frames."""
     if not 0.0 <= overlap_threshold <= 1.0:
         raise ValueError(f"overlap_threshold must be in [0, 1], got {overlap_threshold}")
     candidates = [t for t in tracks if t.score >= score_threshold and t.masks]
