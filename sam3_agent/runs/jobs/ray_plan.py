@@ -22,7 +22,6 @@ class RayConnection:
     """How this process meets Ray for a run.
 
     Attributes:
-        init_args: the keyword arguments of ``ray.init``.
         description: one line saying which Ray the run uses (shown to the user).
         private: a Ray started here for this run only (no other machine, no autoscaler).
         notice: a line worth a warning: a Ray cluster on this machine that is not used.
@@ -126,9 +125,6 @@ def check_capacity(
     silently run fewer); None when it can.
 
     Each worker takes 1 CPU (Ray Data's default for an actor) and ``gpus_per_worker`` GPUs.
-
-    Raises:
-        UserError: a private local Ray that can run no worker at all (it would wait forever).
     """
     cpus = float(resources.get("CPU", 0.0))
     fits = [(int(cpus + 1e-9), f"{cpus:g} CPUs (1 per worker)")]

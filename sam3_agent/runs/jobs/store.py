@@ -106,12 +106,7 @@ class ResultStore(Generic[R]):
     def create_or_resume(
         cls, run_dir: Path, config: Mapping[str, Any], decode: Decode[R]
     ) -> ResultStore[R]:
-        """Open ``run_dir``'s store, creating it with ``config`` if new; ``decode`` reads
-        its records back.
-
-        Raises:
-            UserError: the directory holds a run made with a different ``config``.
-        """
+        """Open ``run_dir``'s store, creating it with ``config`` if new."""
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -138,11 +133,7 @@ class ResultStore(Generic[R]):
 
     @classmethod
     def open_existing(cls, run_dir: Path, decode: Decode[R]) -> ResultStore[R]:
-        """Open the store of a finished or running run (for reports).
-
-        Raises:
-            UserError: ``run_dir`` holds no results store.
-        """
+        """Open the store of a finished or running run (for reports)."""
         path = run_dir / STORE_NAME
         if not path.is_file():
             raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
@@ -187,7 +178,6 @@ class ResultStore(Generic[R]):
             return None
 
     def config(self) -> dict[str, Any] | None:
-        """The settings the run was created with."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
@@ -216,7 +206,7 @@ class ResultStore(Generic[R]):
         return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
 
     def results(self) -> list[R]:
-        """Every stored record, sorted by id."""
+        """Sorted by id."""
         rows = self._db.execute("SELECT record FROM samples ORDER BY id")
         return [self._decode(json.loads(r[0])) for r in rows]
 
