@@ -66,9 +66,6 @@ class LazyVideoAgent:
     async def get(self, frames: FrameSelection) -> Sam3VideoAgent:
         """The agent tracking ``frames`` of the videos it is given; the models are built on
         the first call.
-
-        Raises:
-            Sam3AgentError: the build failed (its video segmenter or chat model).
         """
         if self._task is None:
             self._task = asyncio.ensure_future(asyncio.to_thread(self._build))

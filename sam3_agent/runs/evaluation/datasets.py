@@ -68,17 +68,10 @@ def load_samples(
     """The samples of ``dataset``'s ``split`` under ``root``, in dataset order.
 
     Args:
-        dataset: one of :data:`DATASETS`.
-        root: the dataset directory (see the module docstring for each layout).
-        split: split name as written in the dataset files.
         images: COCO train2014 image directory for the refer datasets (found under ``root``
             when omitted).
         all_texts: ReasonSeg only: evaluate every text of an image as its own sample instead
             of only the first.
-
-    Raises:
-        UserError: unknown dataset or an option that does not apply to it.
-        DatasetError: missing, unreadable or inconsistent files.
     """
     if dataset not in DATASETS:
         raise UserError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")

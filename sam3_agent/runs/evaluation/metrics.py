@@ -55,11 +55,7 @@ class SampleScore:
 
 
 def score_mask(pred: BoolArray, gt: BoolArray, ignore: BoolArray | None = None) -> SampleScore:
-    """Score an ``(H, W)`` bool prediction against an ``(H, W)`` bool target.
-
-    Raises:
-        ValueError: the arrays' shapes differ.
-    """
+    """Score an ``(H, W)`` bool prediction against an ``(H, W)`` bool target."""
     if pred.shape != gt.shape or (ignore is not None and ignore.shape != gt.shape):
         shapes = f"prediction {pred.shape}, target {gt.shape}"
         if ignore is not None:

@@ -23,10 +23,6 @@ class Preset:
     """One evaluation: which data, which split, which mode.
 
     Attributes:
-        name: the ``--preset`` value.
-        dataset: a ``--dataset`` value.
-        split: a ``--split`` value of that dataset.
-        mode: ``agent`` or ``sam3-only``.
         description: one line for ``--help`` and the README.
     """
 
@@ -98,11 +94,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in _ALL}
 
 
 def get_preset(name: str) -> Preset:
-    """The preset called ``name``.
-
-    Raises:
-        UserError: no such preset (the message lists them).
-    """
+    """The preset called ``name``."""
     preset = PRESETS.get(name)
     if preset is None:
         raise UserError(f"unknown `preset` {name!r}; choose one of {', '.join(PRESETS)}")
@@ -116,9 +108,6 @@ def apply_preset(
 
     A flag may repeat the preset's value or, for ``mode``, change it (the baseline of a
     preset's dataset); a different dataset or split is a contradiction.
-
-    Raises:
-        UserError: no dataset at all, or a flag contradicting the preset.
     """
     if preset is None:
         if dataset is None:

@@ -61,12 +61,7 @@ class EvalSet:
     preset: str | None = None
 
     def load(self) -> Loaded[Sample]:
-        """The samples, limited and sharded, and the size of the split they come from.
-
-        Raises:
-            UserError: unknown dataset, or an option that does not apply to it.
-            DatasetError: missing, unreadable or inconsistent files.
-        """
+        """The samples, limited and sharded, and the size of the split they come from."""
         index, count = _checked_shard(self.shard)
         if is_video_dataset(self.dataset):
             raise UserError(f"{self.dataset} is a video dataset: evaluate it with a VideoEvalSet")
@@ -102,10 +97,6 @@ class VideoEvalSet:
         shard: ``(i, n)``: shard ``i`` (0-based) of ``n``, split by video (every expression
             of a video in one shard).
         preset: the preset these settings came from, recorded with the run.
-
-    Raises:
-        UserError: unknown dataset or split, a split without public ground truth (the
-            message says where it is scored), or a bad shard.
     """
 
     dataset: str
@@ -135,11 +126,7 @@ class VideoEvalSet:
         return str(self.split)
 
     def load(self) -> Loaded[VideoSample]:
-        """The samples, limited and sharded, and the size of the split they come from.
-
-        Raises:
-            DatasetError: missing, unreadable or inconsistent files.
-        """
+        """The samples, limited and sharded, and the size of the split they come from."""
         whole = load_video_samples(self.dataset, self.root, self.split_name)
         samples = whole if self.limit is None else whole[: self.limit]
         index, count = self.shard
@@ -159,11 +146,7 @@ class VideoEvalSet:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n`` (0-based shard index).
-
-    Raises:
-        UserError: not of that form.
-    """
+    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n`` (0-based shard index)."""
     try:
         index_text, count_text = text.split("/")
         index, count = int(index_text), int(count_text)
@@ -204,11 +187,7 @@ def eval_set(
     all_texts: bool = False, limit: int | None = None, shard: tuple[int, int] = (0, 1),
     preset: str | None = None,
 ) -> EvalSet | VideoEvalSet:  # fmt: skip
-    """The :class:`EvalSet` or :class:`VideoEvalSet` of ``dataset``.
-
-    Raises:
-        UserError: as :class:`VideoEvalSet` does.
-    """
+    """The :class:`EvalSet` or :class:`VideoEvalSet` of ``dataset``."""
     if is_video_dataset(dataset):
         return VideoEvalSet(dataset, root, split, limit, shard, preset)
     return EvalSet(dataset, root, split, images, all_texts, limit, shard, preset)

@@ -57,13 +57,8 @@ EVERY_FRAME = FrameSelection()
 
 @dataclass(frozen=True)
 class VideoPrediction(Outcome):
-    """A video prediction.
-
-    Attributes:
-        tracks: the selected tracks, None when nothing was predicted.
-        positions: frame file stem -> position among the frames the tracks are keyed by.
-        frames_used: frames the agent tracked.
-    """
+    """A video prediction; ``positions`` maps a frame file stem to its position among the
+    frames the ``tracks`` are keyed by."""
 
     tracks: Tracks | None = None
     positions: Mapping[str, int] = field(default_factory=dict)
@@ -79,11 +74,7 @@ class VideoPredictor(Protocol):
         ...
 
     async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction:
-        """Track ``sample.query`` through the sample's frames; artifacts go to ``output_dir``.
-
-        Raises:
-            VideoLoadError, ChatModelError, SegmenterError: this sample failed.
-        """
+        """Track ``sample.query`` through the sample's frames; artifacts go to ``output_dir``."""
         ...
 
 
@@ -98,10 +89,7 @@ def frame_positions(video: VideoSource) -> dict[str, int]:
 @dataclass(frozen=True)
 class VideoAgentPredictor:
     """The video agent on the sample's frame folder, every frame. Writes ``result.json``,
-    ``overlay.mp4``, the contact sheet and ``trace.jsonl`` per sample.
-
-    ``model`` names the MLLM in run settings and reports.
-    """
+    ``overlay.mp4``, the contact sheet and ``trace.jsonl`` per sample."""
 
     agent: Sam3VideoAgent
     model: str
@@ -127,12 +115,7 @@ class VideoAgentPredictor:
 
 def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoScore:
     """Mean J and F of ``prediction`` over the sample's annotated frames, one frame at a time
-    (no prediction: an empty mask on every frame).
-
-    Raises:
-        DatasetError: a broken ground truth, a frame the dataset lists that the folder does
-            not hold, masks of another size than the frames, or no annotated frame at all.
-    """
+    (no prediction: an empty mask on every frame)."""
     tracks = prediction.tracks
     accumulator = VideoAccumulator()
     for index, gt in enumerate(sample.ground_truth()):
@@ -194,15 +177,6 @@ async def evaluate_video_samples(
     progress: ProgressListener[VideoSampleResult] | None = None,
     retry_failed: bool = False,
 ) -> RunOutcome:
-    """Evaluate every sample not yet in ``store`` in this process, committing each as it
-    finishes: the local engine with a predictor built by the caller (a test's, a
-    benchmark's); :func:`sam3_agent.runs.evaluation.run.evaluate` builds its own on any
-    engine.
-
-    Raises:
-        UserError: ``concurrency`` < 1.
-        DatasetError: a sample's ground truth is broken (the run stops; commits are kept).
-        asyncio.CancelledError: the run was cancelled (Ctrl-C); commits are kept.
-    """
+    """:func:`~sam3_agent.runs.evaluation.handler.evaluate_samples` for video samples."""
     handler = VideoEvalHandler(predictor, store.run_dir)
     return await run_here(samples, store, handler, concurrency, progress, retry_failed)

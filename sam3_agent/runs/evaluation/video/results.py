@@ -20,7 +20,6 @@ class VideoSampleResult(EvalRecord):
     Attributes:
         split, tags, no_target: the sample's, for the metrics by split and subset.
         j, f: mean J and mean F over the annotated frames, fractions in ``[0, 1]``.
-        frames_scored: annotated frames scored.
         frames_used: frames the agent tracked (0 when the video could not be opened).
     """
 
