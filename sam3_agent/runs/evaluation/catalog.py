@@ -17,17 +17,6 @@ from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.values.config import FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
 
-__all__ = [
-    "IMAGE_DATASETS",
-    "VIDEO_DATASETS",
-    "VideoDatasetInfo",
-    "check_options",
-    "dataset_title",
-    "default_split",
-    "is_video_dataset",
-    "video_split",
-]
-
 IMAGE_DATASETS: dict[str, str] = {
     "reasonseg": "ReasonSeg",
     "refcoco": "RefCOCO",

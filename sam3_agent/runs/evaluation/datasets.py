@@ -41,15 +41,12 @@ from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS
 from sam3_agent.runs.evaluation.refer import load_grefcoco, load_refcoco
 from sam3_agent.runs.evaluation.samples import (
     GroundTruth,
-    GroundTruthSource,
     Sample,
     first_dir,
     read_json,
 )
 from sam3_agent.values.errors import DatasetError, ImageLoadError, UserError
 from sam3_agent.values.images import image_size_as_displayed
-
-__all__ = ["DATASETS", "GroundTruth", "GroundTruthSource", "Sample", "load_samples"]
 
 logger = logging.getLogger(__name__)
 

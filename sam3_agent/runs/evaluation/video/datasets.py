@@ -107,8 +107,6 @@ from sam3_agent.runs.evaluation.video.files import (
 )
 from sam3_agent.values.errors import DatasetError
 
-__all__ = ["VideoSample", "load_video_samples"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -41,16 +41,6 @@ from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import DatasetError
 from sam3_agent.values.tracks import Tracks
 
-__all__ = [
-    "VideoAgentPredictor",
-    "VideoEvalHandler",
-    "VideoPrediction",
-    "VideoPredictor",
-    "evaluate_video_samples",
-    "frame_positions",
-    "score_prediction",
-]
-
 EVERY_FRAME = FrameSelection()
 """The frames a sample is tracked on: all of its folder's, in name order (stride 1)."""
 

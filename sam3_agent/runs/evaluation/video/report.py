@@ -42,16 +42,6 @@ from sam3_agent.runs.evaluation.video.published import video_published_for
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
 from sam3_agent.values.version import __version__
 
-__all__ = [
-    "VideoComparison",
-    "VideoMethod",
-    "compare_with_published",
-    "load_video_methods",
-    "partial_warning",
-    "render_markdown",
-    "write_video_report",
-]
-
 logger = logging.getLogger(__name__)
 
 OVERALL = "overall"
