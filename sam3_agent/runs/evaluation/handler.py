@@ -8,8 +8,6 @@ One sample never stops a run (:mod:`~sam3_agent.runs.jobs.failures`): whatever i
 loading or its prediction raises is stored as that sample's failure, scored as an empty
 prediction, and evaluated again by ``--retry-failed``. Only an interrupt, a broken ground
 truth, or a failing results store stops the run, keeping what was committed.
-:func:`evaluate_samples` runs samples through a predictor built by the caller, in this
-process; :func:`sam3_agent.runs.evaluation.run.evaluate` is the whole ``eval`` command.
 """
 
 from __future__ import annotations

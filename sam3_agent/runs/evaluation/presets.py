@@ -20,11 +20,8 @@ Mode = Literal["agent", "sam3-only"]
 
 @dataclass(frozen=True)
 class Preset:
-    """One evaluation: which data, which split, which mode.
-
-    Attributes:
-        description: one line for ``--help`` and the README.
-    """
+    """One evaluation: which data, which split, which mode; ``description`` is one line for
+    ``--help`` and the README."""
 
     name: str
     dataset: str

@@ -148,8 +148,7 @@ class VideoGroundTruthSource(Protocol):
 
     def frames(self) -> Iterator[GroundTruth | None]:
         """One item per frame of the sample, in order: the frame's ground truth at the
-        frame's resolution, or None for a frame without annotation. Raises
-        :class:`DatasetError` on a broken file."""
+        frame's resolution, or None for a frame without annotation."""
         ...
 
 

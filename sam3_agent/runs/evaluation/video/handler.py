@@ -2,9 +2,7 @@
 record.
 
 :class:`VideoEvalHandler` is the video medium of
-:class:`~sam3_agent.runs.evaluation.handler.SampleHandler`, with its failure policy: whatever
-opening the video or the agent raises is stored as that sample's failure, scored as an empty
-prediction, and evaluated again by ``--retry-failed``; a broken ground truth stops the run.
+:class:`~sam3_agent.runs.evaluation.handler.SampleHandler`, with its failure policy.
 
 The agent runs on the sample's frame folder, every frame (stride 1). Its tracks are keyed by
 frame *position* among the frames it used; :func:`score_prediction` maps each frame the
