@@ -85,9 +85,6 @@ def load_samples(
     return load_refcoco(root, split, dataset=dataset, images=images)
 
 
-# --------------------------------------------------------------------------- ReasonSeg
-
-
 def load_reasonseg(root: Path, split: str, *, all_texts: bool = False) -> list[Sample]:
     """ReasonSeg samples of ``split``: ``ROOT/<split>/*.jpg`` with a ``.json`` beside each.
 

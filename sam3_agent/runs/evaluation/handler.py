@@ -56,9 +56,6 @@ if TYPE_CHECKING:
 SAMPLES_DIR = "samples"
 
 
-# --------------------------------------------------------------------------- predictors
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What a predictor answered for one sample, image or video, beside its masks.
@@ -153,9 +150,6 @@ class Sam3OnlyPredictor:
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
         # The segmenter is synchronous and heavy: keep the event loop free for other samples.
         return await asyncio.to_thread(self._predict_sync, image, query)
-
-
-# --------------------------------------------------------------------------- the run
 
 
 P = TypeVar("P", bound=Outcome)

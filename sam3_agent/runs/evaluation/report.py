@@ -44,8 +44,6 @@ logger = logging.getLogger(__name__)
 
 SPLIT_ORDER = ("val", "test", "testA", "testB", "train")
 
-# --------------------------------------------------------------------------- writing
-
 
 def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 6) -> ReportFiles:
     """Write ``metrics.json``, ``report.md``, the IoU histogram and the worst-sample gallery."""
@@ -92,9 +90,6 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
     if runs_kind(run_dirs) == VIDEO:
         return write_video_report(run_dirs, out_dir)
     return write_report(run_dirs, out_dir, gallery_size=gallery_size)
-
-
-# --------------------------------------------------------------------------- markdown
 
 
 def _ordered_splits(methods: Sequence[Method]) -> list[str]:

@@ -33,7 +33,7 @@ class GroundTruthSource(Protocol):
     """Something that can produce a sample's ground truth on demand."""
 
     def load(self) -> GroundTruth:
-        """Decode the ground truth. Raises :class:`DatasetError` on a broken file."""
+        """Decode the ground truth."""
         ...
 
 

@@ -64,7 +64,6 @@ def plan_connection(
 
     Args:
         workers: actors the run asks for (a private Ray declares a CPU for each).
-        cpu_count: this machine's CPUs (``os.cpu_count()``).
         recorded_cluster: the address of the cluster ``ray start`` recorded here, if any.
     """
     if address is None:

@@ -197,9 +197,6 @@ def _sample(
     )  # fmt: skip
 
 
-# --------------------------------------------------------------------------- loaders
-
-
 def _load_ref_youtube_vos(root: Path, split: str, info: VideoDatasetInfo) -> list[VideoSample]:
     meta = require_file(root / "meta_expressions" / split / "meta_expressions.json")
     videos = videos_of(meta)

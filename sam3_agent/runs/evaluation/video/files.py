@@ -140,9 +140,6 @@ def mask_tracks(path: Path, wanted: set[str]) -> dict[str, tuple[Any, ...]]:
     return tracks
 
 
-# --------------------------------------------------------------------------- ground truth
-
-
 class VideoGroundTruthSource(Protocol):
     """Decodes a sample's ground truth one frame at a time."""
 

@@ -50,8 +50,6 @@ from sam3_agent.values.detections import BoolArray
 BOUND_TH = 0.008
 """DAVIS's contour tolerance: a fraction of the image diagonal."""
 
-# --------------------------------------------------------------------------- one frame
-
 
 def _check(pred: BoolArray, gt: BoolArray, void: BoolArray | None) -> None:
     if gt.ndim != 2 or gt.size == 0:
@@ -178,9 +176,6 @@ def score_frame(
     )
 
 
-# --------------------------------------------------------------------------- one video
-
-
 @dataclass(frozen=True)
 class VideoScore:
     """Mean J and mean F of one video (one object-expression) over its annotated frames."""
@@ -246,9 +241,6 @@ def score_video(
             raise ValueError(f"predictions and ground truth differ in length (at frame {index})")
         acc.update(pred, gt)  # type: ignore[arg-type]
     return acc.result()
-
-
-# --------------------------------------------------------------------------- many videos
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,6 @@ OVERALL = "overall"
 """The subset column's name for a split's overall figures."""
 
 
-# --------------------------------------------------------------------------- methods
-
-
 @dataclass
 class VideoMethod(MergedRuns[VideoSampleResult]):
     """The merged video results of run directories that share their settings but split or
@@ -112,9 +109,6 @@ def load_video_methods(run_dirs: Sequence[Path]) -> list[VideoMethod]:
     return merge_runs(run_dirs, VideoSampleResult.from_json, VIDEO, VideoMethod)
 
 
-# --------------------------------------------------------------------------- published
-
-
 @dataclass(frozen=True)
 class VideoComparison(Compared):
     """A run's figure beside a published one of its dataset and split (on each of the run's
@@ -164,9 +158,6 @@ def partial_warning(comparisons: Sequence[VideoComparison]) -> str | None:
     return partial_text(dict.fromkeys((c.method, c.split, c.coverage) for c in comparisons))
 
 
-# --------------------------------------------------------------------------- writing
-
-
 def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> ReportFiles:
     """Write ``metrics.json`` and ``report.md`` for video run directories."""
     methods = load_video_methods(run_dirs)
@@ -208,9 +199,6 @@ def _summary_lines(m: VideoMethod) -> list[str]:
             + f", failed {o.failed}"
         )
     return lines
-
-
-# --------------------------------------------------------------------------- markdown
 
 
 def _metric_rows(m: VideoMethod, with_coverage: bool) -> list[list[str]]:
