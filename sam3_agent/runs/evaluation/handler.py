@@ -28,15 +28,7 @@ from sam3_agent.backends.base import Segmenter
 from sam3_agent.runs.evaluation.datasets import Sample
 from sam3_agent.runs.evaluation.metrics import score_mask
 from sam3_agent.runs.evaluation.results import EvalRecord, SampleResult
-from sam3_agent.runs.jobs.base import (
-    DEFAULT_CONCURRENCY,
-    ImageSource,
-    J,
-    Job,
-    JobHandler,
-    Prebuilt,
-    R,
-)
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Job, Prebuilt
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
@@ -276,25 +268,11 @@ async def evaluate_samples(
     is the segmenter wrapper the predictor uses, so an image's embedding is released when its
     last sample is done. A broken ground truth (``DatasetError``) stops the run; commits are kept.
     """
-    handler = EvalHandler(predictor, store.run_dir, shared)
-    return await run_here(samples, store, handler, concurrency, progress, retry_failed)
-
-
-async def run_here(
-    samples: Sequence[J],
-    store: ResultStore[R],
-    handler: JobHandler[J, R],
-    concurrency: int,
-    progress: ProgressListener[R] | None,
-    retry_failed: bool,
-) -> RunOutcome:
-    """``samples`` through ``handler`` on the local engine, in this process, into ``store``:
-    what :func:`evaluate_samples` and its video counterpart share."""
     return await run_jobs(
         samples,
         store,
         LocalEngine(concurrency=concurrency),
-        Prebuilt(handler),
+        Prebuilt(EvalHandler(predictor, store.run_dir, shared)),
         progress=progress,
         retry_failed=retry_failed,
     )

@@ -14,27 +14,19 @@ there, decoded for that frame only, so a video's masks are never all held at onc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.media.video import VideoSource, open_video
-from sam3_agent.runs.evaluation.handler import (
-    Attempt,
-    Outcome,
-    SampleHandler,
-    agent_details,
-    run_here,
-)
+from sam3_agent.runs.evaluation.handler import Attempt, Outcome, SampleHandler, agent_details
 from sam3_agent.runs.evaluation.video.datasets import VideoSample
 from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator, VideoScore
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource
-from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome
+from sam3_agent.runs.jobs.base import ImageSource
 from sam3_agent.runs.jobs.records import agent_outcome
-from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import DatasetError
 from sam3_agent.values.tracks import Tracks
@@ -154,17 +146,3 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleRe
             **done.record_fields(), j=score.j, f=score.f, frames_scored=score.frames,
             frames_used=done.prediction.frames_used,
         )  # fmt: skip
-
-
-async def evaluate_video_samples(
-    samples: Sequence[VideoSample],
-    store: ResultStore[VideoSampleResult],
-    predictor: VideoPredictor,
-    *,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    progress: ProgressListener[VideoSampleResult] | None = None,
-    retry_failed: bool = False,
-) -> RunOutcome:
-    """:func:`~sam3_agent.runs.evaluation.handler.evaluate_samples` for video samples."""
-    handler = VideoEvalHandler(predictor, store.run_dir)
-    return await run_here(samples, store, handler, concurrency, progress, retry_failed)
