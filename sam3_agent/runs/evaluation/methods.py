@@ -144,11 +144,7 @@ def runs_kind(run_dirs: Sequence[Path]) -> str:
 
 
 def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
-    """Read run directories and merge them into methods (see the module docstring).
-
-    A sample id stored in two merged directories is counted once (the first directory
-    given wins) and a warning is logged.
-    """
+    """:func:`merge_runs` for image run directories."""
     return merge_runs(run_dirs, SampleResult.from_json, IMAGE, Method)
 
 

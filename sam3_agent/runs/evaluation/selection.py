@@ -38,18 +38,8 @@ class Loaded(Generic[S]):
 
 @dataclass(frozen=True)
 class EvalSet:
-    """Which samples to evaluate, as the ``eval`` flags say.
-
-    Attributes:
-        dataset: one of :data:`~sam3_agent.runs.evaluation.datasets.DATASETS`.
-        root: the dataset directory.
-        split: the split, as written in the dataset files.
-        images: COCO train2014 images of the refer datasets (found under ``root`` if None).
-        all_texts: ReasonSeg: every text of an image, not only the first.
-        limit: only the first ``limit`` samples, in dataset order.
-        shard: ``(i, n)``: shard ``i`` (0-based) of ``n``, split by image.
-        preset: the preset these settings came from, recorded with the run.
-    """
+    """Which samples to evaluate, as the ``eval`` flags say (see :func:`load_samples`);
+    ``limit`` keeps the first samples in dataset order, ``shard`` ``(i, n)`` is 0-based."""
 
     dataset: str
     root: Path
@@ -87,17 +77,8 @@ class EvalSet:
 
 @dataclass(frozen=True)
 class VideoEvalSet:
-    """Which video samples to evaluate.
-
-    Attributes:
-        dataset: one of :data:`~sam3_agent.runs.evaluation.catalog.VIDEO_DATASETS`.
-        root: the dataset directory.
-        split: the split (None: the dataset's default, its first listed split).
-        limit: only the first ``limit`` samples, in dataset order.
-        shard: ``(i, n)``: shard ``i`` (0-based) of ``n``, split by video (every expression
-            of a video in one shard).
-        preset: the preset these settings came from, recorded with the run.
-    """
+    """Which video samples to evaluate, as :class:`EvalSet` (sharded by video); ``split``
+    None is the dataset's default, its first listed split."""
 
     dataset: str
     root: Path

@@ -83,10 +83,7 @@ async def run_jobs(
     retry_failed: bool = False,
     clock: Callable[[], float] = time.perf_counter,
 ) -> RunOutcome:
-    """Run every job not yet in ``store`` on ``engine``, committing each as it finishes.
-
-    ``clock`` (seconds, monotonic) times the run for :attr:`RunOutcome.wall_s`.
-    """
+    """Run every job not yet in ``store`` on ``engine``, committing each as it finishes."""
     started = clock()
     todo = pending_jobs(jobs, store, retry_failed=retry_failed)
     todo_ids = {j.id for j in todo}

@@ -24,7 +24,7 @@ class RayConnection:
     Attributes:
         description: one line saying which Ray the run uses (shown to the user).
         private: a Ray started here for this run only (no other machine, no autoscaler).
-        notice: a line worth a warning: a Ray cluster on this machine that is not used.
+        notice: a Ray cluster on this machine that is not used.
         pick_up_token: use this machine's Ray token as ``ray.init(address="auto")`` does
             (an explicit ``host:port`` otherwise never does).
     """

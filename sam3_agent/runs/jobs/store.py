@@ -48,11 +48,8 @@ CREATE TABLE IF NOT EXISTS samples (
 
 
 def job_dir_name(job_id: str) -> str:
-    """The directory name of a job's files, made by the package's one safe-name helper.
-
-    No path separators or ``..``, bounded length; ids that differ only in unsafe characters
-    (``a/b`` and ``a:b``) get a hash of the exact id appended, so they never share a directory.
-    """
+    """The directory name of a job's files: ids that differ only in unsafe characters
+    (``a/b`` and ``a:b``) never share a directory."""
     return safe_name(job_id, max_len=80)
 
 
@@ -158,10 +155,7 @@ class ResultStore(Generic[R]):
         return None if row is None else int(json.loads(row[0]))
 
     def set_meta(self, key: str, value: Any) -> None:
-        """Record a JSON-able fact about the run under ``key`` (the latest value wins).
-
-        ``config``, ``schema``, ``created_at`` and ``planned`` are the store's own keys.
-        """
+        """Record a JSON-able fact about the run under ``key`` (the latest value wins)."""
         if key in _OWN_KEYS:
             raise ValueError(f"{key!r} is kept by the results store itself")
         self._set_meta(key, value)
