@@ -40,7 +40,7 @@ class Output:
     """Where one request writes.
 
     Attributes:
-        out: the directory (``None``: a fresh one under :data:`DEFAULT_ROOT`).
+        out: ``None``: a fresh directory under :data:`DEFAULT_ROOT`.
         resume: the run directory of an interrupted session, continued in place.
         overwrite: replace a previous run's files in ``out`` (nothing else).
     """
@@ -50,11 +50,7 @@ class Output:
     overwrite: bool = False
 
     def check(self, *, agent: bool) -> None:
-        """Refuse what cannot be written, before anything loads.
-
-        Raises:
-            UserError: ``resume`` with another ``out`` or without the agent, or a bad ``out``.
-        """
+        """Refuse what cannot be written, before anything loads."""
         if self.resume is not None:  # the directory holds the session: not cleared, not claimed
             if self.out is not None and self.out.resolve() != self.resume.resolve():
                 raise UserError("`resume` continues the session in its own directory; drop `out`")
@@ -98,11 +94,7 @@ class Output:
 
 
 def check_run_dir(out: Path, *, overwrite: bool) -> None:
-    """Refuse ``out`` before anything loads: a file, unwritable, or not empty.
-
-    Raises:
-        UserError: one line that says what to do instead.
-    """
+    """Refuse ``out`` before anything loads: a file, unwritable, or not empty."""
     check_writable_dir(out, "`out`")
     entries = _entries(out)
     if not entries:
@@ -153,9 +145,6 @@ def claim_default_run_dir(name: str, root: Path = DEFAULT_ROOT) -> Path:
 
     ``name`` must already be a safe file name. Creating the directory is the claim, so two
     processes started in the same second get different directories.
-
-    Raises:
-        UserError: ``root`` cannot be written, or every variant is taken.
     """
     check_writable_dir(root, "the default output directory")
     stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"

@@ -62,13 +62,7 @@ def segment_request(
     progress: Progress, *, sam3_only: bool = False, export: str | None = None,
 ) -> Finished[AgentResult]:  # fmt: skip
     """Segment what ``query`` describes in ``image``: the agent (or, ``sam3_only``, SAM 3
-    alone with the query as its phrase), or the session in ``output.resume`` continued.
-
-    Raises:
-        UserError: a bad setting, path, query or resume (before any model loads).
-        Sam3AgentError: what the backends and the session raise.
-        Interrupted: Ctrl+C once the session started.
-    """
+    alone with the query as its phrase), or the session in ``output.resume`` continued."""
     _check(spec, config, output, chat=not sam3_only)
     formats = parse_exports(export)
     check_query(query)
@@ -122,13 +116,7 @@ def track_request(
     progress: Progress, *, selection: FrameSelection, options: VideoOptions,
 ) -> Finished[VideoResult]:  # fmt: skip
     """Track what ``query`` describes through ``video`` (the frames ``selection`` picks),
-    or continue the session in ``output.resume``.
-
-    Raises:
-        UserError, VideoLoadError: a bad setting, path, query or video (before any model).
-        Sam3AgentError: what the backends and the session raise.
-        Interrupted: Ctrl+C once the session started.
-    """
+    or continue the session in ``output.resume``."""
     _check(spec, config, output, chat=True)
     check_query(query)
     # Opening indexes the frames (no pixel kept): a bad video fails here, in one line.

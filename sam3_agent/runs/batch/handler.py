@@ -3,9 +3,8 @@
 A request's files go to ``RUN_DIR/<safe id>/``: for an image, ``result.json``,
 ``overlay.png`` and ``trace.jsonl`` as ``sam3-agent run`` writes them; for a video,
 ``result.json`` (tracks in the YouTube-VIS layout), ``overlay.mp4``, ``contact_sheet.png``
-and ``trace.jsonl`` as ``sam3-agent track`` writes them. Its record
-(:class:`~sam3_agent.runs.batch.results.RequestResult`) holds its outcome and the size of its
-masks. As in ``eval``, one request never stops a batch
+and ``trace.jsonl`` as ``sam3-agent track`` writes them. As in ``eval``, one request never
+stops a batch
 (:mod:`~sam3_agent.runs.jobs.failures`): whatever it raises (a missing or corrupt video
 included) is stored as its failure and run again by ``--retry-failed``.
 
@@ -65,11 +64,7 @@ class LazyVideoAgent:
 
     async def get(self, frames: FrameSelection) -> Sam3VideoAgent:
         """The agent tracking ``frames`` of the videos it is given; the models are built on
-        the first call.
-
-        Raises:
-            Sam3AgentError: the build failed (its video segmenter or chat model).
-        """
+        the first call."""
         if self._task is None:
             self._task = asyncio.ensure_future(asyncio.to_thread(self._build))
         first = await asyncio.shield(self._task)

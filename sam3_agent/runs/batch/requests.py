@@ -49,7 +49,6 @@ class BatchRequest:
             the name of the request's output directory, made safe).
         image_path: the image file, absolute; for a video request, the video file or folder
             of frames (the engines group and order jobs by this path).
-        query: what to segment.
         frames: set for a video request: the frames it tracks (``None``: an image request).
     """
 
@@ -111,10 +110,6 @@ def load_requests(
         query: the query for every image of a folder (only with a folder).
         frames: the frames a video row tracks where it names none (``batch --stride`` ...);
             a row's own keys replace its fields one by one. Default: every frame.
-
-    Raises:
-        UserError: a file with ``query``, or a folder without it.
-        DatasetError: unreadable or malformed input, a repeated id.
     """
     if source.is_dir():
         if query is None or not query.strip():

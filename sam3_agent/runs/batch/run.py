@@ -95,27 +95,15 @@ def run_batch(
     Args:
         requests: the requests, or a file or folder to read them from
             (:func:`~sam3_agent.runs.batch.requests.load_requests`; ``query`` for a folder).
-        out: the run directory (created if needed).
         backends: what the workers build SAM 3 (on images, and on video where a video
             request arrives) and the MLLM from. With the local engine the MLLM is built here
             when the settings do not name it; the Ray engine needs it named (nothing loads
             on the driver).
-        config: the agent's settings (default :class:`AgentConfig`).
-        video_options: what the video agent shows the model, for video requests (default
-            :class:`VideoOptions`). Their workers build SAM 3's video model
-            (``backends.build_video_segmenter()``) when the first video request arrives.
-        engine: where the requests run (default: the local engine).
-        retry_failed: run again the requests stored as infrastructure failures.
+        video_options: for video requests, whose workers build SAM 3's video model
+            (``backends.build_video_segmenter()``) when the first one arrives.
         progress: told the total and what was stored before, then each committed result.
         loading_bars: show the progress bars of model downloads and loading where the
             models load (None: only with a ``progress`` listener).
-
-    Raises:
-        UserError: bad options, or ``out`` holds a run made with other settings.
-        DatasetError: unreadable or malformed input.
-        Sam3AgentError: the engine failed, or a model could not be built (what finished
-            is kept; a rerun resumes).
-        KeyboardInterrupt, asyncio.CancelledError: interrupted (what finished is kept).
     """
     if isinstance(requests, Path):
         requests = load_requests(requests, query=query)

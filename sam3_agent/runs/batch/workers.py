@@ -27,11 +27,8 @@ class BatchWorkerFactory(LeavesChatModelOnDriver):
     (see :class:`~sam3_agent.runs.jobs.models.LeavesChatModelOnDriver` for those fields);
     ``backends`` builds SAM 3's video model too, where a video request arrives.
 
-    Attributes:
-        video_options: what the video agent shows the model.
-        images: the batch holds image requests: build the image agent (a batch of videos
-            only loads no image model).
-        videos: the batch holds video requests: the handler may build the video agent.
+    ``images`` / ``videos``: the batch holds requests of that medium (a batch of videos only
+    loads no image model).
     """
 
     backends: VideoModelSource

@@ -17,17 +17,6 @@ from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.values.config import FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
 
-__all__ = [
-    "IMAGE_DATASETS",
-    "VIDEO_DATASETS",
-    "VideoDatasetInfo",
-    "check_options",
-    "dataset_title",
-    "default_split",
-    "is_video_dataset",
-    "video_split",
-]
-
 IMAGE_DATASETS: dict[str, str] = {
     "reasonseg": "ReasonSeg",
     "refcoco": "RefCOCO",
@@ -43,7 +32,6 @@ class VideoDatasetInfo:
     """What a caller needs to know of one dataset before loading it.
 
     Attributes:
-        name: as ``load_video_samples`` takes it.
         title: as papers print it.
         splits: the splits the loader reads; the first is the default.
         no_public_ground_truth: split -> why it cannot be scored here and where it can.
@@ -91,11 +79,7 @@ VIDEO_DATASETS: dict[str, VideoDatasetInfo] = {
 
 
 def video_split(dataset: str, split: str | None) -> tuple[VideoDatasetInfo, str]:
-    """The video dataset's info and the split named (its default when None).
-
-    Raises:
-        UserError: unknown dataset or split.
-    """
+    """The video dataset's info and the split named (its default when None)."""
     info = VIDEO_DATASETS.get(dataset)
     if info is None:
         raise UserError(
@@ -137,9 +121,6 @@ def check_options(
     """Refuse, by setting, what does not apply to ``dataset``: the image options and the
     frame selection for a video dataset, the video settings (not at their defaults) for an
     image one.
-
-    Raises:
-        UserError: naming the first such setting, in the order ``eval`` lists them.
     """
     given: list[tuple[object, object, str]] = [
         (frames, FrameSelection(), n) for n in FRAME_SETTINGS

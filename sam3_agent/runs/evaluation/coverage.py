@@ -1,12 +1,9 @@
 """How much of a split a run scored: the figure set beside every published comparison.
 
-Published figures cover whole splits; a run made with ``--limit``, one ``--shard`` of
-several, or stopped early covers part of one. ``eval`` records the split's
-:class:`Population` in the run directory (before ``--limit`` and ``--shard``); a report
-reads it back and says, for each split it compares, how many samples were scored out of
-how many: ``6/200 (3%)``. Run directories made before the population was recorded fall
-back to the run's plan (what the latest invocation set out to run), and say so; with
-neither, the total is unknown and the text says that instead of guessing.
+``eval`` records the split's :class:`Population` in the run directory (before ``--limit``
+and ``--shard``); a report says, for each split it compares, ``6/200 (3%)``. Run directories
+made before the population was recorded fall back to the run's plan, and say so; with
+neither, the text says the total is unknown instead of guessing.
 """
 
 from __future__ import annotations
@@ -74,14 +71,9 @@ def _count(value: Any) -> TypeGuard[int]:
 
 @dataclass(frozen=True)
 class Coverage:
-    """``scored`` samples out of ``total``.
-
-    Attributes:
-        scored: samples stored and scored (failed ones count: they score as empty).
-        total: samples of the whole split (``basis == "split"``), or those the run's latest
-            invocation planned (``basis == "plan"``: the split's size was not recorded);
-            None when unknown.
-    """
+    """``scored`` samples (failed ones count: they score as empty) out of ``total``: the whole
+    split's (``basis == "split"``), the latest invocation's plan (``basis == "plan"``), or None
+    when unknown."""
 
     scored: int
     total: int | None

@@ -41,15 +41,12 @@ from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS
 from sam3_agent.runs.evaluation.refer import load_grefcoco, load_refcoco
 from sam3_agent.runs.evaluation.samples import (
     GroundTruth,
-    GroundTruthSource,
     Sample,
     first_dir,
     read_json,
 )
 from sam3_agent.values.errors import DatasetError, ImageLoadError, UserError
 from sam3_agent.values.images import image_size_as_displayed
-
-__all__ = ["DATASETS", "GroundTruth", "GroundTruthSource", "Sample", "load_samples"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,17 +65,10 @@ def load_samples(
     """The samples of ``dataset``'s ``split`` under ``root``, in dataset order.
 
     Args:
-        dataset: one of :data:`DATASETS`.
-        root: the dataset directory (see the module docstring for each layout).
-        split: split name as written in the dataset files.
         images: COCO train2014 image directory for the refer datasets (found under ``root``
             when omitted).
         all_texts: ReasonSeg only: evaluate every text of an image as its own sample instead
             of only the first.
-
-    Raises:
-        UserError: unknown dataset or an option that does not apply to it.
-        DatasetError: missing, unreadable or inconsistent files.
     """
     if dataset not in DATASETS:
         raise UserError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
@@ -93,9 +83,6 @@ def load_samples(
     if dataset == "grefcoco":
         return load_grefcoco(root, split, images=images)
     return load_refcoco(root, split, dataset=dataset, images=images)
-
-
-# --------------------------------------------------------------------------- ReasonSeg
 
 
 def load_reasonseg(root: Path, split: str, *, all_texts: bool = False) -> list[Sample]:

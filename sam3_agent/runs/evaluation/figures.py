@@ -111,11 +111,7 @@ def _tint(
 
 
 def render_comparison(result: SampleResult, side: int = GALLERY_SIDE) -> RGBImage:
-    """The prediction (red) beside the ground truth (green; ignore region grey).
-
-    Raises:
-        ImageLoadError: the sample's image cannot be read.
-    """
+    """The prediction (red) beside the ground truth (green; ignore region grey)."""
     image = load_image(result.image_path)
     size = (image.shape[0], image.shape[1])
     scale = side / max(size)

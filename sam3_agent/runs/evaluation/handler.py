@@ -8,8 +8,6 @@ One sample never stops a run (:mod:`~sam3_agent.runs.jobs.failures`): whatever i
 loading or its prediction raises is stored as that sample's failure, scored as an empty
 prediction, and evaluated again by ``--retry-failed``. Only an interrupt, a broken ground
 truth, or a failing results store stops the run, keeping what was committed.
-:func:`evaluate_samples` runs samples through a predictor built by the caller, in this
-process; :func:`sam3_agent.runs.evaluation.run.evaluate` is the whole ``eval`` command.
 """
 
 from __future__ import annotations
@@ -30,15 +28,7 @@ from sam3_agent.backends.base import Segmenter
 from sam3_agent.runs.evaluation.datasets import Sample
 from sam3_agent.runs.evaluation.metrics import score_mask
 from sam3_agent.runs.evaluation.results import EvalRecord, SampleResult
-from sam3_agent.runs.jobs.base import (
-    DEFAULT_CONCURRENCY,
-    ImageSource,
-    J,
-    Job,
-    JobHandler,
-    Prebuilt,
-    R,
-)
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Job, Prebuilt
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
@@ -58,19 +48,12 @@ if TYPE_CHECKING:
 SAMPLES_DIR = "samples"
 
 
-# --------------------------------------------------------------------------- predictors
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What a predictor answered for one sample, image or video, beside its masks.
 
-    Attributes:
-        status: ``masks``, ``no_mask`` or ``failed`` (the agent gave up, or it raised).
-        rounds, prompt_tokens, completion_tokens, calls, failure: as the record keeps them
-            (:data:`~sam3_agent.runs.jobs.records.OUTCOME_FIELDS`).
-        artifacts: the per-sample directory written, if any.
-        extra: JSON-safe details kept in the store (usage breakdown, timings).
+    ``status`` is ``masks``, ``no_mask`` or ``failed``; ``extra`` holds JSON-safe details kept
+    in the store (usage breakdown, timings).
     """
 
     status: str
@@ -101,22 +84,14 @@ class Predictor(Protocol):
         ...
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
-        """Segment ``query`` on an ``(H, W, 3)`` uint8 image.
-
-        ``output_dir`` is this sample's own directory for artifacts (may be left unused).
-
-        Raises:
-            ChatModelError, SegmenterError: the backend failed for this sample.
-        """
+        """Segment ``query`` on an ``(H, W, 3)`` uint8 image; ``output_dir`` is this sample's
+        own directory for artifacts (may be left unused)."""
         ...
 
 
 @dataclass(frozen=True)
 class AgentPredictor:
-    """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample.
-
-    ``model`` names the MLLM in run settings and reports.
-    """
+    """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample."""
 
     agent: Sam3Agent
     model: str
@@ -143,12 +118,8 @@ def agent_details(result: AgentResult | VideoResult) -> dict[str, Any]:
 
 
 class Sam3OnlyPredictor:
-    """SAM 3 alone, the raw query as its phrase: the paper's baseline without an MLLM.
-
-    The prediction is the union of what ``sam3-agent run --mode sam3-only`` answers
-    (:func:`~sam3_agent.agent.sam3_only.segment_only`): every mask scoring at least the
-    configured score threshold. Images above ``config.max_image_pixels`` are refused.
-    """
+    """SAM 3 alone, the raw query as its phrase: the paper's baseline without an MLLM. The
+    prediction is the union of what :func:`~sam3_agent.agent.sam3_only.segment_only` keeps."""
 
     def __init__(
         self, segmenter: Segmenter, model: str, *, config: AgentConfig | None = None
@@ -173,9 +144,6 @@ class Sam3OnlyPredictor:
         return await asyncio.to_thread(self._predict_sync, image, query)
 
 
-# --------------------------------------------------------------------------- the run
-
-
 P = TypeVar("P", bound=Outcome)
 S = TypeVar("S", bound=Job)
 RR = TypeVar("RR", bound=EvalRecord)
@@ -185,11 +153,8 @@ RR = TypeVar("RR", bound=EvalRecord)
 class Attempt(Generic[P]):
     """One sample's prediction as :meth:`SampleHandler.run` made it, of an image or a video.
 
-    Attributes:
-        prediction: the predictor's answer, or the failed one standing for what it raised.
-        infra_error: the prediction is that failed one (``--retry-failed`` runs it again).
-        elapsed: seconds from the start of the attempt.
-        rel_dir: the sample's directory for its files, relative to the run directory.
+    ``infra_error``: ``prediction`` stands for what the predictor raised. ``elapsed`` is in
+    seconds; ``rel_dir`` is relative to the run directory.
     """
 
     prediction: P
@@ -198,7 +163,6 @@ class Attempt(Generic[P]):
     rel_dir: Path
 
     def record_fields(self) -> dict[str, Any]:
-        """The record's fields that the prediction and the attempt fill, of either kind."""
         p = self.prediction
         return {
             **{name: getattr(p, name) for name in OUTCOME_FIELDS},
@@ -300,42 +264,15 @@ async def evaluate_samples(
     """Evaluate every sample not yet in ``store`` in this process, committing each as it finishes.
 
     The local engine with a predictor built by the caller (a test's, a benchmark's);
-    :func:`sam3_agent.runs.evaluation.run.evaluate` builds its own on any engine.
-
-    Args:
-        samples: the samples of this run (any order; they are run grouped by image).
-        store: where results go; its stored samples are skipped.
-        predictor: the agent or the SAM 3-only baseline.
-        concurrency: samples in flight at once.
-        shared: the segmenter wrapper the predictor uses, so an image's embedding is
-            released when its last sample is done.
-        progress: told about each committed sample.
-        retry_failed: evaluate again the samples stored as infrastructure failures.
-
-    Raises:
-        UserError: ``concurrency`` < 1.
-        DatasetError: a sample's ground truth is broken (the run stops; commits are kept).
-        asyncio.CancelledError: the run was cancelled (Ctrl-C); commits are kept.
+    :func:`sam3_agent.runs.evaluation.run.evaluate` builds its own on any engine. ``shared``
+    is the segmenter wrapper the predictor uses, so an image's embedding is released when its
+    last sample is done. A broken ground truth (``DatasetError``) stops the run; commits are kept.
     """
-    handler = EvalHandler(predictor, store.run_dir, shared)
-    return await run_here(samples, store, handler, concurrency, progress, retry_failed)
-
-
-async def run_here(
-    samples: Sequence[J],
-    store: ResultStore[R],
-    handler: JobHandler[J, R],
-    concurrency: int,
-    progress: ProgressListener[R] | None,
-    retry_failed: bool,
-) -> RunOutcome:
-    """``samples`` through ``handler`` on the local engine, in this process, into ``store``:
-    what :func:`evaluate_samples` and its video counterpart share."""
     return await run_jobs(
         samples,
         store,
         LocalEngine(concurrency=concurrency),
-        Prebuilt(handler),
+        Prebuilt(EvalHandler(predictor, store.run_dir, shared)),
         progress=progress,
         retry_failed=retry_failed,
     )

@@ -125,22 +125,14 @@ def method_label(config: dict[str, Any]) -> str:
 
 
 def run_kind(run_dir: Path) -> str:
-    """``image`` or ``video``: what the evaluation in ``run_dir`` scored (run directories
-    made before videos were evaluated are image runs).
-
-    Raises:
-        UserError: ``run_dir`` is not a run directory.
-    """
+    """``image`` or ``video``; run directories made before videos were evaluated are image
+    runs."""
     with reading(run_dir, JobRecord.from_json) as store:  # its settings only: nothing decoded
         return str((store.config() or {}).get(KIND_KEY, IMAGE))
 
 
 def runs_kind(run_dirs: Sequence[Path]) -> str:
-    """The one kind (:func:`run_kind`) of every directory in ``run_dirs``.
-
-    Raises:
-        UserError: none given, one is not a run directory, or image and video runs mixed.
-    """
+    """The one kind (:func:`run_kind`) of every directory in ``run_dirs``."""
     if not run_dirs:
         raise UserError("give at least one run directory")
     kinds = {run_kind(d) for d in run_dirs}
@@ -152,30 +144,14 @@ def runs_kind(run_dirs: Sequence[Path]) -> str:
 
 
 def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
-    """Read run directories and merge them into methods (see the module docstring).
-
-    A sample id stored in two merged directories is counted once (the first directory
-    given wins) and a warning is logged.
-
-    Raises:
-        UserError: no run directory given, one is not a run directory, or one holds a
-            video evaluation (:mod:`sam3_agent.runs.evaluation.video.report` reports those).
-    """
+    """:func:`merge_runs` for image run directories."""
     return merge_runs(run_dirs, SampleResult.from_json, IMAGE, Method)
 
 
 def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str, method: type[M]) -> list[M]:
-    """Read run directories of one ``kind`` (records read with ``decode``) and merge those
-    whose settings differ only in :data:`MERGED_KEYS` (see the module docstring) into
-    ``method``s (a :class:`MergedRuns` of its kind).
-
-    A sample id stored in two merged directories is counted once (the first directory
-    given wins) and a warning is logged.
-
-    Raises:
-        UserError: no run directory given, one is not a run directory, or one holds an
-            evaluation of another kind.
-    """
+    """Read run directories of one ``kind`` and merge those whose settings differ only in
+    :data:`MERGED_KEYS` into ``method``s. A sample id stored in two merged directories is
+    counted once (the first directory given wins) and a warning is logged."""
     if not run_dirs:
         raise UserError("give at least one run directory")
     groups: dict[str, dict[str, Any]] = {}

@@ -33,15 +33,8 @@ PR_THRESHOLDS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 @dataclass(frozen=True)
 class SampleScore:
-    """Pixel counts of one prediction against its ground truth.
-
-    Attributes:
-        intersection: predicted and target pixels, outside the ignore region.
-        union: predicted or target pixels, outside the ignore region.
-        pred_area: all predicted pixels (ignore region included): > 0 means "answered with a
-            mask", which is what N-acc / T-acc count.
-        gt_area: target pixels outside the ignore region.
-    """
+    """Pixel counts of one prediction against its ground truth, outside the ignore region
+    except ``pred_area`` (> 0 means "answered with a mask", what N-acc / T-acc count)."""
 
     intersection: int
     union: int
@@ -55,11 +48,7 @@ class SampleScore:
 
 
 def score_mask(pred: BoolArray, gt: BoolArray, ignore: BoolArray | None = None) -> SampleScore:
-    """Score an ``(H, W)`` bool prediction against an ``(H, W)`` bool target.
-
-    Raises:
-        ValueError: the arrays' shapes differ.
-    """
+    """Score an ``(H, W)`` bool prediction against an ``(H, W)`` bool target."""
     if pred.shape != gt.shape or (ignore is not None and ignore.shape != gt.shape):
         shapes = f"prediction {pred.shape}, target {gt.shape}"
         if ignore is not None:

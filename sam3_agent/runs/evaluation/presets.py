@@ -20,15 +20,8 @@ Mode = Literal["agent", "sam3-only"]
 
 @dataclass(frozen=True)
 class Preset:
-    """One evaluation: which data, which split, which mode.
-
-    Attributes:
-        name: the ``--preset`` value.
-        dataset: a ``--dataset`` value.
-        split: a ``--split`` value of that dataset.
-        mode: ``agent`` or ``sam3-only``.
-        description: one line for ``--help`` and the README.
-    """
+    """One evaluation: which data, which split, which mode; ``description`` is one line for
+    ``--help`` and the README."""
 
     name: str
     dataset: str
@@ -98,11 +91,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in _ALL}
 
 
 def get_preset(name: str) -> Preset:
-    """The preset called ``name``.
-
-    Raises:
-        UserError: no such preset (the message lists them).
-    """
+    """The preset called ``name``."""
     preset = PRESETS.get(name)
     if preset is None:
         raise UserError(f"unknown `preset` {name!r}; choose one of {', '.join(PRESETS)}")
@@ -116,9 +105,6 @@ def apply_preset(
 
     A flag may repeat the preset's value or, for ``mode``, change it (the baseline of a
     preset's dataset); a different dataset or split is a contradiction.
-
-    Raises:
-        UserError: no dataset at all, or a flag contradicting the preset.
     """
     if preset is None:
         if dataset is None:

@@ -33,8 +33,6 @@ class PublishedResult:
             ``tag`` a subset (``None``: overall).
         metric: ``gIoU`` or ``cIoU`` (images); ``J``, ``F`` or ``J&F`` (videos).
         value: the figure, in percent.
-        source: where it is printed.
-        method: the published method.
     """
 
     model: str

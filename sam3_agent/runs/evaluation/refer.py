@@ -230,10 +230,8 @@ def _read_pickle(refs_path: Path) -> object:
 def load_refcoco(
     root: Path, split: str, *, dataset: str = "refcoco", images: Path | None = None
 ) -> list[Sample]:
-    """RefCOCO / RefCOCO+ / RefCOCOg samples: every sentence of every ref in ``split``.
-
-    Sample ids are ``<split>/<ref_id>/<sent_id>``.
-    """
+    """RefCOCO / RefCOCO+ / RefCOCOg samples, ids ``<split>/<ref_id>/<sent_id>``: every
+    sentence of every ref in ``split``."""
     return _ref_samples(root, dataset, split, images, _read_pickle, _one_annotation)
 
 

@@ -1,10 +1,5 @@
-"""Reports over one or more run directories: ``metrics.json``, ``report.md`` and figures.
-
-Run directories whose settings differ only in split or shard are merged into one *method*
-(one row of the paper-style tables): shards of one split, or the val and test runs of one
-model. Different models or modes become different rows; different datasets get their own
-sections.
-"""
+"""Reports over one or more run directories: ``metrics.json``, ``report.md`` and figures,
+one row per method (:mod:`~sam3_agent.runs.evaluation.methods`), one section per dataset."""
 
 from __future__ import annotations
 
@@ -49,15 +44,9 @@ logger = logging.getLogger(__name__)
 
 SPLIT_ORDER = ("val", "test", "testA", "testB", "train")
 
-# --------------------------------------------------------------------------- writing
-
 
 def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 6) -> ReportFiles:
-    """Write ``metrics.json``, ``report.md``, the IoU histogram and the worst-sample gallery.
-
-    Raises:
-        UserError: see :func:`load_methods`; ``out_dir`` cannot be written.
-    """
+    """Write ``metrics.json``, ``report.md``, the IoU histogram and the worst-sample gallery."""
     methods = load_methods(run_dirs)
     make_report_dir(out_dir)
     datasets = list(dict.fromkeys(m.dataset for m in methods))
@@ -97,17 +86,10 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
     """The report of image runs (:func:`write_report`) or of video runs
     (:func:`~sam3_agent.runs.evaluation.video.report.write_video_report`: no histogram or
     gallery), whichever ``run_dirs`` hold.
-
-    Raises:
-        UserError: no run directory, one is not a run directory, image and video runs
-            mixed, or ``out_dir`` cannot be written.
     """
     if runs_kind(run_dirs) == VIDEO:
         return write_video_report(run_dirs, out_dir)
     return write_report(run_dirs, out_dir, gallery_size=gallery_size)
-
-
-# --------------------------------------------------------------------------- markdown
 
 
 def _ordered_splits(methods: Sequence[Method]) -> list[str]:

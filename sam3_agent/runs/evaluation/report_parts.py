@@ -82,8 +82,6 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def make_report_dir(out_dir: Path) -> None:
-    """Raises:
-    UserError: ``out_dir`` cannot be created."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

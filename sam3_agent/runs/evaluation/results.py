@@ -36,9 +36,8 @@ class SampleResult(EvalRecord):
     A sample that raised is scored as an empty prediction. ``time_s`` is the prediction's.
 
     Attributes:
-        split, tags, no_target: the sample's, for the metrics by split and tag.
-        intersection, union, pred_area, gt_area: pixel counts of the prediction against the
-            ground truth (see :class:`~sam3_agent.runs.evaluation.metrics.SampleScore`).
+        intersection, union, pred_area, gt_area: as
+            :class:`~sam3_agent.runs.evaluation.metrics.SampleScore` counts them.
         ground_truth / ignore: COCO RLE of the target and the ignore region (for the gallery).
     """
 

@@ -68,33 +68,17 @@ def evaluate(
     """Evaluate every sample of ``dataset`` not yet stored in ``out``, then write the report.
 
     Args:
-        dataset: which samples: an :class:`EvalSet` of images, or a
-            :class:`~sam3_agent.runs.evaluation.selection.VideoEvalSet` of videos
-            (scored with J, F and J&F).
-        out: the run directory (created if needed).
         backends: what the workers build SAM 3 and the MLLM from (SAM 3's video model for
             videos). With the local engine the MLLM is built here when the settings do not
             name it; the Ray engine needs it named (nothing loads on the driver).
             ``sam3-only`` builds no MLLM.
-        mode: ``agent`` (MLLM + SAM 3) or ``sam3-only`` (SAM 3 with the raw query; images
-            only).
-        config: the agent's settings (default :class:`AgentConfig`); ``sam3-only`` uses the
-            score threshold and the pixel limit.
-        engine: where the samples run (default: the local engine).
-        retry_failed: evaluate again the samples stored as infrastructure failures.
+        mode: ``sam3-only`` (SAM 3 with the raw query) is for images only.
+        config: ``sam3-only`` uses its score threshold and pixel limit.
         progress: told the total and what was stored before, then each committed result.
         loaded: ``dataset.load()`` when the caller already loaded it.
         loading_bars: show the progress bars of model downloads and loading where the
             models load (None: only with a ``progress`` listener).
-        video_options: what the video agent shows the MLLM (default :class:`VideoOptions`);
-            part of a video run's settings.
-
-    Raises:
-        UserError: bad options, or ``out`` holds a run made with other settings.
-        DatasetError: broken dataset files or ground truth (what finished is kept).
-        Sam3AgentError: the engine failed, or a model could not be built (what finished
-            is kept; a rerun resumes).
-        KeyboardInterrupt, asyncio.CancelledError: interrupted (what finished is kept).
+        video_options: part of a video run's settings.
     """
     if mode not in MODES:
         raise UserError(f"`mode` must be one of {', '.join(MODES)}, got {mode!r}")

@@ -33,7 +33,7 @@ class GroundTruthSource(Protocol):
     """Something that can produce a sample's ground truth on demand."""
 
     def load(self) -> GroundTruth:
-        """Decode the ground truth. Raises :class:`DatasetError` on a broken file."""
+        """Decode the ground truth."""
         ...
 
 
@@ -43,9 +43,6 @@ class Sample:
 
     Attributes:
         id: stable across runs and processes; unique within a dataset (includes the split).
-        image_path: the image file.
-        query: the text given to the agent.
-        split: dataset split (``val``, ``testA``, ...).
         tags: breakdown labels (ReasonSeg ``short``/``long``; gRefCOCO ``target``/``no-target``).
         no_target: True when the correct answer is no mask at all (gRefCOCO).
         exif_orientation: load the image with its EXIF orientation applied (True: the

@@ -38,18 +38,8 @@ class Loaded(Generic[S]):
 
 @dataclass(frozen=True)
 class EvalSet:
-    """Which samples to evaluate, as the ``eval`` flags say.
-
-    Attributes:
-        dataset: one of :data:`~sam3_agent.runs.evaluation.datasets.DATASETS`.
-        root: the dataset directory.
-        split: the split, as written in the dataset files.
-        images: COCO train2014 images of the refer datasets (found under ``root`` if None).
-        all_texts: ReasonSeg: every text of an image, not only the first.
-        limit: only the first ``limit`` samples, in dataset order.
-        shard: ``(i, n)``: shard ``i`` (0-based) of ``n``, split by image.
-        preset: the preset these settings came from, recorded with the run.
-    """
+    """Which samples to evaluate, as the ``eval`` flags say (see :func:`load_samples`);
+    ``limit`` keeps the first samples in dataset order, ``shard`` ``(i, n)`` is 0-based."""
 
     dataset: str
     root: Path
@@ -61,12 +51,7 @@ class EvalSet:
     preset: str | None = None
 
     def load(self) -> Loaded[Sample]:
-        """The samples, limited and sharded, and the size of the split they come from.
-
-        Raises:
-            UserError: unknown dataset, or an option that does not apply to it.
-            DatasetError: missing, unreadable or inconsistent files.
-        """
+        """The samples, limited and sharded, and the size of the split they come from."""
         index, count = _checked_shard(self.shard)
         if is_video_dataset(self.dataset):
             raise UserError(f"{self.dataset} is a video dataset: evaluate it with a VideoEvalSet")
@@ -92,21 +77,8 @@ class EvalSet:
 
 @dataclass(frozen=True)
 class VideoEvalSet:
-    """Which video samples to evaluate.
-
-    Attributes:
-        dataset: one of :data:`~sam3_agent.runs.evaluation.catalog.VIDEO_DATASETS`.
-        root: the dataset directory.
-        split: the split (None: the dataset's default, its first listed split).
-        limit: only the first ``limit`` samples, in dataset order.
-        shard: ``(i, n)``: shard ``i`` (0-based) of ``n``, split by video (every expression
-            of a video in one shard).
-        preset: the preset these settings came from, recorded with the run.
-
-    Raises:
-        UserError: unknown dataset or split, a split without public ground truth (the
-            message says where it is scored), or a bad shard.
-    """
+    """Which video samples to evaluate, as :class:`EvalSet` (sharded by video); ``split``
+    None is the dataset's default, its first listed split."""
 
     dataset: str
     root: Path
@@ -135,11 +107,7 @@ class VideoEvalSet:
         return str(self.split)
 
     def load(self) -> Loaded[VideoSample]:
-        """The samples, limited and sharded, and the size of the split they come from.
-
-        Raises:
-            DatasetError: missing, unreadable or inconsistent files.
-        """
+        """The samples, limited and sharded, and the size of the split they come from."""
         whole = load_video_samples(self.dataset, self.root, self.split_name)
         samples = whole if self.limit is None else whole[: self.limit]
         index, count = self.shard
@@ -159,11 +127,7 @@ class VideoEvalSet:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n`` (0-based shard index).
-
-    Raises:
-        UserError: not of that form.
-    """
+    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n`` (0-based shard index)."""
     try:
         index_text, count_text = text.split("/")
         index, count = int(index_text), int(count_text)
@@ -204,11 +168,7 @@ def eval_set(
     all_texts: bool = False, limit: int | None = None, shard: tuple[int, int] = (0, 1),
     preset: str | None = None,
 ) -> EvalSet | VideoEvalSet:  # fmt: skip
-    """The :class:`EvalSet` or :class:`VideoEvalSet` of ``dataset``.
-
-    Raises:
-        UserError: as :class:`VideoEvalSet` does.
-    """
+    """The :class:`EvalSet` or :class:`VideoEvalSet` of ``dataset``."""
     if is_video_dataset(dataset):
         return VideoEvalSet(dataset, root, split, limit, shard, preset)
     return EvalSet(dataset, root, split, images, all_texts, limit, shard, preset)

@@ -80,15 +80,10 @@ class ImageSource(Protocol):
     async def get(
         self, path: Path, *, exif_orientation: bool = True, max_pixels: int | None = None
     ) -> RGBImage:
-        """The ``(H, W, 3)`` uint8 RGB image at ``path``, as displayed (EXIF orientation
-        applied) unless ``exif_orientation`` is False (datasets annotated in the stored
-        frame); refused above ``max_pixels`` (``None``: the package's default limit).
-
-        The first call for a path decides how it is loaded: jobs of one image ask alike.
-
-        Raises:
-            ImageLoadError: the file is missing, not a readable image, or too large.
-        """
+        """The ``(H, W, 3)`` uint8 RGB image at ``path``, EXIF orientation applied unless
+        ``exif_orientation`` is False (datasets annotated in the stored frame); refused above
+        ``max_pixels`` (``None``: the package's default limit). The first call for a path
+        decides how it is loaded: jobs of one image ask alike."""
         ...
 
 
@@ -97,10 +92,7 @@ class JobHandler(Protocol[J_contra, R_co]):
 
     async def run(self, job: J_contra, images: ImageSource) -> R_co:
         """Process ``job``; its own failures (endpoint down, bad image) become a failed result.
-
-        Raises:
-            Sam3AgentError: a failure that must stop the whole run (broken dataset files).
-        """
+        A raised ``Sam3AgentError`` stops the whole run (broken dataset files)."""
         ...
 
     def release(self, digest: str) -> None:
@@ -152,35 +144,23 @@ class Engine(Protocol):
     """Runs jobs on workers and reports each result as it finishes."""
 
     @property
-    def name(self) -> str:
-        """``local`` or ``ray``, for logs and messages."""
-        ...
+    def name(self) -> str: ...
 
     async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:
         """Process every job of ``work``, calling ``on_result`` once per finished job, on
-        this thread.
-
-        The jobs of one image should run on one worker, so its image is read once and its
-        SAM 3 features computed once. An exception raised by ``on_result`` (or a
-        cancellation) stops the run; results reported so far stay reported.
-
-        Raises:
-            Sam3AgentError: a handler failure that stops the run, or the engine itself failed.
-        """
+        this thread. The jobs of one image should run on one worker, so its image is read and
+        its SAM 3 features computed once. An exception raised by ``on_result`` (or a
+        cancellation) stops the run; results reported so far stay reported."""
         ...
 
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """How a command spreads its work (the ``--engine`` family of flags).
+    """How a command spreads its work.
 
-    Attributes:
-        engine: ``local`` (this process, one event loop) or ``ray``.
-        concurrency: sessions in flight at once, per worker.
-        ray_address: Ray cluster to join: None starts a local Ray, ``auto`` joins the one
-            ``ray start`` runs on this machine, ``ray://host:10001`` or ``host:6379`` a remote one.
-        workers: Ray actors, each with its own models (local engine: must be 1).
-        gpus_per_worker: GPUs reserved per Ray actor (may be fractional, e.g. 0.5).
+    ``concurrency`` is per worker. ``ray_address``: None starts a local Ray, ``auto`` joins
+    the one ``ray start`` runs on this machine, ``ray://host:10001`` or ``host:6379`` a remote
+    one. ``gpus_per_worker`` may be fractional (0.5).
     """
 
     engine: str = "local"

@@ -33,7 +33,7 @@ class ProgressListener(Protocol[R_contra]):
         ...
 
     def update(self, result: R_contra) -> None:
-        """``result`` was just committed."""
+        """Called once ``result`` is committed."""
         ...
 
     def notice(self, line: str, *, warning: bool = False) -> None:
@@ -57,11 +57,8 @@ class RunOutcome:
 
     @property
     def per_second(self) -> float | None:
-        """Jobs run per wall-clock second (``ran / wall_s``); None when nothing ran.
-
-        Unlike a sum of per-job times, this counts concurrent jobs once: it is the
-        throughput of the run.
-        """
+        """Jobs run per wall-clock second: unlike a sum of per-job times, this counts
+        concurrent jobs once. None when nothing ran."""
         if self.ran == 0 or self.wall_s <= 0:
             return None
         return self.ran / self.wall_s
@@ -70,10 +67,8 @@ class RunOutcome:
 def pending_jobs(
     jobs: Sequence[J], store: ResultStore[R], *, retry_failed: bool = False
 ) -> list[J]:
-    """The jobs not yet in ``store``, ordered by image so an image's jobs run together.
-
-    With ``retry_failed``, jobs stored as infrastructure failures count as not done.
-    """
+    """The jobs not yet in ``store``, ordered by image so an image's jobs run together;
+    with ``retry_failed``, jobs stored as infrastructure failures count as not done."""
     done = store.finished_ids(include_infra_errors=not retry_failed)
     return sorted((j for j in jobs if j.id not in done), key=lambda j: (str(j.image_path), j.id))
 
@@ -88,14 +83,7 @@ async def run_jobs(
     retry_failed: bool = False,
     clock: Callable[[], float] = time.perf_counter,
 ) -> RunOutcome:
-    """Run every job not yet in ``store`` on ``engine``, committing each as it finishes.
-
-    ``clock`` (seconds, monotonic) times the run for :attr:`RunOutcome.wall_s`.
-
-    Raises:
-        Sam3AgentError: the engine or a handler stopped the run (commits are kept).
-        asyncio.CancelledError, KeyboardInterrupt: interrupted (commits are kept).
-    """
+    """Run every job not yet in ``store`` on ``engine``, committing each as it finishes."""
     started = clock()
     todo = pending_jobs(jobs, store, retry_failed=retry_failed)
     todo_ids = {j.id for j in todo}
@@ -156,11 +144,6 @@ def run_in_directory(
     local engine in this process, Ray on every actor). ``meta``: facts about this invocation
     recorded in the store beside the plan (:meth:`ResultStore.set_meta`), such as the size of
     the whole split an evaluation takes its samples from.
-
-    Raises:
-        UserError: ``out`` holds a run made with other settings.
-        Sam3AgentError: the engine or a handler stopped the run (commits are kept).
-        asyncio.CancelledError, KeyboardInterrupt: interrupted (commits are kept).
     """
     with ResultStore.create_or_resume(out, settings, decode) as store:
         store.set_planned(len(jobs))

@@ -7,11 +7,7 @@ from sam3_agent.runs.jobs.base import Engine, EngineOptions
 
 
 def build_engine(options: EngineOptions) -> Engine:
-    """The engine the options name; Ray is imported only when asked for.
-
-    Raises:
-        UserError: bad options, or ``ray`` asked for but not installed.
-    """
+    """The engine the options name; Ray is imported only when asked for."""
     options.validate()
     if options.engine == "ray":
         from sam3_agent.runs.jobs.ray_engine import RayEngine

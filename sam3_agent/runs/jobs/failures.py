@@ -57,9 +57,6 @@ def job_failure(kind: str, job_id: str, error: BaseException) -> str:
 
     Call it from the ``except BaseException`` of a job's work; ``kind`` names the job in the
     log (``sample``, ``request``).
-
-    Raises:
-        BaseException: ``error`` itself when it must stop the run (:func:`stops_the_run`).
     """
     if stops_the_run(error):
         raise error

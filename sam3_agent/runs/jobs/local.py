@@ -89,11 +89,6 @@ async def run_concurrently(
 
     ``slots``, when given, is held by every running job as well: a worker running several
     groups of jobs at once keeps its total within one bound.
-
-    Raises:
-        UserError: ``concurrency`` < 1.
-        Exception: the first error of a handler or of ``on_result`` stops every job and
-            propagates (results reported before it stay reported).
     """
     if concurrency < 1:
         raise UserError(f"`concurrency` must be >= 1, got {concurrency}")

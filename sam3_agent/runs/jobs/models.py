@@ -100,10 +100,6 @@ def name_chat_model(models: ModelSource, engine: str) -> tuple[str, ChatModel | 
     When the settings say the name, nothing is built: the run directory is checked before
     any model loads (a refusal should not cost minutes). Otherwise the model is built here,
     on the driver, and the local engine's worker reuses it.
-
-    Raises:
-        UserError: the Ray engine and settings that do not name the model.
-        ChatModelError: the model could not be built.
     """
     name = models.require_model_name(engine)
     if name is not None:

@@ -69,10 +69,6 @@ def connect(
     of ``eval`` and ``batch``; the log by default).
 
     Reuses a Ray this process already joined (a second run, a test session): returns None.
-
-    Raises:
-        UserError: Ray is not installed, or no cluster answers at ``address`` (what to set
-            when it wants a token).
     """
     ray = import_ray()
     if ray.is_initialized():
@@ -118,11 +114,9 @@ def _recorded_cluster() -> str | None:
 
 
 def _pick_up_token() -> bool | None:
-    """Use this machine's Ray token for an explicit address, as ``address="auto"`` does.
-
-    Returns True when token authentication is on for this process (a token was found, or
-    ``RAY_AUTH_MODE=token``), False when it is off, None when this machine has no token.
-    """
+    """Use this machine's Ray token for an explicit address, as ``address="auto"`` does:
+    True when token authentication is on for this process, False when off, None when this
+    machine has no token."""
     try:
         from ray._private.authentication import authentication_token_setup as auth
     except ImportError:  # a Ray without token authentication

@@ -22,10 +22,9 @@ class RayConnection:
     """How this process meets Ray for a run.
 
     Attributes:
-        init_args: the keyword arguments of ``ray.init``.
         description: one line saying which Ray the run uses (shown to the user).
         private: a Ray started here for this run only (no other machine, no autoscaler).
-        notice: a line worth a warning: a Ray cluster on this machine that is not used.
+        notice: a Ray cluster on this machine that is not used.
         pick_up_token: use this machine's Ray token as ``ray.init(address="auto")`` does
             (an explicit ``host:port`` otherwise never does).
     """
@@ -65,7 +64,6 @@ def plan_connection(
 
     Args:
         workers: actors the run asks for (a private Ray declares a CPU for each).
-        cpu_count: this machine's CPUs (``os.cpu_count()``).
         recorded_cluster: the address of the cluster ``ray start`` recorded here, if any.
     """
     if address is None:
@@ -126,9 +124,6 @@ def check_capacity(
     silently run fewer); None when it can.
 
     Each worker takes 1 CPU (Ray Data's default for an actor) and ``gpus_per_worker`` GPUs.
-
-    Raises:
-        UserError: a private local Ray that can run no worker at all (it would wait forever).
     """
     cpus = float(resources.get("CPU", 0.0))
     fits = [(int(cpus + 1e-9), f"{cpus:g} CPUs (1 per worker)")]

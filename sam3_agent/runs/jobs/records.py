@@ -1,10 +1,7 @@
 """What the record of every kind of job holds: the job, the agent's outcome and its cost.
 
 :class:`JobRecord` is the base of each kind's record (a batch request's, an evaluation
-sample's): the fields they share and their JSON form in the results store.
-:func:`agent_outcome` reads those fields off an :class:`~sam3_agent.agent.result.AgentResult`
-(or a video's :class:`~sam3_agent.agent.video.result.VideoResult`),
-wherever a record (or a prediction on its way to one) is built from the agent's answer.
+sample's); :func:`agent_outcome` reads its outcome fields off the agent's answer.
 """
 
 from __future__ import annotations
@@ -32,11 +29,8 @@ class JobRecord:
             backend failure, an unreadable image, any other error) is ``failed`` with
             ``infra_error`` set and the exception on one line in ``failure``;
             ``--retry-failed`` runs it again.
-        rounds, prompt_tokens, completion_tokens, calls: what the agent's answer cost.
-        time_s: wall-clock seconds of the job.
         prediction: the union of the predicted masks as COCO RLE (None when empty).
         artifacts: the job's directory relative to the run directory, if one was written.
-        extra: JSON-safe details (usage breakdown, phrases tried, ...).
     """
 
     id: str

@@ -48,11 +48,8 @@ CREATE TABLE IF NOT EXISTS samples (
 
 
 def job_dir_name(job_id: str) -> str:
-    """The directory name of a job's files, made by the package's one safe-name helper.
-
-    No path separators or ``..``, bounded length; ids that differ only in unsafe characters
-    (``a/b`` and ``a:b``) get a hash of the exact id appended, so they never share a directory.
-    """
+    """The directory name of a job's files: ids that differ only in unsafe characters
+    (``a/b`` and ``a:b``) never share a directory."""
     return safe_name(job_id, max_len=80)
 
 
@@ -106,12 +103,7 @@ class ResultStore(Generic[R]):
     def create_or_resume(
         cls, run_dir: Path, config: Mapping[str, Any], decode: Decode[R]
     ) -> ResultStore[R]:
-        """Open ``run_dir``'s store, creating it with ``config`` if new; ``decode`` reads
-        its records back.
-
-        Raises:
-            UserError: the directory holds a run made with a different ``config``.
-        """
+        """Open ``run_dir``'s store, creating it with ``config`` if new."""
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -138,11 +130,7 @@ class ResultStore(Generic[R]):
 
     @classmethod
     def open_existing(cls, run_dir: Path, decode: Decode[R]) -> ResultStore[R]:
-        """Open the store of a finished or running run (for reports).
-
-        Raises:
-            UserError: ``run_dir`` holds no results store.
-        """
+        """Open the store of a finished or running run (for reports)."""
         path = run_dir / STORE_NAME
         if not path.is_file():
             raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
@@ -167,10 +155,7 @@ class ResultStore(Generic[R]):
         return None if row is None else int(json.loads(row[0]))
 
     def set_meta(self, key: str, value: Any) -> None:
-        """Record a JSON-able fact about the run under ``key`` (the latest value wins).
-
-        ``config``, ``schema``, ``created_at`` and ``planned`` are the store's own keys.
-        """
+        """Record a JSON-able fact about the run under ``key`` (the latest value wins)."""
         if key in _OWN_KEYS:
             raise ValueError(f"{key!r} is kept by the results store itself")
         self._set_meta(key, value)
@@ -187,7 +172,6 @@ class ResultStore(Generic[R]):
             return None
 
     def config(self) -> dict[str, Any] | None:
-        """The settings the run was created with."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
@@ -216,7 +200,7 @@ class ResultStore(Generic[R]):
         return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
 
     def results(self) -> list[R]:
-        """Every stored record, sorted by id."""
+        """Sorted by id."""
         rows = self._db.execute("SELECT record FROM samples ORDER BY id")
         return [self._decode(json.loads(r[0])) for r in rows]
 

@@ -107,8 +107,6 @@ from sam3_agent.runs.evaluation.video.files import (
 )
 from sam3_agent.values.errors import DatasetError
 
-__all__ = ["VideoSample", "load_video_samples"]
-
 logger = logging.getLogger(__name__)
 
 
@@ -118,13 +116,8 @@ class VideoSample:
 
     Attributes:
         id: ``<split>/<video>/<expression>``; stable, unique within the dataset.
-        dataset, split: as :data:`~sam3_agent.runs.evaluation.catalog.VIDEO_DATASETS` names
-            them.
         video, expression: the ids the dataset's files use.
-        frames_dir: the folder of the video's frames.
         frame_names: the frame files in ``frames_dir``, in temporal order.
-        query: the text given to the agent.
-        tags: subset labels for the breakdown.
         no_target: the expression names no object (its ground truth is empty everywhere).
         no_ground_truth: why this split cannot be scored here (None when it can).
     """
@@ -160,11 +153,6 @@ class VideoSample:
     def ground_truth(self) -> Iterator[GroundTruth | None]:
         """The ground truth frame by frame (one item per :attr:`frame_names` entry; None for
         an unannotated frame), decoded as it is iterated.
-
-        Raises:
-            DatasetError: at once, when the split has no public ground truth (the message
-                says where to score it); while iterating, when a mask file is unreadable or
-                inconsistent.
         """
         if self.gt_source is None:
             reason = self.no_ground_truth or "no ground truth attached"
@@ -186,12 +174,7 @@ class VideoSample:
 
 
 def load_video_samples(dataset: str, root: Path, split: str | None = None) -> list[VideoSample]:
-    """The samples of ``dataset``'s ``split`` (its default when None) under ``root``.
-
-    Raises:
-        UserError: unknown dataset or split.
-        DatasetError: missing, unreadable or inconsistent files.
-    """
+    """The samples of ``dataset``'s ``split`` (its default when None) under ``root``."""
     info, split = video_split(dataset, split)
     if not root.is_dir():
         raise DatasetError(f"dataset root {root} is not a directory")
@@ -212,9 +195,6 @@ def _sample(
         id=f"{split}/{vid}/{exp_id}", dataset=info.name, split=split, video=vid,
         expression=exp_id, frames_dir=frames_dir, frame_names=frames, query=query, **rest,
     )  # fmt: skip
-
-
-# --------------------------------------------------------------------------- loaders
 
 
 def _load_ref_youtube_vos(root: Path, split: str, info: VideoDatasetInfo) -> list[VideoSample]:

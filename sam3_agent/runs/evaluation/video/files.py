@@ -140,16 +140,12 @@ def mask_tracks(path: Path, wanted: set[str]) -> dict[str, tuple[Any, ...]]:
     return tracks
 
 
-# --------------------------------------------------------------------------- ground truth
-
-
 class VideoGroundTruthSource(Protocol):
     """Decodes a sample's ground truth one frame at a time."""
 
     def frames(self) -> Iterator[GroundTruth | None]:
         """One item per frame of the sample, in order: the frame's ground truth at the
-        frame's resolution, or None for a frame without annotation. Raises
-        :class:`DatasetError` on a broken file."""
+        frame's resolution, or None for a frame without annotation."""
         ...
 
 

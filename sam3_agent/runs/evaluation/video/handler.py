@@ -2,9 +2,7 @@
 record.
 
 :class:`VideoEvalHandler` is the video medium of
-:class:`~sam3_agent.runs.evaluation.handler.SampleHandler`, with its failure policy: whatever
-opening the video or the agent raises is stored as that sample's failure, scored as an empty
-prediction, and evaluated again by ``--retry-failed``; a broken ground truth stops the run.
+:class:`~sam3_agent.runs.evaluation.handler.SampleHandler`, with its failure policy.
 
 The agent runs on the sample's frame folder, every frame (stride 1). Its tracks are keyed by
 frame *position* among the frames it used; :func:`score_prediction` maps each frame the
@@ -16,40 +14,22 @@ there, decoded for that frame only, so a video's masks are never all held at onc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.media.video import VideoSource, open_video
-from sam3_agent.runs.evaluation.handler import (
-    Attempt,
-    Outcome,
-    SampleHandler,
-    agent_details,
-    run_here,
-)
+from sam3_agent.runs.evaluation.handler import Attempt, Outcome, SampleHandler, agent_details
 from sam3_agent.runs.evaluation.video.datasets import VideoSample
 from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator, VideoScore
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource
-from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome
+from sam3_agent.runs.jobs.base import ImageSource
 from sam3_agent.runs.jobs.records import agent_outcome
-from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import DatasetError
 from sam3_agent.values.tracks import Tracks
-
-__all__ = [
-    "VideoAgentPredictor",
-    "VideoEvalHandler",
-    "VideoPrediction",
-    "VideoPredictor",
-    "evaluate_video_samples",
-    "frame_positions",
-    "score_prediction",
-]
 
 EVERY_FRAME = FrameSelection()
 """The frames a sample is tracked on: all of its folder's, in name order (stride 1)."""
@@ -57,13 +37,8 @@ EVERY_FRAME = FrameSelection()
 
 @dataclass(frozen=True)
 class VideoPrediction(Outcome):
-    """A video prediction.
-
-    Attributes:
-        tracks: the selected tracks, None when nothing was predicted.
-        positions: frame file stem -> position among the frames the tracks are keyed by.
-        frames_used: frames the agent tracked.
-    """
+    """A video prediction; ``positions`` maps a frame file stem to its position among the
+    frames the ``tracks`` are keyed by."""
 
     tracks: Tracks | None = None
     positions: Mapping[str, int] = field(default_factory=dict)
@@ -79,11 +54,7 @@ class VideoPredictor(Protocol):
         ...
 
     async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction:
-        """Track ``sample.query`` through the sample's frames; artifacts go to ``output_dir``.
-
-        Raises:
-            VideoLoadError, ChatModelError, SegmenterError: this sample failed.
-        """
+        """Track ``sample.query`` through the sample's frames; artifacts go to ``output_dir``."""
         ...
 
 
@@ -98,10 +69,7 @@ def frame_positions(video: VideoSource) -> dict[str, int]:
 @dataclass(frozen=True)
 class VideoAgentPredictor:
     """The video agent on the sample's frame folder, every frame. Writes ``result.json``,
-    ``overlay.mp4``, the contact sheet and ``trace.jsonl`` per sample.
-
-    ``model`` names the MLLM in run settings and reports.
-    """
+    ``overlay.mp4``, the contact sheet and ``trace.jsonl`` per sample."""
 
     agent: Sam3VideoAgent
     model: str
@@ -127,12 +95,7 @@ class VideoAgentPredictor:
 
 def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoScore:
     """Mean J and F of ``prediction`` over the sample's annotated frames, one frame at a time
-    (no prediction: an empty mask on every frame).
-
-    Raises:
-        DatasetError: a broken ground truth, a frame the dataset lists that the folder does
-            not hold, masks of another size than the frames, or no annotated frame at all.
-    """
+    (no prediction: an empty mask on every frame)."""
     tracks = prediction.tracks
     accumulator = VideoAccumulator()
     for index, gt in enumerate(sample.ground_truth()):
@@ -183,26 +146,3 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleRe
             **done.record_fields(), j=score.j, f=score.f, frames_scored=score.frames,
             frames_used=done.prediction.frames_used,
         )  # fmt: skip
-
-
-async def evaluate_video_samples(
-    samples: Sequence[VideoSample],
-    store: ResultStore[VideoSampleResult],
-    predictor: VideoPredictor,
-    *,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    progress: ProgressListener[VideoSampleResult] | None = None,
-    retry_failed: bool = False,
-) -> RunOutcome:
-    """Evaluate every sample not yet in ``store`` in this process, committing each as it
-    finishes: the local engine with a predictor built by the caller (a test's, a
-    benchmark's); :func:`sam3_agent.runs.evaluation.run.evaluate` builds its own on any
-    engine.
-
-    Raises:
-        UserError: ``concurrency`` < 1.
-        DatasetError: a sample's ground truth is broken (the run stops; commits are kept).
-        asyncio.CancelledError: the run was cancelled (Ctrl-C); commits are kept.
-    """
-    handler = VideoEvalHandler(predictor, store.run_dir)
-    return await run_here(samples, store, handler, concurrency, progress, retry_failed)

@@ -50,8 +50,6 @@ from sam3_agent.values.detections import BoolArray
 BOUND_TH = 0.008
 """DAVIS's contour tolerance: a fraction of the image diagonal."""
 
-# --------------------------------------------------------------------------- one frame
-
 
 def _check(pred: BoolArray, gt: BoolArray, void: BoolArray | None) -> None:
     if gt.ndim != 2 or gt.size == 0:
@@ -65,11 +63,7 @@ def _check(pred: BoolArray, gt: BoolArray, void: BoolArray | None) -> None:
 
 def region_similarity(pred: BoolArray, gt: BoolArray, void: BoolArray | None = None) -> float:
     """J of one frame: IoU of two ``(H, W)`` bool masks, void pixels left out; 1.0 when the
-    union is empty.
-
-    Raises:
-        ValueError: the shapes differ or a mask is not a non-empty 2-D array.
-    """
+    union is empty."""
     pred, gt = np.asarray(pred, dtype=bool), np.asarray(gt, dtype=bool)
     _check(pred, gt, void)
     if void is not None:
@@ -102,11 +96,7 @@ def boundary_map(mask: BoolArray) -> BoolArray:
 
 def boundary_radius(height: int, width: int, bound_th: float = BOUND_TH) -> int:
     """The matching radius in pixels: ``ceil(bound_th * diagonal)`` for ``bound_th < 1``,
-    ``bound_th`` itself (a whole number of pixels) otherwise.
-
-    Raises:
-        ValueError: ``bound_th`` is not positive, or is >= 1 and not a whole number.
-    """
+    ``bound_th`` itself (a whole number of pixels) otherwise."""
     if not bound_th > 0:
         raise ValueError(f"bound_th must be positive, got {bound_th}")
     if bound_th >= 1:
@@ -132,12 +122,7 @@ def boundary_f(
     bound_th: float = BOUND_TH,
 ) -> float:
     """F of one frame: the DAVIS contour F-measure of two ``(H, W)`` bool masks (see the
-    module docstring).
-
-    Raises:
-        ValueError: the shapes differ, a mask is not a non-empty 2-D array, or a bad
-            ``bound_th``.
-    """
+    module docstring)."""
     pred, gt = np.asarray(pred, dtype=bool), np.asarray(gt, dtype=bool)
     _check(pred, gt, void)
     if void is not None:
@@ -182,20 +167,13 @@ class FrameScore:
 def score_frame(
     pred: BoolArray | None, gt: GroundTruth, *, bound_th: float = BOUND_TH
 ) -> FrameScore:
-    """J and F of one frame; ``pred`` None is an empty prediction (the object not found in
-    this frame). ``gt.ignore`` holds the void pixels, if any.
-
-    Raises:
-        ValueError: as :func:`boundary_f`.
-    """
+    """J and F of one frame; ``pred`` None is an empty prediction. ``gt.ignore`` holds the
+    void pixels, if any."""
     mask = np.zeros_like(gt.mask, dtype=bool) if pred is None else pred
     return FrameScore(
         j=region_similarity(mask, gt.mask, gt.ignore),
         f=boundary_f(mask, gt.mask, gt.ignore, bound_th=bound_th),
     )
-
-
-# --------------------------------------------------------------------------- one video
 
 
 @dataclass(frozen=True)
@@ -216,12 +194,8 @@ class VideoScore:
 
 
 class VideoAccumulator:
-    """J and F of one video accumulated frame by frame, so no frame is kept.
-
-    Call :meth:`update` once per frame in order with that frame's prediction and ground
-    truth; :meth:`result` gives the means. A frame without ground truth (``gt`` None) is not
-    scored, as the benchmarks score annotated frames only.
-    """
+    """J and F of one video accumulated frame by frame, so no frame is kept. A frame without
+    ground truth (``gt`` None) is not scored, as the benchmarks score annotated frames only."""
 
     def __init__(self, *, bound_th: float = BOUND_TH) -> None:
         self.bound_th = bound_th
@@ -231,11 +205,7 @@ class VideoAccumulator:
 
     def update(self, pred: BoolArray | None, gt: GroundTruth | None) -> FrameScore | None:
         """Score one frame (``pred`` None: nothing predicted there); None when the frame has
-        no ground truth.
-
-        Raises:
-            ValueError: the prediction's shape is not the ground truth's.
-        """
+        no ground truth."""
         if gt is None:
             return None
         score = score_frame(pred, gt, bound_th=self.bound_th)
@@ -245,11 +215,6 @@ class VideoAccumulator:
         return score
 
     def result(self) -> VideoScore:
-        """The means so far.
-
-        Raises:
-            ValueError: no annotated frame was scored.
-        """
         if not self.frames:
             raise ValueError("no annotated frame was scored")
         # fsum: the mean does not depend on rounding along the way.
@@ -267,12 +232,8 @@ def score_video(
     bound_th: float = BOUND_TH,
 ) -> VideoScore:
     """J and F of one video from two per-frame streams of equal length (a prediction of None
-    is an empty mask; a ground truth of None an unannotated frame). Each stream is consumed
-    one frame at a time.
-
-    Raises:
-        ValueError: the streams differ in length, a shape differs, or no frame is annotated.
-    """
+    is an empty mask; a ground truth of None an unannotated frame), consumed one frame at a
+    time."""
     acc = VideoAccumulator(bound_th=bound_th)
     missing = object()
     for index, (pred, gt) in enumerate(zip_longest(predictions, ground_truth, fillvalue=missing)):
@@ -282,16 +243,10 @@ def score_video(
     return acc.result()
 
 
-# --------------------------------------------------------------------------- many videos
-
-
 @dataclass(frozen=True)
 class ScoredVideo:
-    """What the summary needs of one finished video sample.
-
-    A failed sample should be scored as an empty prediction on every frame (its J and F then
-    say what an empty answer earns) and marked ``failed``.
-    """
+    """One finished video sample; a failed one is scored as an empty prediction on every
+    frame and marked ``failed``."""
 
     id: str
     tags: tuple[str, ...]
@@ -354,13 +309,9 @@ class VideoBreakdown:
 def breakdown(
     videos: Iterable[ScoredVideo], *, overall_from: Sequence[str] | None = None
 ) -> VideoBreakdown:
-    """Summaries overall and per tag (keys sorted).
-
-    ``overall_from``: when given, the overall J (and F) is the mean of those tags' means,
-    as ReVOS's official evaluation computes its "overall" from its referring and reasoning
-    subsets; a tag with no video is left out of that mean. Otherwise the overall figures are
-    the mean over every video.
-    """
+    """Summaries overall and per tag (keys sorted). With ``overall_from`` the overall figures
+    are the mean of those tags' means (ReVOS's official "overall"; a tag with no video is left
+    out), otherwise the mean over every video."""
     items = sorted(videos, key=lambda v: v.id)
     by_tag: dict[str, list[ScoredVideo]] = {}
     for v in items:

@@ -1,10 +1,7 @@
 """Reports over video run directories: ``metrics.json`` and ``report.md`` with J, F and J&F.
 
-The video counterpart of :mod:`sam3_agent.runs.evaluation.report`. Run directories are merged
-into methods as for images (:func:`~sam3_agent.runs.evaluation.methods.merge_runs`: shards of
-one split, or the splits of one model); each method is scored per split, overall and per
-subset tag (ReVOS's referring / reasoning, Ref-DAVIS17's annotators, MeViS's object counts,
-ReasonVOS's sources), with ReVOS's official overall (the mean of its two subsets).
+Runs are merged into methods as for images; each method is scored per split, overall and
+per subset tag, with ReVOS's official overall (the mean of its two subsets).
 
 AgentRVOS's published figures (:mod:`~sam3_agent.runs.evaluation.video.published`) stand
 beside the run's, marked "(published)". They cover whole splits and name no MLLM, so beside
@@ -45,23 +42,10 @@ from sam3_agent.runs.evaluation.video.published import video_published_for
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
 from sam3_agent.values.version import __version__
 
-__all__ = [
-    "VideoComparison",
-    "VideoMethod",
-    "compare_with_published",
-    "load_video_methods",
-    "partial_warning",
-    "render_markdown",
-    "write_video_report",
-]
-
 logger = logging.getLogger(__name__)
 
 OVERALL = "overall"
 """The subset column's name for a split's overall figures."""
-
-
-# --------------------------------------------------------------------------- methods
 
 
 @dataclass
@@ -121,16 +105,8 @@ def _ordered(dataset: str, splits: Sequence[str] | dict[str, Any]) -> list[str]:
 
 
 def load_video_methods(run_dirs: Sequence[Path]) -> list[VideoMethod]:
-    """Read video run directories and merge them into methods.
-
-    Raises:
-        UserError: no run directory given, one is not a run directory, or one holds an
-            image evaluation.
-    """
+    """Read video run directories and merge them into methods."""
     return merge_runs(run_dirs, VideoSampleResult.from_json, VIDEO, VideoMethod)
-
-
-# --------------------------------------------------------------------------- published
 
 
 @dataclass(frozen=True)
@@ -182,15 +158,8 @@ def partial_warning(comparisons: Sequence[VideoComparison]) -> str | None:
     return partial_text(dict.fromkeys((c.method, c.split, c.coverage) for c in comparisons))
 
 
-# --------------------------------------------------------------------------- writing
-
-
 def write_video_report(run_dirs: Sequence[Path], out_dir: Path) -> ReportFiles:
-    """Write ``metrics.json`` and ``report.md`` for video run directories.
-
-    Raises:
-        UserError: see :func:`load_video_methods`; ``out_dir`` cannot be written.
-    """
+    """Write ``metrics.json`` and ``report.md`` for video run directories."""
     methods = load_video_methods(run_dirs)
     make_report_dir(out_dir)
     comparisons = compare_with_published(methods)
@@ -230,9 +199,6 @@ def _summary_lines(m: VideoMethod) -> list[str]:
             + f", failed {o.failed}"
         )
     return lines
-
-
-# --------------------------------------------------------------------------- markdown
 
 
 def _metric_rows(m: VideoMethod, with_coverage: bool) -> list[list[str]]:

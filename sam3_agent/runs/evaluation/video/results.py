@@ -18,9 +18,7 @@ class VideoSampleResult(EvalRecord):
     None (the selected tracks are in the sample's ``result.json``, under ``artifacts``).
 
     Attributes:
-        split, tags, no_target: the sample's, for the metrics by split and subset.
         j, f: mean J and mean F over the annotated frames, fractions in ``[0, 1]``.
-        frames_scored: annotated frames scored.
         frames_used: frames the agent tracked (0 when the video could not be opened).
     """
 
