@@ -68,12 +68,10 @@ class ContinuedTrace(Trace):
 
 @dataclass(eq=False)
 class Checkpoint:
-    """The committed state of one session in its run directory (see the module docstring).
+    """The committed state of one session in its run directory.
 
-    Build it with :meth:`start` (a new session), :meth:`resume` (continue one) or
-    :meth:`disabled` (no output directory). The session's prompts are :attr:`system_prompt`
-    and :attr:`checker_prompt` (and, resumed, the set it started with: :attr:`prompt_set`);
-    its trace is :attr:`trace`.
+    Build it with :meth:`start`, :meth:`resume` or :meth:`disabled` (no output directory);
+    a resumed one's :attr:`prompt_set` is the set the session started with.
     """
 
     directory: Path | None
