@@ -1,15 +1,10 @@
 """``examine_each_mask``: one isolated, concurrent MLLM check per candidate, image or video.
 
-Each check is a fresh conversation, [checker system prompt, user(what the medium shows of
-that one candidate, the question)], so checks are independent and run at the same time
-(bounded by ``AgentConfig.check_concurrency``). Only their summary enters the main
-conversation. A reply without a clear verdict is asked again (``verdict_retries``), then
-taken as Reject.
-
-A medium may allow an Uncertain verdict (video): the checker may then name the frames it
-needs, and the candidate gets a closer look (:meth:`CheckView.closer`), at most
-``extra_looks`` times; every call is then checked against ``max_mask_checks``, as looks
-cannot be counted ahead. A candidate still Uncertain stays, marked, for the main model.
+Each check is a fresh conversation, so checks are independent and run at once (bounded by
+``check_concurrency``); only their summary enters the main conversation. A reply without a
+clear verdict is asked again, then taken as Reject. Where the medium allows Uncertain
+(video), a candidate gets closer looks (:meth:`CheckView.closer`), each counted against
+``max_mask_checks`` as it is made.
 """
 
 from __future__ import annotations

@@ -85,10 +85,6 @@ def finish_ended(
 
     Check first with :func:`~sam3_agent.agent.checkpoint.check_resumable` (which says
     whether the session has ended).
-
-    Raises:
-        ResumeError: the session cannot be resumed (see :meth:`Checkpoint.resume`), or it
-            has calls left.
     """
     started = time.perf_counter()
     now = Fingerprint.of(query=query, image=image, config=config, model=None)

@@ -22,12 +22,8 @@ from sam3_agent.values.messages import ChatResponse, TokenUsage
 class MaskCheck:
     """One mask's isolated check in an ``examine_each_mask`` round.
 
-    Attributes:
-        number: the mask's 1-based number on the image shown before the check.
-        accepted: the checker's verdict (a reply without a clear verdict counts as Reject).
-        reply: the checker's last reply, reasoning included.
-        mask_image: the whole image with only this mask drawn, as the checker saw it.
-        zoom_image: the close-up of the mask beside the raw crop, as the checker saw it.
+    ``number`` is 1-based, as on the image shown before the check; a reply without a clear
+    verdict counts as not ``accepted``; the images are the ones the checker saw.
     """
 
     number: int
@@ -41,18 +37,10 @@ class MaskCheck:
 class RoundEvent:
     """One finished main round, as the CLI's status line and the web demo show it.
 
-    Attributes:
-        round: 1-based number of the main MLLM call.
-        tool: the tool called, None when the reply had no readable call.
-        kind: how the round ended: ``segment``, ``examine``, ``final`` or ``correction``.
-        summary: the first sentence of what went back to the model.
-        reasoning: the model's reasoning (its reasoning channel, else its ``<think>`` text).
-        parameters: the tool call's parameters as the model wrote them.
-        observation: the whole message sent back to the model ("" after a final tool).
-        image: the numbered masks image sent back, when there was one.
-        checks: the per-mask verdicts of an ``examine_each_mask`` round, in mask order.
-        usage: tokens of this round: its main call plus its mask checks.
-        seconds: wall time of the round, the model's answer and the tool's work.
+    ``round`` is 1-based; ``tool`` is None when the reply had no readable call; ``kind`` is
+    ``segment``, ``examine``, ``final`` or ``correction``; ``summary`` is the first sentence
+    of the ``observation`` sent back ("" after a final tool); ``usage`` and ``seconds`` cover
+    the main call and the mask checks.
     """
 
     round: int

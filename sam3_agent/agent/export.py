@@ -23,11 +23,7 @@ EXPORT_FORMATS: tuple[ExportFormat, ...] = ("png", "polygons")
 
 
 def parse_exports(text: str | None) -> frozenset[ExportFormat]:
-    """``"png,polygons"`` -> the set of formats; ``None`` or ``""`` -> none.
-
-    Raises:
-        UserError: an unknown format name.
-    """
+    """``"png,polygons"`` -> the set of formats; ``None`` or ``""`` -> none."""
     if not text:
         return frozenset()
     known: dict[str, ExportFormat] = {name: name for name in EXPORT_FORMATS}

@@ -33,13 +33,8 @@ if TYPE_CHECKING:
 class FinishedRound:
     """One main round as the loop finished it.
 
-    Attributes:
-        step: the round (also in ``steps`` unless it ended the session).
-        context: what was sent; ``tokens`` its counted prompt tokens.
-        response, parsed: the model's answer and how it was read.
-        started: ``time.perf_counter()`` when the round began; ``latency_s``: its MLLM call.
-        steps, corrections: the history and the corrections so far, after this round.
-        ending: set when this round ended the session.
+    ``step`` is also in ``steps`` unless it ended the session; ``started`` is
+    ``time.perf_counter()`` when the round began; ``steps`` and ``corrections`` are as after it.
     """
 
     step: ActionStep

@@ -1,13 +1,9 @@
 """The agent loop: the MLLM calls tools on SAM 3 until it selects masks or gives up.
 
-One :class:`Sam3Agent` is built once with its two backends and answers many requests;
-each request gets its own :class:`~sam3_agent.agent.session.Session`. Model mistakes never
-raise: they become corrective messages, bounded by ``max_corrections``. Infrastructure
-failures raise a :class:`~sam3_agent.values.errors.Sam3AgentError` subclass.
-
-After each round the loop's hooks (:mod:`sam3_agent.agent.hooks`) write the trace, commit
-the checkpoint and tell the caller; the run directory's files are written by
-:mod:`sam3_agent.agent.rundir`.
+Model mistakes never raise: they become corrective messages, bounded by
+``max_corrections``; infrastructure failures raise a
+:class:`~sam3_agent.values.errors.Sam3AgentError`. After each round the hooks
+(:mod:`sam3_agent.agent.hooks`) write the trace, commit the checkpoint and tell the caller.
 """
 
 from __future__ import annotations
@@ -140,10 +136,8 @@ class Agent(Generic[In, S, R]):
         with the prompts it started with; finished calls are not made again.
         ``image_path``: the file ``result.json`` names for an image given decoded.
 
-        Raises:
-            UserError: empty query. ImageLoadError, VideoLoadError: unreadable input.
-            ResumeError: nothing to resume, or a different input, query or settings.
-            ChatModelError, SegmenterError: a backend failed.
+        Raises UserError, ImageLoadError, VideoLoadError, ResumeError, ChatModelError or
+        SegmenterError.
         """
         check_query(query)
         started = time.perf_counter()

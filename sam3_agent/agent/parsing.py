@@ -50,21 +50,11 @@ class ToolCall:
 class ParsedReply:
     """One reply, read.
 
-    Attributes:
-        stored_text: the reply as it is kept in the conversation: everything after the first
-            complete tool call is cut.
-        cut: the text that was cut (a second tool call, say), or None.
-        thinking: text inside ``<think>`` (or before a lone ``</think>``), for the trace.
-        call: the first tool call, or None when there is a mistake.
-        mistake: the kind of protocol mistake (``no_tool``, ``unclosed_tool``, ``truncated``,
-            ``invalid_json``), or None.
-        detail: specifics of the mistake for the corrective message (e.g. the JSON error),
-            bounded (see :mod:`sam3_agent.values.text`).
-        ignored: characters inside the tool call after its first complete JSON value (a
-            stray ``}``, say): the call is accepted and these are only recorded.
-        native_call: with native tool calling, the executed call as it is replayed to the
-            API in later contexts (``arguments`` re-encoded from what was decoded, ``{}``
-            when nothing could be); None for the tag protocol or a reply without calls.
+    ``stored_text`` is the reply as kept in the conversation, everything after the first
+    complete call ``cut``; ``mistake`` is ``no_tool``, ``unclosed_tool``, ``truncated`` or
+    ``invalid_json`` (``detail``, bounded, goes into the correction); ``ignored`` is text
+    after the call's first complete JSON value, only recorded; ``native_call`` is the
+    executed native call as replayed in later contexts (``{}`` arguments when none decoded).
     """
 
     stored_text: str

@@ -1,19 +1,10 @@
 """Prompt sets: the template files the agent renders, with a strict Jinja environment.
 
-The canonical set is the repository's top-level ``prompts/`` folder. The build ships it
-inside the wheel as the data package ``sam3_agent._prompts`` (``setup.py`` maps one to the
-other), so it is found both in a source checkout and in an installed package. Another set is
-a directory holding the same templates (``--prompts DIR``); :func:`load_prompt_set` checks it
-completely (every template present, each compiles, uses only the variables the code passes
-and renders with sample values), so a broken set fails with one line before any model loads.
-
-A variable a template uses but the caller did not pass is an error, not an empty string.
-Rendering is deterministic: the same arguments give byte-identical text in any process.
-
-There is no active set: whoever renders holds the set. A
-:class:`~sam3_agent.agent.loop.Sam3Agent` loads its set once; each session holds the set it
-renders with (a resumed session, the one it started with) and passes it to the tools, the
-mask checker and the context policies (``History.prompts``).
+The canonical set is the top-level ``prompts/`` folder, shipped in the wheel as
+``sam3_agent._prompts``. Another set (a directory) is checked completely by
+:func:`load_prompt_set` before any model loads. An undefined variable is an error, and
+rendering is deterministic. There is no active set: each session holds the one it renders
+with (a resumed session, the one it started with).
 """
 
 from __future__ import annotations
@@ -121,11 +112,8 @@ _SAMPLES: Mapping[str, Any] = {
 class PromptSet:
     """One loaded, checked prompt set. Build with :func:`load_prompt_set`.
 
-    Attributes:
-        name: ``builtin`` for the canonical set, else the directory's name.
-        path: where the templates were read from.
-        version: ``sha256:`` and 16 hex digits of a hash over every template's file name and
-            bytes: equal versions render equal prompts.
+    ``name`` is ``builtin`` or the directory's name; ``version`` is ``sha256:`` and 16 hex
+    digits over every template's name and bytes: equal versions render equal prompts.
     """
 
     def __init__(self, name: str, path: str, sources: Mapping[str, str]) -> None:
@@ -171,11 +159,7 @@ class PromptSet:
         return self._env.get_template(template + SUFFIX).render(**variables).strip()
 
     def feedback(self, message: str, /, **variables: Any) -> str:
-        """One of the tool-result and corrective messages (macros in ``feedback.j2``).
-
-        Raises:
-            KeyError: no such message. jinja2.UndefinedError: an argument is missing.
-        """
+        """One of the tool-result and corrective messages (macros in ``feedback.j2``)."""
         macro = self.feedback_macros().get(message)
         if macro is None:
             raise KeyError(f"no feedback message named {message!r} in {self.path}/feedback.j2")
@@ -245,12 +229,7 @@ def load_prompt_set(
     The set is checked with a sample tool in ``system.j2``; with ``tool_docs`` (the tools
     the agent will list) it is also rendered with those. A set whose files were already
     checked in this process is not checked again (the same :class:`PromptSet` comes back):
-    the CLI and then the agent load it, the check runs once.
-
-    Raises:
-        UserError: not a readable directory, a template missing, not UTF-8, a syntax error,
-            a variable the code does not pass, a feedback macro missing or with other
-            arguments, or a template that fails to render with sample values.
+    the CLI and then the agent load it, the check runs once. Any fault is a UserError.
     """
     if directory is None:
         return _with_tools(default_prompt_set(kind), tool_docs)

@@ -63,15 +63,9 @@ class Usage:
 class SessionResult:
     """What every session's result holds, image or video.
 
-    Attributes:
-        status: ``masks`` (at least one mask or track selected), ``no_mask`` (the model
-            reported that nothing matches) or ``failed`` (budget spent; see ``failure``).
-        rounds: main-conversation MLLM calls made.
-        timings: seconds per phase (``total``, ``chat``, ``checks``, ``segment``, ``render``).
-        output_dir: where the run's files were written, if anywhere.
-        context: the context policy and budget the session ran with.
-        prompts: the prompt set the session used: ``name``, ``path`` and ``version`` (a
-            content hash of its templates).
+    ``status`` is ``masks``, ``no_mask`` (the model reported nothing matches) or ``failed``
+    (see ``failure``); ``timings`` are seconds per phase (``total``, ``chat``, ``checks``,
+    ``segment``, ``render``); ``prompts`` holds the set's ``name``, ``path`` and ``version``.
     """
 
     query: str

@@ -1,23 +1,7 @@
 """The run directory: every file a session leaves in its folder, named here and only here.
 
-A run directory holds:
-
-* ``result.json`` (:data:`RESULT`): the outcome (:meth:`AgentResult.to_json`), with the
-  exports asked for folded in; written once, last, by :func:`write_run`.
-* ``overlay.png`` (:data:`OVERLAY`): the final masks drawn on the image, with a legend.
-  A video session writes ``overlay.mp4`` (:data:`OVERLAY_VIDEO`: the selected tracks drawn
-  on every frame used) and ``contact_sheet.png`` (:data:`CONTACT_SHEET`: sampled frames)
-  instead (:class:`sam3_agent.agent.video.agent.VideoMedium`), and the web demo a WebM copy of the
-  overlay for the page (:data:`OVERLAY_WEB`).
-* ``masks/NN.png`` (:data:`MASKS_DIR`, ``--export png``): one binary PNG per final mask.
-* ``trace.jsonl`` and ``images/`` (:data:`TRACE`, :data:`IMAGES_DIR`): one record per model
-  call and the images they reference (:mod:`sam3_agent.agent.trace`).
-* ``system_prompt.txt``, ``checker_prompt.txt``, ``prompt_set.json``, ``session.json``,
-  ``calls.jsonl``, ``.session.lock``: the checkpoint of a resumable session
-  (:mod:`sam3_agent.agent.checkpoint`).
-
-Every write is atomic (a temporary file, fsynced, renamed; the mode any new file gets under
-the umask): :func:`sam3_agent.values.files.atomic_write_bytes`.
+The files are listed in docs/cli.md and docs/video.md; every write is atomic
+(:func:`sam3_agent.values.files.atomic_write_bytes`).
 """
 
 from __future__ import annotations

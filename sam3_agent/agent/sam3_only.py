@@ -41,10 +41,6 @@ def segment_only(
 
     Uses ``config.score_threshold`` and ``config.max_image_pixels``; ``rounds`` is 0 and
     usage is empty. ``trace.jsonl`` holds one record: the phrase and the masks kept.
-
-    Raises:
-        ImageLoadError: unreadable image, or more pixels than ``config.max_image_pixels``.
-        SegmenterError: SAM 3 failed.
     """
     config = config or AgentConfig()
     started = time.perf_counter()

@@ -124,15 +124,8 @@ class TaskStep:
 class ActionStep:
     """One main-conversation round: the model's reply and what came back.
 
-    Attributes:
-        round: 1-based number of the MLLM call that produced ``reply``.
-        reply: the reply as stored (cut after the first tool call).
-        kind: how the round ended (see :data:`StepKind`).
-        observation: the answer sent back to the model.
-        call: the parsed tool call, None when the reply had none or was unreadable.
-        phrase: the phrase, for an executed segment_phrase.
-        native_call: with native tool calling, the call as replayed to the API; ``reply``
-            is then the reply's visible text and the observation answers as a tool result.
+    ``round`` is 1-based; ``reply`` is cut after the first tool call; with ``native_call``
+    set, ``reply`` is the visible text and the observation answers as a tool result.
     """
 
     round: int

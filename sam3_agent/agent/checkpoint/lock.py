@@ -14,9 +14,6 @@ class DirectoryLock:
     """One session at a time in a run directory: an exclusive advisory lock on
     ``.session.lock``, held until :meth:`close` (or until the process dies: the system
     releases it, so a killed session never leaves its directory locked).
-
-    Raises:
-        UserError: another live process holds the directory (``ResumeError`` when resuming).
     """
 
     def __init__(self, directory: Path, *, resuming: bool) -> None:

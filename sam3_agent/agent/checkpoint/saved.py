@@ -29,11 +29,7 @@ FORMAT = 1
 
 
 def load_saved(directory: Path) -> dict[str, Any]:
-    """``session.json`` of ``directory``, read and checked for its format.
-
-    Raises:
-        ResumeError: no such file (nothing to resume), unreadable, or another format.
-    """
+    """``session.json`` of ``directory``, checked for its format (ResumeError otherwise)."""
     path = directory / STATE_FILE
     if not path.is_file():
         raise ResumeError(f"nothing to resume in {directory}: no {STATE_FILE}")
@@ -64,13 +60,8 @@ def check_fingerprint(directory: Path, saved: dict[str, Any], now: Fingerprint) 
 class Committed:
     """What a resumed session continues from, read and checked from its run directory.
 
-    Attributes:
-        round: the last committed round.
-        ended: the session has ended (or spent its rounds, when they were given): a resume
-            makes no model call.
-        system_prompt, checker_prompt: the prompts it started with, unchanged since.
-        trace_bytes: the size of ``trace.jsonl`` at the last commit.
-        fingerprint: what it started with.
+    ``round`` is the last committed round; ``ended``: the session has ended or spent its
+    rounds, so a resume makes no model call; ``trace_bytes``: ``trace.jsonl``'s size then.
     """
 
     round: int
@@ -93,10 +84,6 @@ def read_committed(
     """Check and read what ``saved`` (:func:`load_saved` of ``directory``) points at: the
     prompt files, ``prompt_set.json``, the committed part of ``trace.jsonl``. With
     ``max_rounds`` (the session's), a session that has spent its rounds counts as ended.
-
-    Raises:
-        ResumeError: a damaged ``session.json``, an edited or unreadable prompt file, a
-            damaged ``prompt_set.json``, or a trace shorter than the last commit wrote.
     """
     try:
         fingerprint = Fingerprint.from_json(saved["fingerprint"])
@@ -137,9 +124,6 @@ def check_resumable(
     ``model`` and ``backends`` are what is known of the models before they load (the
     MLLM's name, :meth:`~sam3_agent.backends.spec.BackendSpec.describe`); what is left out
     is compared when the models are built.
-
-    Raises:
-        ResumeError: one line naming what is wrong or every difference.
     """
     saved = load_saved(directory)
     if DirectoryLock.held_elsewhere(directory):
@@ -151,11 +135,7 @@ def check_resumable(
 
 def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
     """The prompt set a session in ``directory`` started with (``{"name", "path",
-    "sources"}``), or None when it kept none.
-
-    Raises:
-        ResumeError: the file is there but unreadable or damaged.
-    """
+    "sources"}``), or None when it kept none; ResumeError when it is damaged."""
     path = directory / PROMPT_SET_FILE
     if not path.is_file():
         return None
@@ -173,11 +153,7 @@ def prompt_sha256(text: str) -> str:
 
 
 def read_prompt(directory: Path, name: str, sha256: str) -> str:
-    """The prompt file ``name`` of ``directory``, as the session started with it.
-
-    Raises:
-        ResumeError: unreadable, or edited since (its digest is not ``sha256``).
-    """
+    """The prompt file ``name`` of ``directory``; ResumeError when its digest is not ``sha256``."""
     try:
         text = (directory / name).read_bytes().decode()
     except (OSError, UnicodeDecodeError) as e:
@@ -188,11 +164,7 @@ def read_prompt(directory: Path, name: str, sha256: str) -> str:
 
 
 def check_trace(directory: Path, committed_bytes: int) -> None:
-    """``trace.jsonl`` holds at least what the last commit had written.
-
-    Raises:
-        ResumeError: it is shorter (cut or replaced since).
-    """
+    """Raise ResumeError when ``trace.jsonl`` is shorter than the last commit had written."""
     path = directory / rundir.TRACE
     size = path.stat().st_size if path.is_file() else 0
     if size < committed_bytes:

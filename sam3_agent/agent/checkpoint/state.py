@@ -174,14 +174,8 @@ class Ending:
 class SessionState:
     """Everything a session needs to continue after its last committed round.
 
-    Attributes:
-        round: main-conversation calls made (the last committed round's number).
-        steps: the history the loop builds its context from (a final step is not in it).
-        current: the masks (tracks) that can be selected now, or None.
-        timings: seconds per phase so far, with the ``total``.
-        context: the context policy's state after this round
-            (:meth:`~sam3_agent.agent.context.policy.ContextPolicy.save_state`), None for a
-            stateless one.
+    ``round`` counts main calls made; ``steps`` holds no final step; ``timings`` are seconds
+    per phase with the ``total``; ``context`` is the policy's ``save_state`` (None: stateless).
     """
 
     round: int = 0

@@ -68,12 +68,10 @@ class ContinuedTrace(Trace):
 
 @dataclass(eq=False)
 class Checkpoint:
-    """The committed state of one session in its run directory (see the module docstring).
+    """The committed state of one session in its run directory.
 
-    Build it with :meth:`start` (a new session), :meth:`resume` (continue one) or
-    :meth:`disabled` (no output directory). The session's prompts are :attr:`system_prompt`
-    and :attr:`checker_prompt` (and, resumed, the set it started with: :attr:`prompt_set`);
-    its trace is :attr:`trace`.
+    Build it with :meth:`start`, :meth:`resume` or :meth:`disabled` (no output directory);
+    a resumed one's :attr:`prompt_set` is the set the session started with.
     """
 
     directory: Path | None
@@ -128,9 +126,6 @@ class Checkpoint:
 
         ``prompt_set`` (every template's text: :meth:`PromptSet.saved`) is kept in
         ``prompt_set.json``, so a resumed session renders with the set it started with.
-
-        Raises:
-            UserError: another running session uses ``directory``.
         """
         lock = DirectoryLock(directory, resuming=False)
         try:
@@ -158,13 +153,8 @@ class Checkpoint:
 
     @classmethod
     def resume(cls, directory: Path, fingerprint: Fingerprint) -> Checkpoint:
-        """Continue the session saved in ``directory``.
-
-        Raises:
-            ResumeError: nothing to resume there, unreadable files, another process running
-                the session, or ``fingerprint`` (the image, query and settings given now)
-                differs from the session's.
-        """
+        """Continue the session saved in ``directory``; ResumeError when ``fingerprint`` (the
+        input, query and settings given now) differs or its files are damaged."""
         if not (directory / STATE_FILE).is_file():  # say so before creating a lock file
             raise ResumeError(f"nothing to resume in {directory}: no {STATE_FILE}")
         lock = DirectoryLock(directory, resuming=True)

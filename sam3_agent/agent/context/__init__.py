@@ -1,15 +1,8 @@
 """Context management: which parts of the history each main MLLM call receives.
 
-One :class:`~sam3_agent.agent.context.policy.ContextPolicy` per session turns the typed history
-(:mod:`sam3_agent.agent.steps`) into the messages sent plus an eviction record. Policies, by
-``--context-policy`` name (:mod:`sam3_agent.agent.context.registry`):
-
-``sam3`` (default, :mod:`.sam3`), ``keep-all`` (:mod:`.keep_all`), ``fifo`` (:mod:`.fifo`),
-``decay`` (:mod:`.decay`), ``summary`` (:mod:`.summary`), ``hierarchical``
-(:mod:`.hierarchical`), ``attention`` (:mod:`.attention`), ``auto`` (:mod:`.auto`).
-Token accounting is in :mod:`.tokens`; the interface, the invariants every policy keeps and
-the base class that measures, checks and records every call are in :mod:`.policy`; the values
-they share (history, budget, context, eviction record) in :mod:`.types`.
+One :class:`~.policy.ContextPolicy` per session (by name, :mod:`.registry`) turns the typed
+history into the messages sent plus an eviction record; docs/context-policies.md describes
+the policies.
 
 Eviction log schema
 -------------------
@@ -49,23 +42,7 @@ of ``summary`` are records of ``"kind": "digest"`` with their own ``usage`` and 
 from __future__ import annotations
 
 from sam3_agent.agent.context.policy import ContextPolicy
-from sam3_agent.agent.context.tokens import TokenCounter, Tokens, counter_for
-from sam3_agent.agent.context.types import (
-    Budget,
-    Context,
-    ContextBudgetError,
-    EvictionRecord,
-    History,
-)
+from sam3_agent.agent.context.tokens import Tokens, counter_for
+from sam3_agent.agent.context.types import Context, ContextBudgetError, History
 
-__all__ = [
-    "Budget",
-    "Context",
-    "ContextBudgetError",
-    "ContextPolicy",
-    "EvictionRecord",
-    "History",
-    "TokenCounter",
-    "Tokens",
-    "counter_for",
-]
+__all__ = ["Context", "ContextBudgetError", "ContextPolicy", "History", "Tokens", "counter_for"]

@@ -1,14 +1,8 @@
 """``attention``: rank earlier rounds by how much the model attended to them; evict the least.
 
-Only the in-process ``transformers`` MLLM can say where its attention went: it implements
-:class:`AttentionSource`, giving after each call the share of the attention (of the
-position that starts the reply, averaged over heads and layers) that fell on each message
-sent. Every other backend is refused when the policy is built (:func:`require_source`).
-
-After each main call the policy maps the messages back to their rounds and smooths each
-round's mass over the last :attr:`AttentionPolicy.window` calls that showed it. When the
-history no longer fits, the rounds with the lowest smoothed mass leave first; a round the
-model has not seen yet counts as most attended, so a fresh round is never the first to go.
+Only an :class:`AttentionSource` (the in-process ``transformers`` MLLM) can say where its
+attention went; other backends are refused when the policy is built. A round's mass is
+smoothed over the last calls that showed it; a round not seen yet counts as most attended.
 """
 
 from __future__ import annotations
@@ -75,12 +69,7 @@ def require_source(chat_model: ChatModel) -> AttentionSource:
 
 
 class AttentionPolicy(BudgetedPolicy):
-    """Evict the least attended rounds first.
-
-    Attributes:
-        window: calls a round's mass is averaged over.
-        masses: round number -> recent attention masses, newest last.
-    """
+    """Evict the least attended rounds first; a round's mass is averaged over ``window`` calls."""
 
     name = "attention"
 

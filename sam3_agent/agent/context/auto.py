@@ -25,12 +25,7 @@ MIN_ROUNDS_BETWEEN_SWITCHES = 2
 
 class AutoPolicy(BudgetedPolicy):
     """Switches between ``sam3`` and ``hierarchical``; each call is built by the one in use
-    (so ``build`` is its own, and a budget error names that policy).
-
-    Attributes:
-        mode: the policy in use, ``"sam3"`` or ``"hierarchical"``.
-        switches: every switch so far, as logged in the records.
-    """
+    (so ``build`` is its own, and a budget error names that policy)."""
 
     name = "auto"
 

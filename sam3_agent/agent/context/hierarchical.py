@@ -1,18 +1,10 @@
 """``hierarchical``: the context in zones with token budgets.
 
-* **pinned**: the system prompt, the request (with its constraints), the list of phrases
-  tried, and the round showing the selectable masks. Never evicted.
-* **working**: the latest executed ``segment_phrase`` round and everything after it, in
-  full; older rounds stay here too until the watermark is passed.
-* **archive**: one line per older round (the phrase and what it gave, the verdicts, the
-  mistake), built from the typed steps without a model call, in the first user message.
-* **reserve**: room for the reply (``Budget.reserve_tokens``).
-
-Rounds move from working to archive, oldest first, once the context passes the watermark
-(default 70 % of the budget), until it is back under it; rounds of the latest search move
-only when the hard limit requires. The archive has its own budget
-(:data:`ARCHIVE_SHARE` of the limit); past it, its oldest lines go (the tried phrases stay
-pinned). This policy keeps no state between calls.
+**pinned** (system prompt, request, tried phrases, the selectable masks' round), **working**
+(the latest search onwards, in full), **archive** (one line per older round, built without a
+model call, its own budget :data:`ARCHIVE_SHARE`), **reserve** (the reply). Past the
+watermark rounds move to the archive oldest first; those of the latest search only when the
+hard limit requires. No state between calls.
 """
 
 from __future__ import annotations

@@ -1,34 +1,11 @@
 """The interface every context policy implements, and the base the budgeted ones build on.
 
-A policy sees the typed history (:class:`~.types.History`: the system prompt, the request,
-the executed rounds) and returns a :class:`~.types.Context`: the messages to send and an
-:class:`~.types.EvictionRecord` saying what was kept, what was evicted and why. Every policy
-keeps the same invariants:
-
-* the system prompt is sent byte for byte as given;
-* the first user message always carries the raw image and the request;
-* rounds are sent whole, in order: the assistant reply and its answer (a user message; with
-  native tool calls a ``tool`` message, followed by a user message when it shows an image),
-  so every round starts at its assistant message;
-* of the masks images only the one of the masks that can still be selected is shown
-  (:func:`~sam3_agent.agent.steps.current_masks_index`); that round is never evicted. Every
-  other masks image becomes a line of text. So a call has at most two images;
-* the latest round (the model's own last reply and its answer) is always sent whole: it
-  is the one thing the model must see to continue, above all when it was corrected;
-* the messages fit ``max_context_tokens - reserve_tokens``; when even the pinned part
-  (system prompt, request, selectable masks, latest round) does not,
-  :class:`~.types.ContextBudgetError`.
-
-A budgeted policy's call is built in four steps: measure the history (:class:`~.types.Costs`),
-refuse a budget that cannot hold even the pinned part (:func:`check_pinned`), let the policy
-choose what to send (its :meth:`BudgetedPolicy.select`, a :class:`~.types.Decision`), then
-render that, check it fits and write the eviction record (:meth:`~BudgetedPolicy.conclude`).
-:class:`BudgetedPolicy` does the first, second and last; a policy only says what it keeps. A
-policy that does something before it measures (``attention`` reads the previous call's
-attention, ``summary`` takes in a background digest) overrides ``build`` with
-:meth:`~BudgetedPolicy.measure` and :meth:`~BudgetedPolicy.conclude`; one that pins a note
-in the request (``sam3``, ``hierarchical``) says how large it may get in
-:meth:`~BudgetedPolicy.pinned_note`.
+The invariants every policy keeps are listed in docs/context-policies.md: the system prompt
+byte for byte, the request, rounds whole and in order, at most two images (only the
+selectable masks' one), the latest round whole, and the budget
+(:class:`~.types.ContextBudgetError` when even the pinned part does not fit).
+:class:`BudgetedPolicy` measures the history, checks the pinned part, and renders and
+records what the policy's ``select`` chose.
 """
 
 from __future__ import annotations
@@ -63,11 +40,7 @@ class ContextPolicy(Protocol):
     name: str
 
     async def build(self, history: History) -> Context:
-        """The context for the next call.
-
-        Raises:
-            ContextBudgetError: even the pinned part does not fit the budget.
-        """
+        """The context for the next call; ContextBudgetError when the pinned part does not fit."""
         ...
 
     async def save_state(self) -> dict[str, Any] | None:
@@ -136,11 +109,7 @@ class BudgetedPolicy:
         return 0
 
     def measure(self, history: History) -> Costs:
-        """The history's costs, once the pinned part (with :meth:`pinned_note`) is known to fit.
-
-        Raises:
-            ContextBudgetError: even the pinned part does not fit the budget.
-        """
+        """The history's costs, once the pinned part (with :meth:`pinned_note`) is known to fit."""
         costs = Costs(self.counter, history)
         check_pinned(costs, self.budget, self.name, self.pinned_note(costs))
         return costs

@@ -64,11 +64,7 @@ if tuple(POLICIES) != CONTEXT_POLICIES:  # one list of names, checked at import
 
 
 def build_policy(inputs: PolicyInputs) -> ContextPolicy:
-    """A fresh policy for one session.
-
-    Raises:
-        UserError: unknown name, or ``attention`` with a backend that reports no attention.
-    """
+    """A fresh policy for one session."""
     factory = POLICIES.get(inputs.config.context_policy)
     if factory is None:
         raise UserError(

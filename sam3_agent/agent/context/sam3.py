@@ -1,22 +1,11 @@
 """``sam3`` (the default): three-part pruning, a pure function of the history.
 
-1. Always kept: the system prompt and the first user message (raw image + query).
-2. Dropped: every round before the anchor.
-3. Kept: the anchor, the latest *executed* ``segment_phrase``, and after it only the latest
-   ``examine_each_mask`` round and the latest corrective exchange.
-
-The anchor comes from the parsed tool call (:attr:`ActionStep.kind`), never from a text
-search, and a refused duplicate phrase is a correction, not an anchor, so the image of the
-masks that are still current is never dropped while they stay selectable. Of the kept
-rounds only the image of the masks that can still be selected is sent (the latest executed
-segment or examine, when it has one); older ones become a line of text, and when no mask is
-selectable (all rejected, none found) no image of masks is sent at all. So the context
-holds at most two images and at most :data:`MAX_MESSAGES` messages, however long the session.
-
-Phrases executed before the anchor are named in a note in the first user message, in the
-order they were tried, so the model knows what failed after its history is gone. With a
-token budget too small even for this, kept rounds other than the selectable masks' go,
-oldest first.
+Kept: the system prompt, the request, the anchor (the latest *executed* ``segment_phrase``,
+read from the parsed call, never from a text search), and after it only the latest
+``examine_each_mask`` round and the latest corrective exchange; so at most
+:data:`MAX_MESSAGES` messages. Phrases tried before the anchor are named in a note in the
+request. A budget too small even for this drops kept rounds other than the selectable
+masks', oldest first.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """``summary``: evicted rounds are replaced by a digest the MLLM writes in its own call.
 
-Rounds leave oldest first, as in ``fifo``, when the history outgrows the budget. Each run
-of evicted rounds not yet covered is condensed by one extra call to the same model with
-its own prompt (``prompts/digest_system.j2`` and ``digest_user.j2``: phrases tried and
-what they gave, verdicts, the request's constraints, mistakes, open questions; negations
-and numbers verbatim). The digests replace the rounds in the first user message.
-
-* A digest is never summarised again: it is level 1 and only rounds are ever condensed.
-  When the digests themselves no longer fit, the oldest digest is dropped.
-* Digest calls and their tokens are reported apart (the ``on_digest`` callback; the agent
-  adds them to ``usage.digests``), never mixed with the main conversation's.
-* While the main call of a round is in flight, the rounds that the next call will most
-  likely evict (the context grows by about one round per call) are condensed in the
-  background; the next ``build`` only waits when that guess fell short. One still in
-  flight when the session ends was sent all the same: it is waited for and reported
-  (:meth:`SummaryPolicy.settle`), and cancelled only when the session is stopped or fails.
+Rounds leave oldest first, as in ``fifo``; each run of them is condensed once (a digest is
+never summarised again; the oldest digest is dropped when digests no longer fit). Digest
+calls are reported apart (``on_digest``). The rounds the next call will likely evict are
+condensed in the background while the main call is in flight; a digest still in flight when
+the session ends was paid for, so it is awaited and reported (:meth:`SummaryPolicy.settle`).
 """
 
 from __future__ import annotations
@@ -111,10 +101,6 @@ class SummaryPolicy(BudgetedPolicy):
     Every evicted round is stood for by a digest shown in the same call, or is recorded as
     dropped (its digest no longer fitted). Digests are shown in round order; a digest
     written ahead is shown once all of its rounds have left, so its rounds leave together.
-
-    Attributes:
-        digests: every digest written so far and not dropped, oldest first.
-        digest_calls / digest_blocking: calls made, and how many the next call waited on.
     """
 
     name = "summary"
@@ -134,7 +120,7 @@ class SummaryPolicy(BudgetedPolicy):
         self.max_digest_tokens = max_digest_tokens
         self.digests: list[Digest] = []
         self.digest_calls = 0
-        self.digest_blocking = 0
+        self.digest_blocking = 0  # digest calls a build had to wait for
         self._pending: asyncio.Task[tuple[Digest, DigestCall]] | None = None
         self._evicted: set[int] = set()
         self._dropped_rounds: set[int] = set()

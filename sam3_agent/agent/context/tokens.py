@@ -1,28 +1,10 @@
 """Token accounting: what a context costs, counted the way the model will count it.
 
-Text is counted with the model's own tokenizer when one is available offline (the
-in-process processor's tokenizer, or tokenizer files already in the local Hugging Face
-hub cache for the endpoint's model name). When that tokenizer has a chat template, a whole
-request is counted exactly as the template renders it (role framing and the generation
-prompt included; images by the rule below), and each message's framing is measured on the
-template. Otherwise a documented estimate is used, one that leans towards counting over:
-
-* text: ``ceil(utf-8 bytes / 4)``. Byte-level BPE vocabularies (Qwen, Llama 3, GPT-4o)
-  average 3.5–4.5 bytes per token on English prose and JSON; the estimate leans towards
-  over-counting so a budget computed with it is safe.
-* every message adds :data:`MESSAGE_OVERHEAD` tokens for its role markers
-  (``<|im_start|>role\\n ... <|im_end|>\\n`` in ChatML: five tokens); a native tool call
-  counts its name and arguments plus :data:`TOOL_CALL_OVERHEAD`, a ``tool`` message
-  :data:`TOOL_RESULT_OVERHEAD` more;
-* every request adds :data:`GENERATION_PROMPT` tokens for the opening of the reply
-  (``<|im_start|>assistant\\n``).
-
-Images are counted by the model family's rule on the size actually sent (the encoded
-image's width and height): Qwen2.5-VL resizes each side to a multiple of 28 px
-(14 px patches merged 2×2) and spends one token per 28×28 cell; Qwen3-VL does the same
-with 32 px cells (16 px patches). Each image adds 2 tokens for its vision start/end
-markers. Other models get the Qwen2.5-VL rule as the documented fallback: it is within
-a factor of two of what GPT-4o, Gemini and Llama-3.2-Vision charge for a 1,024 px image.
+With the model's tokenizer when one is available offline (its chat template, when it has
+one, renders whole requests); otherwise an estimate that leans towards counting over
+(``ceil(utf-8 bytes / 4)`` plus the framing constants below). Images are counted by the
+Qwen-VL resize rule on the size sent (28 px cells; Qwen3-VL 32 px), the fallback for other
+models too: within a factor of two of what GPT-4o, Gemini and Llama-3.2-Vision charge.
 """
 
 from __future__ import annotations
@@ -119,10 +101,8 @@ class Tokens:
 class TokenCounter:
     """Counts the tokens of messages as one model sees them.
 
-    Attributes:
-        encode_len: text -> token count with the model's tokenizer; None for the estimate.
-        image_cell: pixels per image token side (:func:`image_cell_for`).
-        source: ``"tokenizer:<name>"`` or ``"estimate"`` (recorded in traces and results).
+    ``encode_len`` is None for the estimate; ``source`` (``"tokenizer:<name>"`` or
+    ``"estimate"``) is recorded in traces and results.
     """
 
     encode_len: Callable[[str], int] | None = None

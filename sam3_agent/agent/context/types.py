@@ -18,22 +18,14 @@ from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 
 
 class ContextBudgetError(Sam3AgentError):
-    """Even the pinned part of the context does not fit the token budget.
-
-    The agent ends the session as ``failed`` with this message before making the call, so
-    the endpoint never answers with a context-length error.
-    """
+    """Even the pinned part of the context does not fit the token budget; the session fails
+    before the call, so the endpoint never answers with a context-length error."""
 
 
 @dataclass(frozen=True)
 class Budget:
-    """The token budget of one call.
-
-    Attributes:
-        max_context_tokens: the model's window (``--max-context-tokens``).
-        reserve_tokens: kept free for the reply.
-        watermark: share of :attr:`limit` at which hierarchical policies start archiving.
-    """
+    """The token budget of one call; ``watermark`` is the share of :attr:`limit` at which
+    hierarchical policies start archiving."""
 
     max_context_tokens: int
     reserve_tokens: int = 1024
@@ -152,12 +144,8 @@ def record_of(context: Context) -> EvictionRecord:
 class Decision:
     """What a policy chose for one call, before rendering.
 
-    Attributes:
-        kept: indices into ``history.steps`` to send in full, any order (sorted on render).
-        tried_phrases: phrases named in the request's note (tried and no longer visible).
-        notes: extra text blocks appended to the first user message (digests, archive).
-        evicted: the rounds left out, and why.
-        scores / zones / digests: the policy's own fields of the eviction record.
+    ``kept`` are indices into ``history.steps``, any order; ``notes`` (digests, archive) are
+    appended to the first user message after the tried-phrases note.
     """
 
     kept: Sequence[int]

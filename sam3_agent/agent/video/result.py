@@ -13,12 +13,8 @@ from sam3_agent.values.tracks import Tracks
 class VideoResult(SessionResult):
     """The outcome of :meth:`sam3_agent.Sam3VideoAgent.run`.
 
-    Attributes:
-        tracks: the selected tracks, per-frame masks at the video's resolution (empty unless
-            ``masks``), keyed by frame position among :attr:`video`'s ``frames_used``.
-        video: where the clip came from, its size and frame rate, the frames used (source
-            indices) and, for a damaged file, which frames could not be read.
-        options: what the model was shown and which frames were tracked.
+    ``tracks`` hold masks at the video's resolution, keyed by position among ``video``'s
+    ``frames_used`` (source indices); ``video`` also names frames a damaged file lost.
     """
 
     tracks: Tracks

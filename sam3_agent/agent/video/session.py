@@ -1,15 +1,9 @@
 """The video medium's scene: a clip, and what the model and its checkers see of it.
 
-``segment`` returns mask tracks; the numbered render is a sheet of a few frames with every
-track numbered consistently across them, each track's temporal extent stated in text. What
-the model sees is bounded whatever the clip's length: a sheet holds at most
-``VideoOptions.frames_shown`` frames, sampled where the candidates exist.
-
-A track's check shows a sheet of a few frames where it exists, each with the track outlined
-beside a close-up, and its extent. A checker that cannot settle it answers Uncertain and may
-name the frames it needs (``<frames>A-B</frames>``); the next look shows those frames (or
-the whole extent, denser), at most ``VideoOptions.uncertain_looks`` times (the AgentRVOS
-idea: prune by Accept / Reject / Uncertain, narrowing to the frames that still matter).
+``segment`` returns mask tracks, shown as a sheet of at most ``frames_shown`` frames with
+tracks numbered consistently across them. A track's check may answer Uncertain and name the
+frames it needs (``<frames>A-B</frames>``); the next look shows those, at most
+``uncertain_looks`` times (the AgentRVOS idea).
 """
 
 from __future__ import annotations
