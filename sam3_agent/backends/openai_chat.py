@@ -49,7 +49,7 @@ DEFAULT_MAX_TOKENS = ENDPOINT_MAX_TOKENS
 # Key-less local servers (vLLM without --api-key) still need some key for the client to start.
 PLACEHOLDER_API_KEY = "EMPTY"
 
-# Statuses worth retrying: request timeout, rate limit, and every server-side failure.
+# Besides every 5xx.
 RETRYABLE_STATUSES = frozenset({408, 429})
 
 SleepFn = Callable[[float], Awaitable[None]]
@@ -223,8 +223,7 @@ class OpenAIChatModel:
                         f"{attempts} times; last failure: {failure.description}"
                     ) from e
                 wait = self.retry.delay(attempt, failure.retry_after_s, self._rng)
-                # Progress, not a problem yet: the error says so if the last retry fails too
-                # (as the SAM 3 client's retries; debug logging shows these lines).
+                # Progress, not a problem yet: the error says so if the last retry fails too.
                 logger.info(
                     "MLLM request to %s failed (%s); retry %d/%d in %.2f s",
                     self.endpoint,

@@ -152,7 +152,6 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
                 pending = Future()
                 self._pending[digest] = pending
         if not computing:
-            # Another thread is computing this image's features: wait for its result.
             return pending.result()
         try:
             features = self._compute_features(image)

@@ -37,7 +37,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_TRACK_TIMEOUT_S = 1800.0  # the service answers once the whole clip is tracked
 
 _CHUNK = 1024 * 1024
-# Bodies this client uploaded (digest -> the service's id), to skip re-uploads.
 _KNOWN_UPLOADS = 256
 
 
@@ -218,7 +217,7 @@ class RemoteVideoSegmenter(ServiceBackend):
                     f"{tuple(found.size)} for a video of {video.frame_count} frames of "
                     f"{video.size}"
                 )
-            # Already checked to fit their frames and size.
+            # TracksJson already checked them to fit their frames and size.
             out.append(Tracks.from_json(found.model_dump(mode="json")))
             embedding._remember(phrase, text, result.used_phrase)
         return out

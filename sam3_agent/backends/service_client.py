@@ -28,11 +28,8 @@ from sam3_agent.values.errors import SegmenterError, UserError
 logger = logging.getLogger(__name__)
 
 _Model = TypeVar("_Model", bound=BaseModel)
-# Ids of images this client uploaded, to skip re-uploads; the server may still evict them.
-_KNOWN_UPLOADS = 1024
-# Phrases whose reading the service reported, per handle.
-_KNOWN_PHRASES = 256
-# A service's Retry-After is honoured up to this many seconds.
+_KNOWN_UPLOADS = 1024  # the server may still evict them
+_KNOWN_PHRASES = 256  # per handle
 _MAX_RETRY_AFTER_S = 60.0
 
 
@@ -185,8 +182,7 @@ class ServiceBackend:
                     f"{failure}{fix}"
                 ) from cause
             wait = self._retry.delay(attempt, asked_s)
-            # Progress, not a problem yet: the error says so if the last retry fails too (debug
-            # logging shows these lines).
+            # Progress, not a problem yet: the error says so if the last retry fails too.
             logger.info(
                 "SAM 3 service %s%s failed (%s); retry %d/%d in %.2fs",
                 self.url,
