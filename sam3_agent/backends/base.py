@@ -1,34 +1,9 @@
 """The interfaces the agent depends on: a chat model, and SAM 3 on images or on video.
 
-A :class:`Segmenter` follows segment-anything's predictor: the expensive image embedding is
-computed once (:meth:`Segmenter.embed`) and answers many phrase queries. ``embed`` returns a
-handle instead of storing the image on the segmenter, so one segmenter can serve many
-concurrent sessions (batch evaluation) without a shared "current image".
-
-The Protocols name what every backend must offer. What a backend may offer besides is
-declared too, each capability as a small Protocol read by one function that applies its
-documented default to a backend without it:
-
-* :class:`ReadsPhrases` (an embedding: how it read a phrase; SAM 3 cuts a long one to its
-  text encoder's limit), :func:`phrase_as_read`: read in full;
-* :class:`ChecksReady` (a segmenter: a remote service's health and token), :func:`preflight`:
-  ready; the agent asks before its first model call;
-* :class:`DescribesItself` (any backend: which model, which settings shape its answers),
-  :func:`describe_backend`: undescribed; a resumed session must be answered by backends
-  that describe themselves the same;
-* :class:`HasGenerationParams` (a chat model: what besides the messages shapes a reply, part
-  of every replay key), :func:`generation_params`: none;
-* :class:`HasTokenizer` (a chat model in process: its tokenizer, to count a context
-  exactly), :func:`tokenizer_of`: none;
-* :class:`Closes` (a chat model holding connections), :func:`close_backend`: nothing to close.
-
-A backend that wraps another (a cache, the resume journal, a shared embedding) derives from
-:class:`ChatModelWrapper`, :class:`SegmenterWrapper` or :class:`EmbeddingWrapper`, which
-forward every one of these, so a new wrapper cannot switch a capability off.
-
-A :class:`VideoSegmenter` is the same idea on video: :meth:`VideoSegmenter.open` returns a
-:class:`VideoEmbedding` whose :meth:`~VideoEmbedding.track` follows each phrase's instances
-through the clip and returns mask tracks.
+``Segmenter.embed`` returns a handle rather than storing a "current image", so one segmenter
+serves many concurrent sessions. Each optional capability is a small Protocol read by one
+function that applies its default to a backend without it; the ``*Wrapper`` bases forward
+every one of them, so a new wrapper cannot switch a capability off.
 """
 
 from __future__ import annotations
@@ -53,39 +28,24 @@ class ImageEmbedding(Protocol):
         ...
 
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
-        """Segment each phrase; one :class:`Detections` per phrase, in order.
-
-        Masks are at the image's full resolution, boxes XYXY in pixels. Detections scoring
-        below ``score_threshold`` may be dropped by the backend; the agent's post-processing
-        (:func:`sam3_agent.values.masks.postprocess`) applies the threshold again regardless.
-
-        Raises:
-            SegmenterError: the backend failed (OOM, service unreachable).
-        """
+        """One :class:`Detections` per phrase, in order; masks at full resolution, boxes XYXY
+        in pixels. The backend may drop detections below ``score_threshold``; the agent's
+        post-processing applies it again regardless. Raises SegmenterError."""
         ...
 
 
 @runtime_checkable
 class ReadsPhrases(Protocol):
-    """Optional on an :class:`ImageEmbedding`: how it read each phrase it segmented.
-
-    An embedding without this method is taken to read every phrase in full.
-    """
+    """Optional on an embedding: how it read each phrase (default: in full)."""
 
     def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as the segmenter read it in ``segment``: the same string, or its
-        longest prefix that fits the text encoder's limit (SAM 3 reads 32 tokens).
-
-        Raises:
-            SegmenterError: the backend failed.
-        """
+        """``phrase`` itself, or its longest prefix that fits the text encoder's limit
+        (SAM 3 reads 32 tokens)."""
         ...
 
 
 def phrase_as_read(embedding: ImageEmbedding | VideoEmbedding, phrase: str) -> str:
-    """``phrase`` as ``embedding`` (an image's or a video's) read it: its
-    :meth:`ReadsPhrases.used_phrase` when it has one, else ``phrase`` itself (the documented
-    default)."""
+    """``phrase`` as ``embedding`` (an image's or a video's) read it."""
     return str(embedding.used_phrase(phrase)) if isinstance(embedding, ReadsPhrases) else phrase
 
 
@@ -100,12 +60,8 @@ class Segmenter(Protocol):
 
 @runtime_checkable
 class VideoEmbedding(Protocol):
-    """One video opened for tracking; track any number of phrases through it.
-
-    The video counterpart of :class:`ImageEmbedding`. Frames are streamed from the
-    :class:`~sam3_agent.media.video.VideoSource` on each call, so memory stays flat in the
-    clip's length; a backend may keep per-frame features in a cache bounded in bytes.
-    """
+    """One video opened for tracking; frames are streamed on each call, so memory stays
+    flat in the clip's length (a backend may cache features, bounded in bytes)."""
 
     @property
     def video(self) -> VideoSource:
@@ -113,16 +69,9 @@ class VideoEmbedding(Protocol):
         ...
 
     def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
-        """Track every instance of each phrase through the video; one :class:`Tracks` per
-        phrase, in order.
-
-        Masks are at the video's full resolution, keyed by frame position. Tracks scoring
-        below ``score_threshold`` may be dropped; the agent's post-processing
-        (:func:`sam3_agent.values.tracks.postprocess_tracks`) applies it again regardless.
-
-        Raises:
-            SegmenterError: the backend failed. VideoLoadError: a frame became unreadable.
-        """
+        """One :class:`Tracks` per phrase, in order; masks at full resolution, keyed by frame
+        position. Tracks below ``score_threshold`` may be dropped (post-processing applies it
+        again). Raises SegmenterError, or VideoLoadError when a frame became unreadable."""
         ...
 
 
@@ -137,28 +86,16 @@ class VideoSegmenter(Protocol):
 
 @runtime_checkable
 class ChecksReady(Protocol):
-    """Optional on a :class:`Segmenter`: a cheap check that it can answer, made before any
-    paid work (the agent calls it before its first chat-model request).
-
-    A segmenter without this method is taken to be ready.
-    """
+    """Optional on a segmenter: a cheap readiness check the agent makes before its first
+    chat-model request (default: ready)."""
 
     def check(self) -> None:
-        """Return when the segmenter can answer (may remember a success).
-
-        Raises:
-            SegmenterError: it cannot (a service unreachable, or refusing the token).
-        """
+        """Raise SegmenterError when it cannot answer; may remember a success."""
         ...
 
 
 def preflight(segmenter: object) -> None:
-    """``segmenter``'s (an image's or a video's) :meth:`ChecksReady.check` when it has one;
-    nothing otherwise.
-
-    Raises:
-        SegmenterError: the check failed.
-    """
+    """Run ``segmenter``'s :meth:`ChecksReady.check` when it has one."""
     if isinstance(segmenter, ChecksReady):
         segmenter.check()
 
@@ -175,85 +112,68 @@ class ChatModel(Protocol):
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> ChatResponse:
-        """Answer one conversation.
-
-        ``tools`` is given only with native tool calling; the reply's structured calls then
-        arrive in :attr:`ChatResponse.tool_calls`.
-
-        Raises:
-            ChatModelError: the backend failed after its own retries.
-        """
+        """``tools`` only with native tool calling. Raises ChatModelError after the backend's
+        own retries."""
         ...
 
 
 @runtime_checkable
 class DescribesItself(Protocol):
-    """Optional on a :class:`ChatModel` or a :class:`Segmenter`: what shapes its answers
-    besides the request (its model, dtype, generation settings).
-
-    A backend without this method is described by its :attr:`ChatModel.name` alone.
-    """
+    """Optional on any backend: what shapes its answers besides the request (default: its
+    name alone). A resumed session must be answered by backends described the same."""
 
     def describe(self) -> Mapping[str, Any] | None:
-        """The options that shape this backend's answers, by their user-facing names (the
-        CLI flags), with JSON-ready values; ``None`` for an option not set. See
-        :mod:`sam3_agent.backends.identity`."""
+        """Options by their user-facing names, JSON-ready values, ``None`` when not set."""
         ...
 
 
 def describe_backend(backend: object) -> dict[str, Any] | None:
-    """``backend``'s :meth:`DescribesItself.describe` when it has one, else ``None``."""
     description = backend.describe() if isinstance(backend, DescribesItself) else None
     return dict(description) if isinstance(description, Mapping) else None
 
 
 @runtime_checkable
 class HasGenerationParams(Protocol):
-    """Optional on a :class:`ChatModel`: everything besides the messages that shapes a reply
-    (token limit, temperature, sampling), part of every replay key
-    (:func:`~sam3_agent.values.messages.request_key`)."""
+    """Optional on a chat model: what besides the messages shapes a reply; part of every
+    replay key."""
 
     @property
     def generation_params(self) -> Mapping[str, Any] | None: ...
 
 
 def generation_params(model: object) -> dict[str, Any]:
-    """``model``'s :attr:`HasGenerationParams.generation_params`; ``{}`` without them."""
     params = model.generation_params if isinstance(model, HasGenerationParams) else None
     return dict(params or {})
 
 
 @runtime_checkable
 class HasTokenizer(Protocol):
-    """Optional on a :class:`ChatModel` run in process: its own tokenizer (a transformers
-    tokenizer), with which a context's tokens are counted exactly."""
+    """Optional on an in-process chat model: its transformers tokenizer, to count a context
+    exactly."""
 
     @property
     def tokenizer(self) -> Any: ...
 
 
 def tokenizer_of(model: object) -> Any:
-    """``model``'s :attr:`HasTokenizer.tokenizer`; None without one."""
     return model.tokenizer if isinstance(model, HasTokenizer) else None
 
 
 @runtime_checkable
 class Closes(Protocol):
-    """Optional on a :class:`ChatModel`: release its connections (an HTTP client's)."""
+    """Optional on a chat model: release its connections."""
 
     async def aclose(self) -> None: ...
 
 
 async def close_backend(model: object) -> None:
-    """``model``'s :meth:`Closes.aclose` when it has one; nothing otherwise."""
     if isinstance(model, Closes):
         await model.aclose()
 
 
 class ChatModelWrapper:
-    """The base of a :class:`ChatModel` that wraps ``inner``: it answers under the inner
-    model's name and forwards every optional capability above; a subclass writes
-    ``complete``."""
+    """Base of a chat model wrapping ``inner``: its name and every capability forwarded; a
+    subclass writes ``complete``."""
 
     def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
@@ -281,9 +201,8 @@ S = TypeVar("S", Segmenter, VideoSegmenter)
 
 
 class SegmenterWrapper(Generic[S]):
-    """The base of a segmenter (an image's or a video's) that wraps ``inner``: it forwards
-    :meth:`ChecksReady.check` and :meth:`DescribesItself.describe`; a subclass writes
-    ``embed`` or ``open``."""
+    """Base of a segmenter (image or video) wrapping ``inner``; a subclass writes ``embed``
+    or ``open``."""
 
     def __init__(self, inner: S) -> None:
         self.inner: S = inner
@@ -296,8 +215,7 @@ class SegmenterWrapper(Generic[S]):
 
 
 class EmbeddingWrapper:
-    """The base of an :class:`ImageEmbedding` that wraps ``inner``: it forwards
-    ``image_size`` and :meth:`ReadsPhrases.used_phrase`; a subclass writes ``segment``."""
+    """Base of an embedding wrapping ``inner``; a subclass writes ``segment``."""
 
     def __init__(self, inner: ImageEmbedding) -> None:
         self.inner = inner

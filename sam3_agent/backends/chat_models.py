@@ -1,18 +1,7 @@
-"""Build the chat model the CLI and API ask for (OpenAI-compatible endpoint or in-process).
-
-Which backend:
-
-* ``llm="hf:<hub id or dir>"``: :class:`TransformersChatModel` in this process.
-* ``url`` and/or ``model`` (or ``OPENAI_BASE_URL`` in the environment): an
-  :class:`OpenAIChatModel` at that endpoint; several URLs: one per endpoint behind a
-  :class:`~sam3_agent.backends.failover.FailoverChatModel`.
-* neither: the default for this machine (Qwen3-VL 8B on a GPU with room for it, a smaller
-  Qwen3-VL elsewhere), chosen by :meth:`sam3_agent.backends.spec.BackendSpec.plan` (the
-  one place that chooses it, next to the memory check) before :func:`build_chat_model`.
-
-With ``cache`` the model is wrapped in a :class:`CachedChatModel`. Options that contradict
-each other raise :class:`UserError` from :func:`check_chat_options` before any weights are
-loaded (and before torch or openai are imported: the backends are imported when built).
+"""Build the chat model the CLI and API ask for: ``llm="hf:..."`` in process, ``url`` and
+``model`` (or ``OPENAI_BASE_URL``) an endpoint (several: behind a failover), neither the
+machine's default, which :meth:`~sam3_agent.backends.spec.BackendSpec.plan` chooses. Options
+are checked before torch or openai are imported.
 """
 
 from __future__ import annotations
@@ -37,8 +26,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_HF_MODEL = GPU_DEFAULT_MLLM
-"""The in-process MLLM on a GPU with room for it (about 18 GB in bfloat16); smaller
-machines get a smaller default (see :func:`sam3_agent.backends.memory.choose_default_mllm`)."""
 
 __all__ = [
     "DEFAULT_HF_MODEL",
@@ -58,14 +45,9 @@ class ChatChoice:
     """Which chat backend the options select.
 
     Attributes:
-        kind: ``endpoint`` (OpenAI-compatible) or ``hf`` (in-process transformers).
-        model: the model name at the endpoint, or the hub id / directory to load.
-        url: the endpoint's base URL (``None``: the OpenAI API); ``None`` for ``hf``. With
-            several endpoints, the first.
-        urls: every endpoint when several serve the model (calls spread over them and fail
-            over); ``()`` with one or none.
-        default: no MLLM was named: ``model`` is :data:`DEFAULT_HF_MODEL`, to be replaced
-            by the default for the machine.
+        url: the endpoint's base URL (``None``: the OpenAI API); with several, the first.
+        urls: every endpoint when several serve the model; ``()`` with one or none.
+        default: no MLLM was named; :meth:`BackendSpec.plan` picks one for the machine.
     """
 
     kind: Literal["endpoint", "hf"]
@@ -86,11 +68,7 @@ def check_chat_options(
     timeout_s: float = 120.0,
     generation: GenerationSettings | None = None,
 ) -> ChatChoice:
-    """Check the chat options together and say which backend they select; loads nothing.
-
-    Raises:
-        UserError: contradictory or malformed options, with the setting to change.
-    """
+    """Check the chat options together and say which backend they select; loads nothing."""
     if tool_protocol not in TOOL_PROTOCOLS:
         raise UserError(
             f"`tool_protocol` must be one of {', '.join(TOOL_PROTOCOLS)}, got {tool_protocol!r}"
@@ -172,27 +150,8 @@ def build_chat_model(
     dtype: str = "auto",
     generation: GenerationSettings | None = None,
 ) -> ChatModel:
-    """``llm="hf:<id or dir>"`` for in-process transformers; ``url``/``model`` for an endpoint.
-
-    Args:
-        llm: ``"hf:<hub id or local dir>"``: an in-process model.
-        url: an OpenAI-compatible base URL (``.../v1``), or several serving the same model
-            (calls spread over them, failing over); ``OPENAI_BASE_URL`` when not given.
-        model: the model name at the endpoint (required with an endpoint).
-        api_key: the endpoint's key; ``OPENAI_API_KEY`` when not given.
-        tool_protocol: ``"tags"`` or ``"native"`` (endpoints only).
-        cache: an SQLite file caching responses.
-        replay: with ``cache``: a request not in the cache is an error.
-        timeout_s: seconds per endpoint request.
-        device, dtype: for the in-process model (see :func:`torch_runtime.resolve_dtype`).
-        generation: temperature, token limit, seed and extra body; ``None``: defaults.
-
-    Raises:
-        UserError: contradictory or malformed options.
-        WeightsUnavailableError: the in-process model's weights cannot be loaded.
-        ValueError: no model named: the default MLLM is chosen by
-            :meth:`~sam3_agent.backends.spec.BackendSpec.plan`, build through the spec.
-    """
+    """The chat model the options select. With no model named it raises ValueError: the
+    default is chosen by :meth:`~sam3_agent.backends.spec.BackendSpec.plan`."""
     choice = check_chat_options(
         llm=llm,
         url=url,

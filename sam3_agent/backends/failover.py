@@ -30,16 +30,8 @@ DEFAULT_COOLDOWN_S = 30.0
 
 
 class FailoverChatModel:
-    """Round-robin over ``models`` (the same model at different endpoints), failing over.
-
-    Args:
-        models: at least one chat model; all must report the same :attr:`name`.
-        cooldown_s: how long an endpoint that failed is tried only after the others.
-        clock: ``time.monotonic`` or a test's clock.
-
-    Raises:
-        UserError: no models, or models with different names.
-    """
+    """Round-robin over ``models`` (one model name at different endpoints), failing over;
+    one that failed is tried only after the others for ``cooldown_s``."""
 
     def __init__(
         self,
@@ -65,11 +57,10 @@ class FailoverChatModel:
 
     @property
     def generation_params(self) -> dict[str, Any]:
-        """The first endpoint's (all are built with the same settings); for cache keys."""
         return generation_params(self.models[0])
 
     def describe(self) -> dict[str, Any] | None:
-        """The first endpoint's description (all serve one model with the same settings)."""
+        """The first endpoint's (all serve one model with the same settings)."""
         return describe_backend(self.models[0])
 
     def order(self) -> list[int]:
@@ -85,11 +76,6 @@ class FailoverChatModel:
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> ChatResponse:
-        """Answer from the first endpoint in :meth:`order` that succeeds.
-
-        Raises:
-            ChatModelError: every endpoint failed (the last failure is the cause).
-        """
         last: ChatModelError | None = None
         for index in self.order():
             try:
@@ -108,6 +94,5 @@ class FailoverChatModel:
         ) from last
 
     async def aclose(self) -> None:
-        """Close every endpoint's connections."""
         for model in self.models:
             await close_backend(model)

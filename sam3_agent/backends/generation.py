@@ -1,8 +1,5 @@
-"""Generation settings a user sets for the MLLM (``--temperature``, ``--max-tokens``,
-``--seed``, ``--llm-extra``), validated once and read by every chat backend.
-
-Pure data, no heavy imports: the CLI validates the flags before any model loads.
-"""
+"""Generation settings a user sets for the MLLM, validated once and read by every chat
+backend. No heavy imports: the CLI validates them before any model loads."""
 
 from __future__ import annotations
 
@@ -15,21 +12,11 @@ from typing import Any
 from sam3_agent.values.config import at_least, check_settings, setting
 from sam3_agent.values.errors import UserError
 
-MAX_TEMPERATURE = 2.0
-"""The largest temperature the OpenAI API accepts; local servers follow it."""
-
-MAX_EXTRA_BYTES = 64 * 1024
-"""``--llm-extra`` is a few settings, not a payload."""
-
-DEFAULT_TEMPERATURE = 0.0
-"""What every chat backend samples at without ``--temperature``: greedy decoding."""
-
-ENDPOINT_MAX_TOKENS = 4096
-"""Completion tokens per endpoint request without ``--max-tokens``; reasoning models may
-need more."""
-
+MAX_TEMPERATURE = 2.0  # the OpenAI API's largest; local servers follow it
+MAX_EXTRA_BYTES = 64 * 1024  # a few settings, not a payload
+DEFAULT_TEMPERATURE = 0.0  # greedy
+ENDPOINT_MAX_TOKENS = 4096  # reasoning models may need more
 IN_PROCESS_MAX_TOKENS = 2048
-"""Completion tokens per request of the in-process model without ``--max-tokens``."""
 
 
 @dataclass(frozen=True)
@@ -37,16 +24,8 @@ class GenerationSettings:
     """What the user asked of generation; ``None`` leaves the backend's own default.
 
     Attributes:
-        temperature: sampling temperature in ``[0, 2]``; 0 is greedy.
-        max_tokens: completion token limit per request, ``>= 1``.
-        seed: sampling seed (endpoints that honour ``seed``; the in-process model seeds
-            torch before each generation).
-        extra_body: a JSON object merged into each endpoint request's body, e.g.
-            ``{"chat_template_kwargs": {"enable_thinking": true}}``; the in-process model
-            reads only ``chat_template_kwargs``.
-
-    Raises:
-        UserError: a value out of range (NaN and infinities included).
+        extra_body: a JSON object merged into each endpoint request's body; the in-process
+            model reads only ``chat_template_kwargs``.
     """
 
     temperature: float | None = setting(
@@ -66,13 +45,11 @@ class GenerationSettings:
 
     @property
     def chat_template_kwargs(self) -> dict[str, Any]:
-        """``extra_body["chat_template_kwargs"]``, or ``{}``."""
         value = (self.extra_body or {}).get("chat_template_kwargs") or {}
         return dict(value)
 
     def resolved(self, *, in_process: bool) -> tuple[float, int]:
-        """``(temperature, max_tokens)`` as a chat backend built from these settings sends
-        them: the given values, else the backend's defaults."""
+        """``(temperature, max_tokens)`` as a chat backend built from these sends them."""
         default_max = IN_PROCESS_MAX_TOKENS if in_process else ENDPOINT_MAX_TOKENS
         temperature = DEFAULT_TEMPERATURE if self.temperature is None else self.temperature
         return temperature, self.max_tokens or default_max
@@ -93,12 +70,7 @@ def canonical_json(value: Any) -> str:
 
 
 def parse_extra_body(text: str | None) -> dict[str, Any] | None:
-    """``--llm-extra`` as a dict; ``None`` for no flag.
-
-    Raises:
-        UserError: not JSON, not an object, too long, or ``chat_template_kwargs`` that is
-            not an object.
-    """
+    """``llm_extra`` as a dict; ``None`` when not given."""
     if text is None:
         return None
     if len(text.encode("utf-8", "surrogatepass")) > MAX_EXTRA_BYTES:

@@ -1,9 +1,8 @@
 """An in-process vision-language model through ``transformers``: the embedded default.
 
-For a user with one GPU and no inference server. The processor's own chat template turns
-our messages (with PIL images) into model inputs; nothing is preprocessed by hand. One
-model serves one request at a time: ``generate`` runs in a worker thread behind a lock,
-so the event loop stays free while concurrent callers queue up.
+The processor's chat template turns our messages into model inputs. One model serves one
+request at a time: ``generate`` runs in a worker thread behind a lock, so the event loop
+stays free while concurrent callers queue up.
 """
 
 from __future__ import annotations
@@ -51,18 +50,8 @@ ATTENTION_REQUESTS_KEPT = 32
 class TransformersChatModel:
     """A ``transformers`` image-text-to-text model (Qwen2.5-VL, Qwen3-VL, ...) as a ChatModel.
 
-    Build it with :meth:`from_pretrained`. Safe to call concurrently: requests are served
-    one at a time by the single model.
-
-    Args:
-        model: a loaded ``AutoModelForImageTextToText`` model, in eval mode, on its device.
-        processor: the matching ``AutoProcessor`` (with a chat template).
-        name: recorded in results and cache keys (the hub id or directory given).
-        max_new_tokens: completion token limit per request.
-        temperature: 0 for greedy decoding, else sampling at this temperature.
-        generation: the user's settings; its ``max_tokens`` and ``temperature`` win over
-            the two arguments above, its ``seed`` seeds torch before each generation and
-            its ``chat_template_kwargs`` go to the chat template (e.g. ``enable_thinking``).
+    ``temperature`` 0 decodes greedily. ``generation``'s ``max_tokens`` and ``temperature``
+    win over the two arguments, its ``seed`` seeds torch before each generation.
     """
 
     def __init__(
@@ -106,15 +95,7 @@ class TransformersChatModel:
         temperature: float = DEFAULT_TEMPERATURE,
         generation: GenerationSettings | None = None,
     ) -> TransformersChatModel:
-        """Load model and processor from the hub cache or a ``save_pretrained`` directory.
-
-        Honours ``HF_HUB_OFFLINE`` and ``HF_TOKEN`` as ``transformers`` does.
-
-        Raises:
-            WeightsUnavailableError: the weights are missing, gated, or cannot be fetched
-                (offline); the message says what to do.
-            UserError: bad ``device`` / ``dtype``.
-        """
+        """Load model and processor from a hub id or a ``save_pretrained`` directory."""
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
         torch_device = resolve_device(device)
@@ -159,23 +140,15 @@ class TransformersChatModel:
 
     @property
     def name(self) -> str:
-        """The hub id or directory the model was loaded from."""
         return self._name
 
     @property
     def tokenizer(self) -> Any:
-        """The model's own tokenizer (used to count the tokens of a context exactly)."""
         return getattr(self._processor, "tokenizer", None)
 
-    supports_attention = True
-    """This backend can report where its attention went (the ``attention`` context policy)."""
-
     def record_attention(self) -> None:
-        """From now on, also measure each request's attention per message.
-
-        Costs one extra forward pass over the prompt per call, with eager attention (the
-        fused kernels do not return attention weights).
-        """
+        """From now on also measure each request's attention per message: one extra forward
+        pass per call, with eager attention (fused kernels return no attention weights)."""
         if not self._record_attention:
             self._model.set_attn_implementation("eager")
             self._record_attention = True
@@ -183,12 +156,9 @@ class TransformersChatModel:
     def last_message_attention(
         self, messages: Sequence[ChatMessage] | None = None
     ) -> list[float] | None:
-        """Share of attention per message of a recent request (sums to 1), or None.
-
-        The share is that of the position that starts the reply, averaged over layers and
-        heads. ``messages`` names the request (concurrent mask checks share the model); the
-        latest request when None. None when recording is off or the request is unknown.
-        """
+        """Attention share per message (sums to 1) of the reply's first position, averaged
+        over layers and heads, for the request ``messages`` (the latest when None; concurrent
+        checks share the model); None when not recorded."""
         if not self._attention:
             return None
         if messages is None:
@@ -197,7 +167,6 @@ class TransformersChatModel:
 
     @property
     def generation_params(self) -> dict[str, Any]:
-        """Everything besides the messages that shapes a reply (part of cache keys)."""
         return {
             "max_new_tokens": self.max_new_tokens,
             "temperature": self.temperature,
@@ -205,8 +174,6 @@ class TransformersChatModel:
         }
 
     def describe(self) -> dict[str, Any]:
-        """The model, its dtype and the generation settings (see
-        :mod:`~sam3_agent.backends.identity`)."""
         return chat_description(
             model=self._name,
             in_process=True,
@@ -219,11 +186,7 @@ class TransformersChatModel:
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> ChatResponse:
-        """Generate a reply in a worker thread; see :class:`ChatModel`.
-
-        Raises:
-            UserError: ``tools`` were given (this backend speaks the tag protocol only).
-        """
+        """Generate in a worker thread; ``tools`` are refused (tag protocol only)."""
         if tools:
             raise UserError(
                 "the in-process transformers backend has no native tool calling; "
@@ -232,7 +195,6 @@ class TransformersChatModel:
         return await asyncio.to_thread(self._generate_or_fail, list(messages))
 
     def _generate_or_fail(self, messages: list[ChatMessage]) -> ChatResponse:
-        """:meth:`_generate`, every failure a one-line :class:`ChatModelError`."""
         try:
             return self._generate(messages)
         except ChatModelError:
@@ -315,12 +277,10 @@ class TransformersChatModel:
 
 
 def _request_key(messages: Sequence[ChatMessage]) -> tuple[int, ...]:
-    """Identifies a request by its messages' roles, texts and images."""
     return tuple(hash((m.role, m.joined_text, tuple(i.sha256 for i in m.images))) for m in messages)
 
 
 def _template_message(message: ChatMessage) -> dict[str, Any]:
-    """A message in the processor chat-template format, images as PIL."""
     content: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, TextPart):

@@ -1,21 +1,9 @@
 """Before loading anything: can every model of the run be loaded, from here or the hub?
 
-Two questions, answered in seconds instead of after minutes of loading:
-
-* :func:`locate` (called by :meth:`~sam3_agent.backends.spec.BackendSpec.plan` for every
-  in-process model of a run, before any of them loads): is each model a local directory
-  with its weights, in the local cache, or on the hub? For a hub id not cached it fetches
-  only ``config.json`` (a few KB: it proves the repo exists and may be read with this
-  machine's token, and gives the memory estimate its parameter count).
-  :func:`check_located` then names every missing model in one error.
-* :func:`hub_access` (called by both in-process loaders, SAM 3 and the transformers MLLM):
-  without network, ``from_pretrained`` on a hub id retries for minutes and then blames the
-  licence; a short TCP connect to the hub's endpoint (``HF_ENDPOINT``, default
-  ``https://huggingface.co``) decides whether the network is there, a cached model is
-  loaded from the cache alone, and anything else is refused in one line.
-
-The network side is :class:`HfHub`; tests replace it with a fake (they never touch the
-network).
+:func:`locate` answers for every in-process model in seconds (a hub id not cached costs one
+``config.json`` fetch, which also feeds the memory estimate). :func:`hub_access` guards each
+loader: without network ``from_pretrained`` retries for minutes and then blames the licence,
+so a short TCP probe decides first. Tests replace :class:`HfHub` with a fake.
 """
 
 from __future__ import annotations
@@ -48,11 +36,8 @@ def hub_endpoint() -> str:
 
 
 def can_connect(endpoint: str, timeout_s: float) -> bool:
-    """Whether a TCP connection to ``endpoint``'s host and port opens within ``timeout_s``.
-
-    Name lookup has no timeout of its own, so the whole attempt runs in a worker thread
-    that is abandoned (not joined) when it overruns.
-    """
+    """Whether a TCP connection to ``endpoint`` opens within ``timeout_s``; name lookup has
+    no timeout of its own, so the attempt runs in a thread abandoned when it overruns."""
     parts = urlsplit(endpoint)
     host = parts.hostname
     if not host:
@@ -85,8 +70,8 @@ WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 
 
 def is_cached(repo_id: str) -> bool:
-    """Whether the hub cache holds ``repo_id``'s ``config.json`` and weights (at its
-    ``main`` revision): a ``config.json`` alone (fetched for an estimate) is not a model."""
+    """Whether the hub cache holds ``repo_id``'s config and weights (a ``config.json`` alone,
+    fetched for an estimate, is not a model)."""
     from huggingface_hub import try_to_load_from_cache
 
     try:
@@ -98,22 +83,11 @@ def is_cached(repo_id: str) -> bool:
 
 
 def hub_access(source: str, *, what: str, setting: str, probe: Probe | None = None) -> bool:
-    """Decide how ``from_pretrained(source)`` may run; returns ``local_files_only``.
+    """``local_files_only`` for ``from_pretrained(source)``: the hub is probed, and when
+    unreachable a cached model loads from the cache and any other is refused.
 
-    ``source`` that is a local directory, or ``HF_HUB_OFFLINE`` set: nothing to probe
-    (``True`` with ``HF_HUB_OFFLINE``). Otherwise the hub endpoint is probed: reachable
-    gives ``False`` (a normal download or cache check); unreachable gives ``True`` when the
-    model is cached (logged once) and raises otherwise.
-
-    Args:
-        source: a hub id or a local directory.
-        what: the model's role in messages (``"SAM 3"``, ``"the MLLM"``).
-        setting: how a caller names a local directory instead (``"`sam3='DIR'`"``).
-        probe: ``(endpoint, timeout_s) -> reachable``; :func:`can_connect` by default
-            (tests pass a fake: they never touch the network).
-
-    Raises:
-        WeightsUnavailableError: the hub is unreachable and the model is not cached.
+    ``what`` is the model's role in messages (``"SAM 3"``); ``setting`` how a caller names
+    a local directory instead (``"`sam3='DIR'`"``).
     """
     if Path(source).expanduser().is_dir():
         return False
@@ -133,18 +107,9 @@ def hub_access(source: str, *, what: str, setting: str, probe: Probe | None = No
     )
 
 
-# -- every model of a run, before any loads ----------------------------------------------
-
-
 @dataclass(frozen=True)
 class ModelRef:
-    """One model a run loads in this process.
-
-    Attributes:
-        source: a hub id or a local directory, as given.
-        what: its role in messages (``"SAM 3"``, ``"the MLLM"``).
-        setting: how a caller names a local directory instead (``"`sam3='DIR'`"``).
-    """
+    """One model a run loads in this process; ``what`` and ``setting`` as in :func:`hub_access`."""
 
     source: str
     what: str
@@ -153,14 +118,8 @@ class ModelRef:
 
 @dataclass(frozen=True)
 class Located:
-    """Where :func:`locate` found a model.
-
-    Attributes:
-        model: the model asked about.
-        config: its ``config.json`` here (a local directory, the hub cache, or fetched from
-            the hub just now), when there is one.
-        missing: why it cannot be loaded (one clause, with what to do); None: it can.
-    """
+    """Where :func:`locate` found a model: its ``config.json`` here, or why it is ``missing``
+    (one clause, with what to do)."""
 
     model: ModelRef
     config: Path | None = None
@@ -179,26 +138,17 @@ class Hub(Protocol):
     """The network side of :func:`locate` (:class:`HfHub`; a fake in tests)."""
 
     @property
-    def endpoint(self) -> str:
-        """The hub's base URL, for messages."""
-        ...
+    def endpoint(self) -> str: ...
 
-    def reachable(self) -> bool:
-        """Whether the hub answers at all (asked once per run)."""
-        ...
+    def reachable(self) -> bool: ...
 
     def fetch_config(self, repo_id: str) -> Path:
-        """Download ``repo_id``'s ``config.json`` only, into the hub cache.
-
-        Raises:
-            ModelMissing: no such repo, gated, no ``config.json``, or the hub failed.
-        """
+        """Download ``repo_id``'s ``config.json`` only; raises :class:`ModelMissing`."""
         ...
 
 
 class HfHub:
-    """The Hugging Face hub at :func:`hub_endpoint`, through ``huggingface_hub`` (which
-    reads ``HF_TOKEN`` and a saved login)."""
+    """The Hugging Face hub at :func:`hub_endpoint` (``HF_TOKEN`` or a saved login)."""
 
     def __init__(self, *, probe: Probe | None = None, cache_dir: Path | None = None) -> None:
         self.endpoint = hub_endpoint()
@@ -260,13 +210,8 @@ class HfHub:
 
 
 def locate(models: Sequence[ModelRef], hub: Hub) -> list[Located]:
-    """Where each of ``models`` is, without loading any; the hub is asked only for hub ids
-    not in the local cache (one reachability probe in all, then ``config.json`` each).
-
-    A local directory needs a ``config.json`` and weight files; a hub id in the cache needs
-    its weights there. ``HF_HUB_OFFLINE`` set: a hub id not cached is missing. An ``ORG/NAME``
-    not cached, where ``ORG`` is a local folder, is a mistyped directory (the hub not asked).
-    """
+    """Where each of ``models`` is, without loading any; the hub is asked only about hub
+    ids not cached (one reachability probe in all)."""
     return [_locate(model, hub) for model in models]
 
 
@@ -319,11 +264,7 @@ def _locate(model: ModelRef, hub: Hub) -> Located:
 
 
 def check_located(located: Sequence[Located]) -> None:
-    """Refuse, in one line naming each, the models :func:`locate` found missing.
-
-    Raises:
-        WeightsUnavailableError: at least one model cannot be loaded (none was loaded).
-    """
+    """Raise WeightsUnavailableError naming, in one line, every model found missing."""
     missing = [f for f in located if f.missing]
     if not missing:
         return

@@ -1,19 +1,10 @@
 """What a backend answers with, besides the request: its description (``describe()``).
 
-A resumed session must be answered by the same models with the same settings, or its later
-rounds would follow other rules than its earlier ones. Each backend says what shapes its
-answers (:class:`~sam3_agent.backends.base.DescribesItself`), and
-:meth:`~sam3_agent.backends.spec.BackendSpec.describe` says the same from the options alone,
-before anything loads; both build their descriptions with the functions here, so the two
-agree by construction.
-
-A description maps the user-facing option (the CLI flag; the same names are
-:func:`sam3_agent.segment`'s keywords) to a JSON-ready value, defaults resolved: what the
-backend sends or loads. ``None``: the option is not set (no seed, a remote SAM 3 has no
-``--sam3``). An option left out is unknown (a model built by hand, a dtype not resolved yet)
-and is not compared.
-
-Pure data, no heavy imports.
+A resumed session must be answered by the same models with the same settings. Backends
+describe themselves and :meth:`~sam3_agent.backends.spec.BackendSpec.describe` says the
+same from the options alone, both with the functions here, so the two agree by
+construction. A description maps the user-facing option name to a JSON-ready value,
+defaults resolved; ``None``: not set; an option left out is unknown and not compared.
 """
 
 from __future__ import annotations
@@ -24,11 +15,8 @@ from typing import Any
 from sam3_agent.backends.generation import GenerationSettings, canonical_json
 
 HF_PREFIX = "hf:"
-"""``--llm hf:<hub id or dir>``: the MLLM in this process."""
-
 CHAT = "mllm"
 SEGMENTER = "sam3"
-"""The two parts of a session's backend description: ``{CHAT: ..., SEGMENTER: ...}``."""
 
 
 def chat_description(
@@ -40,15 +28,8 @@ def chat_description(
     generation: GenerationSettings,
     dtype: str | None = None,
 ) -> dict[str, Any]:
-    """A chat model's description.
-
-    Args:
-        model: its name (the endpoint's model, or the hub id / directory loaded).
-        in_process: loaded here (``--llm hf:...``) rather than served at an endpoint.
-        temperature, max_tokens: the values sent with each request, defaults resolved.
-        generation: the user's settings (their seed and extra body are sent as given).
-        dtype: the in-process model's dtype name (``bfloat16``); ``None``: unknown, left out.
-    """
+    """A chat model's description; ``temperature`` and ``max_tokens`` as sent, defaults
+    resolved; ``dtype`` ``None``: unknown, left out."""
     extra = generation.extra_body
     description: dict[str, Any] = {
         "--llm": f"{HF_PREFIX}{model}" if in_process else None,
@@ -66,9 +47,8 @@ def chat_description(
 def sam3_description(
     *, model: str | None = None, url: str | None = None, dtype: str | None = None
 ) -> dict[str, Any]:
-    """A segmenter's description: SAM 3 in process (``model``, the hub id or directory
-    loaded, and its ``dtype`` name) or the service at ``url``. ``model`` or ``dtype``
-    ``None`` in process: unknown, left out."""
+    """SAM 3 in process (``model``, ``dtype``: ``None`` is unknown, left out) or the service
+    at ``url``."""
     if url is not None:
         return {"--sam3": None, "--sam3-url": url.rstrip("/")}
     description: dict[str, Any] = {"--sam3-url": None}
@@ -80,5 +60,4 @@ def sam3_description(
 
 
 def dtype_name(dtype: object) -> str:
-    """``torch.bfloat16`` as ``bfloat16`` (the ``--dtype`` spelling)."""
     return str(dtype).removeprefix("torch.")

@@ -1,22 +1,10 @@
 """Will the in-process models fit? Estimated before any weight is downloaded.
 
-A model's need is ``parameters x bytes per parameter x (1 + MARGIN_FRACTION) +
-MARGIN_BYTES``: the weights, plus room for activations, the KV cache and allocator slack
-(:data:`MARGIN_FRACTION`), plus the runtime itself (:data:`MARGIN_BYTES`: CUDA context,
-kernels, the processor). The parameter count comes from the model's ``config.json`` (a
-local directory, or the hub cache), by building the model on PyTorch's ``meta`` device
-(no memory, no weights); for a hub id whose config is not cached, from
-:data:`KNOWN_PARAMETERS`, else from its ``config.json`` fetched alone from the hub (a few
-KB: :func:`sam3_agent.backends.hub.locate`). A model with no count is not estimated (and
-not refused for memory).
-
-The models of one process share a device: their needs are summed and compared with the
-memory available there (``MemAvailable`` of ``/proc/meminfo`` on the CPU, the free memory
-CUDA reports on a GPU).
-
-The same readings choose the default MLLM (:func:`choose_default_mllm`): the paper's open
-model class (Qwen3-VL 8B) where a GPU has room for it, else the largest smaller Qwen3-VL
-that fits.
+A model needs ``parameters x bytes per parameter x (1 + MARGIN_FRACTION) + MARGIN_BYTES``
+(activations, KV cache and allocator slack; then the runtime itself). Parameters are counted
+from ``config.json`` on the ``meta`` device, or taken from :data:`KNOWN_PARAMETERS`. The
+models of one process share a device: their needs are summed and compared with what is
+available there (``MemAvailable`` on the CPU, CUDA's free memory on a GPU).
 """
 
 from __future__ import annotations
@@ -39,10 +27,7 @@ GB = 1e9
 GIB = 1024**3
 
 MARGIN_FRACTION = 0.20
-"""Share of the weights' size added for activations, the KV cache and allocator slack."""
-
 MARGIN_BYTES = 1 * GIB
-"""Fixed room per model for the runtime (CUDA context and kernels, processor, buffers)."""
 
 BYTES_PER_PARAMETER = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -55,21 +40,16 @@ KNOWN_PARAMETERS: dict[str, int] = {
     "Qwen/Qwen3-VL-8B-Instruct": 8_767_000_000,
     "Qwen/Qwen3-VL-8B-Thinking": 8_767_000_000,
 }
-"""Parameters of models the defaults and the docs name, for hub ids whose ``config.json``
-is not cached yet (so no estimate needs a download). From the parameter counts the hub
-shows for each model's safetensors files; SAM 3 from its random-weight build
-(``Sam3Model(Sam3Config())``)."""
+"""For hub ids whose ``config.json`` is not cached (no download for an estimate): the hub's
+safetensors counts; SAM 3 from ``Sam3Model(Sam3Config())``."""
 
 KNOWN_VIDEO_PARAMETERS: dict[str, int] = {"facebook/sam3": 859_921_848}
-"""Parameters of SAM 3's video model (detector, tracker and its neck), which the same hub
-repository holds, from ``Sam3VideoModel(Sam3VideoConfig())`` built on the meta device."""
+"""SAM 3's video model (same hub repository), from ``Sam3VideoModel(Sam3VideoConfig())``."""
 
 GPU_DEFAULT_MLLM = "Qwen/Qwen3-VL-8B-Instruct"
-"""The default MLLM on a GPU with room for it: the open model class of the SAM 3 paper's
-agent tables (its Qwen3-VL 8B rows; the Instruct variant needs no thinking budget)."""
+"""The SAM 3 paper's open agent model class (Instruct: no thinking budget needed)."""
 
 SMALL_DEFAULT_MLLMS = ("Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3-VL-2B-Instruct")
-"""Defaults where the 8B model does not fit (CPU-only, small GPU), largest first."""
 
 Kind = Literal["mllm", "sam3", "sam3_video"]
 
@@ -85,15 +65,8 @@ class MemoryReading:
 
 @dataclass(frozen=True)
 class Footprint:
-    """What one model needs on its device.
-
-    Attributes:
-        name: the hub id or directory.
-        parameters: parameter count.
-        dtype: the dtype it will be loaded in.
-        source: where the count came from (``config.json`` or the known-models table).
-        extra: bytes it needs beyond its weights and the margins (a feature cache).
-    """
+    """What one model needs on its device; ``extra``: bytes beyond weights and margins (a
+    feature cache)."""
 
     name: str
     parameters: int
@@ -107,7 +80,6 @@ class Footprint:
 
     @property
     def need(self) -> int:
-        """Bytes needed: weights plus margins (see the module docstring), plus :attr:`extra`."""
         return int(self.weights * (1 + MARGIN_FRACTION)) + MARGIN_BYTES + self.extra
 
     def describe(self) -> str:
@@ -116,14 +88,11 @@ class Footprint:
 
 @dataclass(frozen=True)
 class DefaultChoice:
-    """The default MLLM for this machine, and why (one line for the user)."""
-
     model: str
     reason: str
 
 
 def read_memory(device: torch.device) -> MemoryReading:
-    """Available and total memory of ``device`` (the CPU's RAM, or one CUDA device)."""
     if device.type == "cuda":
         import torch
 
@@ -165,11 +134,7 @@ def config_path(source: str) -> Path | None:
 
 
 def count_parameters(config_file: Path, kind: Kind) -> int:
-    """Parameters of the model ``config_file`` describes, built on the ``meta`` device.
-
-    Raises:
-        ValueError: transformers cannot build a model from this config.
-    """
+    """Parameters of the model ``config_file`` describes, built on the ``meta`` device."""
     import torch
     from transformers import AutoConfig, AutoModel, AutoModelForImageTextToText
 
@@ -185,15 +150,8 @@ def count_parameters(config_file: Path, kind: Kind) -> int:
 def footprint(
     source: str, kind: Kind, dtype: str, fetched: Path | None = None, *, extra: int = 0
 ) -> Footprint | None:
-    """The estimate for one model (``extra``: bytes it needs beyond the weights), or ``None``
-    when neither a config nor the known-models table gives a parameter count (logged; such
-    a model is not refused).
-
-    The count comes from the ``config.json`` of a local directory or the hub cache, else
-    from the known-models table (:data:`KNOWN_PARAMETERS`, :data:`KNOWN_VIDEO_PARAMETERS`
-    for the video model), else from ``fetched``: the ``config.json`` just fetched from the
-    hub for a model in neither (:func:`~sam3_agent.backends.hub.locate`).
-    """
+    """The estimate for one model, from a local or cached ``config.json``, else the known
+    table, else ``fetched`` (the hub's config); ``None`` (not refused) with no count."""
     path = config_path(source)
     known = (KNOWN_VIDEO_PARAMETERS if kind == "sam3_video" else KNOWN_PARAMETERS).get(source)
     if path is None and known is None:
@@ -211,12 +169,8 @@ def footprint(
 
 
 def check_fits(footprints: list[Footprint], reading: MemoryReading, ways_out: str) -> None:
-    """Refuse, in one line with the numbers, models whose summed need exceeds the memory
-    available on their device.
-
-    Raises:
-        UserError: they do not fit; the message ends with ``ways_out``.
-    """
+    """Raise UserError, with the numbers and ``ways_out``, when the summed need exceeds the
+    memory available."""
     need = sum(f.need for f in footprints)
     if not footprints or need <= reading.available:
         return
@@ -231,10 +185,8 @@ def check_fits(footprints: list[Footprint], reading: MemoryReading, ways_out: st
 def choose_default_mllm(
     reading: MemoryReading, dtype: str, others: list[Footprint] | None = None
 ) -> DefaultChoice:
-    """The default MLLM for a device: :data:`GPU_DEFAULT_MLLM` on a CUDA device with room
-    for it (next to ``others``, e.g. SAM 3 in the same process), else the largest of
-    :data:`SMALL_DEFAULT_MLLMS` that fits, else the smallest (the memory check then
-    explains)."""
+    """:data:`GPU_DEFAULT_MLLM` on a CUDA device with room for it beside ``others``, else the
+    largest of :data:`SMALL_DEFAULT_MLLMS` that fits, else the smallest (the check explains)."""
     taken = sum(f.need for f in others or [])
     on_gpu = reading.device.startswith("cuda")
     free = f"{reading.available / GB:.1f} GB available"
@@ -258,7 +210,6 @@ def choose_default_mllm(
 
 
 def ways_out(mllm_here: bool, sam3_here: bool, dtype: str, device_type: str) -> str:
-    """What to try when the models do not fit, for :func:`check_fits`'s message."""
     ways = []
     if mllm_here:
         ways += [

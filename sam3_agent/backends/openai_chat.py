@@ -1,10 +1,8 @@
 """An OpenAI-compatible chat endpoint (vLLM, hosted APIs) as a :class:`ChatModel`.
 
-One :class:`openai.AsyncOpenAI` client is made per instance and reused for every request, so
-connections are pooled and concurrent calls overlap. The retry policy is ours, not the
-client's (the client is built with ``max_retries=0``): 429, 5xx, timeouts and dropped
-connections are retried with exponential backoff and jitter, honouring ``Retry-After``;
-other 4xx answers (bad key, bad request) fail at once.
+One pooled ``openai.AsyncOpenAI`` client per instance. The retry policy is ours
+(``max_retries=0`` on the client): 429, 5xx, timeouts and dropped connections are retried
+with backoff and jitter, honouring ``Retry-After``; other 4xx answers fail at once.
 """
 
 from __future__ import annotations
@@ -47,12 +45,11 @@ logger = logging.getLogger(__name__)
 
 
 DEFAULT_MAX_TOKENS = ENDPOINT_MAX_TOKENS
-"""Completion tokens per request; reasoning models may need more (pass ``max_tokens``)."""
 
 # Key-less local servers (vLLM without --api-key) still need some key for the client to start.
 PLACEHOLDER_API_KEY = "EMPTY"
 
-# Statuses worth retrying: request timeout, rate limit, and every server-side failure.
+# Besides every 5xx.
 RETRYABLE_STATUSES = frozenset({408, 429})
 
 SleepFn = Callable[[float], Awaitable[None]]
@@ -60,38 +57,24 @@ SleepFn = Callable[[float], Awaitable[None]]
 
 @dataclass(frozen=True)
 class _Failure:
-    """One failed attempt, as the retry loop needs it."""
-
     description: str
     retryable: bool
     retry_after_s: float | None = None
 
 
 class OpenAIChatModel:
-    """A chat model behind an OpenAI-compatible ``/v1/chat/completions`` endpoint.
-
-    Safe to call concurrently from one event loop; requests overlap on the shared client.
+    """A chat model behind an OpenAI-compatible ``/v1/chat/completions`` endpoint; safe to
+    call concurrently from one event loop.
 
     Args:
-        model: the model name at the endpoint (also this backend's :attr:`name`).
-        base_url: e.g. ``http://localhost:8000/v1``; falls back to ``OPENAI_BASE_URL``,
-            then to the OpenAI API.
+        base_url: falls back to ``OPENAI_BASE_URL``, then to the OpenAI API.
         api_key: falls back to ``OPENAI_API_KEY``, then to a placeholder for key-less
             local servers.
-        timeout_s: limit for one request (each attempt), in seconds.
-        max_retries: retries after the first attempt on 429 / 5xx / timeout / connection
-            errors.
-        max_tokens: completion token limit sent with each request; ``None`` sends none.
-        temperature: sampling temperature; ``None`` leaves the server's default.
-        tool_protocol: ``"tags"`` (tool calls written as ``<tool>`` tags in the text, no
-            ``tools`` parameter sent) or ``"native"`` (the API's structured tool calls).
-        backoff_base_s, backoff_cap_s: see :class:`RetryPolicy`.
-        sleep: the coroutine used to wait between retries (tests record the waits).
-        seed: seeds the retry jitter, for reproducible tests (not the model's sampling:
-            that is ``generation.seed``).
-        generation: the user's settings: its ``max_tokens`` and ``temperature`` win over
-            the arguments above; ``seed`` is sent as the request's ``seed`` and
-            ``extra_body`` is merged into each request's body.
+        timeout_s: for each attempt.
+        max_tokens, temperature: ``None`` sends none (the server's default).
+        tool_protocol: ``"tags"`` sends no ``tools`` parameter.
+        seed: seeds the retry jitter (the model's sampling seed is ``generation.seed``).
+        generation: its ``max_tokens`` and ``temperature`` win over the arguments.
     """
 
     def __init__(
@@ -155,12 +138,9 @@ class OpenAIChatModel:
         )
 
     def _client_for_running_loop(self) -> openai.AsyncOpenAI:
-        """The instance's client; a fresh one only when a new event loop shows up.
-
-        Pooled connections belong to the loop that opened them, so a client cannot outlive
-        its loop: a caller that runs ``asyncio.run`` once per request (``Sam3Agent.run``)
-        would otherwise fail with "Event loop is closed" on its second request.
-        """
+        """The client, made anew when a new event loop shows up: pooled connections belong
+        to their loop, so one ``asyncio.run`` per request would otherwise fail with "Event
+        loop is closed" on the second."""
         loop = asyncio.get_running_loop()
         if self._client_loop is None:
             self._client_loop = weakref.ref(loop)
@@ -172,12 +152,10 @@ class OpenAIChatModel:
 
     @property
     def name(self) -> str:
-        """The model name at the endpoint."""
         return self._model
 
     @property
     def generation_params(self) -> dict[str, Any]:
-        """Everything besides the messages that shapes a reply (part of cache keys)."""
         return {
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
@@ -186,7 +164,6 @@ class OpenAIChatModel:
         }
 
     def describe(self) -> dict[str, Any]:
-        """The model and the generation settings sent (see :mod:`~sam3_agent.backends.identity`)."""
         return chat_description(
             model=self._model,
             in_process=False,
@@ -196,7 +173,6 @@ class OpenAIChatModel:
         )
 
     async def aclose(self) -> None:
-        """Close the pooled connections."""
         await self._client.close()
 
     async def __aenter__(self) -> OpenAIChatModel:
@@ -208,13 +184,8 @@ class OpenAIChatModel:
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> ChatResponse:
-        """Send one conversation, retrying transient failures; see :class:`ChatModel`.
-
-        Raises:
-            ChatModelError: a non-retryable answer (401, 400, ...), the retries ran out, or
-                anything else went wrong while serving the request (an unreadable answer,
-                a client bug); one line that names the endpoint and the failure.
-        """
+        """Send one conversation, retrying transient failures; every failure is a one-line
+        ChatModelError naming the endpoint."""
         try:
             return await self._complete(messages, tools)
         except ChatModelError as e:
@@ -252,8 +223,7 @@ class OpenAIChatModel:
                         f"{attempts} times; last failure: {failure.description}"
                     ) from e
                 wait = self.retry.delay(attempt, failure.retry_after_s, self._rng)
-                # Progress, not a problem yet: the error says so if the last retry fails too
-                # (as the SAM 3 client's retries; debug logging shows these lines).
+                # Progress, not a problem yet: the error says so if the last retry fails too.
                 logger.info(
                     "MLLM request to %s failed (%s); retry %d/%d in %.2f s",
                     self.endpoint,

@@ -17,12 +17,6 @@ logger = logging.getLogger(__name__)
 
 
 def message_to_wire(message: ChatMessage) -> dict[str, Any]:
-    """One message in the chat-completions wire format.
-
-    Native tool calls travel as an assistant message's ``tool_calls`` and ``tool``
-    messages answering them by id. Text is sent as UTF-8, so a lone surrogate a model
-    wrote (which cannot be encoded) goes back as U+FFFD.
-    """
     if message.role == "tool":
         return {
             "role": "tool",
@@ -62,7 +56,6 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def wire_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD, so the request encodes as UTF-8."""
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 

@@ -1,28 +1,12 @@
-"""An opt-in SQLite cache of chat completions, for cheap reruns and deterministic replay, on
-the replay mechanism it shares with the resume journal (:class:`ReplayingChatModel`).
+"""An opt-in SQLite cache of chat completions, for cheap reruns and deterministic replay.
 
-A request is keyed by :func:`~sam3_agent.values.messages.request_key` (the sha256 of a
-canonical JSON of the model name, the messages with each image by the sha256 of its encoded
-bytes, the tool specs, and the generation parameters the inner model exposes as
-``generation_params``); the answer is stored as
-:func:`~sam3_agent.values.messages.response_to_json` writes it. Identical requests in later
-runs (or other processes) are answered from the file without calling the model. The key
-carries :data:`~sam3_agent.values.messages.REQUEST_KEY_FORMAT`; records written before
-tool-call ids were kept still read (what they lack takes its default).
+Keyed by :func:`~sam3_agent.values.messages.request_key`. Decisions:
 
-Decisions:
-
-* A hit is a :class:`ChatResponse` with ``cached=True`` and ``usage = TokenUsage(0, 0, 0)``:
-  no request was made and no token spent, so summed usage is what the run cost. The
-  tokens the answer originally cost stay in the database row (``prompt_tokens``,
-  ``completion_tokens``) and are summed per instance in :attr:`CachedChatModel.stats`
-  (``saved``).
-* Every answer is stored, including ones cut off by the token limit: replay must
-  reproduce the run as it happened. Failed requests (exceptions) are not stored.
-* Several processes may share one file: WAL journal, a busy timeout, and
-  ``INSERT OR IGNORE`` (the first answer stored for a key wins; a concurrent duplicate
-  is dropped). Each operation opens its own short-lived connection in a worker thread,
-  so a writer waiting on a lock never blocks the event loop.
+* A hit has ``cached=True`` and zero usage, so summed usage is what the run cost; the
+  original tokens stay in the row and are summed in :attr:`CachedChatModel.stats`.
+* Every answer is stored, cut-off ones too (replay reproduces the run); failures are not.
+* Several processes may share one file: WAL, a busy timeout, ``INSERT OR IGNORE`` (the first
+  answer for a key wins), one short-lived connection per operation in a worker thread.
 """
 
 from __future__ import annotations
@@ -66,13 +50,8 @@ CREATE TABLE IF NOT EXISTS responses (
 
 @dataclass
 class CacheStats:
-    """What the cache did for one :class:`CachedChatModel`.
-
-    Attributes:
-        hits: requests answered from the file.
-        misses: requests passed to the inner model (and stored).
-        saved: the original usage of the answers served from the file.
-    """
+    """What the cache did for one :class:`CachedChatModel`; ``saved``: the original usage
+    of the answers served from the file."""
 
     hits: int = 0
     misses: int = 0
@@ -80,33 +59,24 @@ class CacheStats:
 
 
 class ReplayingChatModel(ChatModelWrapper):
-    """A :class:`ChatModel` that answers a request it recorded, found by its key, without
-    asking ``inner``, and records every answer ``inner`` gives. A subclass says where the
-    answers are kept (:meth:`recorded`, :meth:`record`): the response cache's SQLite file, or
-    the resume journal's ``calls.jsonl``; both are keyed alike (:meth:`key`)."""
+    """A chat model that answers a request it recorded without asking ``inner``, and records
+    every answer ``inner`` gives; a subclass says where (the cache's SQLite file, the resume
+    journal's ``calls.jsonl``), both keyed alike."""
 
     def key(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
-        """The key of a request to this model."""
         return request_key(
             messages, tools, model=self.name, generation_params=self.generation_params
         )
 
     async def recorded(self, key: str) -> ChatResponse | None:
-        """The answer recorded for ``key``, or None to ask the inner model."""
         raise NotImplementedError
 
     async def record(self, key: str, response: ChatResponse) -> None:
-        """Keep ``response`` as the answer to ``key``."""
         raise NotImplementedError
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
     ) -> ChatResponse:
-        """The recorded answer, or the inner model's (then recorded).
-
-        Raises:
-            ChatModelError: the inner model failed (nothing is recorded).
-        """
         key = self.key(messages, tools)
         found = await self.recorded(key)
         if found is not None:
@@ -117,17 +87,8 @@ class ReplayingChatModel(ChatModelWrapper):
 
 
 class CachedChatModel(ReplayingChatModel):
-    """Wraps a :class:`ChatModel` with the response cache in the SQLite file ``path``.
-
-    Args:
-        inner: the model asked on a miss.
-        path: the SQLite file; created (with its directory) unless ``replay`` is on.
-        replay: a miss raises :class:`ReplayMissError` instead of calling ``inner``.
-        busy_timeout_s: how long a writer waits for another process's lock.
-
-    Raises:
-        UserError: the file cannot be opened, or ``replay`` is on and it does not exist.
-    """
+    """A chat model answered from the SQLite file ``path`` where it can; with ``replay`` a
+    miss raises :class:`ReplayMissError` instead of calling ``inner``."""
 
     def __init__(
         self,
@@ -171,11 +132,6 @@ class CachedChatModel(ReplayingChatModel):
                 delay = min(delay * 2, 0.2)
 
     async def recorded(self, key: str) -> ChatResponse | None:
-        """The stored answer (``cached``, no usage), or None on a miss.
-
-        Raises:
-            ReplayMissError: replay is on and the cache has no answer for this request.
-        """
         hit = await asyncio.to_thread(self._get, key)
         if hit is not None:
             response, original = hit

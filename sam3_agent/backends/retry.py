@@ -19,10 +19,8 @@ class RetryPolicy:
     """How often and how long to wait before retrying a failed request.
 
     Attributes:
-        max_retries: retries after the first attempt (so ``max_retries + 1`` attempts).
+        max_retries: retries after the first attempt.
         backoff_base_s: ceiling of the first backoff; it doubles with every retry.
-        backoff_cap_s: largest backoff ceiling.
-        max_retry_after_s: a server's ``Retry-After`` is honoured up to this many seconds.
         jitter: wait a random time in ``[ceiling / 2, ceiling]`` (else the ceiling itself).
     """
 
@@ -41,13 +39,9 @@ class RetryPolicy:
     def delay(
         self, retry: int, retry_after_s: float | None, rng: random.Random | None = None
     ) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based).
-
-        The server's ``Retry-After`` wins when given (clamped to ``[0, max_retry_after_s]``);
-        otherwise ``ceiling = min(backoff_cap_s, backoff_base_s * 2 ** (retry - 1))``, with
-        jitter a random wait in ``[ceiling / 2, ceiling]``, so that clients rejected together
-        do not come back together (drawn from ``rng``, else from :mod:`random`).
-        """
+        """Seconds to wait before retry ``retry`` (1-based); the server's ``Retry-After``
+        wins (clamped to ``max_retry_after_s``). Jitter keeps clients rejected together from
+        coming back together."""
         if retry_after_s is not None:
             return min(max(retry_after_s, 0.0), self.max_retry_after_s)
         # 2.0 ** n overflows past n = 1023; long before that every ceiling is past any cap.

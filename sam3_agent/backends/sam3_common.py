@@ -1,11 +1,5 @@
-"""What the in-process SAM 3 backends (images and video) share.
-
-Loading (:func:`load_sam3`: a hub id or a local directory, the hub probe, one-line weight
-errors), the loaded model both segmenters hold (:class:`LoadedSam3`), failures inside model
-work turned into one-line :class:`SegmenterError` (:func:`torch_failures`), phrases as
-SAM 3's text encoder reads them (:func:`text_limit`, :func:`fit_phrase`), and the
-pre-shrink of large frames before the processor's resize (:func:`preshrink`).
-"""
+"""What the in-process SAM 3 backends (images and video) share: loading, the loaded model,
+one-line errors from model work, phrase fitting and the pre-shrink of large frames."""
 
 from __future__ import annotations
 
@@ -42,7 +36,6 @@ P = TypeVar("P")
 
 
 def weights_error(model: str, cause: BaseException) -> WeightsUnavailableError:
-    """The one-line error for weights that cannot be loaded, saying what to do."""
     hint = (
         "HF_HUB_OFFLINE is set, so only weights already in the local cache or a local "
         "directory can be used. "
@@ -66,17 +59,8 @@ def load_sam3(
     device: str,
     dtype: str,
 ) -> tuple[M, P, torch.device]:
-    """``model_class`` and ``processor_class`` through ``from_pretrained(model)``: a hub id or
-    a local directory, in ``dtype`` (not yet moved to the device, which is returned).
-
-    ``device``: ``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
-    ``dtype``: ``auto`` (see :func:`~sam3_agent.backends.torch_runtime.auto_dtype_name`),
-    ``float32``, ``bfloat16``, ``float16``.
-
-    Raises:
-        WeightsUnavailableError: weights missing, gated, or offline; says what to do.
-        UserError: bad device or dtype.
-    """
+    """The model (in ``dtype``, not yet moved) and processor from a hub id or a local
+    directory, and the device to move it to."""
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     name = str(model)
@@ -98,13 +82,9 @@ def load_sam3(
 
 
 class LoadedSam3(Generic[M, P]):
-    """A SAM 3 model (image or video) and its processor on one device: the loading, the
-    identity, the phrase fitting and the pixel preparation both in-process segmenters share.
-
-    A subclass names its transformers classes (:meth:`_classes`), checks its options before
-    any weights load (:meth:`_check_options`) and says what to try when out of memory
-    (``_oom_hint``).
-    """
+    """A SAM 3 model (image or video) and its processor on one device, as both in-process
+    segmenters hold it. A subclass names its classes, checks its options before any weights
+    load, and says what to try when out of memory (``_oom_hint``)."""
 
     _oom_hint: str
     _model: M
@@ -123,8 +103,7 @@ class LoadedSam3(Generic[M, P]):
         name: str | None,
         text_config: object,
     ) -> None:
-        """Hold ``model`` (moved to ``device`` unless ``None``, in eval mode, dtype kept) and
-        ``processor``; ``text_config``: the text encoder's config (:func:`text_limit`)."""
+        """Hold ``model`` (moved to ``device`` unless ``None``, in eval mode, dtype kept)."""
         loaded: Any = model
         if device is not None:
             loaded = loaded.to(torch.device(device))
@@ -141,7 +120,7 @@ class LoadedSam3(Generic[M, P]):
 
     @classmethod
     def _check_options(cls, **options: Any) -> None:
-        """Refuse bad constructor options (a :class:`UserError` naming the setting)."""
+        """Refuse bad constructor options before any weights load."""
 
     @classmethod
     def from_pretrained(
@@ -152,17 +131,7 @@ class LoadedSam3(Generic[M, P]):
         dtype: str = "auto",
         **options: Any,
     ) -> Self:
-        """Load SAM 3 from a hub id (default ``facebook/sam3``, which holds the image and the
-        video model) or a local directory; ``options`` go to the constructor.
-
-        ``device``: ``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
-        ``dtype``: ``auto`` (see :func:`~sam3_agent.backends.torch_runtime.auto_dtype_name`),
-        ``float32``, ``bfloat16``, ``float16``.
-
-        Raises:
-            WeightsUnavailableError: weights missing, gated, or offline; says what to do.
-            UserError: bad device, dtype or option.
-        """
+        """Load SAM 3 from a hub id or a local directory; ``options`` go to the constructor."""
         cls._check_options(**options)
         model_class, processor_class = cls._classes()
         sam3, processor, torch_device = load_sam3(
@@ -173,7 +142,6 @@ class LoadedSam3(Generic[M, P]):
         return made
 
     def describe(self) -> dict[str, object]:
-        """The weights and dtype (see :mod:`~sam3_agent.backends.identity`)."""
         return sam3_description(model=self._name, dtype=dtype_name(self._dtype))
 
     @property
@@ -190,20 +158,18 @@ class LoadedSam3(Generic[M, P]):
         return self._text_limit
 
     def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as the text encoder reads it (:func:`fit_phrase`)."""
         with self._tokenizer_lock, self._failures("tokenizer"):
             return self._fit(phrase)
 
     def _fit(self, phrase: str) -> str:
-        """:func:`fit_phrase` with this model's tokenizer; the caller holds its lock."""
+        """The caller holds the tokenizer lock."""
         return fit_phrase(self._processor.tokenizer, phrase, self._text_limit)
 
     def _failures(self, stage: str) -> AbstractContextManager[None]:
         return torch_failures(stage, self._device, self._oom_hint)
 
     def _pixel_values(self, image: RGBImage) -> torch.Tensor:
-        """``image`` as the model's ``(1, 3, h, w)`` input on its device and dtype, after
-        :func:`preshrink`."""
+        """``image`` as the model's ``(1, 3, h, w)`` input on its device and dtype."""
         pixels = preshrink(image, self._processor.image_processor)
         # torch warns on read-only arrays (PIL-backed ones are); the copy is small.
         pixels = pixels if pixels.flags.writeable else pixels.copy()
@@ -213,23 +179,18 @@ class LoadedSam3(Generic[M, P]):
 
 
 class PhraseHandle:
-    """What an embedding handle (an image's or a video's) shares: its owner's phrase fitting."""
+    """An embedding handle (image or video) fitting phrases with its owner's tokenizer."""
 
     _owner: LoadedSam3[Any, Any]
 
     def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as SAM 3 reads it: the text cut to the text encoder's token limit."""
         return self._owner.used_phrase(phrase)
 
 
 @contextmanager
 def torch_failures(stage: str, device: torch.device, hint: str) -> Iterator[None]:
-    """Turn any failure inside model work into one-line :class:`SegmenterError` (``from e``).
-
-    ``hint``: what to try after running out of memory (``"use a smaller --cache-size"``).
-    Our own errors (bad arguments, an unreadable frame, already a :class:`SegmenterError`)
-    pass unchanged.
-    """
+    """Turn any failure inside model work into a one-line :class:`SegmenterError`; the
+    project's own errors pass unchanged. ``hint``: what to try when out of memory."""
     try:
         yield
     except Sam3AgentError:
@@ -252,13 +213,8 @@ def text_limit(text_config: object) -> int:
 
 
 def fit_phrase(tokenizer: Any, phrase: str, limit: int) -> str:
-    """``phrase`` as a text encoder reading ``limit`` tokens sees it, after
-    :func:`~sam3_agent.backends.segment_args.clean_phrase`: unchanged when it fits, else its
-    longest prefix whose tokens fit (the start and end tokens are kept, as SAM 3's own
-    tokenizer does).
-
-    Not thread-safe: callers hold their tokenizer lock.
-    """
+    """The cleaned ``phrase``, or its longest prefix whose tokens fit ``limit`` with the
+    start and end tokens (as SAM 3's tokenizer keeps them). Callers hold the tokenizer lock."""
     phrase = clean_phrase(phrase)
     room = limit - tokenizer.num_special_tokens_to_add()
     fast = bool(getattr(tokenizer, "is_fast", False))
@@ -274,13 +230,9 @@ def fit_phrase(tokenizer: Any, phrase: str, limit: int) -> str:
 
 
 def preshrink(image: RGBImage, image_processor: object) -> RGBImage:
-    """Shrink a large image to twice the model's input size by area averaging.
-
-    The processor's own resize holds about 2.4x the image in temporaries (343 MB for a
-    48-megapixel photo), more than the image itself; averaging down to twice the input
-    size first bounds that, and the processor's antialiased resize then does the last
-    factor of two as before, so the model sees nearly the same pixels.
-    """
+    """Shrink a large image to twice the model's input size by area averaging: the
+    processor's own resize holds about 2.4x the image in temporaries (343 MB for 48 MP),
+    and its antialiased resize still does the last factor of two."""
     size = getattr(image_processor, "size", None)
     target_h = getattr(size, "height", None) or (size or {}).get("height")
     target_w = getattr(size, "width", None) or (size or {}).get("width")

@@ -1,11 +1,9 @@
 """SAM 3 in this process, through ``transformers`` (``Sam3Model`` + ``Sam3Processor``).
 
-The image backbone is most of SAM 3's cost (about 28 of 32 s per call on a CPU). So, as in
-segment-anything's predictor, :meth:`Sam3Segmenter.embed` runs it once per image and
-returns a handle whose :meth:`~Sam3Embedding.segment` answers any number of phrases from
-those features, several phrases in one forward. Features are kept in an LRU cache keyed by
-the image's content hash, so a batch evaluation asking several queries about one image pays
-for the backbone once, and concurrent embeds of one image compute it once.
+The image backbone is most of SAM 3's cost (about 28 of 32 s per call on a CPU), so, as in
+segment-anything's predictor, :meth:`Sam3Segmenter.embed` runs it once per image (LRU cache
+keyed by content hash; concurrent embeds of one image compute it once) and the handle
+answers any number of phrases, several in one forward.
 """
 
 from __future__ import annotations
@@ -42,10 +40,8 @@ class _Features:
 
 
 class Sam3Embedding(PhraseHandle):
-    """One image with its backbone features computed; segment any number of phrases.
-
-    Holds the features itself, so it stays valid after the segmenter's cache evicts them.
-    """
+    """One image with its backbone features; holds them itself, so it stays valid after the
+    segmenter's cache evicts them."""
 
     _owner: Sam3Segmenter
 
@@ -55,25 +51,15 @@ class Sam3Embedding(PhraseHandle):
         self._owner = owner
         self._features = features
         self.digest = digest
-        """Content hash of the image (:func:`sam3_agent.values.images.image_digest`)."""
         self._image_size = image_size
 
     @property
     def image_size(self) -> tuple[int, int]:
-        """``(height, width)`` of the image in pixels."""
         return self._image_size
 
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
-        """One :class:`Detections` per phrase, in order, keeping scores ``> score_threshold``.
-
-        Masks are ``(N, H, W)`` bool at the image's resolution, boxes ``(N, 4)`` XYXY pixels,
-        scores ``(N,)`` in ``[0, 1]`` (detection score times presence score), in the model's
-        query order.
-
-        Raises:
-            UserError: an empty phrase or a threshold outside ``[0, 1]``.
-            SegmenterError: the forward failed (e.g. out of memory).
-        """
+        """Detections scoring ``> score_threshold``; a score is detection times presence
+        score, in the model's query order."""
         check_segment_args(phrases, score_threshold)
         # The one sanitiser, as the service applies it: both paths read the same text.
         cleaned = [clean_phrase(p) for p in phrases]
@@ -86,11 +72,8 @@ class Sam3Embedding(PhraseHandle):
 
 
 class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
-    """SAM 3 in this process; implements :class:`sam3_agent.backends.base.Segmenter`.
-
-    Thread-safe: one lock serialises model work (the processor's tokenizer is not safe to
-    share across threads, and one forward already uses every core or the whole GPU).
-    """
+    """SAM 3 in this process. One lock serialises model work (the tokenizer is not
+    thread-safe, and one forward already uses every core or the whole GPU)."""
 
     _oom_hint = "use a smaller `sam3_cache_size`, fewer phrases per call"
 
@@ -105,17 +88,9 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
         mask_threshold: float = 0.5,
         name: str | None = None,
     ) -> None:
-        """Wrap a loaded model and processor.
-
-        Args:
-            model: a ``Sam3Model``; moved to ``device`` and put in eval mode, dtype kept.
-            processor: the matching ``Sam3Processor``.
-            device: where to run; ``None`` keeps the model where it is.
-            cache_size: images whose backbone features are kept (LRU); 0 disables the cache.
-            max_phrase_batch: phrases per forward; longer lists are split.
-            mask_threshold: probability above which a mask pixel is on.
-            name: the hub id or directory the weights came from (:meth:`describe`).
-        """
+        """``cache_size``: images whose backbone features are kept (LRU; 0: none);
+        ``max_phrase_batch``: phrases per forward; ``mask_threshold``: the probability above
+        which a mask pixel is on."""
         self._check_options(cache_size=cache_size, max_phrase_batch=max_phrase_batch)
         self._adopt(model, processor, device, name, getattr(model.config, "text_config", None))
         self._cache_size = cache_size
@@ -140,17 +115,13 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
 
     @property
     def cached_images(self) -> list[str]:
-        """Digests of the images whose features are cached, least recently used first."""
+        """Least recently used first."""
         with self._cache_lock:
             return list(self._cache)
 
     def _tokenize(self, phrases: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token ids and attention mask, padded and cut to the encoder's limit.
-
-        ``Sam3Processor`` pads to 32 tokens but never truncates, so a longer phrase made the
-        text encoder raise; cutting here keeps the start and end tokens, like SAM 3's own
-        tokenizer.
-        """
+        """Padded and cut to the encoder's limit: ``Sam3Processor`` never truncates, so a
+        longer phrase made the text encoder raise."""
         with self._tokenizer_lock:
             text = self._processor.tokenizer(
                 phrases,
@@ -162,12 +133,7 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
         return text["input_ids"], text["attention_mask"]
 
     def embed(self, image: RGBImage) -> Sam3Embedding:
-        """Backbone features of an ``(H, W, 3)`` uint8 RGB image, from the cache if there.
-
-        Raises:
-            UserError: not an ``(H, W, 3)`` uint8 array.
-            SegmenterError: the backbone failed (e.g. out of memory).
-        """
+        """Backbone features of an ``(H, W, 3)`` uint8 RGB image, from the cache if there."""
         check_rgb_image(image)
         digest = image_digest(image)
         size = (int(image.shape[0]), int(image.shape[1]))
@@ -186,7 +152,6 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
                 pending = Future()
                 self._pending[digest] = pending
         if not computing:
-            # Another thread is computing this image's features: wait for its result.
             return pending.result()
         try:
             features = self._compute_features(image)
@@ -249,7 +214,6 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
 
     @contextmanager
     def _model_work(self, stage: str) -> Iterator[None]:
-        """The model lock, failures as :class:`SegmenterError` naming ``stage``, no autograd."""
         with self._model_lock, self._failures(stage), torch.inference_mode():
             yield
 

@@ -22,19 +22,13 @@ def detections_at(
     score_threshold: float,
     mask_threshold: float,
 ) -> Detections:
-    """One phrase's detections, selected at the model's mask resolution.
+    """What ``Sam3Processor.post_process_instance_segmentation`` computes, but only the kept
+    queries are resized, one at a time, straight into a bool array. Masks already empty at
+    the model's resolution are dropped (a bilinear resize cannot light a pixel above the
+    largest low-resolution value).
 
-    What ``Sam3Processor.post_process_instance_segmentation`` computes (scores above the
-    threshold, sigmoid masks bilinearly resized to the image, binarised above
-    ``mask_threshold``; boxes scaled from ``[0, 1]`` to pixels), but only the kept queries
-    are resized, one at a time, straight into a bool array: memory grows with the masks kept,
-    not with the image area times the query count. Masks already empty at the model's
-    resolution are dropped (a bilinear resize cannot light a pixel above the largest
-    low-resolution value).
-
-    Args:
-        scores: ``(Q,)`` detection x presence scores. boxes: ``(Q, 4)`` XYXY in ``[0, 1]``.
-        mask_logits: ``(Q, h, w)`` at the model's mask resolution.
+    ``scores``: ``(Q,)`` detection x presence; ``boxes``: ``(Q, 4)`` XYXY in ``[0, 1]``;
+    ``mask_logits``: ``(Q, h, w)``.
     """
     height, width = image_size
     keep = scores > score_threshold
@@ -61,13 +55,9 @@ def detections_at(
 def upsample_masks(
     probs: torch.Tensor, image_size: tuple[int, int], threshold: float
 ) -> npt.NDArray[np.bool_]:
-    """``(K, h, w)`` probabilities -> ``(K, H, W)`` bool, ``bilinear(probs) > threshold``.
-
-    The same values as ``F.interpolate(..., mode="bilinear", align_corners=False)`` followed
-    by the comparison, computed separably: each mask is resized along the width at the
-    model's height (``h x W`` floats), then along the height a band of rows at a time, so no
-    ``H x W`` float array ever exists; the output is the only full-size allocation.
-    """
+    """``(K, h, w)`` probabilities -> ``(K, H, W)`` bool, ``bilinear(probs) > threshold``
+    (``align_corners=False``), computed separably, the height pass a band of rows at a time,
+    so no ``H x W`` float array ever exists."""
     import torch.nn.functional as F
 
     height, width = image_size

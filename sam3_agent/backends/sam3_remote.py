@@ -1,12 +1,8 @@
 """SAM 3 through the HTTP service (``sam3-agent serve-sam3``).
 
-:class:`RemoteSegmenter` implements the same :class:`~sam3_agent.backends.base.Segmenter`
-Protocol as the in-process backend, as a
-:class:`~sam3_agent.backends.service_client.ServiceBackend`. It uploads each image once (raw
-RGB bytes by default, or a PNG: lossless either way, so the server's content hash equals
-ours; see :mod:`sam3_agent.backends.wire` for the measured choice) and asks for masks in row
-order (decoded without a copy). Every failure reaches the caller as a one-line
-:class:`~sam3_agent.values.errors.SegmenterError`.
+Each image is uploaded once, raw RGB or PNG (lossless either way, so the server's content
+hash equals ours; :mod:`sam3_agent.backends.wire` has the measured choice), and masks come
+back in row order (decoded without a copy).
 """
 
 from __future__ import annotations
@@ -33,10 +29,7 @@ UploadFormat = Literal["raw", "png"]
 
 
 class RemoteEmbedding(RemoteHandle):
-    """An image uploaded to the service; segments phrases there.
-
-    Keeps a reference to the pixels so it can upload them again if the server evicted them.
-    """
+    """An image uploaded to the service; keeps the pixels to upload again if evicted."""
 
     def __init__(
         self, owner: RemoteSegmenter, image: RGBImage, image_id: str, image_size: tuple[int, int]
@@ -44,23 +37,13 @@ class RemoteEmbedding(RemoteHandle):
         super().__init__(owner)
         self._image = image
         self.image_id = image_id
-        """The server's id of the image (its content hash)."""
         self._image_size = image_size
 
     @property
     def image_size(self) -> tuple[int, int]:
-        """``(height, width)`` of the image in pixels."""
         return self._image_size
 
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
-        """One :class:`Detections` per phrase, in order, computed by the service.
-
-        Masks ``(N, H, W)`` bool at the image's resolution, boxes ``(N, 4)`` XYXY pixels.
-
-        Raises:
-            UserError: a bare string, a blank phrase, or a threshold outside ``[0, 1]``.
-            SegmenterError: the service failed or refused after retries.
-        """
         return self._ask(phrases, score_threshold)
 
 
@@ -75,29 +58,16 @@ class RemoteSegmenter(ServiceBackend):
         upload_format: UploadFormat = "raw",
         **connection: Any,
     ) -> None:
-        """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
-
-        Args:
-            upload_format: ``raw`` RGB bytes (no encoding time, 3 bytes a pixel: best on a
-                LAN) or ``png`` (level 1: about half the bytes, seconds of CPU per photo).
-            connection: ``timeout_s`` (per request; a first request on a new image includes
-                its backbone), ``retries``, ``backoff_s``, ``transport``, as
-                :class:`ServiceBackend` takes them.
-        """
+        """``upload_format``: ``raw`` RGB bytes (no encoding time: best on a LAN) or ``png``
+        (level 1: about half the bytes, seconds of CPU per photo)."""
         if upload_format not in ("raw", "png"):
             raise UserError(f"upload_format must be 'raw' or 'png', got {upload_format!r}")
         super().__init__(url, token, **connection)
         self._upload_format = upload_format
 
     def embed(self, image: RGBImage) -> RemoteEmbedding:
-        """Upload an ``(H, W, 3)`` uint8 RGB image unless this client already did.
-
-        The backbone runs on the server at the first segment request for the image.
-
-        Raises:
-            UserError: not an ``(H, W, 3)`` uint8 array.
-            SegmenterError: the upload failed or was refused.
-        """
+        """Upload the image unless this client already did; the backbone runs on the server
+        at the first segment request."""
         check_rgb_image(image)
         digest = image_digest(image)
         image_id = self._known(digest) or self._upload(image, digest)

@@ -1,19 +1,9 @@
 """SAM 3's video model through the HTTP service (``sam3-agent serve-sam3 --video``).
 
-:class:`RemoteVideoSegmenter` implements the same
-:class:`~sam3_agent.backends.base.VideoSegmenter` Protocol as the in-process
-:class:`~sam3_agent.backends.sam3_video.Sam3VideoSegmenter`, as the image client's
-:class:`~sam3_agent.backends.service_client.ServiceBackend` (one pool, the token, retries,
-one-line errors, the preflight check, the uploads remembered).
-
-:meth:`RemoteVideoSegmenter.open` uploads the video once: a video file as it is (the service
-decodes the same bytes with the same OpenCV, so it tracks exactly the frames this machine
-would), a folder of frames as an uncompressed tar of the frames used (built in a temporary
-file, never in memory, with fixed metadata so the same frames give the same bytes). The
-upload streams from disk; a body this client uploaded before (same SHA-256) is not sent
-again. :meth:`RemoteVideoEmbedding.track` names the frames tracked explicitly, so the
-service tracks the :class:`~sam3_agent.media.video.VideoSource`'s own selection, and
-uploads the video again if the service evicted it.
+``open`` uploads the video once, streamed from disk: a video file as it is (the service
+decodes the same bytes with the same OpenCV), a folder as an uncompressed tar of the frames
+used, with fixed metadata so the same frames give the same bytes. ``track`` names the frames
+tracked, so the service tracks the :class:`~sam3_agent.media.video.VideoSource`'s selection.
 """
 
 from __future__ import annotations
@@ -42,15 +32,11 @@ from sam3_agent.media.video import VideoSource
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.tracks import Tracks
 
-__all__ = ["DEFAULT_TRACK_TIMEOUT_S", "RemoteVideoEmbedding", "RemoteVideoSegmenter"]
-
 logger = logging.getLogger(__name__)
 
-DEFAULT_TRACK_TIMEOUT_S = 1800.0
-"""Seconds a track request may take: the service answers once the whole clip is tracked."""
+DEFAULT_TRACK_TIMEOUT_S = 1800.0  # the service answers once the whole clip is tracked
 
 _CHUNK = 1024 * 1024
-# Bodies this client uploaded (digest -> the service's id), to skip re-uploads.
 _KNOWN_UPLOADS = 256
 
 
@@ -69,8 +55,6 @@ class _FileChunks:
 
 @dataclass(frozen=True)
 class _Body:
-    """What an upload sends: a file on disk, its size, hash and content type."""
-
     path: Path
     size: int
     digest: str
@@ -84,12 +68,7 @@ def _digest(path: Path) -> str:
 
 @contextmanager
 def _upload_body(video: VideoSource) -> Iterator[_Body]:
-    """The body that uploads ``video``: its file, or a tar of its frames used (a temporary
-    file, deleted when the ``with`` ends).
-
-    Raises:
-        SegmenterError: the video's files can no longer be read.
-    """
+    """``video``'s file, or a tar of its frames used (a temporary file)."""
     try:
         if video.kind == "file":
             yield _Body(
@@ -119,53 +98,32 @@ def _upload_body(video: VideoSource) -> Iterator[_Body]:
 
 
 class RemoteVideoEmbedding(RemoteHandle):
-    """A video uploaded to the service; tracks phrases there. Implements
-    :class:`~sam3_agent.backends.base.VideoEmbedding`."""
+    """A video uploaded to the service; tracks phrases there."""
 
     def __init__(self, owner: RemoteVideoSegmenter, video: VideoSource, video_id: str) -> None:
         super().__init__(owner)
         self._video = video
         self.video_id = video_id
-        """The service's id of the upload (the SHA-256 of its body)."""
 
     @property
     def video(self) -> VideoSource:
-        """The video, with the frames tracked (:attr:`VideoSource.indices`)."""
         return self._video
 
     def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
-        """One :class:`Tracks` per phrase, in order, computed by the service over the
-        video's frames used; tracks scoring ``>= score_threshold`` kept.
-
-        Raises:
-            UserError: a bare string, a refused phrase, or a threshold outside ``[0, 1]``.
-            SegmenterError: the service failed or refused after retries.
-        """
         return self._ask(phrases, score_threshold)
 
 
 class RemoteVideoSegmenter(ServiceBackend):
-    """A SAM 3 service that tracks videos, as a
-    :class:`~sam3_agent.backends.base.VideoSegmenter`. Thread-safe. ``timeout_s``: per
-    request, by default :data:`DEFAULT_TRACK_TIMEOUT_S` (a track request is answered once
-    the whole clip is tracked)."""
+    """A SAM 3 service that tracks videos. Thread-safe."""
 
     default_timeout_s = DEFAULT_TRACK_TIMEOUT_S
     _known_uploads = _KNOWN_UPLOADS
     _unknown = ErrorCode.UNKNOWN_VIDEO
     _evicted = "service evicted video %s; uploading it again"
-    _limits: VideoLimits | None = None
-    """The service's video bounds, once :meth:`check` has read them."""
+    _limits: VideoLimits | None = None  # read by check()
 
     def check(self) -> None:
-        """Check that the service answers, takes the token and tracks videos (it was
-        started with ``--video``), before anything that costs money. A success is
-        remembered.
-
-        Raises:
-            SegmenterError: unreachable after retries, refusing the token, or not tracking
-                videos.
-        """
+        """:meth:`ServiceBackend.check`, and that the service tracks videos."""
         if self._limits is not None:
             return
         super().check()
@@ -179,12 +137,7 @@ class RemoteVideoSegmenter(ServiceBackend):
         self._limits = self._parse(VideoLimits, response)
 
     def open(self, video: VideoSource) -> RemoteVideoEmbedding:
-        """Upload ``video`` (its file, or its frames used) unless this client already did.
-
-        Raises:
-            UserError: ``video`` is not a :class:`VideoSource` (use ``open_video``).
-            SegmenterError: the upload failed or was refused (too large, too many frames).
-        """
+        """Upload ``video`` (its file, or its frames used) unless this client already did."""
         if not isinstance(video, VideoSource):
             raise UserError(
                 f"open needs a VideoSource (see open_video), got {type(video).__name__}"
@@ -264,7 +217,7 @@ class RemoteVideoSegmenter(ServiceBackend):
                     f"{tuple(found.size)} for a video of {video.frame_count} frames of "
                     f"{video.size}"
                 )
-            # Already checked to fit their frames and size.
+            # TracksJson already checked them to fit their frames and size.
             out.append(Tracks.from_json(found.model_dump(mode="json")))
             embedding._remember(phrase, text, result.used_phrase)
         return out

@@ -1,22 +1,13 @@
-"""SAM 3 on video in this process, through ``transformers`` (``Sam3VideoModel`` +
-``Sam3VideoProcessor``).
+"""SAM 3 on video in this process, through ``transformers`` (``Sam3VideoModel``).
 
-:meth:`Sam3VideoSegmenter.open` returns a handle whose :meth:`~Sam3VideoEmbedding.track`
-follows every instance of each phrase through the clip: one inference session per phrase,
-fed the frames of :meth:`VideoSource.frames` one at a time, each frame's masks RLE-encoded
-into a :class:`~sam3_agent.values.tracks.TrackBuilder` at the frame's position. Several
-phrases of one call share each decoded frame and one backbone run on it.
+:meth:`Sam3VideoEmbedding.track` runs one inference session per phrase
+(:mod:`~sam3_agent.backends.sam3_video_session`), the phrases of one call sharing each
+decoded frame and one backbone run on it.
 
-The session (streamed, yet as the whole-clip inference computes it; memory flat in the
-clip's length) is :mod:`~sam3_agent.backends.sam3_video_session`'s.
-
-Backbone reuse. The image backbone (the ViT, most of SAM 3's cost) is wrapped so its output
-for a frame is kept in a :class:`FeatureCache` bounded in bytes and keyed by the frame's
-pixels: a second phrase on the same clip skips the backbone for the frames the cache holds.
-transformers offers no hook for this (``_det_track_one_frame`` always calls the detector's
-``get_vision_features``; the session's ``cache.cache_vision_features`` holds only the
-tracker's copy of the current frame), so the segmenter replaces the detector's
-``vision_encoder.backbone`` module with a caching wrapper around it.
+transformers offers no hook to reuse the image backbone (most of SAM 3's cost) across
+phrases: ``_det_track_one_frame`` always calls ``get_vision_features``, and the session's
+cache holds only the tracker's current frame. So the segmenter replaces the detector's
+``vision_encoder.backbone`` with a wrapper answering from a :class:`FeatureCache`.
 """
 
 from __future__ import annotations
@@ -41,13 +32,6 @@ from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import image_digest
 from sam3_agent.values.tracks import Tracks
 
-__all__ = [
-    "DEFAULT_FEATURE_CACHE_BYTES",
-    "FeatureCache",
-    "Sam3VideoEmbedding",
-    "Sam3VideoSegmenter",
-]
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_FEATURE_CACHE_BYTES = 512 * 1024**2
@@ -56,14 +40,11 @@ DEFAULT_FEATURE_CACHE_BYTES = 512 * 1024**2
 
 
 class FeatureCache:
-    """The image backbone's output for video frames, bounded in bytes.
+    """The image backbone's output for video frames, keyed by content hash, bounded in bytes.
 
-    Keys are frame content hashes; values the backbone's last hidden state on the model's
-    device. Made for clips read front to back, again and again (one pass per phrase): a
-    least-recently-used cache would evict each frame just before the next pass needs it,
-    so when full the cache evicts only entries another clip (another ``group``) stored,
-    least recently used first, and otherwise keeps what it holds: every pass then reuses
-    the frames that fit.
+    Clips are read front to back once per phrase, so plain LRU would evict each frame just
+    before the next pass needs it; when full, this evicts only other clips' (other
+    ``group``'s) entries, least recently used first, and otherwise keeps what it holds.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -71,9 +52,7 @@ class FeatureCache:
             raise UserError(f"the feature cache size must be >= 0 bytes, got {max_bytes}")
         self.max_bytes = max_bytes
         self.hits = 0
-        """Lookups answered from the cache."""
         self.misses = 0
-        """Lookups not answered (the backbone ran)."""
         self._entries: OrderedDict[Hashable, tuple[torch.Tensor, Hashable]] = OrderedDict()
         self._bytes = 0
 
@@ -116,19 +95,14 @@ class FeatureCache:
 
 
 class _CachingBackbone(torch.nn.Module):
-    """The detector's ViT backbone, answering from a :class:`FeatureCache` where it can.
-
-    Inside :meth:`frame`, a call returns the stored output for that frame if there is one
-    (the latest frame's is always at hand, for phrases tracked in lockstep) and stores a
-    new one; outside, it runs the ViT.
-    """
+    """The detector's ViT backbone, answering from a :class:`FeatureCache` inside
+    :meth:`frame` (the latest frame's output always at hand, for phrases in lockstep)."""
 
     def __init__(self, inner: torch.nn.Module, cache: FeatureCache) -> None:
         super().__init__()
         self.inner = inner
         self.cache = cache
         self.runs = 0
-        """Times the ViT ran."""
         self._frame: tuple[Hashable, Hashable] | None = None
         self._latest: tuple[Hashable, torch.Tensor] | None = None
 
@@ -173,11 +147,8 @@ def _install_backbone(model: Sam3VideoModel, cache: FeatureCache) -> _CachingBac
 
 
 class Sam3VideoEmbedding(PhraseHandle):
-    """One video opened for tracking; track any number of phrases through it.
-
-    Implements :class:`sam3_agent.backends.base.VideoEmbedding`. Holds no frames: each
-    :meth:`track` decodes the clip again (the segmenter's feature cache spares the backbone).
-    """
+    """A :class:`~sam3_agent.backends.base.VideoEmbedding` holding no frames: each
+    :meth:`track` decodes the clip again (the feature cache spares the backbone)."""
 
     _owner: Sam3VideoSegmenter
 
@@ -188,33 +159,17 @@ class Sam3VideoEmbedding(PhraseHandle):
 
     @property
     def video(self) -> VideoSource:
-        """The video, with the frames tracked (:attr:`VideoSource.indices`)."""
         return self._video
 
     def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
-        """One :class:`Tracks` per phrase, in order, keeping tracks scoring
-        ``>= score_threshold``.
-
-        Masks are at the video's resolution, keyed by frame position; a track's score is
-        SAM 3's detection score of the object (in ``[0, 1]``), its id the session's object
-        id, tracks ordered by id.
-
-        Raises:
-            UserError: a phrase refused by :func:`~sam3_agent.backends.segment_args.phrase_problem`
-                or a threshold outside ``[0, 1]``.
-            SegmenterError: the model failed (e.g. out of memory).
-            VideoLoadError: a frame became unreadable.
-        """
+        """Tracks scoring ``>= score_threshold``; a track's score is SAM 3's detection score
+        of the object, its id the session's object id, tracks ordered by id."""
         return self._owner._track(self._video, self._group, phrases, score_threshold)
 
 
 class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
-    """SAM 3's video model in this process; implements
-    :class:`sam3_agent.backends.base.VideoSegmenter`.
-
-    Thread-safe: one lock serialises model work and the tokenizer (one clip pass already
-    uses every core or the whole GPU).
-    """
+    """SAM 3's video model in this process. One lock serialises model work and the
+    tokenizer (one clip pass already uses every core or the whole GPU)."""
 
     _oom_hint = "track fewer frames (`stride`, `max_frames`) or use a smaller `video_cache_mb`"
 
@@ -227,17 +182,8 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
         feature_cache_bytes: int = DEFAULT_FEATURE_CACHE_BYTES,
         name: str = "",
     ) -> None:
-        """Wrap a loaded model and processor (``name``: where the weights came from, as
-        :meth:`describe` reports it).
-
-        Args:
-            model: a ``Sam3VideoModel``; moved to ``device``, put in eval mode, dtype kept.
-                Its detector's backbone module is replaced by a caching wrapper around it.
-            processor: the matching ``Sam3VideoProcessor``.
-            device: where to run; ``None`` keeps the model where it is.
-            feature_cache_bytes: bytes of backbone features kept for reuse across phrases
-                (:class:`FeatureCache`); 0 recomputes every frame for every call.
-        """
+        """``model`` is moved to ``device`` (``None``: kept) and its detector's backbone
+        replaced by a caching wrapper; ``name`` is where the weights came from."""
         self._check_options(feature_cache_bytes=feature_cache_bytes)
         detector: Any = model.config.detector_config
         self._adopt(model, processor, device, name, getattr(detector, "text_config", None))
@@ -259,20 +205,14 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
 
     @property
     def feature_cache(self) -> FeatureCache:
-        """The backbone features kept across calls (size, hits and misses)."""
         return self._cache
 
     @property
     def backbone_runs(self) -> int:
-        """Times the image backbone ran since this segmenter was made."""
         return self._backbone.runs
 
     def open(self, video: VideoSource) -> Sam3VideoEmbedding:
-        """Prepare ``video`` for tracking; nothing is decoded until :meth:`track`.
-
-        Raises:
-            UserError: ``video`` is not a :class:`VideoSource` (use ``open_video``).
-        """
+        """Nothing is decoded until :meth:`track`."""
         if not isinstance(video, VideoSource):
             raise UserError(
                 f"open needs a VideoSource (see open_video), got {type(video).__name__}"

@@ -1,23 +1,16 @@
 """One phrase's SAM 3 video session, fed the clip one frame at a time.
 
-Streamed, yet as the whole-clip inference computes it. transformers' own streaming mode
-(``model(frame=...)``) switches off SAM 3's hotstart heuristics (dropping tracks that
-detections stop confirming, or that duplicate an earlier track, within ``hotstart_delay``
-frames of their start), because they need later frames. Here each frame is added to the
-session and run as the whole-clip path runs it (``model(frame_idx=...)``), and the outputs
-wait in a buffer of ``hotstart_delay`` frames before they are read, exactly as
-``propagate_in_video_iterator`` buffers them; a track removed in that window is hidden from
-the frames already buffered. The session reports the clip's frame count, which the tracker
-reads for its object-pointer window.
+Streamed, yet as the whole-clip inference computes it: transformers' streaming mode
+(``model(frame=...)``) switches off SAM 3's hotstart heuristics, which need later frames.
+Here each frame is run as the whole-clip path runs it (``model(frame_idx=...)``) and the
+outputs wait ``hotstart_delay`` frames before they are read, as
+``propagate_in_video_iterator`` buffers them.
 
-Memory flat in clip length. A session keeps every frame added and every frame's tracker
-output; after each frame it drops what the tracker will not read again:
-the frame's pixels, outputs older than its memory bank (``num_maskmem``) and object-pointer
-window (``max_object_pointers_in_encoder``), conditioning frames beyond the
-``max_cond_frame_num`` most recent (the ones its attention selects; SAM 3 also takes object
-pointers from those only, where transformers takes them from every conditioning frame),
-full-size mask logits of past frames, and per-frame bookkeeping. Live tracks keep a bounded
-state each; what grows is each object's few integers of bookkeeping and the RLE tracks.
+Memory flat in clip length: after each frame the session drops what the tracker will not
+read again (pixels, outputs older than its memory bank and object-pointer window,
+conditioning frames beyond the ``max_cond_frame_num`` most recent, past mask logits,
+per-frame bookkeeping). SAM 3 takes object pointers from those conditioning frames only,
+where transformers takes them from every one.
 """
 
 from __future__ import annotations
@@ -35,7 +28,7 @@ from sam3_agent.values.tracks import TrackBuilder, Tracks
 
 class StreamingSession(Sam3VideoInferenceSession):
     """A session fed one frame at a time that reports the whole clip's frame count (the
-    tracker sizes its object-pointer window by it, as it does for a pre-loaded clip)."""
+    tracker sizes its object-pointer window by it)."""
 
     def __init__(self, frame_count: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -50,16 +43,11 @@ class StreamingSession(Sam3VideoInferenceSession):
 class Windows:
     """How far back the model reads a session's state (from its config)."""
 
-    memory_frames: int
-    """Past frames whose tracker outputs the next frame reads (memory bank, pointers)."""
-    cond_frames: int
-    """Conditioning frames per object its attention selects (-1: all)."""
-    unmatched: int
-    """Unmatched frames that make a young track removable (only the count is read)."""
+    memory_frames: int  # past frames the next frame reads (memory bank, pointers)
+    cond_frames: int  # conditioning frames per object its attention selects (-1: all)
+    unmatched: int  # only these counts of the hotstart lists are read
     duplicates: int
-    """Overlapping frames that make a young track a duplicate (only the count is read)."""
-    hotstart_delay: int
-    """Frames an output waits before it is read."""
+    hotstart_delay: int  # frames an output waits before it is read
 
     @classmethod
     def of(cls, model: Sam3VideoModel) -> Windows:
@@ -81,7 +69,7 @@ _PAST_FRAME_KEYS = ("pred_masks", "high_res_masks")
 
 def trim_session(session: Sam3VideoInferenceSession, position: int, windows: Windows) -> None:
     """Drop from ``session``, after frame ``position`` was run and read, everything the model
-    will not read again (see the module docstring); what it reads keeps its values."""
+    will not read again; what it reads keeps its values."""
     if session.processed_frames:
         session.processed_frames.clear()
     oldest = position + 1 - windows.memory_frames
@@ -150,7 +138,6 @@ class PhraseRun:
         self._pending: deque[Any] = deque()
 
     def step(self, position: int, pixel_values: torch.Tensor) -> None:
-        """Run one frame; read the outputs whose hotstart wait is over; trim the session."""
         session = self.session
         session.add_new_frame(pixel_values, frame_idx=position)
         out = self._model(inference_session=session, frame_idx=position)
@@ -163,7 +150,6 @@ class PhraseRun:
         trim_session(session, position, self._windows)
 
     def finish(self) -> None:
-        """Read every output still waiting (the clip has ended)."""
         while self._pending:
             self._read(self._pending.popleft())
 

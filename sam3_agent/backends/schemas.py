@@ -152,9 +152,6 @@ class SegmentResponse(BaseModel):
     results: list[PhraseResult]
 
 
-# -- video ---------------------------------------------------------------------------------
-
-
 class VideoLimits(BaseModel):
     """Answer to ``GET /v1/videos``: the service tracks videos, within these bounds."""
 

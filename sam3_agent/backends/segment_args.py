@@ -10,17 +10,11 @@ import numpy as np
 from sam3_agent.values.errors import UserError
 
 MAX_PHRASE_CHARS = 200
-"""Longest phrase the agent's tool schema accepts: the rule a model can see.
-
-SAM 3's text encoder reads 32 tokens (about 30 words of English); backends cut longer
-phrases to that and report the cut (``ImageEmbedding.used_phrase``). Segmenters themselves
-accept up to :data:`MAX_SEGMENT_PHRASE_CHARS` (:func:`phrase_problem`).
-"""
-
+"""Longest phrase the agent's tool schema accepts: the rule a model can see. SAM 3 reads 32
+tokens; backends cut longer phrases and report the cut (``used_phrase``)."""
 
 MAX_SEGMENT_PHRASE_CHARS = 1000
-"""Longest phrase any segmenter accepts, in-process or through the service (a query segmented
-as it is, ``--mode sam3-only``, may be long); the text encoder reads 32 tokens of it."""
+"""Longest phrase any segmenter accepts (a query segmented as it is may be long)."""
 
 
 def _joined(phrase: str) -> str:
@@ -32,13 +26,9 @@ def _joined(phrase: str) -> str:
 
 
 def clean_phrase(phrase: str) -> str:
-    """The one sanitiser of phrases, applied by every backend and by the service.
-
-    Control characters (Unicode ``Cc``: C0, DEL, C1) and lone surrogates become spaces,
-    whitespace runs become one space, and the ends are stripped: what SAM 3's text encoder
-    reads (its tokenizer collapses whitespace too). A surrogate pair counts as the character
-    it encodes, as it does once sent as JSON.
-    """
+    """The one sanitiser of phrases, applied by every backend and by the service: control
+    characters and lone surrogates become spaces, whitespace collapses, ends are stripped
+    (SAM 3's tokenizer collapses whitespace too). A surrogate pair counts as its character."""
     if phrase.isprintable() and " ".join(phrase.split()) == phrase:
         return phrase
     kept = (" " if unicodedata.category(c) in ("Cc", "Cs") else c for c in _joined(phrase))
@@ -46,12 +36,8 @@ def clean_phrase(phrase: str) -> str:
 
 
 def phrase_problem(phrase: object) -> str | None:
-    """Why ``phrase`` is refused, or None: the one rule of the in-process backend, the remote
-    client and the service's request schema (:class:`~sam3_agent.backends.schemas.SegmentRequest`).
-
-    A phrase is accepted when it is a string of at most :data:`MAX_SEGMENT_PHRASE_CHARS`
-    characters that :func:`clean_phrase` leaves non-empty.
-    """
+    """Why ``phrase`` is refused, or None: the one rule of every backend and of the
+    service's request schema."""
     if not isinstance(phrase, str):
         return f"each phrase must be a string, got {type(phrase).__name__}"
     length = len(_joined(phrase))
@@ -66,11 +52,7 @@ def phrase_problem(phrase: object) -> str | None:
 
 def check_segment_args(phrases: Sequence[str], score_threshold: float) -> None:
     """Refuse a bare string, phrases :func:`phrase_problem` refuses, and thresholds outside
-    ``[0, 1]``.
-
-    Raises:
-        UserError: naming what was expected and what arrived.
-    """
+    ``[0, 1]``."""
     if isinstance(phrases, str):
         raise UserError("phrases must be a sequence of strings, not one string")
     if not 0.0 <= score_threshold <= 1.0:
@@ -82,11 +64,7 @@ def check_segment_args(phrases: Sequence[str], score_threshold: float) -> None:
 
 
 def check_rgb_image(image: object) -> None:
-    """Refuse anything but an ``(H, W, 3)`` uint8 array with at least one pixel.
-
-    Raises:
-        UserError: naming the shape or dtype that arrived.
-    """
+    """Refuse anything but an ``(H, W, 3)`` uint8 array with at least one pixel."""
     if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3:
         shape = getattr(image, "shape", type(image).__name__)
         raise UserError(f"embed needs an (H, W, 3) uint8 RGB array, got {shape}")

@@ -8,10 +8,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the CLI reads DEFAULT_SAM3_MODEL without numpy or OpenCV
     from sam3_agent.backends.base import Segmenter, VideoSegmenter
 
-DEFAULT_SAM3_MODEL = "facebook/sam3"
-"""SAM 3's hub repository; it holds the image and the video model."""
+DEFAULT_SAM3_MODEL = "facebook/sam3"  # holds the image and the video model
 DEFAULT_VIDEO_CACHE_MB = 512
-"""MiB of backbone features of video frames kept for reuse across phrases."""
 
 
 def build_segmenter(
@@ -25,16 +23,8 @@ def build_segmenter(
     timeout_s: float = 120.0,
     retries: int = 3,
 ) -> Segmenter:
-    """An in-process SAM 3 (``model``: hub id or local dir) or, with ``url``, a remote one.
-
-    ``device``, ``dtype`` and ``cache_size`` apply in-process; ``token`` (default: the
-    ``SAM3_AGENT_TOKEN`` environment variable), ``timeout_s`` and ``retries`` apply to the
-    service at ``url`` (``sam3-agent serve-sam3``).
-
-    Raises:
-        WeightsUnavailableError: in-process weights missing, gated or offline.
-        UserError: a bad device, dtype or URL.
-    """
+    """An in-process SAM 3 or, with ``url``, the service there (``token``, ``timeout_s`` and
+    ``retries`` apply to it)."""
     if url:
         from sam3_agent.backends.sam3_remote import RemoteSegmenter
 
@@ -55,19 +45,8 @@ def build_video_segmenter(
     timeout_s: float | None = None,
     retries: int = 3,
 ) -> VideoSegmenter:
-    """SAM 3's video model in this process (``model``: hub id or local dir), keeping
-    ``cache_bytes`` of backbone features for reuse across phrases; or, with ``url``, the
-    SAM 3 service there (``sam3-agent serve-sam3 --video``).
-
-    ``device``, ``dtype`` and ``cache_bytes`` apply in-process; ``token`` (default: the
-    ``SAM3_AGENT_TOKEN`` environment variable), ``timeout_s`` (default: long enough for a
-    whole clip, see :data:`~sam3_agent.backends.sam3_remote_video.DEFAULT_TRACK_TIMEOUT_S`)
-    and ``retries`` to the service.
-
-    Raises:
-        UserError: a bad device, dtype, cache size or URL.
-        WeightsUnavailableError: weights missing, gated or offline.
-    """
+    """SAM 3's video model in this process, keeping ``cache_bytes`` of backbone features
+    across phrases; or, with ``url``, the service there."""
     if url:
         from sam3_agent.backends.sam3_remote_video import (
             DEFAULT_TRACK_TIMEOUT_S,

@@ -1,12 +1,6 @@
-"""What every client of the SAM 3 service (``sam3-agent serve-sam3``) shares:
-:class:`ServiceBackend`, the base of the image client
-(:class:`~sam3_agent.backends.sam3_remote.RemoteSegmenter`) and the video client
-(:class:`~sam3_agent.backends.sam3_remote_video.RemoteVideoSegmenter`): one connection pool,
-the token, retries (connection failures, timeouts and 5xx answers, with exponential
-backoff; a busy service's ``Retry-After`` wins), the one-line errors, the preflight check,
-the uploads remembered and sent again when the service evicted them; and
-:class:`RemoteHandle`, an upload phrases are asked on, which remembers how the service's
-SAM 3 read them.
+"""What every client of the SAM 3 service (``sam3-agent serve-sam3``) shares: one connection
+pool, the token, retries (a busy service's ``Retry-After`` wins), one-line errors, the
+preflight check, and uploads sent again when the service evicted them.
 """
 
 from __future__ import annotations
@@ -34,24 +28,19 @@ from sam3_agent.values.errors import SegmenterError, UserError
 logger = logging.getLogger(__name__)
 
 _Model = TypeVar("_Model", bound=BaseModel)
-# Ids of images this client uploaded, to skip re-uploads; the server may still evict them.
-_KNOWN_UPLOADS = 1024
-# Phrases whose reading the service reported, per handle.
-_KNOWN_PHRASES = 256
-# A service's Retry-After is honoured up to this many seconds.
+_KNOWN_UPLOADS = 1024  # the server may still evict them
+_KNOWN_PHRASES = 256  # per handle
 _MAX_RETRY_AFTER_S = 60.0
 
 
 class PhraseReadings:
-    """Phrases as a service's SAM 3 read them, the ``_KNOWN_PHRASES`` most recently
-    remembered (for a remote handle's ``used_phrase``). Thread-safe."""
+    """Phrases as a service's SAM 3 read them, the most recent ``_KNOWN_PHRASES``. Thread-safe."""
 
     def __init__(self) -> None:
         self._used: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
     def read(self, phrase: str) -> str:
-        """How ``phrase`` was last read; ``phrase`` itself if it never was remembered."""
         with self._lock:
             return self._used.get(phrase, phrase)
 
@@ -64,20 +53,16 @@ class PhraseReadings:
 
 
 class RemoteHandle:
-    """An upload on the service (an image, a video) that phrases are asked on; remembers
-    how the service's SAM 3 read them."""
+    """An upload on the service (an image, a video) that phrases are asked on."""
 
     def __init__(self, owner: ServiceBackend) -> None:
         self._owner = owner
         self._readings = PhraseReadings()
 
     def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as the service's SAM 3 read it in the last call that asked for it;
-        ``phrase`` itself if none did or the service did not say."""
         return self._readings.read(phrase)
 
     def _remember(self, phrase: str, sent: str, used: str | None) -> None:
-        """How the service read ``phrase``, sent as ``sent`` (``used``: None if unsaid)."""
         self._readings.remember(phrase, sent if used is None else used)
 
     def _ask(self, phrases: Sequence[str], score_threshold: float) -> list[Any]:
@@ -86,15 +71,11 @@ class RemoteHandle:
 
 
 class ServiceBackend:
-    """One connection to a SAM 3 service, the base of its image and video clients: the
-    URL, the token, one ``httpx.Client`` (one pool) for its lifetime, retries, one-line
-    errors, the preflight :meth:`check`, and the bodies it uploaded (digest -> the
-    service's id), so that none is sent twice. ``close()`` it, or use it as a context
-    manager. Thread-safe; every failure is a one-line
-    :class:`~sam3_agent.values.errors.SegmenterError`."""
+    """One connection to a SAM 3 service (one ``httpx`` pool), the base of its image and video
+    clients; remembers its uploads (digest -> the service's id) so none is sent twice.
+    Thread-safe; every failure is a one-line SegmenterError."""
 
     default_timeout_s = 120.0
-    """Seconds a request may take when ``timeout_s`` is not given."""
     _known_uploads = _KNOWN_UPLOADS
     _unknown = ErrorCode.UNKNOWN_IMAGE
     """The code of a 404 that says the service no longer holds the upload."""
@@ -110,20 +91,9 @@ class ServiceBackend:
         backoff_s: float = 0.5,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        """Connect lazily to the service at ``url`` (e.g. ``http://gpu-box:8100``).
-
-        Args:
-            token: bearer token, when the service requires one; ``None`` reads
-                ``SAM3_AGENT_TOKEN`` from the environment.
-            timeout_s: per request (the wait for an answer included); by default
-                :attr:`default_timeout_s`.
-            retries: extra attempts after a connection error, timeout or 5xx answer.
-            backoff_s: wait before the first retry; doubles for each further one.
-            transport: an ``httpx`` transport (tests use ``httpx.MockTransport``).
-
-        Raises:
-            UserError: not an http(s) URL, or a bad number.
-        """
+        """Connect lazily to ``url``. ``token`` ``None`` reads ``SAM3_AGENT_TOKEN``;
+        ``retries`` follow connection errors, timeouts and 5xx answers, the first after
+        ``backoff_s``, doubling."""
         timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
         parsed = httpx.URL(url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
@@ -151,19 +121,11 @@ class ServiceBackend:
         self._lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
-        """The service, by its URL as given (see :mod:`~sam3_agent.backends.identity`)."""
         return sam3_description(url=self._given_url)
 
     def check(self) -> None:
-        """Check that the service answers (``GET /health``) and takes the token
-        (``GET /v1/health``), before anything that costs money. A success is remembered; a
-        service too old to have ``/v1/health`` passes on its health alone (its token is then
-        checked by the first upload).
-
-        Raises:
-            SegmenterError: unreachable after retries, not a SAM 3 service, or refusing
-                the token.
-        """
+        """Check that the service answers (``/health``) and takes the token (``/v1/health``;
+        a service without it passes on its health alone). A success is remembered."""
         if self._checked:
             return
         health = self._send("GET", "/health")
@@ -181,7 +143,6 @@ class ServiceBackend:
         self._checked = True
 
     def close(self) -> None:
-        """Close the connection pool."""
         self._client.close()
 
     def __enter__(self) -> Self:
@@ -196,13 +157,8 @@ class ServiceBackend:
         self.close()
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request, retried on connection errors, timeouts and 5xx answers (a busy
-        service's ``Retry-After`` wins over the backoff). A body sent as chunks must be
-        iterable again for each attempt (not a generator).
-
-        Raises:
-            SegmenterError: every attempt failed.
-        """
+        """One request, retried (a busy service's ``Retry-After`` wins over the backoff). A
+        body sent as chunks must be iterable again for each attempt (not a generator)."""
         attempts = self._retry.max_retries + 1
         for attempt in range(1, attempts + 1):
             cause: Exception | None = None
@@ -226,8 +182,7 @@ class ServiceBackend:
                     f"{failure}{fix}"
                 ) from cause
             wait = self._retry.delay(attempt, asked_s)
-            # Progress, not a problem yet: the error says so if the last retry fails too (debug
-            # logging shows these lines).
+            # Progress, not a problem yet: the error says so if the last retry fails too.
             logger.info(
                 "SAM 3 service %s%s failed (%s); retry %d/%d in %.2fs",
                 self.url,
@@ -241,8 +196,7 @@ class ServiceBackend:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _raise_for_error(self, response: httpx.Response, what: str) -> None:
-        """Nothing for a success; for a 4xx answer the service's one-line error, naming
-        ``what`` (a refused token says how to pass one)."""
+        """Raise the service's one-line error for a 4xx answer, naming ``what``."""
         if response.status_code < 400:
             return
         message = _error_message(response)
@@ -257,8 +211,6 @@ class ServiceBackend:
         )
 
     def _parse(self, model: type[_Model], response: httpx.Response) -> _Model:
-        """The answer's body as ``model``; a body that does not validate is one line (its
-        first problem)."""
         try:
             return model.model_validate_json(response.content)
         except ValidationError as e:
@@ -273,7 +225,6 @@ class ServiceBackend:
         return self._parse(model, response)
 
     def _known(self, digest: str) -> str | None:
-        """The service's id of a body this client uploaded, if it remembers one."""
         with self._lock:
             known = self._uploaded.get(digest)
             if known is not None:
@@ -298,8 +249,8 @@ class ServiceBackend:
         what: str,
         model: type[_Model],
     ) -> _Model:
-        """``request``'s answer on the upload ``upload_id`` as ``model``; asked again on the
-        id ``reupload`` gives when the service no longer holds the upload."""
+        """``request``'s answer on ``upload_id``, asked again on ``reupload()``'s id when the
+        service no longer holds the upload."""
         response = request(upload_id)
         if _error_code(response) == self._unknown:
             logger.info(self._evicted, upload_id[:12])

@@ -1,19 +1,9 @@
-"""Which backends to build, as one picklable value: validate, plan memory, then build.
+"""Which backends to build, as one picklable value (Ray workers build from it).
 
-A :class:`BackendSpec` holds every backend and generation option the CLI flags and
-:func:`sam3_agent.segment` take (the same names). Its life has three steps, in this order:
-
-1. :meth:`BackendSpec.validate`: every option and path checked; nothing loaded or imported
-   that is heavy (no numpy, torch, openai).
-2. :meth:`BackendSpec.plan`: the default MLLM chosen for this machine, and every
-   in-process model checked to be loadable (here, cached or on the hub: all missing ones
-   named at once) and to fit, from its ``config.json`` (no weight downloaded).
-3. :meth:`BackendSpec.build_segmenter` / :meth:`BackendSpec.build_video_segmenter` /
-   :meth:`BackendSpec.build_chat_model`.
-
-The spec crosses process boundaries (Ray workers build their models from it), so it holds
-plain values only. Error messages name the settings (```llm_timeout```), which are also the
-keyword names of ``segment()``.
+Three steps, in order: :meth:`BackendSpec.validate` (imports nothing heavy),
+:meth:`BackendSpec.plan` (the default MLLM chosen, every in-process model checked to be
+loadable and to fit, no weight downloaded), then the ``build_*`` methods. Error messages
+name the settings, which are also the keyword names of ``segment()``.
 """
 
 from __future__ import annotations
@@ -49,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 MIB = 1024**2
 
-__all__ = ["BackendSpec", "ModelPlan", "check_cache_file", "check_writable_dir"]
+__all__ = ["BackendSpec", "ModelPlan", "check_writable_dir"]
 
 
 @dataclass(frozen=True)
@@ -57,19 +47,10 @@ class BackendSpec:
     """The backend options, as given (docs/cli.md's flag tables say each).
 
     Attributes:
-        sam3: SAM 3 weights in this process: a hub id or a local directory.
-        sam3_url, sam3_token: a SAM 3 service instead (``sam3-agent serve-sam3``).
-        device, dtype: for in-process models (``auto``: the best this machine has).
-        sam3_cache_size: images whose SAM 3 backbone features stay cached, in process.
-        video_cache_mb: MiB of SAM 3 backbone features of video frames kept for reuse
-            across phrases, in process (0: every phrase recomputes them).
+        video_cache_mb: MiB of video-frame features kept across phrases (0: none).
         llm: ``"hf:<hub id or dir>"``: the MLLM in this process.
         llm_url: OpenAI-compatible endpoint(s); several: calls spread and fail over.
-        llm_model, llm_api_key, llm_timeout: the model there, its key, seconds per call.
-        tool_protocol: ``tags`` or ``native`` tool calls.
         cache, replay: the response cache file; with ``replay`` a miss is an error.
-        temperature, max_tokens, seed, llm_extra: generation (``llm_extra``: JSON object).
-        memory_check: refuse in-process models that would not fit (:meth:`plan`).
     """
 
     sam3: str = DEFAULT_SAM3_MODEL
@@ -108,14 +89,8 @@ class BackendSpec:
         if isinstance(self.cache, str):
             object.__setattr__(self, "cache", Path(self.cache))
 
-    # -- 1. validate ---------------------------------------------------------------------
-
     def generation(self) -> GenerationSettings:
-        """The generation options as settings.
-
-        Raises:
-            UserError: a value out of range, or ``llm_extra`` that is not a JSON object.
-        """
+        """Raises UserError for a value out of range or an ``llm_extra`` not a JSON object."""
         return GenerationSettings(
             temperature=self.temperature,
             max_tokens=self.max_tokens,
@@ -124,8 +99,7 @@ class BackendSpec:
         )
 
     def generation_identity(self) -> dict[str, Any]:
-        """The generation options that were given (they change predictions): part of a
-        resumable run's identity (``eval``, ``batch``)."""
+        """The generation options given: part of a resumable run's identity."""
         settings = self.generation()
         given = {
             "temperature": settings.temperature,
@@ -135,14 +109,8 @@ class BackendSpec:
         return {k: v for k, v in given.items() if v is not None}
 
     def validate(self, *, chat: bool = True) -> None:
-        """Check every option and path; load and import nothing heavy.
-
-        ``chat=False`` (SAM 3 alone): the MLLM options are still checked for values, but
-        not for which backend they select.
-
-        Raises:
-            UserError: the first bad option, in one line naming its setting.
-        """
+        """Raise UserError for the first bad option; import nothing heavy. ``chat=False``:
+        the MLLM options are checked for values, not for which backend they select."""
         check_device_name(self.device)
         check_dtype_name(self.dtype)
         check_settings(self)
@@ -155,7 +123,6 @@ class BackendSpec:
             check_chat_options(**chat_options)
 
     def _chat_options(self) -> dict[str, Any]:
-        """The options :func:`check_chat_options` and ``build_chat_model`` both take."""
         return {
             "llm": self.llm,
             "url": self.llm_url,
@@ -168,11 +135,6 @@ class BackendSpec:
         }
 
     def chat_choice(self) -> ChatChoice:
-        """Which chat backend the options select (endpoint, in process, or the default).
-
-        Raises:
-            UserError: contradictory or malformed MLLM options.
-        """
         return check_chat_options(llm=self.llm, url=self.llm_url, model=self.llm_model)
 
     def model_name(self) -> str | None:
@@ -182,11 +144,7 @@ class BackendSpec:
         return None if choice.default else choice.model
 
     def require_model_name(self, engine: str) -> str | None:
-        """:meth:`model_name`; the Ray engine needs it (nothing loads on the driver).
-
-        Raises:
-            UserError: ``engine`` is ``ray`` and the options do not name the model.
-        """
+        """:meth:`model_name`, required with the Ray engine (nothing loads on the driver)."""
         name = self.model_name()
         if name is None and engine == "ray":
             raise UserError(
@@ -196,12 +154,7 @@ class BackendSpec:
         return name
 
     def check_context(self, config: AgentConfig) -> None:
-        """The context policy can be served by the MLLM these options select; loads nothing.
-
-        Raises:
-            UserError: ``--context-policy attention`` with an MLLM that is not the
-                in-process transformers backend (an endpoint does not report attention).
-        """
+        """Raise UserError when the MLLM selected cannot serve the context policy."""
         if config.context_policy != "attention":
             return
         if self.chat_choice().kind != "hf":
@@ -211,17 +164,11 @@ class BackendSpec:
             )
 
     def describe(self, *, chat: bool = True, resolve: bool = True) -> dict[str, dict[str, Any]]:
-        """What the backends these options build will say of themselves
-        (:func:`~sam3_agent.backends.base.describe_backend`), from the options alone:
-        ``{"mllm": ..., "sam3": ...}`` (no ``mllm`` with ``chat=False``). A resumed session's
-        backends are compared with it before any model loads.
+        """What the backends built will describe themselves as, from the options alone; a
+        resumed session's backends are compared with it before any model loads.
 
-        Call it on :meth:`plan`'s spec, which names the default MLLM. ``resolve=False``
-        imports nothing heavy: what only the machine tells (what ``--dtype auto`` means here,
-        the default MLLM not planned yet) is left out, to be compared once known.
-
-        Raises:
-            UserError: malformed options (see :meth:`validate`).
+        Call it on :meth:`plan`'s spec. ``resolve=False`` imports nothing heavy and leaves
+        out what only the machine tells (``auto`` dtype, the default MLLM).
         """
         choice = self.chat_choice() if chat else None
         in_process = choice is not None and choice.kind == "hf"
@@ -250,7 +197,6 @@ class BackendSpec:
         return parts
 
     def _dtype_name(self, resolve: bool) -> str | None:
-        """``--dtype`` as the in-process models load it; ``None`` for ``auto`` unresolved."""
         if self.dtype != "auto":
             return self.dtype
         if not resolve:
@@ -258,8 +204,6 @@ class BackendSpec:
         from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
 
         return auto_dtype_name(resolve_device(self.device).type)
-
-    # -- 2. plan ---------------------------------------------------------------------------
 
     def plan(
         self,
@@ -269,20 +213,12 @@ class BackendSpec:
         reading: MemoryReading | None = None,
         hub: Hub | None = None,
     ) -> ModelPlan:
-        """Choose the default MLLM for this machine, check that every in-process model can
-        be loaded (a local directory, the cache, or the hub) and that they fit (unless
-        ``memory_check`` is off), before any weight is downloaded. Only an unknown hub id's
-        ``config.json`` is fetched (a few KB) for the estimate.
+        """Choose the default MLLM for this machine and check that every in-process model
+        can be loaded and fits, before any weight is downloaded (only an unknown hub id's
+        ``config.json`` is fetched).
 
-        ``chat``: an MLLM is needed; ``video``: SAM 3's video model with its feature cache
-        counted; ``reading``: the device's memory (read if ``None``); ``hub``: where to ask
-        about models not here (:class:`~.hub.HfHub` by default).
-
-        Raises:
-            UserError: the models would not fit (refused first: one line with the numbers
-                and the ways out), or CUDA was asked for where there is none.
-            WeightsUnavailableError: every model that cannot be loaded, in one line; it
-                carries the default MLLM's note in ``notes``.
+        Raises UserError when they would not fit (checked first), WeightsUnavailableError
+        naming every model that cannot be loaded (with the default MLLM's note in ``notes``).
         """
         from sam3_agent.backends import hub as hubs
         from sam3_agent.backends import memory
@@ -335,22 +271,14 @@ class BackendSpec:
             raise
         return ModelPlan(spec, note)
 
-    # -- 3. build ---------------------------------------------------------------------------
-
     def build_segmenter(self) -> Segmenter:
-        """SAM 3 in this process, or the client of the service at ``sam3_url``.
-
-        Raises:
-            WeightsUnavailableError: in-process weights missing, gated or offline.
-        """
+        """SAM 3 in this process, or the client of the service at ``sam3_url``."""
         from sam3_agent.backends.segmenters import build_segmenter
 
         return build_segmenter(**self._sam3_options(), cache_size=self.sam3_cache_size)
 
     def build_video_segmenter(self) -> VideoSegmenter:
-        """SAM 3's video model in this process (the same ``sam3`` weights), or the client
-        of the service at ``sam3_url`` (started with ``serve-sam3 --video``); raises as
-        :meth:`build_segmenter` does."""
+        """SAM 3's video model in this process, or the client of the service at ``sam3_url``."""
         from sam3_agent.backends.segmenters import build_video_segmenter
 
         return build_video_segmenter(**self._sam3_options(), cache_bytes=self.video_cache_mb * MIB)
@@ -365,13 +293,8 @@ class BackendSpec:
         }
 
     def build_chat_model(self) -> ChatModel:
-        """The MLLM these options select; the default one is chosen by :meth:`plan` first
-        (so the memory check and the choice see SAM 3 beside it), unless planned already.
-
-        Raises:
-            UserError: contradictory options, or models that do not fit.
-            WeightsUnavailableError: the in-process model's weights cannot be loaded.
-        """
+        """The MLLM selected; a default one is chosen by :meth:`plan` first, so the memory
+        check sees SAM 3 beside it."""
         from sam3_agent.backends.chat_models import build_chat_model
 
         spec = self
@@ -386,12 +309,7 @@ class BackendSpec:
 
 @dataclass(frozen=True)
 class ModelPlan:
-    """What :meth:`BackendSpec.plan` decided.
-
-    Attributes:
-        spec: the options to build with (a default MLLM made explicit as ``llm``).
-        note: one line for the user: which default MLLM and why (``None``: none chosen).
-    """
+    """``spec`` with a default MLLM made explicit as ``llm``; ``note``: which and why."""
 
     spec: BackendSpec
     note: str | None = None

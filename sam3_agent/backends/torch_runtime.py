@@ -1,9 +1,5 @@
-"""Device and dtype choices shared by the in-process backends (SAM 3 and the MLLM).
-
-The name checks (:func:`check_device_name`, :func:`check_dtype_name`) need no torch, so the
-CLI can refuse a bad flag before anything heavy is imported; torch is imported by the
-functions that resolve names into torch objects.
-"""
+"""Device and dtype choices shared by the in-process backends. The name checks need no
+torch, so a bad setting is refused before anything heavy is imported."""
 
 from __future__ import annotations
 
@@ -17,37 +13,23 @@ if TYPE_CHECKING:
     import torch
 
 DTYPE_NAMES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
-"""The values ``--dtype`` accepts."""
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|xpu|cuda|cuda:\d+)$")
 
 
 def check_device_name(device: str) -> None:
-    """Refuse what cannot be a device name: auto, cpu, mps, xpu, cuda, cuda:N.
-
-    Raises:
-        UserError: any other text.
-    """
+    """Refuse what cannot be a device name: auto, cpu, mps, xpu, cuda, cuda:N."""
     if not _DEVICE.match(device):
         raise UserError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
 
 
 def check_dtype_name(dtype: str) -> None:
-    """Refuse a dtype other than :data:`DTYPE_NAMES`.
-
-    Raises:
-        UserError: any other text.
-    """
     if dtype not in DTYPE_NAMES:
         raise UserError(f"unknown dtype {dtype!r}; use {', '.join(DTYPE_NAMES)}")
 
 
 def resolve_device(device: str) -> torch.device:
-    """``auto`` is the first CUDA device when there is one, else the CPU.
-
-    Raises:
-        UserError: not a torch device name, or CUDA asked for where torch sees none.
-    """
+    """``auto`` is the first CUDA device when there is one, else the CPU."""
     import torch
 
     if device == "auto":
@@ -73,12 +55,8 @@ def cpu_supports_bfloat16() -> bool:
 
 
 def auto_dtype_name(device_type: str) -> str:
-    """What ``--dtype auto`` means on a device type (``"cuda"``, ``"cpu"``, ...).
-
-    bfloat16 on CUDA; on a CPU, bfloat16 where it computes it natively (half the memory
-    of float32; the tiny models' outputs agree to about 2 decimal places, see
-    ``tests/backends/test_torch_runtime.py``), else float32 (emulated bfloat16 would be slow).
-    """
+    """What ``auto`` dtype means on a device type: bfloat16 on CUDA and on a CPU that
+    computes it natively, else float32 (emulated bfloat16 would be slow)."""
     if device_type == "cuda":
         return "bfloat16"
     if device_type == "cpu" and cpu_supports_bfloat16():
@@ -87,11 +65,6 @@ def auto_dtype_name(device_type: str) -> str:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """``auto``: see :func:`auto_dtype_name`; otherwise the named dtype.
-
-    Raises:
-        UserError: ``dtype`` is not one of auto, float32, bfloat16, float16.
-    """
     import torch
 
     check_dtype_name(dtype)

@@ -1,15 +1,11 @@
 """Compact, copy-free encodings of what crosses the wire between agent and service.
 
-* Images: the client sends the exact pixels as raw RGB bytes (:data:`RAW_RGB_MIME`, size in
-  the query string). Measured at 4000x3000 on 2 CPU cores (``python -m scripts.bench wire``):
-  a level-1 PNG takes seconds to encode and about a second to decode for ~55% of the bytes;
-  raw bytes cost nothing on either side, so on a LAN they arrive sooner. Encoded files (PNG,
-  JPEG, ...) are still accepted, decoded by :func:`sam3_agent.values.images.load_image`.
-* Masks: COCO RLE. COCO counts runs down the columns, but SAM 3's masks are row-major
-  ``(N, H, W)`` arrays, so the standard encoding needs a transposed copy of every mask.
-  ``rle_order="rows"`` sends the RLE of each mask's transpose instead (``size`` is
-  ``[W, H]``): the same bytes pycocotools would produce for ``mask.T``, encoded straight
-  from the model's layout and decoded straight back into it, with no copy on either side.
+* Images: raw RGB bytes (:data:`RAW_RGB_MIME`). Measured at 4000x3000 on 2 cores
+  (``python -m scripts.bench wire``), a level-1 PNG takes seconds to encode for ~55% of the
+  bytes; raw bytes cost nothing, so on a LAN they arrive sooner.
+* Masks: COCO RLE runs down the columns, but SAM 3's masks are row-major, so
+  ``rle_order="rows"`` sends the RLE of each mask's transpose (``size`` ``[W, H]``), encoded
+  from the model's layout and decoded back into it with no copy on either side.
 """
 
 from __future__ import annotations
@@ -55,11 +51,7 @@ def encode_masks(masks: BoolMasks, order: RleOrder) -> list[dict[str, Any]]:
 def decode_masks(
     rles: Sequence[dict[str, Any]], order: RleOrder, image_size: tuple[int, int]
 ) -> BoolMasks:
-    """Inverse of :func:`encode_masks`: ``(N, H, W)`` bool for an image of ``image_size``.
-
-    Raises:
-        ValueError: an RLE whose size does not match the image.
-    """
+    """Inverse of :func:`encode_masks`; ValueError for an RLE not of the image's size."""
     height, width = image_size
     if not rles:
         return np.zeros((0, height, width), dtype=np.bool_)
@@ -80,16 +72,11 @@ def decode_masks(
 
 
 def encode_raw(image: npt.NDArray[np.uint8]) -> bytes:
-    """An ``(H, W, 3)`` uint8 image as :data:`RAW_RGB_MIME` bytes."""
     return np.ascontiguousarray(image).tobytes()
 
 
 def decode_raw(data: bytes, height: int, width: int) -> npt.NDArray[np.uint8]:
-    """:data:`RAW_RGB_MIME` bytes as a read-only ``(H, W, 3)`` view (no copy).
-
-    Raises:
-        ValueError: the byte count is not ``height * width * 3``.
-    """
+    """:data:`RAW_RGB_MIME` bytes as a read-only ``(H, W, 3)`` view (no copy)."""
     if height < 1 or width < 1 or len(data) != height * width * 3:
         raise ValueError(
             f"a {height}x{width} RGB image has {max(height, 0) * max(width, 0) * 3} bytes, "
