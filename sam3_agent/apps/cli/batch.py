@@ -1,9 +1,6 @@
-"""``sam3-agent batch INPUT --out DIR``: many requests, resumable, on the local engine or Ray.
-
-The command builds the backend spec, agent config and engine options from its flags (see
-:mod:`sam3_agent.apps.cli.flags`; the same backend, agent and context flags as ``run``),
-loads the requests, then makes one library call that runs them
-(:func:`sam3_agent.runs.batch.run.run_batch`). Nothing heavy is imported before that.
+"""``sam3-agent batch INPUT --out DIR``: many requests, resumable, on the local engine or Ray:
+flags checked, requests loaded, then one library call
+(:func:`~sam3_agent.runs.batch.run.run_batch`).
 """
 
 from __future__ import annotations

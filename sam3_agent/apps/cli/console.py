@@ -1,13 +1,8 @@
 """What every command shares: the consoles, plain-text lines, one-line errors, logging.
 
-Text that came from outside (a model's phrase, a file name, a flag's value, an error
-message quoting any of them) is printed through :func:`say` or :func:`plain`: never read as
-rich markup (``[ray]`` stays, ``[/x]`` cannot crash the print), control characters shown as
-``\\xNN`` (:func:`sam3_agent.values.text.visible`). Only the fixed words a command writes
-itself carry a style.
-
-Both consoles soft-wrap: a line longer than the terminal (or than 80 columns when the
-output is a file or a pipe) stays one line, so logs and ``grep`` see whole lines.
+Text from outside (a phrase, a file name, an error message) goes through :func:`say` or
+:func:`plain`: never read as rich markup, control characters made visible. Both consoles
+soft-wrap, so logs and ``grep`` see whole lines.
 """
 
 from __future__ import annotations
@@ -25,17 +20,13 @@ from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.values.errors import Sam3AgentError, UserError
 from sam3_agent.values.text import visible
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-"""Progress, status and errors."""
-
-out_console = Console(highlight=False, soft_wrap=True)
-"""Results a script may read (summaries)."""
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)  # progress, errors
+out_console = Console(highlight=False, soft_wrap=True)  # results a script may read
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-EXIT_FAILED_SESSION = 3
-"""A session that ran and failed (its budget spent; result.json says why)."""
+EXIT_FAILED_SESSION = 3  # a session that ran and failed (result.json says why)
 
 
 def plain(*parts: str | tuple[str, str]) -> Text:
@@ -55,14 +46,9 @@ def say(*parts: str | tuple[str, str], console: Console | None = None) -> None:
 
 @contextlib.contextmanager
 def one_line_errors() -> Iterator[None]:
-    """Turn library errors into one plain line on stderr and a non-zero exit code.
-
-    ``UserError`` (bad input, bad option) exits with 2, other library errors with 1,
-    Ctrl+C with 130 (after the line an :class:`~sam3_agent.runs.rundirs.Interrupted`
-    carries). Anything else is a bug and keeps its traceback. The error's
-    :attr:`~sam3_agent.values.errors.Sam3AgentError.notes` come first, a line each. The
-    settings a library message names are shown as their flags (:mod:`.setting_flags`).
-    """
+    """Turn library errors into one plain line on stderr (notes first, settings named as
+    their flags) and exit 2 (UserError), 1 (other library errors) or 130 (Ctrl+C). Anything
+    else is a bug and keeps its traceback."""
     try:
         yield
     except UserError as e:
@@ -82,9 +68,7 @@ def one_line_errors() -> Iterator[None]:
 
 
 QUIET_MODEL_LIBRARIES = {"TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-"""The switches, read by transformers and huggingface_hub when imported, that leave out their
-advice and warnings ("kernels library is not installed", "hitting self.max_num_objects") and
-their progress bars ("Loading weights", downloads)."""
+"""Read by transformers and huggingface_hub when imported: no advice, warnings or progress bars."""
 
 
 def setup_logging(verbose: bool) -> None:

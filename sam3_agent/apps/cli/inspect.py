@@ -66,11 +66,7 @@ def inspect_command(
 
 
 def _check_rounds(asked: list[int], held: list[int]) -> None:
-    """Refuse ``--round`` numbers the session does not hold, listing those it does.
-
-    Raises:
-        UserError: e.g. "round 9 not in this session: rounds are 1-3".
-    """
+    """Refuse ``--round`` numbers the session does not hold, listing those it does."""
     missing = sorted(set(asked) - set(held))
     if not missing:
         return

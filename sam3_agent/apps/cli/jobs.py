@@ -1,9 +1,5 @@
-"""What ``eval`` and ``batch`` share around their one library call
-(:func:`~sam3_agent.runs.evaluation.run.evaluate`, :func:`~sam3_agent.runs.batch.run.run_batch`):
-the memory plan, Ctrl+C, the running tallies of the progress display, and the summaries
-printed at the end.
-
-Nothing heavy is imported at module level: ``eval --help`` and ``batch --help`` stay light.
+"""What ``eval`` and ``batch`` share around their one library call: the memory plan, Ctrl+C,
+the progress tallies, the summaries at the end. Nothing heavy at module level (``--help``).
 """
 
 from __future__ import annotations

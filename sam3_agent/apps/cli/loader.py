@@ -21,13 +21,8 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 
 @dataclass(frozen=True)
 class LazyCommand:
-    """A command whose module is imported when it runs (or its own ``--help`` is asked).
-
-    Attributes:
-        module: the module defining the command function.
-        function: the function's name in that module (a typer command signature).
-        summary: the one line ``sam3-agent --help`` shows (the function's first doc line).
-    """
+    """A command whose module is imported when it runs (or its own ``--help`` is asked);
+    ``summary`` is the line ``sam3-agent --help`` shows (the function's first doc line)."""
 
     module: str
     function: str

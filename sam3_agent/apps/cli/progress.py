@@ -1,8 +1,5 @@
-"""Progress on stderr for the commands that run many jobs (``eval``, ``batch``).
-
-A live rich bar on a terminal; plain periodic lines otherwise (a log file: no cursor
-movement, no colour). Each command says what its running figures are with a :class:`Tally`.
-Both follow :class:`sam3_agent.runs.jobs.driver.ProgressListener`.
+"""Progress on stderr for ``eval`` and ``batch``: a live bar on a terminal, plain periodic
+lines otherwise; each command's running figures come from its :class:`Tally`.
 """
 
 from __future__ import annotations

@@ -52,11 +52,7 @@ def report_command(
 
 def _refuse_single_run(run_dir: Path) -> None:
     """Refuse the directory of one ``run`` or ``track`` session (``report`` reads the
-    results store of ``eval`` and ``batch``), saying which command shows it instead.
-
-    Raises:
-        UserError: ``run_dir`` holds one session's files and no results store.
-    """
+    results store of ``eval`` and ``batch``), saying which command shows it instead."""
     from sam3_agent.agent import rundir
     from sam3_agent.runs.jobs.store import STORE_NAME
 

@@ -1,10 +1,5 @@
-"""``sam3-agent serve-sam3``: host SAM 3 over HTTP for agents on other machines.
-
-Takes the SAM 3 flags of every other command (``--sam3``, ``--device``, ``--dtype``; the
-older spelling ``--model`` still works), and fails in one line like them. With ``--video``
-it also loads SAM 3's video model from the same weights, at start (so missing weights or a
-bad flag fail before the server listens, and a service for images alone never holds it),
-and tracks videos at ``/v1/videos``.
+"""``sam3-agent serve-sam3``: host SAM 3 over HTTP for agents on other machines. With
+``--video`` the video model loads at start too, so missing weights fail before it listens.
 """
 
 from __future__ import annotations

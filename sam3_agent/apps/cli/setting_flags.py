@@ -1,11 +1,6 @@
-"""The flag of each setting a library message names: library text shown as the CLI's.
-
-The library (values, backends, agent, runs) names a setting in its messages as a Python
-caller writes it, in backticks: `` `stride` ``, `` `engine='ray'` ``, `` `memory_check=False` ``.
-:func:`as_flags` shows those as the flags a CLI user types: ``--stride``, ``--engine ray``,
-``--no-memory-check``. A backticked name that is no setting here (a Python-only one) is
-left as it is. Imports nothing of the CLI: :mod:`.console` uses it, and the flags build
-on the console.
+"""Library messages name a setting as a Python caller writes it, in backticks
+(`` `engine='ray'` ``); :func:`as_flags` shows it as the flag a CLI user types
+(``--engine ray``). Names that are no setting here stay as they are.
 """
 
 from __future__ import annotations

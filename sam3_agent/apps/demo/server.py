@@ -117,19 +117,8 @@ def create_app(
 ) -> FastAPI:
     """The demo app: the page at ``/``; with ``service_segmenter``, also the SAM 3 service.
 
-    Args:
-        runner: answers the page's requests (one agent per process).
-        token: when set, the page asks for it at login (any user name) and the service's
-            ``/v1/*`` endpoints require it as a bearer token.
-        concurrency: requests that run at the same time; others wait in the queue.
-        max_queue: requests that may wait; beyond that the page says the queue is full.
-        service_segmenter: serve the SAM 3 service's API on this segmenter too.
-        examples: (image path, query) pairs offered under the form.
-        video_runner: answers a video tab beside the image one (its own runs directory;
-            ``concurrency`` bounds both tabs' requests together).
-
-    Raises:
-        UserError: an empty token, or a bound below 1.
+    ``token``: the login password (any user name) and the service's bearer token;
+    ``concurrency`` bounds both tabs' requests together, ``max_queue`` those waiting.
     """
     if token is not None and not token:
         raise UserError("the demo token must not be empty")
@@ -177,11 +166,7 @@ def create_app(
 
 
 def serve(app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve ``app`` until interrupted (blocks). One process: the models load once.
-
-    Raises:
-        UserError: the port is in use (taken while the models loaded).
-    """
+    """Serve ``app`` until interrupted (blocks). One process: the models load once."""
     from sam3_agent.apps.service.server import run_app
 
     logger.info("sam3-agent demo on http://%s:%d", host, port)

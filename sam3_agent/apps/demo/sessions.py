@@ -1,9 +1,6 @@
-"""Running the requests of many browser sessions, round by round: :class:`SessionRunner`,
-the shape of every tab's runner, and :class:`DemoRunner`, the image tab's, which holds the one
-:class:`~sam3_agent.Sam3Agent` of the process (models load once). Each request runs as its
-own asyncio task, so a stop or a closed page cancels it cleanly; the agent then writes what
-it has (``result.json`` with status ``failed``) before the stream ends. Errors end the
-stream with a one-line message, never a traceback. No web framework here.
+"""Running the requests of many browser sessions, round by round, each as its own asyncio
+task (a stop or a closed page cancels it; the agent writes what it has first). Errors end
+the stream with one line, never a traceback. No web framework here.
 """
 
 from __future__ import annotations
@@ -42,17 +39,8 @@ DISPLAY_SIDE = 1024
 class Update(Generic[R]):
     """The state of one request, as the page shows it.
 
-    Attributes:
-        state: ``running`` while rounds arrive (and a model loads), then ``done``,
-            ``stopped`` or ``error``.
-        rounds: every finished round so far, in order.
-        message: one line for the status bar (the error, for ``error``).
-        result: the session's result once it ended (``done`` only).
-        files: the downloads (``result.json``, the overlay, ...).
-        output_dir: the run's directory; None for a request refused before it started (no
-            upload, an unreadable one, an empty query, a page already running one).
-        web_video: a video's overlay as WebM for the page (``done`` only; None when it could
-            not be written).
+    ``result`` and ``web_video`` (a video's overlay as WebM) come with ``done`` only;
+    ``output_dir`` is None for a request refused before it started.
     """
 
     state: State
@@ -116,13 +104,9 @@ class SessionRunner(Generic[R]):
     a time per page), each as an asyncio task whose rounds stream as :class:`Update`
     values, one per finished round, then one for the end. A stop (:meth:`stop`) or a closed
     page cancels the task; the agent then writes what it has before the stream ends.
-
-    Args:
-        runs_dir: each request writes to its own new directory under here.
     """
 
-    failed = "demo request failed"
-    """What the server log says above the traceback of a bug."""
+    failed = "demo request failed"  # the server log's line above a bug's traceback
 
     def __init__(self, runs_dir: Path) -> None:
         self.runs_dir = runs_dir
@@ -130,7 +114,6 @@ class SessionRunner(Generic[R]):
 
     @property
     def active(self) -> int:
-        """Requests running now."""
         return len(self._running)
 
     def stop(self, key: str) -> bool:
@@ -210,12 +193,8 @@ class SessionRunner(Generic[R]):
 
 
 class DemoRunner(SessionRunner[AgentResult]):
-    """Answers the image requests of many browser sessions with one agent.
-
-    Args:
-        agent: built once per process and shared (its backends are safe to share).
-        runs_dir: each request writes to its own new directory under here.
-    """
+    """Answers the image requests of many browser sessions with one agent, shared (its
+    backends are safe to share)."""
 
     def __init__(self, agent: Sam3Agent, runs_dir: Path) -> None:
         super().__init__(runs_dir)
@@ -230,9 +209,6 @@ class DemoRunner(SessionRunner[AgentResult]):
     def run(
         self, key: str, image_path: str | Path | None, query: str
     ) -> AsyncIterator[Update[AgentResult]]:
-        """Answer ``query`` on the image at ``image_path`` for session ``key``, as
-        :meth:`SessionRunner._answer` streams it."""
-
         async def prepare() -> tuple[Session[AgentResult], str]:
             if image_path is None:
                 raise UserError("upload an image (or pick an example) first")

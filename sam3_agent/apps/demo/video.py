@@ -1,17 +1,6 @@
-"""Video requests of the web demo: the upload checked, the rounds streamed, the overlay shown.
-
-:class:`VideoDemoRunner` answers each page's video request as every tab's runner does
-(:class:`~sam3_agent.apps.demo.sessions.SessionRunner`): an async stream of updates, one per
-finished round, then one for the end; a stop or a closed page cancels the session and the
-agent writes what it had. No web framework here.
-
-* SAM 3's video model loads when the first video request comes (a demo used for images only
-  never loads it); every later request shares it.
-* An upload is checked before any model work against :class:`VideoLimits` (file size, frames
-  to track, pixels per frame); each refusal is the loader's one line, naming the file as it
-  was uploaded, never the server's temporary copy. ``result.json`` names it so too.
-* The page shows the final overlay as a WebM copy (``overlay.webm``), which browsers play;
-  the downloads are ``result.json``, ``overlay.mp4`` and ``contact_sheet.png``.
+"""Video requests of the web demo. SAM 3's video model loads on the first video request and
+is shared after; an upload is checked before any model work, each refusal naming the file
+as uploaded; the page plays a WebM copy of the overlay. No web framework here.
 """
 
 from __future__ import annotations
@@ -60,11 +49,7 @@ class UploadedVideo(VideoSource):
 
 
 def check_stride(stride: float | int | None) -> int:
-    """The page's frame stride as a whole number >= 1 (an empty box is 1).
-
-    Raises:
-        UserError: anything else.
-    """
+    """The page's frame stride as a whole number >= 1 (an empty box is 1)."""
     if stride is None:
         return 1
     if not (isinstance(stride, (int, float)) and math.isfinite(stride)):
@@ -76,12 +61,7 @@ def check_stride(stride: float | int | None) -> int:
 
 def check_upload(path: str | Path, stride: int, limits: VideoLimits) -> UploadedVideo:
     """Open the uploaded video at ``path`` for tracking every ``stride``-th frame, within
-    ``limits``; nothing is decoded but its first frame.
-
-    Raises:
-        VideoLoadError: too large a file, not a readable video, too many frames to track, too
-            large frames. One line, naming the file as uploaded.
-    """
+    ``limits``; nothing is decoded but its first frame. Errors name the file as uploaded."""
     path = Path(path)
     name = upload_name(path)
     try:
@@ -116,14 +96,8 @@ def describe_upload(video: VideoSource) -> str:
 
 
 class VideoDemoRunner(SessionRunner[VideoResult]):
-    """Answers the video requests of many browser sessions with one video agent.
-
-    Args:
-        build_agent: loads SAM 3's video model and returns the agent, on the first video
-            request (in a thread); a failed build is tried again by the next request.
-        runs_dir: each request writes to its own new directory under here.
-        limits: what an upload may be.
-    """
+    """Answers the video requests of many browser sessions with one video agent;
+    ``build_agent`` runs (in a thread) on the first video request, again after a failure."""
 
     failed = "demo video request failed"
 
@@ -146,11 +120,7 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
 
     async def agent(self, selection: FrameSelection) -> Sam3VideoAgent:
         """The agent tracking ``selection``'s frames, on the one video model (loaded on the
-        first call; a request stopped meanwhile does not stop the loading).
-
-        Raises:
-            Sam3AgentError: the model could not be loaded.
-        """
+        first call; a request stopped meanwhile does not stop the loading)."""
         if self._agent is None or (self._agent.done() and self._agent.exception() is not None):
             self._agent = asyncio.ensure_future(asyncio.to_thread(self._build_agent))
         first = await asyncio.shield(self._agent)

@@ -1,13 +1,6 @@
-"""The session as one self-contained HTML file.
-
-The page needs nothing else: styles are inline, images are ``data:`` URLs, there is no
-script, and a Content-Security-Policy forbids loading anything from anywhere, so it opens
-offline and a hostile string that escaped escaping still could not run or fetch. Every
-string from the run directory goes through :func:`esc` (HTML-escaped, quotes included,
-control characters made visible).
-
-Each image is inlined once, where it first appears; later appearances link to it, so the
-raw photo sent in every round and every check does not multiply the file's size.
+"""The session as one self-contained HTML file: inline styles, ``data:`` images (each
+inlined once, later appearances link to it), no script, and a Content-Security-Policy that
+forbids loading anything. Every string from the run directory goes through :func:`esc`.
 
 Structure (what tests and tools can rely on): one ``<section class="round"
 data-round="N">`` per round, holding ``details.context`` with one ``div.zone[data-zone]``

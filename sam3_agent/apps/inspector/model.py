@@ -1,17 +1,9 @@
 """A run directory read back for display: rounds, the context each call got, checks, digests.
 
-:func:`load_run` is the one loader for a run directory's files (``trace.jsonl``,
-``result.json``, the prompt files, the images). Everything in them is treated as untrusted
-text: a torn last line (a killed session) or an unreadable record becomes a note, a value
-of the wrong type reads as missing, and an image path that leaves the run directory or a
-file that is not a JPEG or PNG is not shown. Renderers (:mod:`.terminal`, :mod:`.html_page`)
-receive only these views.
-
-Token counts per message come from the trace when it carries them (``tokens_estimate``
-with ``per_message``, written for the main context); otherwise (mask checks, digests, older
-traces) they are counted here with the agent's own
-:class:`~sam3_agent.agent.context.tokens.TokenCounter` for the run's model (its image cell,
-its tokenizer when cached locally), and marked as estimates.
+Everything read is untrusted: a torn or unreadable record becomes a note, a value of the
+wrong type reads as missing, an image outside the run directory or not JPEG/PNG is not
+shown. Token counts come from the trace when it carries them, else are estimated with the
+agent's own counter for the run's model (and marked so).
 """
 
 from __future__ import annotations
@@ -42,8 +34,7 @@ from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, Role, TextPart
 
-_MAGIC = {b"\xff\xd8\xff": "image/jpeg", b"\x89PNG\r\n\x1a\n": "image/png"}
-"""The images shown: a file's first bytes, and its type."""
+_MAGIC = {b"\xff\xd8\xff": "image/jpeg", b"\x89PNG\r\n\x1a\n": "image/png"}  # images shown
 
 
 @dataclass(frozen=True)
@@ -211,11 +202,7 @@ def read_trace(path: Path, notes: list[str]) -> list[dict[str, Any]]:
 
 
 def load_run(directory: Path) -> RunView:
-    """Read a run directory written by ``sam3-agent run`` (or ``eval``'s per-sample output).
-
-    Raises:
-        UserError: the directory or its ``trace.jsonl`` does not exist.
-    """
+    """Read a run directory written by ``sam3-agent run`` (or ``eval``'s per-sample output)."""
     if not directory.is_dir():
         raise UserError(f"not a run directory: {directory}")
     trace = directory / "trace.jsonl"

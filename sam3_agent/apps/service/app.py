@@ -1,32 +1,11 @@
-"""The FastAPI app of the SAM 3 service.
+"""The FastAPI app of the SAM 3 service: ``/health``, ``/v1/health``, ``/v1/images``,
+``/v1/segment`` and (with a video segmenter) ``/v1/videos``; ``/v1/*`` need the bearer token
+when the app has one.
 
-Endpoints (``/v1/*`` need ``Authorization: Bearer <token>`` when the app has a token):
-
-* ``GET /health`` -> ``{"status": "ok"}``; ``GET /v1/health`` the same once the token is
-  checked (clients check both before their first request that costs anything).
-* ``POST /v1/images``: the body is an encoded image file (PNG, JPEG, ...; EXIF orientation
-  applied, high bit depths rescaled, transparency composited as
-  :func:`~sam3_agent.values.images.load_image` does), or raw RGB bytes with content type
-  :data:`~sam3_agent.backends.wire.RAW_RGB_MIME` and ``?height=H&width=W``. Answers
-  ``{"image_id", "image_size": [H, W]}``; the id is the content hash of the pixels, so
-  uploading the same image twice stores it once.
-* ``POST /v1/segment``: JSON :class:`~sam3_agent.backends.schemas.SegmentRequest`; answers
-  :class:`~sam3_agent.backends.schemas.SegmentResponse` (masks as COCO RLE).
-* ``/v1/videos``: videos uploaded and tracked, when the app has a video segmenter
-  (:mod:`sam3_agent.apps.service.videos`).
-
-Memory is bounded independently of the number of clients, by the app's
-:class:`~sam3_agent.apps.service.limits.ServiceLimits`: a request reads its body only once
-it holds a slot, the waiting line is bounded (past it: 503 with ``Retry-After``), a
-``Content-Length`` over the limit is refused with 413 before any slot is taken, decodes and
-the decoded-image store are bounded, and a segment request's masks are encoded to RLE a few
-phrases at a time.
-
-The server never opens a path named in a request: images arrive as bytes only. Bodies are
-read with a size limit, image headers are checked against a pixel limit before decoding
-(decompression bombs get 413), and every error is a JSON body with a 4xx/5xx status, never
-a stack trace. Decoding and model work run on worker threads, so the event loop stays free;
-concurrent requests for one image share the segmenter's cached backbone features.
+Memory is bounded independently of the number of clients (:class:`ServiceLimits`): a body is
+read only once its request holds a slot, the waiting line is bounded (then 503 with
+``Retry-After``), and masks are encoded to RLE a few phrases at a time. The server never
+opens a path named in a request, and every error is a JSON body, never a stack trace.
 """
 
 from __future__ import annotations
@@ -133,23 +112,9 @@ def create_app(
     video_segmenter: VideoSegmenter | None = None,
     video_dir: Path | None = None,
 ) -> FastAPI:
-    """The service app around one segmenter (and, for videos, one video segmenter).
-
-    Args:
-        segmenter: answers every request; must be thread-safe (``Sam3Segmenter`` is).
-        token: when set, ``/v1/*`` requires ``Authorization: Bearer <token>``.
-        limits: the service's bounds; a request past one is answered 413 (too large) or
-            503 with ``Retry-After`` (too many at once).
-        video_segmenter: tracks videos (``/v1/videos``); ``None``: those endpoints answer
-            404 ``video_off``. Thread-safe (``Sam3VideoSegmenter`` is).
-        video_dir: where the video store makes its temporary folder (the system's
-            temporary folder by default).
-
-    ``app.state.images`` is the :class:`ImageStore`, ``app.state.videos`` the
-    :class:`~sam3_agent.apps.service.video_store.VideoStore` (None without a video
-    segmenter); ``app.state.uploads``, ``app.state.segments`` and ``app.state.tracks`` the
-    :class:`Gate` of each kind.
-    """
+    """The service app around one segmenter (and, for videos, one video segmenter); both
+    must be thread-safe. Without ``video_segmenter`` the video endpoints answer 404
+    ``video_off``. The stores and gates are on ``app.state`` for tests."""
     if token is not None and not token:
         raise UserError("the service token must not be empty")
     decode_slots = asyncio.Semaphore(limits.max_concurrent_decodes)

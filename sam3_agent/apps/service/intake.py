@@ -1,8 +1,6 @@
-"""What a request brings in, under bounds: bodies read within a size limit once a slot is
-held (:class:`Gate`) and parsed as JSON (:func:`parse_json`), images decoded within a pixel
-limit, uploads kept in bounded stores (:class:`LruStore`: images here, videos in
-:mod:`~sam3_agent.apps.service.video_store`), and the one error type the app turns into a
-JSON answer."""
+"""What a request brings in, under bounds: bodies within a size limit once a slot is held,
+images within a pixel limit, uploads in bounded stores, and the one error type the app
+turns into a JSON answer."""
 
 from __future__ import annotations
 
@@ -137,11 +135,8 @@ class Gate:
 
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:
-        """A slot for the body of the ``with``.
-
-        Raises:
-            ServiceError: 503 when every slot is held and ``max_waiting`` requests wait.
-        """
+        """A slot for the body of the ``with``; 503 when every slot is held and
+        ``max_waiting`` requests wait."""
         if self.held + self.waiting >= self.slots + self.max_waiting:
             self.refused += 1
             raise ServiceError(
@@ -166,13 +161,8 @@ class Gate:
 
 
 def decode_image(data: bytes, max_pixels: int) -> RGBImage:
-    """Decode an image file's bytes to ``(H, W, 3)`` uint8 RGB, as it is displayed.
-
-    The pixel count is read from the header before any pixel is decoded.
-
-    Raises:
-        ServiceError: 413 over ``max_pixels``, 400 not a readable or convertible image.
-    """
+    """Decode an image file's bytes as displayed; the pixel count is checked from the
+    header before any pixel is decoded (413 over ``max_pixels``)."""
     try:
         return load_image(data, max_pixels=max_pixels)
     except ImageTooLargeError as e:
@@ -254,11 +244,7 @@ def content_type(request: Request) -> str:
 
 
 def parse_json(body: bytes, model: type[_Request]) -> _Request:
-    """A request body as ``model``.
-
-    Raises:
-        ServiceError: 400 not JSON, 422 not a valid ``model`` (the problems as details).
-    """
+    """A request body as ``model``: 400 not JSON, 422 not valid (the problems as details)."""
     try:
         payload = json.loads(body)
     except (ValueError, RecursionError) as e:

@@ -1,11 +1,7 @@
 """The SAM 3 service's limits, importable without the web stack (for ``--help``).
 
-Peak memory does not grow with the number of clients: a request holds a body or an image
-only inside a slot (``max_concurrent_uploads`` bodies and decoded images, each at most
-``max_upload_bytes`` / ``max_pixels``; ``max_concurrent_segments`` segment requests at
-work), at most ``max_waiting`` requests per kind wait for a slot (holding no body: the
-server stops reading a socket whose body is not asked for), and past that the service
-answers 503 with ``Retry-After``.
+Peak memory does not grow with the number of clients: a body or image is held only inside
+a slot, at most ``max_waiting`` requests per kind wait (holding no body), then 503.
 """
 
 from __future__ import annotations
@@ -23,11 +19,7 @@ SMALL_BODY_BYTES = 64 * 1024
 
 @dataclass(frozen=True, kw_only=True)
 class ServiceLimits:
-    """Every bound of one service app (``create_app``, ``serve``, ``serve-sam3``).
-
-    Raises:
-        UserError: a count or size below 1 (``max_waiting``: below 0), naming the field.
-    """
+    """Every bound of one service app (``create_app``, ``serve``, ``serve-sam3``)."""
 
     max_upload_bytes: int = 64 * MIB
     """Largest encoded image file accepted (raw RGB uploads are bounded by the pixel limit)."""

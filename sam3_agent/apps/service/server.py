@@ -1,9 +1,7 @@
 """Running the SAM 3 service (and the demo): the bind-address rule, the port, and uvicorn.
 
-Both servers check their port before any model loads (:func:`check_port_free`) and then
-listen on sockets bound here (:func:`bind_listeners`), not by uvicorn: a port taken while the
-models loaded is the same one-line :class:`UserError`, never uvicorn's own log line and
-exit status.
+Sockets are bound here, not by uvicorn, so a port taken while the models loaded is a
+one-line :class:`UserError`, never uvicorn's own log line and exit status.
 """
 
 from __future__ import annotations
@@ -26,11 +24,8 @@ logger = logging.getLogger(__name__)
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine.
-
-    ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``) are; any other name or
-    address (``0.0.0.0``, ``::``, a LAN address, a host name) is not.
-    """
+    """Whether ``host`` only accepts connections from this machine (``localhost``,
+    ``127.0.0.0/8``, ``::1``; any other name or address is not)."""
     if host.strip().lower() == "localhost":
         return True
     try:
@@ -48,15 +43,7 @@ def check_bind_security(
     spends: str = "use the GPU",
 ) -> None:
     """Refuse to listen beyond loopback without a bearer token: the one rule of every server
-    this package runs (the SAM 3 service, the demo).
-
-    Args:
-        serving, token_env, spends: the message's words: what would be served, the
-            environment variable that holds the token, what a stranger could spend.
-
-    Raises:
-        UserError: ``host`` is not loopback and ``token`` is empty.
-    """
+    this package runs. ``serving``, ``token_env``, ``spends``: the message's words."""
     if not is_loopback(host) and not token:
         raise UserError(
             f"refusing to {serving} on {host} without a token: anyone who can reach it could "
@@ -67,13 +54,7 @@ def check_bind_security(
 def bind_listeners(host: str, port: int, *, listen: bool = True) -> list[socket.socket]:
     """Sockets bound to ``port`` on every address ``host`` names, as asyncio's
     ``create_server`` (and so uvicorn) would bind them: ``SO_REUSEADDR`` (a port left in
-    ``TIME_WAIT`` is free), IPv6 sockets IPv6-only; listening unless ``listen`` is false.
-
-    Raises:
-        UserError: the port is in use (``port N on HOST is in use``), or ``host`` cannot be
-            listened on here (an unknown name, an address of another machine, a port below
-            1024 without the right).
-    """
+    ``TIME_WAIT`` is free), IPv6 sockets IPv6-only; listening unless ``listen`` is false."""
     try:
         infos = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -101,23 +82,14 @@ def bind_listeners(host: str, port: int, *, listen: bool = True) -> list[socket.
 
 
 def check_port_free(host: str, port: int) -> None:
-    """Refuse, before anything loads, a port another process listens on.
-
-    Raises:
-        UserError: ``port N on HOST is in use``, or ``host`` cannot be listened on here.
-    """
+    """Refuse, before anything loads, a port another process listens on."""
     for sock in bind_listeners(host, port, listen=False):
         sock.close()
 
 
 def run_app(app: Any, *, host: str, port: int, log_level: str = "info") -> None:
     """Serve the ASGI ``app`` with uvicorn on ``host:port`` until interrupted (blocks; one
-    process, so models load once).
-
-    Raises:
-        UserError: the port was taken since :func:`check_port_free` (while models loaded).
-        Sam3AgentError: uvicorn could not start the app.
-    """
+    process, so models load once)."""
     import uvicorn
 
     listeners = bind_listeners(host, port)
@@ -147,12 +119,7 @@ def serve(
     log_level: str = "info",
 ) -> None:
     """Serve ``segmenter`` (and ``video_segmenter``, when given) over HTTP until interrupted
-    (blocks), as :func:`~sam3_agent.apps.service.app.create_app` builds it. Uploaded
-    videos are deleted when the server stops.
-
-    Raises:
-        UserError: a non-loopback ``host`` without ``token``, or the port is in use.
-    """
+    (blocks). Uploaded videos are deleted when the server stops."""
     from sam3_agent.apps.service.app import create_app
 
     check_bind_security(host, token)
@@ -170,7 +137,6 @@ def serve(
         "required" if token else "off",
         "on" if video_segmenter is not None else "off",
     )
-    # One process: the model is loaded once and shared by the worker threads.
     try:
         run_app(app, host=host, port=port, log_level=log_level)
     finally:

@@ -1,19 +1,5 @@
-"""Videos uploaded to the SAM 3 service: received to disk under a byte bound, checked, and
-kept in a store bounded in bytes on disk.
-
-An upload is never held in memory whole: its body is written to a file as it arrives
-(:func:`receive_to_file`, refused with 413 past the limit, the partial file deleted), then
-checked as the agent checks a video (:func:`check_video`:
-:func:`~sam3_agent.media.video.open_video` reads it; the frame count and each frame's pixels
-are bounded). A tar of frames
-(:data:`~sam3_agent.backends.schemas.TAR_MIME`) is unpacked first, member by member, into a
-folder of frames; only regular files at the top level with a frame suffix are taken, so
-nothing is written outside that folder and nothing expands beyond the tar's own size.
-
-:class:`VideoStore` keeps the checked videos in a temporary folder of its own, least recently
-used first out when the bytes exceed its bound; an evicted video is deleted from disk, unless
-a track request is reading it (then once that request ends). :meth:`VideoStore.close`
-deletes the folder (the app calls it at shutdown).
+"""Uploaded videos: received to disk under a byte bound, checked (a tar of frames unpacked
+member by member, top-level frame files only), and kept in an LRU store bounded in bytes.
 """
 
 from __future__ import annotations
@@ -55,23 +41,18 @@ UPLOAD_NAME = "<upload>"
 
 _WRITE_CHUNK = 1024 * 1024
 _MAX_NAME_BYTES = 255
-_MAX_OTHER_ENTRIES = 64
-"""Directory entries a tar of frames may hold besides its frames."""
+_MAX_OTHER_ENTRIES = 64  # directory entries a tar of frames may hold besides its frames
 
 
 @dataclass(frozen=True)
 class StoredVideo:
-    """A checked upload on the server's disk."""
+    """A checked upload on the server's disk; ``video_id`` is the body's SHA-256."""
 
     video_id: str
-    """SHA-256 of the uploaded body."""
     kind: Literal["file", "frames"]
-    path: Path
-    """The video file, or the folder of frames."""
-    nbytes: int
-    """Bytes on disk."""
-    source: VideoSource
-    """Every frame the video has (no selection)."""
+    path: Path  # the video file, or the folder of frames
+    nbytes: int  # on disk
+    source: VideoSource  # every frame (no selection)
 
 
 class VideoStore(LruStore[StoredVideo]):
@@ -82,12 +63,7 @@ class VideoStore(LruStore[StoredVideo]):
     """
 
     def __init__(self, max_bytes: int, parent: Path | None = None) -> None:
-        """A store in a new temporary folder under ``parent`` (the system's temporary
-        folder by default).
-
-        Raises:
-            UserError: ``parent`` cannot hold the folder.
-        """
+        """A store in a new temporary folder under ``parent`` (default: the system's)."""
         if max_bytes < 1:
             raise UserError(f"the video store needs a positive size, got {max_bytes} bytes")
         try:
@@ -99,7 +75,6 @@ class VideoStore(LruStore[StoredVideo]):
         self._evicted: dict[str, StoredVideo] = {}
 
     def incoming(self) -> Path:
-        """A fresh path in the store's folder for an upload being received."""
         return self.root / f"v-{uuid.uuid4().hex}"
 
     def put(self, video: StoredVideo) -> StoredVideo:
@@ -111,7 +86,6 @@ class VideoStore(LruStore[StoredVideo]):
             doomed = [video] if known is not video else []
             for video_id, old in evicted:
                 logger.info("video %s evicted from the store", video_id[:12])
-                # A video in use is deleted when its last user is done.
                 if video_id in self._users:
                     self._evicted[video_id] = old
                 else:
@@ -141,7 +115,6 @@ class VideoStore(LruStore[StoredVideo]):
                 _delete_all(doomed)
 
     def close(self) -> None:
-        """Delete every stored video and the store's folder."""
         with self._lock:
             self.clear()
             self._evicted.clear()
@@ -166,10 +139,7 @@ async def receive_to_file(request: Request, path: Path, limit: int) -> tuple[str
 
     The body is refused with 413 as soon as it exceeds ``limit`` bytes; on any failure the
     partial file is deleted. Writing and hashing run on a worker thread, a megabyte at a
-    time, so the event loop stays free.
-
-    Raises:
-        ServiceError: 413 past ``limit``, 400 for an empty body.
+    time, so the event loop stays free. An empty body is a 400.
     """
     digest = hashlib.sha256()
     size = 0
@@ -209,14 +179,8 @@ def check_video(
     max_pixels: int,
 ) -> StoredVideo:
     """Check a received upload (blocking: run it on a worker thread) and describe it for the
-    store. A tar is unpacked into a folder of frames beside it and then deleted.
-
-    On failure every file of the upload is deleted.
-
-    Raises:
-        ServiceError: 400 not a readable video (or tar of frames), 413 more than
-            ``max_frames`` frames or a frame over ``max_pixels``.
-    """
+    store. A tar is unpacked into a folder of frames beside it and then deleted; on failure
+    every file of the upload is deleted (400 unreadable, 413 over a limit)."""
     target = path.with_name(path.name + ".frames") if tar else path
     try:
         if tar:
@@ -307,7 +271,6 @@ def _frame_name(member: tarfile.TarInfo) -> str:
 
 
 def _check_frame(file: Path, name: str, max_pixels: int) -> None:
-    """A frame's header: a readable image within the pixel limit."""
     try:
         height, width = image_size_as_displayed(file)
     except ImageLoadError as e:

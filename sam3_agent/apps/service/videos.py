@@ -1,26 +1,7 @@
-"""The SAM 3 service's video endpoints (``serve-sam3 --video``).
-
-* ``GET /v1/videos``: :class:`~sam3_agent.backends.schemas.VideoLimits` (the service
-  tracks videos, within these bounds); 404 ``video_off`` when it was started without
-  ``--video``, as are the two endpoints below.
-* ``POST /v1/videos``: the body is a video file (MP4, MOV, WebM, anything OpenCV's FFmpeg
-  backend reads), or an uncompressed tar of frame images with content type
-  :data:`~sam3_agent.backends.schemas.TAR_MIME`. Streamed to disk under ``max_video_bytes``,
-  then checked (frame count, pixels per frame); answers
-  :class:`~sam3_agent.backends.schemas.VideoUploadResponse`, whose id is the SHA-256 of the
-  body (uploading the same body twice stores it once).
-* ``POST /v1/videos/{video_id}/track``: JSON :class:`~sam3_agent.backends.schemas.TrackRequest`
-  (phrases, score threshold, the frames tracked); answers
-  :class:`~sam3_agent.backends.schemas.TrackResponse`: per phrase, the tracks as per-frame
-  COCO RLE, keyed by frame position among the frames tracked. 404 ``unknown_video`` when the
-  id is not stored (never uploaded, or evicted): upload it again.
-
-Bounds, as for images: an upload holds one of the ``max_concurrent_uploads`` slots while its
-body is received and checked (memory: one megabyte of it at a time), a track request one of
-``max_concurrent_tracks``; ``max_waiting`` more of each kind wait, holding nothing, and past
-that the answer is 503 with ``Retry-After``. A declared ``Content-Length`` over the limit is
-refused with 413 before any slot. Videos stay on disk in a :class:`VideoStore` bounded in
-bytes (LRU), deleted on eviction and when the app shuts down.
+"""The SAM 3 service's video endpoints (``serve-sam3 --video``): ``GET /v1/videos`` (the
+limits), ``POST /v1/videos`` (a video file or a tar of frames, streamed to disk; its id is
+the body's SHA-256) and ``POST /v1/videos/{video_id}/track`` (per-phrase tracks as per-frame
+COCO RLE). Bounded as the image endpoints are; 404 ``video_off`` without ``--video``.
 """
 
 from __future__ import annotations
@@ -81,9 +62,7 @@ class VideoService:
     segmenter: VideoSegmenter | None
     store: VideoStore | None
     limits: ServiceLimits
-    """The app's: what one video may be (bytes, frames, pixels per frame)."""
-    uploads: Gate
-    """Shared with the image uploads: requests carrying a body."""
+    uploads: Gate  # shared with the image uploads
     tracks: Gate
 
 
@@ -196,12 +175,7 @@ def _frames_tracked(stored: StoredVideo, req: TrackRequest) -> VideoSource:
 def _track_sync(
     segmenter: VideoSegmenter, stored: StoredVideo, source: VideoSource, req: TrackRequest
 ) -> bytes:
-    """Track the request's phrases (blocking: a worker thread); the answer's JSON bytes.
-
-    Raises:
-        ServiceError: 400 a frame became unreadable or the segmenter refused the request,
-            503 the segmenter failed (out of memory).
-    """
+    """Track the request's phrases (blocking: a worker thread); the answer's JSON bytes."""
     # The in-process backend's sanitiser: the service tracks what SAM 3 in-process would.
     cleaned = [clean_phrase(p) for p in req.phrases]
     try:

@@ -58,9 +58,6 @@ def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True
     :meth:`BackendSpec.validate` and before any model loads: the context policy against the
     MLLM the backend flags select (with ``chat``), and the prompt set (rendered once, which
     imports the agent: a usage error found earlier costs no such import).
-
-    Raises:
-        UserError: ``--context-policy attention`` with an endpoint, or a broken ``--prompts``.
     """
     if chat:
         backends.check_context(config)
@@ -78,10 +75,6 @@ def _config(values: dict[str, Any], built: dict[str, Any]) -> AgentConfig:
     """The :class:`AgentConfig` of the agent and context flags, with the ``--tool-protocol``
     of the backend flags. Only the values are checked here (nothing imported);
     :func:`check_agent` checks the rest once the backend flags are valid.
-
-    Raises:
-        UserError: a value out of range (NaN included), named by its flag (or by the
-            ``AgentConfig`` field, which :mod:`..setting_flags` shows as the flag).
     """
     side, reserve = values["max_image_side"], values["reserve_tokens"]
     if side < MIN_IMAGE_SIDE:

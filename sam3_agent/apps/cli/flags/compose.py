@@ -40,16 +40,9 @@ def flag(name: str, kind: Any, default: Any, *names: str, help: str, panel: str 
 
 @dataclass(frozen=True)
 class FlagGroup:
-    """Options that together build one value for the command.
-
-    Attributes:
-        target: the command parameter that receives the value (a command may leave it out
-            when it needs only the side effect, as with ``--verbose``).
-        flags: the options, in ``--help`` order.
-        build: ``(the options' values, the values of the groups built before) -> value``;
-            raises :class:`~sam3_agent.values.errors.UserError` naming the flag.
-        first: built before the other groups wherever it is listed (logging).
-    """
+    """Options that together build one value for the command parameter ``target`` (which
+    a command may leave out, as with ``--verbose``). ``build(values, built_before)`` raises
+    a UserError naming the flag; a ``first`` group is built before the others (logging)."""
 
     target: str
     flags: tuple[Flag, ...]
@@ -60,13 +53,10 @@ class FlagGroup:
 def with_flags(*groups: FlagGroup) -> Callable[[F], F]:
     """Add ``groups``' options to a typer command and hand it what they build.
 
-    The command declares each group's ``target`` (keyword-only) instead of its options.
     Typer reads a command's options from ``inspect.signature(..., eval_str=True)`` and
     ``typing.get_type_hints``, so the wrapper sets both ``__signature__`` and
-    ``__annotations__``. The options appear in ``--help`` in the order given; the groups are
-    built in that order too (a ``first`` group before the others), inside
-    :func:`~sam3_agent.apps.cli.console.one_line_errors` (a bad value: one line naming the
-    flag, exit code 2); a group may read what an earlier one built.
+    ``__annotations__``. Groups are built in the order given (``first`` ones before),
+    inside :func:`~sam3_agent.apps.cli.console.one_line_errors`.
     """
 
     def decorate(command: F) -> F:

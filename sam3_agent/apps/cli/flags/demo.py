@@ -67,12 +67,7 @@ DEMO = FlagGroup("demo", DEMO_FLAGS, _demo_flags)
 
 
 def check_demo_flags(flags: DemoFlags) -> None:
-    """Refuse what cannot work before anything loads.
-
-    Raises:
-        UserError: gradio missing, a port out of range or in use, a bound below 1, or a
-            non-loopback ``host`` without a token.
-    """
+    """Refuse what cannot work before anything loads."""
     if importlib.util.find_spec("gradio") is None:
         raise UserError('the demo needs gradio: pip install "sam3-agent[demo]" (or gradio)')
     if not 1 <= flags.port <= 65535:
