@@ -365,6 +365,16 @@ def test_default_directories_differ_within_one_second(
     assert second.name == first.name + "-2"
 
 
+def run_in_own_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``sam3-agent run ARGS`` in a process of its own, with the logging setup a user gets."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])
+    return subprocess.run(
+        [sys.executable, "-m", "sam3_agent.apps.cli.main", "run", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("out", [None, "new/run", "made-by-me"])
 def test_an_unreachable_sam3_service_is_one_line_and_leaves_no_directory(
     photo: Path, tmp_path: Path, out: str | None
@@ -376,12 +386,7 @@ def test_an_unreachable_sam3_service_is_one_line_and_leaves_no_directory(
         url = f"http://127.0.0.1:{closed.getsockname()[1]}"
         args = [str(photo), "cat", "--sam3-url", url, "--llm-url", f"{url}/v1", "--llm-model", "m"]
         args += ["--out", out] if out is not None else []
-        env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])
-        done = subprocess.run(
-            [sys.executable, "-m", "sam3_agent.apps.cli.main", "run", *args],
-            cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        done = run_in_own_process(args, tmp_path)
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"error: SegmenterError: SAM 3 service at {url} failed 4 time(s)")
@@ -400,12 +405,7 @@ def test_an_unreachable_mllm_endpoint_is_one_line_too(
         url = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
         args = [str(photo), "cat", "--sam3", str(tiny_sam3_dir), "--device", "cpu"]
         args += ["--llm-url", url, "--llm-model", "m", "--out", "out"]
-        env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])
-        done = subprocess.run(
-            [sys.executable, "-m", "sam3_agent.apps.cli.main", "run", *args],
-            cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        done = run_in_own_process(args, tmp_path)
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"error: ChatModelError: MLLM endpoint {url} (model m) failed 6 times")
