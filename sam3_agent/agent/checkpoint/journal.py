@@ -1,13 +1,6 @@
-"""``calls.jsonl``: the MLLM answers and SAM 3 results of the round in progress.
-
-Each result is appended and synced the moment it arrives, tagged with its round. The
-backends are wrapped (:class:`JournaledChatModel`, :class:`JournaledSegmenter`,
-:class:`JournaledVideoSegmenter`) so that a resumed session gets a recorded result back
-instead of making the call again; a result is found by the request's key (the chat model is
-a :class:`~sam3_agent.backends.response_cache.ReplayingChatModel`, keyed as the response
-cache is) or by a digest of the phrases. Answers are stored as
-:func:`~sam3_agent.values.messages.response_to_json` writes them.
-"""
+"""``calls.jsonl``: the MLLM answers and SAM 3 results of the round in progress, each synced
+on arrival, so that the wrapped backends give a resumed session a recorded result back
+(found by the request's key, as the response cache's, or by a digest of the phrases)."""
 
 from __future__ import annotations
 
@@ -40,19 +33,16 @@ from sam3_agent.values.messages import ChatResponse, response_from_json, respons
 from sam3_agent.values.tracks import Tracks
 
 JOURNAL_FILE = rundir.JOURNAL
-
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
 JournalKind = Literal["chat", "segment", "track"]
+UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+"""What decoding a journal record that is valid JSON of the wrong shape raises."""
 
 
 class Journal:
-    """``calls.jsonl``: results of the round in progress, each synced to disk on arrival.
-
-    Entries carry the round they belong to. :meth:`take` hands back a recorded result of
-    that round once (a result is consumed like the call it replaces); :meth:`reset` starts
-    the next round.
-    """
+    """``calls.jsonl``: results of the round in progress, tagged with their round; :meth:`take`
+    hands each back once (consumed like the call it replaces)."""
 
     def __init__(self, path: Path, round_: int, replay: list[dict[str, Any]]) -> None:
         self.path = path
@@ -75,8 +65,8 @@ class Journal:
     def recall(
         self, kind: JournalKind, key: str, decode: Callable[[Any], T], redo: str
     ) -> T | None:
-        """The recorded result of ``kind`` for ``key``, decoded; None when there is none, or
-        when it does not decode (as if torn: the call is made again, ``redo`` says how)."""
+        """The recorded result of ``kind`` for ``key``, decoded; None when there is none or it
+        does not decode (the call is made again, ``redo`` says how)."""
         saved = self.take(kind, key)
         if saved is None:
             return None
@@ -100,12 +90,6 @@ class Journal:
             with open(self.path, "w", encoding="utf-8") as f:
                 f.flush()
                 os.fsync(f.fileno())
-
-
-logger = logging.getLogger(__name__)
-
-UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
-"""What decoding a journal record that is valid JSON of the wrong shape raises."""
 
 
 def read_journal(path: Path) -> list[dict[str, Any]]:
@@ -142,10 +126,7 @@ class JournaledChatModel(ReplayingChatModel):
 
 
 class JournaledSegmenter(SegmenterWrapper[Segmenter]):
-    """A :class:`Segmenter` whose phrase results are journaled, and replayed on resume.
-
-    The image embedding itself is not journaled: a resumed session computes it again.
-    """
+    """A :class:`Segmenter` whose phrase results (not the embedding) are journaled."""
 
     def __init__(self, inner: Segmenter, journal: Journal) -> None:
         super().__init__(inner)
@@ -189,14 +170,12 @@ class _JournaledEmbedding(EmbeddingWrapper):
         return results
 
     def used_phrase(self, phrase: str) -> str:
-        """``phrase`` as the backend read it when it segmented it (cut to its text limit),
-        also when that result came from the journal."""
+        """``phrase`` as the backend read it (cut to its text limit), journaled results too."""
         return self._used.get(phrase) or phrase_as_read(self.inner, phrase)
 
 
 class JournaledVideoSegmenter(SegmenterWrapper[VideoSegmenter]):
-    """A :class:`VideoSegmenter` whose tracks are journaled and replayed on resume: tracking
-    a phrase through a clip is the costliest call a video session makes."""
+    """A :class:`VideoSegmenter` whose tracks (its costliest calls) are journaled."""
 
     def __init__(self, inner: VideoSegmenter, journal: Journal) -> None:
         super().__init__(inner)
@@ -217,7 +196,9 @@ class _JournaledVideoEmbedding:
 
     def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
         key = _phrases_key(phrases, score_threshold)
-        replayed = self._journal.recall("track", key, _tracks_from_json, "tracking")
+        replayed = self._journal.recall(
+            "track", key, lambda saved: [Tracks.from_json(t) for t in saved["tracks"]], "tracking"
+        )
         if replayed is not None:
             return replayed
         if self._inner is None:
@@ -225,7 +206,3 @@ class _JournaledVideoEmbedding:
         results = self._inner.track(phrases, score_threshold)
         self._journal.append("track", key, {"tracks": [t.to_json() for t in results]})
         return results
-
-
-def _tracks_from_json(saved: dict[str, Any]) -> list[Tracks]:
-    return [Tracks.from_json(t) for t in saved["tracks"]]

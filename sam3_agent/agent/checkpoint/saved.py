@@ -1,6 +1,5 @@
-"""Reading a run directory's committed session: ``session.json``, the prompts it started
-with, ``prompt_set.json``; and everything a resume can check there before any model loads
-(:func:`check_resumable`)."""
+"""Reading a run directory's committed session (``session.json``, its prompts,
+``prompt_set.json``), its lock, and what a resume can check before any model loads."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sam3_agent.agent import rundir
-from sam3_agent.agent.checkpoint.lock import DirectoryLock
 from sam3_agent.agent.checkpoint.state import Fingerprint
-from sam3_agent.values.errors import ResumeError
+from sam3_agent.values.errors import ResumeError, UserError
 from sam3_agent.values.images import RGBImage
 
 if TYPE_CHECKING:
@@ -24,8 +22,49 @@ STATE_FILE = rundir.STATE
 PROMPT_SET_FILE = rundir.PROMPT_SET
 SYSTEM_PROMPT_FILE = rundir.SYSTEM_PROMPT
 CHECKER_PROMPT_FILE = rundir.CHECKER_PROMPT
+LOCK_FILE = rundir.LOCK
 FORMAT = 1
 """The format of ``session.json`` this version writes and reads."""
+
+
+class DirectoryLock:
+    """One session at a time in a run directory: an exclusive advisory lock on
+    ``.session.lock`` until :meth:`close` (the system releases it when the process dies)."""
+
+    def __init__(self, directory: Path, *, resuming: bool) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._file = open(directory / LOCK_FILE, "a")  # noqa: SIM115 - held for the session
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks on this platform: nothing to hold
+            return
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            self._file.close()
+            message = f"{directory} is in use by another running session"
+            raise (ResumeError if resuming else UserError)(message) from e
+
+    def close(self) -> None:
+        self._file.close()
+
+    @staticmethod
+    def held_elsewhere(directory: Path) -> bool:
+        """Whether a live session holds ``directory`` now; takes and creates nothing."""
+        path = directory / LOCK_FILE
+        if not path.is_file():
+            return False
+        try:
+            import fcntl
+        except ImportError:
+            return False
+        with open(path, "a") as probe:
+            try:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
+        return False
 
 
 def load_saved(directory: Path) -> dict[str, Any]:
@@ -58,11 +97,8 @@ def check_fingerprint(directory: Path, saved: dict[str, Any], now: Fingerprint) 
 
 @dataclass(frozen=True)
 class Committed:
-    """What a resumed session continues from, read and checked from its run directory.
-
-    ``round`` is the last committed round; ``ended``: the session has ended or spent its
-    rounds, so a resume makes no model call; ``trace_bytes``: ``trace.jsonl``'s size then.
-    """
+    """What a resumed session continues from: the last committed ``round``; ``ended``: it
+    ended or spent its rounds (a resume makes no model call); ``trace_bytes`` then."""
 
     round: int
     ended: bool
@@ -73,18 +109,15 @@ class Committed:
 
     @property
     def backends_recorded(self) -> bool:
-        """Whether the session recorded its backends (saved by a version that does); an
-        older one's models and generation settings cannot be compared."""
-        return self.fingerprint.backends_recorded
+        """Whether the session recorded its backends (an older version's cannot be compared)."""
+        return self.fingerprint.backends is not None
 
 
 def read_committed(
     directory: Path, saved: dict[str, Any], *, max_rounds: int | None = None
 ) -> Committed:
-    """Check and read what ``saved`` (:func:`load_saved` of ``directory``) points at: the
-    prompt files, ``prompt_set.json``, the committed part of ``trace.jsonl``. With
-    ``max_rounds`` (the session's), a session that has spent its rounds counts as ended.
-    """
+    """Check and read what ``saved`` points at (the prompt files, ``prompt_set.json``, the
+    committed trace); with ``max_rounds``, a session that spent its rounds counts as ended."""
     try:
         fingerprint = Fingerprint.from_json(saved["fingerprint"])
         hashes = {name: str(saved["prompts"][name]) for name in ("system", "checker")}
@@ -117,14 +150,9 @@ def check_resumable(
     model: str | None = None,
     backends: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> Committed:
-    """Check, before any model loads, everything a resume of ``directory`` can be refused
-    for: nothing to resume, a live session holding it, damaged or edited files, another
-    image, query or settings, other backends. Takes nothing and changes nothing.
-
-    ``model`` and ``backends`` are what is known of the models before they load (the
-    MLLM's name, :meth:`~sam3_agent.backends.spec.BackendSpec.describe`); what is left out
-    is compared when the models are built.
-    """
+    """Check, before any model loads and changing nothing, everything a resume of
+    ``directory`` can be refused for; ``model`` and ``backends`` are what is known of the
+    models before they load (what is left out is compared when they are built)."""
     saved = load_saved(directory)
     if DirectoryLock.held_elsewhere(directory):
         raise ResumeError(f"{directory} is in use by another running session")
@@ -134,8 +162,7 @@ def check_resumable(
 
 
 def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
-    """The prompt set a session in ``directory`` started with (``{"name", "path",
-    "sources"}``), or None when it kept none; ResumeError when it is damaged."""
+    """The prompt set the session started with (``{"name", "path", "sources"}``), or None."""
     path = directory / PROMPT_SET_FILE
     if not path.is_file():
         return None

@@ -1,16 +1,12 @@
-"""What a committed session holds, and its JSON form.
-
-:class:`Fingerprint` is what a session started with (image, query, settings);
-:class:`SessionState` is everything it needs to continue after a round. Masks are stored
-as COCO RLE (:func:`~sam3_agent.values.rle.encode_rle`), images by file name (the caller
-writes and reads them).
-"""
+"""What a committed session holds (:class:`Fingerprint`: what it started with;
+:class:`SessionState`: what it needs to continue) and its JSON form: masks as COCO RLE,
+images by file name (the caller writes and reads them)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from sam3_agent.agent.parsing import ToolCall
@@ -26,18 +22,14 @@ from sam3_agent.values.tracks import Tracks
 if TYPE_CHECKING:
     from sam3_agent.values.config import AgentConfig
 
-# -- what a session started with --------------------------------------------------------
-
 Backends = Mapping[str, Mapping[str, Any] | None]
 """What each backend said of itself, by part (``mllm``, ``sam3``); ``None``: not described."""
 
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """What must be equal for a session to be resumed: the input's content (``image_sha256``,
-    a video's digest too), the query, every setting and the MLLM's name, and what each
-    backend said of itself (:data:`Backends`; ``None`` in a session saved before backends
-    were recorded)."""
+    """What must be equal for a session to be resumed; ``backends`` is None in a session
+    saved before backends were recorded."""
 
     query: str
     image_sha256: str
@@ -55,10 +47,8 @@ class Fingerprint:
         model: str | None,
         backends: Backends | None = None,
     ) -> Fingerprint:
-        """An image session's (:func:`~sam3_agent.values.images.image_digest` of the pixels);
-        ``model`` and ``backends`` as for :meth:`of_input`."""
-        h, w = image.shape[:2]
-        size = (int(h), int(w))
+        """An image session's (``model`` and ``backends`` as for :meth:`of_input`)."""
+        size = (int(image.shape[0]), int(image.shape[1]))
         return cls.of_input(query, image_digest(image), size, config.to_dict(), model, backends)
 
     @classmethod
@@ -71,10 +61,8 @@ class Fingerprint:
         model: str | None,
         backends: Backends | None = None,
     ) -> Fingerprint:
-        """A session on an input of content ``digest`` and mask ``size`` (a video's digest
-        covers its frame selection). ``model``: the MLLM's name (``None``: not known yet,
-        not compared); ``backends``: each part's description (a part ``None`` or left out:
-        not described, not compared)."""
+        """A session on an input of content ``digest`` and mask ``size``; a ``model`` or
+        backend part that is None (not known yet) is not compared."""
         if model is not None:
             settings = {**settings, "model": model}
         described = {part: dict(d) for part, d in (backends or {}).items() if d is not None}
@@ -97,21 +85,12 @@ class Fingerprint:
         backends = doc.get("backends")
         if backends is not None:
             backends = {str(part): dict(d) for part, d in backends.items()}
-        return cls(
-            str(doc["query"]),
-            str(doc["image_sha256"]),
-            (int(h), int(w)),
-            dict(doc["settings"]),
-            backends,
-        )
+        digest, settings = str(doc["image_sha256"]), dict(doc["settings"])
+        return cls(str(doc["query"]), digest, (int(h), int(w)), settings, backends)
 
     def differences(self, now: Fingerprint) -> list[str]:
-        """What differs between the session as started (``self``) and the request ``now``.
-
-        Each entry names the difference; empty when the session may be resumed. What one
-        side does not hold (a setting or option added by a later version, a model not known
-        yet, backends not recorded by an older version) is not compared.
-        """
+        """Each difference between the session as started and the request ``now`` (empty:
+        it may be resumed); what one side does not hold is not compared."""
         found = []
         if self.image_sha256 != now.image_sha256 or self.image_size != now.image_size:
             found.append(
@@ -139,11 +118,6 @@ class Fingerprint:
                     found.append(line)  # once: --dtype is both models' option
         return found
 
-    @property
-    def backends_recorded(self) -> bool:
-        """Whether the session recorded its backends (it was saved by this version or later)."""
-        return self.backends is not None
-
 
 def _names_model(backends: dict[str, dict[str, Any]] | None) -> bool:
     chat = (backends or {}).get(CHAT, {})
@@ -157,9 +131,6 @@ def _size(hw: tuple[int, int]) -> str:
 def _jsonable(value: Any) -> Any:
     """``value`` as it reads back from JSON (tuples become lists), for comparisons."""
     return json.loads(json.dumps(value))
-
-
-# -- the committed state ----------------------------------------------------------------
 
 
 @dataclass
@@ -194,10 +165,8 @@ class SessionState:
         save_image: Callable[[EncodedImage], str],
         encode_masks: Callable[[Answer | None], dict[str, Any] | None] | None = None,
     ) -> dict[str, Any]:
-        """JSON-ready form; images are written by ``save_image``, which returns their file.
-
-        ``encode_masks`` turns the current masks into JSON (a caching encoder may be given).
-        """
+        """JSON-ready form; ``save_image`` writes an image and returns its file;
+        ``encode_masks`` may be a caching :func:`detections_to_json`."""
         encode_masks = encode_masks or detections_to_json
         return {
             "round": self.round,
@@ -206,7 +175,7 @@ class SessionState:
             "phrases": list(self.phrases),
             "current": encode_masks(self.current),
             "checks_used": self.checks_used,
-            "usage": _usage_to_json(self.usage),
+            "usage": asdict(self.usage),
             "timings": dict(self.timings),
             "ending": _ending_to_json(self.ending),
             "context": self.context,
@@ -315,9 +284,7 @@ def _extra_to_json(value: Any) -> Any:
 
 def _extra_from_json(name: str, value: Any) -> Any:
     kind = _EXTRA_TYPES.get(name)
-    if kind is None or value is None:
-        return value
-    return kind(**value)
+    return value if kind is None or value is None else kind(**value)
 
 
 def detections_to_json(detections: Answer | None) -> dict[str, Any] | None:
@@ -363,29 +330,13 @@ def _ending_from_json(doc: dict[str, Any] | None, image_size: tuple[int, int]) -
 # counters a later version adds to it are kept too.
 
 
-def _usage_to_json(usage: Usage) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in fields(usage):
-        value = getattr(usage, f.name)
-        if isinstance(value, TokenUsage):
-            value = {
-                "prompt_tokens": value.prompt_tokens,
-                "completion_tokens": value.completion_tokens,
-                "calls": value.calls,
-            }
-        out[f.name] = value
-    return out
-
-
 def _usage_from_json(doc: dict[str, Any]) -> Usage:
     usage = Usage()
     for f in fields(usage):
-        if f.name not in doc:
-            continue
-        value = doc[f.name]
-        if isinstance(getattr(usage, f.name), TokenUsage):
-            value = TokenUsage(
-                int(value["prompt_tokens"]), int(value["completion_tokens"]), int(value["calls"])
-            )
-        setattr(usage, f.name, value)
+        if f.name in doc:
+            value = doc[f.name]
+            if isinstance(getattr(usage, f.name), TokenUsage):
+                names = ("prompt_tokens", "completion_tokens", "calls")
+                value = TokenUsage(*(int(value[n]) for n in names))
+            setattr(usage, f.name, value)
     return usage

@@ -18,13 +18,13 @@ from sam3_agent.agent.checkpoint.journal import (
     JournaledVideoSegmenter,
     read_journal,
 )
-from sam3_agent.agent.checkpoint.lock import DirectoryLock
 from sam3_agent.agent.checkpoint.saved import (
     CHECKER_PROMPT_FILE,
     FORMAT,
     PROMPT_SET_FILE,
     STATE_FILE,
     SYSTEM_PROMPT_FILE,
+    DirectoryLock,
     check_fingerprint,
     check_trace,
     load_saved,
@@ -32,11 +32,7 @@ from sam3_agent.agent.checkpoint.saved import (
     read_committed,
     saved_prompt_set,
 )
-from sam3_agent.agent.checkpoint.state import (
-    Fingerprint,
-    SessionState,
-    detections_to_json,
-)
+from sam3_agent.agent.checkpoint.state import Fingerprint, SessionState, detections_to_json
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import Answer
 from sam3_agent.agent.trace import Trace
@@ -52,11 +48,8 @@ __all__ = ["Checkpoint", "ContinuedTrace", "DirectoryLock"]
 
 
 class ContinuedTrace(Trace):
-    """A trace that keeps the records of the committed rounds instead of starting empty.
-
-    Whatever a killed process wrote after its last commit (records of the unfinished round,
-    a torn line) is cut off; the resumed round writes its records again.
-    """
+    """A trace that keeps the committed rounds' records; what a killed process wrote after
+    its last commit is cut off (the resumed round writes it again)."""
 
     def __init__(self, directory: Path, committed_bytes: int) -> None:
         super().__init__(None)  # None: do not create or empty anything
@@ -68,11 +61,8 @@ class ContinuedTrace(Trace):
 
 @dataclass(eq=False)
 class Checkpoint:
-    """The committed state of one session in its run directory.
-
-    Build it with :meth:`start`, :meth:`resume` or :meth:`disabled` (no output directory);
-    a resumed one's :attr:`prompt_set` is the set the session started with.
-    """
+    """The committed state of one session in its run directory: built with :meth:`start`,
+    :meth:`resume` or :meth:`disabled` (no output directory)."""
 
     directory: Path | None
     _: KW_ONLY
@@ -100,8 +90,6 @@ class Checkpoint:
             if not self.saved:
                 self._journal.reset(committed + 1)
 
-    # -- construction ----------------------------------------------------------------
-
     @classmethod
     def disabled(cls, *, system_prompt: str, checker_prompt: str) -> Checkpoint:
         return cls(
@@ -122,11 +110,8 @@ class Checkpoint:
         checker_prompt: str,
         prompt_set: PromptSet | None = None,
     ) -> Checkpoint:
-        """A new session in ``directory``: an empty trace, the prompts saved, round 0 committed.
-
-        ``prompt_set`` (every template's text: :meth:`PromptSet.saved`) is kept in
-        ``prompt_set.json``, so a resumed session renders with the set it started with.
-        """
+        """A new session in ``directory``: an empty trace, the prompts (and ``prompt_set``,
+        which a resume renders with) saved, round 0 committed."""
         lock = DirectoryLock(directory, resuming=False)
         try:
             # An earlier session's state must not describe this directory's new trace.
@@ -159,29 +144,23 @@ class Checkpoint:
             raise ResumeError(f"nothing to resume in {directory}: no {STATE_FILE}")
         lock = DirectoryLock(directory, resuming=True)
         try:
-            return cls._resume_locked(directory, fingerprint, lock)
+            saved = load_saved(directory)
+            check_fingerprint(directory, saved, fingerprint)
+            committed = read_committed(directory, saved)
+            saved_set = saved_prompt_set(directory)
+            checkpoint = cls(
+                directory,
+                trace=ContinuedTrace(directory, committed.trace_bytes),
+                system_prompt=committed.system_prompt,
+                checker_prompt=committed.checker_prompt,
+                fingerprint=fingerprint,
+                saved=saved,
+                lock=lock,
+                prompt_set=PromptSet.from_saved(saved_set) if saved_set is not None else None,
+            )
         except BaseException:
             lock.close()
             raise
-
-    @classmethod
-    def _resume_locked(
-        cls, directory: Path, fingerprint: Fingerprint, lock: DirectoryLock
-    ) -> Checkpoint:
-        saved = load_saved(directory)
-        check_fingerprint(directory, saved, fingerprint)
-        committed = read_committed(directory, saved)
-        saved_set = saved_prompt_set(directory)
-        checkpoint = cls(
-            directory,
-            trace=ContinuedTrace(directory, committed.trace_bytes),
-            system_prompt=committed.system_prompt,
-            checker_prompt=committed.checker_prompt,
-            fingerprint=fingerprint,
-            saved=saved,
-            lock=lock,
-            prompt_set=PromptSet.from_saved(saved_set) if saved_set is not None else None,
-        )
         checkpoint.started_with = committed.fingerprint
         journal = checkpoint._journal
         logger.info(
@@ -198,8 +177,6 @@ class Checkpoint:
             self.lock.close()
             self.lock = None
 
-    # -- the backends, journaled -----------------------------------------------------
-
     def chat_model(self, inner: ChatModel) -> ChatModel:
         return inner if self._journal is None else JournaledChatModel(inner, self._journal)
 
@@ -209,11 +186,8 @@ class Checkpoint:
     def video_segmenter(self, inner: VideoSegmenter) -> VideoSegmenter:
         return inner if self._journal is None else JournaledVideoSegmenter(inner, self._journal)
 
-    # -- the loop's two calls --------------------------------------------------------
-
     def restore(self, image_size: tuple[int, int]) -> SessionState:
-        """The committed state (empty for a new session); ``image_size`` is ``(height,
-        width)`` of its masks. The session continues from it (:meth:`Session.restore`)."""
+        """The committed state (empty for a new session); ``image_size``: the masks' (h, w)."""
         if self.saved is None or self.directory is None:
             return SessionState()
         try:
@@ -226,15 +200,12 @@ class Checkpoint:
             ) from e
 
     def commit(self, state: SessionState) -> None:
-        """Commit ``state`` (:meth:`Session.snapshot` after a round; atomic), then start the
-        next round's journal."""
+        """Commit ``state`` atomically, then start the next round's journal."""
         if self.directory is None:
             return
         self._write(state)
         if self._journal is not None:
             self._journal.reset(state.round + 1)
-
-    # -- files -----------------------------------------------------------------------
 
     def _write(self, state: SessionState) -> None:
         if self.directory is None or self.fingerprint is None:
