@@ -1,8 +1,6 @@
-"""Context management: which parts of the history each main MLLM call receives.
-
-One :class:`~.policy.ContextPolicy` per session (by name, :mod:`.registry`) turns the typed
-history into the messages sent plus an eviction record; docs/context-policies.md describes
-the policies.
+"""Context management: one :class:`~.policy.ContextPolicy` per session (by name,
+:mod:`.registry`) turns the history into each main call's messages and an eviction record
+(the policies: docs/context-policies.md).
 
 Eviction log schema
 -------------------

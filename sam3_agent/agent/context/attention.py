@@ -1,9 +1,6 @@
-"""``attention``: rank earlier rounds by how much the model attended to them; evict the least.
-
-Only an :class:`AttentionSource` (the in-process ``transformers`` MLLM) can say where its
-attention went; other backends are refused when the policy is built. A round's mass is
-smoothed over the last calls that showed it; a round not seen yet counts as most attended.
-"""
+"""``attention``: the least attended rounds leave first (a round's mass averaged over the last
+calls that showed it; unseen: most attended). Only an :class:`AttentionSource` (the
+in-process ``transformers`` MLLM) can serve it."""
 
 from __future__ import annotations
 
@@ -27,24 +24,16 @@ DEFAULT_WINDOW = 3
 class AttentionSource(Protocol):
     """A chat model that reports where its attention went in its latest call."""
 
-    def record_attention(self) -> None:
-        """Start measuring attention on every request."""
-        ...
+    def record_attention(self) -> None: ...
 
     def last_message_attention(
         self, messages: Sequence[ChatMessage] | None = None
     ) -> list[float] | None:
         """Share of attention per message of request ``messages`` (sums to 1), or None."""
-        ...
 
 
 def round_sizes(messages: Sequence[ChatMessage]) -> list[int]:
-    """Messages per kept round of a rendered context, in order.
-
-    Every round starts at its assistant message (:func:`~sam3_agent.agent.context.types.render`);
-    what follows until the next one (a user answer, or a ``tool`` answer and the user
-    message with its image) belongs to it.
-    """
+    """Messages per kept round of a rendered context: each starts at its assistant message."""
     sizes: list[int] = []
     for message in messages[2:]:
         if message.role == "assistant" or not sizes:
@@ -55,8 +44,7 @@ def round_sizes(messages: Sequence[ChatMessage]) -> list[int]:
 
 
 def require_source(chat_model: ChatModel) -> AttentionSource:
-    """``chat_model``, or the model it wraps (behind the response cache or the journal), as
-    an :class:`AttentionSource`; else a one-line :class:`UserError`."""
+    """``chat_model``, or the model it wraps, as an :class:`AttentionSource`; else UserError."""
     model: object = chat_model
     while not isinstance(model, AttentionSource) and isinstance(model, ChatModelWrapper):
         model = model.inner
@@ -95,10 +83,8 @@ class AttentionPolicy(BudgetedPolicy):
         kept_rounds: Sequence[int],
         round_sizes: Sequence[int] | None = None,
     ) -> None:
-        """Add one call's attention. Messages 0 and 1 are the system prompt and the request;
-        then come the kept rounds in order, ``round_sizes[k]`` messages each (default 2: the
-        reply and its answer; a native round showing an image has 3, see :func:`round_sizes`).
-        """
+        """Add one call's attention: messages 0 and 1 are the system prompt and the request,
+        then the kept rounds, ``round_sizes[k]`` messages each (default 2)."""
         sizes = [2] * len(kept_rounds) if round_sizes is None else round_sizes
         start = 2
         for round_number, size in zip(kept_rounds, sizes, strict=True):
@@ -113,8 +99,7 @@ class AttentionPolicy(BudgetedPolicy):
         return float("inf") if not seen else sum(seen) / len(seen)
 
     async def save_state(self) -> dict[str, Any]:
-        """Each round's recent masses, the latest call's included (read now: the model's
-        attention does not outlive its process)."""
+        """Each round's recent masses, the latest call's read now (it dies with the process)."""
         self._observe_last()
         return {
             "window": self.window,

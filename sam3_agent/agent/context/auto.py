@@ -1,10 +1,6 @@
-"""``auto``: ``sam3`` while the context is small, ``hierarchical`` past the watermark.
-
-Each call, the ``sam3`` context is measured; past the watermark the policy switches to
-``hierarchical`` (and back when the ``sam3`` context is under it again). A switch is
-logged in the eviction record and cannot be followed by another for
-:data:`MIN_ROUNDS_BETWEEN_SWITCHES` rounds, so the context never flip-flops.
-"""
+"""``auto``: ``sam3`` while its context is under the watermark, ``hierarchical`` past it; a
+switch is recorded and not followed by another for :data:`MIN_ROUNDS_BETWEEN_SWITCHES`
+rounds, so the context never flip-flops."""
 
 from __future__ import annotations
 
@@ -38,7 +34,6 @@ class AutoPolicy(BudgetedPolicy):
         self._last_switch_round: int | None = None
 
     async def save_state(self) -> dict[str, Any]:
-        """The mode and the switches so far (a resumed session continues in the same mode)."""
         return {
             "mode": self.mode,
             "last_switch_round": self._last_switch_round,

@@ -1,10 +1,5 @@
-"""``decay``: the lowest-scoring rounds leave first, scored ``weight(kind) * exp(-rate * age)``.
-
-``age`` is in rounds (0 for the latest round), ``weight`` is per step kind (segment,
-examine, correction; :data:`DEFAULT_WEIGHTS`, configurable). Scores are computed only
-when the full history does not fit; ties go oldest first. The selectable masks' round and
-the latest round are pinned.
-"""
+"""``decay``: the lowest-scoring rounds leave first, scored ``weight(kind) * exp(-rate * age)``
+(``age`` in rounds, 0 for the latest; ties oldest first)."""
 
 from __future__ import annotations
 
@@ -26,7 +21,6 @@ DEFAULT_RATE = 0.15
 
 
 def decay_scores(history: History, weights: Mapping[str, float], rate: float) -> dict[int, float]:
-    """Score of every round, keyed by round number."""
     latest = history.steps[-1].round if history.steps else 0
     return {
         s.round: weights.get(s.kind, 1.0) * math.exp(-rate * (latest - s.round))

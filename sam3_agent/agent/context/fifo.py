@@ -1,9 +1,5 @@
-"""``fifo``: the pinned head (system prompt, request) plus the newest rounds that fit.
-
-The round showing the selectable masks is pinned too (every policy keeps that image).
-Rounds leave oldest first, only when the budget requires it; nothing replaces them, so
-the model forgets which phrases it tried once their rounds are gone.
-"""
+"""``fifo``: the pinned part plus the newest rounds that fit; nothing stands for the rounds
+that leave, so the model forgets which phrases it tried once their rounds are gone."""
 
 from __future__ import annotations
 

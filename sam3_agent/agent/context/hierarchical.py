@@ -1,20 +1,14 @@
-"""``hierarchical``: the context in zones with token budgets.
-
-**pinned** (system prompt, request, tried phrases, the selectable masks' round), **working**
-(the latest search onwards, in full), **archive** (one line per older round, built without a
-model call, its own budget :data:`ARCHIVE_SHARE`), **reserve** (the reply). Past the
-watermark rounds move to the archive oldest first; those of the latest search only when the
-hard limit requires. No state between calls.
-"""
+"""``hierarchical``: zones with token budgets: pinned, working (the latest search onwards),
+archive (one line per older round, :data:`ARCHIVE_SHARE`), reserve. Past the watermark rounds
+move to the archive oldest first; the latest search's only when the hard limit requires."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sam3_agent.agent.context.policy import BudgetedPolicy, longest_tried_note
+from sam3_agent.agent.context.policy import BudgetedPolicy
 from sam3_agent.agent.context.sam3 import anchor_index
 from sam3_agent.agent.context.types import Costs, Decision, Evicted, History, tried_before
-from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.steps import ActionStep
 
 ARCHIVE_SHARE = 0.2
@@ -25,9 +19,8 @@ NOTE_OVERHEAD = 80
 
 
 def archive_line(step: ActionStep) -> str:
-    """One line standing for ``step``: what was asked and what came back, first sentence;
-    for an examine round the first two (the verdict counts, then which masks were accepted
-    by their numbers before the check, which a later selection may need)."""
+    """One line standing for ``step``: its result's first sentence (an examine round's first
+    two: the verdict counts, then which masks were accepted, which a later selection needs)."""
     sentences = step.observation.text.split(". ")
     if step.kind == "examine":
         result = ". ".join(s.strip() for s in sentences[:2]).strip().rstrip(".")
@@ -38,18 +31,12 @@ def archive_line(step: ActionStep) -> str:
     return f"round {step.round}: a mistake was corrected: {result}."
 
 
-def archive_note(lines: Sequence[str], prompts: PromptSet) -> str:
-    return prompts.render("context_archive", lines=list(lines)) if lines else ""
-
-
 class HierarchicalPolicy(BudgetedPolicy):
     """Zones with budgets and a watermark. Stateless."""
 
     name = "hierarchical"
 
-    def pinned_note(self, costs: Costs) -> int:
-        # Pinned: the protected rounds and the note naming every other phrase tried.
-        return longest_tried_note(costs)
+    pins_tried_note = True
 
     def select(self, history: History, costs: Costs) -> Decision:
         steps = history.steps
@@ -78,9 +65,11 @@ class HierarchicalPolicy(BudgetedPolicy):
         def total() -> int:
             shown = shown_lines()
             tried = tried_before(steps, sorted(kept))
-            return costs.total(sorted(kept)) + self._note_cost(
-                tried, [lines[i] for i in shown], line_cost=[line_cost[i] for i in shown]
-            )
+            if not tried and not shown:
+                return costs.total(sorted(kept))
+            phrases = sum(self.counter.text(p) + 3 for p in tried)
+            note = NOTE_OVERHEAD + phrases + sum(line_cost[i] for i in shown)
+            return costs.total(sorted(kept)) + note
 
         reasons: dict[int, str] = {}
 
@@ -111,8 +100,8 @@ class HierarchicalPolicy(BudgetedPolicy):
             reasons[i] = "archive over its budget: line dropped"
         evicted = [Evicted(steps[i].round, reason) for i, reason in reasons.items()]
         tried = tried_before(steps, sorted(kept))
-        note = archive_note([lines[i] for i in shown], history.prompts)
-        notes = [note] if note else []
+        archive_lines = [lines[i] for i in shown]
+        notes = [history.prompts.render("context_archive", lines=archive_lines)] if shown else []
         notes_tokens = costs.note_tokens(tried, notes)
         working = [i for i in kept if i not in protected]
         zones = {
@@ -124,16 +113,3 @@ class HierarchicalPolicy(BudgetedPolicy):
             "reserve": self.budget.reserve_tokens,
         }
         return Decision(sorted(kept), tried, notes, evicted, zones=zones)
-
-    def _note_cost(
-        self, tried: Sequence[str], lines: Sequence[str], line_cost: Sequence[int] | None = None
-    ) -> int:
-        if not tried and not lines:
-            return 0
-        phrases = sum(self.counter.text(p) + 3 for p in tried)
-        archive = (
-            sum(line_cost)
-            if line_cost is not None
-            else sum(self.counter.text(line) + 2 for line in lines)
-        )
-        return NOTE_OVERHEAD + phrases + archive

@@ -1,10 +1,5 @@
-"""``keep-all``: every round in full; the baseline the other policies are measured against.
-
-Only the images follow the shared rule (the selectable masks' image; older ones become
-text), so a call still carries at most two images. Nothing is ever evicted: when the
-history outgrows the budget the session ends with a budget failure, as the endpoint would
-have refused the call.
-"""
+"""``keep-all``: every round in full (images by the shared rule), the baseline; a history
+that outgrows the budget ends the session with a budget failure, as the endpoint would."""
 
 from __future__ import annotations
 

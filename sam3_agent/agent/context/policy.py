@@ -1,17 +1,11 @@
-"""The interface every context policy implements, and the base the budgeted ones build on.
-
-The invariants every policy keeps are listed in docs/context-policies.md: the system prompt
-byte for byte, the request, rounds whole and in order, at most two images (only the
-selectable masks' one), the latest round whole, and the budget
-(:class:`~.types.ContextBudgetError` when even the pinned part does not fit).
-:class:`BudgetedPolicy` measures the history, checks the pinned part, and renders and
-records what the policy's ``select`` chose.
-"""
+"""The interface every context policy implements, and the base the budgeted ones build on;
+the invariants every policy keeps are listed in docs/context-policies.md."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from sam3_agent.agent.context.tokens import TokenCounter
@@ -30,12 +24,8 @@ from sam3_agent.agent.context.types import (
 
 
 class ContextPolicy(Protocol):
-    """Builds each main call's context from the history.
-
-    One policy object serves one session: state it keeps between calls (digests, smoothed
-    scores, the current mode) is explicit on the object. ``build`` never mutates the
-    history. :class:`BudgetedPolicy` gives every method but ``build`` its default.
-    """
+    """Builds each main call's context from the history (never mutating it); one object
+    serves one session and keeps its state between calls explicit."""
 
     name: str
 
@@ -44,10 +34,8 @@ class ContextPolicy(Protocol):
         ...
 
     async def save_state(self) -> dict[str, Any] | None:
-        """What the policy carries between calls, JSON-ready, committed with each round
-        (``summary``'s digests, ``auto``'s mode, ``attention``'s masses); None when it
-        carries nothing. A resumed session gives it back to :meth:`restore_state`, so it
-        sends what the uninterrupted one would."""
+        """What the policy carries between calls, JSON-ready (None: nothing), committed with
+        each round; a resume gives it to :meth:`restore_state` to send what it would have."""
         ...
 
     def restore_state(self, state: dict[str, Any]) -> None:
@@ -55,8 +43,7 @@ class ContextPolicy(Protocol):
         ...
 
     async def settle(self) -> None:
-        """Finish what the policy started for a call that will not come (the session ended):
-        ``summary`` takes in the digest it was writing ahead, so that its call is counted."""
+        """Finish what the policy started for a call that will not come (the session ended)."""
         ...
 
     async def aclose(self) -> None:
@@ -65,14 +52,13 @@ class ContextPolicy(Protocol):
 
 
 class BudgetedPolicy:
-    """A :class:`ContextPolicy` that chooses rounds under a token :class:`~.types.Budget`.
-
-    Subclasses set :attr:`name` and implement :meth:`select`; ``build`` measures the
-    history, checks the pinned part, and renders and records what ``select`` chose. The
-    defaults keep no state, and have nothing to settle or close.
-    """
+    """A stateless :class:`ContextPolicy` choosing rounds under a token :class:`~.types.Budget`:
+    subclasses set :attr:`name` and implement :meth:`select`."""
 
     name: str = ""
+    pins_tried_note = False
+    """Whether the note naming every phrase tried but the pinned rounds' is pinned (evicting
+    for the budget may add phrases to it, so the longest note is reckoned with)."""
 
     def __init__(self, budget: Budget, counter: TokenCounter) -> None:
         self.budget = budget
@@ -82,8 +68,7 @@ class BudgetedPolicy:
         return self.build_sync(history)
 
     def build_sync(self, history: History, started: float | None = None) -> Context:
-        """The context for the next call; ``started`` is when the call's work began (now
-        when not given), for the record's latency."""
+        """The context for the next call; ``started`` (default now) is for the latency."""
         started = time.perf_counter() if started is None else started
         costs = self.measure(history)
         return self.conclude(history, costs, self.select(history, costs), started)
@@ -106,74 +91,53 @@ class BudgetedPolicy:
 
     def pinned_note(self, costs: Costs) -> int:
         """The most tokens a note the policy pins in the request may take (0: it pins none)."""
-        return 0
+        if not self.pins_tried_note:
+            return 0
+        return costs.note_tokens(tried_before(costs.history.steps, sorted(costs.protected())))
 
     def measure(self, history: History) -> Costs:
-        """The history's costs, once the pinned part (with :meth:`pinned_note`) is known to fit."""
-        costs = Costs(self.counter, history)
-        check_pinned(costs, self.budget, self.name, self.pinned_note(costs))
+        """The history's costs; ContextBudgetError when the pinned part alone does not fit."""
+        costs, budget = Costs(self.counter, history), self.budget
+        pinned = costs.total(sorted(costs.protected()), self.pinned_note(costs))
+        if pinned > budget.limit:
+            raise ContextBudgetError(
+                f"context budget too small: the pinned context (system prompt, request"
+                f"{', current masks image' if costs.current is not None else ''}"
+                f"{', latest round' if costs.rounds else ''}) needs {pinned} tokens "
+                f"but `max_context_tokens={budget.max_context_tokens}` minus the "
+                f"{budget.reserve_tokens}-token reply reserve leaves {budget.limit} "
+                f"(policy {self.name})"
+            )
         return costs
 
     def conclude(
         self, history: History, costs: Costs, decision: Decision, started: float
     ) -> Context:
-        """Render ``decision``, check it fits the budget, and build the :class:`Context`
-        with its record (``started`` is when the call's work began)."""
+        """Render ``decision``, check it fits the budget, and build the :class:`Context`."""
         budget, policy = self.budget, self.name
-        messages, replaced = render(history, decision)
-        tokens = costs.counter.messages(messages)
+        context = render(history, decision)
+        tokens = costs.counter.messages(context.messages)
         if tokens.total > budget.limit:
             raise ContextBudgetError(
                 f"context budget exceeded: policy {policy} needs {tokens.total} tokens for round "
                 f"{history.next_round} but `max_context_tokens={budget.max_context_tokens}` minus "
                 f"the {budget.reserve_tokens}-token reply reserve leaves {budget.limit}"
             )
-        steps = history.steps
-        kept_set = set(decision.kept)
-        kept_rounds = [steps[i].round for i in sorted(kept_set)]
-        dropped = [s.round for i, s in enumerate(steps) if i not in kept_set]
         record = EvictionRecord(
             policy=policy,
             budget=budget,
-            kept_rounds=kept_rounds,
+            kept_rounds=context.kept_rounds,
             evicted=sorted(decision.evicted, key=lambda e: e.round),
             tokens_before=costs.full(),
             tokens_after=tokens,
-            images_replaced=replaced,
+            images_replaced=context.images_replaced,
             tried_phrases=list(decision.tried_phrases),
             scores=decision.scores,
             zones=decision.zones,
             digests=decision.digests,
         )
         record.latency_s = time.perf_counter() - started
-        return Context(
-            messages=messages,
-            kept_rounds=kept_rounds,
-            dropped_rounds=dropped,
-            images_replaced=replaced,
-            tried_phrases=list(decision.tried_phrases),
-            eviction=record,
-        )
-
-
-def longest_tried_note(costs: Costs) -> int:
-    """Tokens of the note naming every phrase tried but those of the pinned rounds: the
-    longest tried-phrases note, which a policy that pins that note must reckon with."""
-    return costs.note_tokens(tried_before(costs.history.steps, sorted(costs.protected())))
-
-
-def check_pinned(costs: Costs, budget: Budget, policy: str, head_extra: int = 0) -> None:
-    """Raise :class:`ContextBudgetError` when the pinned part alone exceeds the budget."""
-    pinned = costs.total(sorted(costs.protected()), head_extra)
-    if pinned > budget.limit:
-        raise ContextBudgetError(
-            f"context budget too small: the pinned context (system prompt, request"
-            f"{', current masks image' if costs.current is not None else ''}"
-            f"{', latest round' if costs.rounds else ''}) needs {pinned} tokens "
-            f"but `max_context_tokens={budget.max_context_tokens}` minus the "
-            f"{budget.reserve_tokens}-token reply reserve leaves {budget.limit} "
-            f"(policy {policy})"
-        )
+        return replace(context, eviction=record)
 
 
 def evict_in_order(
@@ -185,12 +149,8 @@ def evict_in_order(
     head_extra: int = 0,
     scores: dict[int, float] | None = None,
 ) -> tuple[list[int], list[Evicted]]:
-    """Evict rounds of ``kept`` in ``order`` (protected ones skipped) until the total fits.
-
-    Returns the rounds still kept (indices, sorted) and the evictions (with scores when
-    given). Stops as soon as the total is within ``limit``; may return over the limit
-    when nothing else can go (the caller checks the pinned part).
-    """
+    """Evict rounds of ``kept`` in ``order`` (protected ones skipped) until the total fits
+    ``limit`` (or nothing else can go); the rounds still kept (sorted) and the evictions."""
     keep = set(kept)
     protected = costs.protected()
     steps = costs.history.steps
@@ -215,12 +175,9 @@ def evict_lowest(
     scores: Callable[[], dict[int, float]],
     unscored: float | None = None,
 ) -> Decision:
-    """Every round while the history fits ``limit``; past it, the rounds with the lowest
-    ``scores()`` (keyed by round number) leave first, ties oldest first, until it fits.
-
-    Scores are computed only when something must go; they are recorded, except those
-    equal to ``unscored`` (a round the scores know nothing of yet).
-    """
+    """Every round while the history fits ``limit``; past it, the lowest ``scores()`` (by
+    round number, computed only then) leave first, ties oldest first; ``unscored`` ones are
+    not recorded."""
     steps = costs.history.steps
     everything = list(range(len(steps)))
     if costs.full() <= limit:

@@ -17,7 +17,7 @@ from sam3_agent.agent.context.sam3 import Sam3Policy
 from sam3_agent.agent.context.summary import DigestSink, SummaryPolicy
 from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.context.types import Budget
-from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
+from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import UserError
 
 
@@ -36,31 +36,21 @@ class PolicyInputs:
         return Budget(c.max_context_tokens, c.context_reserve_tokens, c.context_watermark)
 
 
-def _summary(i: PolicyInputs) -> ContextPolicy:
-    return SummaryPolicy(i.budget, i.counter, i.chat_model, on_digest=i.on_digest)
-
-
-def _decay(i: PolicyInputs) -> ContextPolicy:
-    return DecayPolicy(i.budget, i.counter, dict(i.config.decay_weights), i.config.decay_rate)
-
-
-def _attention(i: PolicyInputs) -> ContextPolicy:
-    source = require_source(i.chat_model)
-    return AttentionPolicy(i.budget, i.counter, source, i.config.attention_window)
-
-
 POLICIES: dict[str, Callable[[PolicyInputs], ContextPolicy]] = {
     "sam3": lambda i: Sam3Policy(i.budget, i.counter),
     "keep-all": lambda i: KeepAllPolicy(i.budget, i.counter),
     "fifo": lambda i: FifoPolicy(i.budget, i.counter),
-    "decay": _decay,
-    "summary": _summary,
+    "decay": lambda i: DecayPolicy(
+        i.budget, i.counter, dict(i.config.decay_weights), i.config.decay_rate
+    ),
+    "summary": lambda i: SummaryPolicy(i.budget, i.counter, i.chat_model, on_digest=i.on_digest),
     "hierarchical": lambda i: HierarchicalPolicy(i.budget, i.counter),
-    "attention": _attention,
+    "attention": lambda i: AttentionPolicy(
+        i.budget, i.counter, require_source(i.chat_model), i.config.attention_window
+    ),
     "auto": lambda i: AutoPolicy(i.budget, i.counter),
 }
-if tuple(POLICIES) != CONTEXT_POLICIES:  # one list of names, checked at import
-    raise RuntimeError("sam3_agent.values.config.CONTEXT_POLICIES and the policy registry disagree")
+"""In :data:`~sam3_agent.values.config.CONTEXT_POLICIES` order (a test checks it)."""
 
 
 def build_policy(inputs: PolicyInputs) -> ContextPolicy:

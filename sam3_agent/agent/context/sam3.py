@@ -1,18 +1,12 @@
-"""``sam3`` (the default): three-part pruning, a pure function of the history.
-
-Kept: the system prompt, the request, the anchor (the latest *executed* ``segment_phrase``,
-read from the parsed call, never from a text search), and after it only the latest
-``examine_each_mask`` round and the latest corrective exchange; so at most
-:data:`MAX_MESSAGES` messages. Phrases tried before the anchor are named in a note in the
-request. A budget too small even for this drops kept rounds other than the selectable
-masks', oldest first.
-"""
+"""``sam3`` (the default): the system prompt, the request (naming the phrases tried before),
+the latest executed ``segment_phrase`` round and after it only the latest examine round and
+corrective exchange; a budget too small for these drops them oldest first."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sam3_agent.agent.context.policy import BudgetedPolicy, evict_in_order, longest_tried_note
+from sam3_agent.agent.context.policy import BudgetedPolicy, evict_in_order
 from sam3_agent.agent.context.types import (
     Context,
     Costs,
@@ -74,16 +68,7 @@ def sam3_decision(steps: Sequence[ActionStep]) -> Decision:
 
 def build_context(system_prompt: str, task: TaskStep, steps: Sequence[ActionStep]) -> Context:
     """The three-part context with no token budget: a pure function of the steps."""
-    decision = sam3_decision(steps)
-    messages, replaced = render(History(system_prompt, task, steps), decision)
-    kept = set(decision.kept)
-    return Context(
-        messages=messages,
-        kept_rounds=[steps[i].round for i in sorted(kept)],
-        dropped_rounds=[s.round for i, s in enumerate(steps) if i not in kept],
-        images_replaced=replaced,
-        tried_phrases=list(decision.tried_phrases),
-    )
+    return render(History(system_prompt, task, steps), sam3_decision(steps))
 
 
 class Sam3Policy(BudgetedPolicy):
@@ -91,10 +76,7 @@ class Sam3Policy(BudgetedPolicy):
 
     name = "sam3"
 
-    def pinned_note(self, costs: Costs) -> int:
-        # Evicting for the budget may add phrases to the note: reckon with the longest note,
-        # the one naming every phrase but those of the pinned rounds.
-        return longest_tried_note(costs)
+    pins_tried_note = True
 
     def select(self, history: History, costs: Costs) -> Decision:
         chosen = sam3_decision(history.steps)

@@ -1,11 +1,6 @@
-"""``summary``: evicted rounds are replaced by a digest the MLLM writes in its own call.
-
-Rounds leave oldest first, as in ``fifo``; each run of them is condensed once (a digest is
-never summarised again; the oldest digest is dropped when digests no longer fit). Digest
-calls are reported apart (``on_digest``). The rounds the next call will likely evict are
-condensed in the background while the main call is in flight; a digest still in flight when
-the session ends was paid for, so it is awaited and reported (:meth:`SummaryPolicy.settle`).
-"""
+"""``summary``: rounds leave oldest first, each run replaced by a digest the MLLM writes in
+its own call (never summarised again; the oldest dropped when digests no longer fit); what
+the next call will likely evict is condensed in the background during the main call."""
 
 from __future__ import annotations
 
@@ -96,12 +91,8 @@ def digest_text(reply: str, counter: TokenCounter, max_tokens: int) -> str:
 
 
 class SummaryPolicy(BudgetedPolicy):
-    """Oldest rounds out, each run condensed by the model.
-
-    Every evicted round is stood for by a digest shown in the same call, or is recorded as
-    dropped (its digest no longer fitted). Digests are shown in round order; a digest
-    written ahead is shown once all of its rounds have left, so its rounds leave together.
-    """
+    """Every evicted round is stood for by a digest shown (in round order) in the same call,
+    or recorded as dropped; a digest written ahead is shown once all its rounds have left."""
 
     name = "summary"
 
@@ -126,12 +117,8 @@ class SummaryPolicy(BudgetedPolicy):
         self._dropped_rounds: set[int] = set()
 
     async def settle(self) -> None:
-        """Take in a background digest still in flight when the session ends: its request
-        was sent, so its call is counted and traced like any other, though no call shows it.
-
-        Its failure is logged, not raised: nothing needs the digest, and the session's
-        ending (an answer, say) stands.
-        """
+        """Take in a background digest still in flight (its call was paid for, so it is
+        counted and traced); its failure is logged, not raised: the session's ending stands."""
         try:
             await self._collect()
         except Sam3AgentError as e:
@@ -145,11 +132,8 @@ class SummaryPolicy(BudgetedPolicy):
         self._pending = None
 
     async def save_state(self) -> dict[str, Any]:
-        """The policy's state after a committed round, JSON-ready (see :meth:`restore_state`).
-
-        A digest being written in the background is awaited first, so that it is part of
-        the round that started it: a resumed session neither asks for it again nor misses it.
-        """
+        """The state after a committed round; a background digest is awaited first, so that
+        a resumed session neither asks for it again nor misses it."""
         await self._collect()
         return {
             "digests": [{"rounds": list(d.rounds), "text": d.text, "level": d.level}
@@ -161,7 +145,6 @@ class SummaryPolicy(BudgetedPolicy):
         }  # fmt: skip
 
     def restore_state(self, state: dict[str, Any]) -> None:
-        """Continue from :meth:`save_state`'s output (a resumed session)."""
         self.digests = [
             Digest(tuple(int(r) for r in d["rounds"]), str(d["text"]), int(d["level"]))
             for d in state["digests"]
@@ -255,13 +238,9 @@ class SummaryPolicy(BudgetedPolicy):
         return [history.prompts.render("context_digests", texts=[d.note() for d in shown])]
 
     def _evict_more(self, costs: Costs, evict: Sequence[int], limit: int, target: int) -> list[int]:
-        """``evict`` plus the oldest unprotected rounds needed to fit.
-
-        Nothing more goes while the context fits ``limit``; once it does not, rounds go
-        until it fits ``target`` (the watermark), so one digest condenses several rounds.
-        The rounds of a digest written ahead go together, so that it can stand for them.
-        A new digest is reckoned at its maximum size until it is written.
-        """
+        """``evict`` plus, once the context does not fit ``limit``, the oldest unprotected
+        rounds until it fits ``target`` (so one digest condenses several); a digest written
+        ahead takes its rounds together; a new one counts at its maximum size."""
         steps = costs.history.steps
         out = set(evict)
         protected = costs.protected()

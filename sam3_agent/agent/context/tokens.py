@@ -1,11 +1,6 @@
-"""Token accounting: what a context costs, counted the way the model will count it.
-
-With the model's tokenizer when one is available offline (its chat template, when it has
-one, renders whole requests); otherwise an estimate that leans towards counting over
-(``ceil(utf-8 bytes / 4)`` plus the framing constants below). Images are counted by the
-Qwen-VL resize rule on the size sent (28 px cells; Qwen3-VL 32 px), the fallback for other
-models too: within a factor of two of what GPT-4o, Gemini and Llama-3.2-Vision charge.
-"""
+"""Token accounting: with the model's tokenizer (and chat template) when one is available
+offline, else an estimate that leans towards counting over; images by the Qwen-VL resize
+rule on the size sent (within a factor of two of what GPT-4o, Gemini and Llama-3.2 charge)."""
 
 from __future__ import annotations
 
@@ -52,12 +47,8 @@ QWEN_MAX_PIXELS = 28 * 28 * 16384
 
 
 def qwen_image_tokens(height: int, width: int, cell: int = QWEN25_CELL) -> int:
-    """Vision tokens of one ``height``×``width`` image under the Qwen-VL resize rule.
-
-    Each side is rounded to the nearest multiple of ``cell`` (at least one cell), then the
-    area is scaled into the processor's pixel bounds, as ``smart_resize`` does. The markers
-    around the image are not included (see :data:`IMAGE_MARKERS`).
-    """
+    """Vision tokens of one ``height``×``width`` image as Qwen-VL's ``smart_resize`` sizes it
+    (markers not included)."""
     h = max(cell, round(height / cell) * cell)
     w = max(cell, round(width / cell) * cell)
     max_pixels = QWEN_MAX_PIXELS * (cell / QWEN25_CELL) ** 2
@@ -99,11 +90,8 @@ class Tokens:
 
 @dataclass
 class TokenCounter:
-    """Counts the tokens of messages as one model sees them.
-
-    ``encode_len`` is None for the estimate; ``source`` (``"tokenizer:<name>"`` or
-    ``"estimate"``) is recorded in traces and results.
-    """
+    """Counts the tokens of messages as one model sees them; ``encode_len`` None: the estimate;
+    ``source`` (``"tokenizer:<name>"`` or ``"estimate"``) is recorded in traces and results."""
 
     encode_len: Callable[[str], int] | None = None
     image_cell: int = QWEN25_CELL
@@ -152,8 +140,7 @@ class TokenCounter:
         return qwen_image_tokens(height, width, self.image_cell) + IMAGE_MARKERS
 
     def message(self, message: ChatMessage) -> Tokens:
-        """Tokens of one message, role markers included (and native tool calls, replayed
-        as the chat template writes them)."""
+        """Tokens of one message, role markers and native tool calls included."""
         text = max(MESSAGE_OVERHEAD, self._framing.get(message.role, MESSAGE_OVERHEAD))
         if message.role == "tool":
             text += TOOL_RESULT_OVERHEAD
@@ -173,23 +160,15 @@ class TokenCounter:
         return self._generation
 
     def messages(self, messages: Iterable[ChatMessage]) -> Tokens:
-        """Tokens of a whole request, the generation prompt included.
-
-        With a chat template, exactly what it renders (text) plus each image by the rule;
-        otherwise the sum of :meth:`message` and :attr:`request_overhead`.
-        """
+        """Tokens of a whole request, the generation prompt included (with a chat template,
+        exactly the text it renders)."""
         messages = list(messages)
-        total = Tokens(self._generation, 0)
-        for m in messages:
-            total = total + self.message(m)
+        total = sum((self.message(m) for m in messages), Tokens(self._generation, 0))
         exact = self._rendered(messages)
-        if exact is not None:
-            return Tokens(exact, total.image)
-        return total
+        return total if exact is None else Tokens(exact, total.image)
 
     def _rendered(self, messages: Sequence[ChatMessage]) -> int | None:
-        """Text tokens of the request as the chat template renders it; None without one (or
-        for what it cannot render, such as native tool calls)."""
+        """Text tokens of the request as the chat template renders it; None where it cannot."""
         if self.render_len is None or any(m.tool_calls or m.role == "tool" for m in messages):
             return None
         try:
@@ -213,12 +192,8 @@ def _encodable(text: str) -> str:
 
 
 def counter_for(chat_model: Any) -> TokenCounter:
-    """The best :class:`TokenCounter` for ``chat_model`` that needs no network.
-
-    Uses the in-process model's tokenizer (:func:`~sam3_agent.backends.base.tokenizer_of`;
-    wrappers such as the response cache forward it), else tokenizer files already in the
-    local hub cache for the model's name, else the estimate.
-    """
+    """The best :class:`TokenCounter` for ``chat_model`` that needs no network: its own
+    tokenizer, else one in the local hub cache for its name, else the estimate."""
     name = str(getattr(chat_model, "name", ""))
     cell = image_cell_for(name)
     tokenizer = tokenizer_of(chat_model)

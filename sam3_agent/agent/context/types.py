@@ -1,8 +1,5 @@
-"""The values every context policy shares: the history it reads, the budget it keeps, the
-context it returns with its eviction record, and the rendering and token costs of rounds.
-
-The interface and the base the policies build on are in :mod:`.policy`.
-"""
+"""The values every context policy shares (the history, the budget, the context with its
+eviction record), and the rendering and token costs of rounds; the interface is :mod:`.policy`."""
 
 from __future__ import annotations
 
@@ -78,10 +75,7 @@ class Evicted:
 
 @dataclass
 class EvictionRecord:
-    """What one policy decision kept and evicted; its ``to_dict`` is the trace's ``context_policy``.
-
-    See the package docstring of :mod:`sam3_agent.agent.context` for the JSON schema.
-    """
+    """What one policy decision kept and evicted; ``to_dict``: the trace's ``context_policy``."""
 
     policy: str
     budget: Budget
@@ -142,11 +136,8 @@ def record_of(context: Context) -> EvictionRecord:
 
 @dataclass(frozen=True)
 class Decision:
-    """What a policy chose for one call, before rendering.
-
-    ``kept`` are indices into ``history.steps``, any order; ``notes`` (digests, archive) are
-    appended to the first user message after the tried-phrases note.
-    """
+    """What a policy chose for one call: ``kept`` indices into ``history.steps`` (any order);
+    ``notes`` (digests, archive) follow the tried-phrases note in the request."""
 
     kept: Sequence[int]
     tried_phrases: Sequence[str] = ()
@@ -171,8 +162,8 @@ def first_user_message(
     return ChatMessage("user", tuple(parts))
 
 
-def render(history: History, decision: Decision) -> tuple[list[ChatMessage], list[int]]:
-    """The messages for ``decision`` and the rounds whose masks image became text."""
+def render(history: History, decision: Decision) -> Context:
+    """The context ``decision`` sends, without an eviction record."""
     steps = history.steps
     messages = [
         ChatMessage.text("system", history.system_prompt),
@@ -182,7 +173,8 @@ def render(history: History, decision: Decision) -> tuple[list[ChatMessage], lis
     ]
     current = current_masks_index(steps)
     replaced = []
-    for i in sorted(set(decision.kept)):
+    kept = sorted(set(decision.kept))
+    for i in kept:
         step = steps[i]
         messages.extend(
             step.messages(
@@ -191,16 +183,15 @@ def render(history: History, decision: Decision) -> tuple[list[ChatMessage], lis
         )
         if step.observation.image is not None and i != current:
             replaced.append(step.round)
-    return messages, replaced
+    dropped = [s.round for i, s in enumerate(steps) if i not in kept]
+    kept_rounds = [steps[i].round for i in kept]
+    return Context(messages, kept_rounds, dropped, replaced, list(decision.tried_phrases))
 
 
 @dataclass
 class Costs:
-    """Token costs of the parts of a history, computed once per call.
-
-    ``rounds[i]`` is what step ``i`` costs when sent (with its image only if it shows the
-    selectable masks); ``head`` is the system prompt plus the bare request.
-    """
+    """Token costs of a history's parts, computed once per call: ``rounds[i]``, step ``i`` as
+    sent (its image only if it shows the selectable masks); ``head``, the bare request's."""
 
     counter: TokenCounter
     history: History
