@@ -69,14 +69,10 @@ class Fingerprint:
         return cls(query, digest, size, settings, described)
 
     def to_json(self) -> dict[str, Any]:
-        doc = {
-            "query": self.query,
-            "image_sha256": self.image_sha256,
-            "image_size": list(self.image_size),
-            "settings": self.settings,
-        }
-        if self.backends is not None:
-            doc["backends"] = self.backends
+        doc = asdict(self)
+        doc["image_size"] = list(self.image_size)
+        if self.backends is None:
+            del doc["backends"]
         return doc
 
     @classmethod
