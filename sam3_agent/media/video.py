@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,11 +17,9 @@ import numpy as np
 
 from sam3_agent.values.config import DEFAULT_MAX_PIXELS, FrameSelection
 from sam3_agent.values.errors import ImageLoadError, UserError
-from sam3_agent.values.images import RGBImage, image_size_as_displayed, load_image
+from sam3_agent.values.images import RGBImage, image_size_as_displayed, load_image, refuse_url
 
 FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
-
-_URL = re.compile(r"^(https?):/+", re.IGNORECASE)
 
 
 class VideoLoadError(ImageLoadError):
@@ -181,10 +178,7 @@ def open_video(
     first used frame (to learn the displayed size); a folder's frames are read to their
     headers."""
     selection = selection or FrameSelection()
-    url = _URL.match(str(video))
-    if url:
-        shown = f"{url.group(1)}://{str(video)[url.end() :]}"
-        raise VideoLoadError(f"{shown} is a URL; videos are read from files: download it first")
+    refuse_url(video, "videos", VideoLoadError)
     path = Path(video)
     if not path.exists():
         raise VideoLoadError(f"video not found: {path}")

@@ -63,10 +63,7 @@ def load_image(
     if max_pixels < 1:
         raise ImageLoadError(f"max_pixels must be >= 1, got {max_pixels}")
     if isinstance(image, (str, Path)):
-        url = _URL.match(str(image))
-        if url:  # a Path keeps one slash of "https://": show the URL as it was typed
-            shown = f"{url.group(1)}://{str(image)[url.end() :]}"
-            raise ImageLoadError(f"{shown} is a URL; images are read from files: download it first")
+        refuse_url(image, "images")
         path = Path(image)
         if not path.exists():
             raise ImageLoadError(f"image not found: {path}")
@@ -93,6 +90,14 @@ def load_image(
     raise ImageLoadError(
         f"unsupported image type {kind}; pass a path, image bytes, a PIL image or an array"
     )
+
+
+def refuse_url(source: str | Path, what: str, error: type[ImageLoadError] = ImageLoadError) -> None:
+    """Raise ``error`` for an http(s) URL, shown as typed (a Path keeps one slash of ``//``)."""
+    url = _URL.match(str(source))
+    if url:
+        shown = f"{url.group(1)}://{str(source)[url.end() :]}"
+        raise error(f"{shown} is a URL; {what} are read from files: download it first")
 
 
 def image_size_as_displayed(path: Path, *, exif_orientation: bool = True) -> tuple[int, int]:
