@@ -10,10 +10,7 @@ from sam3_agent.values.detections import BoolArray, Detections, IntArray, tight_
 
 
 def postprocess(
-    detections: Detections,
-    *,
-    score_threshold: float = 0.5,
-    overlap_threshold: float = 0.3,
+    detections: Detections, *, score_threshold: float = 0.5, overlap_threshold: float = 0.3
 ) -> Detections:
     """Drop detections under ``score_threshold``, empty masks and, greedily by descending score,
     masks overlapping a kept one by more than ``overlap_threshold``; highest score first (ties
@@ -38,10 +35,7 @@ def postprocess(
 
 
 def remove_overlaps(
-    masks: BoolArray,
-    order: IntArray,
-    boxes: IntArray,
-    overlap_threshold: float,
+    masks: BoolArray, order: IntArray, boxes: IntArray, overlap_threshold: float
 ) -> IntArray:
     """Greedy overlap removal over the non-empty ``masks[order]`` (highest priority first) with
     tight XYXY ``boxes``: the kept positions into ``order``, ascending."""
