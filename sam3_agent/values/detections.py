@@ -57,7 +57,8 @@ class Detections:
 
     @classmethod
     def empty(cls, height: int, width: int) -> Detections:
-        return cls(np.zeros((0, height, width), dtype=bool), np.zeros((0, 4)), np.zeros(0))
+        boxes, scores = np.zeros((0, 4), np.float32), np.zeros(0, np.float32)
+        return cls(np.zeros((0, height, width), dtype=bool), boxes, scores)
 
     @classmethod
     def from_masks(cls, masks: BoolArray, scores: Sequence[float] | np.ndarray) -> Detections:
@@ -97,7 +98,9 @@ class Detections:
     def origin(self) -> tuple[Detections, IntArray] | None:
         """``(parent, indices)`` when selected from a ``parent`` still alive (held weakly)."""
         origin = self.__dict__.get("_origin")
-        parent = None if origin is None else origin[0]()
+        if origin is None:
+            return None
+        parent = origin[0]()
         return None if parent is None else (parent, origin[1])
 
     def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Detections:
