@@ -45,12 +45,7 @@ def render_sheet(
 
 
 def render_track_check(
-    video: VideoSource,
-    track: Track,
-    positions: Sequence[int],
-    *,
-    max_side: int,
-    number: int,
+    video: VideoSource, track: Track, positions: Sequence[int], *, max_side: int, number: int
 ) -> RGBImage:
     """What an isolated check of one track sees: per frame at ``positions`` a captioned cell
     with the whole frame, the track drawn in ``mask_color(number - 1)``, and the image

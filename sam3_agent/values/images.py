@@ -37,10 +37,7 @@ _URL = re.compile(r"^(https?):/+", re.IGNORECASE)
 
 
 def load_image(
-    image: ImageInput,
-    *,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    exif_orientation: bool = True,
+    image: ImageInput, *, max_pixels: int = DEFAULT_MAX_PIXELS, exif_orientation: bool = True
 ) -> RGBImage:
     """``image`` as a C-contiguous ``(H, W, 3)`` uint8 RGB array, as displayed (EXIF
     orientation applied unless ``exif_orientation`` is False), or a one-line ImageLoadError.
