@@ -85,15 +85,24 @@ def downscale_mask(
         return Placed(np.zeros((0, 0), dtype=np.uint8), 0, 0)
     if sx == 1.0 and sy == 1.0:
         return Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0)
-    dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
-    dx1 = max(dx0 + 1, min(canvas_w, math.ceil(x1 * sx)))
-    dy1 = max(dy0 + 1, min(canvas_h, math.ceil(y1 * sy)))
+    dx0, dy0, dx1, dy1 = scale_box(box, sx, sy, canvas_w, canvas_h)
     # Source pixels covered by display pixels dx0..dx1, so the crop lines up with the image.
     src_x0, src_y0 = math.floor(dx0 / sx), math.floor(dy0 / sy)
     src_x1 = min(mask.shape[1], math.ceil(dx1 / sx))
     src_y1 = min(mask.shape[0], math.ceil(dy1 / sy))
     region = mask[src_y0:src_y1, src_x0:src_x1].view(np.uint8)
     return Placed(resize_mask(region, dx1 - dx0, dy1 - dy0), dx0, dy0)
+
+
+def scale_box(
+    box: Sequence[int], sx: float, sy: float, canvas_w: int, canvas_h: int
+) -> tuple[int, int, int, int]:
+    """The canvas pixels covering XYXY ``box`` scaled by ``(sx, sy)``, at least one a side."""
+    x0, y0, x1, y1 = box
+    dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
+    dx1 = max(dx0 + 1, min(canvas_w, math.ceil(x1 * sx)))
+    dy1 = max(dy0 + 1, min(canvas_h, math.ceil(y1 * sy)))
+    return dx0, dy0, dx1, dy1
 
 
 def resize_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:

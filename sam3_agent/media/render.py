@@ -149,12 +149,9 @@ class Renderer:
         panel_w, panel_h = max(1, math.floor(crop_w * scale)), max(1, math.floor(crop_h * scale))
 
         display_h, display_w = self._display.shape[:2]
-        if scale <= display_w / width and scale <= display_h / height:
-            # The display image already holds every detail the panel can show.
-            sx, sy = display_w / width, display_h / height
-            dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
-            dx1 = max(dx0 + 1, min(display_w, math.ceil(x1 * sx)))
-            dy1 = max(dy0 + 1, min(display_h, math.ceil(y1 * sy)))
+        sx, sy = display_w / width, display_h / height
+        if scale <= sx and scale <= sy:  # the display image holds every detail a panel can show
+            dx0, dy0, dx1, dy1 = drawing.scale_box((x0, y0, x1, y1), sx, sy, display_w, display_h)
             image_region = self._display[dy0:dy1, dx0:dx1]
             mask_region = drawing.paste_mask(
                 prepared.display[index], dx0, dy0, dx1 - dx0, dy1 - dy0
