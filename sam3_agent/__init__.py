@@ -1,13 +1,6 @@
-"""sam3-agent: a multimodal LLM that uses SAM 3 as a tool to segment what a person describes.
-
-The one call most applications need::
-
-    import sam3_agent
-    result = sam3_agent.segment("photo.jpg", "the leftmost child")
-    result = sam3_agent.track("clip.mp4", "the dog that enters last")   # a video
-
-For many requests, build the backends and a :class:`Sam3Agent` once and call ``run``.
-"""
+"""sam3-agent: a multimodal LLM that uses SAM 3 as a tool to segment what a person describes:
+``sam3_agent.segment("photo.jpg", "the leftmost child")``, ``sam3_agent.track("clip.mp4", ...)``.
+For many requests, build the backends and a :class:`Sam3Agent` once and call ``run``."""
 
 from __future__ import annotations
 
@@ -25,8 +18,7 @@ if TYPE_CHECKING:
     from sam3_agent.values.config import AgentConfig
     from sam3_agent.values.detections import Detections
 
-# Public name -> the module that defines it.
-_EXPORTS = {
+_EXPORTS = {  # public name -> the module that defines it
     "AgentConfig": "sam3_agent.values.config",
     "AgentResult": "sam3_agent.agent.result",
     "Detections": "sam3_agent.values.detections",
@@ -37,8 +29,6 @@ _EXPORTS = {
     "segment": "sam3_agent.agent.api",
     "track": "sam3_agent.agent.api",
 }
-
-
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
@@ -47,14 +37,6 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "AgentConfig",
-    "AgentResult",
-    "Detections",
-    "RoundEvent",
-    "Sam3Agent",
-    "Sam3VideoAgent",
-    "VideoResult",
-    "__version__",
-    "segment",
-    "track",
-]
+    "AgentConfig", "AgentResult", "Detections", "RoundEvent", "Sam3Agent", "Sam3VideoAgent",
+    "VideoResult", "__version__", "segment", "track",
+]  # fmt: skip

@@ -17,37 +17,17 @@ from sam3_agent.values.images import RGBImage
 
 Color = tuple[int, int, int]
 
-# Twenty colours chosen to be told apart from each other (RGB); more masks continue with
-# golden-ratio hues, see :func:`mask_color`.
-PALETTE: tuple[Color, ...] = (
-    (230, 25, 75),
-    (60, 180, 75),
-    (255, 225, 25),
-    (0, 130, 200),
-    (245, 130, 48),
-    (145, 30, 180),
-    (70, 240, 240),
-    (240, 50, 230),
-    (210, 245, 60),
-    (250, 190, 212),
-    (0, 128, 128),
-    (220, 190, 255),
-    (170, 110, 40),
-    (255, 250, 200),
-    (128, 0, 0),
-    (170, 255, 195),
-    (128, 128, 0),
-    (255, 215, 180),
-    (0, 0, 128),
-    (128, 128, 128),
+# Twenty colours told apart from each other; more masks continue with golden-ratio hues.
+_RGB = bytes.fromhex(
+    "e6194b 3cb44b ffe119 0082c8 f58230 911eb4 46f0f0 f032e6 d2f53c fabed4"
+    "008080 dcbeff aa6e28 fffac8 800000 aaffc3 808000 ffd7b4 000080 808080"
 )
+PALETTE: tuple[Color, ...] = tuple((_RGB[i], _RGB[i + 1], _RGB[i + 2]) for i in range(0, 60, 3))
 
-FILL_ALPHA_256 = 115
-"""Opacity of a mask's fill colour, out of 256 (about 45 %)."""
+FILL_ALPHA_256 = 115  # opacity of a mask's fill, out of 256 (about 45 %)
 LABEL_BACKGROUND: Color = (20, 20, 20)
 LABEL_TEXT: Color = (255, 255, 255)
-LABEL_SEARCH_SIDE = 256
-"""Label positions are searched on the mask subsampled to at most this many pixels a side."""
+LABEL_SEARCH_SIDE = 256  # label anchors are searched on the mask subsampled to this side
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 
@@ -96,12 +76,7 @@ class Style:
 
 
 def downscale_mask(
-    mask: BoolArray,
-    box: list[int],
-    sx: float,
-    sy: float,
-    canvas_w: int,
-    canvas_h: int,
+    mask: BoolArray, box: list[int], sx: float, sy: float, canvas_w: int, canvas_h: int
 ) -> Placed:
     """``mask`` resized by ``(sx, sy)`` inside its tight ``box`` only; a non-empty mask keeps
     at least one pixel."""
@@ -110,9 +85,7 @@ def downscale_mask(
         return Placed(np.zeros((0, 0), dtype=np.uint8), 0, 0)
     if sx == 1.0 and sy == 1.0:
         return Placed(np.ascontiguousarray(mask[y0:y1, x0:x1]).view(np.uint8), x0, y0)
-    dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
-    dx1 = max(dx0 + 1, min(canvas_w, math.ceil(x1 * sx)))
-    dy1 = max(dy0 + 1, min(canvas_h, math.ceil(y1 * sy)))
+    dx0, dy0, dx1, dy1 = scale_box(box, sx, sy, canvas_w, canvas_h)
     # Source pixels covered by display pixels dx0..dx1, so the crop lines up with the image.
     src_x0, src_y0 = math.floor(dx0 / sx), math.floor(dy0 / sy)
     src_x1 = min(mask.shape[1], math.ceil(dx1 / sx))
@@ -121,19 +94,21 @@ def downscale_mask(
     return Placed(resize_mask(region, dx1 - dx0, dy1 - dy0), dx0, dy0)
 
 
+def scale_box(
+    box: Sequence[int], sx: float, sy: float, canvas_w: int, canvas_h: int
+) -> tuple[int, int, int, int]:
+    """The canvas pixels covering XYXY ``box`` scaled by ``(sx, sy)``, at least one a side."""
+    x0, y0, x1, y1 = box
+    dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
+    dx1 = max(dx0 + 1, min(canvas_w, math.ceil(x1 * sx)))
+    dy1 = max(dy0 + 1, min(canvas_h, math.ceil(y1 * sy)))
+    return dx0, dy0, dx1, dy1
+
+
 def resize_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
-    """A 0/1 mask region resized to ``(height, width)``: area-averaged and rounded when
-    shrinking, nearest when growing; keeps one pixel if the region has any."""
-    shrink = width <= region.shape[1] and height <= region.shape[0]
-    if shrink:
-        out = shrink_mask(region, width, height)
-    else:
-        out = np.asarray(
-            cv2.resize(
-                np.ascontiguousarray(region), (width, height), interpolation=cv2.INTER_NEAREST
-            ),
-            dtype=np.uint8,
-        )
+    """A 0/1 mask region resized to ``(height, width)`` (:func:`resample`, nearest when
+    growing), keeping one pixel if the region has any."""
+    out = resample(region, width, height, cv2.INTER_NEAREST)
     if not out.any():
         ys, xs = np.nonzero(region)
         if ys.size:
@@ -157,10 +132,21 @@ def rescale_placed(placed: Placed, factor: float, canvas_w: int, canvas_h: int) 
     return Placed(resize_mask(placed.crop, x1 - x0, y1 - y0), x0, y0)
 
 
+def resample(
+    region: npt.NDArray[np.uint8], width: int, height: int, grow: int
+) -> npt.NDArray[np.uint8]:
+    """``region`` at ``(height, width)``: area-averaged when shrinking, with OpenCV's ``grow``
+    interpolation otherwise."""
+    if width <= region.shape[1] and height <= region.shape[0]:
+        return shrink_mask(region, width, height)
+    resized = cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=grow)
+    return np.asarray(resized, dtype=np.uint8)
+
+
 def shrink_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
     """``region`` reduced to ``(height, width)``, area-averaged (0/1 stays 0/1). OpenCV's area
-    resampling is fast only for whole-number ratios, so the rest (under 2x) is bilinear,
-    which does not alias at such ratios."""
+    resampling is fast only for whole-number ratios; the rest (under 2x) is bilinear, which
+    does not alias there."""
     src_h, src_w = region.shape[:2]
     factor = min(src_w // width, src_h // height)
     if factor >= 2:
@@ -198,8 +184,7 @@ def fill_mask(canvas: RGBImage, placed: Placed, color: Color) -> None:
         return
     region = canvas[placed.y : placed.y + h, placed.x : placed.x + w]
     alpha = FILL_ALPHA_256 / 256
-    # region * (1 - alpha) + color * alpha, as two OpenCV passes (filling an array with the
-    # colour first costs more than both).
+    # region * (1 - alpha) + color * alpha in two OpenCV passes (cheaper than a colour array)
     tinted = cv2.addWeighted(region, 1.0 - alpha, region, 0.0, 0.0)
     offset = (color[0] * alpha, color[1] * alpha, color[2] * alpha, 0.0)
     cv2.add(tinted, offset, dst=tinted)  # type: ignore[call-overload]  # Scalar form, unstubbed
@@ -213,7 +198,7 @@ def fill_mask(canvas: RGBImage, placed: Placed, color: Color) -> None:
 
 
 def outline_mask(canvas: RGBImage, placed: Placed, color: Color, thickness: int) -> None:
-    """Draw the mask's outer and hole boundaries in ``color``, in place."""
+    """The mask's outer and hole boundaries in ``color``, in place."""
     if placed.crop.shape[0] == 0:
         return
     # A zero border keeps contours closed where the mask touches the crop's edge.
@@ -225,8 +210,7 @@ def outline_mask(canvas: RGBImage, placed: Placed, color: Color, thickness: int)
 
 
 def label_anchor(placed: Placed) -> tuple[int, int]:
-    """``(x, y)`` canvas pixel deepest inside the mask (farthest from its boundary), found
-    on a subsampled copy; every candidate is a mask pixel."""
+    """``(x, y)``: the mask's canvas pixel farthest from its boundary (on a subsampled copy)."""
     h, w = placed.crop.shape
     if h == 0:
         return placed.x, placed.y
@@ -234,8 +218,7 @@ def label_anchor(placed: Placed) -> tuple[int, int]:
     sub = np.ascontiguousarray(placed.crop[::step, ::step])
     padded = cv2.copyMakeBorder(sub, 1, 1, 1, 1, cv2.BORDER_CONSTANT, value=0)
     distance = cv2.distanceTransform(padded, cv2.DIST_L2, cv2.DIST_MASK_3)
-    if distance.max() <= 0:
-        # The subsampling missed every pixel; fall back to one the mask has.
+    if distance.max() <= 0:  # the subsampling missed every pixel: one the mask has
         ys, xs = np.nonzero(placed.crop)
         return placed.x + int(xs[ys.size // 2]), placed.y + int(ys[ys.size // 2])
     sy, sx = np.unravel_index(int(np.argmax(distance)), distance.shape)
@@ -265,14 +248,29 @@ def draw_masks(
     style: Style,
     labels: Sequence[tuple[str, tuple[int, int]]] = (),
 ) -> None:
-    """Fill, then outline every mask, then draw ``labels`` (text and anchor, one per mask,
-    in its colour) so that no fill covers a label; in place."""
+    """Fill, then outline every mask, then draw ``labels`` (text and anchor, one per mask, in
+    its colour), so no fill covers a label; in place."""
     for placed, color in masks:
         fill_mask(canvas, placed, color)
     for placed, color in masks:
         outline_mask(canvas, placed, color, style.line)
     for (_, color), (text, anchor) in zip(masks, labels, strict=False):
         draw_label(canvas, text, anchor, color, style)
+
+
+def draw_numbered(
+    canvas: RGBImage,
+    placed: Sequence[Placed],
+    numbers: Sequence[int],
+    anchors: Sequence[tuple[int, int]] | None = None,
+) -> RGBImage:
+    """Mask ``placed[i]`` drawn in ``mask_color(numbers[i] - 1)`` and labelled with its number
+    at ``anchors[i]`` (:func:`label_anchor` by default), in place; returns ``canvas``."""
+    anchors = [label_anchor(p) for p in placed] if anchors is None else anchors
+    masks = [(p, mask_color(n - 1)) for p, n in zip(placed, numbers, strict=True)]
+    labels = [(str(n), a) for n, a in zip(numbers, anchors, strict=True)]
+    draw_masks(canvas, masks, Style.for_canvas(canvas), labels)
+    return canvas
 
 
 def text_size(text: str, style: Style) -> tuple[tuple[int, int], int]:
@@ -290,8 +288,8 @@ def put_text(canvas: RGBImage, text: str, origin: tuple[int, int], style: Style)
 def resize_image(
     image: RGBImage, *, height: int | None = None, width: int | None = None
 ) -> RGBImage:
-    """``image`` at ``height`` x ``width`` (either one alone keeps the aspect ratio): area
-    averaging when shrinking, bilinear when enlarging; ``image`` itself when unchanged."""
+    """``image`` at ``height`` x ``width`` (one alone keeps the aspect ratio), area-averaged
+    when shrinking, bilinear when enlarging; ``image`` itself when unchanged."""
     h, w = image.shape[:2]
     if height is None:
         height = h if width is None else max(1, round(h * width / w))

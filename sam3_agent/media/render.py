@@ -1,8 +1,6 @@
-"""Images of masks for the MLLM (numbered renders, mask checks) and the final ``overlay.png``.
-
-Mask indices here are 0-based; the numbers drawn are 1-based. A fixed palette and integer
-drawing keep renders (and so prompts) byte-identical across runs.
-"""
+"""Images of masks for the MLLM (numbered renders, mask checks) and ``overlay.png``. Indices
+are 0-based, the numbers drawn 1-based; a fixed palette and integer drawing keep renders (and
+so prompts) byte-identical across runs."""
 
 from __future__ import annotations
 
@@ -16,53 +14,33 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from sam3_agent.media.drawing import (
-    Color,
-    Placed,
-    Style,
-    downscale_mask,
-    draw_masks,
-    label_anchor,
-    mask_color,
-    paste_mask,
-    put_text,
-    rescale_placed,
-    resize_mask,
-    shrink_mask,
-    text_size,
-)
+from sam3_agent.media import drawing
+from sam3_agent.media.drawing import Color, Placed, Style, mask_color
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import RGBImage, downscale
 
-ZOOM_MARGIN = 0.25
-"""The zoom crop extends the mask's box by this fraction of its size on every side."""
-ZOOM_MIN_SIDE = 96
-"""Smallest zoom crop side in full-resolution pixels, so tiny masks keep some context."""
-ZOOM_GAP = 6
-"""White columns between the two halves of a zoom render."""
+ZOOM_MARGIN = 0.25  # the zoom crop extends the mask's box by this share of its size a side
+ZOOM_MIN_SIDE = 96  # smallest zoom crop side (full-resolution pixels): tiny masks keep context
+ZOOM_GAP = 6  # white columns between the two halves of a zoom render
+# A close-up panel's longer side: a small region is enlarged to ZOOM_PANEL_MIN (8 Qwen-VL
+# tokens: its shape, not a speck), a large one reduced to ZOOM_PANEL_MAX (the context views
+# show it whole); between them at its own resolution (enlarging adds tokens, not detail).
 ZOOM_PANEL_MIN = 224
-"""Smallest longer side of a close-up panel, in pixels: a small region is enlarged to this
-(8 Qwen-VL tokens), so the checker sees its shape and not a speck."""
 ZOOM_PANEL_MAX = 448
-"""Largest longer side of a close-up panel: a region bigger than this is shown reduced (the
-context views show it whole). Between the two, a region is shown at its own resolution:
-enlarging it further adds tokens, not detail."""
 CONTEXT_SIDES: tuple[int, ...] = (448, 672)
-"""Longer sides tried, smallest first, for a check's whole-image views (the image, and the
-image with the mask drawn); the display size when none fits. 448 and 672 are multiples of
-Qwen-VL's 28-pixel token grid."""
+"""Longer sides tried, smallest first, for a check's whole-image views (multiples of
+Qwen-VL's 28-pixel token grid); the display size when none fits."""
 CONTEXT_MIN_MASK_SIDE = 12
 """A context view is small enough once the mask's box keeps this many pixels on its shorter
-side there. The whole-image views show where the mask lies; the close-up shows its shape.
-Measured (``python -m scripts.bench tokens``): a mask shown at 12 px and scaled back keeps a median
-IoU of 0.94 with itself (0.97 at 24 px), and at 1008x1008 the session's tokens fall from
-0.49x the original's (24 px) to 0.39x (12 px)."""
+side. Measured (``python -m scripts.bench tokens``): a mask shown at 12 px and scaled back
+keeps a median IoU of 0.94 (0.97 at 24 px); at 1008x1008 the session's tokens fall from 0.49x
+the original's (24 px) to 0.39x (12 px)."""
 
 
 @dataclass(frozen=True)
 class _Prepared:
-    """What every render of one Detections object shares (and a selection from it reuses).
-    ``boxes``: tight XYXY at full resolution (exclusive ends); ``anchors``: display pixels."""
+    """What every render of one Detections object (and a selection from it) shares. ``boxes``:
+    tight XYXY at full resolution (exclusive ends); ``anchors``: display pixels."""
 
     boxes: npt.NDArray[np.int64]
     display: list[Placed]
@@ -99,10 +77,13 @@ class Renderer:
         return self._display
 
     def numbered(self, detections: Detections) -> RGBImage:
-        """Every mask filled with its colour, outlined, and labelled with its 1-based number
-        (index 0 is labelled "1"). Display size; no detections gives the display image."""
+        """Every mask filled with its colour, outlined and labelled with its 1-based number, at
+        display size."""
         prepared = self._prepare(detections)
-        return _numbered(self._display.copy(), prepared.display, prepared.anchors)
+        numbers = range(1, len(detections) + 1)
+        return drawing.draw_numbered(
+            self._display.copy(), prepared.display, numbers, prepared.anchors
+        )
 
     def single(
         self,
@@ -112,23 +93,21 @@ class Renderer:
         *,
         color: Color | None = None,
     ) -> RGBImage:
-        """The whole image with only the mask at 0-based ``index`` drawn (its colour and
-        outline, no number), at :meth:`context` size ``side`` (display size by default).
-        ``color``: instead of the index's own (a mask shown under another number)."""
+        """The whole image at :meth:`context` size ``side`` with only the mask at ``index``
+        drawn (filled and outlined, no number), in ``color`` or the index's own."""
         prepared = self._prepare(detections)
         _check_index(index, len(detections))
         canvas = self.context(side).copy()
         placed = prepared.display[index]
         if canvas.shape != self._display.shape:
-            placed = rescale_placed(
-                placed, canvas.shape[1] / self._display.shape[1], canvas.shape[1], canvas.shape[0]
-            )
+            factor = canvas.shape[1] / self._display.shape[1]
+            placed = drawing.rescale_placed(placed, factor, canvas.shape[1], canvas.shape[0])
         _draw_one(canvas, placed, mask_color(index) if color is None else color)
         return canvas
 
     def context(self, side: int | None = None) -> RGBImage:
-        """The whole image with its longer side ``side`` pixels (at most the display size;
-        ``None`` is the display size), made once per size. Read-only."""
+        """The whole image, its longer side ``side`` (at most, and by default, the display
+        size), made once per size; read-only."""
         if side is None or side >= max(self._display.shape[:2]):
             return self._display
         with self._lock:
@@ -141,8 +120,7 @@ class Renderer:
         return cached
 
     def context_side(self, detections: Detections, index: int) -> int:
-        """The longer side for the whole-image views of the mask at 0-based ``index``: the
-        smallest of :data:`CONTEXT_SIDES` at which the mask's box keeps
+        """The smallest of :data:`CONTEXT_SIDES` at which the box of the mask at ``index`` keeps
         :data:`CONTEXT_MIN_MASK_SIDE` pixels on its shorter side, else the display size."""
         _check_index(index, len(detections))
         x0, y0, x1, y1 = detections.mask_boxes[index].tolist()
@@ -157,10 +135,9 @@ class Renderer:
         return display_side
 
     def zoom(self, detections: Detections, index: int, *, color: Color | None = None) -> RGBImage:
-        """The neighbourhood of the mask at 0-based ``index``, twice side by side: on the left
-        the plain crop, on the right the same crop with the mask drawn. Each panel is at
-        the crop's own resolution, kept within :data:`ZOOM_PANEL_MIN`..:data:`ZOOM_PANEL_MAX`
-        on its longer side, and the whole never wider than ``max_side``."""
+        """The neighbourhood of the mask at ``index`` twice side by side, plain and with the
+        mask drawn; each panel at the crop's own resolution within
+        :data:`ZOOM_PANEL_MIN`..:data:`ZOOM_PANEL_MAX`, the whole within ``max_side``."""
         prepared = self._prepare(detections)
         _check_index(index, len(detections))
         height, width = self.image_size
@@ -172,30 +149,19 @@ class Renderer:
         panel_w, panel_h = max(1, math.floor(crop_w * scale)), max(1, math.floor(crop_h * scale))
 
         display_h, display_w = self._display.shape[:2]
-        if scale <= display_w / width and scale <= display_h / height:
-            # The display image already holds every detail the panel can show.
-            sx, sy = display_w / width, display_h / height
-            dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
-            dx1 = max(dx0 + 1, min(display_w, math.ceil(x1 * sx)))
-            dy1 = max(dy0 + 1, min(display_h, math.ceil(y1 * sy)))
+        sx, sy = display_w / width, display_h / height
+        if scale <= sx and scale <= sy:  # the display image holds every detail a panel can show
+            dx0, dy0, dx1, dy1 = drawing.scale_box((x0, y0, x1, y1), sx, sy, display_w, display_h)
             image_region = self._display[dy0:dy1, dx0:dx1]
-            mask_region = paste_mask(prepared.display[index], dx0, dy0, dx1 - dx0, dy1 - dy0)
+            mask_region = drawing.paste_mask(
+                prepared.display[index], dx0, dy0, dx1 - dx0, dy1 - dy0
+            )
         else:
             image_region = self._image[y0:y1, x0:x1]
             mask_region = detections.masks[index, y0:y1, x0:x1].view(np.uint8)
 
-        region_h, region_w = image_region.shape[:2]
-        shrink = panel_w <= region_w and panel_h <= region_h
-        if shrink:
-            plain: RGBImage = shrink_mask(image_region, panel_w, panel_h)
-        else:
-            plain = np.asarray(
-                cv2.resize(image_region, (panel_w, panel_h), interpolation=cv2.INTER_LINEAR),
-                dtype=np.uint8,
-            )
-        panel_mask = resize_mask(mask_region, panel_w, panel_h)
-        placed = Placed(panel_mask, 0, 0)
-
+        plain = drawing.resample(image_region, panel_w, panel_h, cv2.INTER_LINEAR)
+        placed = Placed(drawing.resize_mask(mask_region, panel_w, panel_h), 0, 0)
         drawn = plain.copy()
         _draw_one(drawn, placed, mask_color(index) if color is None else color)
         out = np.full((panel_h, 2 * panel_w + ZOOM_GAP, 3), 255, dtype=np.uint8)
@@ -204,8 +170,7 @@ class Renderer:
         return out
 
     def _prepare(self, detections: Detections) -> _Prepared:
-        """Display-size masks and label anchors for ``detections``, computed once per object
-        (the cache holds it weakly, so it goes when ``detections`` does)."""
+        """Display-size masks and label anchors, once per ``detections`` (cached weakly)."""
         if detections.image_size != self.image_size:
             raise ValueError(
                 f"detections are for an image of {detections.image_size} (height, width), "
@@ -231,12 +196,10 @@ class Renderer:
             boxes = detections.mask_boxes
             sx, sy = display_w / width, display_h / height
             display = [
-                downscale_mask(mask, box, sx, sy, display_w, display_h)
+                drawing.downscale_mask(mask, box, sx, sy, display_w, display_h)
                 for mask, box in zip(detections.masks, boxes.tolist(), strict=True)
             ]
-            prepared = _Prepared(
-                boxes=boxes, display=display, anchors=[label_anchor(p) for p in display]
-            )
+            prepared = _Prepared(boxes, display, [drawing.label_anchor(p) for p in display])
         with self._lock:
             self._cache[detections] = prepared
         return prepared
@@ -251,24 +214,15 @@ def overlay(image: RGBImage, detections: Detections) -> RGBImage:
         )
     height, width = detections.image_size
     placed = [
-        downscale_mask(mask, box, 1.0, 1.0, width, height)
+        drawing.downscale_mask(mask, box, 1.0, 1.0, width, height)
         for mask, box in zip(detections.masks, detections.mask_boxes.tolist(), strict=True)
     ]
     canvas = np.array(image, dtype=np.uint8, copy=True, order="C")
-    return _numbered(canvas, placed, [label_anchor(p) for p in placed])
-
-
-def _numbered(
-    canvas: RGBImage, placed: Sequence[Placed], anchors: Sequence[tuple[int, int]]
-) -> RGBImage:
-    masks = [(p, mask_color(i)) for i, p in enumerate(placed)]
-    labels = [(str(i + 1), anchor) for i, anchor in enumerate(anchors)]
-    draw_masks(canvas, masks, Style.for_canvas(canvas), labels)
-    return canvas
+    return drawing.draw_numbered(canvas, placed, range(1, len(placed) + 1))
 
 
 def _draw_one(canvas: RGBImage, placed: Placed, color: Color) -> None:
-    draw_masks(canvas, [(placed, color)], Style.for_canvas(canvas))
+    drawing.draw_masks(canvas, [(placed, color)], Style.for_canvas(canvas))
 
 
 def _check_index(index: int, count: int) -> None:
@@ -291,22 +245,19 @@ def _zoom_window(box: list[int], width: int, height: int) -> tuple[int, int, int
     return x0, y0, x1, y1
 
 
-LEGEND_MAX_ROWS = 12
-"""Masks listed one per row in a legend; the rest are summed up in one more row."""
-LEGEND_QUERY_CHARS = 60
-"""The query is cut to this many characters in a legend."""
+LEGEND_MAX_ROWS = 12  # masks listed one per row in a legend; one more row sums up the rest
+LEGEND_QUERY_CHARS = 60  # the query is cut to this many characters in a legend
 
 
 def legend(canvas: RGBImage, query: str, detections: Detections) -> RGBImage:
-    """A copy of ``canvas`` (an :func:`overlay` of ``detections``) with a legend in its
-    top-left corner: the query, then one row per mask with its colour, 1-based number and
-    score. OpenCV's font is ASCII: other characters of the query show as ``?``."""
+    """A copy of ``canvas`` (an :func:`overlay` of ``detections``) with a legend top left: the
+    query (OpenCV's font is ASCII: other characters show as ``?``), then per mask its colour,
+    1-based number and score."""
     return score_legend(canvas, query, detections.scores.tolist())
 
 
 def score_legend(canvas: RGBImage, query: str, scores: Sequence[float]) -> RGBImage:
-    """:func:`legend` for anything numbered 1, 2, ... with a score each (mask tracks too):
-    row ``i`` shows ``mask_color(i)``, the number ``i + 1`` and ``scores[i]``."""
+    """:func:`legend` for anything numbered 1, 2, ... with a score each (mask tracks too)."""
     out = np.array(canvas, dtype=np.uint8, copy=True, order="C")
     style = Style.for_canvas(out)
     shown = query if len(query) <= LEGEND_QUERY_CHARS else query[: LEGEND_QUERY_CHARS - 3] + "..."
@@ -319,7 +270,7 @@ def score_legend(canvas: RGBImage, query: str, scores: Sequence[float]) -> RGBIm
         rows.append((f"... {len(scores) - LEGEND_MAX_ROWS} more", None))
     if not scores:
         rows.append(("no mask", None))
-    sizes = [text_size(t, style) for t, _ in rows]
+    sizes = [drawing.text_size(t, style) for t, _ in rows]
     row_h = max(h + base for (_, h), base in sizes) + style.padding
     swatch = row_h - style.padding
     width = max(w for (w, _), _ in sizes) + swatch + 4 * style.padding
@@ -335,5 +286,5 @@ def score_legend(canvas: RGBImage, query: str, scores: Sequence[float]) -> RGBIm
         if color is not None:
             cv2.rectangle(out, (x, top), (x + swatch, top + swatch), color, thickness=cv2.FILLED)
             x += swatch + style.padding
-        put_text(out, text, (x, top + text_h), style)
+        drawing.put_text(out, text, (x, top + text_h), style)
     return out

@@ -1,13 +1,12 @@
-"""Videos (a file OpenCV's FFmpeg reads, rotation applied; or a folder of frame images in
-name order, all one size) as frames decoded one at a time on demand, so a session's memory is
-flat in the clip's length. A truncated file opens with the frames before the damage."""
+"""Videos (a file OpenCV's FFmpeg reads, rotation applied; or a folder of same-size frame
+images in name order) decoded one frame at a time on demand, so memory is flat in the clip's
+length. A truncated file opens with the frames before the damage."""
 
 from __future__ import annotations
 
 import hashlib
 import math
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,11 +17,9 @@ import numpy as np
 
 from sam3_agent.values.config import DEFAULT_MAX_PIXELS, FrameSelection
 from sam3_agent.values.errors import ImageLoadError, UserError
-from sam3_agent.values.images import RGBImage, image_size_as_displayed, load_image
+from sam3_agent.values.images import RGBImage, image_size_as_displayed, load_image, refuse_url
 
 FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
-
-_URL = re.compile(r"^(https?):/+", re.IGNORECASE)
 
 
 class VideoLoadError(ImageLoadError):
@@ -30,21 +27,14 @@ class VideoLoadError(ImageLoadError):
 
 
 class VideoTooLargeError(VideoLoadError):
-    """A video whose frames have more pixels than the limit allows (the SAM 3 service
-    answers it with 413, as it does an image over its limit)."""
+    """Frames over the pixel limit (the SAM 3 service answers 413, as for an image)."""
 
 
 @dataclass(frozen=True)
 class Frame:
-    position: int
-    """Place among the frames the session uses (0, 1, 2, ...): tracks are keyed by it."""
-
-    index: int
-    """Place in the source video (0-based), as datasets and players count."""
-
-    time_s: float | None
-    """Seconds from the start, where the frame rate is known."""
-
+    position: int  # among the frames the session uses (0, 1, ...): tracks are keyed by it
+    index: int  # in the source video (0-based), as datasets and players count
+    time_s: float | None  # seconds from the start, where the frame rate is known
     pixels: RGBImage
 
 
@@ -54,18 +44,13 @@ class VideoSource:
 
     path: Path
     kind: Literal["file", "frames"]
-    indices: tuple[int, ...]
-    """Source indices of the frames used, increasing; ``frames()`` yields exactly these."""
-    size: tuple[int, int]
-    """``(height, width)`` of the frames as displayed (rotation applied)."""
+    indices: tuple[int, ...]  # source indices of the frames used, increasing
+    size: tuple[int, int]  # (height, width) as displayed (rotation applied)
     fps: float | None
-    source_frames: int
-    """Frames in the source that could be read (before the selection)."""
+    source_frames: int  # frames in the source that could be read (before the selection)
     max_pixels: int
-    note: str | None = None
-    """Why fewer frames than the source declares are available (a truncated file), if so."""
-    frame_names: tuple[str, ...] = ()
-    """A frame folder's file names, one per source frame."""
+    note: str | None = None  # why fewer frames than declared can be read (a truncated file)
+    frame_names: tuple[str, ...] = ()  # a frame folder's file names, one per source frame
 
     @property
     def frame_count(self) -> int:
@@ -75,8 +60,8 @@ class VideoSource:
         return index / self.fps if self.fps else None
 
     def frames(self, positions: Iterator[int] | list[int] | None = None) -> Iterator[Frame]:
-        """Decode the frames at ``positions`` (all by default), one at a time, in order; each
-        call reads the source again."""
+        """Decode the frames at ``positions`` (all by default) one at a time, in order, reading
+        the source again."""
         wanted = list(range(self.frame_count)) if positions is None else sorted(set(positions))
         if not wanted:
             return
@@ -88,21 +73,10 @@ class VideoSource:
             yield from self._file_frames(wanted)
 
     def reselect(self, selection: FrameSelection) -> VideoSource:
-        """This video with another frame selection from the frames it could read; nothing is
-        decoded."""
+        """This video with another frame selection (nothing is decoded)."""
         fps = self.fps if self.kind == "file" else selection.fps
-        if selection.has_time_range and fps is None:
-            if self.kind == "frames":
-                raise UserError(f"{self.path} is a folder of frames: a time range needs `fps`")
-            raise VideoLoadError(
-                f"{self.path} declares no frame rate: a time range cannot be applied"
-            )
-        indices = _select(self.source_frames, fps, selection, self.path)
+        indices = _select(self.source_frames, fps, selection, self.path, self.kind)
         return replace(self, indices=indices, fps=fps)
-
-    def frame(self, position: int) -> Frame:
-        """One frame (decodes from the start of a file up to it: prefer :meth:`frames`)."""
-        return next(iter(self.frames([position])))
 
     def digest(self) -> str:
         """A content hash of the source and the selection (checkpoint fingerprints)."""
@@ -137,7 +111,7 @@ class VideoSource:
             yield Frame(position, index, self.time_of(index), self._checked(pixels, index))
 
     def _checked(self, pixels: RGBImage, index: int) -> RGBImage:
-        """A frame is never resized; a file's stream may still change size midway."""
+        # A frame is never resized; a file's stream may still change size midway.
         if pixels.shape[:2] == self.size:
             return pixels
         h, w = pixels.shape[:2]
@@ -177,14 +151,10 @@ def open_video(
     *,
     max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> VideoSource:
-    """Check ``video`` and index the frames a session uses. Nothing is decoded but a file's
-    first used frame (to learn the displayed size); a folder's frames are read to their
-    headers."""
+    """Check ``video`` and index the frames a session uses, decoding only a file's first used
+    frame (its displayed size) and a folder's headers."""
     selection = selection or FrameSelection()
-    url = _URL.match(str(video))
-    if url:
-        shown = f"{url.group(1)}://{str(video)[url.end() :]}"
-        raise VideoLoadError(f"{shown} is a URL; videos are read from files: download it first")
+    refuse_url(video, "videos", VideoLoadError)
     path = Path(video)
     if not path.exists():
         raise VideoLoadError(f"video not found: {path}")
@@ -201,9 +171,7 @@ def _open_folder(path: Path, selection: FrameSelection, max_pixels: int) -> Vide
     )
     if not names:
         raise VideoLoadError(f"{path} holds no frame images ({', '.join(FRAME_SUFFIXES)})")
-    if selection.has_time_range and selection.fps is None:
-        raise UserError(f"{path} is a folder of frames: a time range needs `fps`")
-    indices = _select(len(names), selection.fps, selection, path)
+    indices = _select(len(names), selection.fps, selection, path, "frames")
     height, width = _folder_frame_size(path, names, max_pixels)
     return VideoSource(
         path, "frames", indices, (height, width), selection.fps, len(names), max_pixels,
@@ -212,7 +180,6 @@ def _open_folder(path: Path, selection: FrameSelection, max_pixels: int) -> Vide
 
 
 def _folder_frame_size(path: Path, names: tuple[str, ...], max_pixels: int) -> tuple[int, int]:
-
     def size_of(index: int) -> tuple[int, int]:
         try:
             return image_size_as_displayed(path / names[index])
@@ -251,19 +218,23 @@ def _open_file(path: Path, selection: FrameSelection, max_pixels: int) -> VideoS
         raise VideoLoadError(f"cannot read video {path}: no frame could be decoded")
     if fps is not None and not (math.isfinite(fps) and 0 < fps < 1000):
         fps = None
-    if selection.has_time_range and fps is None:
-        raise VideoLoadError(f"{path} declares no frame rate: a time range cannot be applied")
     note = None
     if declared > readable:
         note = f"the file declares {declared} frames; frames from {readable} on cannot be read"
-    indices = _select(readable, fps, selection, path)
+    indices = _select(readable, fps, selection, path, "file")
     first = _decode_one(path, indices[0])
     h, w = first.shape[:2]
     _check_pixels(w, h, max_pixels, path)
     return VideoSource(path, "file", indices, (h, w), fps, readable, max_pixels, note=note)
 
 
-def _select(count: int, fps: float | None, s: FrameSelection, path: Path) -> tuple[int, ...]:
+def _select(
+    count: int, fps: float | None, s: FrameSelection, path: Path, kind: str
+) -> tuple[int, ...]:
+    if s.has_time_range and fps is None:
+        if kind == "frames":
+            raise UserError(f"{path} is a folder of frames: a time range needs `fps`")
+        raise VideoLoadError(f"{path} declares no frame rate: a time range cannot be applied")
     indices = range(0, count, s.stride)
     if fps is not None and s.has_time_range:
         lo = s.start_s or 0.0

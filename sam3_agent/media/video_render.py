@@ -6,32 +6,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
-from sam3_agent.media.drawing import (
-    LABEL_BACKGROUND,
-    LABEL_TEXT,
-    Color,
-    Placed,
-    Style,
-    downscale_mask,
-    draw_masks,
-    label_anchor,
-    mask_color,
-    put_text,
-    resize_image,
-    text_size,
-)
+from sam3_agent.media import drawing
+from sam3_agent.media.drawing import Color, Placed, Style
 from sam3_agent.media.render import LEGEND_QUERY_CHARS, ZOOM_GAP, Renderer
-from sam3_agent.media.sheet_layout import (
-    SheetGrid,
-    caption_height,
-    gap_for,
-    sample_positions,
-    sheet_grid,
-)
 from sam3_agent.media.video import Frame, VideoSource
 from sam3_agent.values.detections import Detections, tight_boxes
 from sam3_agent.values.images import RGBImage
@@ -39,8 +21,7 @@ from sam3_agent.values.rle import decode_rle
 from sam3_agent.values.text import one_line
 from sam3_agent.values.tracks import Track, Tracks
 
-BACKGROUND: Color = (255, 255, 255)
-"""Between cells, as between the halves of a zoom render."""
+BACKGROUND: Color = (255, 255, 255)  # between cells, as between the halves of a zoom render
 
 
 def render_sheet(
@@ -51,9 +32,9 @@ def render_sheet(
     max_side: int,
     numbers: Sequence[int] | None = None,
 ) -> RGBImage:
-    """One image of the frames at ``positions`` (increasing, repeats once), each cell
-    captioned ``frame <index> · <time> s`` with the tracks present there drawn and
-    labelled with their ``numbers`` (default ``1..N``); ``max(h, w) <= max_side``."""
+    """One image of the frames at ``positions`` (each once, in order), each cell captioned
+    ``frame <index> · <time> s`` with the tracks there drawn and labelled with ``numbers``
+    (default ``1..N``); ``max(h, w) <= max_side``."""
     chosen = sorted(set(positions))
     if not chosen:
         raise ValueError("a sheet needs at least one frame position")
@@ -64,17 +45,12 @@ def render_sheet(
 
 
 def render_track_check(
-    video: VideoSource,
-    track: Track,
-    positions: Sequence[int],
-    *,
-    max_side: int,
-    number: int,
+    video: VideoSource, track: Track, positions: Sequence[int], *, max_side: int, number: int
 ) -> RGBImage:
-    """What an isolated check of one track sees: for each frame at ``positions`` a captioned
-    cell with the whole frame, the track drawn in ``mask_color(number - 1)``, and beside it
-    the image checker's close-up (:meth:`~sam3_agent.media.render.Renderer.zoom`); where
-    the track is absent, the frame alone, its caption saying so; ``max(h, w) <= max_side``."""
+    """What an isolated check of one track sees: per frame at ``positions`` a captioned cell
+    with the whole frame, the track drawn in ``mask_color(number - 1)``, and the image
+    checker's close-up (:meth:`Renderer.zoom`) beside it; where the track is absent, the frame
+    alone, its caption saying so; ``max(h, w) <= max_side``."""
     chosen = sorted(set(positions))
     if not chosen:
         raise ValueError("a track check needs at least one frame position")
@@ -88,11 +64,10 @@ def render_track_check(
     # frames of that shape, then fit each cell's content into its slot.
     grid = sheet_grid(len(chosen), (height, width + 2 * height), max_side)
     style = grid.style
-    slot_h, slot_w = grid.cell
-    context_h = slot_h
+    context_h, slot_w = grid.cell
     context_w = max(1, math.floor(width * context_h / height))
     sheet = np.full((*grid.size, 3), BACKGROUND, dtype=np.uint8)
-    color = mask_color(number - 1)
+    color = drawing.mask_color(number - 1)
     for i, frame in enumerate(video.frames(chosen)):
         parts = _frame_caption(frame)
         renderer = Renderer(frame.pixels, max_side=max(context_h, context_w, 4 * ZOOM_GAP))
@@ -107,9 +82,9 @@ def render_track_check(
                 renderer.single(detections, 0, color=color),
                 renderer.zoom(detections, 0, color=color),
             ]
-        cell = _side_by_side([resize_image(p, height=context_h) for p in panels], ZOOM_GAP)
+        cell = _side_by_side([drawing.resize_image(p, height=context_h) for p in panels], ZOOM_GAP)
         if cell.shape[1] > slot_w:
-            cell = resize_image(cell, width=slot_w)
+            cell = drawing.resize_image(cell, width=slot_w)
         x, y = grid.frame_origin(i)
         sheet[y : y + cell.shape[0], x : x + cell.shape[1]] = cell
         _paste_caption(sheet, x, y - grid.caption, slot_w, grid.caption, parts, style)
@@ -126,10 +101,9 @@ def contact_sheet(
     query: str | None = None,
     positions: Sequence[int] | None = None,
 ) -> RGBImage:
-    """The result's sheet: ``count`` frames chosen by :func:`sample_positions` (or
-    ``positions``), ``columns`` to a row, each at most ``cell_side`` pixels on its longer
-    side (never enlarged), tracks drawn as on :func:`render_sheet`; ``query`` on a header
-    line."""
+    """The result's sheet: ``count`` frames by :func:`sample_positions` (or ``positions``),
+    ``columns`` to a row, each at most ``cell_side`` pixels a side (never enlarged), tracks
+    drawn as on :func:`render_sheet`; ``query`` on a header line."""
     if columns < 1 or cell_side < 1:
         raise ValueError(f"columns and cell_side must be positive, got {columns}, {cell_side}")
     check_tracks(video, tracks)
@@ -142,17 +116,11 @@ def contact_sheet(
     scale = min(1.0, cell_side / max(height, width))
     cell = (max(1, math.floor(height * scale)), max(1, math.floor(width * scale)))
     style = Style.for_side(max(cell))
-    caption = caption_height(style)
+    caption, gap = caption_height(style), 2 * style.padding
     columns = min(columns, len(chosen))
-    grid = SheetGrid(
-        count=len(chosen),
-        columns=columns,
-        rows=math.ceil(len(chosen) / columns),
-        cell=cell,
-        caption=caption,
-        gap=gap_for(style),
-        top=0 if query is None else caption + gap_for(style),
-    )
+    rows = math.ceil(len(chosen) / columns)
+    top = 0 if query is None else caption + gap
+    grid = SheetGrid(len(chosen), columns, rows, cell, caption, gap, top)
     sheet = _compose(video, chosen, tracks, _numbers(tracks, None), grid)
     if query is not None:
         line = f"query: {one_line(query, LEGEND_QUERY_CHARS)}"
@@ -171,11 +139,11 @@ def _compose(
     sheet = np.full((*grid.size, 3), BACKGROUND, dtype=np.uint8)
     cell_h, cell_w = grid.cell
     for i, frame in enumerate(video.frames(positions)):
-        cell = resize_image(frame.pixels, height=cell_h, width=cell_w)
+        cell = drawing.resize_image(frame.pixels, height=cell_h, width=cell_w)
         if cell is frame.pixels:
             cell = cell.copy()
         if tracks is not None:
-            draw_tracks(cell, tracks, frame.position, numbers, style)
+            draw_tracks(cell, tracks, frame.position, numbers)
         x, y = grid.frame_origin(i)
         sheet[y : y + cell_h, x : x + cell_w] = cell
         caption = _frame_caption(frame)
@@ -183,32 +151,28 @@ def _compose(
     return sheet
 
 
-def draw_tracks(
-    canvas: RGBImage, tracks: Tracks, position: int, numbers: list[int], style: Style
-) -> None:
-    """The tracks present at ``position`` on ``canvas`` (the frame at any size), in place,
-    drawn as on image renders, each labelled with its number in ``numbers``."""
+def draw_tracks(canvas: RGBImage, tracks: Tracks, position: int, numbers: list[int]) -> None:
+    """The tracks present at ``position`` drawn on ``canvas`` (the frame at any size) as on
+    image renders, each labelled with its number in ``numbers``; in place."""
     canvas_h, canvas_w = canvas.shape[:2]
-    height, width = tracks.size
-    sx, sy = canvas_w / width, canvas_h / height
-    drawn: list[tuple[Placed, Color]] = []
-    labels: list[tuple[str, tuple[int, int]]] = []
+    sx, sy = canvas_w / tracks.size[1], canvas_h / tracks.size[0]
+    placed: list[Placed] = []
+    shown: list[int] = []
     for track, number in zip(tracks, numbers, strict=True):
-        rle = track.masks.get(position)
-        if rle is None:
+        if (rle := track.masks.get(position)) is None:
             continue
         mask = decode_rle(rle)
-        box = _box_of(track, position, mask)
-        placed = downscale_mask(mask, box.tolist(), sx, sy, canvas_w, canvas_h)
-        if placed.crop.size and placed.crop.any():
-            drawn.append((placed, mask_color(number - 1)))
-            labels.append((str(number), label_anchor(placed)))
-    draw_masks(canvas, drawn, style, labels)
+        box = _box_of(track, position, mask).tolist()
+        one = drawing.downscale_mask(mask, box, sx, sy, canvas_w, canvas_h)
+        if one.crop.size and one.crop.any():
+            placed.append(one)
+            shown.append(number)
+    drawing.draw_numbered(canvas, placed, shown)
 
 
 def _box_of(track: Track, position: int, mask: np.ndarray) -> np.ndarray:
-    """The mask's tight integer XYXY box (exclusive ends): the track's own, inside the frame,
-    where it has one; computed from the mask otherwise."""
+    """The mask's tight integer XYXY box (exclusive ends): the track's own clipped to the
+    frame, else computed from the mask."""
     box = track.boxes.get(position)
     height, width = mask.shape
     if box is None:
@@ -228,12 +192,11 @@ def _frame_caption(frame: Frame) -> list[str]:
 def _paste_caption(
     canvas: RGBImage, x: int, y: int, width: int, height: int, parts: list[str], style: Style
 ) -> None:
-    """A dark strip at ``(x, y)`` with ``parts`` in white separated by middle dots (drawn:
-    OpenCV's font is ASCII, and so is the text, other characters shown as ``?``). Text that
-    does not fit the strip is cut at its edge."""
+    """A dark strip at ``(x, y)`` with ``parts`` in white between drawn middle dots (OpenCV's
+    font is ASCII: other characters show as ``?``), cut at the strip's edge."""
     strip = np.empty((height, width, 3), dtype=np.uint8)
-    strip[:] = LABEL_BACKGROUND
-    (_, text_h), _ = text_size("Ag0", style)
+    strip[:] = drawing.LABEL_BACKGROUND
+    (_, text_h), _ = drawing.text_size("Ag0", style)
     baseline_y = style.padding + text_h
     radius = max(1, round(2 * style.font_scale))
     cursor = style.padding
@@ -241,11 +204,11 @@ def _paste_caption(
         if k:
             cursor += 2 * style.padding + radius
             center = (cursor, baseline_y - text_h // 2)
-            cv2.circle(strip, center, radius, LABEL_TEXT, thickness=cv2.FILLED)
+            cv2.circle(strip, center, radius, drawing.LABEL_TEXT, thickness=cv2.FILLED)
             cursor += radius + 2 * style.padding
         text = part.encode("ascii", "replace").decode("ascii")
-        put_text(strip, text, (cursor, baseline_y), style)
-        (text_w, _), _ = text_size(text, style)
+        drawing.put_text(strip, text, (cursor, baseline_y), style)
+        (text_w, _), _ = drawing.text_size(text, style)
         cursor += text_w
         if cursor >= width:
             break
@@ -284,3 +247,108 @@ def check_tracks(video: VideoSource, tracks: Tracks | None) -> None:
         raise ValueError(
             f"the tracks cover {tracks.frame_count} frames, the video uses {video.frame_count}"
         )
+
+
+def sample_positions(
+    tracks: Tracks | None, frame_count: int, count: int, *, within: tuple[int, int] | None = None
+) -> list[int]:
+    """At most ``count`` frame positions (0-based, increasing) spread evenly by rank over the
+    positions where some track is (every position when none is), within the inclusive range
+    ``within`` when given; the first and last included (with 1: the middle one)."""
+    if frame_count < 1:
+        raise ValueError(f"frame_count must be at least 1, got {frame_count}")
+    if count < 1:
+        raise ValueError(f"count must be at least 1, got {count}")
+    lo, hi = 0, frame_count - 1
+    if within is not None:
+        first, last = within
+        if first > last:
+            raise ValueError(f"within must be (first, last) with first <= last, got {within}")
+        lo, hi = max(lo, first), min(hi, last)
+        if lo > hi:
+            raise ValueError(f"frames {first}..{last} are outside the clip's 0..{frame_count - 1}")
+    present = [p for p in (tracks.positions() if tracks else []) if lo <= p <= hi]
+    candidates: Sequence[int] = present or range(lo, hi + 1)
+    n = len(candidates)
+    if n <= count:
+        return list(candidates)
+    if count == 1:
+        return [candidates[(n - 1) // 2]]
+    # round(i * (n - 1) / (count - 1)) in integers: steps over 1 apart round to distinct ranks.
+    span = count - 1
+    return [candidates[(2 * i * (n - 1) + span) // (2 * span)] for i in range(count)]
+
+
+@dataclass(frozen=True)
+class SheetGrid:
+    """``columns`` x ``rows`` cells filled row by row, each a ``caption`` strip over a frame of
+    ``cell`` ``(height, width)``, ``gap`` apart, under a header ``top`` high (0: none)."""
+
+    count: int
+    columns: int
+    rows: int
+    cell: tuple[int, int]
+    caption: int
+    gap: int
+    top: int = 0
+
+    @property
+    def size(self) -> tuple[int, int]:
+        h, w = self.cell
+        return (
+            self.top + self.rows * (self.caption + h) + (self.rows - 1) * self.gap,
+            self.columns * w + (self.columns - 1) * self.gap,
+        )
+
+    @property
+    def style(self) -> Style:
+        return Style.for_side(max(self.cell))
+
+    def frame_origin(self, i: int) -> tuple[int, int]:
+        """``(x, y)`` of the top-left pixel of the ``i``-th (0-based) cell's frame."""
+        if not 0 <= i < self.count:
+            raise IndexError(f"cell must be in [0, {self.count - 1}], got {i}")
+        h, w = self.cell
+        row, column = divmod(i, self.columns)
+        y = self.top + row * (self.caption + h + self.gap) + self.caption
+        return column * (w + self.gap), y
+
+
+def sheet_grid(count: int, frame_size: tuple[int, int], max_side: int) -> SheetGrid:
+    """The grid showing ``count`` frames of ``frame_size`` ``(height, width)`` largest within
+    ``max_side`` a side (never enlarged); among equal cells, fewest empty ones, then squarest."""
+    if count < 1:
+        raise ValueError(f"a sheet shows at least one frame, got {count}")
+    smallest = Style.for_side(1)
+    grid = _best_grid(count, frame_size, max_side, smallest)
+    if grid.style != smallest:  # cells over 1024 px: larger captions, a little less room
+        grid = _best_grid(count, frame_size, max_side, grid.style)
+    return grid
+
+
+def _best_grid(count: int, frame_size: tuple[int, int], max_side: int, style: Style) -> SheetGrid:
+    caption, gap = caption_height(style), 2 * style.padding
+    height, width = frame_size
+    best: tuple[tuple[int, int, float], SheetGrid] | None = None
+    for columns in range(1, count + 1):
+        rows = math.ceil(count / columns)
+        room_w = max_side - (columns - 1) * gap
+        room_h = max_side - (rows - 1) * gap - rows * caption
+        scale = min(1.0, room_w / (columns * width), room_h / (rows * height))
+        # A sliver of a frame keeps one pixel across, where there is room for it.
+        cell = (max(1, math.floor(height * scale)), max(1, math.floor(width * scale)))
+        if rows * cell[0] > room_h or columns * cell[1] > room_w:
+            continue
+        grid = SheetGrid(count, columns, rows, cell, caption, gap)
+        sheet_h, sheet_w = grid.size
+        key = (-(cell[0] * cell[1]), columns * rows - count, abs(math.log(sheet_w / sheet_h)))
+        if best is None or key < best[0]:
+            best = (key, grid)
+    if best is None:
+        raise ValueError(f"max_side {max_side} is too small to show {count} frames of {frame_size}")
+    return best[1]
+
+
+def caption_height(style: Style) -> int:
+    (_, text_h), baseline = drawing.text_size("Ag0", style)
+    return text_h + baseline + 2 * style.padding

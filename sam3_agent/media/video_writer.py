@@ -1,5 +1,5 @@
-"""The result's videos: the overlay MP4 of a session's tracks, and the WebM a web page plays.
-Frames are written one at a time; a file appears only when complete."""
+"""The result's videos: the overlay MP4 of a session's tracks and the WebM a web page plays,
+written a frame at a time; a file appears only when complete."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from sam3_agent.media.drawing import Style, resize_image
+from sam3_agent.media.drawing import resize_image
 from sam3_agent.media.render import LEGEND_QUERY_CHARS, score_legend
 from sam3_agent.media.video import VideoSource, open_video
 from sam3_agent.media.video_render import check_tracks, draw_tracks
@@ -19,42 +19,34 @@ from sam3_agent.values.files import atomic_output
 from sam3_agent.values.text import one_line
 from sam3_agent.values.tracks import Tracks
 
-DEFAULT_FPS = 10.0
-"""Frame rate of an overlay video whose source declares none (a frame folder)."""
+DEFAULT_FPS = 10.0  # of an overlay video whose source declares none (a frame folder)
+# Codecs tried in order. MP4: H.264 plays in browsers, MPEG-4 part 2 is what OpenCV's own
+# wheels can always write. WebM: VP8 encodes several times faster than VP9 with OpenCV's
+# bundled FFmpeg, and every browser plays both.
 FOURCCS = ("avc1", "mp4v")
-"""Codecs tried for the overlay video, in order: H.264 plays in browsers; MPEG-4 part 2 is
-what OpenCV's own wheels can always write."""
 WEB_FOURCCS = ("VP80", "VP90")
-"""Codecs tried for a WebM video, in order: VP8 encodes several times faster than VP9 with
-OpenCV's bundled FFmpeg, and every browser plays both."""
-WEB_MAX_SIDE = 854
-"""Longer side of a web page's copy of a video, in pixels by default (480p's width)."""
-MIN_WEB_SIDE = 16
-"""Shortest side of a web page's copy of a video (VP8 writes no readable frame of 6x4)."""
+WEB_MAX_SIDE = 854  # longer side of a web page's copy of a video by default (480p's width)
+MIN_WEB_SIDE = 16  # its shortest side (VP8 writes no readable frame of 6x4)
 
 
 def write_overlay_video(
     video: VideoSource, tracks: Tracks, path: Path, *, query: str | None = None
 ) -> Path:
-    """Every frame the session uses, with ``tracks`` drawn, as an MP4 at ``path``.
-
-    The frame rate is divided by the mean step between the frames used, so the overlay lasts
-    as long as the clip. Odd sides are padded by one black pixel (the codecs need even
-    sizes). ``query``: a legend in the top-left corner.
-    """
+    """Every frame the session uses with ``tracks`` drawn (and a legend of ``query``), as an MP4
+    lasting as long as the clip (the frame rate divided by the mean step between frames);
+    odd sides padded by one black pixel (the codecs need even sizes)."""
     check_tracks(video, tracks)
     height, width = video.size
     even_w, even_h = width + width % 2, height + height % 2
     numbers = list(range(1, len(tracks) + 1))
     shown_query = None if query is None else one_line(query, LEGEND_QUERY_CHARS)
     scores = [t.score for t in tracks]
-    style = Style.for_side(max(height, width))
     with atomic_output(path, suffix=".mp4") as tmp:
         writer = _open_writer(tmp, _overlay_fps(video), (even_w, even_h))
         try:
             for frame in video.frames():
                 canvas = np.array(frame.pixels, dtype=np.uint8, copy=True, order="C")
-                draw_tracks(canvas, tracks, frame.position, numbers, style)
+                draw_tracks(canvas, tracks, frame.position, numbers)
                 if shown_query is not None:
                     canvas = score_legend(canvas, shown_query, scores)
                 bgr = cv2.cvtColor(canvas, cv2.COLOR_RGB2BGR)
@@ -69,21 +61,20 @@ def write_overlay_video(
 
 
 def write_web_video(source: Path, path: Path, *, max_side: int = WEB_MAX_SIDE) -> Path:
-    """Copy the video at ``source`` to ``path`` as WebM, its longer side at most ``max_side``
-    (sides even, at least :data:`MIN_WEB_SIDE`). OpenCV says once on stderr that the WebM
-    muxer does not know the codec's tag; it writes the file all the same."""
+    """The video at ``source`` as WebM at ``path``, its longer side at most ``max_side`` (sides
+    even, at least :data:`MIN_WEB_SIDE`). OpenCV's one stderr line that the WebM muxer does not
+    know the codec's tag is harmless."""
     if max_side < MIN_WEB_SIDE:
         raise ValueError(f"max_side must be >= {MIN_WEB_SIDE}, got {max_side}")
     video = open_video(source)
     height, width = video.size
     scale = min(1.0, max_side / max(height, width))
     out_w, out_h = (max(MIN_WEB_SIDE, round(side * scale) // 2 * 2) for side in (width, height))
-    size = (out_w, out_h)
     with atomic_output(path, suffix=".webm") as tmp:
-        writer = _open_writer(tmp, video.fps or DEFAULT_FPS, size, WEB_FOURCCS, "a WebM")
+        writer = _open_writer(tmp, video.fps or DEFAULT_FPS, (out_w, out_h), WEB_FOURCCS, "a WebM")
         try:
             for frame in video.frames():
-                pixels = resize_image(frame.pixels, height=size[1], width=size[0])
+                pixels = resize_image(frame.pixels, height=out_h, width=out_w)
                 writer.write(cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
         finally:
             writer.release()
@@ -100,15 +91,11 @@ def _overlay_fps(video: VideoSource) -> float:
 
 
 def _open_writer(
-    path: Path,
-    fps: float,
-    size: tuple[int, int],
-    fourccs: Sequence[str] | None = None,
-    kind: str = "an MP4",
+    path: Path, fps: float, size: tuple[int, int], tried: Sequence[str] = (), kind: str = "an MP4"
 ) -> cv2.VideoWriter:
-    """A writer with the first of ``fourccs`` (:data:`FOURCCS` by default) this OpenCV can
-    open; ``size`` is ``(width, height)``."""
-    tried = FOURCCS if fourccs is None else fourccs
+    """A writer with the first of ``tried`` (default :data:`FOURCCS`) this OpenCV can open;
+    ``size`` is ``(width, height)``."""
+    tried = tried or FOURCCS
     for fourcc in tried:
         with _quiet_opencv():
             writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*fourcc), fps, size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,27 +14,19 @@ from sam3_agent.values.errors import UserError
 ToolProtocol = Literal["tags", "native"]
 TOOL_PROTOCOLS: tuple[ToolProtocol, ...] = ("tags", "native")
 CONTEXT_POLICIES: tuple[str, ...] = (
-    "sam3",
-    "keep-all",
-    "fifo",
-    "decay",
-    "summary",
-    "hierarchical",
-    "attention",
-    "auto",
-)
+    "sam3", "keep-all", "fifo", "decay", "summary", "hierarchical", "attention", "auto",
+)  # fmt: skip
 """Names of the context policies (:mod:`sam3_agent.agent.context`), the default first."""
 STEP_KINDS_WEIGHTED = ("segment", "examine", "correction")
-
-DEFAULT_MAX_PIXELS = 120_000_000
-"""Largest ``width * height`` of an input image by default (a 12000 x 10000 photo)."""
+_DECAY_WEIGHTS = (("segment", 1.0), ("examine", 1.5), ("correction", 1.2))
+DEFAULT_MAX_PIXELS = 120_000_000  # largest width * height of an input image (12000 x 10000)
 
 
 def setting(
     default: Any, test: Callable[[Any], bool], expected: str, *, optional: bool = False
 ) -> Any:
-    """A dataclass field whose values must pass ``test`` (``expected`` says what they must
-    be, for the message); ``optional``: ``None`` passes too."""
+    """A dataclass field whose values must pass ``test`` (``expected``: what they must be, for
+    the message); ``optional``: ``None`` passes too."""
     return field(default=default, metadata={"check": (test, expected, optional)})
 
 
@@ -52,8 +44,7 @@ def positive(default: Any, expected: str, *, optional: bool = False) -> Any:
 
 
 def check_settings(settings: Any) -> None:
-    """Run every check declared on ``settings``' fields, in field order; the first failing
-    one raises a UserError."""
+    """Run the checks declared on ``settings``' fields in order; the first failing raises."""
     for f in fields(settings):
         check = f.metadata.get("check")
         if check is None:
@@ -68,86 +59,55 @@ def check_settings(settings: Any) -> None:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """How an agent session runs. Every field has a safe default."""
+    """How an agent session runs; every field has a safe default."""
 
     max_rounds: int = at_least(100, 1)
-    """Main-conversation MLLM calls allowed per session (mask checks are not counted here).
-    When spent, the session ends with status ``failed``."""
-
+    """Main-conversation MLLM calls per session (not mask checks); then it ends ``failed``."""
     max_corrections: int = at_least(10, 0)
-    """Corrective messages (model mistakes) allowed per session before it ends as ``failed``."""
-
+    """Corrective messages (model mistakes) per session; then it ends ``failed``."""
     max_mask_checks: int = at_least(200, 0)
-    """Isolated mask-check calls allowed per session (their own budget, reported in usage).
-    When spent, ``examine_each_mask`` is refused and the model must decide without it."""
-
+    """Isolated mask-check calls per session; then ``examine_each_mask`` is refused."""
     check_concurrency: int = at_least(8, 1)
     """Mask checks that may run at the same time."""
-
     verdict_retries: int = at_least(1, 0)
-    """How often a checker reply without a clear verdict is asked again before counting
-    as Reject."""
-
+    """Re-asks of a checker reply without a clear verdict before it counts as Reject."""
     score_threshold: float = between(0.5, 0.0, 1.0, "in [0, 1]")
     """SAM 3 detections scoring below this are dropped."""
-
     overlap_threshold: float = between(0.3, 0.0, 1.0, "in [0, 1]")
-    """A mask overlapping an already kept, higher-scoring mask by more than this share of the
-    smaller mask's area is dropped."""
-
+    """A mask overlapping a kept higher-scoring one by more than this share of the smaller
+    mask's area is dropped."""
     max_image_side: int = at_least(1024, 1)
-    """Images sent to the MLLM are downscaled so their longer side is at most this."""
-
+    """Longer side of images sent to the MLLM (downscaled to it)."""
     jpeg_quality: int = between(90, 1, 100, "in [1, 100]")
     """JPEG quality of images sent to the MLLM."""
-
     max_image_pixels: int = at_least(DEFAULT_MAX_PIXELS, 1)
-    """Largest ``width * height`` of an input image; larger ones are refused from the file
-    header, before decoding (decompression bombs)."""
-
+    """Largest ``width * height`` of an input image, refused from the header before decoding."""
     tool_protocol: ToolProtocol = setting(  # noqa: RUF009 (a field(), immutable default)
         "tags", lambda v: v in TOOL_PROTOCOLS, "'tags' or 'native'"
     )
-    """``tags``: tool calls written as ``<tool>{json}</tool>`` in the reply text.
-    ``native``: tools declared through the API and returned as structured calls."""
-
+    """``tags``: ``<tool>{json}</tool>`` in the reply text; ``native``: the API's tool calls."""
     context_policy: str = setting(
         "sam3", lambda v: v in CONTEXT_POLICIES, f"one of {', '.join(CONTEXT_POLICIES)}"
     )
-    """How each main call's context is chosen from the history (:mod:`sam3_agent.agent.context`):
-    ``sam3`` (three-part pruning), ``keep-all``, ``fifo``, ``decay``, ``summary``,
-    ``hierarchical``, ``attention`` (in-process transformers MLLM only), ``auto``."""
-
+    """How each main call's context is chosen from the history (:mod:`sam3_agent.agent.context`);
+    ``attention`` needs the in-process transformers MLLM."""
     max_context_tokens: int = 32768
-    """The model's context window in tokens; a session whose pinned context cannot fit (less
-    ``context_reserve_tokens``) ends as ``failed`` before the call."""
-
+    """The model's context window; a session whose pinned context cannot fit (less
+    ``context_reserve_tokens``) ends ``failed`` before the call."""
     context_reserve_tokens: int = at_least(1024, 0)
     """Tokens kept free for the reply; below ``max_context_tokens``."""
-
     context_watermark: float = setting(0.7, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
-    """Share of the budget at which ``hierarchical`` starts archiving and ``auto``
-    switches to it."""
-
+    """Share of the budget at which ``hierarchical`` archives and ``auto`` switches to it."""
     decay_rate: float = at_least(0.15, 0)
     """``decay``: a round's score is ``weight(kind) * exp(-decay_rate * age_in_rounds)``."""
-
-    decay_weights: tuple[tuple[str, float], ...] = (
-        ("segment", 1.0),
-        ("examine", 1.5),
-        ("correction", 1.2),
-    )
-    """``decay``: weight per step kind (segment, examine, correction). A correction weighs
-    more than a search round so that a refused call stays in view longer than the searches
-    before it (the model would repeat it otherwise)."""
-
+    decay_weights: tuple[tuple[str, float], ...] = _DECAY_WEIGHTS
+    """``decay``: weight per step kind; a correction outweighs a search so a refused call stays
+    in view longer than the searches before it (the model would repeat it otherwise)."""
     attention_window: int = at_least(3, 1)
     """``attention``: calls over which each round's attention mass is averaged."""
-
     prompts_dir: Path | None = None
-    """A directory holding another prompt set (every template of the canonical ``prompts/``);
-    None: the canonical set. Checked when the agent is built (see
-    :func:`sam3_agent.agent.prompts.load_prompt_set`)."""
+    """Another prompt set (every template of ``prompts/``), checked when the agent is built;
+    None: the canonical set."""
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -175,55 +135,42 @@ class AgentConfig:
 
 @dataclass(frozen=True)
 class VideoOptions:
-    """What the video agent shows the model. Every field has a safe default; the frames a
-    session tracks are chosen apart (:class:`~sam3_agent.media.video.FrameSelection`)."""
+    """What the video agent shows the model (the frames tracked: :class:`FrameSelection`)."""
 
     frames_shown: int = between(6, 1, 16, "between 1 and 16")
-    """Frames on each sheet the main conversation sees (sampled where the tracks exist):
-    what one round costs in image tokens, whatever the clip's length."""
-
+    """Frames on each sheet of the main conversation (where the tracks are): a round's image
+    tokens, whatever the clip's length."""
     check_frames: int = between(4, 1, 16, "between 1 and 16")
     """Frames one track's isolated check sees."""
-
     uncertain_looks: int = between(1, 0, 4, "between 0 and 4")
-    """Further looks a track gets after an Uncertain verdict, each over the frames the
-    checker named (or the track's whole extent, denser); still Uncertain after them, the
-    track stays and the main model decides."""
+    """Further looks after an Uncertain verdict, over the frames the checker named (else the
+    track's extent, denser); still Uncertain, the track stays and the main model decides."""
 
     def __post_init__(self) -> None:
         check_settings(self)
 
     def describe(self) -> dict[str, int]:
-        return {
-            "frames_shown": self.frames_shown,
-            "check_frames": self.check_frames,
-            "uncertain_looks": self.uncertain_looks,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
 class FrameSelection:
-    """Which frames of a video a session uses. Every field has a safe default."""
+    """Which frames of a video a session uses."""
 
     stride: int = at_least(1, 1)
     """Use every ``stride``-th frame."""
-
     max_frames: int | None = at_least(None, 1, optional=True)
     """At most this many frames (after the stride and the time range); ``None``: all."""
-
     start_s: float | None = setting(
         None, lambda v: math.isfinite(v) and v >= 0, "a time in seconds >= 0", optional=True
     )
     """Skip frames before this time (seconds from the start)."""
-
     end_s: float | None = setting(
         None, lambda v: math.isfinite(v) and v >= 0, "a time in seconds >= 0", optional=True
     )
     """Skip frames after this time (seconds from the start)."""
-
     fps: float | None = positive(None, "a positive number", optional=True)
-    """Frames per second of a frame folder (files carry their own); needed for a time range
-    on a folder."""
+    """Frame rate of a frame folder (files carry their own), needed for its time range."""
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -236,10 +183,4 @@ class FrameSelection:
 
     def describe(self) -> dict[str, float | int | None]:
         """The selection as JSON values (results and checkpoint fingerprints)."""
-        return {
-            "stride": self.stride,
-            "max_frames": self.max_frames,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "fps": self.fps,
-        }
+        return asdict(self)

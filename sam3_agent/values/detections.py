@@ -18,9 +18,8 @@ IntArray = npt.NDArray[np.int64]
 
 
 class Candidates(Protocol):
-    """What the agent core does with what one phrase found, image or video: count it, keep
-    the 0-based ``indices`` the model chose, and write it to a checkpoint (read back by
-    :func:`sam3_agent.agent.checkpoint.state.detections_from_json`)."""
+    """What one phrase found, image or video, as the agent core uses it: counted, selected by
+    0-based ``indices``, written to a checkpoint."""
 
     def __len__(self) -> int: ...
 
@@ -29,45 +28,37 @@ class Candidates(Protocol):
     def to_state(self) -> dict[str, Any]: ...
 
 
-def _validate(masks: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> None:
-    if masks.ndim != 3:
-        raise ValueError(f"masks must have shape (N, H, W), got shape {masks.shape}")
-    if masks.dtype != np.bool_:
-        raise ValueError(f"masks must be bool, got dtype {masks.dtype}")
-    n = masks.shape[0]
-    if boxes.shape != (n, 4):
-        raise ValueError(f"boxes must have shape ({n}, 4) (xyxy pixels), got {boxes.shape}")
-    if scores.shape != (n,):
-        raise ValueError(f"scores must have shape ({n},), got {scores.shape}")
-
-
 @dataclass(frozen=True, eq=False)
 class Detections:
     """Instance masks for one image: ``masks`` ``(N, H, W)`` bool at full resolution,
-    ``boxes`` ``(N, 4)`` float32 XYXY pixels, ``scores`` ``(N,)`` float32 in ``[0, 1]``.
-
-    Indices are 0-based; the model's 1-based numbers are converted in one place
-    (:func:`sam3_agent.agent.tools.mask_numbers_to_indices`). A selection keeps the
-    :attr:`mask_boxes` and its :attr:`origin`, so work done per mask on the parent is reused.
-    """
+    ``boxes`` ``(N, 4)`` float32 XYXY pixels, ``scores`` ``(N,)`` float32 in ``[0, 1]``;
+    0-based indices. A selection keeps :attr:`mask_boxes` and its :attr:`origin`."""
 
     masks: BoolArray
     boxes: FloatArray
     scores: FloatArray
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "masks", np.asarray(self.masks))
-        object.__setattr__(self, "boxes", np.asarray(self.boxes, dtype=np.float32).reshape(-1, 4))
-        object.__setattr__(self, "scores", np.asarray(self.scores, dtype=np.float32).reshape(-1))
-        _validate(self.masks, self.boxes, self.scores)
+        masks = np.asarray(self.masks)
+        boxes = np.asarray(self.boxes, dtype=np.float32).reshape(-1, 4)
+        scores = np.asarray(self.scores, dtype=np.float32).reshape(-1)
+        object.__setattr__(self, "masks", masks)
+        object.__setattr__(self, "boxes", boxes)
+        object.__setattr__(self, "scores", scores)
+        if masks.ndim != 3:
+            raise ValueError(f"masks must have shape (N, H, W), got shape {masks.shape}")
+        if masks.dtype != np.bool_:
+            raise ValueError(f"masks must be bool, got dtype {masks.dtype}")
+        n = masks.shape[0]
+        if boxes.shape != (n, 4):
+            raise ValueError(f"boxes must have shape ({n}, 4) (xyxy pixels), got {boxes.shape}")
+        if scores.shape != (n,):
+            raise ValueError(f"scores must have shape ({n},), got {scores.shape}")
 
     @classmethod
     def empty(cls, height: int, width: int) -> Detections:
-        return cls(
-            masks=np.zeros((0, height, width), dtype=bool),
-            boxes=np.zeros((0, 4), dtype=np.float32),
-            scores=np.zeros((0,), dtype=np.float32),
-        )
+        boxes, scores = np.zeros((0, 4), np.float32), np.zeros(0, np.float32)
+        return cls(np.zeros((0, height, width), dtype=bool), boxes, scores)
 
     @classmethod
     def from_masks(cls, masks: BoolArray, scores: Sequence[float] | np.ndarray) -> Detections:
@@ -87,8 +78,7 @@ class Detections:
 
     @cached_property
     def mask_boxes(self) -> IntArray:
-        """Tight XYXY boxes of the masks (exclusive ends; zeros for an empty mask), unlike
-        the segmenter's :attr:`boxes`."""
+        """Tight XYXY boxes of the masks (exclusive ends; zeros for an empty mask)."""
         return tight_boxes(self.masks).astype(np.int64)
 
     def with_mask_boxes(self, boxes: np.ndarray) -> Detections:
@@ -101,13 +91,12 @@ class Detections:
 
     @property
     def mask_boxes_known(self) -> bool:
-        """Whether :attr:`mask_boxes` is already at hand (reading it then costs nothing)."""
+        """:attr:`mask_boxes` is at hand (reading it costs nothing)."""
         return "mask_boxes" in self.__dict__
 
     @property
     def origin(self) -> tuple[Detections, IntArray] | None:
-        """``(parent, indices)`` when selected from a ``parent`` that still exists (the
-        reference is weak: a selection never keeps its parent's masks alive)."""
+        """``(parent, indices)`` when selected from a ``parent`` still alive (held weakly)."""
         origin = self.__dict__.get("_origin")
         if origin is None:
             return None
@@ -121,20 +110,17 @@ class Detections:
             index = [int(index)]
         index_array: slice | np.ndarray = index if isinstance(index, slice) else np.asarray(index)
         if isinstance(index_array, np.ndarray):
-            if index_array.dtype == np.bool_ and index_array.shape != (len(self),):
-                raise IndexError(
-                    f"boolean index must have shape ({len(self)},), got {index_array.shape}"
-                )
             if index_array.dtype == np.bool_:
+                if index_array.shape != (len(self),):
+                    raise IndexError(
+                        f"boolean index must have shape ({len(self)},), got {index_array.shape}"
+                    )
                 index_array = np.flatnonzero(index_array)
             if index_array.size == 0:
                 index_array = np.zeros((0,), dtype=np.int64)
             index_array = as_view_index(index_array.astype(np.int64), len(self))
-        selected = Detections(
-            masks=self.masks[index_array],
-            boxes=self.boxes[index_array],
-            scores=self.scores[index_array],
-        )
+        picked = self.masks[index_array], self.boxes[index_array], self.scores[index_array]
+        selected = Detections(*picked)
         if self.mask_boxes_known:
             selected.__dict__["mask_boxes"] = self.mask_boxes[index_array]
         positions = np.arange(len(self), dtype=np.int64)[index_array]
@@ -152,9 +138,7 @@ class Detections:
         }
 
     def union(self) -> BoolArray:
-        if len(self) == 0:
-            return np.zeros(self.image_size, dtype=bool)
-        return np.any(self.masks, axis=0)
+        return np.any(self.masks, axis=0)  # all False for no masks
 
     def to_coco_rle(self) -> list[dict[str, Any]]:
         return [encode_rle(m) for m in self.masks]
@@ -175,20 +159,10 @@ class Detections:
             raise ValueError(f"RLE size {masks.shape[1:]} does not match image {image_size}")
         return cls(masks=masks, boxes=np.asarray(boxes), scores=np.asarray(scores))
 
-    @staticmethod
-    def concatenate(items: Sequence[Detections]) -> Detections:
-        if not items:
-            raise ValueError("concatenate needs at least one Detections")
-        return Detections(
-            masks=np.concatenate([d.masks for d in items]),
-            boxes=np.concatenate([d.boxes for d in items]),
-            scores=np.concatenate([d.scores for d in items]),
-        )
-
 
 def as_view_index(indices: IntArray, count: int) -> slice | IntArray:
-    """A slice selecting the same items as ``indices`` when they are an evenly spaced ascending
-    run; ``indices`` itself otherwise (out-of-range ones included, so indexing still raises)."""
+    """A slice selecting ``indices`` when they are an evenly spaced ascending run, else
+    ``indices`` (out-of-range ones too, so indexing still raises)."""
     if indices.size == 0 or indices.min() < 0 or indices.max() >= count:
         return indices
     if indices.size == 1:

@@ -21,8 +21,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Escaped in JSON text: lone surrogates (no UTF-8 form) and the line breaks JSON leaves
 # raw (U+0085, U+2028, U+2029), which would split a trace.jsonl record for str.splitlines.
 _ESCAPED = re.compile("[\ud800-\udfff\x85\u2028\u2029]")
-_MAX_DEPTH = 64
-"""Nesting kept when a document is too deep for the JSON encoder (see :func:`json_text`)."""
+_MAX_DEPTH = 64  # nesting kept when a document is too deep for the JSON encoder
 
 
 def utf8(text: str) -> bytes:
@@ -43,13 +42,11 @@ def json_text(document: Any, *, indent: int | None = None) -> str:
 
 
 def _shallow(value: Any, depth: int) -> Any:
+    if isinstance(value, (dict, list, tuple)) and depth <= 0:
+        return "<nested too deeply to record>"
     if isinstance(value, dict):
-        if depth <= 0:
-            return "<nested too deeply to record>"
         return {str(k): _shallow(v, depth - 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        if depth <= 0:
-            return "<nested too deeply to record>"
         return [_shallow(v, depth - 1) for v in value]
     if isinstance(value, int) and not isinstance(value, bool):
         try:
@@ -73,15 +70,11 @@ def safe_name(text: str, *, max_len: int = 64) -> str:
     return cleaned
 
 
-def _read_umask() -> int:
-    # The umask can only be read by setting it; done once, at import, before any thread of
-    # ours writes files.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_FILE_MODE = 0o666 & ~_read_umask()
+# The umask can only be read by setting it: done once, at import, before any thread of ours
+# writes files.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+_FILE_MODE = 0o666 & ~_UMASK
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

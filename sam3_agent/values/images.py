@@ -24,13 +24,11 @@ from sam3_agent.values.config import DEFAULT_MAX_PIXELS
 from sam3_agent.values.errors import ImageLoadError
 from sam3_agent.values.text import one_line
 
-RGBImage = npt.NDArray[np.uint8]
-"""An ``(H, W, 3)`` uint8 RGB image."""
+RGBImage = npt.NDArray[np.uint8]  # (H, W, 3) uint8 RGB
 
 ImageInput = str | Path | bytes | Image.Image | np.ndarray
 
-BACKGROUND = (255, 255, 255)
-"""Colour transparent pixels are composited onto (white, as most viewers show them)."""
+BACKGROUND = (255, 255, 255)  # under transparent pixels, as most viewers show them
 
 _EXIF_ORIENTATION = 0x0112
 _TRANSPARENT_MODES = frozenset({"RGBA", "LA", "PA", "RGBa", "La"})
@@ -39,34 +37,17 @@ _URL = re.compile(r"^(https?):/+", re.IGNORECASE)
 
 
 def load_image(
-    image: ImageInput,
-    *,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    exif_orientation: bool = True,
+    image: ImageInput, *, max_pixels: int = DEFAULT_MAX_PIXELS, exif_orientation: bool = True
 ) -> RGBImage:
-    """Return ``image`` as a C-contiguous ``(H, W, 3)`` uint8 RGB array, as it is displayed.
-
-    * Paths, file bytes and PIL images: refused above ``max_pixels`` from the header, before
-      decoding (decompression bombs). ``exif_orientation``: apply the EXIF Orientation tag
-      (False for datasets annotated in the stored pixel frame).
-    * Modes: 16-bit grayscale (``I;16*``, and ``I`` holding values in 0..65535) maps the
-      16-bit range linearly onto 0..255; ``I`` beyond that range and ``F`` are stretched
-      from their minimum..maximum (``F`` already within [0, 1] is scaled by 255);
-      transparency (RGBA, LA, palette with a transparent colour) is composited onto
-      :data:`BACKGROUND`; CMYK, YCbCr, 1-bit and palettes convert to RGB.
-    * Arrays ``(H, W)``, ``(H, W, 1)``, ``(H, W, 3)`` RGB or ``(H, W, 4)`` RGBA: uint8 as
-      is, bool as 0/255, uint16 divided by 257 (the 16-bit range onto 0..255), float in
-      [0, 1] times 255 (rounded); other dtypes and out-of-range floats are refused.
-
-    Anything that cannot be loaded raises a one-line :class:`ImageLoadError`.
-    """
+    """``image`` as a C-contiguous ``(H, W, 3)`` uint8 RGB array, as displayed (EXIF
+    orientation applied unless ``exif_orientation`` is False), or a one-line ImageLoadError.
+    Over ``max_pixels`` is refused from the header, before decoding. 16-bit data maps onto
+    0..255 (PIL ``I``/``F`` beyond it: stretched min..max), transparency is composited onto
+    :data:`BACKGROUND`; arrays: uint8, bool, uint16 or float in [0, 1]."""
     if max_pixels < 1:
         raise ImageLoadError(f"max_pixels must be >= 1, got {max_pixels}")
     if isinstance(image, (str, Path)):
-        url = _URL.match(str(image))
-        if url:  # a Path keeps one slash of "https://": show the URL as it was typed
-            shown = f"{url.group(1)}://{str(image)[url.end() :]}"
-            raise ImageLoadError(f"{shown} is a URL; images are read from files: download it first")
+        refuse_url(image, "images")
         path = Path(image)
         if not path.exists():
             raise ImageLoadError(f"image not found: {path}")
@@ -80,19 +61,23 @@ def load_image(
     if isinstance(image, Image.Image):
         _check_pixels(image.width, image.height, max_pixels, "the PIL image")
         try:
-            if exif_orientation and _orientation(image) not in (None, 1):
-                image = ImageOps.exif_transpose(image)  # a copy: the caller's image stays as is
-            return _pil_to_rgb(image)
-        except ImageLoadError:
-            raise
+            return _pil_to_rgb(image, exif_orientation)
         except (OSError, SyntaxError, ValueError, TypeError) as e:
             raise ImageLoadError(f"cannot convert the PIL image: {one_line(e)}") from e
     if isinstance(image, np.ndarray):
         return _array_to_rgb(image, max_pixels)
-    kind = type(image).__name__
     raise ImageLoadError(
-        f"unsupported image type {kind}; pass a path, image bytes, a PIL image or an array"
+        f"unsupported image type {type(image).__name__}; "
+        "pass a path, image bytes, a PIL image or an array"
     )
+
+
+def refuse_url(source: str | Path, what: str, error: type[ImageLoadError] = ImageLoadError) -> None:
+    """Raise ``error`` for an http(s) URL, shown as typed (a Path keeps one slash of ``//``)."""
+    url = _URL.match(str(source))
+    if url:
+        shown = f"{url.group(1)}://{str(source)[url.end() :]}"
+        raise error(f"{shown} is a URL; {what} are read from files: download it first")
 
 
 def image_size_as_displayed(path: Path, *, exif_orientation: bool = True) -> tuple[int, int]:
@@ -114,12 +99,7 @@ def _load_file(
         with _pil_bomb_check_off(), Image.open(source) as opened:
             _check_pixels(opened.width, opened.height, max_pixels, name)
             opened.load()
-            pil: Image.Image = opened
-            if exif_orientation and _orientation(opened) not in (None, 1):
-                pil = ImageOps.exif_transpose(opened)
-            return _pil_to_rgb(pil)
-    except ImageLoadError:
-        raise
+            return _pil_to_rgb(opened, exif_orientation)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, TypeError) as e:
         raise ImageLoadError(f"cannot read image {name}: {one_line(e)}") from e
     except Image.DecompressionBombError as e:  # pragma: no cover - the check is off above
@@ -133,8 +113,8 @@ _bomb_saved: int | None = None
 
 @contextmanager
 def _pil_bomb_check_off() -> Iterator[None]:
-    """Let our own ``max_pixels`` be the limit, not PIL's global ``Image.MAX_IMAGE_PIXELS``:
-    off while at least one of our decodes runs, so concurrent decodes never serialise on it."""
+    """PIL's global ``Image.MAX_IMAGE_PIXELS`` off while any of our decodes runs (ours is
+    ``max_pixels``), so concurrent decodes never serialise on it."""
     global _bomb_users, _bomb_saved
     with _bomb_lock:
         if _bomb_users == 0:
@@ -151,7 +131,7 @@ def _pil_bomb_check_off() -> Iterator[None]:
 
 
 class ImageTooLargeError(ImageLoadError):
-    """The image has more pixels than the limit allows (read from its header)."""
+    """More pixels than the limit allows (read from the header)."""
 
 
 def _check_pixels(width: int, height: int, max_pixels: int, name: str) -> None:
@@ -172,7 +152,9 @@ def _orientation(pil: Image.Image) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _pil_to_rgb(pil: Image.Image) -> RGBImage:
+def _pil_to_rgb(pil: Image.Image, exif_orientation: bool) -> RGBImage:
+    if exif_orientation and _orientation(pil) not in (None, 1):
+        pil = ImageOps.exif_transpose(pil)  # a copy: the caller's image stays as is
     mode = pil.mode
     if mode.startswith("I;16") or mode in ("I", "F"):
         return _array_to_rgb(np.asarray(pil), None, from_pil=True)
@@ -188,11 +170,10 @@ def _pil_to_rgb(pil: Image.Image) -> RGBImage:
 
 def _composite(rgba: npt.NDArray[np.uint8]) -> RGBImage:
     """RGBA over :data:`BACKGROUND`, in uint16 arithmetic one row band at a time."""
-    height = rgba.shape[0]
-    out = np.empty((height, rgba.shape[1], 3), dtype=np.uint8)
+    out = np.empty((*rgba.shape[:2], 3), dtype=np.uint8)
     background = np.asarray(BACKGROUND, dtype=np.uint16)
     band = max(1, 4_000_000 // max(1, rgba.shape[1]))  # bound the temporaries
-    for top in range(0, height, band):
+    for top in range(0, rgba.shape[0], band):
         part = rgba[top : top + band]
         alpha = part[:, :, 3:4].astype(np.uint16)
         mixed = part[:, :, :3] * alpha + background * (255 - alpha) + 127
@@ -220,16 +201,16 @@ def _array_to_rgb(arr: np.ndarray, max_pixels: int | None, *, from_pil: bool = F
 
 
 def _to_uint8(arr: np.ndarray, *, from_pil: bool) -> npt.NDArray[np.uint8]:
-    """``from_pil``: a PIL ``I;16*``, ``I`` or ``F`` image, whose range is known only from the
-    data; user arrays get the strict rules (uint16, or floats in [0, 1])."""
+    """``from_pil``: a PIL ``I;16*``, ``I`` or ``F`` image (range known only from the data);
+    user arrays get the strict rules."""
     if arr.dtype == np.uint8:
         return arr
     if arr.dtype == np.bool_:
         return arr.astype(np.uint8) * np.uint8(255)
     if arr.dtype.kind in "ui" and (arr.dtype == np.uint16 or from_pil):
         lo, hi = int(arr.min()), int(arr.max())
-        if lo >= 0 and hi <= 65535:
-            return _rescale_16bit(arr)
+        if lo >= 0 and hi <= 65535:  # 0..65535 onto 0..255, rounded (65535 / 257 = 255)
+            return ((arr.astype(np.uint32) + 128) // 257).astype(np.uint8)
         return _stretch(arr, lo, hi)
     if arr.dtype.kind == "f":
         if not np.isfinite(arr).all():
@@ -247,11 +228,6 @@ def _to_uint8(arr: np.ndarray, *, from_pil: bool) -> npt.NDArray[np.uint8]:
     )
 
 
-def _rescale_16bit(arr: np.ndarray) -> npt.NDArray[np.uint8]:
-    """0..65535 onto 0..255, rounded (65535 / 257 = 255 exactly)."""
-    return ((arr.astype(np.uint32) + 128) // 257).astype(np.uint8)
-
-
 def _stretch(arr: np.ndarray, lo: float, hi: float) -> npt.NDArray[np.uint8]:
     """Minimum..maximum onto 0..255; a constant image becomes black."""
     if hi <= lo:
@@ -261,7 +237,7 @@ def _stretch(arr: np.ndarray, lo: float, hi: float) -> npt.NDArray[np.uint8]:
 
 
 def image_digest(image: RGBImage) -> str:
-    """A content hash of the pixels (and shape), stable across processes."""
+    """A content hash of the pixels and shape, stable across processes."""
     h = hashlib.sha256()
     h.update(np.asarray(image.shape, dtype=np.int64).tobytes())
     h.update(np.ascontiguousarray(image).data)
@@ -280,7 +256,7 @@ def downscale(image: RGBImage, max_side: int) -> RGBImage:
 
 @dataclass(frozen=True)
 class EncodedImage:
-    """An image ready to be sent. ``name`` is a file name (made safe by the creator)."""
+    """An image ready to be sent; ``name``: a file name made safe by the creator."""
 
     name: str
     data: bytes
@@ -297,14 +273,13 @@ class EncodedImage:
         cls, image: RGBImage, name: str, *, fmt: Literal["jpeg", "png"] = "jpeg", quality: int = 90
     ) -> EncodedImage:
         """Encode an RGB array once. ``name`` gets the matching extension appended."""
-        bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
-        if fmt == "jpeg":
-            ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
-            mime: Literal["image/jpeg", "image/png"] = "image/jpeg"
-            ext = ".jpg"
-        else:
-            ok, buf = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
-            mime, ext = "image/png", ".png"
+        jpeg = fmt == "jpeg"
+        ext = ".jpg" if jpeg else ".png"
+        params = (
+            [cv2.IMWRITE_JPEG_QUALITY, int(quality)] if jpeg else [cv2.IMWRITE_PNG_COMPRESSION, 1]
+        )
+        ok, buf = cv2.imencode(ext, cv2.cvtColor(image, cv2.COLOR_RGB2BGR), params)
+        mime: Literal["image/jpeg", "image/png"] = "image/jpeg" if jpeg else "image/png"
         if not ok:
             raise ImageLoadError(f"could not encode image {name} as {fmt}")
         h, w = image.shape[:2]

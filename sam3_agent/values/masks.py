@@ -1,37 +1,29 @@
 """Post-processing of a segmenter's raw detections. Overlap is intersection over the smaller
-mask's area (so a small mask inside a large one is a duplicate), counted only inside the two
-tight boxes' intersection: exact, at a small fraction of the cost."""
+mask's area (a small mask inside a large one is a duplicate), counted inside the two tight
+boxes' intersection only: exact, at a fraction of the cost."""
 
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from sam3_agent.values.detections import BoolArray, Detections, tight_boxes
-
-IntArray = npt.NDArray[np.int64]
+from sam3_agent.values.detections import BoolArray, Detections, IntArray, tight_boxes
 
 
 def postprocess(
-    detections: Detections,
-    *,
-    score_threshold: float = 0.5,
-    overlap_threshold: float = 0.3,
+    detections: Detections, *, score_threshold: float = 0.5, overlap_threshold: float = 0.3
 ) -> Detections:
-    """Drop detections under ``score_threshold`` and empty masks; greedily by descending score,
-    drop every mask overlapping a kept one by more than ``overlap_threshold``; order by
-    score, highest first (ties keep input order). The result carries its ``mask_boxes``."""
+    """Drop detections under ``score_threshold``, empty masks and, greedily by descending score,
+    masks overlapping a kept one by more than ``overlap_threshold``; highest score first (ties
+    in input order), ``mask_boxes`` attached."""
     if not 0.0 <= overlap_threshold <= 1.0:
         raise ValueError(f"overlap_threshold must be in [0, 1], got {overlap_threshold}")
     candidates = np.flatnonzero(detections.scores >= score_threshold)
     masks = detections.masks
     if detections.mask_boxes_known:
         boxes = detections.mask_boxes[candidates].astype(np.float32)
-    else:
-        # One mask at a time: indexing all candidates at once would copy them.
-        boxes = np.zeros((candidates.size, 4), dtype=np.float32)
-        for row, i in enumerate(candidates.tolist()):
-            boxes[row] = tight_boxes(masks[i][None])[0]
+    else:  # one mask at a time: indexing all candidates at once would copy them
+        rows = [tight_boxes(masks[i][None])[0] for i in candidates.tolist()]
+        boxes = np.array(rows, dtype=np.float32).reshape(-1, 4)
     nonempty = boxes[:, 2] > boxes[:, 0]
     candidates, boxes = candidates[nonempty], boxes[nonempty]
     # Stable sort on the negated score: equal scores keep their input order.
@@ -43,13 +35,10 @@ def postprocess(
 
 
 def remove_overlaps(
-    masks: BoolArray,
-    order: IntArray,
-    boxes: IntArray,
-    overlap_threshold: float,
+    masks: BoolArray, order: IntArray, boxes: IntArray, overlap_threshold: float
 ) -> IntArray:
-    """Greedy overlap removal over the non-empty ``masks[order]`` (highest priority first),
-    ``boxes`` their tight XYXY boxes; returns the kept positions into ``order``, ascending."""
+    """Greedy overlap removal over the non-empty ``masks[order]`` (highest priority first) with
+    tight XYXY ``boxes``: the kept positions into ``order``, ascending."""
     box_list = np.asarray(boxes, dtype=np.int64).reshape(-1, 4).tolist()
     crops = [
         masks[i, y0:y1, x0:x1] for i, (x0, y0, x1, y1) in zip(order.tolist(), box_list, strict=True)
@@ -60,8 +49,7 @@ def remove_overlaps(
         for k in kept:
             kx0, ky0, kx1, ky1 = box_list[k]
             ix0, iy0, ix1, iy1 = max(x0, kx0), max(y0, ky0), min(x1, kx1), min(y1, ky1)
-            if ix0 >= ix1 or iy0 >= iy1:
-                # Disjoint boxes: zero intersection, never over a threshold in [0, 1].
+            if ix0 >= ix1 or iy0 >= iy1:  # disjoint boxes: never over a threshold in [0, 1]
                 continue
             a = crops[j][iy0 - y0 : iy1 - y0, ix0 - x0 : ix1 - x0]
             b = crops[k][iy0 - ky0 : iy1 - ky0, ix0 - kx0 : ix1 - kx0]

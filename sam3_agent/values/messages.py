@@ -6,13 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Any, Literal
 
 from sam3_agent.values.images import EncodedImage
 
-Role = Literal["system", "user", "assistant", "tool"]
-"""``tool`` carries the result of a native tool call (see :attr:`ChatMessage.tool_call_id`)."""
+Role = Literal["system", "user", "assistant", "tool"]  # tool: a native tool call's result
 
 
 @dataclass(frozen=True)
@@ -83,26 +82,17 @@ class TokenUsage:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.calls + other.calls,
-        )
+        return TokenUsage(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-            "calls": self.calls,
-        }
+        p, c, n = astuple(self)
+        return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c, "calls": n}
 
 
 @dataclass(frozen=True)
 class ChatResponse:
-    """What a :class:`~sam3_agent.backends.base.ChatModel` returns for one request.
-    ``reasoning``: a separate channel, where the API has one; ``cached``: served from the
-    response cache (no tokens spent)."""
+    """What a ChatModel returns for one request. ``reasoning``: a separate channel, where the
+    API has one; ``cached``: served from the response cache (no tokens spent)."""
 
     text: str
     usage: TokenUsage = field(default_factory=lambda: TokenUsage(calls=1))
@@ -112,8 +102,7 @@ class ChatResponse:
     cached: bool = False
 
 
-REQUEST_KEY_FORMAT = 1
-"""Part of every key: bump it when the key changes meaning (stored caches then miss)."""
+REQUEST_KEY_FORMAT = 1  # part of every key: bump it when keys change meaning (caches miss)
 
 
 def request_key(
@@ -129,12 +118,7 @@ def request_key(
         "format": REQUEST_KEY_FORMAT,
         "model": model,
         "params": generation_params or {},
-        "tools": None
-        if tools is None
-        else [
-            {"name": t.name, "description": t.description, "parameters": t.parameters}
-            for t in tools
-        ],
+        "tools": None if tools is None else [asdict(t) for t in tools],
         "messages": [_message_key(m) for m in messages],
     }
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -143,7 +127,11 @@ def request_key(
 
 
 def _message_key(message: ChatMessage) -> dict[str, Any]:
-    key: dict[str, Any] = {"role": message.role, "parts": [_part_key(p) for p in message.parts]}
+    parts = [
+        {"text": p.text} if isinstance(p, TextPart) else {"image_sha256": p.image.sha256}
+        for p in message.parts
+    ]
+    key: dict[str, Any] = {"role": message.role, "parts": parts}
     # Only native tool-call replays carry these; other keys stay as they were.
     if message.tool_calls:
         key["tool_calls"] = [[c.id, c.name, c.arguments] for c in message.tool_calls]
@@ -152,20 +140,10 @@ def _message_key(message: ChatMessage) -> dict[str, Any]:
     return key
 
 
-def _part_key(part: Part) -> dict[str, str]:
-    if isinstance(part, TextPart):
-        return {"text": part.text}
-    return {"image_sha256": part.image.sha256}
-
-
 def response_to_json(response: ChatResponse) -> dict[str, Any]:
     return {
         "text": response.text,
-        "usage": [
-            response.usage.prompt_tokens,
-            response.usage.completion_tokens,
-            response.usage.calls,
-        ],
+        "usage": list(astuple(response.usage)),
         "reasoning": response.reasoning,
         "finish_reason": response.finish_reason,
         "tool_calls": [
@@ -180,7 +158,7 @@ def response_from_json(doc: dict[str, Any]) -> ChatResponse:
     missing takes its default."""
     prompt, completion, calls = doc.get("usage", (0, 0, 1))
     reasoning = doc.get("reasoning")
-    response = ChatResponse(
+    return ChatResponse(
         text=_text_field(doc["text"], "text"),
         usage=TokenUsage(int(prompt), int(completion), int(calls)),
         reasoning=None if reasoning is None else _text_field(reasoning, "reasoning"),
@@ -195,7 +173,6 @@ def response_from_json(doc: dict[str, Any]) -> ChatResponse:
         ),
         cached=bool(doc.get("cached", False)),
     )
-    return response
 
 
 def _text_field(value: Any, name: str) -> str:

@@ -3,6 +3,7 @@ a correction echoing a megabyte reply stays a few hundred characters."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable
@@ -22,15 +23,12 @@ def visible(text: str, limit: int | None = None) -> str:
     return text
 
 
-ECHO_LIMIT = 200
-"""Characters of one echoed value kept before it is cut."""
-ECHO_LIST_LIMIT = 1000
-"""Characters of a whole echoed list kept before later items are left out."""
+ECHO_LIMIT = 200  # characters of one echoed value kept before it is cut
+ECHO_LIST_LIMIT = 1000  # characters of a whole echoed list kept before later items are left out
 
 
 def echo(value: object, limit: int = ECHO_LIMIT) -> str:
-    """``value`` (strings as they are, else JSON or ``repr``) cut to about ``limit``
-    characters for a corrective message."""
+    """``value`` (a string as is, else JSON or ``repr``) cut to about ``limit`` characters."""
     text = value if isinstance(value, str) else _as_json(value)
     if len(text) <= limit:
         return text
@@ -40,8 +38,8 @@ def echo(value: object, limit: int = ECHO_LIMIT) -> str:
 def echo_list(
     values: Iterable[object], limit: int = ECHO_LIST_LIMIT, *, item_limit: int = ECHO_LIMIT
 ) -> list[str]:
-    """Each value through :func:`echo` (``item_limit`` each), keeping items until ``limit``
-    characters in all; a last item says how many were left out."""
+    """Each value through :func:`echo`, items kept until ``limit`` characters in all; a last
+    item says how many were left out."""
     items = [echo(v, item_limit) for v in values]
     kept: list[str] = []
     used = 0
@@ -54,14 +52,12 @@ def echo_list(
     return kept
 
 
-ONE_LINE_LIMIT = 500
-"""Characters of a one-line message kept before it is cut."""
+ONE_LINE_LIMIT = 500  # characters of a one-line message kept before it is cut
 
 
 def one_line(value: BaseException | str, limit: int = ONE_LINE_LIMIT) -> str:
-    """``value`` as one bounded, terminal-safe line. An exception reads ``TypeName: message``,
-    except a :class:`~sam3_agent.values.errors.UserError`, worded for the user: its message
-    alone."""
+    """``value`` as one bounded, terminal-safe line; an exception as ``TypeName: message``, a
+    UserError (worded for the user) as its message alone."""
     if isinstance(value, BaseException):
         try:
             text = str(value)
@@ -86,16 +82,12 @@ def changed(name: str, was: object, now: object) -> str:
 def _shown(value: object) -> str:
     if value is None:
         return "not given"
-    if isinstance(value, str):
-        return repr(value)
-    return json.dumps(value, sort_keys=True)
+    return repr(value) if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 def _as_json(value: object) -> str:
-    try:
+    with contextlib.suppress(TypeError, ValueError, RecursionError):
         return json.dumps(value)
-    except (TypeError, ValueError, RecursionError):
-        pass
     try:
         return repr(value)
     except (ValueError, RecursionError):

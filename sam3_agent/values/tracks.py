@@ -1,6 +1,5 @@
-"""Mask tracks: one object followed through the frames of a video, its masks as COCO RLE
-keyed by the frame's *position* among the frames used (a 500-frame 4K track stays a few
-hundred KB). :class:`Tracks` is the video counterpart of ``Detections``."""
+"""Mask tracks: one object through a video's frames, its masks as COCO RLE keyed by the
+frame's *position* among the frames used (a 500-frame 4K track stays a few hundred KB)."""
 
 from __future__ import annotations
 
@@ -10,15 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from sam3_agent.values import rle
 from sam3_agent.values.detections import tight_boxes
-from sam3_agent.values.rle import (
-    BoolArray,
-    decode_rle,
-    encode_rle,
-    rle_area,
-    rle_intersection_area,
-    rle_union,
-)
+from sam3_agent.values.rle import BoolArray
 
 Box = tuple[float, float, float, float]
 
@@ -27,14 +20,10 @@ Box = tuple[float, float, float, float]
 class Track:
     track_id: int
     """The segmenter's object id (stable within one phrase's result)."""
-
     score: float
-    """The object's detection score (mean over the frames it appears in)."""
-
+    """Mean detection score over the frames the object appears in."""
     masks: Mapping[int, dict[str, Any]]
-    """Frame position -> COCO RLE ``{"size": [H, W], "counts": str}``; only frames where
-    the mask is non-empty."""
-
+    """Frame position -> COCO RLE ``{"size": [H, W], "counts": str}``, non-empty masks only."""
     boxes: Mapping[int, Box] = field(default_factory=dict)
     """Frame position -> tight XYXY box in pixels (exclusive ``x2``/``y2``)."""
 
@@ -44,17 +33,15 @@ class Track:
 
     @property
     def extent(self) -> tuple[int, int] | None:
-        if not self.masks:
-            return None
-        return min(self.masks), max(self.masks)
+        return (min(self.masks), max(self.masks)) if self.masks else None
 
     def mask(self, position: int) -> BoolArray | None:
-        rle = self.masks.get(position)
-        return None if rle is None else decode_rle(rle)
+        found = self.masks.get(position)
+        return None if found is None else rle.decode_rle(found)
 
     def area(self, position: int) -> int:
-        rle = self.masks.get(position)
-        return 0 if rle is None else rle_area(rle)
+        found = self.masks.get(position)
+        return 0 if found is None else rle.rle_area(found)
 
     def total_area(self) -> int:
         return sum(self.area(p) for p in self.masks)
@@ -63,7 +50,7 @@ class Track:
         return {
             "track_id": self.track_id,
             "score": self.score,
-            "masks": {str(p): rle for p, rle in sorted(self.masks.items())},
+            "masks": {str(p): m for p, m in sorted(self.masks.items())},
             "boxes": {str(p): list(b) for p, b in sorted(self.boxes.items())},
         }
 
@@ -72,7 +59,7 @@ class Track:
         return cls(
             track_id=int(data["track_id"]),
             score=float(data["score"]),
-            masks={int(p): dict(rle) for p, rle in data["masks"].items()},
+            masks={int(p): dict(m) for p, m in data["masks"].items()},
             boxes={int(p): _box(b) for p, b in data.get("boxes", {}).items()},
         )
 
@@ -83,10 +70,8 @@ class Tracks:
 
     frame_count: int
     """Frames the session uses; positions run ``0..frame_count-1``."""
-
     size: tuple[int, int]
     """``(height, width)`` of every mask."""
-
     tracks: tuple[Track, ...] = ()
 
     def __len__(self) -> int:
@@ -106,9 +91,7 @@ class Tracks:
 
     def union_mask(self, position: int) -> BoolArray:
         rles = [t.masks[position] for t in self.tracks if position in t.masks]
-        if not rles:
-            return np.zeros(self.size, dtype=bool)
-        return rle_union(rles)
+        return rle.rle_union(rles) if rles else np.zeros(self.size, dtype=bool)
 
     def youtube_vis(self) -> list[dict[str, Any]]:
         """Per track: id, score and one segmentation per frame used (None where absent)."""
@@ -144,8 +127,8 @@ class Tracks:
 
 
 class TrackBuilder:
-    """Collects one phrase's per-frame masks into :class:`Tracks`, RLE-encoding each frame's
-    as they arrive so no full-size mask outlives the call that added it."""
+    """Collects one phrase's per-frame masks into :class:`Tracks`, RLE-encoded on arrival so
+    no full-size mask outlives the call that added it."""
 
     def __init__(self, frame_count: int, size: tuple[int, int]) -> None:
         self.frame_count = frame_count
@@ -166,7 +149,7 @@ class TrackBuilder:
             if boxes[row, 2] <= boxes[row, 0]:
                 continue  # empty at this frame: absent
             oid = int(object_id)
-            self._masks.setdefault(oid, {})[position] = encode_rle(masks[row])
+            self._masks.setdefault(oid, {})[position] = rle.encode_rle(masks[row])
             self._boxes.setdefault(oid, {})[position] = _box(boxes[row])
             self._scores.setdefault(oid, []).append(float(scores[row]))
 
@@ -179,36 +162,26 @@ class TrackBuilder:
 
 
 def postprocess_tracks(
-    tracks: Tracks,
-    *,
-    score_threshold: float = 0.5,
-    overlap_threshold: float = 0.3,
+    tracks: Tracks, *, score_threshold: float = 0.5, overlap_threshold: float = 0.3
 ) -> Tracks:
     """The image agent's post-processing carried to tracks; overlap is the summed
     intersection over the smaller track's summed area, over all frames."""
     if not 0.0 <= overlap_threshold <= 1.0:
         raise ValueError(f"overlap_threshold must be in [0, 1], got {overlap_threshold}")
-    candidates = [t for t in tracks if t.score >= score_threshold and t.masks]
-    candidates.sort(key=lambda t: -t.score)
-    kept: list[Track] = []
-    areas: dict[int, int] = {}
+    candidates = sorted(
+        (t for t in tracks if t.score >= score_threshold and t.masks), key=lambda t: -t.score
+    )
+    kept: list[tuple[Track, int]] = []  # with its area
     for track in candidates:
         area = track.total_area()
-        duplicate = any(
-            _intersection(track, other) > overlap_threshold * min(area, areas[id(other)])
-            for other in kept
-        )
-        if not duplicate:
-            kept.append(track)
-            areas[id(track)] = area
-    return Tracks(tracks.frame_count, tracks.size, tuple(kept))
+        if not any(_intersection(track, k) > overlap_threshold * min(area, a) for k, a in kept):
+            kept.append((track, area))
+    return Tracks(tracks.frame_count, tracks.size, tuple(t for t, _ in kept))
 
 
 def _intersection(a: Track, b: Track) -> int:
-    return sum(
-        rle_intersection_area(a.masks[position], b.masks[position])
-        for position in a.masks.keys() & b.masks.keys()
-    )
+    both = a.masks.keys() & b.masks.keys()
+    return sum(rle.rle_intersection_area(a.masks[p], b.masks[p]) for p in both)
 
 
 def _box(values: Any) -> Box:

@@ -295,13 +295,13 @@ def test_mask_colors_are_distinct_and_stable() -> None:
 def test_a_selection_reuses_the_prepared_masks_of_its_parent(
     renderer: Renderer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sam3_agent.media.render as render_module
+    from sam3_agent.media import drawing
 
     detections = Detections.from_masks(np.stack(MASKS), [0.9, 0.8, 0.7])
     calls: list[int] = []
-    original = render_module.downscale_mask
+    original = drawing.downscale_mask
     monkeypatch.setattr(
-        render_module,
+        drawing,
         "downscale_mask",
         lambda *args: calls.append(1) or original(*args),
     )

@@ -17,9 +17,14 @@ from hypothesis import strategies as st
 
 from sam3_agent.media import video_writer
 from sam3_agent.media.drawing import Placed, fill_mask, mask_color
-from sam3_agent.media.sheet_layout import sample_positions, sheet_grid
 from sam3_agent.media.video import Frame, FrameSelection, VideoLoadError, VideoSource, open_video
-from sam3_agent.media.video_render import contact_sheet, render_sheet, render_track_check
+from sam3_agent.media.video_render import (
+    contact_sheet,
+    render_sheet,
+    render_track_check,
+    sample_positions,
+    sheet_grid,
+)
 from sam3_agent.media.video_writer import write_overlay_video, write_web_video
 from sam3_agent.values.tracks import Track, TrackBuilder, Tracks
 from tests.support.clips import BACKGROUND, Square, render_frame, square_mask, write_frames

@@ -318,3 +318,20 @@ def test_agent_segments_and_reports_the_displayed_frame(tmp_path: Path) -> None:
     small = Sam3Agent(FakeSegmenter(), ScriptedChatModel(), AgentConfig(max_image_pixels=1000))
     with pytest.raises(ImageLoadError, match="over the limit of 1000"):
         small.run(path, "the leftmost child")
+
+
+@pytest.mark.parametrize("typed", ["https://example.com/a.png", "HTTP:/example.com/a.png"])
+@pytest.mark.parametrize("as_path", [False, True])
+def test_urls_are_refused_by_one_check_for_images_and_videos(typed: str, as_path: bool) -> None:
+    from sam3_agent.media.video import VideoLoadError, open_video
+    from sam3_agent.values.images import refuse_url
+
+    source = Path(typed) if as_path else typed
+    shown = typed.split(":", 1)[0] + "://example.com/a.png"
+    with pytest.raises(ImageLoadError, match=f"^{shown} is a URL; images are read from files"):
+        load_image(source)
+    with pytest.raises(VideoLoadError, match=f"^{shown} is a URL; videos are read from files"):
+        open_video(source)
+    with pytest.raises(VideoLoadError, match=r"clips are read from files: download it first$"):
+        refuse_url(source, "clips", VideoLoadError)
+    refuse_url("photo.jpg", "images")  # a file name passes

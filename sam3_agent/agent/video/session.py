@@ -15,9 +15,8 @@ from sam3_agent.agent.parsing import parse_frame_range
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.session import Session
 from sam3_agent.backends.base import VideoEmbedding, VideoSegmenter
-from sam3_agent.media.sheet_layout import sample_positions
 from sam3_agent.media.video import VideoSource
-from sam3_agent.media.video_render import render_sheet, render_track_check
+from sam3_agent.media.video_render import render_sheet, render_track_check, sample_positions
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.tracks import Track, Tracks, postprocess_tracks
