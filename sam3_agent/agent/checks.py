@@ -1,11 +1,6 @@
-"""``examine_each_mask``: one isolated, concurrent MLLM check per candidate, image or video.
-
-Each check is a fresh conversation, so checks are independent and run at once (bounded by
-``check_concurrency``); only their summary enters the main conversation. A reply without a
-clear verdict is asked again, then taken as Reject. Where the medium allows Uncertain
-(video), a candidate gets closer looks (:meth:`CheckView.closer`), each counted against
-``max_mask_checks`` as it is made.
-"""
+"""``examine_each_mask``: one isolated, concurrent MLLM check per candidate; a reply without
+a clear verdict is asked again, then taken as Reject. Where the medium allows Uncertain, a
+candidate gets closer looks, each counted against ``max_mask_checks``."""
 
 from __future__ import annotations
 
@@ -36,10 +31,8 @@ from sam3_agent.values.messages import (
 
 @dataclass(frozen=True)
 class CheckRequest:
-    """What the checker sees of candidate ``number`` (1-based, of ``total``) in one look:
-    ``images``, then the ``checker_user`` template rendered with the query, the numbers and
-    ``details`` (a video's track extent and look). ``mask_image`` and ``zoom_image`` are
-    what a round's event shows of it (a video shows its sheet for both)."""
+    """What the checker sees of candidate ``number`` (1-based) in one look: ``images``, then
+    ``checker_user`` rendered with ``details`` too; the round's event shows the other two."""
 
     number: int
     total: int
@@ -54,19 +47,14 @@ class CheckView(Protocol):
 
     number: int
 
-    async def request(self, look: int) -> CheckRequest:
-        """What look ``look`` (1-based) shows."""
-        ...
+    async def request(self, look: int) -> CheckRequest: ...
 
-    def closer(self, reply: str) -> None:
-        """Narrow the next look after an Uncertain ``reply``."""
-        ...
+    def closer(self, reply: str) -> None: ...
 
 
 @dataclass
 class CheckResult:
-    """The verdict on one candidate. ``forced`` means no clear verdict came and Reject was
-    assumed."""
+    """The verdict on one candidate; ``forced``: none was clear, Reject was assumed."""
 
     number: int
     verdict: Verdict
@@ -82,8 +70,6 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class CheckCall:
-    """One checker request and its answer, for the trace."""
-
     number: int
     attempt: int
     messages: list[ChatMessage]
@@ -97,15 +83,11 @@ CallRecorder = Callable[[CheckCall], None]
 
 @dataclass(frozen=True)
 class CheckPlan:
-    """What a medium allows its checks: an Uncertain verdict, and closer looks after one."""
-
     uncertain: bool = False
     extra_looks: int = 0
 
 
 class CheckingSession(Protocol):
-    """What the checks use of a :class:`~sam3_agent.agent.session.Session`."""
-
     config: AgentConfig
     prompts: PromptSet
     chat_model: ChatModel
@@ -125,7 +107,6 @@ class CheckingSession(Protocol):
 def check_record(
     trace: Trace, *, round_number: int, call: CheckCall, result: CheckResult, tokens: Tokens
 ) -> dict[str, Any]:
-    """The trace record of one check call."""
     return {
         "kind": "check",
         "round": round_number,
@@ -150,8 +131,7 @@ async def check_one(
     record: CallRecorder,
     shown: dict[int, CheckRequest],
 ) -> CheckResult:
-    """Check one candidate; every call is added to the session's usage and ``record``-ed,
-    the last request shown kept in ``shown``."""
+    """Check one candidate, every call counted and recorded, its last request kept in ``shown``."""
     prompts, config = session.prompts, session.config
     result = CheckResult(number=view.number, verdict="reject")
     attempt = 0
@@ -209,9 +189,7 @@ async def check_one(
 async def check_all(
     session: CheckingSession, views: Sequence[CheckView], plan: CheckPlan
 ) -> list[CheckResult]:
-    """Check every candidate concurrently (numbers 1-based, results in order); the calls
-    are counted and traced in (number, attempt) order, and the session's ``last_checks``
-    set."""
+    """Check every candidate concurrently (results in order, calls traced in order)."""
     semaphore = asyncio.Semaphore(session.config.check_concurrency)
     calls: list[CheckCall] = []
     shown: dict[int, CheckRequest] = {}

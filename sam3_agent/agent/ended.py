@@ -1,10 +1,4 @@
-"""A session's result, and the result of one that has ended, read back without any model.
-
-:func:`result_fields` assembles what every result holds (the loop's, at the end of every
-session). :func:`finish_ended` answers a resume of a session that has nothing left to ask
-(it ended, or spent its rounds): the result is its committed ending, the outputs are
-written again, and neither SAM 3 nor the MLLM is needed, so none is loaded.
-"""
+"""A session's result fields, and the result of an ended session read back without any model."""
 
 from __future__ import annotations
 
@@ -42,8 +36,7 @@ def result_fields(
     prompt_set: PromptSet,
 ) -> dict[str, Any]:
     """The :class:`~sam3_agent.agent.result.SessionResult` fields of a session that ended
-    with ``final`` (``None``: failed with ``failure``), from its state: ``state.timings``
-    holds the ``total``. ``token_count``: how its tokens were counted."""
+    with ``final`` (None: failed with ``failure``); ``token_count``: how tokens were counted."""
     return {
         "query": query,
         "status": "failed" if final is None else final.status,
@@ -59,8 +52,7 @@ def result_fields(
 
 
 def context_settings(config: AgentConfig, token_count: str) -> dict[str, Any]:
-    """``result.json``'s ``context``: the policy and budget a session ran with, and how
-    its tokens were counted."""
+    """``result.json``'s ``context``: the policy and budget, and how tokens were counted."""
     return {
         "policy": config.context_policy,
         "max_context_tokens": config.max_context_tokens,
@@ -79,13 +71,8 @@ def finish_ended(
     image_path: str | Path | None = None,
     exports: Iterable[ExportFormat] = (),
 ) -> AgentResult:
-    """The result of the ended session saved in ``directory``, its outputs written there
-    again (``result.json``, ``overlay.png``, the ``exports``), as a resume with the models
-    would; no model is needed.
-
-    Check first with :func:`~sam3_agent.agent.checkpoint.check_resumable` (which says
-    whether the session has ended).
-    """
+    """The result of the ended session saved in ``directory``, its outputs written again as
+    a resume with the models would (check first with ``checkpoint.check_resumable``)."""
     started = time.perf_counter()
     now = Fingerprint.of(query=query, image=image, config=config, model=None)
     checkpoint = Checkpoint.resume(directory, now)
@@ -131,7 +118,6 @@ def image_result(
     image_size: tuple[int, int],
     image_path: str | None,
 ) -> AgentResult:
-    """An image session's result: :func:`result_fields` and the masks selected."""
     h, w = image_size
     detections = Detections.empty(h, w) if final is None else final.detections
     return AgentResult(**fields, detections=detections, image_size=(h, w), image_path=image_path)

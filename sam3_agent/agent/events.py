@@ -1,9 +1,4 @@
-"""What the loop tells its caller after each round (the CLI's status line, the web demo).
-
-:class:`RoundEvent` is built from the finished round by :func:`round_event`; a
-``RoundCallback`` given to :meth:`Sam3Agent.run <sam3_agent.agent.loop.Sam3Agent.run>`
-receives one per main round, after the round is committed.
-"""
+"""What the loop tells its caller after each committed round (the CLI's status line, the demo)."""
 
 from __future__ import annotations
 
@@ -20,11 +15,8 @@ from sam3_agent.values.messages import ChatResponse, TokenUsage
 
 @dataclass(frozen=True)
 class MaskCheck:
-    """One mask's isolated check in an ``examine_each_mask`` round.
-
-    ``number`` is 1-based, as on the image shown before the check; a reply without a clear
-    verdict counts as not ``accepted``; the images are the ones the checker saw.
-    """
+    """One mask's check in an ``examine_each_mask`` round (``number`` 1-based), with the
+    images the checker saw."""
 
     number: int
     accepted: bool
@@ -35,13 +27,8 @@ class MaskCheck:
 
 @dataclass(frozen=True)
 class RoundEvent:
-    """One finished main round, as the CLI's status line and the web demo show it.
-
-    ``round`` is 1-based; ``tool`` is None when the reply had no readable call; ``kind`` is
-    ``segment``, ``examine``, ``final`` or ``correction``; ``summary`` is the first sentence
-    of the ``observation`` sent back ("" after a final tool); ``usage`` and ``seconds`` cover
-    the main call and the mask checks.
-    """
+    """One finished main round (``round`` 1-based; ``tool`` None without a readable call);
+    ``summary`` is the observation's first sentence; ``usage`` and ``seconds`` include checks."""
 
     round: int
     tool: str | None
@@ -66,8 +53,7 @@ def round_event(
     last_checks: Sequence[tuple[CheckRequest, CheckResult]],
     seconds: float,
 ) -> RoundEvent:
-    """The event of the round that produced ``step`` (``last_checks``: the session's latest
-    mask checks, counted only when this round ran them)."""
+    """The event of ``step``'s round (``last_checks`` count only if this round ran them)."""
     tool = step.call.name if step.call else None
     summary = step.observation.text.split(". ")[0] if step.observation.text else tool or ""
     checks: list[MaskCheck] = []

@@ -1,12 +1,5 @@
-"""Per-mask export formats of a finished run (written by :func:`sam3_agent.agent.rundir.write_run`).
-
-* ``png``: ``masks/NN.png``, one binary (0 / 255) single-channel PNG per final mask at the
-  image's full resolution, numbered from 01 in result order (the overlay's numbers).
-* ``polygons``: each mask of ``result.json`` gets ``polygons``: its outer contours in COCO
-  polygon form (``[x1, y1, x2, y2, ...]`` in pixels, holes not represented).
-
-The overlay itself, with its legend, is written by the run beside them.
-"""
+"""Per-mask export formats of a finished run: ``png`` (``masks/NN.png``, 0 / 255, full
+resolution, the overlay's numbers) and ``polygons`` (outer COCO contours in ``result.json``)."""
 
 from __future__ import annotations
 
@@ -40,11 +33,8 @@ def parse_exports(text: str | None) -> frozenset[ExportFormat]:
 
 
 def mask_polygons(mask: BoolArray, min_points: int = 3) -> list[list[float]]:
-    """Outer contours of a ``(H, W)`` bool mask as COCO polygons ``[x1, y1, x2, y2, ...]``.
-
-    Contours with fewer than ``min_points`` vertices (single pixels, lines) are left out,
-    as COCO tools refuse them.
-    """
+    """Outer contours of a ``(H, W)`` bool mask as COCO polygons ``[x1, y1, x2, y2, ...]``,
+    without those under ``min_points`` vertices (COCO tools refuse them)."""
     contours, _ = cv2.findContours(
         np.ascontiguousarray(mask, dtype=np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE
     )
@@ -61,8 +51,7 @@ def mask_file_name(index: int, count: int) -> str:
 
 
 def mask_png(mask: BoolArray, index: int = 0) -> bytes:
-    """``mask`` as a binary (0 / 255) single-channel PNG; ``index`` (0-based) names it in
-    an error."""
+    """``mask`` as a 0 / 255 single-channel PNG; ``index`` (0-based) names it in an error."""
     ok, buf = cv2.imencode(".png", np.where(mask, 255, 0).astype(np.uint8))
     if not ok:
         raise OSError(f"could not encode mask {index + 1} as PNG")

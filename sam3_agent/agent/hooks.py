@@ -1,11 +1,5 @@
-"""What runs after each round of the loop: the trace, the checkpoint, the caller's event.
-
-The loop (:mod:`sam3_agent.agent.loop`) plays the rounds; after each it hands a
-:class:`FinishedRound` to its hooks, in order: :class:`TraceHook` writes the round's record,
-:class:`CommitHook` commits the session (after the record: the state points past it), then
-:class:`EventHook` tells the caller (after the commit: what was shown is saved).
-:func:`digest_sink` counts and traces the calls a context policy makes on its own.
-"""
+"""What runs after each round, in order: the trace record, the commit (the state points
+past the record), the caller's event (what it shows is saved)."""
 
 from __future__ import annotations
 
@@ -31,11 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class FinishedRound:
-    """One main round as the loop finished it.
-
-    ``step`` is also in ``steps`` unless it ended the session; ``started`` is
-    ``time.perf_counter()`` when the round began; ``steps`` and ``corrections`` are as after it.
-    """
+    """One main round as the loop finished it (``step`` is in ``steps`` unless it ended the
+    session; ``started``: its ``time.perf_counter()``)."""
 
     step: ActionStep
     context: Context
@@ -54,8 +45,6 @@ class RoundHook(Protocol):
 
 
 class TraceHook:
-    """Writes the round's ``main`` record (and its images) to the session's trace."""
-
     def __init__(self, counter: TokenCounter) -> None:
         self._counter = counter
 
@@ -86,8 +75,6 @@ class TraceHook:
 
 
 class CommitHook:
-    """Commits the session's state after the round (see :mod:`sam3_agent.agent.checkpoint`)."""
-
     def __init__(self, checkpoint: Checkpoint, policy: ContextPolicy) -> None:
         self._checkpoint = checkpoint
         self._policy = policy
@@ -107,8 +94,6 @@ class CommitHook:
 
 
 class EventHook:
-    """Calls the caller's ``on_round`` with the round's :class:`~.events.RoundEvent`."""
-
     def __init__(self, on_round: RoundCallback) -> None:
         self._on_round = on_round
 
@@ -120,8 +105,7 @@ class EventHook:
 
 
 def digest_sink(session: Session[Any], counter: TokenCounter) -> DigestSink:
-    """A sink adding each digest call to ``session.usage.digests`` (apart from the main
-    calls) and writing it to the trace as a ``"kind": "digest"`` record."""
+    """A sink counting each digest call in ``session.usage.digests`` and tracing it."""
 
     def record(call: DigestCall) -> None:
         usage = session.usage

@@ -1,9 +1,7 @@
 """The agent loop: the MLLM calls tools on SAM 3 until it selects masks or gives up.
 
-Model mistakes never raise: they become corrective messages, bounded by
-``max_corrections``; infrastructure failures raise a
-:class:`~sam3_agent.values.errors.Sam3AgentError`. After each round the hooks
-(:mod:`sam3_agent.agent.hooks`) write the trace, commit the checkpoint and tell the caller.
+Model mistakes become corrective messages (at most ``max_corrections``); infrastructure
+failures raise a :class:`~sam3_agent.values.errors.Sam3AgentError`.
 """
 
 from __future__ import annotations
@@ -66,8 +64,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-STOPPED = "stopped before the session ended"
-"""The ``failure`` of a session whose task was cancelled (a stop button, a closed page)."""
+STOPPED = "stopped before the session ended"  # the failure of a cancelled session
 
 In = TypeVar("In")
 S = TypeVar("S", bound="Scene[Any]")
@@ -75,8 +72,6 @@ R = TypeVar("R", bound=SessionResult)
 
 
 class RunOptions(TypedDict, total=False):
-    """The keyword options of :meth:`Agent.arun` (and :meth:`Agent.run`)."""
-
     output_dir: str | Path | None
     on_round: RoundCallback | None
     resume: bool
@@ -85,9 +80,7 @@ class RunOptions(TypedDict, total=False):
 
 
 class Agent(Generic[In, S, R]):
-    """An MLLM that segments what a request describes in one medium, using SAM 3 as a
-    tool: :class:`Sam3Agent` for images, :class:`~sam3_agent.agent.video.agent.Sam3VideoAgent`
-    for video."""
+    """An MLLM that segments what a request describes in one medium, using SAM 3 as a tool."""
 
     def __init__(
         self, medium: Medium[In, S, R], chat_model: ChatModel, config: AgentConfig | None
@@ -110,8 +103,7 @@ class Agent(Generic[In, S, R]):
         self.token_counter = counter_for(chat_model)
 
     def run(self, source: In, query: str, **options: Unpack[RunOptions]) -> R:
-        """Blocking form of :meth:`arun` (the same options); also works where an event loop
-        is already running."""
+        """Blocking form of :meth:`arun`; also works inside a running event loop."""
         return run_blocking(self.arun(source, query, **options))
 
     async def arun(
@@ -125,19 +117,12 @@ class Agent(Generic[In, S, R]):
         exports: Iterable[ExportFormat] = (),
         image_path: str | Path | None = None,
     ) -> R:
-        """Answer ``query`` on ``source`` (an image: a path, PIL image or ``(H, W, 3)`` uint8
-        array; a video: a file, a folder of frames or an opened ``VideoSource``).
+        """Answer ``query`` on ``source`` (an image path, PIL image or ``(H, W, 3)`` uint8
+        array; a video file, frame folder or ``VideoSource``).
 
-        With ``output_dir``, the medium's files (:mod:`sam3_agent.agent.rundir`; for an image
-        the ``exports`` asked for too) and ``trace.jsonl`` are written there, also when the
-        session fails and before an infrastructure error propagates, and the session is
-        committed after every round (:mod:`sam3_agent.agent.checkpoint`). With
-        ``resume=True`` the session saved there continues from its last committed round,
-        with the prompts it started with; finished calls are not made again.
-        ``image_path``: the file ``result.json`` names for an image given decoded.
-
-        Raises UserError, ImageLoadError, VideoLoadError, ResumeError, ChatModelError or
-        SegmenterError.
+        With ``output_dir`` the run's files are written there (also when it fails) and the
+        session is committed after every round; ``resume=True`` continues the session saved
+        there. ``image_path``: the file ``result.json`` names for an image given decoded.
         """
         check_query(query)
         started = time.perf_counter()
@@ -261,8 +246,7 @@ class Agent(Generic[In, S, R]):
             await policy.aclose()
 
     def _context_policy(self, session: Session[Any]) -> ContextPolicy:
-        """The session's context policy, its digest calls counted and traced (the
-        context benchmark wraps it)."""
+        """The session's context policy, its digest calls counted and traced."""
         session.usage.estimate_source = self.token_counter.source
         sink = digest_sink(session, self.token_counter)
         # The session's (journaled) model: a digest call is replayed on resume like any other.
@@ -355,12 +339,10 @@ class Agent(Generic[In, S, R]):
 
 
 class Sam3Agent(Agent[ImageInput, ImageScene, AgentResult]):
-    """An MLLM that segments what a request describes in an image, using SAM 3 as a tool.
+    """The agent on images. Example::
 
-    Example::
-
-        agent = Sam3Agent(segmenter, chat_model, AgentConfig(max_rounds=5))
-        result = agent.run("photo.jpg", "the leftmost child", output_dir="out/")
+    agent = Sam3Agent(segmenter, chat_model, AgentConfig(max_rounds=5))
+    result = agent.run("photo.jpg", "the leftmost child", output_dir="out/")
     """
 
     def __init__(
@@ -371,8 +353,7 @@ class Sam3Agent(Agent[ImageInput, ImageScene, AgentResult]):
 
 
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from synchronous code, also where an event loop is
-    already running (a notebook): then on a thread of its own."""
+    """Run ``coro`` to completion, on a thread of its own inside a running loop (a notebook)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -382,6 +363,6 @@ def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def check_query(query: str) -> None:
-    """Raise :class:`UserError` for a query the agent cannot work on (empty or blank)."""
+    """Raise :class:`UserError` for an empty or blank query."""
     if not query or not query.strip():
         raise UserError("the query is empty")

@@ -1,8 +1,4 @@
-"""The run directory: every file a session leaves in its folder, named here and only here.
-
-The files are listed in docs/cli.md and docs/video.md; every write is atomic
-(:func:`sam3_agent.values.files.atomic_write_bytes`).
-"""
+"""The run directory: every file a session leaves in its folder, named here and only here."""
 
 from __future__ import annotations
 
@@ -33,12 +29,7 @@ LOCK = ".session.lock"
 
 
 def result_document(result: AgentResult, exports: Iterable[ExportFormat] = ()) -> dict[str, Any]:
-    """The ``result.json`` document of ``result``.
-
-    With exports, a session that did not fail gets ``mask_files`` (``png``: the files
-    :func:`write_run` writes) and each mask its ``polygons`` (``polygons``: outer contours
-    in COCO form).
-    """
+    """The ``result.json`` document of ``result``, with the ``exports`` unless it failed."""
     chosen = set(exports) if result.status != "failed" else set()
     document = result.to_json()
     detections = result.detections
@@ -57,9 +48,7 @@ def write_run(
     image: RGBImage,
     exports: Iterable[ExportFormat] = (),
 ) -> dict[str, Any]:
-    """Write the outcome of a run to ``out``: the mask PNGs asked for, ``overlay.png`` on
-    ``image`` (the decoded pixels), then ``result.json``, once; returns its document and
-    sets ``result.output_dir``."""
+    """Write the mask PNGs asked for, ``overlay.png`` on ``image``, then ``result.json``."""
     chosen = frozenset(exports)
     result.output_dir = out
     document = result_document(result, chosen)
@@ -73,8 +62,7 @@ def write_run(
     return document
 
 
-MARKERS = (RESULT, TRACE, SYSTEM_PROMPT)
-"""A directory holding one of these was written by a run."""
+MARKERS = (RESULT, TRACE, SYSTEM_PROMPT)  # a directory holding one was written by a run
 
 ENTRIES = frozenset(
     {
@@ -94,5 +82,4 @@ ENTRIES = frozenset(
         LOCK,
     }
 )
-"""Every file and folder a run writes at the top of its directory, image or video (what
-``--overwrite`` may remove, and nothing else): every name above."""
+"""Every name a run writes at the top of its directory (all that an overwrite may remove)."""

@@ -1,10 +1,5 @@
-"""SAM 3 alone on a query, without an MLLM: what LangSAM users expect from ``run``.
-
-The query is the phrase; the answer is every non-empty mask scoring at least the score
-threshold, ordered by score. Overlapping masks are all kept: SAM 3's answer as it is, the
-paper's baseline. The one implementation behind ``run --mode sam3-only`` and
-``eval --mode sam3-only`` (which scores the union of these masks).
-"""
+"""SAM 3 alone on a query, without an MLLM (the paper's baseline): every non-empty mask
+scoring at least the threshold, by score, overlapping ones kept."""
 
 from __future__ import annotations
 
@@ -22,8 +17,7 @@ from sam3_agent.values.files import atomic_write_bytes
 from sam3_agent.values.images import ImageInput, load_image
 from sam3_agent.values.masks import postprocess
 
-MODEL_NAME = "sam3-only"
-"""Recorded as the result's ``model``: no MLLM took part."""
+MODEL_NAME = "sam3-only"  # the result's model: no MLLM took part
 
 
 def segment_only(
@@ -36,12 +30,8 @@ def segment_only(
     exports: Iterable[ExportFormat] = (),
     image_path: str | Path | None = None,
 ) -> AgentResult:
-    """Segment ``query`` with SAM 3 alone; write the run's files to ``output_dir`` if given
-    (with the ``exports`` asked for; ``image_path`` names an image given decoded).
-
-    Uses ``config.score_threshold`` and ``config.max_image_pixels``; ``rounds`` is 0 and
-    usage is empty. ``trace.jsonl`` holds one record: the phrase and the masks kept.
-    """
+    """Segment ``query`` with SAM 3 alone; with ``output_dir``, the run's files (its trace:
+    one record of the phrase and the masks kept)."""
     config = config or AgentConfig()
     started = time.perf_counter()
     pixels = load_image(image, max_pixels=config.max_image_pixels)

@@ -1,8 +1,6 @@
 """The four tools, as a registry: a name, a typed parameter model, and one handler each.
 
-Adding a tool means adding one :class:`Tool` to :data:`TOOLS`. Every way the model can
-misuse a tool raises :class:`~sam3_agent.agent.steps.ToolMistake`, whose text goes back to
-the model verbatim. Messages render with the session's prompt set (``session.prompts``).
+Every misuse raises :class:`~sam3_agent.agent.steps.ToolMistake`, its text sent to the model.
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ class SelectMasksParams(_Params):
     final_answer_masks: list[int]
 
 
-Handler = Callable[[Any, Any], Awaitable[ToolOutcome]]
-"""A tool's handler: ``(session, validated parameters)``."""
+Handler = Callable[[Any, Any], Awaitable[ToolOutcome]]  # (session, validated parameters)
 
 
 @dataclass(frozen=True)
@@ -85,8 +82,7 @@ def normalize_phrase(phrase: str) -> str:
 
 
 def refuse_repeated_phrase(phrase: str, tried: Sequence[str], prompts: PromptSet) -> None:
-    """A :class:`ToolMistake` for a phrase already segmented in this session (compared
-    case-folded, whitespace collapsed)."""
+    """A :class:`ToolMistake` for a phrase already segmented (as normalised)."""
     if normalize_phrase(phrase) in {normalize_phrase(p) for p in tried}:
         raise ToolMistake(
             prompts.feedback("duplicate_phrase", phrase=echo(phrase), tried=echo_list(tried))
@@ -94,11 +90,8 @@ def refuse_repeated_phrase(phrase: str, tried: Sequence[str], prompts: PromptSet
 
 
 def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptSet) -> list[int]:
-    """The one place where the model's 1-based mask numbers become 0-based indices.
-
-    Repeated numbers are merged; the result is sorted. Raises :class:`ToolMistake` (its
-    text from ``prompts``) for an empty list or any number outside ``1..count``.
-    """
+    """The one place where the model's 1-based mask numbers become 0-based indices (sorted,
+    merged); a :class:`ToolMistake` for none or one outside ``1..count``."""
     if not numbers:
         raise ToolMistake(prompts.feedback("empty_selection", count=count))
     bad = sorted({n for n in numbers if not 1 <= n <= count})
@@ -110,8 +103,7 @@ def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptS
 def masks_observation(
     session: Session[Any], text: str, image: EncodedImage, shown: Candidates
 ) -> Observation:
-    """A result showing ``shown`` numbered (with the scene's description of them), and
-    the stand-ins used when the image is hidden."""
+    """A result showing ``shown`` numbered, with the stand-ins for a hidden image."""
     described = session.scene.describe(shown, session.prompts)
     if described is not None:
         text += "\n" + described
@@ -229,8 +221,7 @@ TOOLS: dict[str, Tool] = {
 }
 
 
-Registry = dict[str, Tool]
-"""Tools by name: :data:`TOOLS` for images; a video's are the same, described for tracks."""
+Registry = dict[str, Tool]  # tools by name
 
 
 def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:
@@ -252,7 +243,6 @@ def tool_specs(registry: Registry = TOOLS) -> list[ToolSpec]:
 
 
 def _describe_errors(error: ValidationError) -> str:
-    """The validation problems in one line; every part the model wrote is bounded."""
     problems = []
     for e in error.errors():
         where = echo(".".join(str(p) for p in e["loc"]) or "parameters")
@@ -266,7 +256,7 @@ def _describe_errors(error: ValidationError) -> str:
 
 
 async def execute(session: Session[Any], call: ToolCall, registry: Registry = TOOLS) -> ToolOutcome:
-    """Validate ``call`` and run its handler. Raises :class:`ToolMistake` for model mistakes."""
+    """Validate ``call`` and run its handler (:class:`ToolMistake` for model mistakes)."""
     prompts = session.prompts
     tool = registry.get(call.name)
     if tool is None:

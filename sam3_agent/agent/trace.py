@@ -1,9 +1,5 @@
-"""``trace.jsonl``: one record per model call, and the images they reference.
-
-Records: ``main`` (one per round, :func:`main_record`), ``check`` (one per mask-check call,
-:func:`sam3_agent.agent.checks.check_record`) and ``digest`` (one per call a context policy
-makes on its own, :func:`digest_record`).
-"""
+"""``trace.jsonl``: one record per model call (``main``, ``check``, ``digest``), and the
+images they reference."""
 
 from __future__ import annotations
 
@@ -26,11 +22,8 @@ if TYPE_CHECKING:
 
 
 class Trace:
-    """``trace.jsonl`` (one record per MLLM call) and the images it references.
-
-    With ``directory=None`` nothing is written; the agent calls it the same way. Images are
-    written once each under ``images/``; the system prompts once as text files.
-    """
+    """``trace.jsonl`` and the files it references, each written once; with
+    ``directory=None`` nothing is written."""
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
@@ -45,7 +38,6 @@ class Trace:
         return self.directory is not None
 
     def save_text(self, name: str, text: str) -> str:
-        """Write ``text`` once as ``name``; return the reference used in records."""
         name = safe_name(name)
         if self.directory is not None and name not in self._written:
             atomic_write_bytes(self.directory / name, utf8(text))
@@ -53,7 +45,6 @@ class Trace:
         return name
 
     def save_image(self, image: EncodedImage) -> str:
-        """Write the image's bytes once under ``images/``; return its relative path."""
         rel = f"{rundir.IMAGES_DIR}/{safe_name(image.name)}"
         if self.directory is not None and rel not in self._written:
             atomic_write_bytes(self.directory / rel, image.data)
@@ -63,7 +54,7 @@ class Trace:
     def messages(
         self, messages: Sequence[ChatMessage], *, system_ref: str | None = None
     ) -> list[dict[str, Any]]:
-        """The context as sent, JSON-ready: images by file name, the system prompt by file."""
+        """The context as sent, JSON-ready: images and the system prompt by file."""
         out: list[dict[str, Any]] = []
         for m in messages:
             if m.role == "system" and system_ref is not None:
@@ -150,7 +141,7 @@ def main_record(
 def digest_record(
     trace: Trace, *, round_number: int, call: DigestCall, tokens: Tokens
 ) -> dict[str, Any]:
-    """The record of one call a context policy made on its own (``summary``'s digests)."""
+    """The record of one call a context policy made on its own."""
     return {
         "kind": "digest",
         "round": round_number,

@@ -1,10 +1,4 @@
-"""The video agent: the one agent loop given the video medium.
-
-:class:`Sam3VideoAgent` runs :class:`~sam3_agent.agent.loop.Agent` (tag and native
-protocols, corrections, budgets, context policies, hooks, checkpoint and resume) over
-:class:`VideoMedium`: a :class:`~sam3_agent.agent.video.session.VideoScene` per request, the
-tools described for tracks and the video templates of the prompt set.
-"""
+"""The video agent: the one agent loop given the video medium."""
 
 from __future__ import annotations
 
@@ -33,13 +27,10 @@ from sam3_agent.values.tracks import Tracks
 
 __all__ = ["Sam3VideoAgent", "VideoMedium"]
 
-VideoInput = str | Path | VideoSource
-"""A video file, a folder of frames, or a video already opened with :func:`open_video`."""
+VideoInput = str | Path | VideoSource  # a file, a folder of frames, or an opened video
 
 
 class VideoMedium:
-    """What an agent on video clips supplies to the core loop."""
-
     kind: PromptKind = "video"
     tools = VIDEO_TOOLS
 
@@ -95,9 +86,8 @@ class VideoMedium:
         )
 
     def write(self, out: Path, result: VideoResult, scene: VideoScene) -> None:
-        """The overlay video and the contact sheet of the selected tracks, then
-        ``result.json``. The overlay streams the frames again (one decoded at a time):
-        memory stays flat in the clip's length."""
+        """The overlay video (streamed: memory flat in the clip's length) and the contact
+        sheet of the selected tracks, then ``result.json``."""
         result.output_dir = out
         document = result.to_json()
         video, tracks, query = scene.video, result.tracks, result.query
@@ -108,12 +98,10 @@ class VideoMedium:
 
 
 class Sam3VideoAgent(Agent[VideoInput, VideoScene, VideoResult]):
-    """An MLLM that segments and tracks what a request describes through a video clip.
+    """The agent on video clips. Example::
 
-    Example::
-
-        agent = Sam3VideoAgent(video_segmenter, chat_model)
-        result = agent.run("clip.mp4", "the dog that enters last", output_dir="out/")
+    agent = Sam3VideoAgent(video_segmenter, chat_model)
+    result = agent.run("clip.mp4", "the dog that enters last", output_dir="out/")
     """
 
     def __init__(
@@ -124,8 +112,6 @@ class Sam3VideoAgent(Agent[VideoInput, VideoScene, VideoResult]):
         options: VideoOptions | None = None,
         selection: FrameSelection | None = None,
     ) -> None:
-        """``options``: what the model is shown; ``selection``: which frames of a video
-        given as a path are tracked (stride, count, time range)."""
         self.options = options or VideoOptions()
         self.selection = selection or FrameSelection()
         self.video_segmenter = segmenter

@@ -1,10 +1,5 @@
-"""The video medium's scene: a clip, and what the model and its checkers see of it.
-
-``segment`` returns mask tracks, shown as a sheet of at most ``frames_shown`` frames with
-tracks numbered consistently across them. A track's check may answer Uncertain and name the
-frames it needs (``<frames>A-B</frames>``); the next look shows those, at most
-``uncertain_looks`` times (the AgentRVOS idea).
-"""
+"""The video medium's scene: tracks shown on a sheet of frames; a check may answer Uncertain
+and name frames (``<frames>A-B</frames>``) for a closer look (the AgentRVOS idea)."""
 
 from __future__ import annotations
 
@@ -22,13 +17,10 @@ from sam3_agent.values.config import AgentConfig, VideoOptions
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.tracks import Track, Tracks, postprocess_tracks
 
-MAX_LOOK_FRAMES = 8
-"""Frames a closer look may show (twice ``check_frames`` at most)."""
+MAX_LOOK_FRAMES = 8  # frames a closer look may show
 
 
 class VideoScene:
-    """One clip: its frames, SAM 3's tracker on it, and the sheets shown."""
-
     answer_type = Tracks
 
     def __init__(self, video: VideoSource, config: AgentConfig, options: VideoOptions) -> None:
@@ -37,7 +29,6 @@ class VideoScene:
         self.options = options
         self.check_plan = CheckPlan(uncertain=True, extra_looks=options.uncertain_looks)
         self.segmenter: VideoSegmenter | None = None
-        """Set once the checkpoint has journaled it (``VideoMedium.attach``)."""
         self._embedding: VideoEmbedding | None = None
         # The task sheet: the clip spread evenly, before any phrase.
         positions = sample_positions(None, video.frame_count, options.frames_shown)
@@ -48,7 +39,7 @@ class VideoScene:
         return self.video.size
 
     def start(self, session: Session[Tracks]) -> None:
-        """Nothing to start ahead: frames are decoded when a phrase is tracked."""
+        """Nothing to start: frames are decoded when a phrase is tracked."""
 
     async def close(self) -> None:
         """Nothing is left running between rounds."""
@@ -78,14 +69,12 @@ class VideoScene:
         return self._sheet(positions, candidates)
 
     def describe(self, candidates: Tracks, prompts: PromptSet) -> str | None:
-        """One line per track: its number and where in the clip it exists."""
         return "\n".join(
             prompts.feedback("track_line", number=i + 1, extent=self.extent_text(track, prompts))
             for i, track in enumerate(candidates)
         )
 
     def extent_text(self, track: Track, prompts: PromptSet) -> str:
-        """Where ``track`` exists, in the clip's own frame numbers and seconds."""
         extent = track.extent
         if extent is None:
             return ""
@@ -111,8 +100,8 @@ class VideoScene:
 
 
 class _TrackLooks:
-    """One track's looks: over ``check_frames`` frames of its extent, then, after an
-    Uncertain verdict, over the frames the checker named (else the extent, denser)."""
+    """One track's looks: ``check_frames`` of its extent, then (after Uncertain) the frames
+    the checker named, else the extent, denser."""
 
     def __init__(
         self, scene: VideoScene, session: Session[Tracks], tracks: Tracks, index: int
@@ -149,8 +138,7 @@ class _TrackLooks:
         self._count = min(MAX_LOOK_FRAMES, max(self._count, 2 * options.check_frames))
 
     def _positions_of(self, frames: tuple[int, int] | None) -> tuple[int, int] | None:
-        """The positions of the source frames ``frames`` names, clipped to the track's
-        extent; None when they miss it."""
+        """The positions of source ``frames`` within the track's extent; None if they miss it."""
         extent = self._track.extent
         if frames is None or extent is None:
             return None
