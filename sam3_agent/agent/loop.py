@@ -137,7 +137,7 @@ class Agent(Generic[In, S, R]):
 
         scene, session, checkpoint = await asyncio.to_thread(prepare)
         session.started = started  # reading the input is work on the session too
-        session.start()
+        session.scene.start(session)
 
         async def conclude(final: Final[Any] | None, failure: str | None) -> R:
             snapshot = session.snapshot((), 0)
@@ -169,7 +169,7 @@ class Agent(Generic[In, S, R]):
             await conclude(None, STOPPED if stopped else f"{type(e).__name__}: {e}")
             raise
         finally:
-            await session.close()
+            await session.scene.close()
             checkpoint.close()
         return await conclude(final, failure)
 
@@ -226,7 +226,7 @@ class Agent(Generic[In, S, R]):
         self, session: Session[Any], on_round: RoundCallback | None, checkpoint: Checkpoint
     ) -> tuple[Final[Any] | None, str | None]:
         task = TaskStep(session.query, session.task_image)
-        restored = checkpoint.restore(session.mask_size)
+        restored = checkpoint.restore(session.scene.mask_size)
         session.restore(restored)
         if restored.ending is not None:
             return restored.ending.final, restored.ending.failure

@@ -76,16 +76,6 @@ class Session(Generic[C]):
     def task_image(self) -> EncodedImage:
         return self.scene.task_image
 
-    @property
-    def mask_size(self) -> tuple[int, int]:
-        return self.scene.mask_size
-
-    def start(self) -> None:
-        self.scene.start(self)
-
-    async def close(self) -> None:
-        await self.scene.close()
-
     def restore(self, state: SessionState) -> None:
         current = state.current
         answer_type = self.scene.answer_type
@@ -150,15 +140,9 @@ class Session(Generic[C]):
             raise ToolMistake(self.prompts.feedback("no_current_masks", name=tool_name))
         return self.current
 
-    def clear_masks(self) -> None:
-        self.current = None
-
     @property
     def checks_left(self) -> int:
         return self.config.max_mask_checks - self.checks_used
-
-    def empty_detections(self) -> C:
-        return self.scene.empty()
 
     async def select(self, candidates: C, indices: list[int]) -> C:
         """``candidates`` at 0-based ``indices``, off the event loop (copying masks takes ms)."""
@@ -175,15 +159,14 @@ class Session(Generic[C]):
         name = f"r{self.round:03d}_masks"
 
         def render() -> EncodedImage:
-            image = self.encode(self.scene.numbered(candidates), name)
+            image = EncodedImage.encode(
+                self.scene.numbered(candidates), name, quality=self.config.jpeg_quality
+            )
             self.trace.save_image(image)
             return image
 
         with self.timed("render"):
             return await asyncio.to_thread(render)
-
-    def encode(self, image: RGBImage, name: str) -> EncodedImage:
-        return EncodedImage.encode(image, name, quality=self.config.jpeg_quality)
 
     async def check(self, candidates: C) -> list[CheckResult]:
         with self.timed("render"):

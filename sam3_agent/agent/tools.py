@@ -140,7 +140,7 @@ async def _examine_each_mask(session: Session[Any], params: NoParams) -> ToolOut
     # Accepted and Uncertain candidates stay; the model decides on the Uncertain ones.
     kept = [r.number for r in results if r.verdict != "reject"]
     if not kept:
-        session.clear_masks()
+        session.current = None
         return ToolOutcome(
             "examine", Observation(prompts.feedback("all_rejected", total=len(current)))
         )
@@ -166,7 +166,7 @@ async def _select_masks_and_return(session: Session[Any], params: SelectMasksPar
 
 
 async def _report_no_mask(session: Session[Any], params: NoParams) -> ToolOutcome:
-    return ToolOutcome("final", Observation(""), final=Final("no_mask", session.empty_detections()))
+    return ToolOutcome("final", Observation(""), final=Final("no_mask", session.scene.empty()))
 
 
 TOOLS: dict[str, Tool] = {
