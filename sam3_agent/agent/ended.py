@@ -9,9 +9,9 @@ from typing import Any
 
 from sam3_agent.agent import prompts, rundir, tools
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint, SessionState
-from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.steps import Final
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections

@@ -1,16 +1,27 @@
-"""What the loop tells its caller after each committed round (the CLI's status line, the demo)."""
+"""What runs after each round, in order: the trace record, the commit (the state points past
+the record), then the caller's :class:`RoundEvent` (what it shows is saved)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sam3_agent.agent.checks import CheckRequest, CheckResult
 from sam3_agent.agent.parsing import ParsedReply
 from sam3_agent.agent.steps import ActionStep
+from sam3_agent.agent.trace import digest_record, main_record
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatResponse, TokenUsage
+
+if TYPE_CHECKING:
+    from sam3_agent.agent.checkpoint import Checkpoint, Ending
+    from sam3_agent.agent.context import Context, ContextPolicy, Tokens
+    from sam3_agent.agent.context.summary import DigestCall, DigestSink
+    from sam3_agent.agent.context.tokens import TokenCounter
+    from sam3_agent.agent.session import Session
 
 
 @dataclass(frozen=True)
@@ -80,3 +91,100 @@ def round_event(
         usage=usage,
         seconds=seconds,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinishedRound:
+    """One main round as the loop finished it (``step`` is in ``steps`` unless it ended the
+    session; ``started``: its ``time.perf_counter()``)."""
+
+    step: ActionStep
+    context: Context
+    tokens: Tokens
+    response: ChatResponse
+    parsed: ParsedReply
+    started: float
+    latency_s: float
+    steps: Sequence[ActionStep]
+    corrections: int
+    ending: Ending | None
+
+
+class RoundHook(Protocol):
+    async def __call__(self, session: Session[Any], done: FinishedRound) -> None: ...
+
+
+class TraceHook:
+    def __init__(self, counter: TokenCounter) -> None:
+        self._counter = counter
+
+    async def __call__(self, session: Session[Any], done: FinishedRound) -> None:
+        if not session.trace.enabled:
+            return
+        # Counted on the loop (the tokenizer is shared by every session of the process).
+        per_message = self._counter.per_message(done.context.messages)
+
+        def write() -> None:
+            record = main_record(
+                session.trace,
+                context=done.context,
+                response=done.response,
+                parsed=done.parsed,
+                step=done.step,
+                tokens=done.tokens,
+                per_message=per_message,
+                token_source=self._counter.source,
+                latency_s=done.latency_s,
+                round_s=time.perf_counter() - done.started,
+            )
+            session.trace.record(record)
+
+        # Image saves and the record's write are file work: off the event loop, awaited here
+        # so records keep their order.
+        await asyncio.to_thread(write)
+
+
+class CommitHook:
+    def __init__(self, checkpoint: Checkpoint, policy: ContextPolicy) -> None:
+        self._checkpoint = checkpoint
+        self._policy = policy
+
+    async def __call__(self, session: Session[Any], done: FinishedRound) -> None:
+        # The policy's own state (digests, mode) too, so a resumed session continues it.
+        ending = done.ending
+        if ending is not None:
+            # Before the commit: a digest that was still being written is in the committed
+            # usage and trace, as in a resumed session.
+            await self._policy.settle()
+        context = None if ending is not None else await self._policy.save_state()
+        state = session.snapshot(done.steps, done.corrections, ending, context)
+        # Off the event loop: encoding masks and syncing files must not hold up the other
+        # sessions of a batch evaluation.
+        await asyncio.to_thread(self._checkpoint.commit, state)
+
+
+class EventHook:
+    def __init__(self, on_round: RoundCallback) -> None:
+        self._on_round = on_round
+
+    async def __call__(self, session: Session[Any], done: FinishedRound) -> None:
+        seconds = time.perf_counter() - done.started
+        self._on_round(
+            round_event(done.step, done.response, done.parsed, session.last_checks, seconds)
+        )
+
+
+def digest_sink(session: Session[Any], counter: TokenCounter) -> DigestSink:
+    """A sink counting each digest call in ``session.usage.digests`` and tracing it."""
+
+    def record(call: DigestCall) -> None:
+        usage = session.usage
+        usage.digests = usage.digests + call.response.usage
+        usage.cached_calls += int(call.response.cached)
+        tokens = counter.messages(call.messages)
+        usage.add_estimate("digests", tokens.text, tokens.image)
+        if session.trace.enabled:
+            trace = session.trace
+            trace.record(digest_record(trace, round_number=session.round, call=call, tokens=tokens))
+
+    return record

@@ -18,9 +18,9 @@ from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
 from sam3_agent.agent.checkpoint.state import Backends
 from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
 from sam3_agent.agent.ended import image_result
-from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.prompts import PromptKind, PromptSet
 from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Session
 from sam3_agent.agent.steps import Final
 from sam3_agent.backends.base import ImageEmbedding, Segmenter, phrase_as_read, preflight

@@ -18,12 +18,13 @@ from sam3_agent.agent.checkpoint import Checkpoint, Ending
 from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History, counter_for
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
 from sam3_agent.agent.ended import result_fields, rounds_spent
-from sam3_agent.agent.events import MaskCheck, RoundCallback, RoundEvent
-from sam3_agent.agent.export import ExportFormat
-from sam3_agent.agent.hooks import (
+from sam3_agent.agent.events import (
     CommitHook,
     EventHook,
     FinishedRound,
+    MaskCheck,
+    RoundCallback,
+    RoundEvent,
     RoundHook,
     TraceHook,
     digest_sink,
@@ -32,6 +33,7 @@ from sam3_agent.agent.image import ImageMedium, ImageScene
 from sam3_agent.agent.medium import Medium
 from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.agent.result import AgentResult, SessionResult
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Scene, Session
 from sam3_agent.agent.steps import (
     Final,

@@ -8,9 +8,9 @@ from typing import Any, Protocol, TypeVar
 
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
 from sam3_agent.agent.checkpoint.state import Backends
-from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.prompts import PromptKind
 from sam3_agent.agent.result import SessionResult
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Scene
 from sam3_agent.agent.steps import Final
 from sam3_agent.agent.tools import Registry

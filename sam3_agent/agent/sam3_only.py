@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from sam3_agent.agent import rundir
-from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.result import AgentResult, Usage
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.files import atomic_write_bytes

@@ -14,10 +14,10 @@ from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
 from sam3_agent.agent.checkpoint.state import Backends
 from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
-from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.loop import Agent
 from sam3_agent.agent.parsing import parse_frame_range
 from sam3_agent.agent.prompts import PromptKind, PromptSet
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Session
 from sam3_agent.agent.steps import Final
 from sam3_agent.agent.tools import TOOLS, Registry
