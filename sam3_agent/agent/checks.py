@@ -8,10 +8,10 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from sam3_agent.agent import rundir
-from sam3_agent.agent.context.tokens import TokenCounter, Tokens
+from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.parsing import Verdict, parse_verdict
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.result import Usage
@@ -41,11 +41,18 @@ class CheckRequest:
     zoom_image: EncodedImage
     details: Mapping[str, object] = field(default_factory=dict)
 
+    async def request(self, look: int) -> CheckRequest:
+        return self  # a request rendered ahead is its own one look
+
+    def closer(self, reply: str) -> None:
+        """Never asked: a medium without Uncertain verdicts has one look."""
+
 
 class CheckView(Protocol):
     """How a medium shows one candidate to its checker, look after look."""
 
-    number: int
+    @property
+    def number(self) -> int: ...
 
     async def request(self, look: int) -> CheckRequest: ...
 
@@ -102,26 +109,6 @@ class CheckingSession(Protocol):
 
     @property
     def checks_left(self) -> int: ...
-
-
-def check_record(
-    trace: Trace, *, round_number: int, call: CheckCall, result: CheckResult, tokens: Tokens
-) -> dict[str, Any]:
-    return {
-        "kind": "check",
-        "round": round_number,
-        "mask": call.number,
-        "attempt": call.attempt,
-        "context": trace.messages(call.messages, system_ref=rundir.CHECKER_PROMPT),
-        "reply": call.response.text,
-        "reasoning": call.response.reasoning,
-        "verdict": call.verdict,
-        "forced_reject": result.forced and call.attempt == len(result.replies),
-        "usage": call.response.usage.to_dict(),
-        "tokens_estimate": tokens.to_dict(),
-        "cached": call.response.cached,
-        "latency_s": round(call.latency_s, 4),
-    }
 
 
 async def check_one(
@@ -218,15 +205,25 @@ async def check_all(
         by_number = {r.number: r for r in results}
 
         def write_records() -> None:
+            trace = session.trace
             for call, tokens in zip(ordered, estimates, strict=True):
-                record = check_record(
-                    session.trace,
-                    round_number=session.round,
-                    call=call,
-                    result=by_number[call.number],
-                    tokens=tokens,
-                )
-                session.trace.record(record)
+                result = by_number[call.number]
+                record = {
+                    "kind": "check",
+                    "round": session.round,
+                    "mask": call.number,
+                    "attempt": call.attempt,
+                    "context": trace.messages(call.messages, system_ref=rundir.CHECKER_PROMPT),
+                    "reply": call.response.text,
+                    "reasoning": call.response.reasoning,
+                    "verdict": call.verdict,
+                    "forced_reject": result.forced and call.attempt == len(result.replies),
+                    "usage": call.response.usage.to_dict(),
+                    "tokens_estimate": tokens.to_dict(),
+                    "cached": call.response.cached,
+                    "latency_s": round(call.latency_s, 4),
+                }
+                trace.record(record)
 
         await asyncio.to_thread(write_records)
     return results

@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sam3_agent.agent import rundir
 from sam3_agent.agent.checks import CheckRequest, CheckResult
 from sam3_agent.agent.parsing import ParsedReply
 from sam3_agent.agent.steps import ActionStep
-from sam3_agent.agent.trace import digest_record, main_record
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatResponse, TokenUsage
 
@@ -125,19 +125,48 @@ class TraceHook:
         per_message = self._counter.per_message(done.context.messages)
 
         def write() -> None:
-            record = main_record(
-                session.trace,
-                context=done.context,
-                response=done.response,
-                parsed=done.parsed,
-                step=done.step,
-                tokens=done.tokens,
-                per_message=per_message,
-                token_source=self._counter.source,
-                latency_s=done.latency_s,
-                round_s=time.perf_counter() - done.started,
-            )
-            session.trace.record(record)
+            round_s = time.perf_counter() - done.started  # the call and the tool, checks included
+            trace, context = session.trace, done.context
+            response, parsed, step = done.response, done.parsed, done.step
+            image = step.observation.image
+            tokens = {**done.tokens.to_dict(), "per_message": per_message}
+            # The context is saved first, its images with it, then the outcome's image.
+            record = {
+                "kind": "main",
+                "round": step.round,
+                "context": trace.messages(context.messages, system_ref=rundir.SYSTEM_PROMPT),
+                "pruning": {
+                    "kept_rounds": context.kept_rounds,
+                    "dropped_rounds": context.dropped_rounds,
+                    "images_replaced_by_text": context.images_replaced,
+                    "tried_phrases_note": context.tried_phrases,
+                },
+                "reply": response.text,
+                "reasoning": response.reasoning,
+                "thinking": parsed.thinking,
+                "finish_reason": response.finish_reason,
+                "cut_after_first_tool": parsed.cut,
+                "ignored_after_json": parsed.ignored,
+                "tool_call": (
+                    {"name": parsed.call.name, "parameters": parsed.call.parameters}
+                    if parsed.call
+                    else None
+                ),
+                "outcome": {
+                    "kind": step.kind,
+                    "text": step.observation.text,
+                    "image": trace.save_image(image) if image is not None else None,
+                },
+                "usage": response.usage.to_dict(),
+                "tokens_estimate": {**tokens, "source": self._counter.source},
+                "context_policy": context.eviction.to_dict()
+                if context.eviction is not None
+                else None,
+                "cached": response.cached,
+                "latency_s": round(done.latency_s, 4),  # the MLLM call
+                "round_s": round(round_s, 4),
+            }
+            trace.record(record)
 
         # Image saves and the record's write are file work: off the event loop, awaited here
         # so records keep their order.
@@ -184,7 +213,17 @@ def digest_sink(session: Session[Any], counter: TokenCounter) -> DigestSink:
         tokens = counter.messages(call.messages)
         usage.add_estimate("digests", tokens.text, tokens.image)
         if session.trace.enabled:
-            trace = session.trace
-            trace.record(digest_record(trace, round_number=session.round, call=call, tokens=tokens))
+            entry = {
+                "kind": "digest",
+                "round": session.round,
+                "rounds_condensed": list(call.rounds),
+                "blocking": call.blocking,
+                "context": session.trace.messages(call.messages),
+                "reply": call.response.text,
+                "usage": call.response.usage.to_dict(),
+                "tokens_estimate": tokens.to_dict(),
+                "latency_s": round(call.latency_s, 4),
+            }
+            session.trace.record(entry)
 
     return record

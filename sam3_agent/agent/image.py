@@ -9,7 +9,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,18 +83,6 @@ def check_requests(
         return [one(i) for i in range(total)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, range(total)))
-
-
-class _Rendered:
-    def __init__(self, request: CheckRequest) -> None:
-        self.number = request.number
-        self._request = request
-
-    async def request(self, look: int) -> CheckRequest:
-        return self._request
-
-    def closer(self, reply: str) -> None:
-        """Never asked: no Uncertain verdict on an image."""
 
 
 class ImageScene:
@@ -181,8 +169,8 @@ class ImageScene:
 
     async def check_views(
         self, session: Session[Detections], candidates: Detections
-    ) -> list[CheckView]:
-        requests = await asyncio.to_thread(
+    ) -> Sequence[CheckView]:
+        return await asyncio.to_thread(
             check_requests,
             self.renderer,
             candidates,
@@ -190,7 +178,6 @@ class ImageScene:
             quality=self.config.jpeg_quality,
             contexts=self._contexts,
         )
-        return [_Rendered(request) for request in requests]
 
 
 class ImageMedium:

@@ -194,11 +194,7 @@ class Agent(Generic[In, S, R]):
                 SEGMENTER: describe_backend(medium.segmenter),
             }
             fingerprint = medium.fingerprint(
-                scene,
-                query=query,
-                config=self.config,
-                model=self.chat_model.name,
-                backends=backends,
+                scene, query, self.config, self.chat_model.name, backends
             )
             checkpoint = (
                 Checkpoint.resume(out, fingerprint)
@@ -234,7 +230,12 @@ class Agent(Generic[In, S, R]):
             return restored.ending.final, restored.ending.failure
         # After the restore: the policy's digest accounting adds to the restored usage, and
         # its state (digests, mode, attention) continues from the last committed round.
-        policy = self._context_policy(session)
+        session.usage.estimate_source = self.token_counter.source
+        sink = digest_sink(session, self.token_counter)
+        # The session's (journaled) model: a digest call is replayed on resume like any other.
+        policy = build_policy(
+            PolicyInputs(self.config, self.token_counter, session.chat_model, sink)
+        )
         if restored.context is not None:
             policy.restore_state(restored.context)
         hooks: list[RoundHook] = [TraceHook(self.token_counter), CommitHook(checkpoint, policy)]
@@ -246,14 +247,6 @@ class Agent(Generic[In, S, R]):
             return await self._rounds(session, history, restored.corrections, policy, hooks)
         finally:
             await policy.aclose()
-
-    def _context_policy(self, session: Session[Any]) -> ContextPolicy:
-        """The session's context policy, its digest calls counted and traced."""
-        session.usage.estimate_source = self.token_counter.source
-        sink = digest_sink(session, self.token_counter)
-        # The session's (journaled) model: a digest call is replayed on resume like any other.
-        inputs = PolicyInputs(self.config, self.token_counter, session.chat_model, sink)
-        return build_policy(inputs)
 
     async def _rounds(
         self,

@@ -128,11 +128,7 @@ def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
 
 
 def parse_native(
-    text: str,
-    calls: tuple[NativeToolCall, ...],
-    *,
-    truncated: bool = False,
-    call_id: str = "",
+    text: str, calls: tuple[NativeToolCall, ...], *, truncated: bool = False, call_id: str = ""
 ) -> ParsedReply:
     """The same for native tool calls (only the first runs); ``call_id`` replaces the API's
     id, which differs from run to run and would defeat the response cache."""

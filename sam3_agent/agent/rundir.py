@@ -49,10 +49,7 @@ def result_document(result: AgentResult, exports: Iterable[ExportFormat] = ()) -
 
 
 def write_run(
-    out: Path,
-    result: AgentResult,
-    image: RGBImage,
-    exports: Iterable[ExportFormat] = (),
+    out: Path, result: AgentResult, image: RGBImage, exports: Iterable[ExportFormat] = ()
 ) -> dict[str, Any]:
     """Write the mask PNGs asked for, ``overlay.png`` on ``image``, then ``result.json``."""
     chosen = frozenset(exports)
