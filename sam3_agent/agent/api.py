@@ -104,23 +104,17 @@ def _unknown_options(caller: str, unknown: list[str], *, video: bool) -> str:
     if video:
         homes += [("options", VideoOptions), ("selection", FrameSelection)]
     owner = {f.name: (arg, kind.__name__) for arg, kind in reversed(homes) for f in fields(kind)}
-
-    def spelled(name: str) -> str:
-        if name not in owner:
-            return name
-        arg, kind = owner[name]
-        return f"{arg}={kind}({name}=...)"
-
+    spelled = {name: f"{arg}={kind}({name}=...)" for name, (arg, kind) in owner.items()}
     said = []
     for name in unknown:
         if name in owner:
             kind = owner[name][1]
-            said.append(f"{name} is a field of {kind}, not a backend option: pass {spelled(name)}")
+            said.append(f"{name} is a field of {kind}, not a backend option: pass {spelled[name]}")
             continue
         close = difflib.get_close_matches(name, sorted(_SPEC_NAMES | set(owner)), n=1)
         kinds = [kind.__name__ for _, kind in homes]
         fields_of = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else kinds[0]
-        hint = f" (did you mean {spelled(close[0])}?)" if close else ""
+        hint = f" (did you mean {spelled.get(close[0], close[0])}?)" if close else ""
         said.append(
             f"{name} is neither a backend option (BackendSpec) nor a field of {fields_of}{hint}"
         )

@@ -72,12 +72,7 @@ def _thinking_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _thinking_text(text: str, spans: list[tuple[int, int]]) -> str | None:
-    parts = []
-    for start, end in spans:
-        chunk = text[start:end]
-        for tag in (THINK_OPEN, THINK_CLOSE):
-            chunk = chunk.replace(tag, "")
-        parts.append(chunk.strip())
+    parts = [text[a:b].replace(THINK_OPEN, "").replace(THINK_CLOSE, "").strip() for a, b in spans]
     return "\n".join(parts) if parts else None
 
 
@@ -98,11 +93,8 @@ def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
     thinking = _thinking_text(text, spans)
     open_at = _find_outside(text, TOOL_OPEN, 0, spans)
     if open_at == -1:
-        if truncated:
-            return ParsedReply(text, thinking=thinking, mistake="truncated")
-        if not text.strip():
-            return ParsedReply(text, thinking=thinking, mistake="empty_reply")
-        return ParsedReply(text, thinking=thinking, mistake="no_tool")
+        kind = "truncated" if truncated else "no_tool" if text.strip() else "empty_reply"
+        return ParsedReply(text, thinking=thinking, mistake=kind)
     close_at = text.find(TOOL_CLOSE, open_at)
     if close_at == -1:
         kind = "truncated" if truncated else "unclosed_tool"
@@ -115,11 +107,7 @@ def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
     if fenced:
         payload = fenced.group(1)
     decoded = decode_json(payload)
-    if decoded.problem:
-        return ParsedReply(
-            stored, cut=cut, thinking=thinking, mistake="invalid_json", detail=decoded.problem
-        )
-    call, problem = _as_call(decoded.value)
+    call, problem = (None, decoded.problem) if decoded.problem else _as_call(decoded.value)
     if call is None:
         return ParsedReply(
             stored, cut=cut, thinking=thinking, mistake="invalid_json", detail=problem
@@ -261,13 +249,5 @@ def parse_frame_range(text: str) -> tuple[int, int] | None:
 
 def _outside_thinking(text: str) -> str:
     spans = _thinking_spans(text)
-    return "".join(text[a:b] for a, b in _gaps(spans, len(text)))
-
-
-def _gaps(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
-    gaps, pos = [], 0
-    for start, end in spans:
-        gaps.append((pos, start))
-        pos = end
-    gaps.append((pos, length))
-    return gaps
+    starts, ends = [s for s, _ in spans] + [len(text)], [0] + [e for _, e in spans]
+    return "".join(text[a:b] for a, b in zip(ends, starts, strict=True))

@@ -33,6 +33,8 @@ def segment_only(
     """Segment ``query`` with SAM 3 alone; with ``output_dir``, the run's files (its trace:
     one record of the phrase and the masks kept)."""
     config = config or AgentConfig()
+    if image_path is None and isinstance(image, (str, Path)):
+        image_path = image
     started = time.perf_counter()
     pixels = load_image(image, max_pixels=config.max_image_pixels)
     detections = segmenter.embed(pixels).segment([query], config.score_threshold)[0]
@@ -48,13 +50,7 @@ def segment_only(
         usage=Usage(),
         timings={"segment": segmented - started, "total": time.perf_counter() - started},
         model=MODEL_NAME,
-        image_path=(
-            str(image_path)
-            if image_path is not None
-            else str(image)
-            if isinstance(image, (str, Path))
-            else None
-        ),
+        image_path=str(image_path) if image_path is not None else None,
         phrases_tried=[query],
     )
     if output_dir is not None:

@@ -72,9 +72,6 @@ class Tool:
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.params.model_json_schema())
 
-    def example_tag(self) -> str:
-        return ToolCall(self.name, self.example).to_tag()
-
 
 def normalize_phrase(phrase: str) -> str:
     """The form phrases are compared in: case-folded, whitespace collapsed."""
@@ -231,7 +228,7 @@ def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:
             "name": t.name,
             "description": t.description,
             "parameters_text": t.parameters_text,
-            "example": t.example_tag(),
+            "example": ToolCall(t.name, t.example).to_tag(),
         }
         for t in registry.values()
     ]
