@@ -46,19 +46,14 @@ def result_fields(
         "model": model,
         "failure": failure,
         "phrases_tried": list(state.phrases),
-        "context": context_settings(config, token_count),
+        "context": {
+            "policy": config.context_policy,
+            "max_context_tokens": config.max_context_tokens,
+            "reserve_tokens": config.context_reserve_tokens,
+            "watermark": config.context_watermark,
+            "token_count": token_count,
+        },
         "prompts": prompt_set.describe(),
-    }
-
-
-def context_settings(config: AgentConfig, token_count: str) -> dict[str, Any]:
-    """``result.json``'s ``context``: the policy and budget, and how tokens were counted."""
-    return {
-        "policy": config.context_policy,
-        "max_context_tokens": config.max_context_tokens,
-        "reserve_tokens": config.context_reserve_tokens,
-        "watermark": config.context_watermark,
-        "token_count": token_count,
     }
 
 

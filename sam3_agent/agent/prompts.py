@@ -114,12 +114,9 @@ class PromptSet:
         for file_name, text in self.sources.items():
             digest.update(file_name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
         self.version = "sha256:" + digest.hexdigest()[:16]
+        # Jinja's defaults otherwise: no autoescaping, trailing newlines and blocks kept as is.
         self._env = jinja2.Environment(
-            loader=jinja2.DictLoader(self.sources),
-            undefined=jinja2.StrictUndefined,
-            autoescape=False,
-            keep_trailing_newline=False,
-            trim_blocks=False,
+            loader=jinja2.DictLoader(self.sources), undefined=jinja2.StrictUndefined
         )
         self._feedback: Any = None
 
