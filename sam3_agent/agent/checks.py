@@ -85,9 +85,6 @@ class CheckCall:
     latency_s: float
 
 
-CallRecorder = Callable[[CheckCall], None]
-
-
 @dataclass(frozen=True)
 class CheckPlan:
     uncertain: bool = False
@@ -115,7 +112,7 @@ async def check_one(
     session: CheckingSession,
     view: CheckView,
     plan: CheckPlan,
-    record: CallRecorder,
+    record: Callable[[CheckCall], None],
     shown: dict[int, CheckRequest],
 ) -> CheckResult:
     """Check one candidate, every call counted and recorded, its last request kept in ``shown``."""

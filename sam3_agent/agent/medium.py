@@ -25,11 +25,8 @@ class Medium(Protocol[In_contra, S, R]):
     """What a kind of input supplies: its templates, tools, and per request a scene,
     fingerprint, result and files."""
 
-    @property
-    def kind(self) -> PromptKind: ...
-
-    @property
-    def tools(self) -> Registry: ...
+    kind: PromptKind
+    tools: Registry
 
     @property
     def segmenter(self) -> object: ...
