@@ -1,11 +1,5 @@
-"""The agent core: the loop, its steps, tools, checks, context policies and checkpoints.
-
-Layer 3 of 5 (values -> backends -> agent -> runs -> apps): modules here import
-``sam3_agent.values`` and ``sam3_agent.backends``, never ``runs`` or ``apps``.
-
-Public names are imported on first use, so importing one submodule (``agent.result``, say)
-does not load the whole loop.
-"""
+"""The agent core: the loop, its steps, tools, checks, context policies and checkpoints
+(public names imported on first use)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""One call for applications that want an answer and no setup.
-
-:func:`segment` builds the backends, runs one session and returns its result;
-:func:`track` does the same for a video. Building SAM 3
-and an MLLM takes seconds to minutes, so for many requests build a
-:class:`~sam3_agent.agent.loop.Sam3Agent` once and call its ``run`` instead (a
-:class:`~sam3_agent.backends.spec.BackendSpec` builds both backends).
-"""
+"""One call that builds the backends and runs one session: :func:`segment`, :func:`track`.
+For many requests build a :class:`~sam3_agent.agent.loop.Sam3Agent` once instead."""
 
 from __future__ import annotations
 
@@ -48,10 +42,6 @@ def segment(
 
     Every option is checked, and the models checked to fit in memory (unless
     ``memory_check=False``), before anything loads.
-
-    Raises:
-        UserError (a bad option, models that do not fit), ImageLoadError,
-        WeightsUnavailableError, ChatModelError, SegmenterError.
     """
     spec, config = _planned("segment", config, backends, options, video=False)
     return Sam3Agent(spec.build_segmenter(), spec.build_chat_model(), config).run(
@@ -74,11 +64,7 @@ def track(
     folder of frames), as :func:`segment` does for an image: the same backend keywords
     (and ``video_cache_mb``), checked and planned before anything loads.
 
-    ``options``: what the model is shown (frames per sheet, per check, Uncertain looks);
-    ``selection``: which frames are tracked (stride, count, time range).
-
-    Raises:
-        UserError, VideoLoadError, WeightsUnavailableError, ChatModelError, SegmenterError.
+    ``options``: what the model is shown; ``selection``: which frames are tracked.
     """
     spec, config = _planned("track", config, backends, backend_options, video=True)
     agent = Sam3VideoAgent(
@@ -95,8 +81,7 @@ def _planned(
     *,
     video: bool,
 ) -> tuple[BackendSpec, AgentConfig]:
-    """The spec validated and planned (the default MLLM chosen, the models checked to fit),
-    and the config with the spec's tool protocol."""
+    """The spec validated and planned, and the config with the spec's tool protocol."""
     unknown = sorted(set(options) - _SPEC_NAMES)
     if unknown:
         raise UserError(_unknown_options(caller, unknown, video=video))
@@ -113,32 +98,23 @@ def _planned(
 
 
 def _unknown_options(caller: str, unknown: list[str], *, video: bool) -> str:
-    """One line naming each keyword that is no ``BackendSpec`` field: where it belongs when
-    it is a field of the values passed apart (``config=AgentConfig(...)``; for a video
-    ``options=VideoOptions(...)``, ``selection=FrameSelection(...)``), else the closest
-    field name of them all."""
+    """One line naming each keyword that is no ``BackendSpec`` field: the value it belongs
+    to (``config=AgentConfig(...)``, ...), else the closest name."""
     homes: list[tuple[str, type]] = [("config", AgentConfig)]
     if video:
         homes += [("options", VideoOptions), ("selection", FrameSelection)]
     owner = {f.name: (arg, kind.__name__) for arg, kind in reversed(homes) for f in fields(kind)}
-
-    def spelled(name: str) -> str:
-        """``name`` as the caller passes it."""
-        if name not in owner:
-            return name
-        arg, kind = owner[name]
-        return f"{arg}={kind}({name}=...)"
-
+    spelled = {name: f"{arg}={kind}({name}=...)" for name, (arg, kind) in owner.items()}
     said = []
     for name in unknown:
         if name in owner:
             kind = owner[name][1]
-            said.append(f"{name} is a field of {kind}, not a backend option: pass {spelled(name)}")
+            said.append(f"{name} is a field of {kind}, not a backend option: pass {spelled[name]}")
             continue
         close = difflib.get_close_matches(name, sorted(_SPEC_NAMES | set(owner)), n=1)
         kinds = [kind.__name__ for _, kind in homes]
         fields_of = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else kinds[0]
-        hint = f" (did you mean {spelled(close[0])}?)" if close else ""
+        hint = f" (did you mean {spelled.get(close[0], close[0])}?)" if close else ""
         said.append(
             f"{name} is neither a backend option (BackendSpec) nor a field of {fields_of}{hint}"
         )

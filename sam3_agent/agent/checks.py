@@ -1,11 +1,6 @@
-"""``examine_each_mask``: one isolated, concurrent MLLM check per candidate, image or video.
-
-Each check is a fresh conversation, so checks are independent and run at once (bounded by
-``check_concurrency``); only their summary enters the main conversation. A reply without a
-clear verdict is asked again, then taken as Reject. Where the medium allows Uncertain
-(video), a candidate gets closer looks (:meth:`CheckView.closer`), each counted against
-``max_mask_checks`` as it is made.
-"""
+"""``examine_each_mask``: one isolated, concurrent MLLM check per candidate; a reply without
+a clear verdict is asked again, then taken as Reject. Where the medium allows Uncertain, a
+candidate gets closer looks, each counted against ``max_mask_checks``."""
 
 from __future__ import annotations
 
@@ -13,10 +8,10 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from sam3_agent.agent import rundir
-from sam3_agent.agent.context.tokens import TokenCounter, Tokens
+from sam3_agent.agent.context.tokens import TokenCounter
 from sam3_agent.agent.parsing import Verdict, parse_verdict
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.result import Usage
@@ -36,10 +31,8 @@ from sam3_agent.values.messages import (
 
 @dataclass(frozen=True)
 class CheckRequest:
-    """What the checker sees of candidate ``number`` (1-based, of ``total``) in one look:
-    ``images``, then the ``checker_user`` template rendered with the query, the numbers and
-    ``details`` (a video's track extent and look). ``mask_image`` and ``zoom_image`` are
-    what a round's event shows of it (a video shows its sheet for both)."""
+    """What the checker sees of candidate ``number`` (1-based) in one look: ``images``, then
+    ``checker_user`` rendered with ``details`` too; the round's event shows the other two."""
 
     number: int
     total: int
@@ -48,25 +41,27 @@ class CheckRequest:
     zoom_image: EncodedImage
     details: Mapping[str, object] = field(default_factory=dict)
 
+    async def request(self, look: int) -> CheckRequest:
+        return self  # a request rendered ahead is its own one look
+
+    def closer(self, reply: str) -> None:
+        """Never asked: a medium without Uncertain verdicts has one look."""
+
 
 class CheckView(Protocol):
     """How a medium shows one candidate to its checker, look after look."""
 
-    number: int
+    @property
+    def number(self) -> int: ...
 
-    async def request(self, look: int) -> CheckRequest:
-        """What look ``look`` (1-based) shows."""
-        ...
+    async def request(self, look: int) -> CheckRequest: ...
 
-    def closer(self, reply: str) -> None:
-        """Narrow the next look after an Uncertain ``reply``."""
-        ...
+    def closer(self, reply: str) -> None: ...
 
 
 @dataclass
 class CheckResult:
-    """The verdict on one candidate. ``forced`` means no clear verdict came and Reject was
-    assumed."""
+    """The verdict on one candidate; ``forced``: none was clear, Reject was assumed."""
 
     number: int
     verdict: Verdict
@@ -82,8 +77,6 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class CheckCall:
-    """One checker request and its answer, for the trace."""
-
     number: int
     attempt: int
     messages: list[ChatMessage]
@@ -92,20 +85,13 @@ class CheckCall:
     latency_s: float
 
 
-CallRecorder = Callable[[CheckCall], None]
-
-
 @dataclass(frozen=True)
 class CheckPlan:
-    """What a medium allows its checks: an Uncertain verdict, and closer looks after one."""
-
     uncertain: bool = False
     extra_looks: int = 0
 
 
 class CheckingSession(Protocol):
-    """What the checks use of a :class:`~sam3_agent.agent.session.Session`."""
-
     config: AgentConfig
     prompts: PromptSet
     chat_model: ChatModel
@@ -122,36 +108,14 @@ class CheckingSession(Protocol):
     def checks_left(self) -> int: ...
 
 
-def check_record(
-    trace: Trace, *, round_number: int, call: CheckCall, result: CheckResult, tokens: Tokens
-) -> dict[str, Any]:
-    """The trace record of one check call."""
-    return {
-        "kind": "check",
-        "round": round_number,
-        "mask": call.number,
-        "attempt": call.attempt,
-        "context": trace.messages(call.messages, system_ref=rundir.CHECKER_PROMPT),
-        "reply": call.response.text,
-        "reasoning": call.response.reasoning,
-        "verdict": call.verdict,
-        "forced_reject": result.forced and call.attempt == len(result.replies),
-        "usage": call.response.usage.to_dict(),
-        "tokens_estimate": tokens.to_dict(),
-        "cached": call.response.cached,
-        "latency_s": round(call.latency_s, 4),
-    }
-
-
 async def check_one(
     session: CheckingSession,
     view: CheckView,
     plan: CheckPlan,
-    record: CallRecorder,
+    record: Callable[[CheckCall], None],
     shown: dict[int, CheckRequest],
 ) -> CheckResult:
-    """Check one candidate; every call is added to the session's usage and ``record``-ed,
-    the last request shown kept in ``shown``."""
+    """Check one candidate, every call counted and recorded, its last request kept in ``shown``."""
     prompts, config = session.prompts, session.config
     result = CheckResult(number=view.number, verdict="reject")
     attempt = 0
@@ -209,9 +173,7 @@ async def check_one(
 async def check_all(
     session: CheckingSession, views: Sequence[CheckView], plan: CheckPlan
 ) -> list[CheckResult]:
-    """Check every candidate concurrently (numbers 1-based, results in order); the calls
-    are counted and traced in (number, attempt) order, and the session's ``last_checks``
-    set."""
+    """Check every candidate concurrently (results in order, calls traced in order)."""
     semaphore = asyncio.Semaphore(session.config.check_concurrency)
     calls: list[CheckCall] = []
     shown: dict[int, CheckRequest] = {}
@@ -240,15 +202,25 @@ async def check_all(
         by_number = {r.number: r for r in results}
 
         def write_records() -> None:
+            trace = session.trace
             for call, tokens in zip(ordered, estimates, strict=True):
-                record = check_record(
-                    session.trace,
-                    round_number=session.round,
-                    call=call,
-                    result=by_number[call.number],
-                    tokens=tokens,
-                )
-                session.trace.record(record)
+                result = by_number[call.number]
+                record = {
+                    "kind": "check",
+                    "round": session.round,
+                    "mask": call.number,
+                    "attempt": call.attempt,
+                    "context": trace.messages(call.messages, system_ref=rundir.CHECKER_PROMPT),
+                    "reply": call.response.text,
+                    "reasoning": call.response.reasoning,
+                    "verdict": call.verdict,
+                    "forced_reject": result.forced and call.attempt == len(result.replies),
+                    "usage": call.response.usage.to_dict(),
+                    "tokens_estimate": tokens.to_dict(),
+                    "cached": call.response.cached,
+                    "latency_s": round(call.latency_s, 4),
+                }
+                trace.record(record)
 
         await asyncio.to_thread(write_records)
     return results

@@ -1,10 +1,4 @@
-"""A session's result, and the result of one that has ended, read back without any model.
-
-:func:`result_fields` assembles what every result holds (the loop's, at the end of every
-session). :func:`finish_ended` answers a resume of a session that has nothing left to ask
-(it ended, or spent its rounds): the result is its committed ending, the outputs are
-written again, and neither SAM 3 nor the MLLM is needed, so none is loaded.
-"""
+"""A session's result fields, and the result of an ended session read back without any model."""
 
 from __future__ import annotations
 
@@ -15,9 +9,9 @@ from typing import Any
 
 from sam3_agent.agent import prompts, rundir, tools
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint, SessionState
-from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.steps import Final
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
@@ -42,8 +36,7 @@ def result_fields(
     prompt_set: PromptSet,
 ) -> dict[str, Any]:
     """The :class:`~sam3_agent.agent.result.SessionResult` fields of a session that ended
-    with ``final`` (``None``: failed with ``failure``), from its state: ``state.timings``
-    holds the ``total``. ``token_count``: how its tokens were counted."""
+    with ``final`` (None: failed with ``failure``); ``token_count``: how tokens were counted."""
     return {
         "query": query,
         "status": "failed" if final is None else final.status,
@@ -53,20 +46,14 @@ def result_fields(
         "model": model,
         "failure": failure,
         "phrases_tried": list(state.phrases),
-        "context": context_settings(config, token_count),
+        "context": {
+            "policy": config.context_policy,
+            "max_context_tokens": config.max_context_tokens,
+            "reserve_tokens": config.context_reserve_tokens,
+            "watermark": config.context_watermark,
+            "token_count": token_count,
+        },
         "prompts": prompt_set.describe(),
-    }
-
-
-def context_settings(config: AgentConfig, token_count: str) -> dict[str, Any]:
-    """``result.json``'s ``context``: the policy and budget a session ran with, and how
-    its tokens were counted."""
-    return {
-        "policy": config.context_policy,
-        "max_context_tokens": config.max_context_tokens,
-        "reserve_tokens": config.context_reserve_tokens,
-        "watermark": config.context_watermark,
-        "token_count": token_count,
     }
 
 
@@ -79,13 +66,8 @@ def finish_ended(
     image_path: str | Path | None = None,
     exports: Iterable[ExportFormat] = (),
 ) -> AgentResult:
-    """The result of the ended session saved in ``directory``, its outputs written there
-    again (``result.json``, ``overlay.png``, the ``exports``), as a resume with the models
-    would; no model is needed.
-
-    Check first with :func:`~sam3_agent.agent.checkpoint.check_resumable` (which says
-    whether the session has ended).
-    """
+    """The result of the ended session saved in ``directory``, its outputs written again as
+    a resume with the models would (check first with ``checkpoint.check_resumable``)."""
     started = time.perf_counter()
     now = Fingerprint.of(query=query, image=image, config=config, model=None)
     checkpoint = Checkpoint.resume(directory, now)
@@ -131,7 +113,6 @@ def image_result(
     image_size: tuple[int, int],
     image_path: str | None,
 ) -> AgentResult:
-    """An image session's result: :func:`result_fields` and the masks selected."""
     h, w = image_size
     detections = Detections.empty(h, w) if final is None else final.detections
     return AgentResult(**fields, detections=detections, image_size=(h, w), image_path=image_path)

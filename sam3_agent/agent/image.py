@@ -1,11 +1,5 @@
 """The image medium: what a session on one photo asks SAM 3, shows the model and its
-checkers, and leaves in its run directory.
-
-A check sends only what its judgement needs: the two whole-image views at the smallest
-size that still shows that mask clearly (:meth:`~sam3_agent.media.render.Renderer.context_side`),
-and a close-up at the region's own resolution within bounds; twenty checks carry most of a
-session's tokens, so each image is sized for its mask, not for the photo.
-"""
+checkers (each check image sized for its mask: checks carry most tokens), and writes."""
 
 from __future__ import annotations
 
@@ -15,7 +9,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +18,9 @@ from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
 from sam3_agent.agent.checkpoint.state import Backends
 from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
 from sam3_agent.agent.ended import image_result
-from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.prompts import PromptKind, PromptSet
 from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Session
 from sam3_agent.agent.steps import Final
 from sam3_agent.backends.base import ImageEmbedding, Segmenter, phrase_as_read, preflight
@@ -36,18 +30,15 @@ from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, ImageInput, RGBImage, load_image
 from sam3_agent.values.masks import postprocess
 
-RENDER_WORKERS = min(4, os.cpu_count() or 1)
-"""Threads rendering and encoding check images at once (OpenCV releases the GIL there)."""
+RENDER_WORKERS = min(4, os.cpu_count() or 1)  # OpenCV releases the GIL
 
 
 class ContextImages:
-    """The plain image encoded once per context size, shared by every check that uses it
-    (and by later rounds). Safe to use from several threads."""
+    """The plain image encoded once per context size, shared by checks; thread-safe."""
 
     def __init__(
         self, renderer: Renderer, quality: int, display: EncodedImage | None = None
     ) -> None:
-        """``display``: the display-size image, when already encoded."""
         self._renderer = renderer
         self._quality = quality
         self._encoded: dict[int, EncodedImage] = {}
@@ -76,9 +67,8 @@ def check_requests(
     contexts: ContextImages | None = None,
     workers: int = RENDER_WORKERS,
 ) -> list[CheckRequest]:
-    """What each mask's check shows (mask numbers 1-based, in order): the plain image, the
-    image with that mask drawn (both at the mask's context size) and its close-up, rendered
-    and encoded on ``workers`` threads: one mask's images are independent of the others'."""
+    """Each mask's check (1-based, in order): the plain image and the mask drawn, both at
+    its context size, and its close-up, rendered on ``workers`` threads."""
     total = len(detections)
     plain = contexts or ContextImages(renderer, quality)
 
@@ -95,20 +85,6 @@ def check_requests(
         return list(pool.map(one, range(total)))
 
 
-class _Rendered:
-    """A mask's one look, rendered ahead with the others'."""
-
-    def __init__(self, request: CheckRequest) -> None:
-        self.number = request.number
-        self._request = request
-
-    async def request(self, look: int) -> CheckRequest:
-        return self._request
-
-    def closer(self, reply: str) -> None:
-        """Never asked: an image check has no Uncertain verdict."""
-
-
 class ImageScene:
     """One photo: its pixels, its renders, and SAM 3's features of it."""
 
@@ -123,13 +99,11 @@ class ImageScene:
         path: str | None = None,
         exports: Iterable[ExportFormat] = (),
     ) -> None:
-        """``path``: the file ``result.json`` names; ``exports``: what the run writes."""
         self.image = image
         self.config = config
         self.path = path
         self.exports = frozenset(exports)
         self.segmenter: Segmenter | None = None
-        """Set once the checkpoint has journaled it (:meth:`ImageMedium.attach`)."""
         self.renderer = Renderer(image, config.max_image_side)
         self.task_image = EncodedImage.encode(
             self.renderer.display_image, "input", quality=config.jpeg_quality
@@ -143,7 +117,6 @@ class ImageScene:
         return int(h), int(w)
 
     def start(self, session: Session[Detections]) -> None:
-        """Start computing the image features while the model reads the request."""
         self._features(session)
 
     def _features(self, session: Session[Detections]) -> asyncio.Future[ImageEmbedding]:
@@ -162,7 +135,6 @@ class ImageScene:
         return self._embedding
 
     async def close(self) -> None:
-        """Collect the feature computation if nobody awaited it (the model gave up early)."""
         if self._embedding is not None and not self._embedding.cancelled():
             with contextlib.suppress(Exception):
                 await self._embedding
@@ -197,8 +169,8 @@ class ImageScene:
 
     async def check_views(
         self, session: Session[Detections], candidates: Detections
-    ) -> list[CheckView]:
-        requests = await asyncio.to_thread(
+    ) -> Sequence[CheckView]:
+        return await asyncio.to_thread(
             check_requests,
             self.renderer,
             candidates,
@@ -206,12 +178,9 @@ class ImageScene:
             quality=self.config.jpeg_quality,
             contexts=self._contexts,
         )
-        return [_Rendered(request) for request in requests]
 
 
 class ImageMedium:
-    """What an agent on photos supplies to the core loop (:class:`~sam3_agent.agent.loop.Agent`)."""
-
     kind: PromptKind = "image"
     tools = tools.TOOLS
 

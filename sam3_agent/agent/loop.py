@@ -1,9 +1,7 @@
 """The agent loop: the MLLM calls tools on SAM 3 until it selects masks or gives up.
 
-Model mistakes never raise: they become corrective messages, bounded by
-``max_corrections``; infrastructure failures raise a
-:class:`~sam3_agent.values.errors.Sam3AgentError`. After each round the hooks
-(:mod:`sam3_agent.agent.hooks`) write the trace, commit the checkpoint and tell the caller.
+Model mistakes become corrective messages (at most ``max_corrections``); infrastructure
+failures raise a :class:`~sam3_agent.values.errors.Sam3AgentError`.
 """
 
 from __future__ import annotations
@@ -20,12 +18,13 @@ from sam3_agent.agent.checkpoint import Checkpoint, Ending
 from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History, counter_for
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
 from sam3_agent.agent.ended import result_fields, rounds_spent
-from sam3_agent.agent.events import MaskCheck, RoundCallback, RoundEvent
-from sam3_agent.agent.export import ExportFormat
-from sam3_agent.agent.hooks import (
+from sam3_agent.agent.events import (
     CommitHook,
     EventHook,
     FinishedRound,
+    MaskCheck,
+    RoundCallback,
+    RoundEvent,
     RoundHook,
     TraceHook,
     digest_sink,
@@ -34,6 +33,7 @@ from sam3_agent.agent.image import ImageMedium, ImageScene
 from sam3_agent.agent.medium import Medium
 from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.agent.result import AgentResult, SessionResult
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Scene, Session
 from sam3_agent.agent.steps import (
     Final,
@@ -66,8 +66,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-STOPPED = "stopped before the session ended"
-"""The ``failure`` of a session whose task was cancelled (a stop button, a closed page)."""
+STOPPED = "stopped before the session ended"  # the failure of a cancelled session
 
 In = TypeVar("In")
 S = TypeVar("S", bound="Scene[Any]")
@@ -75,8 +74,6 @@ R = TypeVar("R", bound=SessionResult)
 
 
 class RunOptions(TypedDict, total=False):
-    """The keyword options of :meth:`Agent.arun` (and :meth:`Agent.run`)."""
-
     output_dir: str | Path | None
     on_round: RoundCallback | None
     resume: bool
@@ -85,9 +82,7 @@ class RunOptions(TypedDict, total=False):
 
 
 class Agent(Generic[In, S, R]):
-    """An MLLM that segments what a request describes in one medium, using SAM 3 as a
-    tool: :class:`Sam3Agent` for images, :class:`~sam3_agent.agent.video.agent.Sam3VideoAgent`
-    for video."""
+    """An MLLM that segments what a request describes in one medium, using SAM 3 as a tool."""
 
     def __init__(
         self, medium: Medium[In, S, R], chat_model: ChatModel, config: AgentConfig | None
@@ -110,8 +105,7 @@ class Agent(Generic[In, S, R]):
         self.token_counter = counter_for(chat_model)
 
     def run(self, source: In, query: str, **options: Unpack[RunOptions]) -> R:
-        """Blocking form of :meth:`arun` (the same options); also works where an event loop
-        is already running."""
+        """Blocking form of :meth:`arun`; also works inside a running event loop."""
         return run_blocking(self.arun(source, query, **options))
 
     async def arun(
@@ -125,19 +119,12 @@ class Agent(Generic[In, S, R]):
         exports: Iterable[ExportFormat] = (),
         image_path: str | Path | None = None,
     ) -> R:
-        """Answer ``query`` on ``source`` (an image: a path, PIL image or ``(H, W, 3)`` uint8
-        array; a video: a file, a folder of frames or an opened ``VideoSource``).
+        """Answer ``query`` on ``source`` (an image path, PIL image or ``(H, W, 3)`` uint8
+        array; a video file, frame folder or ``VideoSource``).
 
-        With ``output_dir``, the medium's files (:mod:`sam3_agent.agent.rundir`; for an image
-        the ``exports`` asked for too) and ``trace.jsonl`` are written there, also when the
-        session fails and before an infrastructure error propagates, and the session is
-        committed after every round (:mod:`sam3_agent.agent.checkpoint`). With
-        ``resume=True`` the session saved there continues from its last committed round,
-        with the prompts it started with; finished calls are not made again.
-        ``image_path``: the file ``result.json`` names for an image given decoded.
-
-        Raises UserError, ImageLoadError, VideoLoadError, ResumeError, ChatModelError or
-        SegmenterError.
+        With ``output_dir`` the run's files are written there (also when it fails) and the
+        session is committed after every round; ``resume=True`` continues the session saved
+        there. ``image_path``: the file ``result.json`` names for an image given decoded.
         """
         check_query(query)
         started = time.perf_counter()
@@ -152,7 +139,7 @@ class Agent(Generic[In, S, R]):
 
         scene, session, checkpoint = await asyncio.to_thread(prepare)
         session.started = started  # reading the input is work on the session too
-        session.start()
+        session.scene.start(session)
 
         async def conclude(final: Final[Any] | None, failure: str | None) -> R:
             snapshot = session.snapshot((), 0)
@@ -184,7 +171,7 @@ class Agent(Generic[In, S, R]):
             await conclude(None, STOPPED if stopped else f"{type(e).__name__}: {e}")
             raise
         finally:
-            await session.close()
+            await session.scene.close()
             checkpoint.close()
         return await conclude(final, failure)
 
@@ -207,11 +194,7 @@ class Agent(Generic[In, S, R]):
                 SEGMENTER: describe_backend(medium.segmenter),
             }
             fingerprint = medium.fingerprint(
-                scene,
-                query=query,
-                config=self.config,
-                model=self.chat_model.name,
-                backends=backends,
+                scene, query, self.config, self.chat_model.name, backends
             )
             checkpoint = (
                 Checkpoint.resume(out, fingerprint)
@@ -241,13 +224,18 @@ class Agent(Generic[In, S, R]):
         self, session: Session[Any], on_round: RoundCallback | None, checkpoint: Checkpoint
     ) -> tuple[Final[Any] | None, str | None]:
         task = TaskStep(session.query, session.task_image)
-        restored = checkpoint.restore(session.mask_size)
+        restored = checkpoint.restore(session.scene.mask_size)
         session.restore(restored)
         if restored.ending is not None:
             return restored.ending.final, restored.ending.failure
         # After the restore: the policy's digest accounting adds to the restored usage, and
         # its state (digests, mode, attention) continues from the last committed round.
-        policy = self._context_policy(session)
+        session.usage.estimate_source = self.token_counter.source
+        sink = digest_sink(session, self.token_counter)
+        # The session's (journaled) model: a digest call is replayed on resume like any other.
+        policy = build_policy(
+            PolicyInputs(self.config, self.token_counter, session.chat_model, sink)
+        )
         if restored.context is not None:
             policy.restore_state(restored.context)
         hooks: list[RoundHook] = [TraceHook(self.token_counter), CommitHook(checkpoint, policy)]
@@ -259,15 +247,6 @@ class Agent(Generic[In, S, R]):
             return await self._rounds(session, history, restored.corrections, policy, hooks)
         finally:
             await policy.aclose()
-
-    def _context_policy(self, session: Session[Any]) -> ContextPolicy:
-        """The session's context policy, its digest calls counted and traced (the
-        context benchmark wraps it)."""
-        session.usage.estimate_source = self.token_counter.source
-        sink = digest_sink(session, self.token_counter)
-        # The session's (journaled) model: a digest call is replayed on resume like any other.
-        inputs = PolicyInputs(self.config, self.token_counter, session.chat_model, sink)
-        return build_policy(inputs)
 
     async def _rounds(
         self,
@@ -355,12 +334,10 @@ class Agent(Generic[In, S, R]):
 
 
 class Sam3Agent(Agent[ImageInput, ImageScene, AgentResult]):
-    """An MLLM that segments what a request describes in an image, using SAM 3 as a tool.
+    """The agent on images. Example::
 
-    Example::
-
-        agent = Sam3Agent(segmenter, chat_model, AgentConfig(max_rounds=5))
-        result = agent.run("photo.jpg", "the leftmost child", output_dir="out/")
+    agent = Sam3Agent(segmenter, chat_model, AgentConfig(max_rounds=5))
+    result = agent.run("photo.jpg", "the leftmost child", output_dir="out/")
     """
 
     def __init__(
@@ -371,8 +348,7 @@ class Sam3Agent(Agent[ImageInput, ImageScene, AgentResult]):
 
 
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from synchronous code, also where an event loop is
-    already running (a notebook): then on a thread of its own."""
+    """Run ``coro`` to completion, on a thread of its own inside a running loop (a notebook)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -382,6 +358,6 @@ def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def check_query(query: str) -> None:
-    """Raise :class:`UserError` for a query the agent cannot work on (empty or blank)."""
+    """Raise :class:`UserError` for an empty or blank query."""
     if not query or not query.strip():
         raise UserError("the query is empty")

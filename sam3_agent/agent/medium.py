@@ -8,9 +8,9 @@ from typing import Any, Protocol, TypeVar
 
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
 from sam3_agent.agent.checkpoint.state import Backends
-from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.prompts import PromptKind
 from sam3_agent.agent.result import SessionResult
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Scene
 from sam3_agent.agent.steps import Final
 from sam3_agent.agent.tools import Registry
@@ -22,15 +22,11 @@ R = TypeVar("R", bound=SessionResult)
 
 
 class Medium(Protocol[In_contra, S, R]):
-    """What a kind of input supplies to the one agent loop: the prompt set's templates
-    (``kind``), the tools as described to the model, and per request its scene (what SAM 3
-    is asked, what the model and the checkers see), fingerprint, result and files."""
+    """What a kind of input supplies: its templates, tools, and per request a scene,
+    fingerprint, result and files."""
 
-    @property
-    def kind(self) -> PromptKind: ...
-
-    @property
-    def tools(self) -> Registry: ...
+    kind: PromptKind
+    tools: Registry
 
     @property
     def segmenter(self) -> object: ...
@@ -43,13 +39,10 @@ class Medium(Protocol[In_contra, S, R]):
         image_path: str | Path | None,
         exports: Iterable[ExportFormat],
     ) -> S:
-        """Read ``source`` (raising the medium's load error) into a scene without a
-        segmenter yet."""
+        """Read ``source`` (raising the medium's load error) into a scene."""
         ...
 
-    def preflight(self) -> None:
-        """Check the segmenter can answer, before any chat-model request is paid for."""
-        ...
+    def preflight(self) -> None: ...
 
     def fingerprint(
         self, scene: S, query: str, config: AgentConfig, model: str, backends: Backends
@@ -59,9 +52,7 @@ class Medium(Protocol[In_contra, S, R]):
         """Give ``scene`` the segmenter, journaled by ``checkpoint``."""
         ...
 
-    def result(self, scene: S, fields: dict[str, Any], final: Final[Any] | None) -> R:
-        """The result: :func:`~sam3_agent.agent.ended.result_fields` and the answer."""
-        ...
+    def result(self, scene: S, fields: dict[str, Any], final: Final[Any] | None) -> R: ...
 
     def write(self, out: Path, result: R, scene: S) -> None:
         """Write the run directory's outputs of ``result``, ``result.json`` last."""

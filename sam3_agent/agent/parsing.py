@@ -1,9 +1,5 @@
-"""Reading the model's replies: the ``<tool>{json}</tool>`` tag protocol and verdicts.
-
-Everything here is a pure function of the reply text. A reply that breaks the protocol is
-not an exception: it yields a :class:`ParsedReply` whose ``mistake`` names what is wrong,
-and the agent sends that back to the model.
-"""
+"""Reading the model's replies (the ``<tool>{json}</tool>`` protocol, verdicts): pure
+functions; a reply that breaks the protocol yields a :class:`ParsedReply` naming the mistake."""
 
 from __future__ import annotations
 
@@ -18,10 +14,8 @@ from sam3_agent.values.text import echo_list
 TOOL_OPEN, TOOL_CLOSE = "<tool>", "</tool>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 _DECODER = json.JSONDecoder()
+# Our own nesting limit keeps the outcome independent of the interpreter's recursion limit.
 MAX_JSON_DEPTH = 64
-"""Deepest nesting of arrays and objects a tool call may have. A real call nests two or
-three levels; checking our own limit keeps the outcome independent of the interpreter's
-recursion limit, which other libraries in the process may raise."""
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -30,8 +24,6 @@ _VERDICT = re.compile(r"<verdict>(.*?)</verdict>", re.IGNORECASE | re.DOTALL)
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A tool call as the model wrote it: a name and its raw JSON parameters."""
-
     name: str
     parameters: dict[str, Any]
 
@@ -48,14 +40,9 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ParsedReply:
-    """One reply, read.
-
-    ``stored_text`` is the reply as kept in the conversation, everything after the first
-    complete call ``cut``; ``mistake`` is ``no_tool``, ``unclosed_tool``, ``truncated`` or
-    ``invalid_json`` (``detail``, bounded, goes into the correction); ``ignored`` is text
-    after the call's first complete JSON value, only recorded; ``native_call`` is the
-    executed native call as replayed in later contexts (``{}`` arguments when none decoded).
-    """
+    """One reply, read: ``stored_text`` is kept, the text after the first complete call is
+    ``cut``; ``mistake`` names a broken reply (``detail`` for ``invalid_json``); ``ignored`` is
+    text after the call's JSON value; ``native_call`` is the call as replayed later."""
 
     stored_text: str
     call: ToolCall | None = None
@@ -68,12 +55,8 @@ class ParsedReply:
 
 
 def _thinking_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` spans of reasoning in ``text``, tags included.
-
-    Reasoning is each ``<think>...</think>`` block (an unclosed one runs to the end), and
-    everything before a leading lone ``</think>`` (chat templates that open the block in
-    the prompt). Tool tags inside reasoning are never executed.
-    """
+    """``(start, end)`` spans of reasoning, tags included: each ``<think>`` block (an unclosed
+    one runs to the end) and all before a leading lone ``</think>``."""
     spans: list[tuple[int, int]] = []
     pos = 0
     first_open, first_close = text.find(THINK_OPEN), text.find(THINK_CLOSE)
@@ -89,12 +72,7 @@ def _thinking_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _thinking_text(text: str, spans: list[tuple[int, int]]) -> str | None:
-    parts = []
-    for start, end in spans:
-        chunk = text[start:end]
-        for tag in (THINK_OPEN, THINK_CLOSE):
-            chunk = chunk.replace(tag, "")
-        parts.append(chunk.strip())
+    parts = [text[a:b].replace(THINK_OPEN, "").replace(THINK_CLOSE, "").strip() for a, b in spans]
     return "\n".join(parts) if parts else None
 
 
@@ -109,20 +87,14 @@ def _find_outside(text: str, needle: str, start: int, spans: list[tuple[int, int
 
 
 def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
-    """Find the first tool call after the reasoning and parse its JSON.
-
-    ``truncated`` says the backend stopped at its token limit; it only changes the wording
-    of the mistake when no complete call is found.
-    """
+    """The first tool call after the reasoning; ``truncated`` (the token limit was hit) only
+    names the mistake when no complete call is found."""
     spans = _thinking_spans(text)
     thinking = _thinking_text(text, spans)
     open_at = _find_outside(text, TOOL_OPEN, 0, spans)
     if open_at == -1:
-        if truncated:
-            return ParsedReply(text, thinking=thinking, mistake="truncated")
-        if not text.strip():
-            return ParsedReply(text, thinking=thinking, mistake="empty_reply")
-        return ParsedReply(text, thinking=thinking, mistake="no_tool")
+        kind = "truncated" if truncated else "no_tool" if text.strip() else "empty_reply"
+        return ParsedReply(text, thinking=thinking, mistake=kind)
     close_at = text.find(TOOL_CLOSE, open_at)
     if close_at == -1:
         kind = "truncated" if truncated else "unclosed_tool"
@@ -135,11 +107,7 @@ def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
     if fenced:
         payload = fenced.group(1)
     decoded = decode_json(payload)
-    if decoded.problem:
-        return ParsedReply(
-            stored, cut=cut, thinking=thinking, mistake="invalid_json", detail=decoded.problem
-        )
-    call, problem = _as_call(decoded.value)
+    call, problem = (None, decoded.problem) if decoded.problem else _as_call(decoded.value)
     if call is None:
         return ParsedReply(
             stored, cut=cut, thinking=thinking, mistake="invalid_json", detail=problem
@@ -148,17 +116,10 @@ def parse_reply(text: str, *, truncated: bool = False) -> ParsedReply:
 
 
 def parse_native(
-    text: str,
-    calls: tuple[NativeToolCall, ...],
-    *,
-    truncated: bool = False,
-    call_id: str = "",
+    text: str, calls: tuple[NativeToolCall, ...], *, truncated: bool = False, call_id: str = ""
 ) -> ParsedReply:
-    """The same reading for structured (native) tool calls: only the first is executed.
-
-    ``call_id`` names the executed call when it is replayed in later contexts (the API's
-    own ids differ from run to run, which would defeat the response cache).
-    """
+    """The same for native tool calls (only the first runs); ``call_id`` replaces the API's
+    id, which differs from run to run and would defeat the response cache."""
     if not calls:
         return parse_reply(text, truncated=truncated)
     first, rest = calls[0], calls[1:]
@@ -193,10 +154,7 @@ def parse_native(
 
 @dataclass(frozen=True)
 class Decoded:
-    """The first complete JSON value of a text, or why there is none.
-
-    ``problem`` is empty on success; ``ignored`` holds non-blank text after the value.
-    """
+    """The first JSON value of a text, or the ``problem``; ``ignored``: text after it."""
 
     value: Any = None
     problem: str = ""
@@ -204,12 +162,8 @@ class Decoded:
 
 
 def decode_json(payload: str) -> Decoded:
-    """Decode the first complete JSON value of ``payload``; never raises.
-
-    Whatever follows the value is returned in ``ignored`` rather than refused, so a call
-    with one stray ``}`` still runs. Every way decoding can fail, Python's limits on digits
-    and nesting included, becomes a short ``problem`` for the corrective message.
-    """
+    """Decode the first JSON value of ``payload`` (a stray ``}`` after it is only ignored);
+    never raises: every failure becomes a short ``problem``."""
     if _nesting_depth(payload) > MAX_JSON_DEPTH:
         return Decoded(problem="it is nested too deeply to read")
     try:
@@ -226,8 +180,7 @@ def decode_json(payload: str) -> Decoded:
 
 
 def _nesting_depth(payload: str) -> int:
-    """The deepest bracket nesting of ``payload`` outside JSON strings (an upper bound when
-    the text is not valid JSON, which is then refused anyway)."""
+    """The deepest bracket nesting outside JSON strings (an upper bound for invalid JSON)."""
     if payload.count("[") + payload.count("{") <= MAX_JSON_DEPTH:
         return 0
     depth = deepest = 0
@@ -263,19 +216,14 @@ def _as_call(data: Any) -> tuple[ToolCall | None, str]:
     return ToolCall(name, params), ""
 
 
-Verdict = Literal["accept", "reject", "uncertain"]
-"""A checker's verdict; ``uncertain`` only where the caller allows it (the video checker)."""
+Verdict = Literal["accept", "reject", "uncertain"]  # uncertain: the video checker only
 
 _FRAMES = re.compile(r"<frames>\s*(\d{1,9})\s*(?:-|to|–|\.\.)\s*(\d{1,9})\s*</frames>", re.I)
 
 
 def parse_verdict(text: str, *, allow_uncertain: bool = False) -> Verdict | None:
-    """The checker's verdict: the last ``<verdict>`` tag after any reasoning.
-
-    Case-insensitive and tolerant of extra words inside the tag (``<verdict>I accept
-    it.</verdict>``) as long as exactly one verdict is named (accept, reject, and with
-    ``allow_uncertain`` uncertain). None when unclear.
-    """
+    """The last ``<verdict>`` tag outside reasoning, if it names exactly one verdict
+    (case-insensitive, extra words allowed); None when unclear."""
     tags = _VERDICT.findall(_outside_thinking(text))
     if not tags:
         return None
@@ -291,8 +239,7 @@ def parse_verdict(text: str, *, allow_uncertain: bool = False) -> Verdict | None
 
 
 def parse_frame_range(text: str) -> tuple[int, int] | None:
-    """The frames an Uncertain checker asks to see closer: the last ``<frames>A-B</frames>``
-    after any reasoning, as ``(min, max)``; None when absent or malformed."""
+    """The last ``<frames>A-B</frames>`` outside reasoning as ``(min, max)``, or None."""
     found = _FRAMES.findall(_outside_thinking(text))
     if not found:
         return None
@@ -302,13 +249,5 @@ def parse_frame_range(text: str) -> tuple[int, int] | None:
 
 def _outside_thinking(text: str) -> str:
     spans = _thinking_spans(text)
-    return "".join(text[a:b] for a, b in _gaps(spans, len(text)))
-
-
-def _gaps(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
-    gaps, pos = [], 0
-    for start, end in spans:
-        gaps.append((pos, start))
-        pos = end
-    gaps.append((pos, length))
-    return gaps
+    starts, ends = [s for s, _ in spans] + [len(text)], [0] + [e for _, e in spans]
+    return "".join(text[a:b] for a, b in zip(ends, starts, strict=True))

@@ -1,10 +1,7 @@
 """Prompt sets: the template files the agent renders, with a strict Jinja environment.
 
-The canonical set is the top-level ``prompts/`` folder, shipped in the wheel as
-``sam3_agent._prompts``. Another set (a directory) is checked completely by
-:func:`load_prompt_set` before any model loads. An undefined variable is an error, and
-rendering is deterministic. There is no active set: each session holds the one it renders
-with (a resumed session, the one it started with).
+The canonical set is ``prompts/`` (``sam3_agent._prompts`` in the wheel); another set is
+checked completely by :func:`load_prompt_set` before any model loads.
 """
 
 from __future__ import annotations
@@ -43,23 +40,19 @@ TEMPLATES: Mapping[str, frozenset[str]] = {
     "digest_system": frozenset({"max_words"}),
     "digest_user": frozenset({"query", "rounds"}),
 }
-"""Every template a prompt set must hold, with the variables the code renders it with.
-``feedback`` holds one macro per message; a set must define every macro of the canonical
-set, with the same argument names."""
+"""Every template of a set, with the variables it is rendered with (``feedback``: one macro
+per message, with the canonical set's argument names)."""
 
 PromptKind = Literal["image", "video"]
 
 VIDEO_DIR = "video"
-"""The sub-folder of a set holding what the video agent says differently: its own
-``system``, ``checker_system``, ``checker_user`` and ``feedback`` (tracks, not masks; the
-Uncertain verdict). Every other template is the image set's."""
+"""The sub-folder of a set holding the video agent's own templates over the image set's."""
 
 VIDEO_TEMPLATES: Mapping[str, frozenset[str]] = {
     **TEMPLATES,
     "checker_user": frozenset({"query", "number", "total", "extent", "attempt"}),
 }
-"""The video agent's templates: the image set's, its checker told the track's extent and
-which attempt this is (an Uncertain verdict is asked again over fewer frames)."""
+"""The video agent's templates: its checker is also told the track's extent and the look."""
 
 BUILTIN_NAME = "builtin"
 
@@ -110,11 +103,8 @@ _SAMPLES: Mapping[str, Any] = {
 
 
 class PromptSet:
-    """One loaded, checked prompt set. Build with :func:`load_prompt_set`.
-
-    ``name`` is ``builtin`` or the directory's name; ``version`` is ``sha256:`` and 16 hex
-    digits over every template's name and bytes: equal versions render equal prompts.
-    """
+    """One loaded, checked prompt set (:func:`load_prompt_set`); ``version`` hashes every
+    template's name and bytes: equal versions render equal prompts."""
 
     def __init__(self, name: str, path: str, sources: Mapping[str, str]) -> None:
         self.name = name
@@ -124,12 +114,9 @@ class PromptSet:
         for file_name, text in self.sources.items():
             digest.update(file_name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
         self.version = "sha256:" + digest.hexdigest()[:16]
+        # Jinja's defaults otherwise: no autoescaping, trailing newlines and blocks kept as is.
         self._env = jinja2.Environment(
-            loader=jinja2.DictLoader(self.sources),
-            undefined=jinja2.StrictUndefined,
-            autoescape=False,
-            keep_trailing_newline=False,
-            trim_blocks=False,
+            loader=jinja2.DictLoader(self.sources), undefined=jinja2.StrictUndefined
         )
         self._feedback: Any = None
 
@@ -141,13 +128,12 @@ class PromptSet:
         return {"name": self.name, "path": self.path, "version": self.version}
 
     def saved(self) -> dict[str, Any]:
-        """``{"name", "path", "sources"}``: what a run directory keeps to render with this set
-        again (:meth:`from_saved`)."""
+        """What a run directory keeps to render with this set again (:meth:`from_saved`)."""
         return {"name": self.name, "path": self.path, "sources": dict(self.sources)}
 
     @classmethod
     def from_saved(cls, saved: Mapping[str, Any]) -> PromptSet:
-        """The set :meth:`saved` described (already checked when it was first loaded)."""
+        """The set :meth:`saved` described (checked when first loaded)."""
         return cls(str(saved["name"]), str(saved["path"]), saved["sources"])
 
     def identity(self) -> dict[str, str]:
@@ -155,11 +141,11 @@ class PromptSet:
         return {"name": self.name, "version": self.version}
 
     def render(self, template: str, **variables: Any) -> str:
-        """Render ``<template>.j2``; raises ``jinja2.UndefinedError`` on a missing variable."""
+        """Render ``<template>.j2`` (``jinja2.UndefinedError`` on a missing variable)."""
         return self._env.get_template(template + SUFFIX).render(**variables).strip()
 
     def feedback(self, message: str, /, **variables: Any) -> str:
-        """One of the tool-result and corrective messages (macros in ``feedback.j2``)."""
+        """One of the messages (macros) of ``feedback.j2``."""
         macro = self.feedback_macros().get(message)
         if macro is None:
             raise KeyError(f"no feedback message named {message!r} in {self.path}/feedback.j2")
@@ -169,7 +155,6 @@ class PromptSet:
         return str(macro(**variables)).strip()
 
     def feedback_macros(self) -> dict[str, Any]:
-        """The macros of ``feedback.j2`` by name."""
         if self._feedback is None:
             module = self._env.get_template("feedback" + SUFFIX).module
             self._feedback = {
@@ -184,12 +169,8 @@ class PromptSet:
 
 
 def canonical_dir() -> Traversable:
-    """Where the canonical set is: the wheel's data package, else the source checkout's
-    ``prompts/`` beside the package (a checkout on ``PYTHONPATH`` or an editable install).
-
-    Looked up next to the ``sam3_agent`` actually imported, never through the import system,
-    so an editable install of another checkout cannot lend its prompts.
-    """
+    """The canonical set: the wheel's data package, else ``prompts/`` beside the imported
+    package (never through the import system: another checkout cannot lend its prompts)."""
     packaged = resources.files("sam3_agent") / "_prompts"
     if packaged.is_dir():
         return packaged
@@ -203,14 +184,12 @@ def canonical_dir() -> Traversable:
 
 
 ToolDocs = Sequence[Mapping[str, str]]
-"""What ``system.j2`` lists for each tool: ``name``, ``description``, ``parameters_text``,
-``example`` (the agent's are :func:`sam3_agent.agent.tools.tool_docs`)."""
+"""What ``system.j2`` lists per tool (:func:`sam3_agent.agent.tools.tool_docs`)."""
 
 
 @cache
 def default_prompt_set(kind: PromptKind = "image") -> PromptSet:
-    """The canonical set (of the image or the video agent), loaded and checked once per
-    process."""
+    """The canonical set of the image or video agent, loaded and checked once per process."""
     return _load(canonical_dir(), BUILTIN_NAME, reference=None, kind=kind)
 
 
@@ -220,17 +199,9 @@ def load_prompt_set(
     tool_docs: ToolDocs | None = None,
     kind: PromptKind = "image",
 ) -> PromptSet:
-    """The prompt set in ``directory`` (the canonical one for None), checked completely.
-
-    ``kind="video"``: the set as the video agent renders it: the templates of
-    ``directory/video/`` (:data:`VIDEO_DIR`) over the set's own; a set without that
-    sub-folder takes the canonical set's video templates.
-
-    The set is checked with a sample tool in ``system.j2``; with ``tool_docs`` (the tools
-    the agent will list) it is also rendered with those. A set whose files were already
-    checked in this process is not checked again (the same :class:`PromptSet` comes back):
-    the CLI and then the agent load it, the check runs once. Any fault is a UserError.
-    """
+    """The prompt set in ``directory`` (None: the canonical one), checked completely, also
+    with ``tool_docs`` when given; any fault is a UserError. ``kind="video"``: the templates
+    of its ``video/`` (else the canonical ones) over its own. Checked once per content."""
     if directory is None:
         return _with_tools(default_prompt_set(kind), tool_docs)
     path = Path(directory).expanduser()
@@ -242,7 +213,6 @@ def load_prompt_set(
 
 
 def _with_tools(prompt_set: PromptSet, tool_docs: ToolDocs | None) -> PromptSet:
-    """``prompt_set``, once ``system.j2`` renders with ``tool_docs`` in both protocols."""
     if tool_docs is not None:
         for protocol in ("tags", "native"):
             variables = {"tools": list(tool_docs), "protocol": protocol}
@@ -294,7 +264,6 @@ def _checked(
     canonical: bool,
     kind: PromptKind = "image",
 ) -> PromptSet:
-    """A set built and checked once per distinct content (the CLI, then the agent, load it)."""
     prompt_set = PromptSet(name, where, dict(sources))
     templates = VIDEO_TEMPLATES if kind == "video" else TEMPLATES
     _check(prompt_set, prompt_set if canonical else default_prompt_set(kind), templates)
@@ -308,7 +277,6 @@ def _checked(
 def _check(
     prompt_set: PromptSet, reference: PromptSet, templates: Mapping[str, frozenset[str]]
 ) -> None:
-    """Refuse a set the agent could not render (see :func:`load_prompt_set`)."""
     where = prompt_set.path
     env = prompt_set._env
     for template, allowed in templates.items():

@@ -17,28 +17,22 @@ Status = Literal["masks", "no_mask", "failed"]
 
 @dataclass
 class Usage:
-    """Tokens and calls of one session: the main conversation and the mask checks apart."""
+    """Tokens and calls of one session, per part."""
 
     main: TokenUsage = field(default_factory=TokenUsage)
     checks: TokenUsage = field(default_factory=TokenUsage)
     digests: TokenUsage = field(default_factory=TokenUsage)
-    """Calls the ``summary`` context policy made to condense evicted rounds."""
     cached_calls: int = 0
-    """Calls answered from the response cache (no tokens spent)."""
     estimated: dict[str, dict[str, int]] = field(
         default_factory=lambda: {part: {"text": 0, "image": 0} for part in ESTIMATE_PARTS}
     )
-    """Prompt tokens counted by :mod:`sam3_agent.agent.context.tokens` on what was sent, per part
-    (``main``, ``checks``, ``digests``), text and image apart."""
     estimate_source: str = "estimate"
-    """``estimate`` or ``tokenizer:<model>``: how text tokens were counted."""
 
     @property
     def total(self) -> TokenUsage:
         return self.main + self.checks + self.digests
 
     def add_estimate(self, part: str, text: int, image: int) -> None:
-        """Add one request's counted prompt tokens to ``part``."""
         self.estimated[part]["text"] += text
         self.estimated[part]["image"] += image
 
@@ -61,12 +55,7 @@ class Usage:
 
 @dataclass
 class SessionResult:
-    """What every session's result holds, image or video.
-
-    ``status`` is ``masks``, ``no_mask`` (the model reported nothing matches) or ``failed``
-    (see ``failure``); ``timings`` are seconds per phase (``total``, ``chat``, ``checks``,
-    ``segment``, ``render``); ``prompts`` holds the set's ``name``, ``path`` and ``version``.
-    """
+    """What every session's result holds, image or video; ``timings`` in seconds per phase."""
 
     query: str
     status: Status
@@ -104,8 +93,7 @@ class SessionResult:
 
 @dataclass(kw_only=True)
 class AgentResult(SessionResult):
-    """The outcome of :meth:`sam3_agent.Sam3Agent.run`: ``detections`` are the final masks
-    at the image's full resolution (empty unless ``masks``)."""
+    """The outcome of :meth:`sam3_agent.Sam3Agent.run`: the final masks at full resolution."""
 
     detections: Detections
     image_size: tuple[int, int]

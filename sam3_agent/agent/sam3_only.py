@@ -1,10 +1,5 @@
-"""SAM 3 alone on a query, without an MLLM: what LangSAM users expect from ``run``.
-
-The query is the phrase; the answer is every non-empty mask scoring at least the score
-threshold, ordered by score. Overlapping masks are all kept: SAM 3's answer as it is, the
-paper's baseline. The one implementation behind ``run --mode sam3-only`` and
-``eval --mode sam3-only`` (which scores the union of these masks).
-"""
+"""SAM 3 alone on a query, without an MLLM (the paper's baseline): every non-empty mask
+scoring at least the threshold, by score, overlapping ones kept."""
 
 from __future__ import annotations
 
@@ -14,16 +9,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from sam3_agent.agent import rundir
-from sam3_agent.agent.export import ExportFormat
 from sam3_agent.agent.result import AgentResult, Usage
+from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.files import atomic_write_bytes
 from sam3_agent.values.images import ImageInput, load_image
 from sam3_agent.values.masks import postprocess
 
-MODEL_NAME = "sam3-only"
-"""Recorded as the result's ``model``: no MLLM took part."""
+MODEL_NAME = "sam3-only"  # the result's model: no MLLM took part
 
 
 def segment_only(
@@ -36,13 +30,11 @@ def segment_only(
     exports: Iterable[ExportFormat] = (),
     image_path: str | Path | None = None,
 ) -> AgentResult:
-    """Segment ``query`` with SAM 3 alone; write the run's files to ``output_dir`` if given
-    (with the ``exports`` asked for; ``image_path`` names an image given decoded).
-
-    Uses ``config.score_threshold`` and ``config.max_image_pixels``; ``rounds`` is 0 and
-    usage is empty. ``trace.jsonl`` holds one record: the phrase and the masks kept.
-    """
+    """Segment ``query`` with SAM 3 alone; with ``output_dir``, the run's files (its trace:
+    one record of the phrase and the masks kept)."""
     config = config or AgentConfig()
+    if image_path is None and isinstance(image, (str, Path)):
+        image_path = image
     started = time.perf_counter()
     pixels = load_image(image, max_pixels=config.max_image_pixels)
     detections = segmenter.embed(pixels).segment([query], config.score_threshold)[0]
@@ -58,13 +50,7 @@ def segment_only(
         usage=Usage(),
         timings={"segment": segmented - started, "total": time.perf_counter() - started},
         model=MODEL_NAME,
-        image_path=(
-            str(image_path)
-            if image_path is not None
-            else str(image)
-            if isinstance(image, (str, Path))
-            else None
-        ),
+        image_path=str(image_path) if image_path is not None else None,
         phrases_tried=[query],
     )
     if output_dir is not None:

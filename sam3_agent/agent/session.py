@@ -1,11 +1,5 @@
-"""The state of one agent session, image or video, and the services its tools use.
-
-A :class:`Session` owns what changes during one request: the current candidates (masks or
-tracks), the phrases tried, the budgets, usage and timings, and the prompt set it renders
-with. What differs by medium (how SAM 3 is asked, what the model and the checkers are
-shown) is its :class:`Scene`. Tool handlers (:mod:`sam3_agent.agent.tools`) read and change
-the session only through these methods; a checkpoint restores it with
-:meth:`Session.restore` and saves :meth:`Session.snapshot`.
+"""The state of one agent session, image or video, and the services its tools use; what
+differs by medium (how SAM 3 is asked, what the model and checkers see) is its :class:`Scene`.
 """
 
 from __future__ import annotations
@@ -31,49 +25,33 @@ from sam3_agent.values.images import EncodedImage, RGBImage
 
 
 class Scene(Protocol[C]):
-    """What a medium supplies to one session: its candidates' type, what the model is shown
-    first, how SAM 3 is asked, how candidates are drawn, described and shown to a checker."""
+    """What a medium supplies to one session: how SAM 3 is asked and what is shown."""
 
     answer_type: type[C]
     task_image: EncodedImage
     check_plan: CheckPlan
 
     @property
-    def mask_size(self) -> tuple[int, int]:
-        """``(height, width)`` of the masks."""
-        ...
+    def mask_size(self) -> tuple[int, int]: ...
 
-    def start(self, session: Session[C]) -> None:
-        """Begin work the first phrase will need, while the model reads the request."""
-        ...
+    def start(self, session: Session[C]) -> None: ...
 
-    async def close(self) -> None:
-        """Collect what :meth:`start` left running."""
-        ...
+    async def close(self) -> None: ...
 
     def empty(self) -> C: ...
 
-    async def segment(self, session: Session[C], phrase: str) -> tuple[C, str]:
-        """SAM 3 on ``phrase``, post-processed, and the phrase as SAM 3 read it."""
-        ...
+    async def segment(self, session: Session[C], phrase: str) -> tuple[C, str]: ...
 
-    def numbered(self, candidates: C) -> RGBImage:
-        """``candidates`` drawn and numbered from 1 (called off the event loop)."""
-        ...
+    def numbered(self, candidates: C) -> RGBImage: ...
 
-    def describe(self, candidates: C, prompts: PromptSet) -> str | None:
-        """Text to show beside :meth:`numbered` (a video's extents), None for none."""
-        ...
+    def describe(self, candidates: C, prompts: PromptSet) -> str | None: ...
 
-    async def check_views(self, session: Session[C], candidates: C) -> list[CheckView]:
-        """What each candidate's checker is shown (numbers 1-based, in order)."""
-        ...
+    async def check_views(self, session: Session[C], candidates: C) -> Sequence[CheckView]: ...
 
 
 @dataclass(eq=False)
 class Session(Generic[C]):
-    """One request: its scene, a query, and everything that changes while answering it.
-    ``prompts``: the set every message of this session renders with."""
+    """One request: its scene, a query, and everything that changes while answering it."""
 
     config: AgentConfig
     scene: Scene[C]
@@ -88,12 +66,9 @@ class Session(Generic[C]):
     round: int = field(default=0, init=False)
     checks_used: int = field(default=0, init=False)
     last_checks: list[tuple[CheckRequest, CheckResult]] = field(default_factory=list, init=False)
-    """The latest examine_each_mask: what each checker saw last and its verdict."""
     usage: Usage = field(default_factory=Usage, init=False)
     timings: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float), init=False)
     started: float = field(default_factory=time.perf_counter, init=False)
-    """When this process began on the session (``time.perf_counter``): the loop sets it
-    to the start of its call."""
     _earlier_s: float = field(default=0.0, init=False)  # wall seconds of work before a resume
     _ended_s: float | None = field(default=None, init=False)  # the total at the ending's commit
 
@@ -101,18 +76,7 @@ class Session(Generic[C]):
     def task_image(self) -> EncodedImage:
         return self.scene.task_image
 
-    @property
-    def mask_size(self) -> tuple[int, int]:
-        return self.scene.mask_size
-
-    def start(self) -> None:
-        self.scene.start(self)
-
-    async def close(self) -> None:
-        await self.scene.close()
-
     def restore(self, state: SessionState) -> None:
-        """Continue from a committed state (a resumed session)."""
         current = state.current
         answer_type = self.scene.answer_type
         if current is not None and not isinstance(current, answer_type):
@@ -133,8 +97,8 @@ class Session(Generic[C]):
             self.timings[phase] += seconds
 
     def total_s(self) -> float:
-        """Wall seconds of work on the session, before a resume and in this process, up to
-        the commit of its ending once it has one (a resume of an ended session adds none)."""
+        """Wall seconds of work on the session, a resume's earlier work included, up to the
+        commit of its ending."""
         if self._ended_s is not None:
             return self._ended_s
         return self._earlier_s + time.perf_counter() - self.started
@@ -146,9 +110,7 @@ class Session(Generic[C]):
         ending: Ending | None = None,
         context: dict[str, Any] | None = None,
     ) -> SessionState:
-        """The state to commit after the round :attr:`round`; ``context`` is the context
-        policy's own state (JSON-ready), restored with the rest on resume. ``timings``
-        carries the :meth:`total_s` so far, fixed here when ``ending`` is given."""
+        """The state to commit after this round; ``context``: the context policy's own state."""
         total = self.total_s()
         if ending is not None:
             self._ended_s = total
@@ -174,53 +136,39 @@ class Session(Generic[C]):
             self.timings[phase] += time.perf_counter() - started
 
     def require_masks(self, tool_name: str) -> C:
-        """The current masks (tracks); a :class:`ToolMistake` when there are none."""
         if self.current is None or len(self.current) == 0:
             raise ToolMistake(self.prompts.feedback("no_current_masks", name=tool_name))
         return self.current
-
-    def clear_masks(self) -> None:
-        self.current = None
 
     @property
     def checks_left(self) -> int:
         return self.config.max_mask_checks - self.checks_used
 
-    def empty_detections(self) -> C:
-        return self.scene.empty()
-
     async def select(self, candidates: C, indices: list[int]) -> C:
-        """``candidates`` at 0-based ``indices``, made off the event loop: a selection that
-        is not an evenly spaced run copies full-resolution masks, tens of milliseconds on a
-        photo."""
+        """``candidates`` at 0-based ``indices``, off the event loop (copying masks takes ms)."""
         return await asyncio.to_thread(candidates.select, indices)
 
     async def segment(self, phrase: str) -> tuple[C, str]:
-        """SAM 3 on ``phrase``; the candidates found become the current ones. Also returns
-        the phrase as SAM 3 read it (cut to its text limit; see
-        :func:`~sam3_agent.backends.base.phrase_as_read`)."""
+        """SAM 3 on ``phrase``: the candidates (now the current ones), the phrase as read."""
         found, used = await self.scene.segment(self, phrase)
         self.phrases.append(phrase)
         self.current = found if len(found) else None
         return found, used
 
     async def show_masks(self, candidates: C) -> EncodedImage:
-        """The numbered render of ``candidates``, encoded once and saved to the trace."""
         name = f"r{self.round:03d}_masks"
 
         def render() -> EncodedImage:
-            image = self.encode(self.scene.numbered(candidates), name)
+            image = EncodedImage.encode(
+                self.scene.numbered(candidates), name, quality=self.config.jpeg_quality
+            )
             self.trace.save_image(image)
             return image
 
         with self.timed("render"):
             return await asyncio.to_thread(render)
 
-    def encode(self, image: RGBImage, name: str) -> EncodedImage:
-        return EncodedImage.encode(image, name, quality=self.config.jpeg_quality)
-
     async def check(self, candidates: C) -> list[CheckResult]:
-        """One isolated check per candidate (:mod:`sam3_agent.agent.checks`), in order."""
         with self.timed("render"):
             views = await self.scene.check_views(self, candidates)
         with self.timed("checks"):

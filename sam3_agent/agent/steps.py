@@ -1,9 +1,4 @@
-"""The agent's history as typed steps; chat messages are derived from them.
-
-As in smolagents, the conversation is never stored as raw messages: each round is an
-:class:`ActionStep`, and a context policy (:mod:`sam3_agent.agent.context`) turns the steps into
-the context sent to the model. Policies therefore never mutate anything.
-"""
+"""The agent's history as typed steps; a context policy derives the chat messages from them."""
 
 from __future__ import annotations
 
@@ -28,25 +23,22 @@ if TYPE_CHECKING:
     from sam3_agent.agent.prompts import PromptSet
 
 StepKind = Literal["segment", "examine", "final", "correction"]
-"""``segment``: an executed segment_phrase (a pruning anchor). ``examine``: an executed
-examine_each_mask. ``final``: select/report that ended the session. ``correction``: anything
-refused or unreadable, answered with a corrective message."""
+"""``segment``/``examine``: an executed segment_phrase/examine_each_mask; ``final``: the tool
+that ended the session; ``correction``: a refused or unreadable reply."""
 
 
 class ToolMistake(Exception):
     """A mistake the model can fix. ``str(e)`` is the corrective message sent back to it."""
 
 
-Answer = Candidates
-"""What a session selects from: masks in an image, or mask tracks through a video."""
+Answer = Candidates  # masks in an image, or mask tracks through a video
 
 C = TypeVar("C", bound=Candidates)
 
 
 @dataclass(frozen=True)
 class Final(Generic[C]):
-    """The session's answer: ``masks`` with the selected detections (tracks, for a video),
-    or ``no_mask``."""
+    """The session's answer: ``masks`` with the selected detections (or tracks), or ``no_mask``."""
 
     status: Literal["masks", "no_mask"]
     detections: C
@@ -54,12 +46,8 @@ class Final(Generic[C]):
 
 @dataclass(frozen=True)
 class Observation:
-    """The user message that answers one reply.
-
-    ``image_dropped_text`` stands in for ``image`` when the context shows a newer image
-    instead; ``image_gone_text`` when no masks can be selected any more (every mask was
-    rejected, or the latest phrase found none), so no image of masks is shown at all.
-    """
+    """The user message that answers one reply. ``image_dropped_text`` stands in for a
+    withheld ``image`` (a newer one is shown); ``image_gone_text`` when no masks are selectable."""
 
     text: str
     image: EncodedImage | None = None
@@ -85,10 +73,8 @@ class Observation:
         prompts: PromptSet,
         masks_gone: bool = False,
     ) -> list[ChatMessage]:
-        """The answer to a native tool call: a ``tool`` message with the text, then, when the
-        image is shown, a ``user`` message holding it (OpenAI tool messages take text only)
-        with the note of ``prompts``. A withheld image is stood in for in the tool message
-        as in :meth:`message`."""
+        """A ``tool`` message with the text, then a ``user`` message with the image when shown
+        (OpenAI tool messages take text only)."""
         text = self.text
         if self.image is not None and not with_image:
             stand_in = self.image_gone_text if masks_gone else self.image_dropped_text
@@ -103,8 +89,7 @@ class Observation:
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """What one tool call (or a refused reply) gave: the step's kind, the answer to send
-    back, the session's answer when the tool ended it, the phrase of a segment."""
+    """What one tool call (or a refused reply) gave; ``final`` when it ended the session."""
 
     kind: StepKind
     observation: Observation
@@ -122,11 +107,8 @@ class TaskStep:
 
 @dataclass(frozen=True)
 class ActionStep:
-    """One main-conversation round: the model's reply and what came back.
-
-    ``round`` is 1-based; ``reply`` is cut after the first tool call; with ``native_call``
-    set, ``reply`` is the visible text and the observation answers as a tool result.
-    """
+    """One main round (``round`` 1-based): the reply, cut after its first tool call (with
+    ``native_call``, the visible text only), and the observation answering it."""
 
     round: int
     reply: str
@@ -139,13 +121,8 @@ class ActionStep:
     def messages(
         self, *, with_image: bool, prompts: PromptSet, masks_gone: bool = False
     ) -> tuple[ChatMessage, ...]:
-        """The round as chat messages: the reply, then its answer (notes from ``prompts``).
-
-        Tag protocol: ``(assistant, user)``. Native tool calls: an assistant message with
-        the structured call, a ``tool`` message answering it by id, and a ``user`` message
-        with the image when it is shown. ``masks_gone``: the image is withheld because no
-        masks can be selected any more (see :meth:`Observation.message`).
-        """
+        """The round as chat messages: ``(assistant, user)`` for tags; for a native call the
+        assistant's call, the ``tool`` answer and a ``user`` image message when shown."""
         if self.native_call is None:
             return ChatMessage.text("assistant", self.reply), self.observation.message(
                 with_image=with_image, masks_gone=masks_gone
@@ -159,32 +136,26 @@ class ActionStep:
 
     @property
     def changes_masks(self) -> bool:
-        """True when this round replaced the current masks (executed segment or examine)."""
+        """True when this round replaced the current masks."""
         return self.kind in ("segment", "examine")
 
 
 def current_masks_index(steps: Sequence[ActionStep]) -> int | None:
-    """Index of the step whose observation shows the masks that can still be selected.
-
-    That is the latest executed ``segment_phrase`` or ``examine_each_mask``, when it came
-    with an image. None when no masks are selectable (nothing segmented, nothing found,
-    every mask rejected): then no image of masks may be shown at all.
-    """
+    """Index of the latest mask-changing step, if it shows an image of selectable masks;
+    None when no masks are selectable (then no image of masks may be shown)."""
     for i in range(len(steps) - 1, -1, -1):
         if steps[i].changes_masks:
             return i if steps[i].observation.image is not None else None
     return None
 
 
-REPLAY_LIMIT = 2000
-"""Characters of a refused reply replayed in later contexts (the trace keeps all of it)."""
+REPLAY_LIMIT = 2000  # characters of a refused reply replayed later (the trace keeps all)
 
 
 def round_step(
     round_number: int, response: ChatResponse, parsed: ParsedReply, outcome: ToolOutcome
 ) -> ActionStep:
-    """The round as the history keeps it. A native call is replayed as a structured call
-    next to the visible text; a refused reply is bounded (:func:`bounded_replay`)."""
+    """The round as the history keeps it; a refused reply bounded (:func:`bounded_replay`)."""
     reply = response.text if parsed.native_call is not None else parsed.stored_text
     native_call = parsed.native_call
     if outcome.kind == "correction":
@@ -201,9 +172,8 @@ def round_step(
 
 
 def bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, NativeToolCall | None]:
-    """A refused reply as later contexts show it: cut to :data:`REPLAY_LIMIT` characters, so
-    a megabyte the model wrote once is not sent back with every following round. A native
-    call's arguments that long are replayed as ``{}`` (they must stay valid JSON)."""
+    """A refused reply cut to :data:`REPLAY_LIMIT` characters; a native call that long is
+    replayed with ``{}`` arguments (they must stay valid JSON)."""
     if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
         call = NativeToolCall(echo(call.name), "{}", id=call.id)
     return echo(reply, REPLAY_LIMIT), call

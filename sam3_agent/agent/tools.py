@@ -1,8 +1,6 @@
 """The four tools, as a registry: a name, a typed parameter model, and one handler each.
 
-Adding a tool means adding one :class:`Tool` to :data:`TOOLS`. Every way the model can
-misuse a tool raises :class:`~sam3_agent.agent.steps.ToolMistake`, whose text goes back to
-the model verbatim. Messages render with the session's prompt set (``session.prompts``).
+Every misuse raises :class:`~sam3_agent.agent.steps.ToolMistake`, its text sent to the model.
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ class SelectMasksParams(_Params):
     final_answer_masks: list[int]
 
 
-Handler = Callable[[Any, Any], Awaitable[ToolOutcome]]
-"""A tool's handler: ``(session, validated parameters)``."""
+Handler = Callable[[Any, Any], Awaitable[ToolOutcome]]  # (session, validated parameters)
 
 
 @dataclass(frozen=True)
@@ -75,9 +72,6 @@ class Tool:
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.params.model_json_schema())
 
-    def example_tag(self) -> str:
-        return ToolCall(self.name, self.example).to_tag()
-
 
 def normalize_phrase(phrase: str) -> str:
     """The form phrases are compared in: case-folded, whitespace collapsed."""
@@ -85,8 +79,7 @@ def normalize_phrase(phrase: str) -> str:
 
 
 def refuse_repeated_phrase(phrase: str, tried: Sequence[str], prompts: PromptSet) -> None:
-    """A :class:`ToolMistake` for a phrase already segmented in this session (compared
-    case-folded, whitespace collapsed)."""
+    """A :class:`ToolMistake` for a phrase already segmented (as normalised)."""
     if normalize_phrase(phrase) in {normalize_phrase(p) for p in tried}:
         raise ToolMistake(
             prompts.feedback("duplicate_phrase", phrase=echo(phrase), tried=echo_list(tried))
@@ -94,11 +87,8 @@ def refuse_repeated_phrase(phrase: str, tried: Sequence[str], prompts: PromptSet
 
 
 def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptSet) -> list[int]:
-    """The one place where the model's 1-based mask numbers become 0-based indices.
-
-    Repeated numbers are merged; the result is sorted. Raises :class:`ToolMistake` (its
-    text from ``prompts``) for an empty list or any number outside ``1..count``.
-    """
+    """The one place where the model's 1-based mask numbers become 0-based indices (sorted,
+    merged); a :class:`ToolMistake` for none or one outside ``1..count``."""
     if not numbers:
         raise ToolMistake(prompts.feedback("empty_selection", count=count))
     bad = sorted({n for n in numbers if not 1 <= n <= count})
@@ -110,8 +100,7 @@ def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptS
 def masks_observation(
     session: Session[Any], text: str, image: EncodedImage, shown: Candidates
 ) -> Observation:
-    """A result showing ``shown`` numbered (with the scene's description of them), and
-    the stand-ins used when the image is hidden."""
+    """A result showing ``shown`` numbered, with the stand-ins for a hidden image."""
     described = session.scene.describe(shown, session.prompts)
     if described is not None:
         text += "\n" + described
@@ -148,7 +137,7 @@ async def _examine_each_mask(session: Session[Any], params: NoParams) -> ToolOut
     # Accepted and Uncertain candidates stay; the model decides on the Uncertain ones.
     kept = [r.number for r in results if r.verdict != "reject"]
     if not kept:
-        session.clear_masks()
+        session.current = None
         return ToolOutcome(
             "examine", Observation(prompts.feedback("all_rejected", total=len(current)))
         )
@@ -174,7 +163,7 @@ async def _select_masks_and_return(session: Session[Any], params: SelectMasksPar
 
 
 async def _report_no_mask(session: Session[Any], params: NoParams) -> ToolOutcome:
-    return ToolOutcome("final", Observation(""), final=Final("no_mask", session.empty_detections()))
+    return ToolOutcome("final", Observation(""), final=Final("no_mask", session.scene.empty()))
 
 
 TOOLS: dict[str, Tool] = {
@@ -229,8 +218,7 @@ TOOLS: dict[str, Tool] = {
 }
 
 
-Registry = dict[str, Tool]
-"""Tools by name: :data:`TOOLS` for images; a video's are the same, described for tracks."""
+Registry = dict[str, Tool]  # tools by name
 
 
 def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:
@@ -240,7 +228,7 @@ def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:
             "name": t.name,
             "description": t.description,
             "parameters_text": t.parameters_text,
-            "example": t.example_tag(),
+            "example": ToolCall(t.name, t.example).to_tag(),
         }
         for t in registry.values()
     ]
@@ -252,7 +240,6 @@ def tool_specs(registry: Registry = TOOLS) -> list[ToolSpec]:
 
 
 def _describe_errors(error: ValidationError) -> str:
-    """The validation problems in one line; every part the model wrote is bounded."""
     problems = []
     for e in error.errors():
         where = echo(".".join(str(p) for p in e["loc"]) or "parameters")
@@ -266,7 +253,7 @@ def _describe_errors(error: ValidationError) -> str:
 
 
 async def execute(session: Session[Any], call: ToolCall, registry: Registry = TOOLS) -> ToolOutcome:
-    """Validate ``call`` and run its handler. Raises :class:`ToolMistake` for model mistakes."""
+    """Validate ``call`` and run its handler (:class:`ToolMistake` for model mistakes)."""
     prompts = session.prompts
     tool = registry.get(call.name)
     if tool is None:

@@ -16,11 +16,10 @@ from typing import Any, Generic, Protocol, TypeVar
 from sam3_agent.agent.checkpoint import Committed, check_resumable
 from sam3_agent.agent.ended import finish_ended
 from sam3_agent.agent.events import RoundCallback, RoundEvent
-from sam3_agent.agent.export import parse_exports
 from sam3_agent.agent.loop import Sam3Agent, check_query
 from sam3_agent.agent.prompts import load_prompt_set
 from sam3_agent.agent.result import AgentResult
-from sam3_agent.agent.rundir import result_document
+from sam3_agent.agent.rundir import parse_exports, result_document
 from sam3_agent.agent.sam3_only import segment_only
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.agent.video.result import VideoResult

@@ -749,7 +749,7 @@ def test_no_file_work_on_the_event_loop(
 
 
 def test_round_records_are_built_by_keyword() -> None:
-    from sam3_agent.agent.hooks import FinishedRound
+    from sam3_agent.agent.events import FinishedRound
 
     with pytest.raises(TypeError):
         FinishedRound(*range(10))  # type: ignore[misc]

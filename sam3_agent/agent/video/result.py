@@ -11,20 +11,15 @@ from sam3_agent.values.tracks import Tracks
 
 @dataclass(kw_only=True)
 class VideoResult(SessionResult):
-    """The outcome of :meth:`sam3_agent.Sam3VideoAgent.run`.
-
-    ``tracks`` hold masks at the video's resolution, keyed by position among ``video``'s
-    ``frames_used`` (source indices); ``video`` also names frames a damaged file lost.
-    """
+    """The outcome of :meth:`sam3_agent.Sam3VideoAgent.run`: ``tracks`` keyed by position
+    among ``video``'s ``frames_used``."""
 
     tracks: Tracks
     video: dict[str, Any]
     options: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The ``result.json`` document. ``tracks`` follow the YouTube-VIS layout: per
-        object, one COCO RLE per frame used (``null`` where it is absent), aligned with
-        ``video.frames_used``."""
+        """The ``result.json`` document; ``tracks`` in the YouTube-VIS layout."""
         h, w = self.tracks.size
         video = {**self.video, "height": h, "width": w}
         tracks = self.tracks.youtube_vis()

@@ -18,9 +18,9 @@ import cv2
 import numpy as np
 
 from sam3_agent.agent import rundir
-from sam3_agent.agent.export import mask_file_name
 from sam3_agent.agent.loop import RoundEvent, Sam3Agent, check_query
 from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.rundir import mask_file_name
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
 from sam3_agent.values.files import safe_name
 from sam3_agent.values.images import DEFAULT_MAX_PIXELS, RGBImage, downscale, load_image

@@ -143,7 +143,7 @@ def test_resume_after_a_failed_round_continues_to_the_same_result(tmp_path: Path
 def test_a_kill_after_tracking_resumes_without_tracking_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sam3_agent.agent.video import session as video_session
+    from sam3_agent.agent.video import agent as video_session
     from tests.support.resume import Killed
 
     clip = write_mp4(tmp_path / "clip.mp4", 8)

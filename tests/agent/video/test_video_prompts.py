@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sam3_agent.agent import prompts
 from sam3_agent.agent.parsing import parse_frame_range, parse_verdict
 from sam3_agent.agent.tools import TOOLS, tool_docs
-from sam3_agent.agent.video.tools import VIDEO_TOOLS
+from sam3_agent.agent.video.agent import VIDEO_TOOLS
 from sam3_agent.values.errors import UserError
 
 
