@@ -1,7 +1,5 @@
 """Running the requests of many browser sessions, round by round, each as its own asyncio
-task (a stop or a closed page cancels it; the agent writes what it has first). Errors end
-the stream with one line, never a traceback. No web framework here.
-"""
+task; errors end the stream with one line, never a traceback. No web framework here."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -37,11 +35,9 @@ DISPLAY_SIDE = 1024
 
 @dataclass(frozen=True)
 class Update(Generic[R]):
-    """The state of one request, as the page shows it.
-
-    ``result`` and ``web_video`` (a video's overlay as WebM) come with ``done`` only;
-    ``output_dir`` is None for a request refused before it started.
-    """
+    """The state of one request, as the page shows it. ``result`` and ``web_video`` (a
+    video's overlay as WebM) come with ``done`` only; ``output_dir`` is None for a request
+    refused before it started."""
 
     state: State
     rounds: tuple[RoundEvent, ...] = ()
@@ -56,25 +52,16 @@ Session = Callable[[Path, Callable[[RoundEvent], None]], Coroutine[Any, Any, R]]
 """One request's agent session, given its run directory and the ``on_round`` callback."""
 
 
-@dataclass(frozen=True)
-class Annotations:
-    """The final masks over the image for display: ``(h, w, 3)`` uint8 and ``(h, w)`` float
-    masks in ``[0, 1]`` with labels like ``"1 (0.93)"`` (1-based mask number and score)."""
-
-    image: RGBImage
-    masks: list[tuple[np.ndarray, str]] = field(default_factory=list)
-
-
 def load_display_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> RGBImage:
-    """The image at ``path``, downscaled for the page. Raises ImageLoadError (also above
-    ``max_pixels``)."""
+    """The image at ``path``, downscaled for the page (ImageLoadError above ``max_pixels``)."""
     return downscale(load_image(path, max_pixels=max_pixels), DISPLAY_SIDE)
 
 
 def final_annotations(
     image_path: str | Path, result: AgentResult, *, max_pixels: int = DEFAULT_MAX_PIXELS
-) -> Annotations:
-    """The final masks of ``result`` on the image it was computed on, at display size."""
+) -> tuple[RGBImage, list[tuple[np.ndarray, str]]]:
+    """The image ``result`` was computed on, at display size, and its final masks over it:
+    ``(h, w)`` float32 in ``[0, 1]``, labelled ``"1 (0.93)"`` (1-based number and score)."""
     display = load_display_image(image_path, max_pixels=max_pixels)
     h, w = display.shape[:2]
     labelled = []
@@ -83,12 +70,11 @@ def final_annotations(
     ):
         small = cv2.resize(mask.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST)
         labelled.append((small.astype(np.float32), f"{i + 1} ({score:.2f})"))
-    return Annotations(display, labelled)
+    return display, labelled
 
 
 def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
-    """A directory under ``runs_dir`` no request used yet, named by the time, the page's
-    session and the query (made safe); not created."""
+    """A new directory name under ``runs_dir``: the time, the page's session, the query."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = safe_name(f"{stamp}-{key[:8]}-{query}", max_len=80)
     out = runs_dir / name
@@ -100,11 +86,9 @@ def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
 
 
 class SessionRunner(Generic[R]):
-    """What every tab's runner does: answers the requests of many browser sessions (one at
-    a time per page), each as an asyncio task whose rounds stream as :class:`Update`
-    values, one per finished round, then one for the end. A stop (:meth:`stop`) or a closed
-    page cancels the task; the agent then writes what it has before the stream ends.
-    """
+    """Every tab's runner: one request at a time per page, each an asyncio task whose
+    rounds stream as :class:`Update` values; a stop or a closed page cancels the task (the
+    agent writes what it has before the stream ends)."""
 
     failed = "demo request failed"  # the server log's line above a bug's traceback
 
@@ -134,13 +118,8 @@ class SessionRunner(Generic[R]):
         self, key: str, query: str, prepare: Callable[[], Awaitable[tuple[Session[R], str]]]
     ) -> AsyncIterator[Update[R]]:
         """Answer session ``key``'s request: ``prepare`` checks it before any model work
-        (a :class:`UserError` refuses it) and gives its session and the first status line.
-
-        Yields one ``error`` update for a request refused before it starts; otherwise one
-        ``running`` update without rounds when it starts, one per finished round, then one
-        ``done``, ``stopped`` or ``error`` update. Closing the iterator early (the page went
-        away) stops the session the same way :meth:`stop` does.
-        """
+        (a :class:`UserError` refuses it: one ``error`` update) and gives its session and
+        first status line. Then one ``running`` update, one per round, and the end."""
         try:
             session, started = await prepare()
             # Checked after the last await, so two requests of one page cannot both pass.
@@ -193,8 +172,7 @@ class SessionRunner(Generic[R]):
 
 
 class DemoRunner(SessionRunner[AgentResult]):
-    """Answers the image requests of many browser sessions with one agent, shared (its
-    backends are safe to share)."""
+    """Answers the image requests of many browser sessions with one shared agent."""
 
     def __init__(self, agent: Sam3Agent, runs_dir: Path) -> None:
         super().__init__(runs_dir)
@@ -202,8 +180,7 @@ class DemoRunner(SessionRunner[AgentResult]):
 
     @property
     def max_pixels(self) -> int:
-        """The largest image (pixels) a request may bring: the agent's own limit
-        (``--max-pixels``), checked on upload, before any model work."""
+        """The largest image (pixels) a request may bring: the agent's own limit."""
         return self.agent.config.max_image_pixels
 
     def run(
@@ -249,11 +226,9 @@ def upload_name(image_path: str | Path) -> str:
     return Path(image_path).name
 
 
-def upload_error(image_path: str | Path | None, error: ImageLoadError) -> str:
-    """The page's message for an upload that cannot be read: the loader's own reason (too
-    many pixels, not an image, ...), naming the file as uploaded, never the server's path."""
-    if image_path is None:
-        return one_line(error)
+def upload_error(image_path: str | Path, error: ImageLoadError) -> str:
+    """The loader's reason an upload cannot be read, naming the file as uploaded, never the
+    server's path."""
     name = upload_name(image_path)
     reason = one_line(str(error).replace(str(Path(image_path)), name))
     logger.info("unreadable upload %s: %s", name, reason)

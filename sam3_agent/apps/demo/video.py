@@ -1,7 +1,5 @@
-"""Video requests of the web demo. SAM 3's video model loads on the first video request and
-is shared after; an upload is checked before any model work, each refusal naming the file
-as uploaded; the page plays a WebM copy of the overlay. No web framework here.
-"""
+"""Video requests of the web demo: SAM 3's video model loads on the first one and is shared
+after; an upload is checked before any model work. No web framework here."""
 
 from __future__ import annotations
 
@@ -32,15 +30,12 @@ from sam3_agent.values.errors import UserError
 logger = logging.getLogger(__name__)
 
 LOADING = "loading SAM 3's video model (the first video request waits for it)..."
-
-
 VideoUpdate = Update[VideoResult]
 
 
 @dataclass(frozen=True, eq=False)
 class UploadedVideo(VideoSource):
-    """A video read from an upload's temporary copy, which results name by the file name it
-    was uploaded with (``upload_name``)."""
+    """A video read from an upload's temporary copy, named in results as uploaded."""
 
     upload_name: str = ""
 
@@ -61,7 +56,7 @@ def check_stride(stride: float | int | None) -> int:
 
 def check_upload(path: str | Path, stride: int, limits: VideoLimits) -> UploadedVideo:
     """Open the uploaded video at ``path`` for tracking every ``stride``-th frame, within
-    ``limits``; nothing is decoded but its first frame. Errors name the file as uploaded."""
+    ``limits`` (only its first frame is decoded). Errors name the file as uploaded."""
     path = Path(path)
     name = upload_name(path)
     try:
@@ -96,7 +91,7 @@ def describe_upload(video: VideoSource) -> str:
 
 
 class VideoDemoRunner(SessionRunner[VideoResult]):
-    """Answers the video requests of many browser sessions with one video agent;
+    """Answers the video requests of many browser sessions with one video model;
     ``build_agent`` runs (in a thread) on the first video request, again after a failure."""
 
     failed = "demo video request failed"
@@ -114,13 +109,13 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
 
     @property
     def loaded(self) -> bool:
-        """Whether SAM 3's video model is loaded (a video request came and it loaded)."""
+        """Whether SAM 3's video model is loaded."""
         task = self._agent
         return task is not None and task.done() and task.exception() is None
 
     async def agent(self, selection: FrameSelection) -> Sam3VideoAgent:
-        """The agent tracking ``selection``'s frames, on the one video model (loaded on the
-        first call; a request stopped meanwhile does not stop the loading)."""
+        """The agent tracking ``selection``'s frames on the one video model (a request
+        stopped while it loads does not stop the loading)."""
         if self._agent is None or (self._agent.done() and self._agent.exception() is not None):
             self._agent = asyncio.ensure_future(asyncio.to_thread(self._build_agent))
         first = await asyncio.shield(self._agent)
@@ -137,9 +132,8 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
         query: str,
         stride: float | int | None = 1,
     ) -> AsyncIterator[VideoUpdate]:
-        """Answer ``query`` on the uploaded video at ``video_path``, tracking every
-        ``stride``-th frame, for session ``key``, as :meth:`SessionRunner._answer` streams
-        it (the first ``running`` update says when the model loads first)."""
+        """Answer ``query`` on the uploaded video, tracking every ``stride``-th frame, for
+        session ``key``, as :meth:`SessionRunner._answer` streams it."""
 
         async def prepare() -> tuple[Session[VideoResult], str]:
             if video_path is None:
