@@ -25,7 +25,6 @@ from sam3_agent.apps.service.intake import (
     LruStore,
     ServiceError,
     content_type,
-    declared_length,
     decode_and_id,
     parse_json,
     raw_and_id,
@@ -46,7 +45,7 @@ from sam3_agent.backends.schemas import (
     UploadResponse,
 )
 from sam3_agent.backends.segment_args import clean_phrase
-from sam3_agent.backends.wire import RAW_RGB_MIME, RleOrder, encode_masks
+from sam3_agent.backends.wire import RAW_RGB_MIME, encode_masks
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import RGBImage
 
@@ -59,12 +58,7 @@ _JSON_OVERHEAD_BYTES = 64 * 1024
 
 
 def _segment_sync(
-    segmenter: Segmenter,
-    image: RGBImage,
-    image_id: str,
-    phrases: list[str],
-    score_threshold: float,
-    rle_order: RleOrder,
+    segmenter: Segmenter, image: RGBImage, image_id: str, req: SegmentRequest
 ) -> SegmentResponse:
     height, width = int(image.shape[0]), int(image.shape[1])
     embedding = segmenter.embed(image)
@@ -72,16 +66,17 @@ def _segment_sync(
     # never exist together.
     step = max(1, _MASK_BUDGET_PIXELS // (height * width * 8))
     results: list[PhraseResult] = []
+    phrases = req.phrases
     for start in range(0, len(phrases), step):
         # The in-process backend's sanitiser: any segmenter behind the service reads the
         # same text SAM 3 in-process would.
         cleaned = [clean_phrase(p) for p in phrases[start : start + step]]
-        detections = embedding.segment(cleaned, score_threshold)
+        detections = embedding.segment(cleaned, req.score_threshold)
         for text, det in zip(cleaned, detections, strict=True):
             answer = {
                 "phrase": text,
                 "used_phrase": phrase_as_read(embedding, text),
-                "masks": encode_masks(det.masks, rle_order),
+                "masks": encode_masks(det.masks, req.rle_order),
                 "boxes": det.boxes.tolist(),
                 "scores": det.scores.tolist(),
             }
@@ -205,8 +200,7 @@ def create_app(
     @app.post("/v1/segment")
     async def segment(request: Request) -> SegmentResponse:
         authorize(request)
-        refuse_declared_over(request, json_limit)
-        declared = declared_length(request)
+        declared = refuse_declared_over(request, json_limit)
         # A body that may carry an image is read inside an upload slot, and that slot is
         # kept while its decoded image is worked on. Order: segment slot, then upload slot.
         small = declared is not None and declared <= SMALL_BODY_BYTES
@@ -248,15 +242,7 @@ def create_app(
                 del data
                 images.keep(image_id, image)
             try:
-                return await run_in_threadpool(
-                    _segment_sync,
-                    segmenter,
-                    image,
-                    image_id,
-                    req.phrases,
-                    req.score_threshold,
-                    req.rle_order,
-                )
+                return await run_in_threadpool(_segment_sync, segmenter, image, image_id, req)
             except UserError as e:
                 raise ServiceError(400, ErrorCode.INVALID, str(e)) from e
             except SegmenterError as e:

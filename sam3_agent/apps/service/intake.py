@@ -171,19 +171,16 @@ def raw_size(query: dict[str, str], max_pixels: int) -> tuple[int, int]:
     return height, width
 
 
-def declared_length(request: Request) -> int | None:
-    """The body's ``Content-Length``, or None when it is not given (chunked) or not a number."""
-    declared = request.headers.get("content-length", "").strip()
-    return int(declared) if declared.isdigit() else None
-
-
-def refuse_declared_over(request: Request, limit: int) -> None:
-    """413 at once when the declared ``Content-Length`` exceeds ``limit``, before any slot."""
-    declared = declared_length(request)
+def refuse_declared_over(request: Request, limit: int) -> int | None:
+    """413 at once when the declared ``Content-Length`` exceeds ``limit``, before any slot;
+    the declared length (None when not given, chunked, or not a number)."""
+    text = request.headers.get("content-length", "").strip()
+    declared = int(text) if text.isdigit() else None
     if declared is not None and declared > limit:
         raise ServiceError(
             413, ErrorCode.TOO_LARGE, f"body of {declared} bytes exceeds the {limit}-byte limit"
         )
+    return declared
 
 
 async def body_chunks(request: Request, limit: int, what: str = "body") -> AsyncIterator[bytes]:

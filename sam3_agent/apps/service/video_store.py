@@ -1,6 +1,5 @@
 """Uploaded videos: received to disk under a byte bound, checked (a tar of frames unpacked
-member by member, top-level frame files only), and kept in an LRU store bounded in bytes.
-"""
+member by member, top-level frame files only), and kept in an LRU store bounded in bytes."""
 
 from __future__ import annotations
 
