@@ -107,12 +107,6 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
         self._build_agent = build_agent
         self._agent: asyncio.Future[Sam3VideoAgent] | None = None
 
-    @property
-    def loaded(self) -> bool:
-        """Whether SAM 3's video model is loaded."""
-        task = self._agent
-        return task is not None and task.done() and task.exception() is None
-
     async def agent(self, selection: FrameSelection) -> Sam3VideoAgent:
         """The agent tracking ``selection``'s frames on the one video model (a request
         stopped while it loads does not stop the loading)."""
@@ -147,7 +141,8 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
                 agent = await self.agent(FrameSelection(stride=frames))
                 return await agent.arun(video, query, output_dir=out, on_round=on_round)
 
-            return session, LOADING if not self.loaded else "asking the model..."
+            loaded = (task := self._agent) is not None and task.done() and not task.exception()
+            return session, "asking the model..." if loaded else LOADING
 
         return self._answer(key, query, prepare)
 
