@@ -15,11 +15,14 @@ import gradio as gr
 from sam3_agent.apps.demo.sessions import (
     DemoRunner,
     Update,
+    VideoDemoRunner,
+    check_stride,
+    check_upload,
+    describe_upload,
     final_annotations,
     load_display_image,
     upload_error,
 )
-from sam3_agent.apps.demo.video import VideoDemoRunner, check_stride, check_upload, describe_upload
 from sam3_agent.apps.demo.views import (
     EMPTY_ROUNDS,
     result_summary,

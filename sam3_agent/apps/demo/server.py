@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sam3_agent.apps.demo.sessions import DemoRunner
-from sam3_agent.apps.demo.video import VideoDemoRunner
+from sam3_agent.apps.demo.sessions import DemoRunner, VideoDemoRunner
 from sam3_agent.apps.demo.views import page_css
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.values.errors import UserError
