@@ -54,7 +54,7 @@ def demo_command(
             videos = None
             if demo.video:
                 from sam3_agent.agent.video.agent import Sam3VideoAgent
-                from sam3_agent.apps.demo.video import VideoDemoRunner
+                from sam3_agent.apps.demo.sessions import VideoDemoRunner
 
                 def build_video_agent() -> Sam3VideoAgent:
                     # On the first video request: a demo used for images never loads it.

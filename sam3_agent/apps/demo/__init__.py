@@ -1,6 +1,2 @@
-"""The web demo: watch the agent segment, round by round, in a browser.
-
-The runners (:mod:`.sessions`, :mod:`.video`) and the HTML (:mod:`.views`) use no web
-framework; :mod:`.page` (Gradio) and :mod:`.server` (FastAPI) do. ``gradio`` is an optional
-extra: ``pip install "sam3-agent[demo]"``.
-"""
+"""The web demo: watch the agent segment, round by round, in a browser. Only :mod:`.page` and
+:mod:`.server` import a web framework; ``pip install "sam3-agent[demo]"`` brings ``gradio``."""

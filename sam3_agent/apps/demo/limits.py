@@ -1,5 +1,4 @@
-"""What the demo accepts from an upload: :class:`VideoLimits` (light, so that the CLI can
-declare its flags' defaults from it without importing the demo)."""
+"""What the demo accepts from a video upload (light: the CLI's flag defaults come from it)."""
 
 from __future__ import annotations
 
@@ -16,10 +15,8 @@ class VideoLimits:
 
     max_mb: float = 200.0
     """Largest file, in megabytes (10^6 bytes)."""
-
     max_frames: int = 300
     """Most frames one request tracks (after its stride): what a session costs SAM 3."""
-
     max_pixels: int = DEFAULT_MAX_PIXELS
     """Largest frame, width x height (the agent's ``--max-pixels``)."""
 

@@ -1,15 +1,12 @@
-"""The Gradio page: a tab per medium (image, video), each built from the same blocks:
-upload, query, run, watch the rounds, stop, see the result, download.
-
-Imports ``gradio``; import this module only when the demo is served. Element ids start with
-``s3a-`` on the image tab and ``s3a-video-`` on the video tab (the browser tests find the
-controls by them); the API names are ``run`` / ``stop`` and ``run_video`` / ``stop_video``.
-"""
+"""The Gradio page: a tab per medium (image, video), each built from the same blocks.
+Element ids start with ``s3a-`` (image) and ``s3a-video-`` (video): the browser tests find
+the controls by them. Imports ``gradio``: import it only when the demo is served."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,11 +15,14 @@ import gradio as gr
 from sam3_agent.apps.demo.sessions import (
     DemoRunner,
     Update,
+    VideoDemoRunner,
+    check_stride,
+    check_upload,
+    describe_upload,
     final_annotations,
     load_display_image,
     upload_error,
 )
-from sam3_agent.apps.demo.video import VideoDemoRunner, check_stride, check_upload, describe_upload
 from sam3_agent.apps.demo.views import (
     EMPTY_ROUNDS,
     result_summary,
@@ -40,37 +40,24 @@ VIDEO_READY = "Upload a video clip, say what to segment and track, press Run."
 
 def api_example(component: gr.components.Component, payload: Any, value: Any) -> None:
     """Make ``payload`` (and ``value``) the example the "Use via API" panel shows for
-    ``component``, instead of Gradio's generic one (a PDF on the internet for a file).
-
-    Set on the instance: a subclass of a Gradio component would make Gradio write a ``.pyi``
-    stub beside this module.
-    """
+    ``component``, instead of Gradio's generic one (a PDF on the internet for a file). Set
+    on the instance: a subclass would make Gradio write a ``.pyi`` stub beside this module."""
     component.example_payload = lambda: payload  # type: ignore[method-assign]
     component.example_value = lambda: value  # type: ignore[method-assign]
 
 
-def theme() -> gr.themes.Base:
-    """Gradio's default look with its bundled fonts only (nothing fetched from a font CDN)."""
-    return gr.themes.Default(
-        font=[gr.themes.LocalFont("IBM Plex Sans"), "ui-sans-serif", "system-ui", "sans-serif"],
-        font_mono=[gr.themes.LocalFont("IBM Plex Mono"), "ui-monospace", "monospace"],
-    )
-
-
 def session_key(request: gr.Request | None) -> str:
-    """Whose session a request belongs to: every browser tab (and every gradio_client) has
-    its own session hash."""
+    """Whose session a request belongs to: every browser tab has its own session hash."""
     return (request.session_hash if request is not None else None) or "anonymous"
 
 
 Ended = Callable[[str, list[str] | None], tuple[Any, ...]]
-"""A tab's (rounds, status, result, downloads) once its request ended, from the rounds'
-HTML and the downloads."""
+"""A tab's outputs once its request ended, from the rounds' HTML and the downloads."""
 
 
 def session_outputs(update: Update[Any], ended: Ended) -> tuple[Any, ...]:
-    """The values of (rounds, status, result, downloads) for ``update``: alike on every tab
-    while a request is refused or running; ``ended`` once it ended."""
+    """The values of (rounds, status, result, downloads) for ``update``; ``ended`` gives
+    them once it ended."""
     if update.state == "error" and update.output_dir is None:
         # Refused before it started: what the page shows (a running session's rounds, too)
         # stays; the status line says why.
@@ -83,10 +70,9 @@ def session_outputs(update: Update[Any], ended: Ended) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class Tab:
-    """What a tab's blocks are called and say: the prefix of its element ids, the upload's
-    label (its element id is ``s3a-`` and the label in lower case), the query's label and
-    placeholder, the status line before an upload, the file and the query of the ``run``
-    call the "Use via API" panel shows, the API names of Run and Stop."""
+    """What a tab's blocks are called and say (``upload``: the upload's label; its element
+    id is ``s3a-`` and the label in lower case; ``api_example``: the file and query the "Use
+    via API" panel shows)."""
 
     prefix: str
     upload: str
@@ -139,10 +125,8 @@ def tab_blocks(
     final: Callable[[], gr.components.Component],
     examples: Sequence[tuple[Path, str]] = (),
 ) -> Blocks:
-    """A tab's layout. Wide: the form, status, result and downloads on the left, the rounds
-    on the right. Narrow (:func:`~sam3_agent.apps.demo.views.page_css`): the form and
-    status, then the rounds, then the result and downloads. ``options``: the form's fields
-    under the query."""
+    """A tab's layout: the form, status, result and downloads on the left, the rounds on the
+    right (narrow screens: :func:`~sam3_agent.apps.demo.views.page_css`)."""
     p = tab.prefix
     with gr.Row(equal_height=False, elem_id=f"{p}-main"):
         with gr.Column(scale=5, elem_id=f"{p}-left"):
@@ -190,9 +174,8 @@ def wire_run_and_stop(
     stop: Callable[[str], bool],
     concurrency: int,
 ) -> None:
-    """Run (the button, or Enter in the query box) streams ``run`` into (rounds, status,
-    result, downloads); Stop ends it through the runner's ``stop``. Every tab's requests
-    share one concurrency bound (``concurrency_id="agent"``)."""
+    """Run (the button, or Enter in the query box) streams ``run`` into the tab's outputs;
+    Stop calls ``stop``. Every tab's requests share one concurrency bound."""
     name, text = tab.api_example
     # What gradio_client.handle_file(name) sends; with "url" the panel's Python example
     # reads handle_file('coffee.jpg').
@@ -238,8 +221,6 @@ def wire_run_and_stop(
 def image_tab(
     runner: DemoRunner, *, concurrency: int, examples: Sequence[tuple[Path, str]] = ()
 ) -> None:
-    """The image tab's blocks, in the Blocks being built."""
-
     def preview(image_path: str | None) -> tuple[Any, str]:
         if image_path is None:
             return None, status_html("idle", READY)
@@ -260,22 +241,18 @@ def image_tab(
             query: what to segment, in words.
         """
         async for update in runner.run(session_key(request), image_path, query):
-            yield session_outputs(update, ended(update, image_path))
+            # A request without an image is refused: ``ended`` never sees it.
+            yield session_outputs(update, partial(ended, update, cast(str, image_path)))
 
-    def ended(update: Update[Any], image_path: str | None) -> Ended:
-        def outputs(rounds: str, files: list[str] | None) -> tuple[Any, ...]:
-            if update.state != "done":
-                return rounds, status_html(update.state, update.message), gr.skip(), files
-            result = update.result
-            if result is None or image_path is None:  # not reachable: done has a result
-                message = "the session ended without a result"
-                return rounds, status_html("error", message), None, files
-            shown = final_annotations(image_path, result, max_pixels=runner.max_pixels)
-            kind = "done" if result.status != "failed" else "error"
-            annotated = (shown.image, shown.masks)
-            return rounds, status_html(kind, result_summary(result)), annotated, files
-
-        return outputs
+    def ended(
+        update: Update[Any], image_path: str, rounds: str, files: list[str] | None
+    ) -> tuple[Any, ...]:
+        result = update.result
+        if update.state != "done" or result is None:
+            return rounds, status_html(update.state, update.message), gr.skip(), files
+        shown = final_annotations(image_path, result, max_pixels=runner.max_pixels)
+        kind = "done" if result.status != "failed" else "error"
+        return rounds, status_html(kind, result_summary(result)), shown, files
 
     gr.Markdown(
         "## sam3-agent: watch a multimodal LLM segment with SAM 3\n"
@@ -299,8 +276,6 @@ def image_tab(
 
 
 def video_tab(runner: VideoDemoRunner, *, concurrency: int) -> None:
-    """The video tab's blocks, in the Blocks being built."""
-
     def preview(video_path: str | None, stride: float | None) -> str:
         if video_path is None:
             return status_html("idle", VIDEO_READY)
@@ -323,22 +298,19 @@ def video_tab(runner: VideoDemoRunner, *, concurrency: int) -> None:
             stride: track every n-th frame (1: every frame).
         """
         async for update in runner.run(session_key(request), video_path, query, stride):
-            yield session_outputs(update, ended(update))
+            yield session_outputs(update, partial(ended, update))
 
-    def ended(update: Update[Any]) -> Ended:
-        def outputs(rounds: str, files: list[str] | None) -> tuple[Any, ...]:
-            result = update.result
-            if update.state != "done" or result is None:
-                kind = "stopped" if update.state == "stopped" else "error"
-                return rounds, status_html(kind, update.message), None, files
-            kind = "done" if result.status != "failed" else "error"
-            message = video_summary(result)
-            if update.web_video is None:
-                message += " (the overlay could not be prepared for the page: download overlay.mp4)"
-            shown = None if update.web_video is None else str(update.web_video)
-            return rounds, status_html(kind, message), shown, files
-
-        return outputs
+    def ended(update: Update[Any], rounds: str, files: list[str] | None) -> tuple[Any, ...]:
+        result = update.result
+        if update.state != "done" or result is None:
+            kind = "stopped" if update.state == "stopped" else "error"
+            return rounds, status_html(kind, update.message), None, files
+        kind = "done" if result.status != "failed" else "error"
+        message = video_summary(result)
+        if update.web_video is None:
+            message += " (the overlay could not be prepared for the page: download overlay.mp4)"
+        shown = None if update.web_video is None else str(update.web_video)
+        return rounds, status_html(kind, message), shown, files
 
     gr.Markdown(
         "SAM 3 follows every instance of a phrase through the clip as a **track**; the "
@@ -372,9 +344,8 @@ def build_page(
     examples: Sequence[tuple[Path, str]] = (),
     video_runner: VideoDemoRunner | None = None,
 ) -> gr.Blocks:
-    """The demo's :class:`gradio.Blocks`: the image tab alone, or with ``video_runner`` an
-    Image and a Video tab. ``concurrency`` bounds the requests running at once, both tabs'
-    together."""
+    """The demo's page: the image tab alone, or with ``video_runner`` an Image and a Video
+    tab. ``concurrency`` bounds the requests running at once, both tabs' together."""
     with gr.Blocks(title=TITLE, analytics_enabled=False) as page:
         if video_runner is None:
             image_tab(runner, concurrency=concurrency, examples=examples)

@@ -1,11 +1,6 @@
 """The demo's web app: the Gradio page mounted in a FastAPI app, optionally beside the SAM 3
-service's API (``/health``, ``/v1/*``) on the same segmenter, and the uvicorn runner.
-
-Offline-safe by construction: Gradio's analytics are off, no share link is made, the theme
-uses the fonts Gradio bundles, server-side rendering (which would need Node) is off, and the
-page's images are inlined. The browser test fails on any request to a host other than the
-server's own.
-"""
+service's API on the same segmenter. Offline-safe: no analytics, share link, font CDN or
+server-side rendering (the browser test fails on a request to any other host)."""
 
 from __future__ import annotations
 
@@ -13,12 +8,11 @@ import hmac
 import logging
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sam3_agent.apps.demo.sessions import DemoRunner
-from sam3_agent.apps.demo.video import VideoDemoRunner
+from sam3_agent.apps.demo.sessions import DemoRunner, VideoDemoRunner
 from sam3_agent.apps.demo.views import page_css
 from sam3_agent.backends.base import Segmenter
 from sam3_agent.values.errors import UserError
@@ -43,33 +37,14 @@ def bundled_examples(directory: Path = ASSETS) -> list[tuple[Path, str]]:
     ]
 
 
-def _offline_gradio() -> None:
-    # Read by gradio at import: no usage reports, no version check.
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-
-
-def token_auth(token: str) -> Callable[[str, str], bool]:
-    """Gradio's login check: any user name, the token as the password."""
-    expected = token.encode()
-
-    def check(username: str, password: str) -> bool:
-        return hmac.compare_digest(password.encode(), expected)
-
-    return check
-
-
 _API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)
 _LOGIN_PAGE = b'"auth_required":true'
 
 
 class NoApiBeforeLogin:
-    """ASGI middleware: the login page goes out without the page's API description.
-
-    Gradio (6.x) embeds the description of every endpoint (``window.gradio_api_info``) in
-    the page it serves before login too; its ``/info`` route already asks for the login.
-    Only the HTML of the page's root is read (streams and files pass untouched); the page
-    is the login page when its embedded config says ``auth_required``.
-    """
+    """ASGI middleware: the login page goes out without the page's API description, which
+    Gradio (6.x) embeds (``window.gradio_api_info``) before login too. Only the HTML of the
+    root is read; it is the login page when its embedded config says ``auth_required``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -116,19 +91,18 @@ def create_app(
     video_runner: VideoDemoRunner | None = None,
 ) -> FastAPI:
     """The demo app: the page at ``/``; with ``service_segmenter``, also the SAM 3 service.
-
-    ``token``: the login password (any user name) and the service's bearer token;
-    ``concurrency`` bounds both tabs' requests together, ``max_queue`` those waiting.
-    """
+    ``token``: the login password and the service's bearer token; ``concurrency`` bounds
+    both tabs' requests together, ``max_queue`` those waiting."""
     if token is not None and not token:
         raise UserError("the demo token must not be empty")
     if concurrency < 1 or max_queue < 1:
         raise UserError("the demo's concurrency and queue size must be >= 1")
-    _offline_gradio()
+    # Read by gradio at import: no usage reports, no version check.
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     import gradio as gr
     from fastapi import FastAPI
 
-    from sam3_agent.apps.demo.page import build_page, theme
+    from sam3_agent.apps.demo.page import build_page
 
     for each in (runner, video_runner):
         if each is not None:
@@ -148,7 +122,10 @@ def create_app(
         app,
         page,
         path="/",
-        auth=token_auth(token) if token else None,
+        # Any user name, the token as the password.
+        auth=(lambda _, password: hmac.compare_digest(password.encode(), token.encode()))
+        if token
+        else None,
         auth_message="Enter any user name and the demo's token as the password.",
         # Never the runs directory (--out): every file of every run would be served to anyone
         # who knows its path. Gradio copies each file the page offers into its own cache and
@@ -160,7 +137,11 @@ def create_app(
         mcp_server=False,
         enable_monitoring=False,
         show_error=False,
-        theme=theme(),
+        # Gradio's default look with its bundled fonts only (nothing from a font CDN).
+        theme=gr.themes.Default(
+            font=[gr.themes.LocalFont("IBM Plex Sans"), "ui-sans-serif", "system-ui", "sans-serif"],
+            font_mono=[gr.themes.LocalFont("IBM Plex Mono"), "ui-monospace", "monospace"],
+        ),
         css=page_css(video_runner is not None),
     )
 

@@ -1,16 +1,16 @@
-"""Running the requests of many browser sessions, round by round, each as its own asyncio
-task (a stop or a closed page cancels it; the agent writes what it has first). Errors end
-the stream with one line, never a traceback. No web framework here.
-"""
+"""Running the image and video requests of many browser sessions, round by round, each as its
+own asyncio task; errors end the stream with one line, never a traceback. SAM 3's video
+model loads on the first video request; an upload is checked before any model work."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -21,6 +21,12 @@ from sam3_agent.agent import rundir
 from sam3_agent.agent.loop import RoundEvent, Sam3Agent, check_query
 from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.rundir import mask_file_name
+from sam3_agent.agent.video.agent import Sam3VideoAgent
+from sam3_agent.agent.video.result import VideoResult
+from sam3_agent.apps.demo.limits import VideoLimits
+from sam3_agent.media.video import VideoLoadError, VideoSource, open_video
+from sam3_agent.media.video_writer import write_web_video
+from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
 from sam3_agent.values.files import safe_name
 from sam3_agent.values.images import DEFAULT_MAX_PIXELS, RGBImage, downscale, load_image
@@ -37,11 +43,9 @@ DISPLAY_SIDE = 1024
 
 @dataclass(frozen=True)
 class Update(Generic[R]):
-    """The state of one request, as the page shows it.
-
-    ``result`` and ``web_video`` (a video's overlay as WebM) come with ``done`` only;
-    ``output_dir`` is None for a request refused before it started.
-    """
+    """The state of one request, as the page shows it. ``result`` and ``web_video`` (a
+    video's overlay as WebM) come with ``done`` only; ``output_dir`` is None for a request
+    refused before it started."""
 
     state: State
     rounds: tuple[RoundEvent, ...] = ()
@@ -56,25 +60,16 @@ Session = Callable[[Path, Callable[[RoundEvent], None]], Coroutine[Any, Any, R]]
 """One request's agent session, given its run directory and the ``on_round`` callback."""
 
 
-@dataclass(frozen=True)
-class Annotations:
-    """The final masks over the image for display: ``(h, w, 3)`` uint8 and ``(h, w)`` float
-    masks in ``[0, 1]`` with labels like ``"1 (0.93)"`` (1-based mask number and score)."""
-
-    image: RGBImage
-    masks: list[tuple[np.ndarray, str]] = field(default_factory=list)
-
-
 def load_display_image(path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> RGBImage:
-    """The image at ``path``, downscaled for the page. Raises ImageLoadError (also above
-    ``max_pixels``)."""
+    """The image at ``path``, downscaled for the page (ImageLoadError above ``max_pixels``)."""
     return downscale(load_image(path, max_pixels=max_pixels), DISPLAY_SIDE)
 
 
 def final_annotations(
     image_path: str | Path, result: AgentResult, *, max_pixels: int = DEFAULT_MAX_PIXELS
-) -> Annotations:
-    """The final masks of ``result`` on the image it was computed on, at display size."""
+) -> tuple[RGBImage, list[tuple[np.ndarray, str]]]:
+    """The image ``result`` was computed on, at display size, and its final masks over it:
+    ``(h, w)`` float32 in ``[0, 1]``, labelled ``"1 (0.93)"`` (1-based number and score)."""
     display = load_display_image(image_path, max_pixels=max_pixels)
     h, w = display.shape[:2]
     labelled = []
@@ -83,12 +78,11 @@ def final_annotations(
     ):
         small = cv2.resize(mask.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST)
         labelled.append((small.astype(np.float32), f"{i + 1} ({score:.2f})"))
-    return Annotations(display, labelled)
+    return display, labelled
 
 
 def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
-    """A directory under ``runs_dir`` no request used yet, named by the time, the page's
-    session and the query (made safe); not created."""
+    """A new directory name under ``runs_dir``: the time, the page's session, the query."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = safe_name(f"{stamp}-{key[:8]}-{query}", max_len=80)
     out = runs_dir / name
@@ -100,11 +94,9 @@ def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
 
 
 class SessionRunner(Generic[R]):
-    """What every tab's runner does: answers the requests of many browser sessions (one at
-    a time per page), each as an asyncio task whose rounds stream as :class:`Update`
-    values, one per finished round, then one for the end. A stop (:meth:`stop`) or a closed
-    page cancels the task; the agent then writes what it has before the stream ends.
-    """
+    """Every tab's runner: one request at a time per page, each an asyncio task whose
+    rounds stream as :class:`Update` values; a stop or a closed page cancels the task (the
+    agent writes what it has before the stream ends)."""
 
     failed = "demo request failed"  # the server log's line above a bug's traceback
 
@@ -134,13 +126,8 @@ class SessionRunner(Generic[R]):
         self, key: str, query: str, prepare: Callable[[], Awaitable[tuple[Session[R], str]]]
     ) -> AsyncIterator[Update[R]]:
         """Answer session ``key``'s request: ``prepare`` checks it before any model work
-        (a :class:`UserError` refuses it) and gives its session and the first status line.
-
-        Yields one ``error`` update for a request refused before it starts; otherwise one
-        ``running`` update without rounds when it starts, one per finished round, then one
-        ``done``, ``stopped`` or ``error`` update. Closing the iterator early (the page went
-        away) stops the session the same way :meth:`stop` does.
-        """
+        (a :class:`UserError` refuses it: one ``error`` update) and gives its session and
+        first status line. Then one ``running`` update, one per round, and the end."""
         try:
             session, started = await prepare()
             # Checked after the last await, so two requests of one page cannot both pass.
@@ -193,8 +180,7 @@ class SessionRunner(Generic[R]):
 
 
 class DemoRunner(SessionRunner[AgentResult]):
-    """Answers the image requests of many browser sessions with one agent, shared (its
-    backends are safe to share)."""
+    """Answers the image requests of many browser sessions with one shared agent."""
 
     def __init__(self, agent: Sam3Agent, runs_dir: Path) -> None:
         super().__init__(runs_dir)
@@ -202,8 +188,7 @@ class DemoRunner(SessionRunner[AgentResult]):
 
     @property
     def max_pixels(self) -> int:
-        """The largest image (pixels) a request may bring: the agent's own limit
-        (``--max-pixels``), checked on upload, before any model work."""
+        """The largest image (pixels) a request may bring: the agent's own limit."""
         return self.agent.config.max_image_pixels
 
     def run(
@@ -249,12 +234,140 @@ def upload_name(image_path: str | Path) -> str:
     return Path(image_path).name
 
 
-def upload_error(image_path: str | Path | None, error: ImageLoadError) -> str:
-    """The page's message for an upload that cannot be read: the loader's own reason (too
-    many pixels, not an image, ...), naming the file as uploaded, never the server's path."""
-    if image_path is None:
-        return one_line(error)
+def upload_error(image_path: str | Path, error: ImageLoadError) -> str:
+    """The loader's reason an upload cannot be read, naming the file as uploaded, never the
+    server's path."""
     name = upload_name(image_path)
     reason = one_line(str(error).replace(str(Path(image_path)), name))
     logger.info("unreadable upload %s: %s", name, reason)
     return reason
+
+
+LOADING = "loading SAM 3's video model (the first video request waits for it)..."
+VideoUpdate = Update[VideoResult]
+
+
+@dataclass(frozen=True, eq=False)
+class UploadedVideo(VideoSource):
+    """A video read from an upload's temporary copy, named in results as uploaded."""
+
+    upload_name: str = ""
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "path": self.upload_name}
+
+
+def check_stride(stride: float | int | None) -> int:
+    """The page's frame stride as a whole number >= 1 (an empty box is 1)."""
+    if stride is None:
+        return 1
+    if not (isinstance(stride, (int, float)) and math.isfinite(stride)):
+        raise UserError(f"the frame stride must be a whole number >= 1, got {stride!r}")
+    if stride < 1 or int(stride) != stride:
+        raise UserError(f"the frame stride must be a whole number >= 1, got {stride:g}")
+    return int(stride)
+
+
+def check_upload(path: str | Path, stride: int, limits: VideoLimits) -> UploadedVideo:
+    """Open the uploaded video at ``path`` for tracking every ``stride``-th frame, within
+    ``limits`` (only its first frame is decoded). Errors name the file as uploaded."""
+    path = Path(path)
+    name = upload_name(path)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise VideoLoadError(f"cannot read the upload {name}: {e.strerror or e}") from e
+    if size > limits.max_mb * 1e6:
+        raise VideoLoadError(
+            f"{name} is {size / 1e6:.1f} MB, over this demo's limit of {limits.max_mb:g} MB"
+        )
+    try:
+        source = open_video(path, FrameSelection(stride=stride), max_pixels=limits.max_pixels)
+    except VideoLoadError as e:
+        raise VideoLoadError(upload_error(path, e)) from e
+    if source.frame_count > limits.max_frames:
+        needed = math.ceil(source.source_frames / limits.max_frames)
+        raise VideoLoadError(
+            f"{name}: {source.frame_count} frames to track, over this demo's limit of "
+            f"{limits.max_frames}: set the frame stride to {needed} or more, or upload a "
+            "shorter clip"
+        )
+    values = {f.name: getattr(source, f.name) for f in fields(VideoSource)}
+    return UploadedVideo(**values, upload_name=name)
+
+
+def describe_upload(video: VideoSource) -> str:
+    """One line on a checked upload: what a request on it will track."""
+    h, w = video.size
+    rate = f", {video.fps:g} fps" if video.fps else ""
+    note = f" ({video.note})" if video.note else ""
+    return f"{video.frame_count} of {video.source_frames} frames to track, {w}x{h}{rate}{note}"
+
+
+class VideoDemoRunner(SessionRunner[VideoResult]):
+    """Answers the video requests of many browser sessions with one video model;
+    ``build_agent`` runs (in a thread) on the first video request, again after a failure."""
+
+    failed = "demo video request failed"
+
+    def __init__(
+        self,
+        build_agent: Callable[[], Sam3VideoAgent],
+        runs_dir: Path,
+        limits: VideoLimits | None = None,
+    ) -> None:
+        super().__init__(runs_dir)
+        self.limits = limits or VideoLimits()
+        self._build_agent = build_agent
+        self._agent: asyncio.Future[Sam3VideoAgent] | None = None
+
+    async def agent(self, selection: FrameSelection) -> Sam3VideoAgent:
+        """The agent tracking ``selection``'s frames on the one video model (a request
+        stopped while it loads does not stop the loading)."""
+        if self._agent is None or (self._agent.done() and self._agent.exception() is not None):
+            self._agent = asyncio.ensure_future(asyncio.to_thread(self._build_agent))
+        first = await asyncio.shield(self._agent)
+        if selection == first.selection:
+            return first
+        return Sam3VideoAgent(
+            first.video_segmenter, first.chat_model, first.config, first.options, selection
+        )
+
+    def run(
+        self,
+        key: str,
+        video_path: str | Path | None,
+        query: str,
+        stride: float | int | None = 1,
+    ) -> AsyncIterator[VideoUpdate]:
+        """Answer ``query`` on the uploaded video, tracking every ``stride``-th frame, for
+        session ``key``, as :meth:`SessionRunner._answer` streams it."""
+
+        async def prepare() -> tuple[Session[VideoResult], str]:
+            if video_path is None:
+                raise UserError("upload a video first")
+            check_query(query)
+            frames = check_stride(stride)
+            # Checked before any model work, so a refused upload answers at once.
+            video = await asyncio.to_thread(check_upload, video_path, frames, self.limits)
+
+            async def session(out: Path, on_round: Callable[[RoundEvent], None]) -> VideoResult:
+                agent = await self.agent(FrameSelection(stride=frames))
+                return await agent.arun(video, query, output_dir=out, on_round=on_round)
+
+            loaded = (task := self._agent) is not None and task.done() and not task.exception()
+            return session, "asking the model..." if loaded else LOADING
+
+        return self._answer(key, query, prepare)
+
+    def _downloads(self, out: Path, result: VideoResult | None) -> tuple[Path, ...]:
+        files = [out / rundir.RESULT, out / rundir.OVERLAY_VIDEO, out / rundir.CONTACT_SHEET]
+        return tuple(f for f in files if f.is_file())
+
+    def _web_video(self, out: Path) -> Path | None:
+        try:
+            return write_web_video(out / rundir.OVERLAY_VIDEO, out / rundir.OVERLAY_WEB)
+        except (OSError, VideoLoadError) as e:
+            # The downloads still hold the overlay; the page says there is nothing to play.
+            logger.warning("no WebM copy of %s for the page: %s", out / rundir.OVERLAY_VIDEO, e)
+            return None

@@ -1,10 +1,6 @@
-"""HTML for the rounds of a session and its status line.
-
-Everything the model, the checker or the user wrote is escaped; images are inlined as data
-URLs (JPEG renders the agent already encoded for the model), so the page loads nothing from
-anywhere. Class names start with ``s3a-`` so the page's CSS and the browser test can find
-them.
-"""
+"""HTML for the rounds of a session and its status line. Everything the model, the checker
+or the user wrote is escaped; images are inlined as data URLs, so the page loads nothing
+from anywhere. Class names start with ``s3a-`` (the page's CSS and the browser test)."""
 
 from __future__ import annotations
 
@@ -23,8 +19,7 @@ EMPTY_ROUNDS = '<div class="s3a-rounds s3a-empty">The rounds will appear here.</
 _MAX_TITLE_PARAMS = 120
 
 
-def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
+_esc = html.escape  # quotes too
 
 
 def _img(image: EncodedImage, css_class: str, alt: str) -> str:

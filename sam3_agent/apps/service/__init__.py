@@ -1,4 +1,2 @@
 """SAM 3 as an HTTP service (``sam3-agent serve-sam3``), so one GPU machine can segment for
-many agents. The wire format is in :mod:`sam3_agent.backends.schemas` and
-:mod:`sam3_agent.backends.wire`. The web stack is imported only when the app is built.
-"""
+many agents; the wire format is in :mod:`sam3_agent.backends.schemas` and ``.wire``."""

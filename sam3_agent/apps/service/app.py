@@ -1,12 +1,6 @@
 """The FastAPI app of the SAM 3 service: ``/health``, ``/v1/health``, ``/v1/images``,
 ``/v1/segment`` and (with a video segmenter) ``/v1/videos``; ``/v1/*`` need the bearer token
-when the app has one.
-
-Memory is bounded independently of the number of clients (:class:`ServiceLimits`): a body is
-read only once its request holds a slot, the waiting line is bounded (then 503 with
-``Retry-After``), and masks are encoded to RLE a few phrases at a time. The server never
-opens a path named in a request, and every error is a JSON body, never a stack trace.
-"""
+when the app has one. Memory is bounded by :class:`ServiceLimits`, never by the clients."""
 
 from __future__ import annotations
 
@@ -19,7 +13,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,10 +22,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sam3_agent.apps.service.intake import (
     Gate,
-    ImageStore,
+    LruStore,
     ServiceError,
     content_type,
-    declared_length,
     decode_and_id,
     parse_json,
     raw_and_id,
@@ -42,7 +34,7 @@ from sam3_agent.apps.service.intake import (
 )
 from sam3_agent.apps.service.limits import DEFAULT_LIMITS, SMALL_BODY_BYTES, ServiceLimits
 from sam3_agent.apps.service.video_store import VideoStore
-from sam3_agent.apps.service.videos import VideoService, add_video_routes
+from sam3_agent.apps.service.videos import add_video_routes
 from sam3_agent.backends.base import Segmenter, VideoSegmenter, phrase_as_read
 from sam3_agent.backends.schemas import (
     ErrorCode,
@@ -53,7 +45,7 @@ from sam3_agent.backends.schemas import (
     UploadResponse,
 )
 from sam3_agent.backends.segment_args import clean_phrase
-from sam3_agent.backends.wire import RAW_RGB_MIME, RleOrder, encode_masks
+from sam3_agent.backends.wire import RAW_RGB_MIME, encode_masks
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import RGBImage
 
@@ -65,20 +57,8 @@ _MASK_BUDGET_PIXELS = 256_000_000
 _JSON_OVERHEAD_BYTES = 64 * 1024
 
 
-def _error_response(error: ServiceError) -> JSONResponse:
-    body: dict[str, Any] = {"error": error.message, "code": error.code}
-    if error.details is not None:
-        body["details"] = error.details
-    return JSONResponse(body, status_code=error.status, headers=error.headers)
-
-
 def _segment_sync(
-    segmenter: Segmenter,
-    image: RGBImage,
-    image_id: str,
-    phrases: list[str],
-    score_threshold: float,
-    rle_order: RleOrder,
+    segmenter: Segmenter, image: RGBImage, image_id: str, req: SegmentRequest
 ) -> SegmentResponse:
     height, width = int(image.shape[0]), int(image.shape[1])
     embedding = segmenter.embed(image)
@@ -86,17 +66,17 @@ def _segment_sync(
     # never exist together.
     step = max(1, _MASK_BUDGET_PIXELS // (height * width * 8))
     results: list[PhraseResult] = []
+    phrases = req.phrases
     for start in range(0, len(phrases), step):
-        chunk = phrases[start : start + step]
         # The in-process backend's sanitiser: any segmenter behind the service reads the
         # same text SAM 3 in-process would.
-        cleaned = [clean_phrase(p) for p in chunk]
-        detections = embedding.segment(cleaned, score_threshold)
+        cleaned = [clean_phrase(p) for p in phrases[start : start + step]]
+        detections = embedding.segment(cleaned, req.score_threshold)
         for text, det in zip(cleaned, detections, strict=True):
             answer = {
                 "phrase": text,
                 "used_phrase": phrase_as_read(embedding, text),
-                "masks": encode_masks(det.masks, rle_order),
+                "masks": encode_masks(det.masks, req.rle_order),
                 "boxes": det.boxes.tolist(),
                 "scores": det.scores.tolist(),
             }
@@ -122,9 +102,10 @@ def create_app(
     segments = Gate("segment requests", limits.max_concurrent_segments, limits.max_waiting)
     tracks = Gate("track requests", limits.max_concurrent_tracks, limits.max_waiting)
     videos = (
-        VideoStore(limits.max_stored_video_bytes, video_dir)
-        if video_segmenter is not None
-        else None
+        None if video_segmenter is None else VideoStore(limits.max_stored_video_bytes, video_dir)
+    )
+    images: LruStore[RGBImage] = LruStore(
+        limits.max_stored_images, limits.max_stored_bytes, lambda image: image.nbytes
     )
 
     @asynccontextmanager
@@ -142,13 +123,8 @@ def create_app(
         openapi_url=None,
         lifespan=lifespan,
     )
-    images = ImageStore(limits.max_stored_images, limits.max_stored_bytes)
-    app.state.images = images
-    app.state.segmenter = segmenter
-    app.state.uploads = uploads
-    app.state.segments = segments
-    app.state.tracks = tracks
-    app.state.videos = videos
+    app.state.images, app.state.segmenter, app.state.videos = images, segmenter, videos
+    app.state.uploads, app.state.segments, app.state.tracks = uploads, segments, tracks
     expected = token.encode() if token else None
     json_limit = limits.max_upload_bytes * 4 // 3 + _JSON_OVERHEAD_BYTES
 
@@ -166,43 +142,25 @@ def create_app(
 
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        return _error_response(exc)
+        return exc.response()
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = ErrorCode.NOT_FOUND if exc.status_code == 404 else ErrorCode.INVALID
-        return _error_response(
-            ServiceError(
-                exc.status_code,
-                code,
-                str(exc.detail),
-                headers=dict(exc.headers) if exc.headers else None,
-            )
-        )
+        headers = dict(exc.headers) if exc.headers else None
+        return ServiceError(exc.status_code, code, str(exc.detail), headers=headers).response()
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         details = json.loads(json.dumps(list(exc.errors()), default=str))
-        return _error_response(
-            ServiceError(422, ErrorCode.INVALID, "invalid request", details=details)
-        )
+        return ServiceError(422, ErrorCode.INVALID, "invalid request", details=details).response()
 
     @app.exception_handler(Exception)
     async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unexpected error answering %s %s", request.method, request.url.path)
-        return _error_response(ServiceError(500, ErrorCode.INTERNAL, "internal server error"))
+        return ServiceError(500, ErrorCode.INTERNAL, "internal server error").response()
 
-    add_video_routes(
-        app,
-        VideoService(
-            segmenter=video_segmenter,
-            store=videos,
-            limits=limits,
-            uploads=uploads,
-            tracks=tracks,
-        ),
-        authorize,
-    )
+    add_video_routes(app, video_segmenter, videos, limits, uploads, tracks, authorize)
 
     @app.get("/health")
     async def health() -> HealthResponse:
@@ -223,31 +181,26 @@ def create_app(
         raw = content_type(request) == RAW_RGB_MIME
         if raw:
             height, width = raw_size(dict(request.query_params), limits.max_pixels)
-            limit = height * width * 3
-        else:
-            limit = limits.max_upload_bytes
+        limit = height * width * 3 if raw else limits.max_upload_bytes
         refuse_declared_over(request, limit)
         async with uploads.hold():
             data = await read_body(request, limit)
             if raw:
                 async with decode_slots:
                     image_id, image = await run_in_threadpool(raw_and_id, data, height, width)
+            elif not data:
+                raise ServiceError(400, ErrorCode.BAD_IMAGE, "the body is empty; send image bytes")
             else:
-                if not data:
-                    raise ServiceError(
-                        400, ErrorCode.BAD_IMAGE, "the body is empty; send image bytes"
-                    )
                 image_id, image = await decode(data)
             del data
-            images.put(image_id, image)
+            images.keep(image_id, image)
         logger.info("stored image %s (%dx%d)", image_id[:12], image.shape[1], image.shape[0])
         return UploadResponse(image_id=image_id, image_size=(image.shape[0], image.shape[1]))
 
     @app.post("/v1/segment")
     async def segment(request: Request) -> SegmentResponse:
         authorize(request)
-        refuse_declared_over(request, json_limit)
-        declared = declared_length(request)
+        declared = refuse_declared_over(request, json_limit)
         # A body that may carry an image is read inside an upload slot, and that slot is
         # kept while its decoded image is worked on. Order: segment slot, then upload slot.
         small = declared is not None and declared <= SMALL_BODY_BYTES
@@ -259,8 +212,7 @@ def create_app(
             del body
             if req.image_id is not None:
                 image_id = req.image_id
-                found = images.get(image_id)
-                if found is None:
+                if (found := images.get(image_id)) is None:
                     raise ServiceError(
                         404,
                         ErrorCode.UNKNOWN_IMAGE,
@@ -273,41 +225,28 @@ def create_app(
                 # The base64 text is dropped once decoded: only the pixels are kept.
                 encoded = req.image_base64 or ""
                 req = req.model_copy(update={"image_base64": None})
-                image_id, image = await _inline_image(encoded)
+                try:
+                    data = base64.b64decode(encoded, validate=True)
+                except (binascii.Error, ValueError) as e:
+                    message = "image_base64 is not valid base64"
+                    raise ServiceError(400, ErrorCode.BAD_IMAGE, message) from e
                 del encoded
-                images.put(image_id, image)
-            return await _segment_image(req, image, image_id)
-
-    async def _segment_image(
-        req: SegmentRequest, image: RGBImage, image_id: str
-    ) -> SegmentResponse:
-        try:
-            return await run_in_threadpool(
-                _segment_sync,
-                segmenter,
-                image,
-                image_id,
-                req.phrases,
-                req.score_threshold,
-                req.rle_order,
-            )
-        except UserError as e:
-            raise ServiceError(400, ErrorCode.INVALID, str(e)) from e
-        except SegmenterError as e:
-            logger.error("segmenter failed: %s", e)
-            raise ServiceError(503, ErrorCode.SEGMENTER, str(e)) from e
-
-    async def _inline_image(encoded: str) -> tuple[str, RGBImage]:
-        try:
-            data = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError) as e:
-            raise ServiceError(400, ErrorCode.BAD_IMAGE, "image_base64 is not valid base64") from e
-        if len(data) > limits.max_upload_bytes:
-            raise ServiceError(
-                413,
-                ErrorCode.TOO_LARGE,
-                f"image of {len(data)} bytes exceeds the {limits.max_upload_bytes}-byte limit",
-            )
-        return await decode(data)
+                if len(data) > limits.max_upload_bytes:
+                    raise ServiceError(
+                        413,
+                        ErrorCode.TOO_LARGE,
+                        f"image of {len(data)} bytes exceeds the {limits.max_upload_bytes}-byte "
+                        "limit",
+                    )
+                image_id, image = await decode(data)
+                del data
+                images.keep(image_id, image)
+            try:
+                return await run_in_threadpool(_segment_sync, segmenter, image, image_id, req)
+            except UserError as e:
+                raise ServiceError(400, ErrorCode.INVALID, str(e)) from e
+            except SegmenterError as e:
+                logger.error("segmenter failed: %s", e)
+                raise ServiceError(503, ErrorCode.SEGMENTER, str(e)) from e
 
     return app

@@ -1,12 +1,10 @@
 """What a request brings in, under bounds: bodies within a size limit once a slot is held,
-images within a pixel limit, uploads in bounded stores, and the one error type the app
-turns into a JSON answer."""
+images within a pixel limit, uploads in bounded stores, and the one error type answered."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -14,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Generic, TypeVar
 
 from fastapi import Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from sam3_agent.apps.service.limits import RETRY_AFTER_S
@@ -22,8 +21,6 @@ from sam3_agent.backends.wire import RAW_RGB_MIME, decode_raw
 from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.images import ImageTooLargeError, RGBImage, image_digest, load_image
 from sam3_agent.values.text import one_line
-
-logger = logging.getLogger(__name__)
 
 V = TypeVar("V")
 _Request = TypeVar("_Request", bound=BaseModel)
@@ -42,11 +39,14 @@ class ServiceError(Exception):
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details
-        self.headers = headers
+        self.status, self.code, self.message = status, code, message
+        self.details, self.headers = details, headers
+
+    def response(self) -> JSONResponse:
+        body: dict[str, Any] = {"error": self.message, "code": self.code}
+        if self.details is not None:
+            body["details"] = self.details
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
 class LruStore(Generic[V]):
@@ -54,89 +54,58 @@ class LruStore(Generic[V]):
     newest value is always kept, even when it alone exceeds the byte bound."""
 
     def __init__(self, max_items: int, max_bytes: int, nbytes: Callable[[V], int]) -> None:
-        self._max_items = max_items
-        self.max_bytes = max_bytes
-        self._nbytes = nbytes
+        self._max_items, self.max_bytes, self._nbytes = max_items, max_bytes, nbytes
         self._items: OrderedDict[str, V] = OrderedDict()
-        self._bytes = 0
+        self.bytes_used = 0
         self._lock = threading.RLock()
 
-    def _put(self, key: str, value: V) -> tuple[V, list[tuple[str, V]]]:
+    def keep(self, key: str, value: V) -> tuple[V, list[tuple[str, V]]]:
         """Keep ``value`` under ``key`` unless a value is there already (it stays, now the
         most recently used); returns the value stored under ``key`` and those evicted."""
         with self._lock:
-            known = self._items.get(key)
-            if known is not None:
-                self._items.move_to_end(key)
+            if (known := self.get(key)) is not None:
                 return known, []
             self._items[key] = value
-            self._bytes += self._nbytes(value)
+            self.bytes_used += self._nbytes(value)
             evicted: list[tuple[str, V]] = []
             while len(self._items) > 1 and (
-                len(self._items) > self._max_items or self._bytes > self.max_bytes
+                len(self._items) > self._max_items or self.bytes_used > self.max_bytes
             ):
                 evicted.append(self._items.popitem(last=False))
-                self._bytes -= self._nbytes(evicted[-1][1])
+                self.bytes_used -= self._nbytes(evicted[-1][1])
             return value, evicted
 
     def get(self, key: str) -> V | None:
         """The value stored under ``key`` (now the most recently used), or None."""
         with self._lock:
-            value = self._items.get(key)
-            if value is not None:
+            if (value := self._items.get(key)) is not None:
                 self._items.move_to_end(key)
             return value
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-            self._bytes = 0
-
-    @property
-    def bytes_used(self) -> int:
-        with self._lock:
-            return self._bytes
+            self.bytes_used = 0
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
+        return len(self._items)
 
     def __contains__(self, key: object) -> bool:
-        with self._lock:
-            return key in self._items
-
-
-class ImageStore(LruStore[RGBImage]):
-    """Decoded images by id, bounded in count and in bytes."""
-
-    def __init__(self, max_images: int, max_bytes: int) -> None:
-        super().__init__(max_images, max_bytes, lambda image: image.nbytes)
-
-    def put(self, image_id: str, image: RGBImage) -> None:
-        self._put(image_id, image)
+        return key in self._items
 
 
 class Gate:
     """At most ``slots`` holders at once and ``max_waiting`` more waiting, in arrival order;
-    past that, :meth:`hold` answers 503 with ``Retry-After`` at once.
-
-    Lives on one event loop (the server's); ``held`` and ``peak`` are for tests and logs.
-    """
+    past that, :meth:`hold` answers 503 with ``Retry-After`` at once. Lives on the server's
+    event loop; the counts are for tests and logs."""
 
     def __init__(self, what: str, slots: int, max_waiting: int) -> None:
-        self.what = what
-        self.slots = slots
-        self.max_waiting = max_waiting
-        self.held = 0
-        self.waiting = 0
-        self.peak = 0
-        self.refused = 0
+        self.what, self.slots, self.max_waiting = what, slots, max_waiting
+        self.held = self.waiting = self.peak = self.refused = 0
         self._semaphore = asyncio.Semaphore(slots)
 
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:
-        """A slot for the body of the ``with``; 503 when every slot is held and
-        ``max_waiting`` requests wait."""
         if self.held + self.waiting >= self.slots + self.max_waiting:
             self.refused += 1
             raise ServiceError(
@@ -160,17 +129,26 @@ class Gate:
             self._semaphore.release()
 
 
-def decode_image(data: bytes, max_pixels: int) -> RGBImage:
-    """Decode an image file's bytes as displayed; the pixel count is checked from the
+def decode_and_id(data: bytes, max_pixels: int) -> tuple[str, RGBImage]:
+    """An image file's id and pixels as displayed; the pixel count is checked from the
     header before any pixel is decoded (413 over ``max_pixels``)."""
     try:
-        return load_image(data, max_pixels=max_pixels)
+        image = load_image(data, max_pixels=max_pixels)
     except ImageTooLargeError as e:
         raise ServiceError(413, ErrorCode.TOO_LARGE, f"refused: {e}") from e
     except (ImageLoadError, UserError) as e:
         raise ServiceError(
             400, ErrorCode.BAD_IMAGE, f"the body is not a readable image: {e}"
         ) from e
+    return image_digest(image), image
+
+
+def raw_and_id(data: bytes, height: int, width: int) -> tuple[str, RGBImage]:
+    try:
+        image = decode_raw(data, height, width)
+    except ValueError as e:
+        raise ServiceError(400, ErrorCode.BAD_IMAGE, str(e)) from e
+    return image_digest(image), image
 
 
 def raw_size(query: dict[str, str], max_pixels: int) -> tuple[int, int]:
@@ -193,19 +171,16 @@ def raw_size(query: dict[str, str], max_pixels: int) -> tuple[int, int]:
     return height, width
 
 
-def declared_length(request: Request) -> int | None:
-    """The body's ``Content-Length``, or None when it is not given (chunked) or not a number."""
-    declared = request.headers.get("content-length", "").strip()
-    return int(declared) if declared.isdigit() else None
-
-
-def refuse_declared_over(request: Request, limit: int) -> None:
-    """413 at once when the declared ``Content-Length`` exceeds ``limit``, before any slot."""
-    declared = declared_length(request)
+def refuse_declared_over(request: Request, limit: int) -> int | None:
+    """413 at once when the declared ``Content-Length`` exceeds ``limit``, before any slot;
+    the declared length (None when not given, chunked, or not a number)."""
+    text = request.headers.get("content-length", "").strip()
+    declared = int(text) if text.isdigit() else None
     if declared is not None and declared > limit:
         raise ServiceError(
             413, ErrorCode.TOO_LARGE, f"body of {declared} bytes exceeds the {limit}-byte limit"
         )
+    return declared
 
 
 async def body_chunks(request: Request, limit: int, what: str = "body") -> AsyncIterator[bytes]:
@@ -220,22 +195,7 @@ async def body_chunks(request: Request, limit: int, what: str = "body") -> Async
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it exceeds ``limit`` bytes."""
-    refuse_declared_over(request, limit)
     return b"".join([chunk async for chunk in body_chunks(request, limit)])
-
-
-def decode_and_id(data: bytes, max_pixels: int) -> tuple[str, RGBImage]:
-    image = decode_image(data, max_pixels)
-    return image_digest(image), image
-
-
-def raw_and_id(data: bytes, height: int, width: int) -> tuple[str, RGBImage]:
-    try:
-        image = decode_raw(data, height, width)
-    except ValueError as e:
-        raise ServiceError(400, ErrorCode.BAD_IMAGE, str(e)) from e
-    return image_digest(image), image
 
 
 def content_type(request: Request) -> str:

@@ -1,8 +1,6 @@
-"""The SAM 3 service's limits, importable without the web stack (for ``--help``).
-
-Peak memory does not grow with the number of clients: a body or image is held only inside
-a slot, at most ``max_waiting`` requests per kind wait (holding no body), then 503.
-"""
+"""The SAM 3 service's limits, importable without the web stack (for ``--help``). Peak memory
+does not grow with the clients: a body or image is held only inside a slot, at most
+``max_waiting`` requests per kind wait (holding no body), then 503."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Running the SAM 3 service (and the demo): the bind-address rule, the port, and uvicorn.
-
 Sockets are bound here, not by uvicorn, so a port taken while the models loaded is a
-one-line :class:`UserError`, never uvicorn's own log line and exit status.
-"""
+one-line :class:`UserError`, never uvicorn's own log line and exit status."""
 
 from __future__ import annotations
 
@@ -25,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` only accepts connections from this machine (``localhost``,
-    ``127.0.0.0/8``, ``::1``; any other name or address is not)."""
+    ``127.0.0.0/8``, ``::1``)."""
     if host.strip().lower() == "localhost":
         return True
     try:
@@ -52,9 +50,8 @@ def check_bind_security(
 
 
 def bind_listeners(host: str, port: int, *, listen: bool = True) -> list[socket.socket]:
-    """Sockets bound to ``port`` on every address ``host`` names, as asyncio's
-    ``create_server`` (and so uvicorn) would bind them: ``SO_REUSEADDR`` (a port left in
-    ``TIME_WAIT`` is free), IPv6 sockets IPv6-only; listening unless ``listen`` is false."""
+    """Sockets bound to ``port`` on every address ``host`` names, as uvicorn would bind them
+    (``SO_REUSEADDR``, IPv6 sockets IPv6-only); listening unless ``listen`` is false."""
     try:
         infos = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -88,8 +85,8 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def run_app(app: Any, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve the ASGI ``app`` with uvicorn on ``host:port`` until interrupted (blocks; one
-    process, so models load once)."""
+    """Serve the ASGI ``app`` with uvicorn until interrupted (blocks; one process, so models
+    load once)."""
     import uvicorn
 
     listeners = bind_listeners(host, port)

@@ -1,6 +1,5 @@
 """Uploaded videos: received to disk under a byte bound, checked (a tar of frames unpacked
-member by member, top-level frame files only), and kept in an LRU store bounded in bytes.
-"""
+member by member, top-level frame files only), and kept in an LRU store bounded in bytes."""
 
 from __future__ import annotations
 
@@ -56,16 +55,11 @@ class StoredVideo:
 
 
 class VideoStore(LruStore[StoredVideo]):
-    """Uploaded videos on disk, bounded in bytes (LRU); thread-safe.
-
-    The newest video is always kept, even when it alone exceeds the bound; a video in use
-    (:meth:`use`) is deleted only once its last user is done.
-    """
+    """Uploaded videos on disk, bounded in bytes (LRU); thread-safe. The newest video is
+    always kept; a video in use (:meth:`use`) is deleted only once its last user is done."""
 
     def __init__(self, max_bytes: int, parent: Path | None = None) -> None:
         """A store in a new temporary folder under ``parent`` (default: the system's)."""
-        if max_bytes < 1:
-            raise UserError(f"the video store needs a positive size, got {max_bytes} bytes")
         try:
             self.root = Path(tempfile.mkdtemp(prefix="sam3-agent-videos-", dir=parent))
         except OSError as e:
@@ -82,7 +76,7 @@ class VideoStore(LruStore[StoredVideo]):
         used videos past the bound; returns the video stored under its id (the one already
         there when the same body was uploaded before: the new files are then deleted)."""
         with self._lock:
-            known, evicted = self._put(video.video_id, video)
+            known, evicted = self.keep(video.video_id, video)
             doomed = [video] if known is not video else []
             for video_id, old in evicted:
                 logger.info("video %s evicted from the store", video_id[:12])
@@ -90,7 +84,8 @@ class VideoStore(LruStore[StoredVideo]):
                     self._evicted[video_id] = old
                 else:
                     doomed.append(old)
-        _delete_all(doomed)
+        for each in doomed:
+            delete_path(each.path)
         return known
 
     @contextmanager
@@ -104,26 +99,21 @@ class VideoStore(LruStore[StoredVideo]):
         try:
             yield video
         finally:
+            late = None
             if video is not None:
                 with self._lock:
                     self._users[video_id] -= 1
-                    doomed = []
                     if not self._users[video_id]:
                         del self._users[video_id]
                         late = self._evicted.pop(video_id, None)
-                        doomed = [late] if late is not None else []
-                _delete_all(doomed)
+            if late is not None:
+                delete_path(late.path)
 
     def close(self) -> None:
         with self._lock:
             self.clear()
             self._evicted.clear()
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _delete_all(videos: list[StoredVideo]) -> None:
-    for video in videos:
-        delete_path(video.path)
 
 
 def delete_path(path: Path) -> None:
@@ -134,40 +124,35 @@ def delete_path(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-async def receive_to_file(request: Request, path: Path, limit: int) -> tuple[str, int]:
-    """Write the request body to ``path`` as it arrives; returns its SHA-256 (hex) and size.
-
-    The body is refused with 413 as soon as it exceeds ``limit`` bytes; on any failure the
-    partial file is deleted. Writing and hashing run on a worker thread, a megabyte at a
-    time, so the event loop stays free. An empty body is a 400.
-    """
+async def receive_to_file(request: Request, path: Path, limit: int) -> str:
+    """Write the request body to ``path`` as it arrives (a megabyte at a time, on a worker
+    thread); returns its SHA-256 (hex). 413 as soon as it exceeds ``limit`` bytes, 400 when
+    empty; on any failure the partial file is deleted."""
     digest = hashlib.sha256()
-    size = 0
     pending = bytearray()
+    size = 0
     try:
         with open(path, "xb") as file:
 
-            def flush(data: bytes) -> None:
-                digest.update(data)
-                file.write(data)
+            def flush() -> None:
+                digest.update(pending)
+                file.write(pending)
+                pending.clear()
 
             async for chunk in body_chunks(request, limit, "video upload"):
                 size += len(chunk)
                 pending += chunk
                 if len(pending) >= _WRITE_CHUNK:
-                    await run_in_threadpool(flush, bytes(pending))
-                    pending.clear()
-            if pending:
-                await run_in_threadpool(flush, bytes(pending))
+                    await run_in_threadpool(flush)
+            await run_in_threadpool(flush)
+        if size == 0:
+            raise ServiceError(
+                400, ErrorCode.BAD_VIDEO, "the body is empty; send a video file or a tar of frames"
+            )
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    if size == 0:
-        path.unlink(missing_ok=True)
-        raise ServiceError(
-            400, ErrorCode.BAD_VIDEO, "the body is empty; send a video file or a tar of frames"
-        )
-    return digest.hexdigest(), size
+    return digest.hexdigest()
 
 
 def check_video(
@@ -242,7 +227,15 @@ def _unpack_frames(tar_path: Path, folder: Path, max_frames: int, max_pixels: in
                 file = folder / name
                 with source, open(file, "xb") as out:
                     shutil.copyfileobj(source, out, _WRITE_CHUNK)
-                _check_frame(file, name, max_pixels)
+                try:
+                    height, width = image_size_as_displayed(file)
+                except ImageLoadError as e:
+                    raise VideoLoadError(f"the frame {name!a} is not a readable image") from e
+                if height * width > max_pixels:
+                    raise VideoTooLargeError(
+                        f"the frame {name!a} has {width}x{height} pixels, over the limit of "
+                        f"{max_pixels}"
+                    )
     except (tarfile.TarError, EOFError) as e:
         raise VideoLoadError(f"the body is not an uncompressed tar: {one_line(e)}") from e
     if not names:
@@ -268,14 +261,3 @@ def _frame_name(member: tarfile.TarInfo) -> str:
             f"the tar member {shown} is not a frame image ({', '.join(FRAME_SUFFIXES)})"
         )
     return name
-
-
-def _check_frame(file: Path, name: str, max_pixels: int) -> None:
-    try:
-        height, width = image_size_as_displayed(file)
-    except ImageLoadError as e:
-        raise VideoLoadError(f"the frame {name!a} is not a readable image") from e
-    if height * width > max_pixels:
-        raise VideoTooLargeError(
-            f"the frame {name!a} has {width}x{height} pixels, over the limit of {max_pixels}"
-        )

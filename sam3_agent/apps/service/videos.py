@@ -1,15 +1,13 @@
-"""The SAM 3 service's video endpoints (``serve-sam3 --video``): ``GET /v1/videos`` (the
-limits), ``POST /v1/videos`` (a video file or a tar of frames, streamed to disk; its id is
-the body's SHA-256) and ``POST /v1/videos/{video_id}/track`` (per-phrase tracks as per-frame
-COCO RLE). Bounded as the image endpoints are; 404 ``video_off`` without ``--video``.
-"""
+"""The SAM 3 service's video endpoints: ``GET /v1/videos`` (the limits), ``POST /v1/videos``
+(a video file or a tar of frames, streamed to disk; its id is the body's SHA-256) and
+``POST /v1/videos/{video_id}/track`` (per-phrase tracks as per-frame COCO RLE)."""
 
 from __future__ import annotations
 
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 
 from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -55,33 +53,28 @@ _VIDEO_ID = re.compile(VIDEO_ID_PATTERN)
 _FRAME_INDEX_BYTES = 12
 
 
-@dataclass(frozen=True)
-class VideoService:
-    """What the video endpoints work with (``None`` segmenter and store: video is off)."""
-
-    segmenter: VideoSegmenter | None
-    store: VideoStore | None
-    limits: ServiceLimits
-    uploads: Gate  # shared with the image uploads
-    tracks: Gate
-
-
 def add_video_routes(
-    app: FastAPI, service: VideoService, authorize: Callable[[Request], None]
+    app: FastAPI,
+    segmenter: VideoSegmenter | None,
+    store: VideoStore | None,
+    bounds: ServiceLimits,
+    uploads: Gate,
+    tracks: Gate,
+    authorize: Callable[[Request], None],
 ) -> None:
-    """Add the video endpoints to the service ``app`` (``authorize``: its token check)."""
-    bounds = service.limits
+    """Add the video endpoints to the service ``app`` (``None`` segmenter and store: video is
+    off; ``uploads``: the gate shared with the image uploads; ``authorize``: the token check)."""
     track_limit = SMALL_BODY_BYTES + _FRAME_INDEX_BYTES * bounds.max_video_frames
 
     def enabled(request: Request) -> tuple[VideoSegmenter, VideoStore]:
         authorize(request)
-        if service.segmenter is None or service.store is None:
+        if segmenter is None or store is None:
             raise ServiceError(
                 404,
                 ErrorCode.NO_VIDEO,
                 "this SAM 3 service does not track videos; start it with serve-sam3 --video",
             )
-        return service.segmenter, service.store
+        return segmenter, store
 
     @app.get("/v1/videos")
     async def video_limits(request: Request) -> VideoLimits:
@@ -96,9 +89,9 @@ def add_video_routes(
     async def upload_video(request: Request) -> VideoUploadResponse:
         _, store = enabled(request)
         refuse_declared_over(request, bounds.max_video_bytes)
-        async with service.uploads.hold():
+        async with uploads.hold():
             incoming = store.incoming()
-            video_id, _ = await receive_to_file(request, incoming, bounds.max_video_bytes)
+            video_id = await receive_to_file(request, incoming, bounds.max_video_bytes)
             checked = await run_in_threadpool(
                 check_video,
                 video_id,
@@ -132,7 +125,7 @@ def add_video_routes(
         if not _VIDEO_ID.fullmatch(video_id):
             raise _unknown(video_id)
         refuse_declared_over(request, track_limit)
-        async with service.tracks.hold():
+        async with tracks.hold():
             body = await read_body(request, track_limit)
             req = parse_json(body, TrackRequest)
             del body

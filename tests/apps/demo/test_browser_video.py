@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sam3_agent.apps.demo.server import create_app
-from sam3_agent.apps.demo.video import VideoDemoRunner
+from sam3_agent.apps.demo.sessions import VideoDemoRunner
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, OffsiteRequests, sync_api
 from tests.support.demo_fixtures import CoffeeScript, coffee_runner, serve_app
 from tests.support.openai_server import serve

@@ -242,11 +242,11 @@ def test_final_annotations_are_at_display_size(tmp_path: Path, three_cats: Detec
         timings={"total": 1.0},
         model="m",
     )
-    shown = final_annotations(big, result)
-    assert max(shown.image.shape[:2]) == DISPLAY_SIDE
-    assert [label for _, label in shown.masks] == ["1 (0.90)", "2 (0.80)"]
-    first = shown.masks[0][0]
-    assert first.shape == shown.image.shape[:2] and first.dtype == np.float32
+    image, masks = final_annotations(big, result)
+    assert max(image.shape[:2]) == DISPLAY_SIDE
+    assert [label for _, label in masks] == ["1 (0.90)", "2 (0.80)"]
+    first = masks[0][0]
+    assert first.shape == image.shape[:2] and first.dtype == np.float32
     assert first.sum() == pytest.approx(
         three_cats.masks[0].sum() * (DISPLAY_SIDE / 320) ** 2, rel=0.05
     )

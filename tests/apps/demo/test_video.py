@@ -15,7 +15,7 @@ import pytest
 
 from sam3_agent.agent.loop import STOPPED
 from sam3_agent.apps.demo.limits import VideoLimits
-from sam3_agent.apps.demo.video import LOADING, VideoDemoRunner, VideoUpdate, check_upload
+from sam3_agent.apps.demo.sessions import LOADING, VideoDemoRunner, VideoUpdate, check_upload
 from sam3_agent.apps.demo.views import video_summary
 from sam3_agent.media.video import VideoLoadError
 from sam3_agent.values.errors import SegmenterError, UserError

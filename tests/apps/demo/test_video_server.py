@@ -19,7 +19,7 @@ import pytest
 from sam3_agent.agent.loop import STOPPED
 from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.apps.demo.server import create_app
-from sam3_agent.apps.demo.video import VideoDemoRunner
+from sam3_agent.apps.demo.sessions import VideoDemoRunner
 from tests.support.demo_fixtures import COFFEE, CoffeeScript, coffee_runner, serve_app, wait_for
 from tests.support.openai_server import ScriptedServer, serve
 from tests.support.video_demo import QUERY, HeldChat, VideoAgentBuilds, upload

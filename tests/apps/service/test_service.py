@@ -34,7 +34,7 @@ from typer.testing import CliRunner
 from sam3_agent.apps.cli.serve import serve_sam3
 from sam3_agent.apps.service import server as service_server
 from sam3_agent.apps.service.app import create_app
-from sam3_agent.apps.service.intake import ImageStore
+from sam3_agent.apps.service.intake import LruStore
 from sam3_agent.apps.service.limits import DEFAULT_LIMITS, ServiceLimits
 from sam3_agent.apps.service.server import check_bind_security, is_loopback
 from sam3_agent.backends.sam3_local import Sam3Segmenter
@@ -400,14 +400,14 @@ def test_segmenter_failures_are_json(error: Exception, status: int, code: str) -
 
 
 def test_image_store_is_bounded() -> None:
-    store = ImageStore(max_images=2, max_bytes=10_000)
+    store: LruStore[np.ndarray] = LruStore(2, 10_000, lambda image: image.nbytes)
     a, b, c = (np.zeros((10, 10, 3), np.uint8) for _ in range(3))
-    store.put("a", a)
-    store.put("b", b)
+    store.keep("a", a)
+    store.keep("b", b)
     store.get("a")
-    store.put("c", c)
+    store.keep("c", c)
     assert "a" in store and "c" in store and "b" not in store
-    store.put("big", np.zeros((100, 100, 3), np.uint8))
+    store.keep("big", np.zeros((100, 100, 3), np.uint8))
     assert len(store) == 1 and "big" in store
 
 

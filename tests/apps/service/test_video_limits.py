@@ -538,8 +538,8 @@ def test_limits_are_checked(tmp_path: Path, name: str) -> None:
 
 
 def test_the_image_and_the_video_store_are_one_lru_shape() -> None:
-    from sam3_agent.apps.service.intake import ImageStore, LruStore
+    from sam3_agent.apps.service.intake import LruStore
 
-    assert issubclass(ImageStore, LruStore) and issubclass(VideoStore, LruStore)
-    for name in ("get", "__len__", "__contains__", "bytes_used"):
-        assert name not in vars(ImageStore) and name not in vars(VideoStore)
+    assert issubclass(VideoStore, LruStore)  # the image store is a plain LruStore
+    for name in ("get", "keep", "__len__", "__contains__", "bytes_used"):
+        assert name not in vars(VideoStore)
