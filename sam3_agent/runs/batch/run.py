@@ -20,8 +20,7 @@ from sam3_agent.runs.batch.results import RequestResult
 from sam3_agent.runs.batch.summary import SUMMARY_NAME, BatchTotals, write_summary
 from sam3_agent.runs.batch.workers import BatchWorkerFactory
 from sam3_agent.runs.jobs.base import EngineOptions
-from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_in_directory
-from sam3_agent.runs.jobs.engines import build_engine
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, build_engine, run_in_directory
 from sam3_agent.runs.jobs.models import (
     ModelSource,
     VideoModelSource,
