@@ -65,7 +65,6 @@ class ImageSource(Protocol):
     ) -> RGBImage:
         """The RGB image at ``path`` (``max_pixels`` None: the package's limit); the first call
         for a path decides how it is loaded, so jobs of one image ask alike."""
-        ...
 
 
 class JobHandler(Protocol[J_contra, R_co]):
@@ -74,11 +73,9 @@ class JobHandler(Protocol[J_contra, R_co]):
     async def run(self, job: J_contra, images: ImageSource) -> R_co:
         """``job``'s own failures become a failed result; a raised ``Sam3AgentError`` (a
         broken dataset file) stops the whole run."""
-        ...
 
     def release(self, digest: str) -> None:
         """The last job of the image with this content digest is done: free what it holds."""
-        ...
 
 
 class WorkerFactory(Protocol[J_contra, R_co]):
@@ -125,7 +122,6 @@ class Engine(Protocol):
     async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:
         """Calls ``on_result`` once per finished job, on this thread; one image's jobs run on one
         worker (read and embedded once). An error raised by ``on_result`` stops the run."""
-        ...
 
 
 @dataclass(frozen=True)
