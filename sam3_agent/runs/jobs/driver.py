@@ -86,18 +86,17 @@ async def run_jobs(
         len(todo),
         engine.name,
     )
-    ran = failed = 0
+    failed = 0
     committed: set[str] = set()
 
     def commit(result: R) -> None:
-        nonlocal ran, failed
+        nonlocal failed
         if result.id not in todo_ids or result.id in committed:
             # Not asked for, or answered twice (a retried task): never counted twice.
             logger.warning("ignoring an unexpected or repeated result for job %r", result.id)
             return
         store.commit(result)
         committed.add(result.id)
-        ran += 1
         failed += int(result.failed)
         if progress is not None:
             progress.update(result)
@@ -109,7 +108,7 @@ async def run_jobs(
     return RunOutcome(
         total=len(jobs),
         skipped=len(jobs) - len(todo),
-        ran=ran,
+        ran=len(committed),
         failed=failed,
         wall_s=max(0.0, clock() - started),
     )

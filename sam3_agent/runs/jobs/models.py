@@ -24,12 +24,6 @@ class ModelSource(Protocol):
     @property
     def sam3_url(self) -> str | None: ...
 
-    @property
-    def llm(self) -> str | None: ...
-
-    @property
-    def llm_model(self) -> str | None: ...
-
     def generation_identity(self) -> dict[str, Any]:
         """The generation settings that were given (they change predictions)."""
 

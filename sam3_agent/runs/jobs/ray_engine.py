@@ -175,10 +175,12 @@ def connect(
         with _auth_warnings_quiet():
             ray.init(**plan.init_args)
     except Exception as e:
-        target = plan.init_args["address"]
-        where = "locally" if plan.private else f"at {target}"
+        where = "locally" if plan.private else f"at {plan.init_args['address']}"
         message = " ".join(str(e).split()) or type(e).__name__
-        if _is_auth_failure(e):
+        text = str(e).lower()
+        if type(e).__name__ == "AuthenticationError" or any(
+            words in text for words in ("unauthenticated", "authentication token")
+        ):
             raise UserError(
                 f"cannot join Ray {where}: the cluster refused this machine's token or it "
                 f"has none: {TOKEN_HELP}"
@@ -224,13 +226,6 @@ def _auth_warnings_quiet() -> Iterator[None]:
         yield
     finally:
         quiet.setLevel(level)
-
-
-def _is_auth_failure(error: BaseException) -> bool:
-    if type(error).__name__ == "AuthenticationError":
-        return True
-    text = str(error).lower()
-    return "unauthenticated" in text or "authentication token" in text
 
 
 class RayWorker:
