@@ -43,16 +43,13 @@ class LazyVideoAgent:
         if self._task is None:
             self._task = asyncio.ensure_future(asyncio.to_thread(self._build))
         first = await asyncio.shield(self._task)
-        agent = self._agents.get(frames)
-        if agent is None:
-            if frames == first.selection:
-                agent = first
-            else:
-                agent = Sam3VideoAgent(
-                    first.video_segmenter, first.chat_model, first.config, first.options, frames
-                )
-            self._agents[frames] = agent
-        return agent
+        if frames == first.selection:
+            return first
+        if frames not in self._agents:
+            self._agents[frames] = Sam3VideoAgent(
+                first.video_segmenter, first.chat_model, first.config, first.options, frames
+            )
+        return self._agents[frames]
 
 
 @dataclass

@@ -17,12 +17,7 @@ JOB_FAILURES: tuple[type[Exception], ...] = (ChatModelError, SegmenterError, Ima
 """The failures a backend announces; logged briefly. Any other exception of one job is a
 failure too, logged with its traceback (it is likely a bug worth reporting)."""
 
-STOPS: tuple[type[BaseException], ...] = (
-    KeyboardInterrupt,
-    SystemExit,
-    asyncio.CancelledError,
-    GeneratorExit,
-)
+STOPS = (KeyboardInterrupt, SystemExit, asyncio.CancelledError, GeneratorExit)
 """What stops a run even when one job raises it: the user or the system asked to stop."""
 
 FAILURE_MESSAGE_CHARS = 500
