@@ -1,14 +1,6 @@
-"""The run directory of one request: checked before models load, never mixed with old files.
-
-* An ``out`` that holds anything is refused unless ``overwrite``; with it, the files a
-  previous run wrote (:data:`sam3_agent.agent.rundir.ENTRIES`, images and videos alike) are
-  removed first, and a directory holding anything else is refused rather than emptied.
-* Without ``out``, each request claims a fresh ``runs/<time>-<name>`` directory by creating
-  it; one in the same second gets a ``-2``, ``-3``... suffix.
-* A request that stops before its session started (a backend down, Ctrl+C while the models
-  load) leaves no directory it made behind; Ctrl+C after that raises :class:`Interrupted`,
-  which says how to continue (:meth:`Output.claimed`).
-"""
+"""The run directory of one request: checked before models load, never mixed with old files
+(``overwrite`` removes only a previous run's own files), a fresh ``runs/<time>-<name>`` by
+default, and none left behind by a request that stopped before its session started."""
 
 from __future__ import annotations
 
@@ -37,13 +29,8 @@ class Interrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class Output:
-    """Where one request writes.
-
-    Attributes:
-        out: ``None``: a fresh directory under :data:`DEFAULT_ROOT`.
-        resume: the run directory of an interrupted session, continued in place.
-        overwrite: replace a previous run's files in ``out`` (nothing else).
-    """
+    """Where one request writes: ``out`` (None: a fresh one under :data:`DEFAULT_ROOT`), or
+    ``resume``, an interrupted session's directory continued in place."""
 
     out: Path | None = None
     resume: Path | None = None
@@ -61,13 +48,9 @@ class Output:
 
     @contextlib.contextmanager
     def claimed(self, default_name: str) -> Iterator[Path]:
-        """The directory to write to, for the block that runs the session there: the resumed
-        one, ``out`` cleared of a previous run's files, or a fresh default one named after
-        ``default_name`` (a safe file name).
-
-        Stopped before the session started (no ``session.json``), the directories made for it
-        are removed again (only while empty: one the user made stays); Ctrl+C after that
-        raises :class:`Interrupted`."""
+        """The directory the block runs the session in (resumed, ``out`` cleared, or a fresh one
+        named after ``default_name``). Stopped before the session started, the (empty)
+        directories made for it are removed; Ctrl+C after that raises :class:`Interrupted`."""
         made = [] if self.resume is not None else _absent(self.out or DEFAULT_ROOT)
         if self.resume is not None:
             path = self.resume
@@ -129,9 +112,8 @@ def check_run_dir(out: Path, *, overwrite: bool) -> None:
 
 
 def clear_run_dir(out: Path) -> None:
-    """Remove a previous run's files from ``out`` (checked by :func:`check_run_dir`). The
-    lock file stays: a session that started meanwhile still holds it, and the new one then
-    fails to take it instead of writing beside it."""
+    """Remove a previous run's files from ``out``, but the lock: a session that started meanwhile
+    still holds it, and the new one then fails to take it instead of writing beside it."""
     for name in sorted(_entries(out) & rundir.ENTRIES - {rundir.LOCK}):
         path = out / name
         if path.is_dir() and not path.is_symlink():
@@ -141,11 +123,8 @@ def clear_run_dir(out: Path) -> None:
 
 
 def claim_default_run_dir(name: str, root: Path = DEFAULT_ROOT) -> Path:
-    """Create and return ``root/<time>-<name>``, or the first free ``-N`` variant.
-
-    ``name`` must already be a safe file name. Creating the directory is the claim, so two
-    processes started in the same second get different directories.
-    """
+    """Create ``root/<time>-<name>`` (``name`` a safe file name), or the first free ``-N``
+    variant: creating it is the claim, so two processes in one second get two directories."""
     check_writable_dir(root, "the default output directory")
     stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
     for n in range(1, MAX_SUFFIX + 1):
@@ -161,8 +140,7 @@ def claim_default_run_dir(name: str, root: Path = DEFAULT_ROOT) -> Path:
 
 
 def _finished(out: Path) -> bool:
-    """Whether ``out`` holds the result of a session that ended (not one stopped by Ctrl+C,
-    whose result says so)."""
+    """Whether ``out`` holds the result of a session that ended (not one stopped by Ctrl+C)."""
     try:
         failure = json.loads((out / rundir.RESULT).read_text(encoding="utf-8")).get("failure")
     except (OSError, ValueError, AttributeError):

@@ -1,11 +1,6 @@
-"""One request, image or video, from its settings to its run directory (``sam3-agent run``
-and ``track``).
-
-Everything that can be refused is checked before any model loads (the settings, the run
-directory, the image or the video, a resume's directory), and nothing is written before
-that; a resumed session that has already ended is finished without any model. What happens
-is told to a :class:`Progress`.
-"""
+"""One request, image or video, from its settings to its run directory (``run``, ``track``):
+all that can be refused is checked before any model loads or anything is written, and a resumed
+session that already ended is finished without a model."""
 
 from __future__ import annotations
 
@@ -139,8 +134,8 @@ def track_request(
 
 
 def _check(spec: BackendSpec, config: AgentConfig, output: Output, *, chat: bool) -> None:
-    """The settings and the run directory, before anything is decoded or loaded: the
-    context policy against the MLLM ``spec`` selects (with ``chat``), the prompt set."""
+    """The settings, the context policy against the MLLM (with ``chat``), the prompt set and
+    the run directory, before anything is decoded or loaded."""
     spec.validate(chat=chat)
     if chat:
         spec.check_context(config)
@@ -163,9 +158,8 @@ def _check_resume(
     directory: Path, spec: BackendSpec, query: str, pixels: RGBImage, config: AgentConfig,
     *, planned: bool,
 ) -> Committed:  # fmt: skip
-    """:func:`check_resumable` with what the settings say of the models: before
-    :meth:`BackendSpec.plan` what they alone say, after it (``planned``) the default MLLM
-    and what ``dtype='auto'`` means here too."""
+    """:func:`check_resumable` with what the settings say of the models; ``planned``: after
+    :meth:`BackendSpec.plan`, with the default MLLM and what ``dtype='auto'`` means here."""
     return check_resumable(
         directory, query=query, image=pixels, config=config,
         model=spec.model_name(), backends=spec.describe(resolve=planned),

@@ -43,8 +43,7 @@ from sam3_agent.runs.batch.requests import BatchRequest, load_requests  # noqa: 
 from sam3_agent.runs.batch.results import RequestResult  # noqa: E402
 from sam3_agent.runs.batch.workers import BatchWorkerFactory  # noqa: E402
 from sam3_agent.runs.jobs.base import EngineOptions  # noqa: E402
-from sam3_agent.runs.jobs.driver import run_jobs  # noqa: E402
-from sam3_agent.runs.jobs.engines import build_engine  # noqa: E402
+from sam3_agent.runs.jobs.driver import build_engine, run_jobs  # noqa: E402
 from sam3_agent.runs.jobs.store import ResultStore  # noqa: E402
 from sam3_agent.values.config import AgentConfig  # noqa: E402
 from tests.support.batch_fixtures import respond  # noqa: E402

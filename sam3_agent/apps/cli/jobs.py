@@ -20,8 +20,7 @@ from sam3_agent.backends.spec import check_writable_dir
 
 if TYPE_CHECKING:
     from sam3_agent.backends.spec import BackendSpec
-    from sam3_agent.runs.batch.results import RequestResult
-    from sam3_agent.runs.batch.summary import BatchTotals
+    from sam3_agent.runs.batch.results import BatchTotals, RequestResult
     from sam3_agent.runs.evaluation.report_parts import ReportFiles
     from sam3_agent.runs.evaluation.results import SampleResult
     from sam3_agent.runs.evaluation.video.results import VideoSampleResult
@@ -123,7 +122,7 @@ def print_batch_totals(totals: BatchTotals, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from sam3_agent.runs.batch.summary import SUMMARY_NAME
+    from sam3_agent.runs.batch.results import SUMMARY_NAME
 
     table = Table(title=plain(f"batch {out}"), show_edge=False)
     columns = ("requests", "masks", "no mask", "failed", "missing", "tokens", "request time (s)")

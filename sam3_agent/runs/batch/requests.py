@@ -1,15 +1,6 @@
-"""The requests of a batch: a JSONL or CSV file, or a folder of images with one query.
-
-A row names an ``image``, or a ``video`` (a video file or a folder of frames, with optional
-``stride``, ``max_frames``, ``start``, ``end`` and ``fps``: the frames it tracks, as the
-``track`` command's flags choose them); one file may mix both.
-
-Every file from outside goes through :func:`load_requests`, which turns every problem of the
-file itself into a :class:`~sam3_agent.values.errors.DatasetError` naming the file and line,
-before any model loads. Images and videos are not opened here, nor checked to exist: one that
-is missing (or deleted before a resume), unreadable or too large fails its own request where
-the work runs, never the batch.
-"""
+"""The requests of a batch (a JSONL or CSV file of image and video rows, or a folder of images
+with one query): every problem of the file is a ``DatasetError`` naming file and line before
+any model loads; a missing or unreadable image or video fails its own request, not the batch."""
 
 from __future__ import annotations
 
@@ -42,15 +33,8 @@ _WHOLE_NUMBERS = ("stride", "max_frames")
 
 @dataclass(frozen=True)
 class BatchRequest:
-    """One (image, query) or (video, query) pair of a batch.
-
-    Attributes:
-        id: unique in the batch and stable across reruns (the key of the results store and
-            the name of the request's output directory, made safe).
-        image_path: the image file, absolute; for a video request, the video file or folder
-            of frames (the engines group and order jobs by this path).
-        frames: set for a video request: the frames it tracks (``None``: an image request).
-    """
+    """One (image or video, query) pair: ``id`` unique and stable across reruns (the store's
+    key); ``image_path`` absolute, a video's file or frame folder; ``frames`` set for a video."""
 
     id: str
     image_path: Path
@@ -63,14 +47,9 @@ class BatchRequest:
 
 
 def default_id(image: Path, query: str, frames: FrameSelection | None = None) -> str:
-    """``<file name>:<query>``: readable and unchanged when the input is reordered. A video
-    request tracking other frames than all of them says which, as ``clip.mp4[stride=2]:<query>``,
-    so that changing them makes a new request rather than resuming the old one.
-
-    At most :data:`MAX_ID_LENGTH` characters: a longer one (a ReasonSeg-style question) keeps
-    its start, then ``…`` and the first 12 hex digits of the SHA-256 of the whole, so it stays
-    unique and the same on every run (a resume finds it).
-    """
+    """``<file name>:<query>`` (``clip.mp4[stride=2]:<query>`` for a video tracking not every
+    frame), stable when the input is reordered; over :data:`MAX_ID_LENGTH` characters, its
+    start, ``…`` and 12 hex digits of the whole's SHA-256, unique and the same on every run."""
     name = image.name
     default = FrameSelection()
     if frames is not None and frames != default:
@@ -98,19 +77,10 @@ def _number(value: float | int) -> str:
 def load_requests(
     source: Path, *, query: str | None = None, frames: FrameSelection | None = None
 ) -> list[BatchRequest]:
-    """The requests of ``source``, in input order.
-
-    Args:
-        source: a ``.jsonl`` file (one object per line: ``image`` or ``video``, ``query``,
-            optional ``id``, and for a video optional ``stride``, ``max_frames``, ``start``,
-            ``end`` (seconds) and ``fps`` (of a frame folder); without an id,
-            :func:`default_id`), a ``.csv`` file (a header naming those columns; an empty
-            cell is an absent key), or a folder of images (each image with ``query``; its id
-            is its file name). Relative paths in a file are relative to the file's folder.
-        query: the query for every image of a folder (only with a folder).
-        frames: the frames a video row tracks where it names none (``batch --stride`` ...);
-            a row's own keys replace its fields one by one. Default: every frame.
-    """
+    """The requests of ``source`` in input order: a ``.jsonl`` file (objects with ``image`` or
+    ``video``, ``query``, optional ``id`` and a video's :data:`FRAME_KEYS`), a ``.csv`` file
+    with those columns (an empty cell is absent), or a folder of images each asked ``query``.
+    Paths are relative to the file's folder; a row's frame keys replace those of ``frames``."""
     if source.is_dir():
         if query is None or not query.strip():
             raise UserError(f"{source} is a folder of images: give the query with `query='TEXT'`")
@@ -131,7 +101,14 @@ def load_requests(
         raise UserError(f"batch input {source} does not exist")
     if not requests:
         raise DatasetError(f"{source} holds no requests")
-    _check_unique(source, requests)
+    seen: set[str] = set()
+    for request in requests:
+        if request.id in seen:
+            raise DatasetError(
+                f"{source}: the id {request.id!r} is used twice; ids must be unique "
+                "(same image and query twice? give each row its own 'id')"
+            )
+        seen.add(request.id)
     return requests
 
 
@@ -241,10 +218,7 @@ def _frames(where: str, row: dict[str, Any], default: FrameSelection) -> FrameSe
     end = chosen.get("end_s", default.end_s)
     if start is not None and end is not None and end <= start:
         raise DatasetError(f"{where}: 'end' ({end}) must be after 'start' ({start})")
-    try:
-        return replace(default, **chosen)
-    except UserError as e:  # not reached: every bound is checked above
-        raise DatasetError(f"{where}: {e}") from e
+    return replace(default, **chosen)
 
 
 def _parse_number(value: Any, *, whole: bool) -> float | int | None:
@@ -263,14 +237,3 @@ def _parse_number(value: Any, *, whole: bool) -> float | int | None:
     if isinstance(value, (int, float)) and math.isfinite(value):
         return float(value)
     return None
-
-
-def _check_unique(source: Path, requests: list[BatchRequest]) -> None:
-    seen: set[str] = set()
-    for request in requests:
-        if request.id in seen:
-            raise DatasetError(
-                f"{source}: the id {request.id!r} is used twice; ids must be unique "
-                "(same image and query twice? give each row its own 'id')"
-            )
-        seen.add(request.id)

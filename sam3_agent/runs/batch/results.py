@@ -1,28 +1,28 @@
-"""The record of one batch request, as the run's results store keeps it."""
+"""The record of one batch request as the results store keeps it, and what a finished batch
+leaves for people and scripts: ``summary.jsonl`` and the totals."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from sam3_agent.runs.batch.requests import BatchRequest
 from sam3_agent.runs.jobs.records import JobRecord
+from sam3_agent.values.files import atomic_write_bytes
+
+SUMMARY_NAME = "summary.jsonl"
+STATUSES = ("masks", "no_mask", "failed")
 
 
 @dataclass(frozen=True, kw_only=True)
 class RequestResult(JobRecord):
-    """One finished request: a :class:`~sam3_agent.runs.jobs.records.JobRecord` and its masks.
-
-    Attributes:
-        masks: the selected masks; ``mask_pixels`` the pixels of their union (whose COCO
-            RLE is ``prediction``). For a video: the selected tracks, and the pixels of
-            their union summed over the frames used (no ``prediction``: the tracks are in
-            the request's ``result.json``).
-        media: ``image`` or ``video`` (``image_path`` is then the video's path).
-        extra: JSON-safe details (mask scores, usage breakdown, phrases tried; for a video
-            also ``frames``, the number used, and ``video_note``, why a damaged file gave
-            fewer).
-    """
+    """One finished request: ``masks`` selected and ``mask_pixels`` in their union (COCO RLE in
+    ``prediction``); for a video (``media``), the tracks selected and their union's pixels
+    summed over the frames used, with ``frames`` and ``video_note`` in ``extra``."""
 
     masks: int = 0
     mask_pixels: int = 0
@@ -40,3 +40,57 @@ class RequestResult(JobRecord):
             data["mask_pixels"] = int(doc.get("pred_area", 0))
             data["extra"] = extra
         return data
+
+
+def summary_row(result: RequestResult) -> dict[str, Any]:
+    """One line of ``summary.jsonl``; a video request's names its ``video`` (not ``image``)
+    and adds ``frames``, the number it used."""
+    row = {
+        "id": result.id,
+        result.media: result.image_path,
+        "query": result.query,
+        "status": result.status,
+        "masks": result.masks,
+        "mask_pixels": result.mask_pixels,
+        "rounds": result.rounds,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "time_s": result.time_s,
+        "failure": result.failure,
+        "outputs": result.artifacts,
+    }
+    if result.media == "video":
+        row["frames"] = result.extra.get("frames", 0)
+    return row
+
+
+@dataclass(frozen=True)
+class BatchTotals:
+    """Counts over the requests of one batch input (stored results only)."""
+
+    requests: int
+    by_status: dict[str, int]
+    missing: int
+    prompt_tokens: int
+    completion_tokens: int
+    time_s: float
+
+
+def write_summary(
+    run_dir: Path, requests: Sequence[BatchRequest], results: Sequence[RequestResult]
+) -> BatchTotals:
+    """Write ``run_dir/summary.jsonl`` (input order, atomically) and return the totals; a
+    request of this input with no stored result (the run stopped) is missing, left out."""
+    by_id = {r.id: r for r in results}
+    rows = [by_id[q.id] for q in requests if q.id in by_id]
+    text = "".join(json.dumps(summary_row(r), ensure_ascii=False) + "\n" for r in rows)
+    atomic_write_bytes(run_dir / SUMMARY_NAME, text.encode("utf-8"))
+    counts = Counter(r.status for r in rows)
+    return BatchTotals(
+        requests=len(requests),
+        by_status={s: counts.get(s, 0) for s in STATUSES},
+        missing=len(requests) - len(rows),
+        prompt_tokens=sum(r.prompt_tokens for r in rows),
+        completion_tokens=sum(r.completion_tokens for r in rows),
+        time_s=round(sum(r.time_s for r in rows), 3),
+    )

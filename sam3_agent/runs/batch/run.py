@@ -1,12 +1,6 @@
-"""``run_batch``: many (image or video, query) requests through the agent, resumable, on any
-engine.
-
-What ``sam3-agent batch`` does, as a library call: the run directory ``out`` holds
-``results.sqlite`` (every finished request, committed at once), ``<safe id>/`` per request
-(``result.json``, ``overlay.png``, ``trace.jsonl``; a video's ``overlay.mp4`` and
-``contact_sheet.png`` instead of the PNG overlay) and ``summary.jsonl``. Calling it again
-with the same settings resumes: stored requests are skipped. Different settings are refused.
-"""
+"""``run_batch``, what ``sam3-agent batch`` does: many (image or video, query) requests into
+``out`` (``results.sqlite``, a ``<safe id>/`` per request, ``summary.jsonl``) on any engine;
+called again with the same settings it resumes, with others it refuses."""
 
 from __future__ import annotations
 
@@ -16,12 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.runs.batch.requests import BatchRequest, load_requests
-from sam3_agent.runs.batch.results import RequestResult
-from sam3_agent.runs.batch.summary import SUMMARY_NAME, BatchTotals, write_summary
+from sam3_agent.runs.batch.results import SUMMARY_NAME, BatchTotals, RequestResult, write_summary
 from sam3_agent.runs.batch.workers import BatchWorkerFactory
 from sam3_agent.runs.jobs.base import EngineOptions
-from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_in_directory
-from sam3_agent.runs.jobs.engines import build_engine
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, build_engine, run_in_directory
 from sam3_agent.runs.jobs.models import (
     ModelSource,
     VideoModelSource,
@@ -62,11 +54,8 @@ def batch_settings(
     model_name: str,
     video_options: VideoOptions | None = None,
 ) -> dict[str, Any]:
-    """The settings a batch's run directory is made with (and resumed only with).
-
-    ``video_options`` are named only when they differ from the defaults: a run directory
-    made before video requests existed resumes, and so does one whose input gains videos.
-    """
+    """The settings a batch's run directory is made (and resumed only) with; ``video_options``
+    only when not the defaults, so run directories made before videos existed resume."""
     settings = {
         "command": "batch",
         **models_identity(backends, model_name),
@@ -92,19 +81,9 @@ def run_batch(
 ) -> BatchOutcome:
     """Run every request not yet stored in ``out``, then write ``out/summary.jsonl``.
 
-    Args:
-        requests: the requests, or a file or folder to read them from
-            (:func:`~sam3_agent.runs.batch.requests.load_requests`; ``query`` for a folder).
-        backends: what the workers build SAM 3 (on images, and on video where a video
-            request arrives) and the MLLM from. With the local engine the MLLM is built here
-            when the settings do not name it; the Ray engine needs it named (nothing loads
-            on the driver).
-        video_options: for video requests, whose workers build SAM 3's video model
-            (``backends.build_video_segmenter()``) when the first one arrives.
-        progress: told the total and what was stored before, then each committed result.
-        loading_bars: show the progress bars of model downloads and loading where the
-            models load (None: only with a ``progress`` listener).
-    """
+    ``requests`` may be a file or folder (:func:`~sam3_agent.runs.batch.requests.load_requests`,
+    with ``query`` for a folder). The Ray engine needs the MLLM named in ``backends`` (nothing
+    loads on the driver). ``loading_bars`` None: shown only with a ``progress`` listener."""
     if isinstance(requests, Path):
         requests = load_requests(requests, query=query)
     config = config or AgentConfig()

@@ -1,35 +1,155 @@
-"""What each engine worker of a batch builds (picklable, for Ray actors).
-
-The factory carries settings, never models: :meth:`BatchWorkerFactory.build` loads the models
-where the work runs (this process for the local engine, each actor for Ray). The agent is
-imported there too, so naming the factory imports no numpy. SAM 3's video model is not loaded
-there: the handler builds the video agent when the worker's first video request arrives.
-"""
+"""What each engine worker of a batch builds (a picklable factory of settings) and runs: each
+request through the agent of its medium into ``RUN_DIR/<safe id>/``, as ``run`` and ``track``
+write it; whatever a request raises is its own failure (:mod:`~sam3_agent.runs.jobs.failures`)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.video.agent import Sam3VideoAgent
+from sam3_agent.agent.video.result import VideoResult
+from sam3_agent.backends.base import ChatModel
+from sam3_agent.runs.batch.requests import BatchRequest
+from sam3_agent.runs.batch.results import RequestResult
+from sam3_agent.runs.jobs.base import ImageSource
+from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
+from sam3_agent.runs.jobs.failures import job_failure
 from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, VideoModelSource
-from sam3_agent.values.config import AgentConfig, VideoOptions
+from sam3_agent.runs.jobs.records import agent_outcome
+from sam3_agent.runs.jobs.store import job_dir_name
+from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
+from sam3_agent.values.errors import EngineError
+from sam3_agent.values.rle import encode_rle
 
-if TYPE_CHECKING:
-    from sam3_agent.agent.video.agent import Sam3VideoAgent
-    from sam3_agent.backends.base import ChatModel
-    from sam3_agent.runs.batch.handler import BatchHandler
+
+class LazyVideoAgent:
+    """A worker's video agents, the first built by ``build`` (once, in a thread, not cancelled
+    with a waiting request) when a video request asks; a failed build fails every video request
+    of the worker. Requests tracking other frames get agents of their own on the same models."""
+
+    def __init__(self, build: Callable[[], Sam3VideoAgent]) -> None:
+        self._build = build
+        self._task: asyncio.Future[Sam3VideoAgent] | None = None
+        self._agents: dict[FrameSelection, Sam3VideoAgent] = {}
+
+    async def get(self, frames: FrameSelection) -> Sam3VideoAgent:
+        if self._task is None:
+            self._task = asyncio.ensure_future(asyncio.to_thread(self._build))
+        first = await asyncio.shield(self._task)
+        if frames == first.selection:
+            return first
+        if frames not in self._agents:
+            self._agents[frames] = Sam3VideoAgent(
+                first.video_segmenter, first.chat_model, first.config, first.options, frames
+            )
+        return self._agents[frames]
+
+
+@dataclass
+class BatchHandler:
+    """Runs requests through one agent per medium (None where none of it may come); the engine
+    calls :meth:`run` concurrently."""
+
+    agent: Sam3Agent | None
+    run_dir: Path
+    shared: SharedEmbeddings | None = None
+    videos: LazyVideoAgent | None = None
+
+    async def run(self, job: BatchRequest, images: ImageSource) -> RequestResult:
+        rel_dir = job_dir_name(job.id)
+        out = self.run_dir / rel_dir
+        started = time.perf_counter()
+        try:
+            if job.frames is None:
+                if self.agent is None:
+                    raise EngineError("this worker was built for video requests only")
+                image = await images.get(
+                    job.image_path, max_pixels=self.agent.config.max_image_pixels
+                )
+                result = await self.agent.arun(image, job.query, output_dir=out)
+                elapsed = time.perf_counter() - started
+                return _record(job, rel_dir, elapsed, **_image_fields(result))
+            if self.videos is None:
+                raise EngineError("this worker was built without a video agent")
+            # A missing or corrupt video fails this request alone, with the loader's one-line
+            # reason, before the agent makes its output directory.
+            video_agent = await self.videos.get(job.frames)
+            answer = await video_agent.arun(job.image_path, job.query, output_dir=out)
+            return _record(job, rel_dir, time.perf_counter() - started, **_video_fields(answer))
+        except BaseException as e:
+            failure = job_failure("request", job.id, e)
+            elapsed = time.perf_counter() - started
+            # The agent writes its files before an infrastructure error leaves it.
+            written = rel_dir if out.is_dir() else None
+            return _record(
+                job, written, elapsed, status="failed", failure=failure, infra_error=True
+            )
+
+    def release(self, digest: str) -> None:
+        if self.shared is not None:
+            self.shared.release(digest)
+
+
+def _record(
+    job: BatchRequest, artifacts: str | None, elapsed: float, **fields: Any
+) -> RequestResult:
+    return RequestResult(
+        id=job.id, image_path=str(job.image_path), query=job.query, media=job.media,
+        time_s=round(elapsed, 4), artifacts=artifacts, **fields,
+    )  # fmt: skip
+
+
+def _image_fields(result: AgentResult) -> dict[str, Any]:
+    """An answered image request: its masks, and their union as ``prediction``."""
+    detections = result.detections if result.status == "masks" else None
+    union = detections.union() if detections is not None and len(detections) else None
+    extra: dict[str, Any] = {
+        "scores": [] if detections is None else [round(float(s), 4) for s in detections.scores],
+        "usage": result.usage.to_dict(),
+        "phrases_tried": list(result.phrases_tried),
+    }
+    return {
+        **agent_outcome(result),
+        "masks": 0 if detections is None else len(detections),
+        "mask_pixels": 0 if union is None else int(union.sum()),
+        "prediction": None if union is None or not union.any() else encode_rle(union),
+        "extra": extra,
+    }
+
+
+def _video_fields(result: VideoResult) -> dict[str, Any]:
+    """An answered video request: ``masks`` counts the selected tracks and ``mask_pixels``
+    sums their union over the frames used (the tracks are in its ``result.json``)."""
+    tracks = result.tracks if result.status == "masks" else None
+    pixels = 0
+    if tracks is not None:
+        pixels = sum(int(tracks.union_mask(p).sum()) for p in tracks.positions())
+    extra: dict[str, Any] = {
+        "scores": [] if tracks is None else [round(float(t.score), 4) for t in tracks],
+        "usage": result.usage.to_dict(),
+        "phrases_tried": list(result.phrases_tried),
+        "frames": len(result.video.get("frames_used", ())),
+        "video_note": result.video.get("note"),
+    }
+    return {
+        **agent_outcome(result),
+        "masks": 0 if tracks is None else len(tracks),
+        "mask_pixels": pixels,
+        "extra": extra,
+    }
 
 
 @dataclass(frozen=True)
 class BatchWorkerFactory(LeavesChatModelOnDriver):
-    """One agent per worker and medium: SAM 3 (or its service client) and the MLLM client
-    (see :class:`~sam3_agent.runs.jobs.models.LeavesChatModelOnDriver` for those fields);
-    ``backends`` builds SAM 3's video model too, where a video request arrives.
-
-    ``images`` / ``videos``: the batch holds requests of that medium (a batch of videos only
-    loads no image model).
-    """
+    """One agent per worker and medium the batch holds (``images``, ``videos``); SAM 3's video
+    model loads when the worker's first video request arrives."""
 
     backends: VideoModelSource
     agent_config: AgentConfig
@@ -40,26 +160,15 @@ class BatchWorkerFactory(LeavesChatModelOnDriver):
     videos: bool = False
 
     def build(self, run_dir: Path) -> BatchHandler:
-        from sam3_agent.agent.loop import Sam3Agent
-        from sam3_agent.runs.batch.handler import BatchHandler, LazyVideoAgent
-
         with self.loading():
             chat = self.worker_chat_model()
             shared = self.shared_segmenter() if self.images else None
             agent = None if shared is None else Sam3Agent(shared, chat, self.agent_config)
-        videos = None
-        if self.videos:
-
-            def build_video_agent() -> Sam3VideoAgent:
-                return self.video_agent(chat)
-
-            videos = LazyVideoAgent(build_video_agent)
+        videos = LazyVideoAgent(lambda: self.video_agent(chat)) if self.videos else None
         return BatchHandler(agent, run_dir, shared, videos)
 
     def video_agent(self, chat: ChatModel) -> Sam3VideoAgent:
         """The video agent on SAM 3's video model (loaded now) and the worker's chat model."""
-        from sam3_agent.agent.video.agent import Sam3VideoAgent
-
         with self.loading():
             segmenter = self.backends.build_video_segmenter()
             return Sam3VideoAgent(segmenter, chat, self.agent_config, self.video_options)

@@ -23,8 +23,7 @@ from sam3_agent.runs.evaluation.selection import EvalSet, Loaded, VideoEvalSet
 from sam3_agent.runs.evaluation.video.results import VideoSampleResult
 from sam3_agent.runs.evaluation.workers import EvalWorkerFactory
 from sam3_agent.runs.jobs.base import EngineOptions
-from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_in_directory
-from sam3_agent.runs.jobs.engines import build_engine
+from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, build_engine, run_in_directory
 from sam3_agent.runs.jobs.models import (
     ModelSource,
     agent_identity,

@@ -1,18 +1,6 @@
-"""The one interface every engine (local, Ray) implements, and what flows through it.
-
-A run is a list of jobs: the unit an engine runs, with an id unique in the run and an image.
-A batch request and an evaluation sample are the two kinds of job; the engines know neither.
-A :class:`WorkerFactory` builds, wherever the engine runs work (this process, a Ray actor on
-another machine), a :class:`JobHandler` that turns one job and its decoded image into a
-:class:`JobResult`, the record of that job's kind. The driver
-(:func:`sam3_agent.runs.jobs.driver.run_jobs`) commits every result to the run's
-:class:`~sam3_agent.runs.jobs.store.ResultStore` as it arrives, so ``eval`` and ``batch``
-resume the same way on every engine. :func:`sam3_agent.runs.jobs.engines.build_engine` builds
-the engine that :class:`EngineOptions` names.
-
-Jobs, results and factories cross process boundaries under Ray: all must pickle as plain
-library objects, and a factory must be cheap to pickle (settings, not models).
-"""
+"""The interface every engine implements: a :class:`WorkerFactory` builds, where the work
+runs, a :class:`JobHandler` turning each job into its :class:`JobResult`. Under Ray all three
+pickle as plain library objects, a factory cheaply (settings, not models)."""
 
 from __future__ import annotations
 
@@ -45,11 +33,8 @@ class Job(Protocol):
 
 
 class JobResult(Protocol):
-    """The stored record of one finished job (each kind of job has its own record type).
-
-    A job whose own infrastructure failed (an endpoint down, an unreadable image) is
-    recorded with ``infra_error`` set and ``failed`` true; ``--retry-failed`` runs it again.
-    """
+    """The stored record of one finished job; an infrastructure failure (an endpoint down, an
+    unreadable image) has ``infra_error`` and ``failed`` set, and ``retry_failed`` reruns it."""
 
     @property
     def id(self) -> str: ...
@@ -63,9 +48,7 @@ class JobResult(Protocol):
     @property
     def failed(self) -> bool: ...
 
-    def to_json(self) -> dict[str, Any]:
-        """The record as JSON-safe values; the record type's ``from_json`` reads it back."""
-        ...
+    def to_json(self) -> dict[str, Any]: ...
 
 
 J = TypeVar("J", bound=Job)
@@ -80,32 +63,25 @@ class ImageSource(Protocol):
     async def get(
         self, path: Path, *, exif_orientation: bool = True, max_pixels: int | None = None
     ) -> RGBImage:
-        """The ``(H, W, 3)`` uint8 RGB image at ``path``, EXIF orientation applied unless
-        ``exif_orientation`` is False (datasets annotated in the stored frame); refused above
-        ``max_pixels`` (``None``: the package's default limit). The first call for a path
-        decides how it is loaded: jobs of one image ask alike."""
-        ...
+        """The RGB image at ``path`` (``max_pixels`` None: the package's limit); the first call
+        for a path decides how it is loaded, so jobs of one image ask alike."""
 
 
 class JobHandler(Protocol[J_contra, R_co]):
     """Turns jobs into results on one worker. Must allow concurrent :meth:`run` calls."""
 
     async def run(self, job: J_contra, images: ImageSource) -> R_co:
-        """Process ``job``; its own failures (endpoint down, bad image) become a failed result.
-        A raised ``Sam3AgentError`` stops the whole run (broken dataset files)."""
-        ...
+        """``job``'s own failures become a failed result; a raised ``Sam3AgentError`` (a
+        broken dataset file) stops the whole run."""
 
     def release(self, digest: str) -> None:
         """The last job of the image with this content digest is done: free what it holds."""
-        ...
 
 
 class WorkerFactory(Protocol[J_contra, R_co]):
     """Builds a worker's :class:`JobHandler` (its models) where the work runs. Picklable."""
 
-    def build(self, run_dir: Path) -> JobHandler[J_contra, R_co]:
-        """Load the models and return a handler writing its artifacts under ``run_dir``."""
-        ...
+    def build(self, run_dir: Path) -> JobHandler[J_contra, R_co]: ...
 
 
 @dataclass(frozen=True)
@@ -122,17 +98,14 @@ ResultCallback = Callable[[R], None]
 
 
 class Notify(Protocol):
-    """Shows the user one line about the run itself, beside its progress: which Ray runs
-    it, or a ``warning`` (workers that cannot all start). Not for per-job news."""
+    """One line to the user about the run itself (which Ray runs it; a ``warning``)."""
 
     def __call__(self, line: str, *, warning: bool = False) -> None: ...
 
 
 @dataclass(frozen=True)
 class Work(Generic[J, R]):
-    """What an engine is given to run: ``jobs`` (ordered by image), the ``factory`` each
-    worker builds its handler with, the ``run_dir`` handlers write artifacts under, and
-    where the engine's notices go (``notify``; None: the engine logs them)."""
+    """``jobs`` ordered by image; ``notify`` None: the engine logs its notices."""
 
     jobs: Sequence[J]
     factory: WorkerFactory[J, R]
@@ -147,21 +120,14 @@ class Engine(Protocol):
     def name(self) -> str: ...
 
     async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:
-        """Process every job of ``work``, calling ``on_result`` once per finished job, on
-        this thread. The jobs of one image should run on one worker, so its image is read and
-        its SAM 3 features computed once. An exception raised by ``on_result`` (or a
-        cancellation) stops the run; results reported so far stay reported."""
-        ...
+        """Calls ``on_result`` once per finished job, on this thread; one image's jobs run on one
+        worker (read and embedded once). An error raised by ``on_result`` stops the run."""
 
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """How a command spreads its work.
-
-    ``concurrency`` is per worker. ``ray_address``: None starts a local Ray, ``auto`` joins
-    the one ``ray start`` runs on this machine, ``ray://host:10001`` or ``host:6379`` a remote
-    one. ``gpus_per_worker`` may be fractional (0.5).
-    """
+    """How a command spreads its work: ``concurrency`` per worker; ``ray_address`` None starts a
+    local Ray, ``auto`` joins this machine's, ``ray://host:10001`` or ``host:6379`` a remote one."""
 
     engine: str = "local"
     concurrency: int = DEFAULT_CONCURRENCY
@@ -170,7 +136,6 @@ class EngineOptions:
     gpus_per_worker: float = 0.0
 
     def validate(self) -> None:
-        """Raises :class:`UserError` naming the setting that is wrong."""
         if self.engine not in ENGINES:
             raise UserError(f"`engine` must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.concurrency < 1:

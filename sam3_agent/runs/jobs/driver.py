@@ -1,10 +1,6 @@
-"""The driver side of a run, the same for every engine: skip what is stored, commit the rest.
-
-Each result is committed to the :class:`~sam3_agent.runs.jobs.store.ResultStore` the
-moment the engine reports it, on the driver's thread. A killed driver or a lost worker
-therefore loses only unfinished jobs, and the job id as the store's key means nothing is
-ever counted twice when a rerun (or Ray's own retry of a lost task) computes a job again.
-"""
+"""The driver side of a run, the same on every engine: skip what is stored, commit each result
+the moment it arrives. A killed driver or a lost worker loses only unfinished jobs, and the job
+id as the store's key means a job computed twice (a rerun, Ray's retry) is counted once."""
 
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from sam3_agent.runs.jobs.base import Engine, J, JobResult, R, Work, WorkerFactory
+from sam3_agent.runs.jobs.base import Engine, EngineOptions, J, JobResult, R, Work, WorkerFactory
 from sam3_agent.runs.jobs.store import Decode, ResultStore
 
 logger = logging.getLogger(__name__)
@@ -28,26 +24,19 @@ R_contra = TypeVar("R_contra", bound=JobResult, contravariant=True)
 class ProgressListener(Protocol[R_contra]):
     """Told about the run's progress (a progress bar, a test probe)."""
 
-    def start(self, total: int, already_done: Sequence[R_contra]) -> None:
-        """``total`` jobs in this run, of which ``already_done`` were stored before."""
-        ...
+    def start(self, total: int, already_done: Sequence[R_contra]) -> None: ...
 
     def update(self, result: R_contra) -> None:
         """Called once ``result`` is committed."""
-        ...
 
     def notice(self, line: str, *, warning: bool = False) -> None:
-        """A line for the user about the run itself, from the engine (which Ray runs the
-        jobs; a ``warning``): shown beside the progress (see :class:`~.base.Notify`). A
-        listener without this method still works: the engine logs its notices instead."""
-        ...
+        """The engine's :class:`~.base.Notify`; without it the engine logs its notices."""
 
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """Counts of one run: ``skipped`` were stored before, ``ran`` were done now, of which
-    ``failed`` failed; ``wall_s`` wall-clock seconds the run took (the workers building
-    their models included)."""
+    """``skipped`` were stored before, ``ran`` now (``failed`` of them); ``wall_s`` includes the
+    workers building their models."""
 
     total: int
     skipped: int
@@ -57,8 +46,7 @@ class RunOutcome:
 
     @property
     def per_second(self) -> float | None:
-        """Jobs run per wall-clock second: unlike a sum of per-job times, this counts
-        concurrent jobs once. None when nothing ran."""
+        """Jobs run per wall-clock second (concurrent jobs counted once); None when none ran."""
         if self.ran == 0 or self.wall_s <= 0:
             return None
         return self.ran / self.wall_s
@@ -67,8 +55,8 @@ class RunOutcome:
 def pending_jobs(
     jobs: Sequence[J], store: ResultStore[R], *, retry_failed: bool = False
 ) -> list[J]:
-    """The jobs not yet in ``store``, ordered by image so an image's jobs run together;
-    with ``retry_failed``, jobs stored as infrastructure failures count as not done."""
+    """The jobs not yet in ``store`` (with ``retry_failed``, nor infrastructure failures),
+    ordered by image so an image's jobs run together."""
     done = store.finished_ids(include_infra_errors=not retry_failed)
     return sorted((j for j in jobs if j.id not in done), key=lambda j: (str(j.image_path), j.id))
 
@@ -98,18 +86,17 @@ async def run_jobs(
         len(todo),
         engine.name,
     )
-    ran = failed = 0
+    failed = 0
     committed: set[str] = set()
 
     def commit(result: R) -> None:
-        nonlocal ran, failed
+        nonlocal failed
         if result.id not in todo_ids or result.id in committed:
             # Not asked for, or answered twice (a retried task): never counted twice.
             logger.warning("ignoring an unexpected or repeated result for job %r", result.id)
             return
         store.commit(result)
         committed.add(result.id)
-        ran += 1
         failed += int(result.failed)
         if progress is not None:
             progress.update(result)
@@ -121,7 +108,7 @@ async def run_jobs(
     return RunOutcome(
         total=len(jobs),
         skipped=len(jobs) - len(todo),
-        ran=ran,
+        ran=len(committed),
         failed=failed,
         wall_s=max(0.0, clock() - started),
     )
@@ -138,13 +125,9 @@ def run_in_directory(
     retry_failed: bool = False,
     meta: Mapping[str, Any] | None = None,
 ) -> tuple[RunOutcome, list[R]]:
-    """:func:`run_jobs` in the run directory ``out``, created with ``settings`` or resumed
-    with the same ones (``decode`` reads its records back): what this run did, and every
-    record the directory now holds. Each worker builds its models from ``factory`` (the
-    local engine in this process, Ray on every actor). ``meta``: facts about this invocation
-    recorded in the store beside the plan (:meth:`ResultStore.set_meta`), such as the size of
-    the whole split an evaluation takes its samples from.
-    """
+    """:func:`run_jobs` in ``out``, created with ``settings`` or resumed with the same ones:
+    what this run did, and every record ``out`` now holds. ``meta``: facts about this
+    invocation (:meth:`ResultStore.set_meta`), such as the size of the split sampled."""
     with ResultStore.create_or_resume(out, settings, decode) as store:
         store.set_planned(len(jobs))
         for key, value in (meta or {}).items():
@@ -153,3 +136,20 @@ def run_in_directory(
             run_jobs(jobs, store, engine, factory, progress=progress, retry_failed=retry_failed)
         )
         return outcome, store.results()
+
+
+def build_engine(options: EngineOptions) -> Engine:
+    """The engine the options name, checked; Ray is imported only when asked for."""
+    options.validate()
+    if options.engine == "ray":
+        from sam3_agent.runs.jobs.ray_engine import RayEngine
+
+        return RayEngine(
+            address=options.ray_address,
+            workers=options.workers,
+            gpus_per_worker=options.gpus_per_worker,
+            concurrency=options.concurrency,
+        )
+    from sam3_agent.runs.jobs.local import LocalEngine
+
+    return LocalEngine(concurrency=options.concurrency)

@@ -1,10 +1,5 @@
-"""A segmenter wrapper that embeds each image once while a worker's jobs hold it.
-
-Engines run a worker's jobs ordered by image and tell the handler when an image's last job
-is done (:meth:`~sam3_agent.runs.jobs.base.JobHandler.release`); with
-:class:`SharedEmbeddings` the SAM 3 backbone then runs once per image however many queries
-it has.
-"""
+"""A segmenter wrapper that embeds each image once while a worker's jobs hold it (released by
+:meth:`~sam3_agent.runs.jobs.base.JobHandler.release` after the image's last job)."""
 
 from __future__ import annotations
 
@@ -22,12 +17,8 @@ class _EmbeddingEntry:
 
 
 class SharedEmbeddings:
-    """A :class:`Segmenter` that embeds each image once while the run holds it.
-
-    Keyed by the image's content digest, so copies of the same pixels share one embedding.
-    Concurrent requests for one image wait for the first instead of running the backbone
-    twice. The handler calls :meth:`release` when an image's last job is done.
-    """
+    """A :class:`Segmenter` embedding each image once, keyed by its content digest; concurrent
+    requests for one image wait for the first instead of running the backbone twice."""
 
     def __init__(self, inner: Segmenter) -> None:
         self.inner = inner
@@ -44,8 +35,7 @@ class SharedEmbeddings:
             return entry.embedding
 
     def check(self) -> None:
-        """The inner segmenter's readiness check, when it has one
-        (:func:`~sam3_agent.backends.base.preflight`)."""
+        """The inner segmenter's readiness check (:func:`~sam3_agent.backends.base.preflight`)."""
         preflight(self.inner)
 
     def release(self, digest: str) -> None:

@@ -1,10 +1,6 @@
-"""The one failure policy of a run: one job never stops the others.
-
-Whatever a job's own work raises (an MLLM endpoint down, SAM 3 out of memory, an unreadable
-image, or an error nobody foresaw) becomes that job's failed record with a one-line message,
-and ``--retry-failed`` runs it again. Only an interrupt (Ctrl-C, a cancellation, an exit)
-stops the run from inside a job; the handler decides what else must (a broken dataset file).
-"""
+"""The one failure policy of a run: whatever a job's own work raises becomes its failed record
+with a one-line message (``retry_failed`` reruns it); only an interrupt stops the run from
+inside a job, and the handler decides what else must (a broken dataset file)."""
 
 from __future__ import annotations
 
@@ -21,12 +17,7 @@ JOB_FAILURES: tuple[type[Exception], ...] = (ChatModelError, SegmenterError, Ima
 """The failures a backend announces; logged briefly. Any other exception of one job is a
 failure too, logged with its traceback (it is likely a bug worth reporting)."""
 
-STOPS: tuple[type[BaseException], ...] = (
-    KeyboardInterrupt,
-    SystemExit,
-    asyncio.CancelledError,
-    GeneratorExit,
-)
+STOPS = (KeyboardInterrupt, SystemExit, asyncio.CancelledError, GeneratorExit)
 """What stops a run even when one job raises it: the user or the system asked to stop."""
 
 FAILURE_MESSAGE_CHARS = 500
@@ -44,20 +35,15 @@ def stops_the_run(error: BaseException) -> bool:
 
 def failure_message(error: BaseException) -> str:
     """``"TypeName: message"`` on one line, bounded, encodable as UTF-8 whatever the error holds
-    (a message with newlines, lone surrogates, or a ``__str__`` that itself raises).
-
-    A failure record always names the error's type, a user error's too."""
+    (newlines, lone surrogates, a ``__str__`` that raises); a user error's type is named too."""
     text = one_line(error, FAILURE_MESSAGE_CHARS)
     name = type(error).__name__
     return f"{name}: {text}" if isinstance(error, UserError) else text
 
 
 def job_failure(kind: str, job_id: str, error: BaseException) -> str:
-    """The one-line failure to record for a job whose work raised ``error``, logged.
-
-    Call it from the ``except BaseException`` of a job's work; ``kind`` names the job in the
-    log (``sample``, ``request``).
-    """
+    """The one-line failure to record (and log) for a job whose work raised ``error``, from its
+    ``except BaseException``; ``kind`` names the job in the log (``sample``, ``request``)."""
     if stops_the_run(error):
         raise error
     message = failure_message(error)

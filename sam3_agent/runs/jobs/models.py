@@ -1,9 +1,5 @@
-"""The models a run's workers build, and what of them belongs to a run's identity.
-
-A worker factory carries a :class:`ModelSource` (settings, never models) and builds the
-models where the work runs. The run directory's settings name the models, so that a rerun
-with other models is refused instead of mixing results of both.
-"""
+"""The models a run's workers build from a :class:`ModelSource` (settings, never models), and
+the part of them a run directory's settings name, so a rerun with other models is refused."""
 
 from __future__ import annotations
 
@@ -19,9 +15,8 @@ if TYPE_CHECKING:
 
 
 class ModelSource(Protocol):
-    """What workers build SAM 3 and the MLLM from: a plain, picklable library value (it
-    travels to Ray workers). Its fields are the backend flags of ``run``, ``eval`` and
-    ``batch``."""
+    """What workers build SAM 3 and the MLLM from: a picklable library value (it travels to Ray
+    workers) holding the backend settings."""
 
     @property
     def sam3(self) -> str: ...
@@ -29,20 +24,11 @@ class ModelSource(Protocol):
     @property
     def sam3_url(self) -> str | None: ...
 
-    @property
-    def llm(self) -> str | None: ...
-
-    @property
-    def llm_model(self) -> str | None: ...
-
     def generation_identity(self) -> dict[str, Any]:
         """The generation settings that were given (they change predictions)."""
-        ...
 
     def require_model_name(self, engine: str) -> str | None:
-        """The chat model's name when the settings say it; refuses the Ray engine without it
-        (:class:`~sam3_agent.values.errors.UserError`)."""
-        ...
+        """The chat model's name when the settings say it; refuses the Ray engine without it."""
 
     def build_segmenter(self) -> Segmenter: ...
 
@@ -50,20 +36,15 @@ class ModelSource(Protocol):
 
 
 class VideoModelSource(ModelSource, Protocol):
-    """A :class:`ModelSource` that also builds SAM 3's video model (or its service client),
-    for the jobs that run the video agent."""
+    """A :class:`ModelSource` that also builds SAM 3's video model (or its service client)."""
 
     def build_video_segmenter(self) -> VideoSegmenter: ...
 
 
 class LeavesChatModelOnDriver:
-    """For a frozen dataclass worker factory of the agent's models, with the fields
-    ``backends`` (:class:`ModelSource`), ``chat_model`` and ``loading_bars``.
-
-    ``chat_model`` is a model the driver already built (local engine only): it is never
-    pickled to Ray workers, which build their own from ``backends``. ``loading_bars`` shows
-    the progress bars of model downloads and loading (off when the run shows no progress).
-    """
+    """A base for frozen dataclass worker factories: ``chat_model``, one the driver built (local
+    engine only), is never pickled to Ray workers, which build their own from ``backends``;
+    ``loading_bars`` shows the bars of model downloads and loading."""
 
     backends: ModelSource
     chat_model: ChatModel | None
@@ -79,8 +60,7 @@ class LeavesChatModelOnDriver:
             object.__setattr__(self, key, value)
 
     def loading(self) -> AbstractContextManager[None]:
-        """The block where this worker's models load (their loading bars hidden unless
-        ``loading_bars``)."""
+        """The block where this worker's models load."""
         return nullcontext() if self.loading_bars else loading_bars_hidden()
 
     def shared_segmenter(self) -> SharedEmbeddings:
@@ -95,12 +75,9 @@ class LeavesChatModelOnDriver:
 
 
 def name_chat_model(models: ModelSource, engine: str) -> tuple[str, ChatModel | None]:
-    """The chat model's name, and the model itself when it had to be built to learn it.
-
-    When the settings say the name, nothing is built: the run directory is checked before
-    any model loads (a refusal should not cost minutes). Otherwise the model is built here,
-    on the driver, and the local engine's worker reuses it.
-    """
+    """The chat model's name, and the model when it had to be built (here, on the driver, for
+    the local engine's worker to reuse) to learn it: named, the run directory is checked
+    before any model loads."""
     name = models.require_model_name(engine)
     if name is not None:
         return name, None
@@ -121,8 +98,8 @@ def agent_identity(config: AgentConfig, *, leave_out: Collection[str]) -> dict[s
 def models_identity(
     models: ModelSource, model_name: str | None, *, chat: bool = True
 ) -> dict[str, Any]:
-    """``model``, ``sam3`` and (only when given, and with an MLLM) ``generation``: the part of
-    a run's settings that names its models."""
+    """The part of a run's settings naming its models: ``model``, ``sam3`` and (when given,
+    with an MLLM) ``generation``."""
     doc: dict[str, Any] = {"model": model_name, "sam3": models.sam3_url or models.sam3}
     generation = models.generation_identity() if chat else {}
     if generation:
@@ -133,13 +110,9 @@ def models_identity(
 
 @contextmanager
 def loading_bars_hidden() -> Iterator[None]:
-    """Inside the block, no progress bars of model downloads and loading: transformers'
-    "Loading weights" and huggingface_hub's downloads. Their settings are process-wide, so
-    they are put back as they were after the block.
-
-    Imports no transformers: one imported inside the block reads the switch from
-    huggingface_hub.
-    """
+    """No progress bars of transformers' "Loading weights" and huggingface_hub's downloads in
+    the block; the process-wide switches are put back after it. Imports no transformers: one
+    imported in the block reads the switch from huggingface_hub."""
     try:
         from huggingface_hub.utils import (
             are_progress_bars_disabled,

@@ -1,28 +1,18 @@
-"""The Ray engine: jobs flow through Ray Data to a pool of agent workers (actors).
-
-Each actor builds its own models once (``factory.build``: SAM 3 in process on its GPU, or a
-client of a SAM 3 service) and runs up to ``concurrency`` sessions at once inside an async
-UDF. The dataset holds one row per *image*, carrying every job of that image, so an image
-is read once, on the worker, and its SAM 3 features are computed once there. Only paths and
-queries travel from the driver; results (plain library records) travel back pickled and are
-committed by the driver as they arrive (:func:`sam3_agent.runs.jobs.driver.run_jobs`).
-
-Failures: a job's own failure is already a failed result (the handler's promise). An error
-that must stop the run (a broken dataset file, models that cannot load) comes back as a row
-and is raised on the driver as the same exception. A worker process that dies is restarted
-by Ray Data and its unfinished image groups are run again; their results reach the store
-once (the job id is its key). This module is the only one that imports :mod:`ray`.
-"""
+"""The Ray engine: a Ray Data row per image (all its jobs) for a pool of actors, each building its
+models once; an error that must stop the run comes back as a row and is raised on the driver,
+and a dead actor's image groups run again. The only module that imports :mod:`ray`."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import pickle
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +27,114 @@ from sam3_agent.runs.jobs.base import (
     WorkerFactory,
 )
 from sam3_agent.runs.jobs.local import run_concurrently
-from sam3_agent.runs.jobs.ray_plan import TOKEN_HELP, RayConnection, check_capacity, plan_connection
 from sam3_agent.values.errors import EngineError, Sam3AgentError, UserError
 
 logger = logging.getLogger(__name__)
+
+MIN_LOCAL_CPUS = 8
+"""Logical CPUs of a Ray started here. Ray Data's actor pool can deadlock under
+backpressure when a small machine declares its 2 real cores (seen with Ray 2.60); the
+work is I/O-bound (model servers), so more logical slots than cores is right."""
+
+
+@dataclass(frozen=True)
+class RayConnection:
+    """How this process meets Ray: ``description`` says which Ray (to the user), ``private`` a
+    Ray started for this run only, ``notice`` a cluster on this machine left unused;
+    ``pick_up_token`` uses this machine's token as ``address="auto"`` does."""
+
+    init_args: dict[str, Any]
+    description: str
+    private: bool = False
+    notice: str | None = None
+    pick_up_token: bool = False
+
+
+COMMON_INIT_ARGS: dict[str, Any] = {
+    "include_dashboard": False,
+    "logging_level": logging.WARNING,
+    "configure_logging": False,
+    # Workers' and raylet's output (ANSI-coloured, at any moment) would land in the
+    # caller's stdout between its results; it stays in Ray's log files on each node.
+    "log_to_driver": False,
+}
+
+
+def plan_connection(
+    address: str | None,
+    *,
+    workers: int,
+    environ: Mapping[str, str],
+    cpu_count: int | None,
+    recorded_cluster: str | None,
+) -> RayConnection:
+    """The ``ray.init`` arguments for ``address``, and what to say. None (unless ``RAY_ADDRESS``
+    names a cluster) starts a private Ray as ``address="local"``: a cluster ``ray start``
+    recorded here (``recorded_cluster``) must not turn it into a join, refused with CPUs given."""
+    from_env = environ.get("RAY_ADDRESS", "").strip()
+    if address is None and from_env and from_env != "local":
+        joined = plan_connection(
+            from_env, workers=workers, environ={}, cpu_count=cpu_count,
+            recorded_cluster=recorded_cluster,
+        )  # fmt: skip
+        return replace(joined, description=f"{joined.description} (from RAY_ADDRESS)")
+    if address is None or address == "local":
+        # More logical CPUs than cores (see MIN_LOCAL_CPUS), and one per worker asked for
+        # plus room for Ray Data's own tasks: --workers is never cut down here.
+        cpus = max(MIN_LOCAL_CPUS, cpu_count or 1, workers + 2)
+        notice = None
+        if recorded_cluster:
+            notice = (
+                f"a Ray cluster started by `ray start` runs on this machine ({recorded_cluster}); "
+                "this run starts its own: pass `ray_address='auto'` to run on that cluster"
+            )
+        return RayConnection(
+            {"address": "local", "num_cpus": cpus, **COMMON_INIT_ARGS},
+            f"starting a private local Ray for this run ({cpus} logical CPUs)",
+            private=True,
+            notice=notice,
+        )
+    init_args = {"address": address, **COMMON_INIT_ARGS}
+    if address == "auto":
+        where = f" ({recorded_cluster})" if recorded_cluster else ""
+        return RayConnection(
+            init_args, f"joining the Ray cluster `ray start` runs on this machine{where}"
+        )
+    if address.startswith("ray://"):
+        return RayConnection(init_args, f"joining the Ray cluster at {address} through Ray Client")
+    return RayConnection(init_args, f"joining the Ray cluster at {address}", pick_up_token=True)
+
+
+TOKEN_HELP = (
+    "set RAY_AUTH_TOKEN to the output of `ray get-auth-token` on the cluster's head node "
+    "(or RAY_AUTH_TOKEN_PATH to a copy of its ~/.ray/auth_token)"
+)
+
+
+def check_capacity(
+    resources: Mapping[str, float], *, workers: int, gpus_per_worker: float, private: bool
+) -> str | None:
+    """What to say when the cluster cannot run ``workers`` actors at once (Ray Data would
+    silently run fewer; each takes 1 CPU and ``gpus_per_worker`` GPUs); None when it can."""
+    cpus = float(resources.get("CPU", 0.0))
+    fits = [(int(cpus + 1e-9), f"{cpus:g} CPUs (1 per worker)")]
+    if gpus_per_worker > 0:
+        gpus = float(resources.get("GPU", 0.0))
+        fits.append(
+            (int(gpus / gpus_per_worker + 1e-9), f"{gpus:g} GPUs ({gpus_per_worker:g} per worker)")
+        )
+    fit, why = min(fits, key=lambda f: f[0])
+    if workers <= fit:
+        return None
+    if fit == 0 and private:
+        raise UserError(
+            f"`workers={workers}` `gpus_per_worker={gpus_per_worker:g}`: this machine's Ray has "
+            f"{why.split(' (')[0]}, so no worker can start"
+        )
+    return (
+        f"`workers={workers}`: the Ray cluster has {why}, so at most {fit} of them run at "
+        "once (the others wait for room)"
+    )
 
 
 def import_ray() -> Any:
@@ -64,22 +158,15 @@ def log_notice(line: str, *, warning: bool = False) -> None:
 def connect(
     address: str | None, *, workers: int = 1, notify: Notify = log_notice
 ) -> RayConnection | None:
-    """Join the Ray cluster at ``address``, or start a private local one when None
-    (:func:`plan_connection`), saying which in one line to ``notify`` (the progress display
-    of ``eval`` and ``batch``; the log by default).
-
-    Reuses a Ray this process already joined (a second run, a test session): returns None.
-    """
+    """Join the Ray at ``address`` or start a private one (:func:`plan_connection`), saying
+    which to ``notify``; None when this process had joined one already (a second run)."""
     ray = import_ray()
     if ray.is_initialized():
         return None
     plan = plan_connection(
-        address,
-        workers=workers,
-        environ=os.environ,
-        cpu_count=os.cpu_count(),
+        address, workers=workers, environ=os.environ, cpu_count=os.cpu_count(),
         recorded_cluster=_recorded_cluster(),
-    )
+    )  # fmt: skip
     token = _pick_up_token() if plan.pick_up_token else None
     notify(plan.description)
     if plan.notice:
@@ -88,10 +175,12 @@ def connect(
         with _auth_warnings_quiet():
             ray.init(**plan.init_args)
     except Exception as e:
-        target = plan.init_args["address"]
-        where = "locally" if plan.private else f"at {target}"
+        where = "locally" if plan.private else f"at {plan.init_args['address']}"
         message = " ".join(str(e).split()) or type(e).__name__
-        if _is_auth_failure(e):
+        text = str(e).lower()
+        if type(e).__name__ == "AuthenticationError" or any(
+            words in text for words in ("unauthenticated", "authentication token")
+        ):
             raise UserError(
                 f"cannot join Ray {where}: the cluster refused this machine's token or it "
                 f"has none: {TOKEN_HELP}"
@@ -114,9 +203,8 @@ def _recorded_cluster() -> str | None:
 
 
 def _pick_up_token() -> bool | None:
-    """Use this machine's Ray token for an explicit address, as ``address="auto"`` does:
-    True when token authentication is on for this process, False when off, None when this
-    machine has no token."""
+    """Use this machine's Ray token for an explicit address, as ``address="auto"`` does: whether
+    token authentication is on now; None when this machine has no token."""
     try:
         from ray._private.authentication import authentication_token_setup as auth
     except ImportError:  # a Ray without token authentication
@@ -140,31 +228,18 @@ def _auth_warnings_quiet() -> Iterator[None]:
         quiet.setLevel(level)
 
 
-def _is_auth_failure(error: BaseException) -> bool:
-    if type(error).__name__ == "AuthenticationError":
-        return True
-    text = str(error).lower()
-    return "unauthenticated" in text or "authentication token" in text
-
-
 class RayWorker:
-    """One actor of the pool: holds the models, runs image groups concurrently.
-
-    Ray Data calls ``__call__`` with a batch of rows, each row one image's pickled jobs,
-    possibly several calls at once on this actor's event loop; a semaphore keeps the
-    sessions in flight at ``concurrency`` in total.
-    """
+    """One actor: holds the models; Ray Data calls it with rows of one image's pickled jobs,
+    several calls at once on its event loop, with ``concurrency`` sessions in flight in all."""
 
     def __init__(self, factory: WorkerFactory[Any, Any], run_dir: str, concurrency: int) -> None:
         self.concurrency = concurrency
-        self.handler: JobHandler[Any, Any] | None = None
-        self.build_error: Sam3AgentError | None = None
         self._slots: asyncio.Semaphore | None = None
         try:
-            self.handler = factory.build(Path(run_dir))
+            self.handler: JobHandler[Any, Any] | Sam3AgentError = factory.build(Path(run_dir))
         except Sam3AgentError as e:
             # Raised here, Ray would restart the actor forever; the driver reports it instead.
-            self.build_error = e
+            self.handler = e
 
     async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         records: list[bytes] = []
@@ -179,16 +254,15 @@ class RayWorker:
             errors.append(pickle.dumps(error))
             return {"record": records, "error": errors}
 
-        if self.build_error is not None or self.handler is None:
-            return fail(self.build_error or EngineError("worker has no handler"))
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.concurrency)
+        if isinstance(self.handler, Sam3AgentError):
+            return fail(self.handler)
+        self._slots = self._slots or asyncio.Semaphore(self.concurrency)
         for payload in batch["jobs"]:
-            jobs = pickle.loads(payload)
             try:
                 await run_concurrently(
-                    jobs, self.handler, keep, concurrency=self.concurrency, slots=self._slots
-                )
+                    pickle.loads(payload), self.handler, keep, concurrency=self.concurrency,
+                    slots=self._slots,
+                )  # fmt: skip
             except Sam3AgentError as e:
                 return fail(e)
         return {"record": records, "error": errors}
@@ -196,13 +270,7 @@ class RayWorker:
 
 def image_groups(jobs: Sequence[J]) -> list[list[J]]:
     """Consecutive jobs on the same image, grouped (jobs arrive ordered by image)."""
-    groups: list[list[J]] = []
-    for job in jobs:
-        if groups and groups[-1][0].image_path == job.image_path:
-            groups[-1].append(job)
-        else:
-            groups.append([job])
-    return groups
+    return [list(group) for _, group in itertools.groupby(jobs, key=lambda j: j.image_path)]
 
 
 class RayEngine:
@@ -211,13 +279,9 @@ class RayEngine:
     name = "ray"
 
     def __init__(
-        self,
-        *,
-        address: str | None = None,
-        workers: int = 1,
-        gpus_per_worker: float = 0.0,
+        self, *, address: str | None = None, workers: int = 1, gpus_per_worker: float = 0.0,
         concurrency: int = 8,
-    ) -> None:
+    ) -> None:  # fmt: skip
         if workers < 1 or concurrency < 1 or gpus_per_worker < 0:
             raise UserError("the Ray engine needs workers >= 1, concurrency >= 1, gpus >= 0")
         self.address = address
@@ -233,8 +297,7 @@ class RayEngine:
         if not logger.isEnabledFor(logging.DEBUG):
             # Ray Data logs every execution and its settings; our progress bar says enough.
             logging.getLogger("ray.data").setLevel(logging.ERROR)
-        groups = image_groups(work.jobs)
-        items = [{"jobs": pickle.dumps(group)} for group in groups]
+        items = [{"jobs": pickle.dumps(group)} for group in image_groups(work.jobs)]
         # One block per image: each image is one task, streamed back the moment it is done.
         dataset = ray.data.from_items(items, override_num_blocks=len(items))
         dataset = dataset.map_batches(
@@ -255,11 +318,9 @@ class RayEngine:
         notify = work.notify or log_notice
         plan = connect(self.address, workers=self.workers, notify=notify)
         warning = check_capacity(
-            import_ray().cluster_resources(),
-            workers=self.workers,
-            gpus_per_worker=self.gpus_per_worker,
-            private=plan is not None and plan.private,
-        )
+            import_ray().cluster_resources(), workers=self.workers,
+            gpus_per_worker=self.gpus_per_worker, private=plan is not None and plan.private,
+        )  # fmt: skip
         if warning:
             notify(warning, warning=True)
         loop = asyncio.get_running_loop()

@@ -1,15 +1,6 @@
-"""The results store of a run directory: one SQLite file in WAL mode.
-
-Every finished job is one row, committed (and synced) before the next is reported, so a
-run killed at any moment keeps everything it finished and a rerun skips exactly those
-jobs. The job id is the primary key: nothing is ever counted twice. A row holds the job's
-record (:class:`~sam3_agent.runs.jobs.base.JobResult`) as JSON; the store reads it back
-with the ``decode`` function of the record type it was opened with.
-
-The run's settings (dataset, split, mode, models, ...) are stored with the results; opening
-an existing run directory with different settings is refused, because mixing the two would
-silently report results of neither.
-"""
+"""A run directory's results store: one SQLite file (WAL), a row per finished job keyed by its
+id and synced before the next is reported, so a killed run keeps what it finished. The run's
+settings are stored too: reopening with others is refused (mixed results would mean neither)."""
 
 from __future__ import annotations
 
@@ -17,8 +8,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Generic
 
@@ -56,8 +46,7 @@ def job_dir_name(job_id: str) -> str:
 def _config_diff(
     stored: Mapping[str, Any], wanted: Mapping[str, Any], prefix: str = ""
 ) -> list[str]:
-    """Each setting that differs, by its dotted name (``agent.max_rounds``): the settings
-    inside a group one by one, not the whole group."""
+    """Each setting that differs, by its dotted name (``agent.max_rounds``)."""
     found = []
     for key in sorted(set(stored) | set(wanted)):
         was, now = stored.get(key), wanted.get(key)
@@ -75,11 +64,7 @@ Decode = Callable[[Mapping[str, Any]], R]
 
 
 class ResultStore(Generic[R]):
-    """The SQLite results store of one run directory, holding records of one type.
-
-    Use from one thread. Open with :meth:`create_or_resume` for a run, :meth:`open_existing`
-    (or :func:`reading`) to read one.
-    """
+    """The store of one run directory, holding records of one type; use from one thread."""
 
     def __init__(self, run_dir: Path, connection: sqlite3.Connection, decode: Decode[R]) -> None:
         self.run_dir = run_dir
@@ -145,14 +130,17 @@ class ResultStore(Generic[R]):
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value))
         )
 
+    def _get(self, key: str) -> Any:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
     def set_planned(self, count: int) -> None:
         """Record how many jobs the latest invocation set out to run."""
         self._set_meta("planned", int(count))
 
     def planned(self) -> int | None:
-        """What :meth:`set_planned` recorded last, if anything."""
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'planned'").fetchone()
-        return None if row is None else int(json.loads(row[0]))
+        planned = self._get("planned")
+        return None if planned is None else int(planned)
 
     def set_meta(self, key: str, value: Any) -> None:
         """Record a JSON-able fact about the run under ``key`` (the latest value wins)."""
@@ -162,18 +150,15 @@ class ResultStore(Generic[R]):
 
     def meta(self, key: str) -> Any:
         """What :meth:`set_meta` recorded under ``key``; None when nothing (or no JSON) was."""
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
         try:
-            return json.loads(row[0])
+            return self._get(key)
         except ValueError:
             logger.warning("%s: unreadable %r record in the results store", self.run_dir, key)
             return None
 
     def config(self) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        config = self._get("config")
+        return None if config is None else dict(config)
 
     def commit(self, result: JobResult) -> None:
         """Store one finished job durably (replacing an earlier row of the same id)."""
@@ -214,11 +199,6 @@ class ResultStore(Generic[R]):
         self.close()
 
 
-@contextmanager
-def reading(run_dir: Path, decode: Decode[R]) -> Iterator[ResultStore[R]]:
+def reading(run_dir: Path, decode: Decode[R]) -> ResultStore[R]:
     """``with reading(run_dir, Record.from_json) as store:`` for reports."""
-    store = ResultStore.open_existing(run_dir, decode)
-    try:
-        yield store
-    finally:
-        store.close()
+    return ResultStore.open_existing(run_dir, decode)

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sam3_agent.runs.batch.handler import BatchHandler
 from sam3_agent.runs.batch.requests import BatchRequest
 from sam3_agent.runs.batch.results import RequestResult
+from sam3_agent.runs.batch.workers import BatchHandler
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import ChatModelError
 from sam3_agent.values.images import RGBImage

@@ -18,11 +18,11 @@ import cv2
 import numpy as np
 import pytest
 
-from sam3_agent.runs.batch.handler import request_dir
 from sam3_agent.runs.batch.requests import load_requests
 from sam3_agent.runs.batch.results import RequestResult
 from sam3_agent.runs.batch.run import run_batch
 from sam3_agent.runs.jobs.base import EngineOptions
+from sam3_agent.runs.jobs.store import job_dir_name as request_dir
 from sam3_agent.runs.jobs.store import reading
 from sam3_agent.values.config import VideoOptions
 from sam3_agent.values.errors import UserError

@@ -17,8 +17,7 @@ from PIL import Image
 
 from sam3_agent.runs.batch.requests import BatchRequest
 from sam3_agent.runs.jobs.base import EngineOptions, ImageSource, Prebuilt
-from sam3_agent.runs.jobs.driver import pending_jobs, run_jobs
-from sam3_agent.runs.jobs.engines import build_engine
+from sam3_agent.runs.jobs.driver import build_engine, pending_jobs, run_jobs
 from sam3_agent.runs.jobs.local import LocalEngine
 from sam3_agent.runs.jobs.ray_engine import RayEngine, RayWorker, image_groups, import_ray
 from sam3_agent.runs.jobs.store import ResultStore

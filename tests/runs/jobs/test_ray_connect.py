@@ -14,11 +14,12 @@ import pytest
 
 from sam3_agent.runs.jobs import ray_engine
 from sam3_agent.runs.jobs.base import Work
-from sam3_agent.runs.jobs.ray_engine import RayEngine, connect
-from sam3_agent.runs.jobs.ray_plan import (
+from sam3_agent.runs.jobs.ray_engine import (
     MIN_LOCAL_CPUS,
     RayConnection,
+    RayEngine,
     check_capacity,
+    connect,
     plan_connection,
 )
 from sam3_agent.values.errors import UserError
