@@ -1,5 +1,5 @@
-"""What the in-process SAM 3 backends (images and video) share: loading, the loaded model,
-one-line errors from model work, phrase fitting and the pre-shrink of large frames."""
+"""What the in-process SAM 3 backends (images, video) share: loading, one-line errors from
+model work, phrase fitting and the pre-shrink of large frames."""
 
 from __future__ import annotations
 
@@ -25,11 +25,9 @@ from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "facebook/sam3"
-"""The hub repository of SAM 3; it holds the image and the video model."""
+DEFAULT_MODEL = "facebook/sam3"  # holds the image and the video model
 LICENCE_URL = "https://huggingface.co/facebook/sam3"
-PROCESSOR_TEXT_TOKENS = 32
-"""Tokens SAM 3's processors pad every phrase to (SAM 3's text context length)."""
+PROCESSOR_TEXT_TOKENS = 32  # SAM 3's processors pad every phrase to this
 
 M = TypeVar("M")
 P = TypeVar("P")
@@ -82,10 +80,11 @@ def load_sam3(
 
 
 class LoadedSam3(Generic[M, P]):
-    """A SAM 3 model (image or video) and its processor on one device, as both in-process
-    segmenters hold it. A subclass names its classes, checks its options before any weights
-    load, and says what to try when out of memory (``_oom_hint``)."""
+    """A SAM 3 model (image or video) and its processor on one device. A subclass names its
+    classes, checks its options before any weights load, and says what to try when out of
+    memory (``_oom_hint``)."""
 
+    _classes: tuple[type[M], type[P]]
     _oom_hint: str
     _model: M
     _processor: Any
@@ -114,10 +113,6 @@ class LoadedSam3(Generic[M, P]):
         self._name = name
         self._text_limit = text_limit(text_config)
 
-    @staticmethod
-    def _classes() -> tuple[type[M], type[P]]:
-        raise NotImplementedError
-
     @classmethod
     def _check_options(cls, **options: Any) -> None:
         """Refuse bad constructor options before any weights load."""
@@ -133,10 +128,7 @@ class LoadedSam3(Generic[M, P]):
     ) -> Self:
         """Load SAM 3 from a hub id or a local directory; ``options`` go to the constructor."""
         cls._check_options(**options)
-        model_class, processor_class = cls._classes()
-        sam3, processor, torch_device = load_sam3(
-            model, model_class, processor_class, device=device, dtype=dtype
-        )
+        sam3, processor, torch_device = load_sam3(model, *cls._classes, device=device, dtype=dtype)
         built: Any = cls
         made: Self = built(sam3, processor, device=torch_device, name=str(model), **options)
         return made
@@ -179,7 +171,7 @@ class LoadedSam3(Generic[M, P]):
 
 
 class PhraseHandle:
-    """An embedding handle (image or video) fitting phrases with its owner's tokenizer."""
+    """An embedding (image or video) fitting phrases with its owner's tokenizer."""
 
     _owner: LoadedSam3[Any, Any]
 

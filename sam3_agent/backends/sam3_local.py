@@ -69,6 +69,7 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
     """SAM 3 in this process. One lock serialises model work (the tokenizer is not
     thread-safe, and one forward already uses every core or the whole GPU)."""
 
+    _classes = (Sam3Model, Sam3Processor)
     _oom_hint = "use a smaller `sam3_cache_size`, fewer phrases per call"
 
     def __init__(
@@ -95,10 +96,6 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[str, _Features] = OrderedDict()
         self._pending: dict[str, Future[_Features]] = {}
-
-    @staticmethod
-    def _classes() -> tuple[type[Sam3Model], type[Sam3Processor]]:
-        return Sam3Model, Sam3Processor
 
     @classmethod
     def _check_options(cls, *, cache_size: int = 8, max_phrase_batch: int = 16, **_: Any) -> None:

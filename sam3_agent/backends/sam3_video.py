@@ -302,6 +302,7 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
     """SAM 3's video model in this process. One lock serialises model work and the
     tokenizer (one clip pass already uses every core or the whole GPU)."""
 
+    _classes = (Sam3VideoModel, Sam3VideoProcessor)
     _oom_hint = "track fewer frames (`stride`, `max_frames`) or use a smaller `video_cache_mb`"
 
     def __init__(
@@ -324,10 +325,6 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
         self._lock = self._tokenizer_lock = threading.Lock()
         self._groups = itertools.count()
         self._calls = itertools.count()
-
-    @staticmethod
-    def _classes() -> tuple[type[Sam3VideoModel], type[Sam3VideoProcessor]]:
-        return Sam3VideoModel, Sam3VideoProcessor
 
     @classmethod
     def _check_options(cls, *, feature_cache_bytes: int = 0, **_: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -99,10 +99,13 @@ def test_both_service_clients_build_their_connection_in_one_place(
 
 
 def test_phrase_readings_keep_the_most_recent_and_default_to_the_phrase() -> None:
-    readings = service_client.PhraseReadings()
-    assert readings.read("a dog") == "a dog"
-    readings.remember("a dog", "a do")
+    handle = service_client.RemoteHandle(cast(Any, None))
+    assert handle.used_phrase("a dog") == "a dog"
+    handle._remember("a dog", "a dog", "a do")
+    assert handle.used_phrase("a dog") == "a do"
+    handle._remember("a cat", "a cat", None)  # not reported: as sent
+    assert handle.used_phrase("a cat") == "a cat"
     for n in range(service_client._KNOWN_PHRASES):
-        readings.remember(f"p{n}", f"q{n}")
-    assert readings.read("a dog") == "a dog"  # evicted, least recently remembered
-    assert readings.read("p0") == "q0"
+        handle._remember(f"p{n}", f"p{n}", f"q{n}")
+    assert handle.used_phrase("a dog") == "a dog"  # evicted, least recently remembered
+    assert handle.used_phrase("p0") == "q0"
