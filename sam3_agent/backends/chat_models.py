@@ -1,8 +1,6 @@
-"""Build the chat model the CLI and API ask for: ``llm="hf:..."`` in process, ``url`` and
-``model`` (or ``OPENAI_BASE_URL``) an endpoint (several: behind a failover), neither the
-machine's default, which :meth:`~sam3_agent.backends.spec.BackendSpec.plan` chooses. Options
-are checked before torch or openai are imported.
-"""
+"""Build the chat model asked for: ``llm="hf:..."`` in process, ``url`` and ``model`` (or
+``OPENAI_BASE_URL``) an endpoint (several: a failover), neither the machine's default, which
+``BackendSpec.plan`` chooses. Options are checked before torch or openai are imported."""
 
 from __future__ import annotations
 
@@ -26,15 +24,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_HF_MODEL = GPU_DEFAULT_MLLM
-
-__all__ = [
-    "DEFAULT_HF_MODEL",
-    "HF_PREFIX",
-    "ChatChoice",
-    "build_chat_model",
-    "check_chat_options",
-]
-
 # With several endpoints a dead one should hand its call on quickly, not after the single
 # endpoint's full backoff; the other endpoints are the retry.
 FAILOVER_RETRIES_PER_ENDPOINT = 1
@@ -42,19 +31,13 @@ FAILOVER_RETRIES_PER_ENDPOINT = 1
 
 @dataclass(frozen=True)
 class ChatChoice:
-    """Which chat backend the options select.
-
-    Attributes:
-        url: the endpoint's base URL (``None``: the OpenAI API); with several, the first.
-        urls: every endpoint when several serve the model; ``()`` with one or none.
-        default: no MLLM was named; :meth:`BackendSpec.plan` picks one for the machine.
-    """
+    """Which chat backend the options select; ``default``: none named, ``plan`` picks one."""
 
     kind: Literal["endpoint", "hf"]
     model: str
-    url: str | None = None
+    url: str | None = None  # None: the OpenAI API; with several, the first
     default: bool = False
-    urls: tuple[str, ...] = ()
+    urls: tuple[str, ...] = ()  # every endpoint when several serve the model
 
 
 def check_chat_options(
@@ -181,12 +164,8 @@ def build_chat_model(
             )
 
         if choice.urls:
-            logger.info(
-                "MLLM: %s at %d endpoints: %s",
-                choice.model,
-                len(choice.urls),
-                ", ".join(choice.urls),
-            )
+            urls = ", ".join(choice.urls)
+            logger.info("MLLM: %s at %d endpoints: %s", choice.model, len(choice.urls), urls)
             inner = FailoverChatModel(
                 [endpoint(u, max_retries=FAILOVER_RETRIES_PER_ENDPOINT) for u in choice.urls]
             )
