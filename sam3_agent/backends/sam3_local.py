@@ -117,7 +117,7 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
             text = self._processor.tokenizer(
                 phrases,
                 padding="max_length",
-                max_length=self._text_limit,
+                max_length=self.text_limit,
                 truncation=True,
                 return_tensors="pt",
             )
@@ -184,8 +184,8 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
             )
             out = self._model(
                 vision_embeds=vision,
-                input_ids=input_ids.to(self._device),
-                attention_mask=attention_mask.to(self._device),
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention_mask.to(self.device),
             )
             # Post-process in float32: bfloat16 sigmoid/interpolation shifts mask edges.
             scores = out.pred_logits.float().sigmoid()

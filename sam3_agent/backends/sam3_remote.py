@@ -1,9 +1,5 @@
-"""SAM 3 through the HTTP service (``sam3-agent serve-sam3``).
-
-Each image is uploaded once, raw RGB or PNG (lossless either way, so the server's content
-hash equals ours; :mod:`sam3_agent.backends.wire` has the measured choice), and masks come
-back in row order (decoded without a copy).
-"""
+"""SAM 3 through the HTTP service (``sam3-agent serve-sam3``): each image uploaded once, raw
+RGB or PNG (lossless: the server's content hash equals ours), masks back in row order."""
 
 from __future__ import annotations
 
@@ -15,10 +11,10 @@ import cv2
 import httpx
 import numpy as np
 
-from sam3_agent.backends.schemas import SegmentResponse, UploadResponse
+from sam3_agent.backends.schemas import RAW_RGB_MIME, SegmentResponse, UploadResponse
 from sam3_agent.backends.segment_args import check_rgb_image, clean_phrase
 from sam3_agent.backends.service_client import RemoteHandle, ServiceBackend
-from sam3_agent.backends.wire import RAW_RGB_MIME, decode_masks, encode_raw
+from sam3_agent.backends.wire import decode_masks, encode_raw
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import RGBImage, image_digest
@@ -37,11 +33,7 @@ class RemoteEmbedding(RemoteHandle):
         super().__init__(owner)
         self._image = image
         self.image_id = image_id
-        self._image_size = image_size
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        return self._image_size
+        self.image_size = image_size
 
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
         return self._ask(phrases, score_threshold)

@@ -1,10 +1,6 @@
-"""SAM 3's video model through the HTTP service (``sam3-agent serve-sam3 --video``).
-
-``open`` uploads the video once, streamed from disk: a video file as it is (the service
-decodes the same bytes with the same OpenCV), a folder as an uncompressed tar of the frames
-used, with fixed metadata so the same frames give the same bytes. ``track`` names the frames
-tracked, so the service tracks the :class:`~sam3_agent.media.video.VideoSource`'s selection.
-"""
+"""SAM 3's video model through the HTTP service (``serve-sam3 --video``): ``open`` streams
+the video up once (a file as it is, a folder as a tar of the frames used, the same frames
+giving the same bytes); ``track`` names the frames, so the service tracks the selection."""
 
 from __future__ import annotations
 
@@ -41,8 +37,7 @@ _KNOWN_UPLOADS = 256
 
 
 class _FileChunks:
-    """A file's bytes as chunks, read again from the start on each iteration (so a retried
-    request sends the whole body again)."""
+    """A file's bytes as chunks, read anew on each iteration (a retry sends the whole body)."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -102,12 +97,8 @@ class RemoteVideoEmbedding(RemoteHandle):
 
     def __init__(self, owner: RemoteVideoSegmenter, video: VideoSource, video_id: str) -> None:
         super().__init__(owner)
-        self._video = video
+        self.video = video
         self.video_id = video_id
-
-    @property
-    def video(self) -> VideoSource:
-        return self._video
 
     def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
         return self._ask(phrases, score_threshold)
@@ -161,8 +152,8 @@ class RemoteVideoSegmenter(ServiceBackend):
         return self._uploaded_as(body.digest, uploaded.video_id)
 
     def _check_bounds(self, video: VideoSource, body: _Body) -> None:
-        """Refuse, before sending a byte, a video over the bounds :meth:`check` read (a
-        server refusing a body mid-upload may only be seen as a broken connection)."""
+        """Refuse a video over the bounds :meth:`check` read before sending a byte (a refusal
+        mid-upload may look like a broken connection)."""
         limits = self._limits
         if limits is None:
             return

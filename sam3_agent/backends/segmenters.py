@@ -1,5 +1,4 @@
-"""Build the SAM 3 segmenters the CLI and API ask for: images and video, each in-process or
-remote (the SAM 3 service)."""
+"""Build the SAM 3 segmenters asked for: images or video, in process or the SAM 3 service."""
 
 from __future__ import annotations
 
