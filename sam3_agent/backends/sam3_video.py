@@ -19,7 +19,7 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from sam3_agent.backends.sam3_common import LoadedSam3, PhraseHandle
 from sam3_agent.backends.segment_args import check_segment_args
-from sam3_agent.media.video import Frame, VideoSource
+from sam3_agent.media.video import VideoSource
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import image_digest
 from sam3_agent.values.tracks import TrackBuilder, Tracks
@@ -189,14 +189,10 @@ class FeatureCache:
         self.hits = 0
         self.misses = 0
         self._entries: OrderedDict[Hashable, tuple[torch.Tensor, Hashable]] = OrderedDict()
-        self._bytes = 0
+        self.bytes_used = 0
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    @property
-    def bytes_used(self) -> int:
-        return self._bytes
 
     def get(self, key: Hashable, group: Hashable) -> torch.Tensor | None:
         """The features stored under ``key`` (now counted as ``group``'s), or None."""
@@ -214,19 +210,19 @@ class FeatureCache:
         size = value.element_size() * value.nelement()
         if key in self._entries or size > self.max_bytes:
             return False
-        while self._bytes + size > self.max_bytes:
+        while self.bytes_used + size > self.max_bytes:
             other = next((k for k, (_, g) in self._entries.items() if g != group), None)
             if other is None:
                 return False
             evicted, _ = self._entries.pop(other)
-            self._bytes -= evicted.element_size() * evicted.nelement()
+            self.bytes_used -= evicted.element_size() * evicted.nelement()
         self._entries[key] = (value, group)
-        self._bytes += size
+        self.bytes_used += size
         return True
 
     def clear(self) -> None:
         self._entries.clear()
-        self._bytes = 0
+        self.bytes_used = 0
 
 
 class _CachingBackbone(torch.nn.Module):
@@ -249,9 +245,6 @@ class _CachingBackbone(torch.nn.Module):
         finally:
             self._frame = None
 
-    def forget_latest(self) -> None:
-        self._latest = None
-
     def forward(self, pixel_values: torch.Tensor, **kwargs: Any) -> Any:
         frame = self._frame
         if frame is not None:
@@ -269,16 +262,6 @@ class _CachingBackbone(torch.nn.Module):
             if self.cache.max_bytes:
                 self.cache.put(frame[0], out.last_hidden_state, frame[1])
         return out
-
-
-def _install_backbone(model: Sam3VideoModel, cache: FeatureCache) -> _CachingBackbone:
-    vision: Any = model.detector_model.vision_encoder
-    inner = vision.backbone
-    if isinstance(inner, _CachingBackbone):  # a second segmenter on the same model object
-        inner = inner.inner
-    wrapper = _CachingBackbone(inner, cache)
-    vision.backbone = wrapper
-    return wrapper
 
 
 class Sam3VideoEmbedding(PhraseHandle):
@@ -320,8 +303,12 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
         detector: Any = model.config.detector_config
         self._adopt(model, processor, device, name, getattr(detector, "text_config", None))
         self._windows = Windows.of(model)
-        self._cache = FeatureCache(feature_cache_bytes)
-        self._backbone = _install_backbone(model, self._cache)
+        self.feature_cache = FeatureCache(feature_cache_bytes)
+        vision: Any = model.detector_model.vision_encoder
+        inner = vision.backbone
+        if isinstance(inner, _CachingBackbone):  # a second segmenter on the same model object
+            inner = inner.inner
+        self._backbone = vision.backbone = _CachingBackbone(inner, self.feature_cache)
         self._lock = self._tokenizer_lock = threading.Lock()
         self._groups = itertools.count()
         self._calls = itertools.count()
@@ -330,10 +317,6 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
     def _check_options(cls, *, feature_cache_bytes: int = 0, **_: Any) -> None:
         if feature_cache_bytes < 0:
             raise UserError(f"`feature_cache_bytes` must be >= 0, got {feature_cache_bytes}")
-
-    @property
-    def feature_cache(self) -> FeatureCache:
-        return self._cache
 
     @property
     def backbone_runs(self) -> int:
@@ -365,17 +348,12 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
                     ]
                     for frame in video.frames():
                         pixel_values = self._pixel_values(frame.pixels)[0]
-                        key = self._frame_key(frame, call)
+                        # Content when features are kept across calls; else this call's.
+                        cached = self.feature_cache.max_bytes
+                        key = image_digest(frame.pixels) if cached else (call, frame.position)
                         with self._backbone.frame(key, group):
                             for run in runs:
                                 run.step(frame.position, pixel_values)
                     return [run.tracks(score_threshold) for run in runs]
             finally:
-                self._backbone.forget_latest()
-
-    def _frame_key(self, frame: Frame, call: int) -> Hashable:
-        """The frame's content hash when features are cached across calls; else a key
-        unique to this call and frame (phrases tracked together still share the frame's)."""
-        if self._cache.max_bytes:
-            return image_digest(frame.pixels)
-        return ("call", call, frame.position)
+                self._backbone._latest = None
