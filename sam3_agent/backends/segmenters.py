@@ -47,7 +47,7 @@ def build_video_segmenter(
     """SAM 3's video model in this process, keeping ``cache_bytes`` of backbone features
     across phrases; or, with ``url``, the service there."""
     if url:
-        from sam3_agent.backends.sam3_remote_video import (
+        from sam3_agent.backends.sam3_remote import (
             DEFAULT_TRACK_TIMEOUT_S,
             RemoteVideoSegmenter,
         )

@@ -13,8 +13,7 @@ import pytest
 from sam3_agent.backends import sam3_common, service_client
 from sam3_agent.backends.retry import RetryPolicy
 from sam3_agent.backends.sam3_local import Sam3Segmenter
-from sam3_agent.backends.sam3_remote import RemoteSegmenter
-from sam3_agent.backends.sam3_remote_video import RemoteVideoSegmenter
+from sam3_agent.backends.sam3_remote import RemoteSegmenter, RemoteVideoSegmenter
 from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
 from sam3_agent.values.errors import UserError, WeightsUnavailableError
 
