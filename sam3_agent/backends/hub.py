@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from sam3_agent.backends.torch_runtime import hub_offline
 from sam3_agent.values.errors import WeightsUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -23,6 +22,11 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 PROBE_TIMEOUT_S = 3.0  # name lookup included
 
 Probe = Callable[[str, float], bool]
+
+
+def hub_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` is set now (huggingface_hub reads it only at import)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def hub_endpoint() -> str:

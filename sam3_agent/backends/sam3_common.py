@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from huggingface_hub.errors import HfHubHTTPError
 
-from sam3_agent.backends.hub import hub_access
+from sam3_agent.backends.hub import hub_access, hub_offline
 from sam3_agent.backends.identity import dtype_name, sam3_description
 from sam3_agent.backends.segment_args import clean_phrase
-from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
+from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
 from sam3_agent.values.errors import Sam3AgentError, SegmenterError, WeightsUnavailableError
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.text import one_line

@@ -10,11 +10,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sam3_agent.backends import hub as hubs
+from sam3_agent.backends import memory
 from sam3_agent.backends.chat_models import HF_PREFIX, ChatChoice, check_chat_options
 from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
 from sam3_agent.backends.identity import CHAT, SEGMENTER, chat_description, sam3_description
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, DEFAULT_VIDEO_CACHE_MB
-from sam3_agent.backends.torch_runtime import check_device_name, check_dtype_name
+from sam3_agent.backends.torch_runtime import (
+    auto_dtype_name,
+    check_device_name,
+    check_dtype_name,
+    resolve_device,
+)
 from sam3_agent.values.config import (
     AgentConfig,
     ToolProtocol,
@@ -28,8 +35,6 @@ from sam3_agent.values.paths import check_cache_file, check_writable_dir
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
-    from sam3_agent.backends.hub import Hub
-    from sam3_agent.backends.memory import MemoryReading
 
 logger = logging.getLogger(__name__)
 
@@ -186,8 +191,6 @@ class BackendSpec:
             return self.dtype
         if not resolve:
             return None
-        from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
-
         return auto_dtype_name(resolve_device(self.device).type)
 
     def plan(
@@ -195,16 +198,12 @@ class BackendSpec:
         *,
         chat: bool = True,
         video: bool = False,
-        reading: MemoryReading | None = None,
-        hub: Hub | None = None,
+        reading: memory.MemoryReading | None = None,
+        hub: hubs.Hub | None = None,
     ) -> ModelPlan:
         """Choose the default MLLM for this machine and check that every in-process model
         fits (UserError, first) and can be loaded (WeightsUnavailableError naming each, with
         the default's note); only an unknown hub id's ``config.json`` is fetched."""
-        from sam3_agent.backends import hub as hubs
-        from sam3_agent.backends import memory
-        from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
-
         choice = self.chat_choice() if chat else None
         mllm_here = choice is not None and choice.kind == "hf"
         sam3_here = self.sam3_url is None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from typing import TYPE_CHECKING
 
@@ -71,8 +70,3 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
         "float16": torch.float16,
     }
     return dtypes[dtype]
-
-
-def hub_offline() -> bool:
-    """Whether ``HF_HUB_OFFLINE`` is set now (huggingface_hub reads it only at import)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
