@@ -41,7 +41,6 @@ class ChatChoice:
 
 
 def check_chat_options(
-    *,
     llm: str | None = None,
     url: str | Sequence[str] | None = None,
     model: str | None = None,
@@ -135,15 +134,9 @@ def build_chat_model(
 ) -> ChatModel:
     """The chat model the options select. With no model named it raises ValueError: the
     default is chosen by :meth:`~sam3_agent.backends.spec.BackendSpec.plan`."""
+    # Positional: the same names, in check_chat_options' order.
     choice = check_chat_options(
-        llm=llm,
-        url=url,
-        model=model,
-        tool_protocol=tool_protocol,
-        cache=cache,
-        replay=replay,
-        timeout_s=timeout_s,
-        generation=generation,
+        llm, url, model, tool_protocol, cache, replay, timeout_s, generation
     )
     if choice.default:
         raise ValueError("no MLLM named: build it with BackendSpec, which plans the default")
@@ -155,9 +148,9 @@ def build_chat_model(
         def endpoint(url: str | None, **retries: Any) -> OpenAIChatModel:
             return OpenAIChatModel(
                 choice.model,
-                base_url=url,
-                api_key=api_key,
-                timeout_s=timeout_s,
+                url,
+                api_key,
+                timeout_s,
                 **retries,
                 tool_protocol=tool_protocol,
                 generation=generation,

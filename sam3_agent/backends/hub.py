@@ -120,11 +120,7 @@ class Located:
 
 
 class ModelMissing(Exception):
-    """The hub cannot give a model; ``reason`` says why and what to do (one clause)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """The hub cannot give a model; the message says why and what to do (one clause)."""
 
 
 class Hub(Protocol):
@@ -251,7 +247,7 @@ def _locate(model: ModelRef, hub: Hub) -> Located:
     try:
         return Located(model, hub.fetch_config(source))
     except ModelMissing as e:
-        return Located(model, missing=e.reason)
+        return Located(model, missing=str(e))
 
 
 def check_located(located: Sequence[Located]) -> None:
