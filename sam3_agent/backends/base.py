@@ -1,10 +1,6 @@
-"""The interfaces the agent depends on: a chat model, and SAM 3 on images or on video.
-
-``Segmenter.embed`` returns a handle rather than storing a "current image", so one segmenter
-serves many concurrent sessions. Each optional capability is a small Protocol read by one
-function that applies its default to a backend without it; the ``*Wrapper`` bases forward
-every one of them, so a new wrapper cannot switch a capability off.
-"""
+"""The interfaces the agent depends on: a chat model, and SAM 3 on images or video. Each
+optional capability is a small Protocol read by one function that applies its default; the
+``*Wrapper`` bases forward every one, so a new wrapper cannot switch one off."""
 
 from __future__ import annotations
 
@@ -23,14 +19,11 @@ class ImageEmbedding(Protocol):
     """One image whose features are computed; segment any number of phrases against it."""
 
     @property
-    def image_size(self) -> tuple[int, int]:
-        """``(height, width)`` of the image in pixels."""
-        ...
+    def image_size(self) -> tuple[int, int]: ...  # (height, width) in pixels
 
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
         """One :class:`Detections` per phrase, in order; masks at full resolution, boxes XYXY
-        in pixels. The backend may drop detections below ``score_threshold``; the agent's
-        post-processing applies it again regardless. Raises SegmenterError."""
+        in pixels; some below ``score_threshold`` may be dropped. Raises SegmenterError."""
         ...
 
 
@@ -39,8 +32,7 @@ class ReadsPhrases(Protocol):
     """Optional on an embedding: how it read each phrase (default: in full)."""
 
     def used_phrase(self, phrase: str) -> str:
-        """``phrase`` itself, or its longest prefix that fits the text encoder's limit
-        (SAM 3 reads 32 tokens)."""
+        """``phrase``, or its longest prefix that fits the text encoder (SAM 3: 32 tokens)."""
         ...
 
 
@@ -51,27 +43,22 @@ def phrase_as_read(embedding: ImageEmbedding | VideoEmbedding, phrase: str) -> s
 
 @runtime_checkable
 class Segmenter(Protocol):
-    """SAM 3 (or a stand-in) as the agent sees it."""
+    """SAM 3 (or a stand-in) as the agent sees it; one serves many concurrent sessions."""
 
-    def embed(self, image: RGBImage) -> ImageEmbedding:
-        """Compute (or fetch from a cache) the features of an ``(H, W, 3)`` uint8 RGB image."""
-        ...
+    def embed(self, image: RGBImage) -> ImageEmbedding: ...  # (H, W, 3) uint8 RGB
 
 
 @runtime_checkable
 class VideoEmbedding(Protocol):
-    """One video opened for tracking; frames are streamed on each call, so memory stays
-    flat in the clip's length (a backend may cache features, bounded in bytes)."""
+    """One video opened for tracking; frames are streamed on each call (memory flat in the
+    clip's length)."""
 
     @property
-    def video(self) -> VideoSource:
-        """The video, with the frames tracked (:attr:`VideoSource.indices`)."""
-        ...
+    def video(self) -> VideoSource: ...  # with the frames tracked (its ``indices``)
 
     def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
-        """One :class:`Tracks` per phrase, in order; masks at full resolution, keyed by frame
-        position. Tracks below ``score_threshold`` may be dropped (post-processing applies it
-        again). Raises SegmenterError, or VideoLoadError when a frame became unreadable."""
+        """One :class:`Tracks` per phrase, in order, keyed by frame position; some below
+        ``score_threshold`` may be dropped. Raises SegmenterError or VideoLoadError."""
         ...
 
 
@@ -79,23 +66,18 @@ class VideoEmbedding(Protocol):
 class VideoSegmenter(Protocol):
     """SAM 3's video model (or a stand-in) as the video agent sees it."""
 
-    def open(self, video: VideoSource) -> VideoEmbedding:
-        """Prepare ``video`` for tracking (no frame need be decoded yet)."""
-        ...
+    def open(self, video: VideoSource) -> VideoEmbedding: ...  # no frame need be decoded yet
 
 
 @runtime_checkable
 class ChecksReady(Protocol):
-    """Optional on a segmenter: a cheap readiness check the agent makes before its first
-    chat-model request (default: ready)."""
+    """Optional on a segmenter: a cheap readiness check made before the first chat request
+    (default: ready); raises SegmenterError when it cannot answer."""
 
-    def check(self) -> None:
-        """Raise SegmenterError when it cannot answer; may remember a success."""
-        ...
+    def check(self) -> None: ...
 
 
 def preflight(segmenter: object) -> None:
-    """Run ``segmenter``'s :meth:`ChecksReady.check` when it has one."""
     if isinstance(segmenter, ChecksReady):
         segmenter.check()
 
@@ -105,9 +87,7 @@ class ChatModel(Protocol):
     """A multimodal chat model. Implementations must be safe to call concurrently."""
 
     @property
-    def name(self) -> str:
-        """The model's name as recorded in results and cache keys."""
-        ...
+    def name(self) -> str: ...  # as recorded in results and cache keys
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] | None = None
@@ -119,12 +99,10 @@ class ChatModel(Protocol):
 
 @runtime_checkable
 class DescribesItself(Protocol):
-    """Optional on any backend: what shapes its answers besides the request (default: its
-    name alone). A resumed session must be answered by backends described the same."""
+    """Optional on any backend: what shapes its answers besides the request, by user-facing
+    option name (default: its name alone); a resumed session needs backends described alike."""
 
-    def describe(self) -> Mapping[str, Any] | None:
-        """Options by their user-facing names, JSON-ready values, ``None`` when not set."""
-        ...
+    def describe(self) -> Mapping[str, Any] | None: ...
 
 
 def describe_backend(backend: object) -> dict[str, Any] | None:
@@ -134,8 +112,7 @@ def describe_backend(backend: object) -> dict[str, Any] | None:
 
 @runtime_checkable
 class HasGenerationParams(Protocol):
-    """Optional on a chat model: what besides the messages shapes a reply; part of every
-    replay key."""
+    """Optional on a chat model: what besides the messages shapes a reply (in replay keys)."""
 
     @property
     def generation_params(self) -> Mapping[str, Any] | None: ...
@@ -148,8 +125,7 @@ def generation_params(model: object) -> dict[str, Any]:
 
 @runtime_checkable
 class HasTokenizer(Protocol):
-    """Optional on an in-process chat model: its transformers tokenizer, to count a context
-    exactly."""
+    """Optional on an in-process chat model: its tokenizer, to count a context exactly."""
 
     @property
     def tokenizer(self) -> Any: ...
@@ -201,8 +177,7 @@ S = TypeVar("S", Segmenter, VideoSegmenter)
 
 
 class SegmenterWrapper(Generic[S]):
-    """Base of a segmenter (image or video) wrapping ``inner``; a subclass writes ``embed``
-    or ``open``."""
+    """Base of a segmenter wrapping ``inner``; a subclass writes ``embed`` or ``open``."""
 
     def __init__(self, inner: S) -> None:
         self.inner: S = inner

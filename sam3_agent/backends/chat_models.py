@@ -1,8 +1,6 @@
-"""Build the chat model the CLI and API ask for: ``llm="hf:..."`` in process, ``url`` and
-``model`` (or ``OPENAI_BASE_URL``) an endpoint (several: behind a failover), neither the
-machine's default, which :meth:`~sam3_agent.backends.spec.BackendSpec.plan` chooses. Options
-are checked before torch or openai are imported.
-"""
+"""Build the chat model asked for: ``llm="hf:..."`` in process, ``url`` and ``model`` (or
+``OPENAI_BASE_URL``) an endpoint (several: a failover), neither the machine's default, which
+``BackendSpec.plan`` chooses. Options are checked before torch or openai are imported."""
 
 from __future__ import annotations
 
@@ -26,15 +24,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_HF_MODEL = GPU_DEFAULT_MLLM
-
-__all__ = [
-    "DEFAULT_HF_MODEL",
-    "HF_PREFIX",
-    "ChatChoice",
-    "build_chat_model",
-    "check_chat_options",
-]
-
 # With several endpoints a dead one should hand its call on quickly, not after the single
 # endpoint's full backoff; the other endpoints are the retry.
 FAILOVER_RETRIES_PER_ENDPOINT = 1
@@ -42,23 +31,16 @@ FAILOVER_RETRIES_PER_ENDPOINT = 1
 
 @dataclass(frozen=True)
 class ChatChoice:
-    """Which chat backend the options select.
-
-    Attributes:
-        url: the endpoint's base URL (``None``: the OpenAI API); with several, the first.
-        urls: every endpoint when several serve the model; ``()`` with one or none.
-        default: no MLLM was named; :meth:`BackendSpec.plan` picks one for the machine.
-    """
+    """Which chat backend the options select; ``default``: none named, ``plan`` picks one."""
 
     kind: Literal["endpoint", "hf"]
     model: str
-    url: str | None = None
+    url: str | None = None  # None: the OpenAI API; with several, the first
     default: bool = False
-    urls: tuple[str, ...] = ()
+    urls: tuple[str, ...] = ()  # every endpoint when several serve the model
 
 
 def check_chat_options(
-    *,
     llm: str | None = None,
     url: str | Sequence[str] | None = None,
     model: str | None = None,
@@ -152,15 +134,9 @@ def build_chat_model(
 ) -> ChatModel:
     """The chat model the options select. With no model named it raises ValueError: the
     default is chosen by :meth:`~sam3_agent.backends.spec.BackendSpec.plan`."""
+    # Positional: the same names, in check_chat_options' order.
     choice = check_chat_options(
-        llm=llm,
-        url=url,
-        model=model,
-        tool_protocol=tool_protocol,
-        cache=cache,
-        replay=replay,
-        timeout_s=timeout_s,
-        generation=generation,
+        llm, url, model, tool_protocol, cache, replay, timeout_s, generation
     )
     if choice.default:
         raise ValueError("no MLLM named: build it with BackendSpec, which plans the default")
@@ -172,21 +148,17 @@ def build_chat_model(
         def endpoint(url: str | None, **retries: Any) -> OpenAIChatModel:
             return OpenAIChatModel(
                 choice.model,
-                base_url=url,
-                api_key=api_key,
-                timeout_s=timeout_s,
+                url,
+                api_key,
+                timeout_s,
                 **retries,
                 tool_protocol=tool_protocol,
                 generation=generation,
             )
 
         if choice.urls:
-            logger.info(
-                "MLLM: %s at %d endpoints: %s",
-                choice.model,
-                len(choice.urls),
-                ", ".join(choice.urls),
-            )
+            urls = ", ".join(choice.urls)
+            logger.info("MLLM: %s at %d endpoints: %s", choice.model, len(choice.urls), urls)
             inner = FailoverChatModel(
                 [endpoint(u, max_retries=FAILOVER_RETRIES_PER_ENDPOINT) for u in choice.urls]
             )

@@ -1,11 +1,6 @@
-"""Several endpoints serving the same model as one :class:`ChatModel`.
-
-Calls are spread round-robin over the endpoints (one vLLM server per GPU, several
-machines). An endpoint whose call fails after its own retries is marked down for
-``cooldown_s`` and the call goes to the next one; endpoints marked down are tried last, not
-skipped, so a recovered server is used again and a call fails only when every endpoint
-failed it.
-"""
+"""Several endpoints serving one model as one :class:`ChatModel`: calls go round-robin; one
+that failed after its own retries is tried last (not skipped) for ``cooldown_s``, so a call
+fails only when every endpoint failed it."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ DEFAULT_COOLDOWN_S = 30.0
 
 
 class FailoverChatModel:
-    """Round-robin over ``models`` (one model name at different endpoints), failing over;
-    one that failed is tried only after the others for ``cooldown_s``."""
+    """Round-robin over ``models`` (one model name at different endpoints), failing over."""
 
     def __init__(
         self,
@@ -60,7 +54,6 @@ class FailoverChatModel:
         return generation_params(self.models[0])
 
     def describe(self) -> dict[str, Any] | None:
-        """The first endpoint's (all serve one model with the same settings)."""
         return describe_backend(self.models[0])
 
     def order(self) -> list[int]:

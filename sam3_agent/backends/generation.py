@@ -1,5 +1,5 @@
-"""Generation settings a user sets for the MLLM, validated once and read by every chat
-backend. No heavy imports: the CLI validates them before any model loads."""
+"""Generation settings for the MLLM, validated once (before any model loads) and read by
+every chat backend."""
 
 from __future__ import annotations
 
@@ -22,11 +22,8 @@ IN_PROCESS_MAX_TOKENS = 2048
 @dataclass(frozen=True)
 class GenerationSettings:
     """What the user asked of generation; ``None`` leaves the backend's own default.
-
-    Attributes:
-        extra_body: a JSON object merged into each endpoint request's body; the in-process
-            model reads only ``chat_template_kwargs``.
-    """
+    ``extra_body`` is merged into each endpoint request (in process: its
+    ``chat_template_kwargs`` only)."""
 
     temperature: float | None = setting(
         None,

@@ -1,9 +1,6 @@
-"""An in-process vision-language model through ``transformers``: the embedded default.
-
-The processor's chat template turns our messages into model inputs. One model serves one
-request at a time: ``generate`` runs in a worker thread behind a lock, so the event loop
-stays free while concurrent callers queue up.
-"""
+"""An in-process vision-language model through ``transformers``: the embedded default. One
+request at a time: ``generate`` runs in a worker thread behind a lock, so the event loop stays
+free while concurrent callers queue up."""
 
 from __future__ import annotations
 
@@ -41,18 +38,13 @@ from sam3_agent.values.messages import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_NEW_TOKENS = IN_PROCESS_MAX_TOKENS
-"""Completion tokens per request for the in-process model."""
-
-ATTENTION_REQUESTS_KEPT = 32
-"""Recent requests whose attention per message is remembered (checks run concurrently)."""
+ATTENTION_REQUESTS_KEPT = 32  # recent requests whose attention is kept (checks run at once)
 
 
 class TransformersChatModel:
     """A ``transformers`` image-text-to-text model (Qwen2.5-VL, Qwen3-VL, ...) as a ChatModel.
-
-    ``temperature`` 0 decodes greedily. ``generation``'s ``max_tokens`` and ``temperature``
-    win over the two arguments, its ``seed`` seeds torch before each generation.
-    """
+    ``temperature`` 0 is greedy; ``generation``'s ``max_tokens`` and ``temperature`` win over
+    the arguments, its ``seed`` seeds torch before each generation."""
 
     def __init__(
         self,
@@ -157,8 +149,7 @@ class TransformersChatModel:
         self, messages: Sequence[ChatMessage] | None = None
     ) -> list[float] | None:
         """Attention share per message (sums to 1) of the reply's first position, averaged
-        over layers and heads, for the request ``messages`` (the latest when None; concurrent
-        checks share the model); None when not recorded."""
+        over layers and heads, for ``messages`` (None: the latest); None when not recorded."""
         if not self._attention:
             return None
         if messages is None:

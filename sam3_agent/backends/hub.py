@@ -1,10 +1,6 @@
-"""Before loading anything: can every model of the run be loaded, from here or the hub?
-
-:func:`locate` answers for every in-process model in seconds (a hub id not cached costs one
-``config.json`` fetch, which also feeds the memory estimate). :func:`hub_access` guards each
-loader: without network ``from_pretrained`` retries for minutes and then blames the licence,
-so a short TCP probe decides first. Tests replace :class:`HfHub` with a fake.
-"""
+"""Can every model of the run be loaded, from here or the hub? :func:`locate` answers in
+seconds (one ``config.json`` fetch per hub id not cached); :func:`hub_access` guards each
+loader with a short TCP probe (offline, ``from_pretrained`` retries for minutes)."""
 
 from __future__ import annotations
 
@@ -18,16 +14,19 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from sam3_agent.backends.torch_runtime import hub_offline
 from sam3_agent.values.errors import WeightsUnavailableError
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-PROBE_TIMEOUT_S = 3.0
-"""How long the connect probe waits (name lookup included) before calling the hub unreachable."""
+PROBE_TIMEOUT_S = 3.0  # name lookup included
 
 Probe = Callable[[str, float], bool]
+
+
+def hub_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` is set now (huggingface_hub reads it only at import)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def hub_endpoint() -> str:
@@ -36,8 +35,8 @@ def hub_endpoint() -> str:
 
 
 def can_connect(endpoint: str, timeout_s: float) -> bool:
-    """Whether a TCP connection to ``endpoint`` opens within ``timeout_s``; name lookup has
-    no timeout of its own, so the attempt runs in a thread abandoned when it overruns."""
+    """Whether a TCP connection to ``endpoint`` opens within ``timeout_s`` (in a thread
+    abandoned when it overruns: name lookup has no timeout of its own)."""
     parts = urlsplit(endpoint)
     host = parts.hostname
     if not host:
@@ -57,21 +56,19 @@ def can_connect(endpoint: str, timeout_s: float) -> bool:
         pool.shutdown(wait=False)
 
 
+# What ``from_pretrained`` loads weights from (an index names shards), in the cache and in
+# a local directory.
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
-"""The files ``from_pretrained`` loads weights from (one of them; an index names shards)."""
-
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
-"""Weight files in a local directory (``save_pretrained``, ``hf download --local-dir``)."""
 
 
 def is_cached(repo_id: str) -> bool:
-    """Whether the hub cache holds ``repo_id``'s config and weights (a ``config.json`` alone,
-    fetched for an estimate, is not a model)."""
+    """Whether the hub cache holds ``repo_id``'s config and weights (not a config alone)."""
     from huggingface_hub import try_to_load_from_cache
 
     try:
@@ -83,12 +80,9 @@ def is_cached(repo_id: str) -> bool:
 
 
 def hub_access(source: str, *, what: str, setting: str, probe: Probe | None = None) -> bool:
-    """``local_files_only`` for ``from_pretrained(source)``: the hub is probed, and when
-    unreachable a cached model loads from the cache and any other is refused.
-
-    ``what`` is the model's role in messages (``"SAM 3"``); ``setting`` how a caller names
-    a local directory instead (``"`sam3='DIR'`"``).
-    """
+    """``local_files_only`` for ``from_pretrained(source)``: with the hub unreachable a cached
+    model loads from the cache, any other is refused. ``what``: its role in messages (``"SAM
+    3"``); ``setting``: how to name a local directory instead (``"`sam3='DIR'`"``)."""
     if Path(source).expanduser().is_dir():
         return False
     if hub_offline():
@@ -118,8 +112,7 @@ class ModelRef:
 
 @dataclass(frozen=True)
 class Located:
-    """Where :func:`locate` found a model: its ``config.json`` here, or why it is ``missing``
-    (one clause, with what to do)."""
+    """A model's ``config.json`` here, or why it is ``missing`` (one clause, what to do)."""
 
     model: ModelRef
     config: Path | None = None
@@ -127,11 +120,7 @@ class Located:
 
 
 class ModelMissing(Exception):
-    """The hub cannot give a model; ``reason`` says why and what to do (one clause)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """The hub cannot give a model; the message says why and what to do (one clause)."""
 
 
 class Hub(Protocol):
@@ -142,9 +131,7 @@ class Hub(Protocol):
 
     def reachable(self) -> bool: ...
 
-    def fetch_config(self, repo_id: str) -> Path:
-        """Download ``repo_id``'s ``config.json`` only; raises :class:`ModelMissing`."""
-        ...
+    def fetch_config(self, repo_id: str) -> Path: ...  # raises ModelMissing
 
 
 class HfHub:
@@ -210,8 +197,8 @@ class HfHub:
 
 
 def locate(models: Sequence[ModelRef], hub: Hub) -> list[Located]:
-    """Where each of ``models`` is, without loading any; the hub is asked only about hub
-    ids not cached (one reachability probe in all)."""
+    """Where each of ``models`` is, loading none; the hub is asked only about hub ids not
+    cached (one reachability probe in all)."""
     return [_locate(model, hub) for model in models]
 
 
@@ -260,7 +247,7 @@ def _locate(model: ModelRef, hub: Hub) -> Located:
     try:
         return Located(model, hub.fetch_config(source))
     except ModelMissing as e:
-        return Located(model, missing=e.reason)
+        return Located(model, missing=str(e))
 
 
 def check_located(located: Sequence[Located]) -> None:

@@ -1,11 +1,6 @@
-"""What a backend answers with, besides the request: its description (``describe()``).
-
-A resumed session must be answered by the same models with the same settings. Backends
-describe themselves and :meth:`~sam3_agent.backends.spec.BackendSpec.describe` says the
-same from the options alone, both with the functions here, so the two agree by
-construction. A description maps the user-facing option name to a JSON-ready value,
-defaults resolved; ``None``: not set; an option left out is unknown and not compared.
-"""
+"""Backend descriptions (``describe()``), made here both by backends and by ``BackendSpec``
+from the options alone, so a resumed session's check agrees by construction: option name ->
+JSON value, defaults resolved; ``None``: not set; an option left out is unknown."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Will the in-process models fit? Estimated before any weight is downloaded.
-
-A model needs ``parameters x bytes per parameter x (1 + MARGIN_FRACTION) + MARGIN_BYTES``
-(activations, KV cache and allocator slack; then the runtime itself). Parameters are counted
-from ``config.json`` on the ``meta`` device, or taken from :data:`KNOWN_PARAMETERS`. The
-models of one process share a device: their needs are summed and compared with what is
-available there (``MemAvailable`` on the CPU, CUDA's free memory on a GPU).
-"""
+"""Will the in-process models fit? Before any download, each needs ``parameters x bytes x
+(1 + MARGIN_FRACTION) + MARGIN_BYTES`` (parameters counted from ``config.json`` on ``meta``, or
+:data:`KNOWN_PARAMETERS`); one process's needs are summed against what its device has free."""
 
 from __future__ import annotations
 
@@ -40,14 +35,11 @@ KNOWN_PARAMETERS: dict[str, int] = {
     "Qwen/Qwen3-VL-8B-Instruct": 8_767_000_000,
     "Qwen/Qwen3-VL-8B-Thinking": 8_767_000_000,
 }
-"""For hub ids whose ``config.json`` is not cached (no download for an estimate): the hub's
-safetensors counts; SAM 3 from ``Sam3Model(Sam3Config())``."""
-
+"""For hub ids whose ``config.json`` is not cached: the hub's safetensors counts; SAM 3 (and
+its video model below) from ``Sam3Model(Sam3Config())``."""
 KNOWN_VIDEO_PARAMETERS: dict[str, int] = {"facebook/sam3": 859_921_848}
-"""SAM 3's video model (same hub repository), from ``Sam3VideoModel(Sam3VideoConfig())``."""
 
-GPU_DEFAULT_MLLM = "Qwen/Qwen3-VL-8B-Instruct"
-"""The SAM 3 paper's open agent model class (Instruct: no thinking budget needed)."""
+GPU_DEFAULT_MLLM = "Qwen/Qwen3-VL-8B-Instruct"  # the SAM 3 paper's open agent model class
 
 SMALL_DEFAULT_MLLMS = ("Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3-VL-2B-Instruct")
 
@@ -56,17 +48,14 @@ Kind = Literal["mllm", "sam3", "sam3_video"]
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """Memory of one device, in bytes."""
-
     device: str
-    available: int
+    available: int  # bytes
     total: int
 
 
 @dataclass(frozen=True)
 class Footprint:
-    """What one model needs on its device; ``extra``: bytes beyond weights and margins (a
-    feature cache)."""
+    """What one model needs on its device; ``extra``: bytes beyond weights and margins."""
 
     name: str
     parameters: int
@@ -150,8 +139,8 @@ def count_parameters(config_file: Path, kind: Kind) -> int:
 def footprint(
     source: str, kind: Kind, dtype: str, fetched: Path | None = None, *, extra: int = 0
 ) -> Footprint | None:
-    """The estimate for one model, from a local or cached ``config.json``, else the known
-    table, else ``fetched`` (the hub's config); ``None`` (not refused) with no count."""
+    """The estimate from a local or cached ``config.json``, else the known table, else
+    ``fetched`` (the hub's config); ``None`` (not refused) with no count."""
     path = config_path(source)
     known = (KNOWN_VIDEO_PARAMETERS if kind == "sam3_video" else KNOWN_PARAMETERS).get(source)
     if path is None and known is None:
@@ -169,8 +158,7 @@ def footprint(
 
 
 def check_fits(footprints: list[Footprint], reading: MemoryReading, ways_out: str) -> None:
-    """Raise UserError, with the numbers and ``ways_out``, when the summed need exceeds the
-    memory available."""
+    """Raise UserError, with the numbers and ``ways_out``, when the summed need does not fit."""
     need = sum(f.need for f in footprints)
     if not footprints or need <= reading.available:
         return

@@ -1,9 +1,6 @@
-"""An OpenAI-compatible chat endpoint (vLLM, hosted APIs) as a :class:`ChatModel`.
-
-One pooled ``openai.AsyncOpenAI`` client per instance. The retry policy is ours
-(``max_retries=0`` on the client): 429, 5xx, timeouts and dropped connections are retried
-with backoff and jitter, honouring ``Retry-After``; other 4xx answers fail at once.
-"""
+"""An OpenAI-compatible chat endpoint (vLLM, hosted APIs) as a :class:`ChatModel`, and its
+wire format. 429, 5xx, timeouts and dropped connections are retried by our policy (jitter,
+``Retry-After``); other 4xx fail at once. Lone surrogates go out as U+FFFD."""
 
 from __future__ import annotations
 
@@ -11,6 +8,7 @@ import asyncio
 import logging
 import os
 import random
+import re
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -25,24 +23,22 @@ from sam3_agent.backends.generation import (
     GenerationSettings,
 )
 from sam3_agent.backends.identity import chat_description
-from sam3_agent.backends.openai_wire import (
-    message_to_wire,
-    reasoning_of,
-    tool_calls_of,
-)
 from sam3_agent.backends.retry import RetryPolicy, retry_after
 from sam3_agent.values.config import TOOL_PROTOCOLS
 from sam3_agent.values.errors import ChatModelError, UserError
 from sam3_agent.values.messages import (
     ChatMessage,
     ChatResponse,
+    ImagePart,
+    NativeToolCall,
+    TextPart,
     TokenUsage,
     ToolSpec,
 )
 from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
-
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 DEFAULT_MAX_TOKENS = ENDPOINT_MAX_TOKENS
 
@@ -63,19 +59,10 @@ class _Failure:
 
 
 class OpenAIChatModel:
-    """A chat model behind an OpenAI-compatible ``/v1/chat/completions`` endpoint; safe to
-    call concurrently from one event loop.
-
-    Args:
-        base_url: falls back to ``OPENAI_BASE_URL``, then to the OpenAI API.
-        api_key: falls back to ``OPENAI_API_KEY``, then to a placeholder for key-less
-            local servers.
-        timeout_s: for each attempt.
-        max_tokens, temperature: ``None`` sends none (the server's default).
-        tool_protocol: ``"tags"`` sends no ``tools`` parameter.
-        seed: seeds the retry jitter (the model's sampling seed is ``generation.seed``).
-        generation: its ``max_tokens`` and ``temperature`` win over the arguments.
-    """
+    """An OpenAI-compatible ``/v1/chat/completions`` endpoint; safe to call concurrently from
+    one event loop. ``base_url``/``api_key`` fall back to ``OPENAI_BASE_URL``/``OPENAI_API_KEY``;
+    ``timeout_s`` is per attempt; ``max_tokens``/``temperature`` ``None`` send none, and
+    ``generation``'s win over them; ``seed`` seeds the retry jitter only."""
 
     def __init__(
         self,
@@ -328,3 +315,64 @@ def _explain_status(status: int, text: str) -> str:
     }
     hint = hints.get(status)
     return f"{text} - {hint}" if hint else text
+
+
+def message_to_wire(message: ChatMessage) -> dict[str, Any]:
+    if message.role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": wire_text(message.joined_text),
+        }
+    if message.tool_calls:
+        return {
+            "role": message.role,
+            "content": wire_text(message.joined_text) or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": wire_text(call.name),
+                        "arguments": wire_text(call.arguments),
+                    },
+                }
+                for call in message.tool_calls
+            ],
+        }
+    if not message.images:
+        # Plain strings for text-only messages: some servers accept nothing else for
+        # system and assistant turns.
+        return {"role": message.role, "content": wire_text(message.joined_text)}
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            content.append({"type": "text", "text": wire_text(part.text)})
+        elif isinstance(part, ImagePart):
+            content.append({"type": "image_url", "image_url": {"url": part.image.data_url()}})
+    return {"role": message.role, "content": content}
+
+
+def wire_text(text: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def reasoning_of(message: Any) -> str | None:
+    """The separate reasoning channel: vLLM/DeepSeek ``reasoning_content``, or ``reasoning``."""
+    extra = getattr(message, "model_extra", None) or {}
+    for key in ("reasoning_content", "reasoning"):
+        value = extra.get(key) if key in extra else getattr(message, key, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def tool_calls_of(message: Any) -> tuple[NativeToolCall, ...]:
+    calls = []
+    for call in getattr(message, "tool_calls", None) or ():
+        function = getattr(call, "function", None)
+        if function is None:
+            logger.warning("ignoring a non-function tool call of type %r", call.type)
+            continue
+        calls.append(NativeToolCall(name=function.name, arguments=function.arguments or ""))
+    return tuple(calls)

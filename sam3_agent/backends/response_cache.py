@@ -1,13 +1,6 @@
-"""An opt-in SQLite cache of chat completions, for cheap reruns and deterministic replay.
-
-Keyed by :func:`~sam3_agent.values.messages.request_key`. Decisions:
-
-* A hit has ``cached=True`` and zero usage, so summed usage is what the run cost; the
-  original tokens stay in the row and are summed in :attr:`CachedChatModel.stats`.
-* Every answer is stored, cut-off ones too (replay reproduces the run); failures are not.
-* Several processes may share one file: WAL, a busy timeout, ``INSERT OR IGNORE`` (the first
-  answer for a key wins), one short-lived connection per operation in a worker thread.
-"""
+"""An opt-in SQLite cache of chat completions (cheap reruns, deterministic replay). A hit has
+``cached=True`` and zero usage (its tokens summed in ``stats``); every answer is stored, failures
+are not; processes may share a file (WAL, busy timeout, first answer for a key wins)."""
 
 from __future__ import annotations
 
@@ -50,8 +43,7 @@ CREATE TABLE IF NOT EXISTS responses (
 
 @dataclass
 class CacheStats:
-    """What the cache did for one :class:`CachedChatModel`; ``saved``: the original usage
-    of the answers served from the file."""
+    """``saved``: the original usage of the answers served from the file."""
 
     hits: int = 0
     misses: int = 0
@@ -59,9 +51,8 @@ class CacheStats:
 
 
 class ReplayingChatModel(ChatModelWrapper):
-    """A chat model that answers a request it recorded without asking ``inner``, and records
-    every answer ``inner`` gives; a subclass says where (the cache's SQLite file, the resume
-    journal's ``calls.jsonl``), both keyed alike."""
+    """Answers a request it recorded without asking ``inner`` and records every answer of
+    ``inner``; a subclass says where (the cache's SQLite file, the journal's ``calls.jsonl``)."""
 
     def key(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None) -> str:
         return request_key(
@@ -87,8 +78,8 @@ class ReplayingChatModel(ChatModelWrapper):
 
 
 class CachedChatModel(ReplayingChatModel):
-    """A chat model answered from the SQLite file ``path`` where it can; with ``replay`` a
-    miss raises :class:`ReplayMissError` instead of calling ``inner``."""
+    """Answered from the SQLite file ``path`` where it can; with ``replay`` a miss raises
+    :class:`ReplayMissError` instead of calling ``inner``."""
 
     def __init__(
         self,
@@ -113,9 +104,8 @@ class CachedChatModel(ReplayingChatModel):
             raise UserError(f"cannot open the response cache {self.path}: {e}") from e
 
     def _create(self) -> None:
-        # Switching a new file to WAL takes an exclusive lock for which SQLite does not call
-        # the busy handler, so writers opening one fresh file together can get "database is
-        # locked" at once. Retry that for the busy timeout, like any other lock wait.
+        # Switching a new file to WAL takes a lock without SQLite's busy handler, so writers
+        # opening one fresh file together can get "database is locked": retry it too.
         deadline = time.monotonic() + self.busy_timeout_s
         delay = 0.005
         while True:

@@ -1,6 +1,5 @@
-"""When to retry a failed request, for every HTTP client (the MLLM endpoint's, the SAM 3
-service's): exponential backoff, with or without jitter, and the server's own ``Retry-After``
-(seconds, milliseconds or an HTTP date) when it sends one."""
+"""When to retry a failed request, for every HTTP client: exponential backoff, with or without
+jitter, and the server's own ``Retry-After`` when it sends one."""
 
 from __future__ import annotations
 
@@ -16,19 +15,13 @@ from sam3_agent.values.errors import UserError
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how long to wait before retrying a failed request.
+    """How often and how long to wait before retrying a failed request."""
 
-    Attributes:
-        max_retries: retries after the first attempt.
-        backoff_base_s: ceiling of the first backoff; it doubles with every retry.
-        jitter: wait a random time in ``[ceiling / 2, ceiling]`` (else the ceiling itself).
-    """
-
-    max_retries: int = 5
-    backoff_base_s: float = 0.5
+    max_retries: int = 5  # after the first attempt
+    backoff_base_s: float = 0.5  # the first backoff's ceiling, doubling with every retry
     backoff_cap_s: float = 30.0
     max_retry_after_s: float = 120.0
-    jitter: bool = True
+    jitter: bool = True  # a random wait in [ceiling / 2, ceiling], else the ceiling
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -40,8 +33,7 @@ class RetryPolicy:
         self, retry: int, retry_after_s: float | None, rng: random.Random | None = None
     ) -> float:
         """Seconds to wait before retry ``retry`` (1-based); the server's ``Retry-After``
-        wins (clamped to ``max_retry_after_s``). Jitter keeps clients rejected together from
-        coming back together."""
+        wins (clamped to ``max_retry_after_s``)."""
         if retry_after_s is not None:
             return min(max(retry_after_s, 0.0), self.max_retry_after_s)
         # 2.0 ** n overflows past n = 1023; long before that every ceiling is past any cap.

@@ -1,12 +1,12 @@
-"""What the in-process SAM 3 backends (images and video) share: loading, the loaded model,
-one-line errors from model work, phrase fitting and the pre-shrink of large frames."""
+"""What the in-process SAM 3 backends (images, video) share: loading, one-line errors from
+model work, phrase fitting and the pre-shrink of large frames."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Generic, Self, TypeVar
 
@@ -15,21 +15,19 @@ import numpy as np
 import torch
 from huggingface_hub.errors import HfHubHTTPError
 
-from sam3_agent.backends.hub import hub_access
+from sam3_agent.backends.hub import hub_access, hub_offline
 from sam3_agent.backends.identity import dtype_name, sam3_description
 from sam3_agent.backends.segment_args import clean_phrase
-from sam3_agent.backends.torch_runtime import hub_offline, resolve_device, resolve_dtype
+from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
 from sam3_agent.values.errors import Sam3AgentError, SegmenterError, WeightsUnavailableError
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.text import one_line
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "facebook/sam3"
-"""The hub repository of SAM 3; it holds the image and the video model."""
+DEFAULT_MODEL = "facebook/sam3"  # holds the image and the video model
 LICENCE_URL = "https://huggingface.co/facebook/sam3"
-PROCESSOR_TEXT_TOKENS = 32
-"""Tokens SAM 3's processors pad every phrase to (SAM 3's text context length)."""
+PROCESSOR_TEXT_TOKENS = 32  # SAM 3's processors pad every phrase to this
 
 M = TypeVar("M")
 P = TypeVar("P")
@@ -82,17 +80,18 @@ def load_sam3(
 
 
 class LoadedSam3(Generic[M, P]):
-    """A SAM 3 model (image or video) and its processor on one device, as both in-process
-    segmenters hold it. A subclass names its classes, checks its options before any weights
-    load, and says what to try when out of memory (``_oom_hint``)."""
+    """A SAM 3 model (image or video) and its processor on one device. A subclass names its
+    classes, checks its options before any weights load, and says what to try when out of
+    memory (``_oom_hint``)."""
 
+    _classes: tuple[type[M], type[P]]
     _oom_hint: str
     _model: M
     _processor: Any
-    _device: torch.device
-    _dtype: torch.dtype
+    device: torch.device
+    dtype: torch.dtype
     _name: str | None
-    _text_limit: int
+    text_limit: int  # tokens the text encoder reads, special tokens included (SAM 3: 32)
     _tokenizer_lock: threading.Lock
 
     def _adopt(
@@ -109,14 +108,14 @@ class LoadedSam3(Generic[M, P]):
             loaded = loaded.to(torch.device(device))
         self._model = loaded.eval()
         self._processor = processor
-        self._device = next(loaded.parameters()).device
-        self._dtype = next(loaded.parameters()).dtype
+        self.device = next(loaded.parameters()).device
+        self.dtype = next(loaded.parameters()).dtype
         self._name = name
-        self._text_limit = text_limit(text_config)
-
-    @staticmethod
-    def _classes() -> tuple[type[M], type[P]]:
-        raise NotImplementedError
+        # Its position count, at most the 32 tokens the processors pad to.
+        positions = getattr(text_config, "max_position_embeddings", None)
+        self.text_limit = (
+            min(int(positions), PROCESSOR_TEXT_TOKENS) if positions else PROCESSOR_TEXT_TOKENS
+        )
 
     @classmethod
     def _check_options(cls, **options: Any) -> None:
@@ -133,40 +132,52 @@ class LoadedSam3(Generic[M, P]):
     ) -> Self:
         """Load SAM 3 from a hub id or a local directory; ``options`` go to the constructor."""
         cls._check_options(**options)
-        model_class, processor_class = cls._classes()
-        sam3, processor, torch_device = load_sam3(
-            model, model_class, processor_class, device=device, dtype=dtype
-        )
+        sam3, processor, torch_device = load_sam3(model, *cls._classes, device=device, dtype=dtype)
         built: Any = cls
         made: Self = built(sam3, processor, device=torch_device, name=str(model), **options)
         return made
 
     def describe(self) -> dict[str, object]:
-        return sam3_description(model=self._name, dtype=dtype_name(self._dtype))
-
-    @property
-    def device(self) -> torch.device:
-        return self._device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._dtype
-
-    @property
-    def text_limit(self) -> int:
-        """Tokens the text encoder reads, special tokens included (32 for SAM 3)."""
-        return self._text_limit
+        return sam3_description(model=self._name, dtype=dtype_name(self.dtype))
 
     def used_phrase(self, phrase: str) -> str:
         with self._tokenizer_lock, self._failures("tokenizer"):
             return self._fit(phrase)
 
     def _fit(self, phrase: str) -> str:
-        """The caller holds the tokenizer lock."""
-        return fit_phrase(self._processor.tokenizer, phrase, self._text_limit)
+        """The cleaned ``phrase``, or its longest prefix whose tokens fit :attr:`text_limit`
+        with the start and end tokens. The caller holds the tokenizer lock."""
+        tokenizer = self._processor.tokenizer
+        phrase = clean_phrase(phrase)
+        room = self.text_limit - tokenizer.num_special_tokens_to_add()
+        fast = bool(getattr(tokenizer, "is_fast", False))
+        encoded = tokenizer(phrase, add_special_tokens=False, return_offsets_mapping=fast)
+        ids = encoded["input_ids"]
+        if len(ids) <= room:
+            return phrase
+        if fast:
+            # Up to where the first dropped token starts: a character split across tokens
+            # counts as dropped.
+            return str(phrase[: encoded["offset_mapping"][room][0]]).rstrip()
+        return str(tokenizer.decode(ids[: max(room, 0)])).strip()
 
-    def _failures(self, stage: str) -> AbstractContextManager[None]:
-        return torch_failures(stage, self._device, self._oom_hint)
+    @contextmanager
+    def _failures(self, stage: str) -> Iterator[None]:
+        """Any failure inside model work as a one-line :class:`SegmenterError`; the project's
+        own errors pass unchanged."""
+        try:
+            yield
+        except Sam3AgentError:
+            raise
+        except torch.OutOfMemoryError as e:
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            raise SegmenterError(
+                f"SAM 3 ran out of memory on {self.device} in the {stage}; {self._oom_hint}, "
+                "or a larger device"
+            ) from e
+        except Exception as e:
+            raise SegmenterError(f"SAM 3 failed in the {stage}: {one_line(e)}") from e
 
     def _pixel_values(self, image: RGBImage) -> torch.Tensor:
         """``image`` as the model's ``(1, 3, h, w)`` input on its device and dtype."""
@@ -174,59 +185,17 @@ class LoadedSam3(Generic[M, P]):
         # torch warns on read-only arrays (PIL-backed ones are); the copy is small.
         pixels = pixels if pixels.flags.writeable else pixels.copy()
         inputs = self._processor(images=pixels, return_tensors="pt")
-        values: torch.Tensor = inputs["pixel_values"].to(self._device, dtype=self._dtype)
+        values: torch.Tensor = inputs["pixel_values"].to(self.device, dtype=self.dtype)
         return values
 
 
 class PhraseHandle:
-    """An embedding handle (image or video) fitting phrases with its owner's tokenizer."""
+    """An embedding (image or video) fitting phrases with its owner's tokenizer."""
 
     _owner: LoadedSam3[Any, Any]
 
     def used_phrase(self, phrase: str) -> str:
         return self._owner.used_phrase(phrase)
-
-
-@contextmanager
-def torch_failures(stage: str, device: torch.device, hint: str) -> Iterator[None]:
-    """Turn any failure inside model work into a one-line :class:`SegmenterError`; the
-    project's own errors pass unchanged. ``hint``: what to try when out of memory."""
-    try:
-        yield
-    except Sam3AgentError:
-        raise
-    except torch.OutOfMemoryError as e:
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-        raise SegmenterError(
-            f"SAM 3 ran out of memory on {device} in the {stage}; {hint}, or a larger device"
-        ) from e
-    except Exception as e:
-        raise SegmenterError(f"SAM 3 failed in the {stage}: {one_line(e)}") from e
-
-
-def text_limit(text_config: object) -> int:
-    """Tokens the text encoder reads: its position count, at most the 32 tokens the
-    processors pad to."""
-    positions = getattr(text_config, "max_position_embeddings", None)
-    return min(int(positions), PROCESSOR_TEXT_TOKENS) if positions else PROCESSOR_TEXT_TOKENS
-
-
-def fit_phrase(tokenizer: Any, phrase: str, limit: int) -> str:
-    """The cleaned ``phrase``, or its longest prefix whose tokens fit ``limit`` with the
-    start and end tokens (as SAM 3's tokenizer keeps them). Callers hold the tokenizer lock."""
-    phrase = clean_phrase(phrase)
-    room = limit - tokenizer.num_special_tokens_to_add()
-    fast = bool(getattr(tokenizer, "is_fast", False))
-    encoded = tokenizer(phrase, add_special_tokens=False, return_offsets_mapping=fast)
-    ids = encoded["input_ids"]
-    if len(ids) <= room:
-        return phrase
-    if fast:
-        # Up to where the first dropped token starts: a character split across tokens
-        # counts as dropped.
-        return str(phrase[: encoded["offset_mapping"][room][0]]).rstrip()
-    return str(tokenizer.decode(ids[: max(room, 0)])).strip()
 
 
 def preshrink(image: RGBImage, image_processor: object) -> RGBImage:

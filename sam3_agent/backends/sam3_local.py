@@ -1,10 +1,6 @@
-"""SAM 3 in this process, through ``transformers`` (``Sam3Model`` + ``Sam3Processor``).
-
-The image backbone is most of SAM 3's cost (about 28 of 32 s per call on a CPU), so, as in
-segment-anything's predictor, :meth:`Sam3Segmenter.embed` runs it once per image (LRU cache
-keyed by content hash; concurrent embeds of one image compute it once) and the handle
-answers any number of phrases, several in one forward.
-"""
+"""SAM 3 in this process (``Sam3Model``). The backbone (about 28 of 32 s per call on a CPU)
+runs once per image (LRU by content hash); the handle answers any number of phrases. Masks
+are thresholded at the model's resolution and only kept ones upsampled, in bands of rows."""
 
 from __future__ import annotations
 
@@ -17,12 +13,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import torch
+import torch.nn.functional as F
 from transformers import Sam3Model, Sam3Processor
 from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
 
 from sam3_agent.backends.sam3_common import LoadedSam3, PhraseHandle
-from sam3_agent.backends.sam3_masks import detections_at
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import UserError
@@ -51,11 +49,7 @@ class Sam3Embedding(PhraseHandle):
         self._owner = owner
         self._features = features
         self.digest = digest
-        self._image_size = image_size
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        return self._image_size
+        self.image_size = image_size
 
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
         """Detections scoring ``> score_threshold``; a score is detection times presence
@@ -75,6 +69,7 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
     """SAM 3 in this process. One lock serialises model work (the tokenizer is not
     thread-safe, and one forward already uses every core or the whole GPU)."""
 
+    _classes = (Sam3Model, Sam3Processor)
     _oom_hint = "use a smaller `sam3_cache_size`, fewer phrases per call"
 
     def __init__(
@@ -102,10 +97,6 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
         self._cache: OrderedDict[str, _Features] = OrderedDict()
         self._pending: dict[str, Future[_Features]] = {}
 
-    @staticmethod
-    def _classes() -> tuple[type[Sam3Model], type[Sam3Processor]]:
-        return Sam3Model, Sam3Processor
-
     @classmethod
     def _check_options(cls, *, cache_size: int = 8, max_phrase_batch: int = 16, **_: Any) -> None:
         if cache_size < 0:
@@ -126,7 +117,7 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
             text = self._processor.tokenizer(
                 phrases,
                 padding="max_length",
-                max_length=self._text_limit,
+                max_length=self.text_limit,
                 truncation=True,
                 return_tensors="pt",
             )
@@ -193,8 +184,8 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
             )
             out = self._model(
                 vision_embeds=vision,
-                input_ids=input_ids.to(self._device),
-                attention_mask=attention_mask.to(self._device),
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention_mask.to(self.device),
             )
             # Post-process in float32: bfloat16 sigmoid/interpolation shifts mask edges.
             scores = out.pred_logits.float().sigmoid()
@@ -221,3 +212,76 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
 def _expand(tensors: tuple[torch.Tensor, ...], batch: int) -> tuple[torch.Tensor, ...]:
     """Repeat batch-1 feature maps along the batch axis (a view, no copy)."""
     return tuple(t.expand(batch, *t.shape[1:]) for t in tensors)
+
+
+def detections_at(
+    scores: torch.Tensor,
+    boxes: torch.Tensor,
+    mask_logits: torch.Tensor,
+    image_size: tuple[int, int],
+    score_threshold: float,
+    mask_threshold: float,
+) -> Detections:
+    """``Sam3Processor.post_process_instance_segmentation``, resizing only kept queries,
+    dropping masks already empty at model resolution. ``scores`` ``(Q,)`` detection x
+    presence; ``boxes`` ``(Q, 4)`` XYXY in ``[0, 1]``; ``mask_logits`` ``(Q, h, w)``."""
+    height, width = image_size
+    keep = scores > score_threshold
+    if bool(keep.any()):
+        probs = mask_logits[keep].float().sigmoid()  # (K, h, w): small
+        keep_idx = keep.nonzero().flatten()
+        lit = probs.flatten(1).amax(dim=1) > mask_threshold
+        keep_idx, probs = keep_idx[lit], probs[lit]
+    else:
+        keep_idx = keep.nonzero().flatten()
+    if keep_idx.numel() == 0:
+        return Detections.empty(height, width)
+    scale = torch.tensor([width, height, width, height], dtype=torch.float32)
+    kept_boxes = (boxes[keep_idx].float().cpu() * scale).numpy()
+    np.clip(kept_boxes[:, 0::2], 0, width, out=kept_boxes[:, 0::2])
+    np.clip(kept_boxes[:, 1::2], 0, height, out=kept_boxes[:, 1::2])
+    return Detections(
+        masks=upsample_masks(probs.cpu(), image_size, mask_threshold),
+        boxes=kept_boxes,
+        scores=scores[keep_idx].float().cpu().numpy(),
+    )
+
+
+def upsample_masks(
+    probs: torch.Tensor, image_size: tuple[int, int], threshold: float
+) -> npt.NDArray[np.bool_]:
+    """``(K, h, w)`` probabilities -> ``(K, H, W)`` bool, ``bilinear(probs) > threshold``
+    (``align_corners=False``), computed separably, the height pass a band of rows at a time,
+    so no ``H x W`` float array ever exists."""
+    height, width = image_size
+    count, h, _ = probs.shape
+    out = np.empty((count, height, width), dtype=np.bool_)
+    out_t = torch.from_numpy(out)
+    y0, y1, wy = _source_rows(h, height)
+    band = max(1, _BAND_FLOATS // max(1, width))
+    for i in range(count):
+        rows = F.interpolate(
+            probs[i][None, None], size=(h, width), mode="bilinear", align_corners=False
+        )[0, 0]
+        for top in range(0, height, band):
+            sl = slice(top, min(height, top + band))
+            lam = wy[sl, None]
+            # (1 - lam) * upper + lam * lower, in place: two band buffers at a time.
+            values = rows.index_select(0, y0[sl]).mul_(1.0 - lam)
+            values.add_(rows.index_select(0, y1[sl]).mul_(lam))
+            torch.gt(values, threshold, out=out_t[i, sl])
+    return out
+
+
+# Rows per band of the height pass: two buffers of about 4 MB of float32.
+_BAND_FLOATS = 1_000_000
+
+
+def _source_rows(size_in: int, size_out: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PyTorch's ``align_corners=False`` source rows and weights for a linear resize."""
+    scale = torch.tensor(size_in / size_out, dtype=torch.float32)
+    dst = torch.arange(size_out, dtype=torch.float32)
+    src = torch.clamp(scale * (dst + 0.5) - 0.5, min=0.0)
+    y0 = src.to(torch.int64)
+    y1 = torch.clamp(y0 + 1, max=size_in - 1)
+    return y0, y1, (src - y0.to(torch.float32))

@@ -1,31 +1,48 @@
-"""SAM 3 through the HTTP service (``sam3-agent serve-sam3``).
-
-Each image is uploaded once, raw RGB or PNG (lossless either way, so the server's content
-hash equals ours; :mod:`sam3_agent.backends.wire` has the measured choice), and masks come
-back in row order (decoded without a copy).
-"""
+"""SAM 3 through the HTTP service (``sam3-agent serve-sam3``). An image is uploaded once, raw
+RGB or PNG (lossless: the server's hash equals ours), masks back in row order; a video is
+streamed up once (a file as it is, a folder as a tar of the frames used), tracked by frames."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Sequence
+import tarfile
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import cv2
 import httpx
 import numpy as np
 
-from sam3_agent.backends.schemas import SegmentResponse, UploadResponse
+from sam3_agent.backends.schemas import (
+    RAW_RGB_MIME,
+    TAR_MIME,
+    ErrorCode,
+    SegmentResponse,
+    TrackResponse,
+    UploadResponse,
+    VideoLimits,
+    VideoUploadResponse,
+)
 from sam3_agent.backends.segment_args import check_rgb_image, clean_phrase
 from sam3_agent.backends.service_client import RemoteHandle, ServiceBackend
-from sam3_agent.backends.wire import RAW_RGB_MIME, decode_masks, encode_raw
+from sam3_agent.backends.wire import decode_masks, encode_raw
+from sam3_agent.media.video import VideoSource
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import RGBImage, image_digest
+from sam3_agent.values.tracks import Tracks
 
 logger = logging.getLogger(__name__)
 
 UploadFormat = Literal["raw", "png"]
+DEFAULT_TRACK_TIMEOUT_S = 1800.0  # the service answers once the whole clip is tracked
+_CHUNK = 1024 * 1024
+_KNOWN_VIDEO_UPLOADS = 256
 
 
 class RemoteEmbedding(RemoteHandle):
@@ -37,11 +54,7 @@ class RemoteEmbedding(RemoteHandle):
         super().__init__(owner)
         self._image = image
         self.image_id = image_id
-        self._image_size = image_size
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        return self._image_size
+        self.image_size = image_size
 
     def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
         return self._ask(phrases, score_threshold)
@@ -133,4 +146,182 @@ class RemoteSegmenter(ServiceBackend):
                 embedding._remember(phrase, text, result.used_phrase)
         except (ValueError, KeyError, TypeError) as e:
             raise SegmenterError(f"SAM 3 service sent malformed masks: {e}") from e
+        return out
+
+
+class _FileChunks:
+    """A file's bytes as chunks, read anew on each iteration (a retry sends the whole body)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def __iter__(self) -> Iterator[bytes]:
+        with open(self._path, "rb") as file:
+            while chunk := file.read(_CHUNK):
+                yield chunk
+
+
+@dataclass(frozen=True)
+class _Body:
+    path: Path
+    size: int
+    digest: str
+    content_type: str
+
+
+def _digest(path: Path) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+@contextmanager
+def _upload_body(video: VideoSource) -> Iterator[_Body]:
+    """``video``'s file, or a tar of its frames used (a temporary file)."""
+    try:
+        if video.kind == "file":
+            yield _Body(
+                video.path,
+                video.path.stat().st_size,
+                _digest(video.path),
+                "application/octet-stream",
+            )
+            return
+        with tempfile.TemporaryDirectory(prefix="sam3-agent-upload-") as folder:
+            tar_path = Path(folder) / "frames.tar"
+            with tarfile.open(tar_path, mode="w", format=tarfile.PAX_FORMAT) as archive:
+                for index in video.indices:
+                    name = video.frame_names[index]
+                    frame = video.path / name
+                    info = tarfile.TarInfo(name)
+                    info.size = frame.stat().st_size
+                    info.mode = 0o644
+                    info.mtime = 0  # the same frames make the same bytes (and the same id)
+                    with open(frame, "rb") as data:
+                        archive.addfile(info, data)
+            yield _Body(tar_path, tar_path.stat().st_size, _digest(tar_path), TAR_MIME)
+    except OSError as e:
+        raise SegmenterError(
+            f"cannot read {video.path} to upload it to the SAM 3 service: {e.strerror or e}"
+        ) from e
+
+
+class RemoteVideoEmbedding(RemoteHandle):
+    """A video uploaded to the service; tracks phrases there."""
+
+    def __init__(self, owner: RemoteVideoSegmenter, video: VideoSource, video_id: str) -> None:
+        super().__init__(owner)
+        self.video = video
+        self.video_id = video_id
+
+    def track(self, phrases: Sequence[str], score_threshold: float) -> list[Tracks]:
+        return self._ask(phrases, score_threshold)
+
+
+class RemoteVideoSegmenter(ServiceBackend):
+    """A SAM 3 service that tracks videos. Thread-safe."""
+
+    default_timeout_s = DEFAULT_TRACK_TIMEOUT_S
+    _known_uploads = _KNOWN_VIDEO_UPLOADS
+    _unknown = ErrorCode.UNKNOWN_VIDEO
+    _evicted = "service evicted video %s; uploading it again"
+    _limits: VideoLimits | None = None  # read by check()
+
+    def check(self) -> None:
+        """:meth:`ServiceBackend.check`, and that the service tracks videos."""
+        if self._limits is not None:
+            return
+        super().check()
+        response = self._send("GET", "/v1/videos")
+        if response.status_code == 404:
+            raise SegmenterError(
+                f"the SAM 3 service at {self.url} does not track videos; start it with "
+                "`sam3-agent serve-sam3 --video`"
+            )
+        self._raise_for_error(response, "video limits")
+        self._limits = self._parse(VideoLimits, response)
+
+    def open(self, video: VideoSource) -> RemoteVideoEmbedding:
+        """Upload ``video`` (its file, or its frames used) unless this client already did."""
+        if not isinstance(video, VideoSource):
+            raise UserError(
+                f"open needs a VideoSource (see open_video), got {type(video).__name__}"
+            )
+        return RemoteVideoEmbedding(self, video, self._upload(video, skip_known=True))
+
+    def _upload(self, video: VideoSource, *, skip_known: bool) -> str:
+        with _upload_body(video) as body:
+            known = self._known(body.digest) if skip_known else None
+            if known is not None:
+                return known
+            self._check_bounds(video, body)
+            uploaded = self._post(
+                "video upload",
+                VideoUploadResponse,
+                "/v1/videos",
+                content=_FileChunks(body.path),
+                headers={"Content-Type": body.content_type, "Content-Length": str(body.size)},
+            )
+        logger.debug("uploaded video %s (%d bytes)", uploaded.video_id[:12], body.size)
+        return self._uploaded_as(body.digest, uploaded.video_id)
+
+    def _check_bounds(self, video: VideoSource, body: _Body) -> None:
+        """Refuse a video over the bounds :meth:`check` read before sending a byte (a refusal
+        mid-upload may look like a broken connection)."""
+        limits = self._limits
+        if limits is None:
+            return
+        frames = video.source_frames if video.kind == "file" else video.frame_count
+        if body.size > limits.max_video_bytes:
+            raise SegmenterError(
+                f"the video is {body.size} bytes; the SAM 3 service at {self.url} takes at "
+                f"most {limits.max_video_bytes} (serve-sam3 --max-video-mb)"
+            )
+        if frames > limits.max_video_frames:
+            raise SegmenterError(
+                f"the video has {frames} frames; the SAM 3 service at {self.url} takes at "
+                f"most {limits.max_video_frames} (serve-sam3 --max-video-frames)"
+            )
+
+    def _answer(
+        self, embedding: RemoteVideoEmbedding, phrases: list[str], score_threshold: float
+    ) -> list[Tracks]:
+        video = embedding.video
+        # Sent cleaned (the service cleans them the same way): a lone surrogate cannot even
+        # be encoded as UTF-8.
+        sent = [clean_phrase(p) for p in phrases]
+        # A file is uploaded whole: the frames used are named by their index in it. A tar
+        # holds only the frames used, in order.
+        frames = list(video.indices) if video.kind == "file" else list(range(video.frame_count))
+        body = {"phrases": sent, "score_threshold": score_threshold, "frames": frames}
+
+        def request(video_id: str) -> httpx.Response:
+            return self._send("POST", f"/v1/videos/{video_id}/track", json=body)
+
+        def reupload() -> str:
+            embedding.video_id = self._upload(video, skip_known=False)
+            return embedding.video_id
+
+        parsed = self._ask(embedding.video_id, request, reupload, "track", TrackResponse)
+        if (
+            len(parsed.results) != len(phrases)
+            or tuple(parsed.size) != video.size
+            or len(parsed.frames_used) != video.frame_count
+        ):
+            raise SegmenterError(
+                f"SAM 3 service answered {len(parsed.results)} results over "
+                f"{len(parsed.frames_used)} frames of {tuple(parsed.size)}; expected "
+                f"{len(phrases)} over {video.frame_count} frames of {video.size}"
+            )
+        out: list[Tracks] = []
+        for phrase, text, result in zip(phrases, sent, parsed.results, strict=True):
+            found = result.tracks
+            if found.frame_count != video.frame_count or tuple(found.size) != video.size:
+                raise SegmenterError(
+                    f"SAM 3 service sent tracks over {found.frame_count} frames of "
+                    f"{tuple(found.size)} for a video of {video.frame_count} frames of "
+                    f"{video.size}"
+                )
+            # TracksJson already checked them to fit their frames and size.
+            out.append(Tracks.from_json(found.model_dump(mode="json")))
+            embedding._remember(phrase, text, result.used_phrase)
         return out

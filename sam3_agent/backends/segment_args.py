@@ -9,12 +9,10 @@ import numpy as np
 
 from sam3_agent.values.errors import UserError
 
+# The agent's tool schema's limit (SAM 3 reads 32 tokens; backends cut and say so in
+# ``used_phrase``), and any segmenter's (a query segmented as it is may be long).
 MAX_PHRASE_CHARS = 200
-"""Longest phrase the agent's tool schema accepts: the rule a model can see. SAM 3 reads 32
-tokens; backends cut longer phrases and report the cut (``used_phrase``)."""
-
 MAX_SEGMENT_PHRASE_CHARS = 1000
-"""Longest phrase any segmenter accepts (a query segmented as it is may be long)."""
 
 
 def _joined(phrase: str) -> str:
@@ -26,9 +24,8 @@ def _joined(phrase: str) -> str:
 
 
 def clean_phrase(phrase: str) -> str:
-    """The one sanitiser of phrases, applied by every backend and by the service: control
-    characters and lone surrogates become spaces, whitespace collapses, ends are stripped
-    (SAM 3's tokenizer collapses whitespace too). A surrogate pair counts as its character."""
+    """The one sanitiser of phrases (every backend, the service): control characters and lone
+    surrogates become spaces, whitespace collapses, ends are stripped."""
     if phrase.isprintable() and " ".join(phrase.split()) == phrase:
         return phrase
     kept = (" " if unicodedata.category(c) in ("Cc", "Cs") else c for c in _joined(phrase))
@@ -36,8 +33,7 @@ def clean_phrase(phrase: str) -> str:
 
 
 def phrase_problem(phrase: object) -> str | None:
-    """Why ``phrase`` is refused, or None: the one rule of every backend and of the
-    service's request schema."""
+    """Why ``phrase`` is refused, or None: the one rule of every backend and the service."""
     if not isinstance(phrase, str):
         return f"each phrase must be a string, got {type(phrase).__name__}"
     length = len(_joined(phrase))

@@ -1,5 +1,4 @@
-"""Build the SAM 3 segmenters the CLI and API ask for: images and video, each in-process or
-remote (the SAM 3 service)."""
+"""Build the SAM 3 segmenters asked for: images or video, in process or the SAM 3 service."""
 
 from __future__ import annotations
 
@@ -48,7 +47,7 @@ def build_video_segmenter(
     """SAM 3's video model in this process, keeping ``cache_bytes`` of backbone features
     across phrases; or, with ``url``, the service there."""
     if url:
-        from sam3_agent.backends.sam3_remote_video import (
+        from sam3_agent.backends.sam3_remote import (
             DEFAULT_TRACK_TIMEOUT_S,
             RemoteVideoSegmenter,
         )

@@ -1,7 +1,6 @@
 """What every client of the SAM 3 service (``sam3-agent serve-sam3``) shares: one connection
-pool, the token, retries (a busy service's ``Retry-After`` wins), one-line errors, the
-preflight check, and uploads sent again when the service evicted them.
-"""
+pool, the token, retries (``Retry-After`` wins), one-line errors, the preflight check, and
+uploads sent again when the service evicted them."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
@@ -33,37 +31,25 @@ _KNOWN_PHRASES = 256  # per handle
 _MAX_RETRY_AFTER_S = 60.0
 
 
-class PhraseReadings:
-    """Phrases as a service's SAM 3 read them, the most recent ``_KNOWN_PHRASES``. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._used: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def read(self, phrase: str) -> str:
-        with self._lock:
-            return self._used.get(phrase, phrase)
-
-    def remember(self, phrase: str, used: str) -> None:
-        with self._lock:
-            self._used[phrase] = used
-            self._used.move_to_end(phrase)
-            while len(self._used) > _KNOWN_PHRASES:
-                self._used.popitem(last=False)
-
-
 class RemoteHandle:
-    """An upload on the service (an image, a video) that phrases are asked on."""
+    """An upload on the service (an image, a video) that phrases are asked on; remembers how
+    the service read the most recent ``_KNOWN_PHRASES``. Thread-safe."""
 
     def __init__(self, owner: ServiceBackend) -> None:
         self._owner = owner
-        self._readings = PhraseReadings()
+        self._used: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
 
     def used_phrase(self, phrase: str) -> str:
-        return self._readings.read(phrase)
+        with self._lock:
+            return self._used.get(phrase, phrase)
 
     def _remember(self, phrase: str, sent: str, used: str | None) -> None:
-        self._readings.remember(phrase, sent if used is None else used)
+        with self._lock:
+            self._used[phrase] = sent if used is None else used
+            self._used.move_to_end(phrase)
+            while len(self._used) > _KNOWN_PHRASES:
+                self._used.popitem(last=False)
 
     def _ask(self, phrases: Sequence[str], score_threshold: float) -> list[Any]:
         check_segment_args(phrases, score_threshold)
@@ -71,14 +57,13 @@ class RemoteHandle:
 
 
 class ServiceBackend:
-    """One connection to a SAM 3 service (one ``httpx`` pool), the base of its image and video
+    """One connection (one ``httpx`` pool) to a SAM 3 service, the base of its image and video
     clients; remembers its uploads (digest -> the service's id) so none is sent twice.
     Thread-safe; every failure is a one-line SegmenterError."""
 
     default_timeout_s = 120.0
     _known_uploads = _KNOWN_UPLOADS
-    _unknown = ErrorCode.UNKNOWN_IMAGE
-    """The code of a 404 that says the service no longer holds the upload."""
+    _unknown = ErrorCode.UNKNOWN_IMAGE  # a 404's code: the service no longer holds the upload
     _evicted = "server evicted image %s; uploading it again"
 
     def __init__(
@@ -148,12 +133,7 @@ class ServiceBackend:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -239,7 +219,7 @@ class ServiceBackend:
         return upload_id
 
     def _answer(self, handle: Any, phrases: list[str], score_threshold: float) -> list[Any]:
-        raise NotImplementedError  # pragma: no cover
+        raise NotImplementedError
 
     def _ask(
         self,

@@ -1,10 +1,6 @@
-"""Which backends to build, as one picklable value (Ray workers build from it).
-
-Three steps, in order: :meth:`BackendSpec.validate` (imports nothing heavy),
-:meth:`BackendSpec.plan` (the default MLLM chosen, every in-process model checked to be
-loadable and to fit, no weight downloaded), then the ``build_*`` methods. Error messages
-name the settings, which are also the keyword names of ``segment()``.
-"""
+"""Which backends to build, as one picklable value (Ray workers build from it): ``validate``
+(nothing heavy imported), ``plan`` (the default MLLM chosen, every in-process model checked
+to load and fit, no weight downloaded), then ``build_*``. Messages name the settings."""
 
 from __future__ import annotations
 
@@ -14,11 +10,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sam3_agent.backends import hub as hubs
+from sam3_agent.backends import memory
 from sam3_agent.backends.chat_models import HF_PREFIX, ChatChoice, check_chat_options
 from sam3_agent.backends.generation import GenerationSettings, parse_extra_body
 from sam3_agent.backends.identity import CHAT, SEGMENTER, chat_description, sam3_description
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL, DEFAULT_VIDEO_CACHE_MB
-from sam3_agent.backends.torch_runtime import check_device_name, check_dtype_name
+from sam3_agent.backends.torch_runtime import (
+    auto_dtype_name,
+    check_device_name,
+    check_dtype_name,
+    resolve_device,
+)
 from sam3_agent.values.config import (
     AgentConfig,
     ToolProtocol,
@@ -32,8 +35,6 @@ from sam3_agent.values.paths import check_cache_file, check_writable_dir
 
 if TYPE_CHECKING:
     from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
-    from sam3_agent.backends.hub import Hub
-    from sam3_agent.backends.memory import MemoryReading
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +45,7 @@ __all__ = ["BackendSpec", "ModelPlan", "check_writable_dir"]
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """The backend options, as given (docs/cli.md's flag tables say each).
-
-    Attributes:
-        video_cache_mb: MiB of video-frame features kept across phrases (0: none).
-        llm: ``"hf:<hub id or dir>"``: the MLLM in this process.
-        llm_url: OpenAI-compatible endpoint(s); several: calls spread and fail over.
-        cache, replay: the response cache file; with ``replay`` a miss is an error.
-    """
+    """The backend options, as given (docs/cli.md's flag tables say each)."""
 
     sam3: str = DEFAULT_SAM3_MODEL
     sam3_url: str | None = setting(
@@ -90,7 +84,6 @@ class BackendSpec:
             object.__setattr__(self, "cache", Path(self.cache))
 
     def generation(self) -> GenerationSettings:
-        """Raises UserError for a value out of range or an ``llm_extra`` not a JSON object."""
         return GenerationSettings(
             temperature=self.temperature,
             max_tokens=self.max_tokens,
@@ -109,8 +102,8 @@ class BackendSpec:
         return {k: v for k, v in given.items() if v is not None}
 
     def validate(self, *, chat: bool = True) -> None:
-        """Raise UserError for the first bad option; import nothing heavy. ``chat=False``:
-        the MLLM options are checked for values, not for which backend they select."""
+        """Raise UserError for the first bad option. ``chat=False``: the MLLM options are
+        checked for values, not for which backend they select."""
         check_device_name(self.device)
         check_dtype_name(self.dtype)
         check_settings(self)
@@ -164,12 +157,9 @@ class BackendSpec:
             )
 
     def describe(self, *, chat: bool = True, resolve: bool = True) -> dict[str, dict[str, Any]]:
-        """What the backends built will describe themselves as, from the options alone; a
-        resumed session's backends are compared with it before any model loads.
-
-        Call it on :meth:`plan`'s spec. ``resolve=False`` imports nothing heavy and leaves
-        out what only the machine tells (``auto`` dtype, the default MLLM).
-        """
+        """What :meth:`plan`'s spec's backends will describe themselves as (a resumed
+        session's are compared with it). ``resolve=False`` imports nothing heavy and leaves
+        out what only the machine tells (``auto`` dtype, the default MLLM)."""
         choice = self.chat_choice() if chat else None
         in_process = choice is not None and choice.kind == "hf"
         # Only an in-process model has a dtype (resolving "auto" imports torch).
@@ -201,8 +191,6 @@ class BackendSpec:
             return self.dtype
         if not resolve:
             return None
-        from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
-
         return auto_dtype_name(resolve_device(self.device).type)
 
     def plan(
@@ -210,20 +198,12 @@ class BackendSpec:
         *,
         chat: bool = True,
         video: bool = False,
-        reading: MemoryReading | None = None,
-        hub: Hub | None = None,
+        reading: memory.MemoryReading | None = None,
+        hub: hubs.Hub | None = None,
     ) -> ModelPlan:
         """Choose the default MLLM for this machine and check that every in-process model
-        can be loaded and fits, before any weight is downloaded (only an unknown hub id's
-        ``config.json`` is fetched).
-
-        Raises UserError when they would not fit (checked first), WeightsUnavailableError
-        naming every model that cannot be loaded (with the default MLLM's note in ``notes``).
-        """
-        from sam3_agent.backends import hub as hubs
-        from sam3_agent.backends import memory
-        from sam3_agent.backends.torch_runtime import auto_dtype_name, resolve_device
-
+        fits (UserError, first) and can be loaded (WeightsUnavailableError naming each, with
+        the default's note); only an unknown hub id's ``config.json`` is fetched."""
         choice = self.chat_choice() if chat else None
         mllm_here = choice is not None and choice.kind == "hf"
         sam3_here = self.sam3_url is None
@@ -272,13 +252,11 @@ class BackendSpec:
         return ModelPlan(spec, note)
 
     def build_segmenter(self) -> Segmenter:
-        """SAM 3 in this process, or the client of the service at ``sam3_url``."""
         from sam3_agent.backends.segmenters import build_segmenter
 
         return build_segmenter(**self._sam3_options(), cache_size=self.sam3_cache_size)
 
     def build_video_segmenter(self) -> VideoSegmenter:
-        """SAM 3's video model in this process, or the client of the service at ``sam3_url``."""
         from sam3_agent.backends.segmenters import build_video_segmenter
 
         return build_video_segmenter(**self._sam3_options(), cache_bytes=self.video_cache_mb * MIB)

@@ -1,9 +1,7 @@
-"""Device and dtype choices shared by the in-process backends. The name checks need no
-torch, so a bad setting is refused before anything heavy is imported."""
+"""Device and dtype choices of the in-process backends; the name checks need no torch."""
 
 from __future__ import annotations
 
-import os
 import re
 from typing import TYPE_CHECKING
 
@@ -44,8 +42,7 @@ def resolve_device(device: str) -> torch.device:
 
 
 def cpu_supports_bfloat16() -> bool:
-    """Whether this CPU computes bfloat16 natively (AVX512-BF16 / AMX on x86, as oneDNN
-    reports it). Elsewhere bfloat16 still runs, but emulated and several times slower."""
+    """Whether this CPU computes bfloat16 natively (as oneDNN reports it; else emulated)."""
     import torch
 
     try:
@@ -55,11 +52,8 @@ def cpu_supports_bfloat16() -> bool:
 
 
 def auto_dtype_name(device_type: str) -> str:
-    """What ``auto`` dtype means on a device type: bfloat16 on CUDA and on a CPU that
-    computes it natively, else float32 (emulated bfloat16 would be slow)."""
-    if device_type == "cuda":
-        return "bfloat16"
-    if device_type == "cpu" and cpu_supports_bfloat16():
+    """``auto``: bfloat16 on CUDA and on a CPU that computes it natively, else float32."""
+    if device_type == "cuda" or (device_type == "cpu" and cpu_supports_bfloat16()):
         return "bfloat16"
     return "float32"
 
@@ -76,8 +70,3 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
         "float16": torch.float16,
     }
     return dtypes[dtype]
-
-
-def hub_offline() -> bool:
-    """Whether ``HF_HUB_OFFLINE`` is set now (huggingface_hub reads it only at import)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}

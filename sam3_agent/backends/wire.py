@@ -1,12 +1,6 @@
-"""Compact, copy-free encodings of what crosses the wire between agent and service.
-
-* Images: raw RGB bytes (:data:`RAW_RGB_MIME`). Measured at 4000x3000 on 2 cores
-  (``python -m scripts.bench wire``), a level-1 PNG takes seconds to encode for ~55% of the
-  bytes; raw bytes cost nothing, so on a LAN they arrive sooner.
-* Masks: COCO RLE runs down the columns, but SAM 3's masks are row-major, so
-  ``rle_order="rows"`` sends the RLE of each mask's transpose (``size`` ``[W, H]``), encoded
-  from the model's layout and decoded back into it with no copy on either side.
-"""
+"""Copy-free encodings between agent and service: images as raw RGB (a level-1 PNG of 12 MP
+takes seconds for ~55% of the bytes: ``python -m scripts.bench wire``); row-major masks as the
+COCO RLE of their transpose (``rle_order="rows"``), with no copy on either side."""
 
 from __future__ import annotations
 
@@ -17,17 +11,9 @@ import numpy as np
 import numpy.typing as npt
 from pycocotools import mask as mask_utils
 
-from sam3_agent.backends.schemas import RAW_RGB_MIME, RleOrder
+from sam3_agent.backends.schemas import RAW_RGB_MIME as RAW_RGB_MIME
+from sam3_agent.backends.schemas import RleOrder
 from sam3_agent.values.rle import encode_rle
-
-__all__ = [
-    "RAW_RGB_MIME",
-    "RleOrder",
-    "decode_masks",
-    "decode_raw",
-    "encode_masks",
-    "encode_raw",
-]
 
 BoolMasks = npt.NDArray[np.bool_]
 

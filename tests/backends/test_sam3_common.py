@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -13,8 +13,7 @@ import pytest
 from sam3_agent.backends import sam3_common, service_client
 from sam3_agent.backends.retry import RetryPolicy
 from sam3_agent.backends.sam3_local import Sam3Segmenter
-from sam3_agent.backends.sam3_remote import RemoteSegmenter
-from sam3_agent.backends.sam3_remote_video import RemoteVideoSegmenter
+from sam3_agent.backends.sam3_remote import RemoteSegmenter, RemoteVideoSegmenter
 from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
 from sam3_agent.values.errors import UserError, WeightsUnavailableError
 
@@ -99,10 +98,13 @@ def test_both_service_clients_build_their_connection_in_one_place(
 
 
 def test_phrase_readings_keep_the_most_recent_and_default_to_the_phrase() -> None:
-    readings = service_client.PhraseReadings()
-    assert readings.read("a dog") == "a dog"
-    readings.remember("a dog", "a do")
+    handle = service_client.RemoteHandle(cast(Any, None))
+    assert handle.used_phrase("a dog") == "a dog"
+    handle._remember("a dog", "a dog", "a do")
+    assert handle.used_phrase("a dog") == "a do"
+    handle._remember("a cat", "a cat", None)  # not reported: as sent
+    assert handle.used_phrase("a cat") == "a cat"
     for n in range(service_client._KNOWN_PHRASES):
-        readings.remember(f"p{n}", f"q{n}")
-    assert readings.read("a dog") == "a dog"  # evicted, least recently remembered
-    assert readings.read("p0") == "q0"
+        handle._remember(f"p{n}", f"p{n}", f"q{n}")
+    assert handle.used_phrase("a dog") == "a dog"  # evicted, least recently remembered
+    assert handle.used_phrase("p0") == "q0"

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from sam3_agent.backends.base import ImageEmbedding, Segmenter
 from sam3_agent.backends.sam3_common import preshrink
-from sam3_agent.backends.sam3_local import Sam3Segmenter
-from sam3_agent.backends.sam3_masks import upsample_masks
+from sam3_agent.backends.sam3_local import Sam3Segmenter, upsample_masks
 from sam3_agent.backends.segment_args import clean_phrase
 from sam3_agent.backends.segmenters import build_segmenter
 from sam3_agent.backends.torch_runtime import auto_dtype_name

@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import Sam3VideoModel, Sam3VideoProcessor, Sam3ViTModel
 
-from sam3_agent.backends import sam3_video_session
+from sam3_agent.backends import sam3_video
 from sam3_agent.backends.base import VideoEmbedding, VideoSegmenter
 from sam3_agent.backends.sam3_video import (
     DEFAULT_FEATURE_CACHE_BYTES,
@@ -231,7 +231,7 @@ def test_session_state_stays_bounded_as_the_clip_grows(
     assert max(tensors[12:]) <= max(tensors[:12])
 
     # The same count sees the growth when nothing is trimmed.
-    monkeypatch.setattr(sam3_video_session, "trim_session", lambda *args: None)
+    monkeypatch.setattr(sam3_video, "trim_session", lambda *args: None)
     untrimmed = [t for _, t in _counts_per_frame(segmenter, video)]
     assert untrimmed[-1] > 2 * max(tensors)
 

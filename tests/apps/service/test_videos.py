@@ -29,7 +29,7 @@ from sam3_agent.apps.service import server as service_server
 from sam3_agent.apps.service.app import create_app
 from sam3_agent.apps.service.limits import ServiceLimits
 from sam3_agent.backends.base import VideoSegmenter
-from sam3_agent.backends.sam3_remote_video import RemoteVideoSegmenter
+from sam3_agent.backends.sam3_remote import RemoteVideoSegmenter
 from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
 from sam3_agent.backends.segmenters import build_video_segmenter
 from sam3_agent.backends.spec import BackendSpec
