@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sam3_agent.runs.batch.summary import BatchTotals
     from sam3_agent.runs.evaluation.report_parts import ReportFiles
     from sam3_agent.runs.evaluation.results import SampleResult
-    from sam3_agent.runs.evaluation.video.results import VideoSampleResult
+    from sam3_agent.runs.evaluation.results import VideoSampleResult
     from sam3_agent.runs.jobs.base import EngineOptions
     from sam3_agent.values.config import AgentConfig
 

@@ -1,4 +1,4 @@
-"""The record of one evaluated sample, as the run's results store keeps it."""
+"""The records of evaluated samples, image and video, as the run's results store keeps them."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sam3_agent.runs.evaluation.metrics import SampleScore, ScoredSample
+from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore
 from sam3_agent.runs.jobs.records import JobRecord
 
 
 @dataclass(frozen=True, kw_only=True)
 class EvalRecord(JobRecord):
-    """What an image and a video sample's record share: the sample's ``split``, ``tags``
-    (stored as a JSON list) and ``no_target``, for the metrics by split and tag."""
+    """What every sample's record holds beside the job's: ``split``, ``tags`` (stored as a
+    JSON list) and ``no_target``, for the metrics by split and tag."""
 
     split: str
     tags: tuple[str, ...]
@@ -31,15 +32,9 @@ class EvalRecord(JobRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class SampleResult(EvalRecord):
-    """One finished sample: a :class:`~sam3_agent.runs.jobs.records.JobRecord` and its score.
-
-    A sample that raised is scored as an empty prediction. ``time_s`` is the prediction's.
-
-    Attributes:
-        intersection, union, pred_area, gt_area: as
-            :class:`~sam3_agent.runs.evaluation.metrics.SampleScore` counts them.
-        ground_truth / ignore: COCO RLE of the target and the ignore region (for the gallery).
-    """
+    """One finished image sample and its pixel counts (as
+    :class:`~sam3_agent.runs.evaluation.metrics.SampleScore`); a sample that raised scores as
+    an empty prediction. ``ground_truth`` / ``ignore``: COCO RLE, for the gallery."""
 
     intersection: int
     union: int
@@ -57,7 +52,23 @@ class SampleResult(EvalRecord):
         return self.score.iou
 
     def scored(self) -> ScoredSample:
-        """The view :mod:`~sam3_agent.runs.evaluation.metrics` works on."""
         return ScoredSample(
             self.id, self.split, self.tags, self.no_target, self.score, self.failed, self.failure
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class VideoSampleResult(EvalRecord):
+    """One finished video sample: mean ``j`` and ``f`` over its annotated frames, in
+    ``[0, 1]`` (a failure or no track: empty on every frame). ``image_path`` is the frame
+    folder; the selected tracks are in the sample's ``result.json``; ``frames_used``: frames
+    tracked (0 when the video could not be opened)."""
+
+    j: float
+    f: float
+    frames_scored: int
+    frames_used: int = 0
+
+    def scored(self) -> ScoredVideo:
+        score = VideoScore(j=self.j, f=self.f, frames=self.frames_scored)
+        return ScoredVideo(self.id, self.tags, score, self.failed, self.failure)
