@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY
+from sam3_agent.runs.evaluation.handler import EvalWorkerFactory
 from sam3_agent.runs.evaluation.report import report_runs
 from sam3_agent.runs.evaluation.report_parts import ReportFiles
-from sam3_agent.runs.evaluation.results import SampleResult
+from sam3_agent.runs.evaluation.results import SampleResult, VideoSampleResult
 from sam3_agent.runs.evaluation.selection import EvalSet, Loaded, VideoEvalSet
-from sam3_agent.runs.evaluation.results import VideoSampleResult
-from sam3_agent.runs.evaluation.handler import EvalWorkerFactory
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_in_directory
 from sam3_agent.runs.jobs.engines import build_engine

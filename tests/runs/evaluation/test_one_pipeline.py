@@ -9,14 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sam3_agent.runs.evaluation.handler import EvalHandler, SampleHandler
+from sam3_agent.runs.evaluation.handler import (
+    EvalHandler,
+    EvalWorkerFactory,
+    SampleHandler,
+    VideoEvalHandler,
+)
 from sam3_agent.runs.evaluation.report import report_runs
 from sam3_agent.runs.evaluation.run import evaluate
 from sam3_agent.runs.evaluation.running import running_metrics
 from sam3_agent.runs.evaluation.selection import VideoEvalSet
-from sam3_agent.runs.evaluation.handler import VideoEvalHandler
 from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore, breakdown
-from sam3_agent.runs.evaluation.handler import EvalWorkerFactory
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from tests.support.video_datasets import make_revos
 from tests.support.video_eval_fixtures import FakeVideoBackends

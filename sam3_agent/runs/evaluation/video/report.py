@@ -37,9 +37,9 @@ from sam3_agent.runs.evaluation.report_parts import (
     write_markdown,
     write_metrics,
 )
+from sam3_agent.runs.evaluation.results import VideoSampleResult
 from sam3_agent.runs.evaluation.video.metrics import VideoBreakdown, VideoSummary, breakdown
 from sam3_agent.runs.evaluation.video.published import video_published_for
-from sam3_agent.runs.evaluation.results import VideoSampleResult
 from sam3_agent.values.version import __version__
 
 logger = logging.getLogger(__name__)

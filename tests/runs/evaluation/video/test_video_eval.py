@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sam3_agent.runs.evaluation.handler import VideoPrediction, score_prediction
 from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.results import VideoSampleResult
 from sam3_agent.runs.evaluation.run import EvalSet, evaluate
 from sam3_agent.runs.evaluation.samples import GroundTruth
 from sam3_agent.runs.evaluation.selection import VideoEvalSet, select_shard
 from sam3_agent.runs.evaluation.video.datasets import VideoSample, load_video_samples
-from sam3_agent.runs.evaluation.handler import VideoPrediction, score_prediction
 from sam3_agent.runs.evaluation.video.report import write_video_report
-from sam3_agent.runs.evaluation.results import VideoSampleResult
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name, reading
 from sam3_agent.values.config import VideoOptions
