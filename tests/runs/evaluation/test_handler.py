@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
 from sam3_agent.runs.evaluation.handler import evaluate_samples
 from sam3_agent.runs.evaluation.metrics import breakdown
-from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.report import report_runs
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.evaluation.selection import parse_shard, select_shard, shard_of
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
@@ -289,7 +289,7 @@ def test_grefcoco_precision_counts_target_samples_only(tmp_path: Path) -> None:
     assert b.overall.precision == {t: 0.5 for t in (0.5, 0.6, 0.7, 0.8, 0.9)}
     assert b.tags["target"].precision == b.overall.precision
     assert b.tags["no-target"].precision is None
-    files = write_report([tmp_path / "run"], tmp_path / "report")
+    files = report_runs([tmp_path / "run"], tmp_path / "report")
     doc = json.loads(files.metrics_json.read_text())
     assert doc["methods"][0]["metrics"]["tags"]["no-target"]["precision"] is None
     assert "% of target samples with IoU at or above the threshold" in files.report_md.read_text()

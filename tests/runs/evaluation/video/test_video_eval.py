@@ -16,13 +16,12 @@ import numpy as np
 import pytest
 
 from sam3_agent.runs.evaluation.handler import VideoPrediction, score_prediction
-from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.report import report_runs
 from sam3_agent.runs.evaluation.results import VideoSampleResult
 from sam3_agent.runs.evaluation.run import EvalSet, evaluate
 from sam3_agent.runs.evaluation.samples import GroundTruth
 from sam3_agent.runs.evaluation.selection import VideoEvalSet, select_shard
 from sam3_agent.runs.evaluation.video.datasets import VideoSample, load_video_samples
-from sam3_agent.runs.evaluation.video.report import write_video_report
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name, reading
 from sam3_agent.values.config import VideoOptions
@@ -205,7 +204,7 @@ def test_shards_split_by_video_and_merge_to_the_whole_run(tmp_path: Path) -> Non
         assert not {s.video for s in shard} & {s.video for s in samples if s not in shard}
     for i in range(2):
         evaluate(VideoEvalSet("revos", root, shard=(i, 2)), tmp_path / f"s{i}", FakeVideoBackends())
-    merged = write_video_report([tmp_path / "s0", tmp_path / "s1"], tmp_path / "merged")
+    merged = report_runs([tmp_path / "s0", tmp_path / "s1"], tmp_path / "merged")
     assert len(merged.methods) == 1
     assert metrics(tmp_path / "merged") == metrics(whole)
     assert merged.comparisons[0].coverage.text == "12/12 (100%)"
@@ -261,15 +260,6 @@ def test_bad_selections_are_one_line_user_errors(tmp_path: Path) -> None:
         evaluate(
             VideoEvalSet("revos", root), tmp_path / "run", FakeVideoBackends(), mode="sam3-only"
         )
-
-
-def test_the_image_report_refuses_a_video_run_by_name(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    evaluate(
-        VideoEvalSet("revos", make_revos(tmp_path / "data"), limit=1), run, FakeVideoBackends()
-    )
-    with pytest.raises(UserError, match="holds an evaluation of videos, not of images"):
-        write_report([run], tmp_path / "report")
 
 
 def test_other_video_options_are_refused_on_resume(tmp_path: Path) -> None:
