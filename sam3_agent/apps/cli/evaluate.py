@@ -33,8 +33,14 @@ from sam3_agent.apps.cli.jobs import (
 )
 from sam3_agent.apps.cli.progress import make_progress
 from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS, VIDEO_DATASETS, check_options
-from sam3_agent.runs.evaluation.presets import PRESETS, apply_preset, get_preset
+from sam3_agent.runs.evaluation.catalog import (
+    IMAGE_DATASETS,
+    PRESETS,
+    VIDEO_DATASETS,
+    apply_preset,
+    check_options,
+    get_preset,
+)
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.values.config import AgentConfig
 
