@@ -81,14 +81,13 @@ class VideoPrediction(Outcome):
 
 
 class Predictor(Protocol):
-    """Answers one query on one image; ``model`` names what predicts, for settings and reports."""
+    """Segments ``query`` on an ``(H, W, 3)`` uint8 image (artifacts may go to ``output_dir``);
+    ``model`` names what predicts, for settings and reports."""
 
     @property
     def model(self) -> str: ...
 
-    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
-        """Segment ``query`` on an ``(H, W, 3)`` uint8 image; artifacts may go to ``output_dir``."""
-        ...
+    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction: ...
 
 
 class VideoPredictor(Protocol):
@@ -136,17 +135,14 @@ class Sam3OnlyPredictor:
     model: str
     config: AgentConfig = field(default_factory=AgentConfig, kw_only=True)
 
-    def _predict_sync(self, image: RGBImage, query: str) -> Prediction:
-        kept = segment_only(self.segmenter, image, query, config=self.config).detections
-        if len(kept) == 0:
-            return Prediction(outcome={"status": "no_mask"}, extra={"masks": 0})
-        return Prediction(
-            outcome={"status": "masks"}, mask=kept.union(), extra={"masks": len(kept)}
-        )
-
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
         # The segmenter is synchronous and heavy: keep the event loop free for other samples.
-        return await asyncio.to_thread(self._predict_sync, image, query)
+        result = await asyncio.to_thread(
+            segment_only, self.segmenter, image, query, config=self.config
+        )
+        kept = result.detections
+        status, mask = ("masks", kept.union()) if len(kept) else ("no_mask", None)
+        return Prediction(outcome={"status": status}, mask=mask, extra={"masks": len(kept)})
 
 
 def frame_positions(video: VideoSource) -> dict[str, int]:

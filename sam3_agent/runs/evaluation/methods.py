@@ -222,10 +222,9 @@ def _merge(run_dirs: Sequence[Path], record: type[Any], method: type[Any]) -> li
         key_config = {k: v for k, v in config.items() if k not in MERGED_KEYS}
         group = groups.setdefault(
             json.dumps(key_config, sort_keys=True),
-            {"config": key_config, "dirs": [], "results": {}, "planned": 0, "splits": {}},
+            {"config": key_config, "dirs": [], "results": {}, "splits": {}},
         )
         group["dirs"].append(run_dir)
-        group["planned"] = _add(group["planned"], planned)
         group["splits"].setdefault(str(config.get("split", "?")), []).append((planned, population))
         for r in results:
             if r.id in group["results"]:
@@ -244,31 +243,24 @@ def _merge(run_dirs: Sequence[Path], record: type[Any], method: type[Any]) -> li
         if labels[key] > 1:
             label = f"{label} [{labels[key]}]"
         splits = group["splits"].items()
+        planned_by_split = {split: _total(p for p, _ in dirs) for split, dirs in splits}
         methods.append(
             method(
                 label=label,
                 config=group["config"],
                 run_dirs=group["dirs"],
                 results=sorted(group["results"].values(), key=lambda r: r.id),
-                planned=group["planned"],
+                planned=_total(planned_by_split.values()),
                 populations={split: _one_population(split, dirs) for split, dirs in splits},
-                planned_by_split={
-                    split: _sum_planned(p for p, _ in dirs) for split, dirs in splits
-                },
+                planned_by_split=planned_by_split,
             )
         )
     return methods
 
 
-def _add(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else a + b
-
-
-def _sum_planned(planned: Iterable[int | None]) -> int | None:
-    total: int | None = 0
-    for p in planned:
-        total = _add(total, p)
-    return total
+def _total(planned: Iterable[int | None]) -> int | None:
+    counts = list(planned)
+    return None if None in counts else sum(c for c in counts if c is not None)
 
 
 def _one_population(
