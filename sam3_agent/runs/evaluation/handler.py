@@ -214,31 +214,11 @@ S = TypeVar("S", bound=Job)
 RR = TypeVar("RR", bound=EvalRecord)
 
 
-@dataclass(frozen=True)
-class Attempt(Generic[P]):
-    """One sample's prediction; ``infra_error``: it stands for what the predictor raised.
-    ``elapsed`` in seconds; ``rel_dir`` relative to the run directory."""
-
-    prediction: P
-    infra_error: bool
-    elapsed: float
-    rel_dir: Path
-
-    def record_fields(self) -> dict[str, Any]:
-        p = self.prediction
-        return {
-            **p.outcome,
-            "time_s": round(self.elapsed, 4),
-            "infra_error": self.infra_error,
-            "artifacts": str(self.rel_dir) if p.artifacts is not None else None,
-            "extra": p.extra,
-        }
-
-
 class SampleHandler(ABC, Generic[S, P, RR]):
     """Evaluates samples of one medium on one worker (this process or a Ray actor).
     Whatever :meth:`predict` raises becomes :meth:`failed`; :meth:`record` scores in a
-    worker thread and may raise ``DatasetError`` (the run stops)."""
+    worker thread, given the record's outcome and cost ``fields``, and may raise
+    ``DatasetError`` (the run stops)."""
 
     run_dir: Path
 
@@ -249,7 +229,7 @@ class SampleHandler(ABC, Generic[S, P, RR]):
     def failed(self, failure: str) -> P: ...
 
     @abstractmethod
-    def record(self, sample: S, done: Attempt[P]) -> RR: ...
+    def record(self, sample: S, prediction: P, fields: dict[str, Any]) -> RR: ...
 
     async def run(self, job: S, images: ImageSource) -> RR:
         rel_dir = Path(SAMPLES_DIR) / job_dir_name(job.id)
@@ -258,8 +238,14 @@ class SampleHandler(ABC, Generic[S, P, RR]):
             prediction, infra_error = await self.predict(job, images, self.run_dir / rel_dir), False
         except BaseException as e:
             prediction, infra_error = self.failed(job_failure("sample", job.id, e)), True
-        done = Attempt(prediction, infra_error, time.perf_counter() - started, rel_dir)
-        return await asyncio.to_thread(self.record, job, done)
+        fields = {
+            **prediction.outcome,
+            "time_s": round(time.perf_counter() - started, 4),
+            "infra_error": infra_error,
+            "artifacts": str(rel_dir) if prediction.artifacts is not None else None,
+            "extra": prediction.extra,
+        }
+        return await asyncio.to_thread(self.record, job, prediction, fields)
 
     def release(self, digest: str) -> None:
         return None
@@ -284,9 +270,11 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
     def failed(self, failure: str) -> Prediction:
         return Prediction(outcome={"status": "failed", "failure": failure})
 
-    def record(self, sample: Sample, done: Attempt[Prediction]) -> SampleResult:
+    def record(
+        self, sample: Sample, prediction: Prediction, fields: dict[str, Any]
+    ) -> SampleResult:
         gt = sample.load_gt()
-        mask = done.prediction.mask
+        mask = prediction.mask
         if mask is not None and mask.shape != gt.image_size:
             raise DatasetError(
                 f"sample {sample.id}: image {sample.image_path} is {mask.shape[0]}x"
@@ -297,7 +285,7 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
         score = score_mask(pred, gt.mask, gt.ignore)
         return SampleResult(
             id=sample.id, split=sample.split, tags=sample.tags, no_target=sample.no_target,
-            image_path=str(sample.image_path), query=sample.query, **done.record_fields(),
+            image_path=str(sample.image_path), query=sample.query, **fields,
             intersection=score.intersection, union=score.union, pred_area=score.pred_area,
             gt_area=score.gt_area, prediction=_rle_or_none(pred),
             ground_truth=_rle_or_none(gt.mask), ignore=_rle_or_none(gt.ignore),
@@ -323,13 +311,15 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleRe
     def failed(self, failure: str) -> VideoPrediction:
         return VideoPrediction(outcome={"status": "failed", "failure": failure})
 
-    def record(self, sample: VideoSample, done: Attempt[VideoPrediction]) -> VideoSampleResult:
-        score = score_prediction(sample, done.prediction)
+    def record(
+        self, sample: VideoSample, prediction: VideoPrediction, fields: dict[str, Any]
+    ) -> VideoSampleResult:
+        score = score_prediction(sample, prediction)
         return VideoSampleResult(
             id=sample.id, image_path=str(sample.frames_dir), query=sample.query,
             split=sample.split, tags=sample.tags, no_target=sample.no_target,
-            **done.record_fields(), j=score.j, f=score.f, frames_scored=score.frames,
-            frames_used=done.prediction.frames_used,
+            **fields, j=score.j, f=score.f, frames_scored=score.frames,
+            frames_used=prediction.frames_used,
         )  # fmt: skip
 
 

@@ -1,6 +1,5 @@
-"""Running figures, accumulated one finished sample at a time, for a progress display:
-gIoU and cIoU of an image run, J, F and J&F of a video run (:func:`running_metrics` chooses
-by the dataset). Each lists its figures by name (:meth:`RunningMetrics.figures`)."""
+"""Running figures for a progress display, one finished sample at a time: gIoU and cIoU of
+an image run, J, F and J&F (the dataset's official overall) of a video run."""
 
 from __future__ import annotations
 
@@ -12,14 +11,11 @@ from sam3_agent.runs.evaluation.video.metrics import ScoredVideo
 
 
 class RunningMetrics:
-    """gIoU, cIoU and failures accumulated one sample at a time (for a progress display)."""
+    """gIoU, cIoU and failures so far."""
 
     def __init__(self) -> None:
-        self.count = 0
-        self.failed = 0
+        self.count = self.failed = self._sum_i = self._sum_u = 0
         self._iou_sum = 0.0
-        self._sum_i = 0
-        self._sum_u = 0
 
     def add(self, sample: ScoredSample) -> None:
         self.count += 1
@@ -42,9 +38,8 @@ class RunningMetrics:
 
 
 class RunningVideoMetrics:
-    """J, F and J&F and failures accumulated one sample at a time (for a progress display):
-    the dataset's official overall (``overall_from``: the mean of those tags' means, as for
-    ReVOS), else the mean over every sample."""
+    """J, F, J&F and failures so far: the mean of the ``overall_from`` tags' means (ReVOS),
+    else the mean over every sample."""
 
     def __init__(self, overall_from: Sequence[str] | None = None) -> None:
         self.overall_from = overall_from
@@ -71,9 +66,6 @@ class RunningVideoMetrics:
 
 
 def running_metrics(dataset: str) -> RunningMetrics | RunningVideoMetrics:
-    """The running figures a progress display shows for ``dataset``: gIoU and cIoU for an
-    image dataset, J, F and J&F (its official overall) for a video one."""
+    """The running figures a progress display shows for ``dataset``."""
     info = VIDEO_DATASETS.get(dataset)
-    if info is None:
-        return RunningMetrics()
-    return RunningVideoMetrics(info.overall_from)
+    return RunningMetrics() if info is None else RunningVideoMetrics(info.overall_from)
