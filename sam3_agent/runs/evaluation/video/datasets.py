@@ -168,24 +168,15 @@ def _davis_tags(exp_id: str) -> tuple[str, ...]:
     """ReferFormer's converter writes each object's expressions in this order."""
     if not exp_id.isdigit():
         return ()
-    return (
-        ("annotator-1", "first-frame"),
-        ("annotator-1", "full-video"),
-        ("annotator-2", "first-frame"),
-        ("annotator-2", "full-video"),
-    )[int(exp_id) % 4]
+    k = int(exp_id) % 4
+    return f"annotator-{k // 2 + 1}", ("first-frame", "full-video")[k % 2]
 
 
 def _palette_samples(
-    root: Path,
-    split: str,
-    info: VideoDatasetInfo,
-    meta: Path,
-    videos: Mapping[str, Mapping[str, Any]],
-    *,
-    void: int | None,
+    root: Path, split: str, info: VideoDatasetInfo, meta: Path,
+    videos: Mapping[str, Mapping[str, Any]], *, void: int | None,
     tag: Callable[[str], tuple[str, ...]],
-) -> list[VideoSample]:
+) -> list[VideoSample]:  # fmt: skip
     images = root / split / "JPEGImages"
     no_gt = info.no_public_ground_truth.get(split)
     annotations = root / split / "Annotations"
@@ -199,13 +190,9 @@ def _palette_samples(
             frames_dir = frames_dir_of(images, vid, sid)
             source = None
             if no_gt is None:
+                obj = object_id(exp.get("obj_id"), meta, sid)
                 source = PaletteMasks(
-                    annotations / vid,
-                    frames,
-                    object_id(exp.get("obj_id"), meta, sid),
-                    frames_dir / frames[0],
-                    sid,
-                    void,
+                    annotations / vid, frames, obj, frames_dir / frames[0], sid, void
                 )
             query = text_of(exp, "exp", meta, sid)
             samples.append(
@@ -242,13 +229,9 @@ def _revos_tag(exp: Mapping[str, Any], anno_ids: Sequence[str]) -> tuple[str, ..
 
 
 def _rle_samples(
-    split: str,
-    info: VideoDatasetInfo,
-    meta: Path,
-    base: Path,
-    *,
+    split: str, info: VideoDatasetInfo, meta: Path, base: Path, *,
     tag: Callable[[Mapping[str, Any], Sequence[str]], tuple[str, ...]],
-) -> list[VideoSample]:
+) -> list[VideoSample]:  # fmt: skip
     images, mask_dict = base / "JPEGImages", base / "mask_dict.json"
     no_gt = info.no_public_ground_truth.get(split)
     listed = []
@@ -271,13 +254,8 @@ def _rle_samples(
                         f"{mask_dict} (sample {sid}): anno_id {anno} has "
                         f"{len(tracks[anno])} frames, the video {len(frames)}"
                     )
-            source = RleMasks(
-                tuple(tracks[a] for a in anno_ids),
-                len(frames),
-                frames_dir / frames[0],
-                mask_dict,
-                sid,
-            )
+            masks = tuple(tracks[a] for a in anno_ids)
+            source = RleMasks(masks, len(frames), frames_dir / frames[0], mask_dict, sid)
         query = text_of(exp, "exp", meta, sid)
         samples.append(
             _sample(info, split, vid, exp_id, frames_dir, frames, query,
