@@ -84,17 +84,6 @@ def video_split(dataset: str, split: str | None) -> tuple[VideoDatasetInfo, str]
     return info, split
 
 
-def is_video_dataset(name: str) -> bool:
-    """Whether ``name`` is one of :data:`VIDEO_DATASETS`."""
-    return name in VIDEO_DATASETS
-
-
-def default_split(name: str) -> str | None:
-    """The split a video dataset is evaluated on when none is named; None for other names."""
-    info = VIDEO_DATASETS.get(name)
-    return None if info is None else info.default_split
-
-
 def dataset_title(name: str) -> str:
     """``name`` as papers print it (an unknown name as it is)."""
     info = VIDEO_DATASETS.get(name)
@@ -111,20 +100,17 @@ def check_options(
 ) -> None:  # fmt: skip
     """Refuse, by setting, what does not apply to ``dataset``: the image options and the
     frame selection for a video dataset, the video settings (not at their defaults) for an
-    image one.
-    """
+    image one."""
     given: list[tuple[object, object, str]] = [
         (frames, FrameSelection(), n) for n in FRAME_SETTINGS
     ]
     given += [
         (options, VideoOptions(), n) for n in ("frames_shown", "check_frames", "uncertain_looks")
     ]
-    changed = [
-        name for value, default, name in given if getattr(value, name) != getattr(default, name)
-    ]
+    changed = [n for value, default, n in given if getattr(value, n) != getattr(default, n)]
     if video_cache_mb != DEFAULT_VIDEO_CACHE_MB:
         changed.append("video_cache_mb")
-    if not is_video_dataset(dataset):
+    if dataset not in VIDEO_DATASETS:
         if changed:
             raise UserError(f"`{changed[0]}` applies to video datasets")
         return
@@ -201,7 +187,8 @@ def apply_preset(
     if preset is None:
         if dataset is None:
             raise UserError("say what to evaluate: `dataset='NAME'` (or `preset='NAME'`)")
-        return dataset, split or default_split(dataset) or "val", mode or "agent"
+        info = VIDEO_DATASETS.get(dataset)
+        return dataset, split or (info.default_split if info else "val"), mode or "agent"
     for name, given, fixed in (
         ("dataset", dataset, preset.dataset),
         ("split", split, preset.split),

@@ -23,7 +23,7 @@ from sam3_agent.agent.sam3_only import segment_only
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.backends.base import ChatModel, Segmenter
-from sam3_agent.media.video import VideoSource, open_video
+from sam3_agent.media.video import open_video
 from sam3_agent.runs.evaluation.datasets import Sample
 from sam3_agent.runs.evaluation.metrics import score_mask
 from sam3_agent.runs.evaluation.results import EvalRecord, SampleResult, VideoSampleResult
@@ -145,14 +145,6 @@ class Sam3OnlyPredictor:
         return Prediction(outcome={"status": status}, mask=mask, extra={"masks": len(kept)})
 
 
-def frame_positions(video: VideoSource) -> dict[str, int]:
-    """Frame file stem -> position among the frames ``video`` uses (a frame folder)."""
-    positions: dict[str, int] = {}
-    for position, index in enumerate(video.indices):
-        positions.setdefault(Path(video.frame_names[index]).stem, position)
-    return positions
-
-
 @dataclass(frozen=True)
 class VideoAgentPredictor:
     """The video agent on the sample's frame folder, every frame. Writes ``result.json``,
@@ -170,10 +162,13 @@ class VideoAgentPredictor:
         )
         result = await self.agent.arun(video, sample.query, output_dir=output_dir)
         selected = result.status == "masks" and len(result.tracks) > 0
+        positions: dict[str, int] = {}  # frame file stem -> position among those tracked
+        for position, index in enumerate(video.indices):
+            positions.setdefault(Path(video.frame_names[index]).stem, position)
         return VideoPrediction(
             outcome=agent_outcome(result),
             tracks=result.tracks if selected else None,
-            positions=frame_positions(video),
+            positions=positions,
             frames_used=video.frame_count,
             artifacts=output_dir,
             extra={**agent_details(result), "tracks": len(result.tracks) if selected else 0},

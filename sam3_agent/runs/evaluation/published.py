@@ -37,25 +37,21 @@ class PublishedResult:
         return f"{self.method}, {self.model} (published)"
 
 
-_QWEN25_7B = ("Qwen2.5-VL 7B", ("qwen2.5-vl-7b",))
-_QWEN3_8B_THINKING = ("Qwen3-VL 8B Thinking", ("qwen3-vl-8b-thinking",))
-_GEMINI_25_PRO = ("Gemini 2.5 Pro", ("gemini-2.5-pro",))
+_QWEN25, _QWEN3, _GEMINI = "Qwen2.5-VL 7B", "Qwen3-VL 8B Thinking", "Gemini 2.5 Pro"
+_PREFIX = {_QWEN25: "qwen2.5-vl-7b", _QWEN3: "qwen3-vl-8b-thinking", _GEMINI: "gemini-2.5-pro"}
 
-
-def _row(
-    model: tuple[str, tuple[str, ...]], dataset: str, split: str, metric: Metric, value: float
-) -> PublishedResult:
-    return PublishedResult(model[0], model[1], dataset, split, metric, value, SAM3_PAPER)
-
-
-PUBLISHED: tuple[PublishedResult, ...] = (
-    _row(_QWEN25_7B, "reasonseg", "val", "gIoU", 62.2),
-    _row(_QWEN25_7B, "reasonseg", "test", "gIoU", 63.0),
-    _row(_QWEN3_8B_THINKING, "reasonseg", "val", "gIoU", 68.5),
-    _row(_QWEN3_8B_THINKING, "reasonseg", "test", "gIoU", 70.2),
-    _row(_GEMINI_25_PRO, "reasonseg", "val", "gIoU", 77.0),
-    _row(_GEMINI_25_PRO, "reasonseg", "test", "gIoU", 74.0),
-    _row(_GEMINI_25_PRO, "refcoco+", "val", "cIoU", 67.3),
+_ROWS: tuple[tuple[str, str, str, Metric, float], ...] = (
+    (_QWEN25, "reasonseg", "val", "gIoU", 62.2),
+    (_QWEN25, "reasonseg", "test", "gIoU", 63.0),
+    (_QWEN3, "reasonseg", "val", "gIoU", 68.5),
+    (_QWEN3, "reasonseg", "test", "gIoU", 70.2),
+    (_GEMINI, "reasonseg", "val", "gIoU", 77.0),
+    (_GEMINI, "reasonseg", "test", "gIoU", 74.0),
+    (_GEMINI, "refcoco+", "val", "cIoU", 67.3),
+)
+PUBLISHED: tuple[PublishedResult, ...] = tuple(
+    PublishedResult(model, (_PREFIX[model],), dataset, split, metric, value, SAM3_PAPER)
+    for model, dataset, split, metric, value in _ROWS
 )
 
 

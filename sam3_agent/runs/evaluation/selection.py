@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from sam3_agent.runs.evaluation.catalog import is_video_dataset, video_split
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS, video_split
 from sam3_agent.runs.evaluation.coverage import Population
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
 from sam3_agent.runs.evaluation.methods import KIND_KEY, VIDEO
@@ -44,23 +44,21 @@ class EvalSet:
     preset: str | None = None
 
     def load(self) -> Loaded[Sample]:
-        index, count = _checked_shard(self.shard)
-        if is_video_dataset(self.dataset):
+        _checked_shard(self.shard)
+        if self.dataset in VIDEO_DATASETS:
             raise UserError(f"{self.dataset} is a video dataset: evaluate it with a VideoEvalSet")
         whole = load_samples(
             self.dataset, self.root, self.split, images=self.images, all_texts=self.all_texts
         )
-        samples = whole if self.limit is None else whole[: self.limit]
-        return Loaded(select_shard(samples, index, count), Population.of(whole))
+        return _loaded(whole, self.limit, self.shard)
 
     def identity(self, mode: str) -> dict[str, Any]:
-        index, count = self.shard
         return {
             "dataset": self.dataset,
             "split": self.split,
             "mode": mode,
             "all_texts": self.all_texts,
-            "shard": f"{index}/{count}" if count > 1 else None,
+            "shard": _shard_name(self.shard),
             # Only when given: runs made before presets existed keep their identity.
             **({"preset": self.preset} if self.preset else {}),
         }
@@ -98,18 +96,15 @@ class VideoEvalSet:
 
     def load(self) -> Loaded[VideoSample]:
         whole = load_video_samples(self.dataset, self.root, self.split_name)
-        samples = whole if self.limit is None else whole[: self.limit]
-        index, count = self.shard
-        return Loaded(select_shard(samples, index, count), Population.of(whole))
+        return _loaded(whole, self.limit, self.shard)
 
     def identity(self, mode: str) -> dict[str, Any]:
-        index, count = self.shard
         return {
             KIND_KEY: VIDEO,
             "dataset": self.dataset,
             "split": self.split_name,
             "mode": mode,
-            "shard": f"{index}/{count}" if count > 1 else None,
+            "shard": _shard_name(self.shard),
             **({"preset": self.preset} if self.preset else {}),
         }
 
@@ -126,11 +121,20 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def _checked_shard(shard: tuple[int, int]) -> tuple[int, int]:
+def _checked_shard(shard: tuple[int, int]) -> None:
     index, count = shard
     if count < 1 or not 0 <= index < count:
         raise UserError(f"`shard` i/n needs 0 <= i < n, got {index}/{count}")
-    return shard
+
+
+def _shard_name(shard: tuple[int, int]) -> str | None:
+    return f"{shard[0]}/{shard[1]}" if shard[1] > 1 else None
+
+
+def _loaded(whole: list[S], limit: int | None, shard: tuple[int, int]) -> Loaded[S]:
+    """The first ``limit`` samples of the split's, sharded, and the whole split's size."""
+    samples = whole if limit is None else whole[:limit]
+    return Loaded(select_shard(samples, *shard), Population.of(whole))
 
 
 def shard_of(sample: Job, count: int) -> int:
@@ -152,6 +156,6 @@ def eval_set(
     preset: str | None = None,
 ) -> EvalSet | VideoEvalSet:  # fmt: skip
     """The :class:`EvalSet` or :class:`VideoEvalSet` of ``dataset``."""
-    if is_video_dataset(dataset):
+    if dataset in VIDEO_DATASETS:
         return VideoEvalSet(dataset, root, split, limit, shard, preset)
     return EvalSet(dataset, root, split, images, all_texts, limit, shard, preset)
