@@ -1,6 +1,7 @@
 """The report over one or more run directories of one kind: ``metrics.json`` and
 ``report.md``, one row per method, one section per dataset; image runs also get the IoU
-histogram and the worst samples' gallery, video runs J, F and J&F (:mod:`.video.report`)."""
+histogram and the worst samples' gallery; video runs J, F and J&F per split and subset,
+beside AgentRVOS's figures (which name no MLLM: "beside", never "the same model")."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.evaluation.catalog import dataset_title
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS, dataset_title
 from sam3_agent.runs.evaluation.coverage import partial_text
 from sam3_agent.runs.evaluation.figures import (
     GALLERY_DIR,
@@ -21,6 +22,7 @@ from sam3_agent.runs.evaluation.figures import (
 from sam3_agent.runs.evaluation.methods import (
     VIDEO,
     Method,
+    VideoMethod,
     load_methods,
     ordered_splits,
     runs_kind,
@@ -42,7 +44,7 @@ from sam3_agent.runs.evaluation.report_parts import (
     write_markdown,
     write_metrics,
 )
-from sam3_agent.runs.evaluation.video import report as video
+from sam3_agent.runs.evaluation.video.metrics import VideoSummary
 
 IMAGE_INTRO = (
     "IoU per sample on the union of predicted masks (ignore pixels excluded; 1.0 when "
@@ -58,8 +60,8 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
     make_report_dir(out_dir)
     comparisons: Sequence[Compared]
     if kind == VIDEO:
-        comparisons = beside = video.compare_with_published(methods)
-        warning = video.partial_warning(beside)
+        comparisons = beside = compare_videos(methods)
+        warning = video_warning(beside)
     else:
         comparisons = compare_with_published(methods)
         warning = partial_warning(methods)
@@ -73,11 +75,11 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
     )
     by_dataset = {m.dataset: [n for n in methods if n.dataset == m.dataset] for m in methods}
     if kind == VIDEO:
-        sections = [line for d, ms in by_dataset.items() for line in video.dataset_section(d, ms)]
+        sections = [line for d, ms in by_dataset.items() for line in _video_section(d, ms)]
         report = write_markdown(
-            out_dir, "sam3-agent video evaluation report", video.INTRO, methods, sections, cell
+            out_dir, "sam3-agent video evaluation report", VIDEO_INTRO, methods, sections, cell
         )
-        summary = [line for m in methods for line in video.summary_lines(m)]
+        summary = [line for m in methods for line in _video_summary(m)]
         summary += [comparison_line(c, "beside") for c in comparisons]
         return ReportFiles(metrics_path, report, methods, comparisons, warning, summary)
     histogram = write_histogram(methods, out_dir / HISTOGRAM)
@@ -253,3 +255,131 @@ def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
                 coverage = m.coverage(r.split, r.tag)
                 comparisons.append(Comparison(m.label, r.split, r, 100 * value, coverage))
     return comparisons
+
+
+OVERALL = "overall"
+"""The subset column's name for a split's overall figures."""
+
+VIDEO_INTRO = (
+    "Per annotated frame, J is the region IoU and F the contour F-measure as the DAVIS "
+    "benchmark defines them (1.0 when prediction and target are both empty); a sample "
+    "scores their means over its frames, a group the mean over its samples, and "
+    "J&F = (J + F) / 2. The prediction at a frame is the union of the selected tracks. "
+    "Failed samples count as empty predictions."
+)
+
+
+@dataclass(frozen=True)
+class VideoComparison(Compared):
+    """A run's figure beside a published one of its dataset and split (on each of the run's
+    splits where the source states none)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "published_method": self.published.method,
+            "model": self.published.model,
+            "dataset": self.published.dataset,
+            "split": self.split,
+            "published_split": self.published.split or None,
+            "tag": self.published.tag,
+            **self.figures(),
+        }
+
+
+def compare_videos(methods: Sequence[VideoMethod]) -> list[VideoComparison]:
+    """Every published figure of a method's dataset beside the method's on the same split."""
+    comparisons = []
+    for m in methods:
+        for r in for_dataset(m.dataset):
+            for split in [r.split] if r.split else list(m.metrics):
+                summary = m.summary(split, r.tag)
+                value = None if summary is None else _value(summary, r.metric)
+                if value is not None:
+                    coverage = m.coverage(split, r.tag)
+                    comparisons.append(VideoComparison(m.label, split, r, 100 * value, coverage))
+    return comparisons
+
+
+def _value(summary: VideoSummary, metric: str) -> float | None:
+    return {"J": summary.j, "F": summary.f, "J&F": summary.jf}.get(metric)
+
+
+def video_warning(comparisons: Sequence[VideoComparison]) -> str | None:
+    """The one line naming each compared run that scored part of its split (or whose
+    coverage is unknown); None when there is none."""
+    return partial_text(dict.fromkeys((c.method, c.split, c.coverage) for c in comparisons))
+
+
+def _video_summary(m: VideoMethod) -> list[str]:
+    """Per split: J, F, J&F overall and J&F per subset."""
+    lines = []
+    for split, scored in m.metrics.items():
+        o = scored.overall
+        subsets = ", ".join(f"{tag} {pct(s.jf)}" for tag, s in scored.tags.items())
+        lines.append(
+            f"{m.label}: {dataset_title(m.dataset)} {split}: {m.coverage(split).scored} "
+            f"samples, J {pct(o.j)}, F {pct(o.f)}, J&F {pct(o.jf)}"
+            + (f" (J&F by subset: {subsets})" if subsets else "")
+            + f", failed {o.failed}"
+        )
+    return lines
+
+
+def _metric_rows(m: VideoMethod, with_coverage: bool) -> list[list[str]]:
+    rows = []
+    for split, scored in m.metrics.items():
+        subsets: list[tuple[str, str | None, VideoSummary]] = [(OVERALL, None, scored.overall)]
+        subsets += [(tag, tag, s) for tag, s in scored.tags.items()]
+        for name, tag, s in subsets:
+            row = [cell(m.label), split, name, str(s.count), pct(s.j), pct(s.f), pct(s.jf)]
+            if with_coverage:
+                row.append(m.coverage(split, tag).text)
+            rows.append(row)
+    return rows
+
+
+def _video_section(dataset: str, methods: Sequence[VideoMethod]) -> list[str]:
+    info = VIDEO_DATASETS.get(dataset)
+    lines = [f"## {info.title if info else dataset}", ""]
+    published = []
+    for r in for_dataset(dataset):
+        cells = {"J": "–", "F": "–", "J&F": "–"}
+        cells[r.metric] = f"{r.value:.1f}"
+        split = r.split or "not stated"
+        published.append([r.label, split, r.tag or OVERALL, "–", *cells.values(), "whole split"])
+    comparisons = compare_videos(methods)
+    warning = video_warning(comparisons)
+    if warning:
+        lines += [f"**Warning:** {warning}.", ""]
+    header = ["method", "split", "subset", "samples", "J", "F", "J&F"]
+    if published:
+        header.append("samples scored")
+    rows = [row for m in methods for row in _metric_rows(m, bool(published))]
+    lines += ["### J / F / J&F (%)", "", table(header, rows + published), ""]
+    if info is not None and info.overall_from:
+        lines += [
+            f"The overall figure is the mean of the {' and '.join(info.overall_from)} "
+            "subsets' means, as the official evaluation computes it.",
+            "",
+        ]
+    if published:
+        sources = sorted({r.source for r in for_dataset(dataset)})
+        lines += [
+            f"Rows marked (published): {'; '.join(sources)}. The source does not state which "
+            "MLLM produced each figure: they stand beside ours, not as the same model.",
+            "",
+        ]
+    if comparisons:
+        lines += ["### Beside the published figures", ""]
+        lines += [comparison_table(comparisons, lambda r: r.label, cell), ""]
+    run_rows = []
+    for m in methods:
+        u = m.usage()
+        frames = u["frames_scored_per_sample"]
+        cost = run_cells(cell(m.label), u)
+        run_rows.append([*cost, "–" if frames is None else f"{frames:.1f}"])
+    header = [*RUN_HEADER, "frames scored / sample"]
+    lines += ["### Run", "", table(header, run_rows), ""]
+    failed = [(m.label, i, msg) for m in methods for b in m.metrics.values() for i, msg in b.failed]
+    return lines + failed_lines(failed, cell)
