@@ -115,15 +115,8 @@ def make_report_dir(out_dir: Path) -> None:
 def published_entry(r: PublishedResult, kind: str | None = None) -> dict[str, Any]:
     """A published figure as ``metrics.json`` lists it; a video one (``kind`` set) names its
     method and writes an unstated model or split as null."""
-    entry = {
-        "model": r.model,
-        "dataset": r.dataset,
-        "split": r.split,
-        "tag": r.tag,
-        "metric": r.metric,
-        "value": r.value,
-        "source": r.source,
-    }
+    names = ("model", "dataset", "split", "tag", "metric", "value", "source")
+    entry = {name: getattr(r, name) for name in names}
     if kind is None:
         return entry
     return {"method": r.method, **entry, "model": r.model or None, "split": r.split or None}

@@ -415,3 +415,47 @@ def test_an_interrupt_raised_by_a_sample_stops_the_run(
         with pytest.raises(stop):
             asyncio.run(evaluate_samples(reasonseg, store, predictor, concurrency=1, shared=shared))
         assert store.count() == 2  # what finished before the stop is kept
+
+
+class _Blank:
+    """An image source whose every image is a 4x4 black one."""
+
+    async def get(self, path: Path, **_: Any) -> np.ndarray:
+        return np.zeros((4, 4, 3), dtype=np.uint8)
+
+
+outcomes = st.fixed_dictionaries(
+    {
+        "status": st.sampled_from(["masks", "no_mask"]),
+        "rounds": st.integers(0, 50),
+        "prompt_tokens": st.integers(0, 10**6),
+        "completion_tokens": st.integers(0, 10**6),
+        "calls": st.integers(0, 100),
+        "failure": st.none() | st.text(max_size=20),
+    }
+)
+
+
+@given(outcome=outcomes)
+def test_the_predictors_outcome_reaches_the_record_field_by_field(outcome: dict[str, Any]) -> None:
+    """A prediction carries the record's outcome fields as one value (not a second copy of
+    the record's field list), and every one of them is stored as the predictor gave it."""
+    from sam3_agent.runs.evaluation.handler import EvalHandler, Prediction
+    from sam3_agent.runs.evaluation.samples import GroundTruth
+    from sam3_agent.runs.jobs.records import OUTCOME_FIELDS
+
+    class Answer:
+        model = "fixed"
+
+        async def predict(self, image: Any, query: str, output_dir: Path) -> Prediction:
+            return Prediction(outcome=outcome)
+
+    class Empty:
+        def load(self) -> GroundTruth:
+            return GroundTruth(mask=np.zeros((4, 4), dtype=bool))
+
+    sample = Sample("val/x#0", Path("x.jpg"), "the x", "val", gt_source=Empty())
+    handler = EvalHandler(Answer(), Path("unused"))
+    result = asyncio.run(handler.run(sample, _Blank()))  # type: ignore[arg-type]
+    assert {name: getattr(result, name) for name in OUTCOME_FIELDS} == outcome
+    assert not result.infra_error and result.union == 0

@@ -78,3 +78,14 @@ def test_running_video_figures_equal_the_reports_overall(
     for name, value in (("J", overall.j), ("F", overall.f), ("J&F", overall.jf)):
         assert figures[name] == (None if value is None else pytest.approx(value))
     assert running.failed == sum(v.failed for v in scored)
+
+
+def test_one_report_module_holds_the_image_and_the_video_report() -> None:
+    """The video report is a section of ``report.py`` beside the image one, not a second
+    module repeating its header, imports and pipeline."""
+    import importlib.util
+
+    from sam3_agent.runs.evaluation import report
+
+    assert importlib.util.find_spec("sam3_agent.runs.evaluation.video.report") is None
+    assert {"report_runs", "_dataset_section", "_video_section"} <= set(vars(report))
