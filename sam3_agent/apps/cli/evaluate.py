@@ -104,8 +104,8 @@ def eval_command(
         )  # the default unless video
         sam3_only = mode_name == Mode.sam3_only.value
         check_before_loading(backends, config, engine, out, chat=not sam3_only)
+        from sam3_agent.runs.evaluation.results import running_metrics
         from sam3_agent.runs.evaluation.run import evaluate
-        from sam3_agent.runs.evaluation.running import running_metrics
         from sam3_agent.runs.evaluation.selection import eval_set, parse_shard
 
         selection = eval_set(

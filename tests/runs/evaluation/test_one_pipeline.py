@@ -16,8 +16,8 @@ from sam3_agent.runs.evaluation.handler import (
     VideoEvalHandler,
 )
 from sam3_agent.runs.evaluation.report import report_runs
+from sam3_agent.runs.evaluation.results import running_metrics
 from sam3_agent.runs.evaluation.run import evaluate
-from sam3_agent.runs.evaluation.running import running_metrics
 from sam3_agent.runs.evaluation.selection import VideoEvalSet
 from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore, breakdown
 from sam3_agent.values.config import AgentConfig, VideoOptions

@@ -163,9 +163,6 @@ class VideoScore:
     def jf(self) -> float:
         return (self.j + self.f) / 2
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"J": self.j, "F": self.f, "J&F": self.jf, "frames": self.frames}
-
 
 class VideoAccumulator:
     """J and F of one video accumulated frame by frame, so no frame is kept. A frame without
