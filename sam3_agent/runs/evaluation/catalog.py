@@ -148,28 +148,58 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("reasonseg-val", "reasonseg", "val", "agent",
-               "ReasonSeg val (200 images), gIoU/cIoU"),
-        Preset("reasonseg-test", "reasonseg", "test", "agent",
-               "ReasonSeg test (779 images; short and long queries), gIoU/cIoU"),
+        Preset(
+            "reasonseg-val", "reasonseg", "val", "agent", "ReasonSeg val (200 images), gIoU/cIoU"
+        ),
+        Preset(
+            "reasonseg-test",
+            "reasonseg",
+            "test",
+            "agent",
+            "ReasonSeg test (779 images; short and long queries), gIoU/cIoU",
+        ),
         Preset("refcoco-val", "refcoco", "val", "agent", "RefCOCO val (UNC split), cIoU"),
         Preset("refcoco+-val", "refcoco+", "val", "agent", "RefCOCO+ val (UNC split), cIoU"),
         Preset("refcocog-val", "refcocog", "val", "agent", "RefCOCOg val (UMD split), cIoU"),
         Preset("grefcoco-val", "grefcoco", "val", "agent", "gRefCOCO val, gIoU/cIoU, N-acc"),
-        Preset("reasonseg-val-sam3-only", "reasonseg", "val", "sam3-only",
-               "ReasonSeg val with SAM 3 alone (the query as phrase)"),
-        Preset("reasonseg-test-sam3-only", "reasonseg", "test", "sam3-only",
-               "ReasonSeg test with SAM 3 alone (the query as phrase)"),
-        Preset("ref-davis17-valid", "ref-davis17", "valid", "agent",
-               "Ref-DAVIS17 valid (video), J, F and J&F"),
-        Preset("mevis-valid_u", "mevis", "valid_u", "agent",
-               "MeViS valid_u (video; valid is scored by the official server), J, F and J&F"),
-        Preset("revos-valid", "revos", "valid", "agent",
-               "ReVOS valid (video; referring / reasoning, overall their mean), J, F and J&F"),
-        Preset("reasonvos-valid", "reasonvos", "valid", "agent",
-               "ReasonVOS (video), J, F and J&F"),
+        Preset(
+            "reasonseg-val-sam3-only",
+            "reasonseg",
+            "val",
+            "sam3-only",
+            "ReasonSeg val with SAM 3 alone (the query as phrase)",
+        ),
+        Preset(
+            "reasonseg-test-sam3-only",
+            "reasonseg",
+            "test",
+            "sam3-only",
+            "ReasonSeg test with SAM 3 alone (the query as phrase)",
+        ),
+        Preset(
+            "ref-davis17-valid",
+            "ref-davis17",
+            "valid",
+            "agent",
+            "Ref-DAVIS17 valid (video), J, F and J&F",
+        ),
+        Preset(
+            "mevis-valid_u",
+            "mevis",
+            "valid_u",
+            "agent",
+            "MeViS valid_u (video; valid is scored by the official server), J, F and J&F",
+        ),
+        Preset(
+            "revos-valid",
+            "revos",
+            "valid",
+            "agent",
+            "ReVOS valid (video; referring / reasoning, overall their mean), J, F and J&F",
+        ),
+        Preset("reasonvos-valid", "reasonvos", "valid", "agent", "ReasonVOS (video), J, F and J&F"),
     )
-}  # fmt: skip
+}
 
 
 def get_preset(name: str) -> Preset:
