@@ -318,7 +318,7 @@ def test_a_batch_record_stored_as_an_evaluation_sample_still_reads() -> None:
 @pytest.mark.parametrize("kind", ["batch", "eval"])
 def test_a_worker_factory_travels_without_the_drivers_chat_model(kind: str) -> None:
     from sam3_agent.runs.batch.workers import BatchWorkerFactory
-    from sam3_agent.runs.evaluation.workers import EvalWorkerFactory
+    from sam3_agent.runs.evaluation.handler import EvalWorkerFactory
 
     chat = make_chat_model()
     factory: Any = (

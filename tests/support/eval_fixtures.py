@@ -374,5 +374,5 @@ class UnionPredictor:
             await asyncio.sleep(self.delay_s)
         detections = self.segmenter.embed(image).segment([query], 0.5)[0]
         if len(detections) == 0:
-            return Prediction(status="no_mask", mask=None)
-        return Prediction(status="masks", mask=detections.union())
+            return Prediction(outcome={"status": "no_mask"})
+        return Prediction(outcome={"status": "masks"}, mask=detections.union())

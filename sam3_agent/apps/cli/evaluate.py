@@ -33,8 +33,14 @@ from sam3_agent.apps.cli.jobs import (
 )
 from sam3_agent.apps.cli.progress import make_progress
 from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS, VIDEO_DATASETS, check_options
-from sam3_agent.runs.evaluation.presets import PRESETS, apply_preset, get_preset
+from sam3_agent.runs.evaluation.catalog import (
+    IMAGE_DATASETS,
+    PRESETS,
+    VIDEO_DATASETS,
+    apply_preset,
+    check_options,
+    get_preset,
+)
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.values.config import AgentConfig
 
@@ -98,8 +104,8 @@ def eval_command(
         )  # the default unless video
         sam3_only = mode_name == Mode.sam3_only.value
         check_before_loading(backends, config, engine, out, chat=not sam3_only)
+        from sam3_agent.runs.evaluation.results import running_metrics
         from sam3_agent.runs.evaluation.run import evaluate
-        from sam3_agent.runs.evaluation.running import running_metrics
         from sam3_agent.runs.evaluation.selection import eval_set, parse_shard
 
         selection = eval_set(

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from sam3_agent.backends.spec import BackendSpec
     from sam3_agent.runs.batch.results import BatchTotals, RequestResult
     from sam3_agent.runs.evaluation.report_parts import ReportFiles
-    from sam3_agent.runs.evaluation.results import SampleResult
-    from sam3_agent.runs.evaluation.video.results import VideoSampleResult
+    from sam3_agent.runs.evaluation.results import SampleResult, VideoSampleResult
     from sam3_agent.runs.jobs.base import EngineOptions
     from sam3_agent.values.config import AgentConfig
 
@@ -75,7 +74,7 @@ def kept_when_interrupted(out: Path, what: str, bar: Bar = None) -> Iterator[Non
 class EvalTally:
     """Running figures of an evaluation and its failures, for the progress display:
     ``running`` is the library's running metrics of the dataset (gIoU / cIoU, or J, F and
-    J&F: :func:`~sam3_agent.runs.evaluation.running.running_metrics`)."""
+    J&F: :func:`~sam3_agent.runs.evaluation.results.running_metrics`)."""
 
     def __init__(self, running: Any) -> None:
         self.running = running

@@ -1,17 +1,13 @@
-"""The evaluation datasets by name: the image ones and their titles; the video ones, their
-splits, which cannot be scored here, and how the official "overall" figure is formed.
-
-Kept apart from the loaders (:mod:`~sam3_agent.runs.evaluation.datasets`,
-:mod:`~sam3_agent.runs.evaluation.video.datasets`) and free of heavy imports, so that
-``eval --help`` can list the names and a split without public ground truth is refused before
-anything loads.
-"""
+"""The evaluation datasets by name (titles; the video ones' splits, unscorable splits and
+"overall" rule) and the presets of the SAM 3 paper's evaluations: free of heavy imports, so
+``eval --help`` lists them and an unscorable split is refused before anything loads."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.values.config import FrameSelection, VideoOptions
@@ -29,15 +25,10 @@ IMAGE_DATASETS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class VideoDatasetInfo:
-    """What a caller needs to know of one dataset before loading it.
-
-    Attributes:
-        title: as papers print it.
-        splits: the splits the loader reads; the first is the default.
-        no_public_ground_truth: split -> why it cannot be scored here and where it can.
-        overall_from: tags whose means the official "overall" averages (ReVOS), or None:
-            the overall figure is the mean over every sample.
-    """
+    """One video dataset before loading: ``splits`` the loader reads (the first is the
+    default); ``no_public_ground_truth``: split -> why it cannot be scored here and where it
+    can; ``overall_from``: tags whose means the official "overall" averages (ReVOS), None:
+    the mean over every sample."""
 
     name: str
     title: str
@@ -93,17 +84,6 @@ def video_split(dataset: str, split: str | None) -> tuple[VideoDatasetInfo, str]
     return info, split
 
 
-def is_video_dataset(name: str) -> bool:
-    """Whether ``name`` is one of :data:`VIDEO_DATASETS`."""
-    return name in VIDEO_DATASETS
-
-
-def default_split(name: str) -> str | None:
-    """The split a video dataset is evaluated on when none is named; None for other names."""
-    info = VIDEO_DATASETS.get(name)
-    return None if info is None else info.default_split
-
-
 def dataset_title(name: str) -> str:
     """``name`` as papers print it (an unknown name as it is)."""
     info = VIDEO_DATASETS.get(name)
@@ -120,20 +100,17 @@ def check_options(
 ) -> None:  # fmt: skip
     """Refuse, by setting, what does not apply to ``dataset``: the image options and the
     frame selection for a video dataset, the video settings (not at their defaults) for an
-    image one.
-    """
+    image one."""
     given: list[tuple[object, object, str]] = [
         (frames, FrameSelection(), n) for n in FRAME_SETTINGS
     ]
     given += [
         (options, VideoOptions(), n) for n in ("frames_shown", "check_frames", "uncertain_looks")
     ]
-    changed = [
-        name for value, default, name in given if getattr(value, name) != getattr(default, name)
-    ]
+    changed = [n for value, default, n in given if getattr(value, n) != getattr(default, n)]
     if video_cache_mb != DEFAULT_VIDEO_CACHE_MB:
         changed.append("video_cache_mb")
-    if not is_video_dataset(dataset):
+    if dataset not in VIDEO_DATASETS:
         if changed:
             raise UserError(f"`{changed[0]}` applies to video datasets")
         return
@@ -151,3 +128,104 @@ def check_options(
                 f"`{name}` applies to track: eval tracks every frame of a sample's folder, as "
                 "the benchmarks score every annotated frame"
             )
+
+
+Mode = Literal["agent", "sam3-only"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One of the paper's evaluations (``eval --preset``) with this package's agent defaults,
+    which follow the original SAM 3 Agent's; ``description`` is one line for ``--help``."""
+
+    name: str
+    dataset: str
+    split: str
+    mode: Mode
+    description: str
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "reasonseg-val", "reasonseg", "val", "agent", "ReasonSeg val (200 images), gIoU/cIoU"
+        ),
+        Preset(
+            "reasonseg-test",
+            "reasonseg",
+            "test",
+            "agent",
+            "ReasonSeg test (779 images; short and long queries), gIoU/cIoU",
+        ),
+        Preset("refcoco-val", "refcoco", "val", "agent", "RefCOCO val (UNC split), cIoU"),
+        Preset("refcoco+-val", "refcoco+", "val", "agent", "RefCOCO+ val (UNC split), cIoU"),
+        Preset("refcocog-val", "refcocog", "val", "agent", "RefCOCOg val (UMD split), cIoU"),
+        Preset("grefcoco-val", "grefcoco", "val", "agent", "gRefCOCO val, gIoU/cIoU, N-acc"),
+        Preset(
+            "reasonseg-val-sam3-only",
+            "reasonseg",
+            "val",
+            "sam3-only",
+            "ReasonSeg val with SAM 3 alone (the query as phrase)",
+        ),
+        Preset(
+            "reasonseg-test-sam3-only",
+            "reasonseg",
+            "test",
+            "sam3-only",
+            "ReasonSeg test with SAM 3 alone (the query as phrase)",
+        ),
+        Preset(
+            "ref-davis17-valid",
+            "ref-davis17",
+            "valid",
+            "agent",
+            "Ref-DAVIS17 valid (video), J, F and J&F",
+        ),
+        Preset(
+            "mevis-valid_u",
+            "mevis",
+            "valid_u",
+            "agent",
+            "MeViS valid_u (video; valid is scored by the official server), J, F and J&F",
+        ),
+        Preset(
+            "revos-valid",
+            "revos",
+            "valid",
+            "agent",
+            "ReVOS valid (video; referring / reasoning, overall their mean), J, F and J&F",
+        ),
+        Preset("reasonvos-valid", "reasonvos", "valid", "agent", "ReasonVOS (video), J, F and J&F"),
+    )
+}
+
+
+def get_preset(name: str) -> Preset:
+    preset = PRESETS.get(name)
+    if preset is None:
+        raise UserError(f"unknown `preset` {name!r}; choose one of {', '.join(PRESETS)}")
+    return preset
+
+
+def apply_preset(
+    preset: Preset | None, *, dataset: str | None, split: str | None, mode: str | None
+) -> tuple[str, str, str]:
+    """``(dataset, split, mode)`` from a preset and the settings given beside it: they may
+    repeat its values or change its ``mode``; another dataset or split contradicts it."""
+    if preset is None:
+        if dataset is None:
+            raise UserError("say what to evaluate: `dataset='NAME'` (or `preset='NAME'`)")
+        info = VIDEO_DATASETS.get(dataset)
+        return dataset, split or (info.default_split if info else "val"), mode or "agent"
+    for name, given, fixed in (
+        ("dataset", dataset, preset.dataset),
+        ("split", split, preset.split),
+    ):
+        if given is not None and given != fixed:
+            raise UserError(
+                f"`preset={preset.name!r}` evaluates {name} {fixed!r}; `{name}` {given!r} "
+                "contradicts it (drop one of them)"
+            )
+    return preset.dataset, preset.split, mode or preset.mode

@@ -1,10 +1,6 @@
-"""How much of a split a run scored: the figure set beside every published comparison.
-
-``eval`` records the split's :class:`Population` in the run directory (before ``--limit``
-and ``--shard``); a report says, for each split it compares, ``6/200 (3%)``. Run directories
-made before the population was recorded fall back to the run's plan, and say so; with
-neither, the text says the total is unknown instead of guessing.
-"""
+"""How much of a split a run scored (``6/200 (3%)``), beside every published comparison:
+``eval`` records the split's :class:`Population` before ``--limit`` and ``--shard``; older
+run directories fall back to the run's plan, and say so, or to "total unknown"."""
 
 from __future__ import annotations
 
@@ -21,19 +17,13 @@ Basis = Literal["split", "plan"]
 
 
 class Tagged(Protocol):
-    """A sample of any kind (image or video), as counted here: by its tags."""
-
     @property
     def tags(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
 class Population:
-    """How many samples a whole split holds, overall and per tag (``short``, ``no-target``).
-
-    Counted on the split as loaded (``--all-texts`` included), before ``--limit`` and
-    ``--shard``.
-    """
+    """How many samples a whole split holds as loaded, overall and per tag."""
 
     samples: int
     tags: dict[str, int] = field(default_factory=dict)
@@ -49,8 +39,7 @@ class Population:
 
     @classmethod
     def from_json(cls, doc: Any) -> Population | None:
-        """The population ``doc`` holds; None when it is missing or malformed (a report
-        then says the total is unknown rather than trusting it)."""
+        """The population ``doc`` holds; None when missing or malformed (total unknown)."""
         if not isinstance(doc, Mapping):
             return None
         samples, tags = doc.get("samples"), doc.get("tags", {})
@@ -61,7 +50,7 @@ class Population:
         return cls(samples, dict(tags))
 
     def count(self, tag: str | None = None) -> int | None:
-        """Samples of the split, or of its ``tag`` subset (None: the tag was not counted)."""
+        """Samples of the split or its ``tag`` subset (None: not counted)."""
         return self.samples if tag is None else self.tags.get(tag)
 
 
@@ -110,9 +99,8 @@ class Coverage:
         planned: int | None,
         tag: str | None = None,
     ) -> Coverage:
-        """``scored`` samples of a split (its ``tag`` subset) out of the whole split's
-        ``population`` as ``eval`` recorded it; out of the run's ``planned`` samples where
-        the split's size was not recorded (a tag's total is unknown then)."""
+        """Out of the recorded ``population``, else of the run's ``planned`` samples (a tag's
+        total unknown then)."""
         if population is not None:
             total = population.count(tag)
             return cls(scored, total, None if total is None else "split")
@@ -143,10 +131,8 @@ def _percent(part: int, whole: int) -> str:
 
 
 def partial_text(runs: Iterable[tuple[str, str, Coverage]]) -> str | None:
-    """The one warning line of a report whose runs are set beside published figures of
-    whole splits: each ``(label, split, coverage)`` of ``runs`` that scored part of its
-    split is named (``label split 6/200 (3%)``), then each whose coverage cannot be told;
-    None when there is none."""
+    """The report's one warning line: each ``(label, split, coverage)`` that scored part of
+    its split (``label split 6/200 (3%)``), then each whose coverage is unknown; or None."""
     partial, unknown = [], []
     for label, split, coverage in runs:
         if coverage.partial:

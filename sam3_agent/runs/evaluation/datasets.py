@@ -1,29 +1,14 @@
-"""Evaluation datasets in their published on-disk formats.
+"""Image datasets in their published layouts, as :class:`Sample` values in dataset order
+(ground truth decoded only when asked). Each is scored in the frame its masks were drawn in:
+ReasonSeg's polygons (drawn as displayed; LISA reads with ``cv2.imread``) on the EXIF-oriented
+image, COCO's annotations (the refer datasets: :mod:`.refer`) on the stored pixels.
 
-Each loader returns :class:`Sample` values in a deterministic dataset order. A sample knows
-its stable id, image path, query, split and tags; its ground-truth mask is loaded only when
-asked (:meth:`Sample.load_gt`), so listing 10k samples costs no mask decoding.
-
-Layouts:
-
-* ReasonSeg (LISA): ``ROOT/<split>/<name>.jpg`` + ``<name>.json`` with ``text`` (queries;
-  the first is the evaluated one), ``is_sentence`` (long query) and ``shapes`` (polygons
-  labelled ``target``, ``ignore`` or ``flag``).
-* RefCOCO / RefCOCO+ / RefCOCOg (``refer`` layout): ``ROOT/<dataset>/refs(unc).p`` (or
-  ``refs(umd).p`` for RefCOCOg) + ``instances.json``; images from COCO train2014.
-* gRefCOCO: ``ROOT/grefcoco/grefs(unc).json`` + ``instances.json``; ``ann_id`` is a list and
-  ``[-1]`` (or ``no_target: true``) marks a sample without a target.
-
-Image frames: each dataset is scored in the frame its masks were drawn in
-(:attr:`Sample.exif_orientation`). ReasonSeg's polygons were drawn on the image as displayed,
-and LISA's loader reads it with ``cv2.imread``, which applies the EXIF orientation: its
-samples are loaded oriented, and the ground truth is rasterised at the displayed size.
-COCO's annotations (RefCOCO, RefCOCO+, RefCOCOg, gRefCOCO) are in the stored pixel frame:
-``instances.json`` gives each image's stored width and height, and pycocotools rasterises in
-that frame; their images are loaded without applying the EXIF orientation.
-
-Every unreadable or inconsistent file raises :class:`~sam3_agent.values.errors.DatasetError` naming
-the file and, where there is one, the sample.
+ReasonSeg (LISA): ``ROOT/<split>/<name>.jpg`` + ``<name>.json`` with ``text`` (queries, the
+first evaluated), ``is_sentence`` (long query) and ``shapes`` (polygons labelled ``target``,
+``ignore`` or ``flag``). RefCOCO / + / g: ``ROOT/<dataset>/refs(unc).p`` (RefCOCOg:
+``refs(umd).p``) + ``instances.json``, COCO train2014 images. gRefCOCO: ``grefs(unc).json``;
+``ann_id`` a list, ``[-1]`` (or ``no_target: true``) a sample without a target. Every bad file
+raises :class:`~sam3_agent.values.errors.DatasetError` naming it and the sample.
 """
 
 from __future__ import annotations
@@ -62,14 +47,9 @@ def load_samples(
     images: Path | None = None,
     all_texts: bool = False,
 ) -> list[Sample]:
-    """The samples of ``dataset``'s ``split`` under ``root``, in dataset order.
-
-    Args:
-        images: COCO train2014 image directory for the refer datasets (found under ``root``
-            when omitted).
-        all_texts: ReasonSeg only: evaluate every text of an image as its own sample instead
-            of only the first.
-    """
+    """The samples of ``dataset``'s ``split`` under ``root``. ``images``: COCO train2014 for
+    the refer datasets (None: found under ``root``); ``all_texts``: every ReasonSeg text of an
+    image as its own sample, not only the first."""
     if dataset not in DATASETS:
         raise UserError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
     if all_texts and dataset != "reasonseg":
@@ -86,11 +66,8 @@ def load_samples(
 
 
 def load_reasonseg(root: Path, split: str, *, all_texts: bool = False) -> list[Sample]:
-    """ReasonSeg samples of ``split``: ``ROOT/<split>/*.jpg`` with a ``.json`` beside each.
-
-    Sample ids are ``<split>/<image stem>#<text index>``; tags are ``long`` when
-    ``is_sentence`` is true, else ``short``.
-    """
+    """ReasonSeg samples, ids ``<split>/<image stem>#<text index>``, tagged ``long`` (when
+    ``is_sentence``) or ``short``."""
     split_dir = first_dir(root / split, root / "ReasonSeg" / split)
     if split_dir is None:
         raise DatasetError(f"ReasonSeg split folder not found: {root / split}")
@@ -110,16 +87,8 @@ def load_reasonseg(root: Path, split: str, *, all_texts: bool = False) -> list[S
         tag = "long" if doc["is_sentence"] else "short"
         source = ReasonSegGroundTruth(json_path, image_path, base_id)
         for k, text in enumerate(texts if all_texts else texts[:1]):
-            samples.append(
-                Sample(
-                    id=f"{base_id}#{k}",
-                    image_path=image_path,
-                    query=text,
-                    split=split,
-                    tags=(tag,),
-                    gt_source=source,
-                )
-            )
+            sample = Sample(f"{base_id}#{k}", image_path, text, split, (tag,), gt_source=source)
+            samples.append(sample)
     logger.info("ReasonSeg %s: %d samples from %d images", split, len(samples), len(image_files))
     return samples
 
@@ -182,11 +151,8 @@ def _draw(canvas: np.ndarray, polygon: _Polygon, value: int) -> None:
 
 @dataclass(frozen=True)
 class ReasonSegGroundTruth:
-    """Rasterises a ReasonSeg annotation: target and ignore polygons, largest first.
-
-    Filling in descending area order lets a small polygon drawn inside a large one
-    (an ignored hole in a target, say) win over it.
-    """
+    """Rasterises a ReasonSeg annotation's polygons largest first, so a small one inside a
+    large one (an ignored hole in a target) wins over it."""
 
     json_path: Path
     image_path: Path

@@ -96,10 +96,6 @@ def write_gallery(methods: Sequence[Method], gallery_dir: Path, count: int) -> l
     return items
 
 
-def _mask(rle: dict[str, Any] | None, size: tuple[int, int]) -> np.ndarray:
-    return np.zeros(size, dtype=bool) if rle is None else decode_rle(rle)
-
-
 def _tint(
     image: RGBImage, mask: np.ndarray, color: tuple[int, int, int], alpha: float = 0.5
 ) -> RGBImage:
@@ -122,15 +118,13 @@ def render_comparison(result: SampleResult, side: int = GALLERY_SIDE) -> RGBImag
         cv2.resize(image, (w, h), interpolation=interpolation), dtype=np.uint8
     )
 
-    def fit(mask: np.ndarray) -> np.ndarray:
+    def fit(rle: dict[str, Any] | None) -> np.ndarray:
+        mask = np.zeros(size, dtype=bool) if rle is None else decode_rle(rle)
         if mask.shape != size:
             return np.zeros((h, w), dtype=bool)
-        small_mask = cv2.resize(mask.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST)
-        return small_mask.astype(bool)
+        return cv2.resize(mask.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST) > 0
 
-    pred = fit(_mask(result.prediction, size))
-    gt = fit(_mask(result.ground_truth, size))
-    ignore = fit(_mask(result.ignore, size))
+    pred, gt, ignore = fit(result.prediction), fit(result.ground_truth), fit(result.ignore)
     left = _tint(small, pred, (230, 40, 40))
     right = _tint(_tint(small, ignore, (128, 128, 128), 0.7), gt, (40, 200, 40))
     gap = np.full((h, 8, 3), 255, dtype=np.uint8)
@@ -140,15 +134,7 @@ def render_comparison(result: SampleResult, side: int = GALLERY_SIDE) -> RGBImag
     query = result.query.encode("ascii", "replace").decode()
     lines += textwrap.wrap(query, width=max(20, body.shape[1] // 9))[:3]
     header = np.full((18 * len(lines) + 8, body.shape[1], 3), 255, dtype=np.uint8)
+    font = cv2.FONT_HERSHEY_SIMPLEX
     for i, text in enumerate(lines):
-        cv2.putText(
-            header,
-            text,
-            (4, 18 * (i + 1)),
-            cv2.FONT_HERSHEY_SIMPLEX,
-            0.45,
-            (0, 0, 0),
-            1,
-            cv2.LINE_AA,
-        )
+        cv2.putText(header, text, (4, 18 * (i + 1)), font, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
     return np.ascontiguousarray(np.concatenate([header, body], axis=0))

@@ -1,13 +1,8 @@
-"""Evaluating one sample: predict, score against the ground truth, record.
+"""Evaluating one sample, image or video, on an engine worker: predict, score, record.
 
-:class:`SampleHandler` is what every engine worker runs (see :mod:`sam3_agent.runs.jobs`),
-for images :class:`EvalHandler`, for videos
-:class:`~sam3_agent.runs.evaluation.video.handler.VideoEvalHandler`. An image's predictor is
-the agent (:class:`AgentPredictor`) or SAM 3 alone (:class:`Sam3OnlyPredictor`).
-One sample never stops a run (:mod:`~sam3_agent.runs.jobs.failures`): whatever its image
-loading or its prediction raises is stored as that sample's failure, scored as an empty
-prediction, and evaluated again by ``--retry-failed``. Only an interrupt, a broken ground
-truth, or a failing results store stops the run, keeping what was committed.
+One sample never stops a run: whatever its loading or prediction raises is its failure,
+scored as an empty prediction (``--retry-failed`` evaluates it again). Only an interrupt, a
+broken ground truth (``DatasetError``) or a failing results store stops it, keeping commits.
 """
 
 from __future__ import annotations
@@ -15,78 +10,102 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import numpy as np
 
 from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.sam3_only import segment_only
-from sam3_agent.backends.base import Segmenter
+from sam3_agent.agent.video.agent import Sam3VideoAgent
+from sam3_agent.agent.video.result import VideoResult
+from sam3_agent.backends.base import ChatModel, Segmenter
+from sam3_agent.media.video import open_video
 from sam3_agent.runs.evaluation.datasets import Sample
 from sam3_agent.runs.evaluation.metrics import score_mask
-from sam3_agent.runs.evaluation.results import EvalRecord, SampleResult
+from sam3_agent.runs.evaluation.results import EvalRecord, SampleResult, VideoSampleResult
+from sam3_agent.runs.evaluation.video.datasets import VideoSample
+from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator, VideoScore
 from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Job, Prebuilt
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
 from sam3_agent.runs.jobs.local import LocalEngine
-from sam3_agent.runs.jobs.records import OUTCOME_FIELDS, agent_outcome
+from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource, VideoModelSource
+from sam3_agent.runs.jobs.records import agent_outcome
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
-from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.detections import BoolArray
 from sam3_agent.values.errors import DatasetError
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.rle import encode_rle
-
-if TYPE_CHECKING:
-    from sam3_agent.agent.result import AgentResult
-    from sam3_agent.agent.video.result import VideoResult
+from sam3_agent.values.tracks import Tracks
 
 SAMPLES_DIR = "samples"
+EVERY_FRAME = FrameSelection()
+"""The frames a video sample is tracked on: all of its folder's, in name order (stride 1)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Outcome:
-    """What a predictor answered for one sample, image or video, beside its masks.
+    """What a predictor answered for one sample beside its masks: ``outcome`` holds the
+    record's outcome fields (``status`` ``masks`` / ``no_mask`` / ``failed``; rounds, tokens,
+    calls and failure where known); ``extra`` JSON-safe details (usage, timings)."""
 
-    ``status`` is ``masks``, ``no_mask`` or ``failed``; ``extra`` holds JSON-safe details kept
-    in the store (usage breakdown, timings).
-    """
-
-    status: str
-    _: KW_ONLY
-    rounds: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-    failure: str | None = None
+    outcome: Mapping[str, Any]
     artifacts: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def status(self) -> str:
+        return str(self.outcome["status"])
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class Prediction(Outcome):
-    """An image prediction: ``mask``, the ``(H, W)`` bool union of the predicted masks,
-    None when there are none."""
+    """``mask``: the ``(H, W)`` bool union of the predicted masks, None when there are none."""
 
-    mask: BoolArray | None
+    mask: BoolArray | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VideoPrediction(Outcome):
+    """``positions``: frame file stem -> its position among the frames ``tracks`` are keyed by."""
+
+    tracks: Tracks | None = None
+    positions: Mapping[str, int] = field(default_factory=dict)
+    frames_used: int = 0
 
 
 class Predictor(Protocol):
-    """Answers one query on one image."""
+    """Segments ``query`` on an ``(H, W, 3)`` uint8 image (artifacts may go to ``output_dir``);
+    ``model`` names what predicts, for settings and reports."""
 
     @property
-    def model(self) -> str:
-        """What produced the predictions, for run settings and reports."""
-        ...
+    def model(self) -> str: ...
 
-    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
-        """Segment ``query`` on an ``(H, W, 3)`` uint8 image; ``output_dir`` is this sample's
-        own directory for artifacts (may be left unused)."""
-        ...
+    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction: ...
+
+
+class VideoPredictor(Protocol):
+    """Tracks a video sample's query through its frames; artifacts go to ``output_dir``."""
+
+    @property
+    def model(self) -> str: ...
+
+    async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction: ...
+
+
+def agent_details(result: AgentResult | VideoResult) -> dict[str, Any]:
+    """What a sample keeps of the agent's answer: usage breakdown, timings, phrases tried."""
+    return {
+        "usage": result.usage.to_dict(),
+        "timings_s": {k: round(float(v), 4) for k, v in result.timings.items()},
+        "phrases_tried": list(result.phrases_tried),
+    }
 
 
 @dataclass(frozen=True)
@@ -100,48 +119,89 @@ class AgentPredictor:
         result = await self.agent.arun(image, query, output_dir=output_dir)
         has_masks = result.status == "masks" and len(result.detections) > 0
         return Prediction(
-            **agent_outcome(result),
+            outcome=agent_outcome(result),
             mask=result.detections.union() if has_masks else None,
             artifacts=output_dir,
             extra=agent_details(result),
         )
 
 
-def agent_details(result: AgentResult | VideoResult) -> dict[str, Any]:
-    """What an evaluation keeps of the agent's answer beside the outcome, on an image or a
-    video: its usage breakdown, timings and the phrases it tried."""
-    return {
-        "usage": result.usage.to_dict(),
-        "timings_s": {k: round(float(v), 4) for k, v in result.timings.items()},
-        "phrases_tried": list(result.phrases_tried),
-    }
-
-
+@dataclass(frozen=True)
 class Sam3OnlyPredictor:
-    """SAM 3 alone, the raw query as its phrase: the paper's baseline without an MLLM. The
-    prediction is the union of what :func:`~sam3_agent.agent.sam3_only.segment_only` keeps."""
+    """SAM 3 alone with the raw query as its phrase (the paper's baseline): the union of
+    what :func:`~sam3_agent.agent.sam3_only.segment_only` keeps."""
 
-    def __init__(
-        self, segmenter: Segmenter, model: str, *, config: AgentConfig | None = None
-    ) -> None:
-        self.segmenter = segmenter
-        self._model = model
-        self.config = config or AgentConfig()
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    def _predict_sync(self, image: RGBImage, query: str) -> Prediction:
-        result = segment_only(self.segmenter, image, query, config=self.config)
-        kept = result.detections
-        if len(kept) == 0:
-            return Prediction(status="no_mask", mask=None, extra={"masks": 0})
-        return Prediction(status="masks", mask=kept.union(), extra={"masks": len(kept)})
+    segmenter: Segmenter
+    model: str
+    config: AgentConfig = field(default_factory=AgentConfig, kw_only=True)
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
         # The segmenter is synchronous and heavy: keep the event loop free for other samples.
-        return await asyncio.to_thread(self._predict_sync, image, query)
+        result = await asyncio.to_thread(
+            segment_only, self.segmenter, image, query, config=self.config
+        )
+        kept = result.detections
+        status, mask = ("masks", kept.union()) if len(kept) else ("no_mask", None)
+        return Prediction(outcome={"status": status}, mask=mask, extra={"masks": len(kept)})
+
+
+@dataclass(frozen=True)
+class VideoAgentPredictor:
+    """The video agent on the sample's frame folder, every frame. Writes ``result.json``,
+    ``overlay.mp4``, the contact sheet and ``trace.jsonl`` per sample."""
+
+    agent: Sam3VideoAgent
+    model: str
+
+    async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction:
+        video = await asyncio.to_thread(
+            open_video,
+            sample.frames_dir,
+            EVERY_FRAME,
+            max_pixels=self.agent.config.max_image_pixels,
+        )
+        result = await self.agent.arun(video, sample.query, output_dir=output_dir)
+        selected = result.status == "masks" and len(result.tracks) > 0
+        positions: dict[str, int] = {}  # frame file stem -> position among those tracked
+        for position, index in enumerate(video.indices):
+            positions.setdefault(Path(video.frame_names[index]).stem, position)
+        return VideoPrediction(
+            outcome=agent_outcome(result),
+            tracks=result.tracks if selected else None,
+            positions=positions,
+            frames_used=video.frame_count,
+            artifacts=output_dir,
+            extra={**agent_details(result), "tracks": len(result.tracks) if selected else 0},
+        )
+
+
+def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoScore:
+    """Mean J and F over the sample's annotated frames, decoded one frame at a time: a
+    frame's prediction is the union of the tracks there (none: empty on every frame)."""
+    tracks = prediction.tracks
+    accumulator = VideoAccumulator()
+    for index, gt in enumerate(sample.ground_truth()):
+        name = sample.frame_names[index]
+        if gt is None:
+            continue  # not annotated: its prediction is never decoded
+        mask = None
+        if tracks is not None:
+            position = prediction.positions.get(Path(name).stem)
+            if position is None:
+                raise DatasetError(
+                    f"sample {sample.id}: frame {name} is listed but not in {sample.frames_dir}"
+                )
+            if tracks.size != gt.image_size:
+                (h, w), (gh, gw) = tracks.size, gt.image_size
+                raise DatasetError(
+                    f"sample {sample.id}: frame {name} is {h}x{w} pixels but its ground truth "
+                    f"is {gh}x{gw}"
+                )
+            mask = tracks.union_mask(position)
+        accumulator.update(mask, gt)
+    if not accumulator.frames:
+        raise DatasetError(f"sample {sample.id}: no frame has ground truth to score")
+    return accumulator.result()
 
 
 P = TypeVar("P", bound=Outcome)
@@ -149,39 +209,11 @@ S = TypeVar("S", bound=Job)
 RR = TypeVar("RR", bound=EvalRecord)
 
 
-@dataclass(frozen=True)
-class Attempt(Generic[P]):
-    """One sample's prediction as :meth:`SampleHandler.run` made it, of an image or a video.
-
-    ``infra_error``: ``prediction`` stands for what the predictor raised. ``elapsed`` is in
-    seconds; ``rel_dir`` is relative to the run directory.
-    """
-
-    prediction: P
-    infra_error: bool
-    elapsed: float
-    rel_dir: Path
-
-    def record_fields(self) -> dict[str, Any]:
-        p = self.prediction
-        return {
-            **{name: getattr(p, name) for name in OUTCOME_FIELDS},
-            "time_s": round(self.elapsed, 4),
-            "infra_error": self.infra_error,
-            "artifacts": str(self.rel_dir) if p.artifacts is not None else None,
-            "extra": p.extra,
-        }
-
-
 class SampleHandler(ABC, Generic[S, P, RR]):
-    """Evaluates samples of one kind on one worker: predict, score, record (what the image
-    and the video handler share). The local engine runs it in this process, the Ray engine
-    on each actor (see :mod:`sam3_agent.runs.jobs`).
-
-    Whatever :meth:`predict` raises becomes :meth:`failed` (see
-    :func:`~sam3_agent.runs.jobs.failures.job_failure`), so one sample never stops a run;
-    :meth:`record` scores in a worker thread and may raise ``DatasetError`` (the run stops).
-    """
+    """Evaluates samples of one medium on one worker (this process or a Ray actor).
+    Whatever :meth:`predict` raises becomes :meth:`failed`; :meth:`record` scores in a
+    worker thread, given the record's outcome and cost ``fields``, and may raise
+    ``DatasetError`` (the run stops)."""
 
     run_dir: Path
 
@@ -192,7 +224,7 @@ class SampleHandler(ABC, Generic[S, P, RR]):
     def failed(self, failure: str) -> P: ...
 
     @abstractmethod
-    def record(self, sample: S, done: Attempt[P]) -> RR: ...
+    def record(self, sample: S, prediction: P, fields: dict[str, Any]) -> RR: ...
 
     async def run(self, job: S, images: ImageSource) -> RR:
         rel_dir = Path(SAMPLES_DIR) / job_dir_name(job.id)
@@ -201,8 +233,14 @@ class SampleHandler(ABC, Generic[S, P, RR]):
             prediction, infra_error = await self.predict(job, images, self.run_dir / rel_dir), False
         except BaseException as e:
             prediction, infra_error = self.failed(job_failure("sample", job.id, e)), True
-        done = Attempt(prediction, infra_error, time.perf_counter() - started, rel_dir)
-        return await asyncio.to_thread(self.record, job, done)
+        fields = {
+            **prediction.outcome,
+            "time_s": round(time.perf_counter() - started, 4),
+            "infra_error": infra_error,
+            "artifacts": str(rel_dir) if prediction.artifacts is not None else None,
+            "extra": prediction.extra,
+        }
+        return await asyncio.to_thread(self.record, job, prediction, fields)
 
     def release(self, digest: str) -> None:
         return None
@@ -210,8 +248,8 @@ class SampleHandler(ABC, Generic[S, P, RR]):
 
 @dataclass
 class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
-    """Evaluates image samples against their masks. Images above ``max_pixels`` (``None``:
-    the package's default limit) are the sample's failure."""
+    """Image samples against their masks; an image above ``max_pixels`` (None: the
+    package's default limit) is the sample's failure."""
 
     predictor: Predictor
     run_dir: Path
@@ -225,11 +263,13 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
         return await self.predictor.predict(image, sample.query, output_dir)
 
     def failed(self, failure: str) -> Prediction:
-        return Prediction(status="failed", mask=None, failure=failure)
+        return Prediction(outcome={"status": "failed", "failure": failure})
 
-    def record(self, sample: Sample, done: Attempt[Prediction]) -> SampleResult:
+    def record(
+        self, sample: Sample, prediction: Prediction, fields: dict[str, Any]
+    ) -> SampleResult:
         gt = sample.load_gt()
-        mask = done.prediction.mask
+        mask = prediction.mask
         if mask is not None and mask.shape != gt.image_size:
             raise DatasetError(
                 f"sample {sample.id}: image {sample.image_path} is {mask.shape[0]}x"
@@ -240,7 +280,7 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
         score = score_mask(pred, gt.mask, gt.ignore)
         return SampleResult(
             id=sample.id, split=sample.split, tags=sample.tags, no_target=sample.no_target,
-            image_path=str(sample.image_path), query=sample.query, **done.record_fields(),
+            image_path=str(sample.image_path), query=sample.query, **fields,
             intersection=score.intersection, union=score.union, pred_area=score.pred_area,
             gt_area=score.gt_area, prediction=_rle_or_none(pred),
             ground_truth=_rle_or_none(gt.mask), ignore=_rle_or_none(gt.ignore),
@@ -249,6 +289,68 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
     def release(self, digest: str) -> None:
         if self.shared is not None:
             self.shared.release(digest)
+
+
+@dataclass
+class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleResult]):
+    """Video samples frame by frame; it holds no image features to release."""
+
+    predictor: VideoPredictor
+    run_dir: Path
+
+    async def predict(
+        self, sample: VideoSample, images: ImageSource, output_dir: Path
+    ) -> VideoPrediction:
+        return await self.predictor.predict(sample, output_dir)
+
+    def failed(self, failure: str) -> VideoPrediction:
+        return VideoPrediction(outcome={"status": "failed", "failure": failure})
+
+    def record(
+        self, sample: VideoSample, prediction: VideoPrediction, fields: dict[str, Any]
+    ) -> VideoSampleResult:
+        score = score_prediction(sample, prediction)
+        return VideoSampleResult(
+            id=sample.id, image_path=str(sample.frames_dir), query=sample.query,
+            split=sample.split, tags=sample.tags, no_target=sample.no_target,
+            **fields, j=score.j, f=score.f, frames_scored=score.frames,
+            frames_used=prediction.frames_used,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EvalWorkerFactory(LeavesChatModelOnDriver):
+    """The handler per worker, built where the work runs (picklable for Ray): the agent,
+    SAM 3 alone (``sam3_only``), or the video agent (``video`` set; ``backends`` then is a
+    :class:`~sam3_agent.runs.jobs.models.VideoModelSource`). ``model`` is the name recorded
+    with each result (the MLLM's, or SAM 3's for sam3-only)."""
+
+    backends: ModelSource
+    agent_config: AgentConfig
+    sam3_only: bool
+    model: str
+    chat_model: ChatModel | None = field(default=None, compare=False, repr=False)
+    loading_bars: bool = True
+    video: VideoOptions | None = None
+
+    def build(self, run_dir: Path) -> EvalHandler | VideoEvalHandler:
+        predictor: Predictor
+        with self.loading():
+            if self.video is not None:
+                segmenter = cast("VideoModelSource", self.backends).build_video_segmenter()
+                tracker = Sam3VideoAgent(
+                    segmenter, self.worker_chat_model(), self.agent_config, self.video
+                )
+                return VideoEvalHandler(VideoAgentPredictor(tracker, self.model), run_dir)
+            shared = self.shared_segmenter()
+            if self.sam3_only:
+                predictor = Sam3OnlyPredictor(shared, self.model, config=self.agent_config)
+            else:
+                agent = Sam3Agent(shared, self.worker_chat_model(), self.agent_config)
+                predictor = AgentPredictor(agent, self.model)
+        return EvalHandler(
+            predictor, run_dir, shared, max_pixels=self.agent_config.max_image_pixels
+        )
 
 
 async def evaluate_samples(
@@ -261,13 +363,10 @@ async def evaluate_samples(
     progress: ProgressListener[SampleResult] | None = None,
     retry_failed: bool = False,
 ) -> RunOutcome:
-    """Evaluate every sample not yet in ``store`` in this process, committing each as it finishes.
-
-    The local engine with a predictor built by the caller (a test's, a benchmark's);
-    :func:`sam3_agent.runs.evaluation.run.evaluate` builds its own on any engine. ``shared``
-    is the segmenter wrapper the predictor uses, so an image's embedding is released when its
-    last sample is done. A broken ground truth (``DatasetError``) stops the run; commits are kept.
-    """
+    """Evaluate every sample not yet in ``store`` in this process with a predictor the caller
+    built (a test's, a benchmark's), committing each as it finishes. ``shared``: the
+    segmenter wrapper the predictor uses, so an image's embedding is released after its
+    last sample."""
     return await run_jobs(
         samples,
         store,

@@ -1,43 +1,46 @@
-"""Run directories merged into *methods*: one row of the paper-style tables each.
-
-Run directories whose settings differ only in split or shard are merged into one method:
-shards of one split, or the val and test runs of one model. Different models or modes
-become different methods. :func:`merge_runs` does the merging for records of any kind (the
-video report merges its runs the same way); :func:`load_methods` builds image methods.
-"""
+"""Run directories merged into *methods*, one row of the paper-style tables each: directories
+whose settings differ only in split, shard or preset (shards of one split, the val and test
+runs of one model) are one method; other models or modes are other methods."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Coverage, Population
 from sam3_agent.runs.evaluation.metrics import Breakdown, breakdown
-from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.jobs.base import R
+from sam3_agent.runs.evaluation.results import SampleResult, VideoSampleResult
+from sam3_agent.runs.evaluation.video.metrics import VideoBreakdown, VideoSummary
+from sam3_agent.runs.evaluation.video.metrics import breakdown as video_breakdown
 from sam3_agent.runs.jobs.records import JobRecord
-from sam3_agent.runs.jobs.store import Decode, reading
+from sam3_agent.runs.jobs.store import reading
 from sam3_agent.values.errors import UserError
 
 logger = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=JobRecord)
 
 KIND_KEY = "kind"
 """The run setting that names what an evaluation scored; absent: images."""
 IMAGE, VIDEO = "image", "video"
 
 MERGED_KEYS = ("split", "shard", "preset")
-"""Settings that may differ between run directories merged into one method (the val and
-test presets of one model are one row)."""
+"""Settings that may differ between run directories merged into one method."""
+
+SPLIT_ORDER = ("val", "test", "testA", "testB", "train")
 
 
 @dataclass
-class MergedRuns(Generic[R]):
-    """Run directories merged into one method (see :func:`merge_runs`): what an image
-    :class:`Method` and a video method share."""
+class MergedRuns(ABC, Generic[R]):
+    """Run directories merged into one method, of either kind. ``populations``: per split,
+    the whole split's size as ``eval`` recorded it (None: not recorded);
+    ``planned_by_split``: what the latest invocations of its directories planned, summed."""
 
     label: str
     config: dict[str, Any]
@@ -45,75 +48,133 @@ class MergedRuns(Generic[R]):
     results: list[R]
     planned: int | None
     populations: dict[str, Population | None]
-    """Per split: the whole split's size as ``eval`` recorded it (None: not recorded)."""
     planned_by_split: dict[str, int | None]
-    """Per split: what the latest invocations of its run directories planned, summed."""
 
     @property
     def dataset(self) -> str:
         return str(self.config.get("dataset", "?"))
 
     def describe(self, **figures: Any) -> dict[str, Any]:
-        """The method's entry in a report's ``metrics.json``: its label, settings and run
-        directories, then ``figures``."""
+        """The method's entry in ``metrics.json``: label, settings, run directories, ``figures``."""
+        dirs = [str(d) for d in self.run_dirs]
+        return {"label": self.label, "config": self.config, "run_dirs": dirs, **figures}
+
+    @abstractmethod
+    def scored_splits(self) -> list[str]:
+        """The splits scored, in the dataset's order."""
+
+    @abstractmethod
+    def coverage(self, split: str, tag: str | None = None) -> Coverage:
+        """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's."""
+
+    @abstractmethod
+    def metrics_json(self) -> dict[str, Any]:
+        """The method's figures as ``metrics.json`` lists them."""
+
+    def splits(self) -> list[str]:
+        """The splits scored, then the splits recorded with nothing scored yet."""
+        scored = self.scored_splits()
+        return scored + [s for s in self.populations if s not in scored]
+
+    def _coverage(self, scored: int, split: str, tag: str | None) -> Coverage:
+        return Coverage.of(
+            scored, self.populations.get(split), self.planned_by_split.get(split), tag
+        )
+
+    def usage(self) -> dict[str, Any]:
+        """What the stored samples cost: counts, rounds, tokens and time."""
+        results, n = self.results, len(self.results)
+        tokens = sum(r.prompt_tokens + r.completion_tokens for r in results)
         return {
-            "label": self.label,
-            "config": self.config,
-            "run_dirs": [str(d) for d in self.run_dirs],
-            **figures,
+            "samples": n,
+            "planned": self.planned,
+            "failed": sum(r.failed for r in results),
+            "infrastructure_errors": sum(r.infra_error for r in results),
+            "mean_rounds": sum(r.rounds for r in results) / n if n else None,
+            "prompt_tokens": sum(r.prompt_tokens for r in results),
+            "completion_tokens": sum(r.completion_tokens for r in results),
+            "tokens_per_sample": tokens / n if n else None,
+            "mean_time_s": sum(r.time_s for r in results) / n if n else None,
         }
-
-
-M = TypeVar("M", bound=MergedRuns[Any])
 
 
 @dataclass
 class Method(MergedRuns[SampleResult]):
-    """The merged image results of run directories that share their settings but
-    split/shard."""
+    """Image results, with gIoU, cIoU and the rest per split and tag."""
 
     metrics: Breakdown = field(init=False)
 
     def __post_init__(self) -> None:
         self.metrics = breakdown(r.scored() for r in self.results)
 
+    def scored_splits(self) -> list[str]:
+        return ordered_splits(self.metrics.splits)
+
+    def metrics_json(self) -> dict[str, Any]:
+        return self.metrics.to_dict()
+
     def coverage(self, split: str, tag: str | None = None) -> Coverage:
         """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's; out
         of the run's plan where the split's size was not recorded (tags: unknown then)."""
-        summary = (
-            self.metrics.splits.get(split)
-            if tag is None
-            else self.metrics.split_tags.get(split, {}).get(tag)
-        )
-        scored = summary.count if summary is not None else 0
-        return Coverage.of(
-            scored, self.populations.get(split), self.planned_by_split.get(split), tag
-        )
+        m = self.metrics
+        summary = m.splits.get(split) if tag is None else m.split_tags.get(split, {}).get(tag)
+        return self._coverage(summary.count if summary is not None else 0, split, tag)
 
     def overall_coverage(self) -> Coverage:
         """:meth:`coverage` of every split the method holds, together."""
         splits = dict.fromkeys([*self.populations, *self.metrics.splits])
         return Coverage.combined(self.coverage(split) for split in splits)
 
+
+@dataclass
+class VideoMethod(MergedRuns[VideoSampleResult]):
+    """Video results, with J, F and J&F per split: overall (the dataset's official overall)
+    and per subset tag."""
+
+    metrics: dict[str, VideoBreakdown] = field(init=False)
+
+    def __post_init__(self) -> None:
+        info = VIDEO_DATASETS.get(self.dataset)
+        by_split: dict[str, list[VideoSampleResult]] = {}
+        for r in self.results:
+            by_split.setdefault(r.split, []).append(r)
+        self.metrics = {
+            split: video_breakdown(
+                (r.scored() for r in by_split[split]),
+                overall_from=info.overall_from if info is not None else None,
+            )
+            for split in ordered_splits(by_split, info.splits if info is not None else ())
+        }
+
+    def scored_splits(self) -> list[str]:
+        return list(self.metrics)
+
+    def metrics_json(self) -> dict[str, Any]:
+        return {s: b.to_dict() for s, b in self.metrics.items()}
+
+    def summary(self, split: str, tag: str | None = None) -> VideoSummary | None:
+        """The split's overall figures (``tag`` None) or its ``tag`` subset's."""
+        scored = self.metrics.get(split)
+        if scored is None:
+            return None
+        return scored.overall if tag is None else scored.tags.get(tag)
+
+    def coverage(self, split: str, tag: str | None = None) -> Coverage:
+        """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's. Every
+        stored sample counts (ReVOS's overall leaves out other types, scored all the same)."""
+        scored = sum(r.split == split and (tag is None or tag in r.tags) for r in self.results)
+        return self._coverage(scored, split, tag)
+
     def usage(self) -> dict[str, Any]:
-        return usage_of(self.results, self.planned)
+        n = len(self.results)
+        frames = sum(r.frames_scored for r in self.results) / n if n else None
+        return {**super().usage(), "frames_scored_per_sample": frames}
 
 
-def usage_of(results: Sequence[JobRecord], planned: int | None) -> dict[str, Any]:
-    """What a method's stored samples cost, of any kind: counts, rounds, tokens and time."""
-    n = len(results)
-    tokens = sum(r.prompt_tokens + r.completion_tokens for r in results)
-    return {
-        "samples": n,
-        "planned": planned,
-        "failed": sum(r.failed for r in results),
-        "infrastructure_errors": sum(r.infra_error for r in results),
-        "mean_rounds": sum(r.rounds for r in results) / n if n else None,
-        "prompt_tokens": sum(r.prompt_tokens for r in results),
-        "completion_tokens": sum(r.completion_tokens for r in results),
-        "tokens_per_sample": tokens / n if n else None,
-        "mean_time_s": sum(r.time_s for r in results) / n if n else None,
-    }
+def ordered_splits(splits: Collection[str], order: Sequence[str] = SPLIT_ORDER) -> list[str]:
+    """``splits`` in ``order``, then the others sorted."""
+    known = [s for s in order if s in splits]
+    return known + sorted(set(splits) - set(known))
 
 
 def method_label(config: dict[str, Any]) -> str:
@@ -124,18 +185,15 @@ def method_label(config: dict[str, Any]) -> str:
     return f"{config.get('model')} + SAM 3 agent"
 
 
-def run_kind(run_dir: Path) -> str:
-    """``image`` or ``video``; run directories made before videos were evaluated are image
-    runs."""
-    with reading(run_dir, JobRecord.from_json) as store:  # its settings only: nothing decoded
-        return str((store.config() or {}).get(KIND_KEY, IMAGE))
-
-
 def runs_kind(run_dirs: Sequence[Path]) -> str:
-    """The one kind (:func:`run_kind`) of every directory in ``run_dirs``."""
+    """``image`` or ``video``: the one kind of every directory in ``run_dirs`` (directories
+    made before videos were evaluated are image runs)."""
     if not run_dirs:
         raise UserError("give at least one run directory")
-    kinds = {run_kind(d) for d in run_dirs}
+    kinds = set()
+    for run_dir in run_dirs:
+        with reading(run_dir, JobRecord.from_json) as store:  # its settings only
+            kinds.add(str((store.config() or {}).get(KIND_KEY, IMAGE)))
     if len(kinds) > 1:
         raise UserError(
             "these run directories hold image and video evaluations: report them separately"
@@ -143,44 +201,31 @@ def runs_kind(run_dirs: Sequence[Path]) -> str:
     return kinds.pop()
 
 
-def load_methods(run_dirs: Sequence[Path]) -> list[Method]:
-    """:func:`merge_runs` for image run directories."""
-    return merge_runs(run_dirs, SampleResult.from_json, IMAGE, Method)
+def load_methods(run_dirs: Sequence[Path], kind: str) -> list[Any]:
+    """Read run directories of one ``kind`` (:func:`runs_kind`) as :class:`Method` or
+    :class:`VideoMethod` values, merging those whose settings differ only in
+    :data:`MERGED_KEYS`. A sample id stored in two merged directories is counted once (the
+    first directory given wins) and a warning is logged."""
+    if kind == VIDEO:
+        return _merge(run_dirs, VideoSampleResult, VideoMethod)
+    return _merge(run_dirs, SampleResult, Method)
 
 
-def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str, method: type[M]) -> list[M]:
-    """Read run directories of one ``kind`` and merge those whose settings differ only in
-    :data:`MERGED_KEYS` into ``method``s. A sample id stored in two merged directories is
-    counted once (the first directory given wins) and a warning is logged."""
-    if not run_dirs:
-        raise UserError("give at least one run directory")
+def _merge(run_dirs: Sequence[Path], record: type[Any], method: type[Any]) -> list[Any]:
     groups: dict[str, dict[str, Any]] = {}
     for run_dir in run_dirs:
-        found = run_kind(run_dir)
-        if found != kind:
-            raise UserError(f"{run_dir} holds an evaluation of {found}s, not of {kind}s")
-        with reading(run_dir, decode) as store:
+        with reading(run_dir, record.from_json) as store:
             config = store.config() or {}
             results = store.results()
             planned = store.planned()
             population = Population.from_json(store.meta(POPULATION_KEY))
         key_config = {k: v for k, v in config.items() if k not in MERGED_KEYS}
-        key = json.dumps(key_config, sort_keys=True)
         group = groups.setdefault(
-            key,
-            {
-                "config": key_config,
-                "dirs": [],
-                "results": {},
-                "planned": 0,
-                "splits": {},
-            },
+            json.dumps(key_config, sort_keys=True),
+            {"config": key_config, "dirs": [], "results": {}, "splits": {}},
         )
         group["dirs"].append(run_dir)
-        group["planned"] = _add(group["planned"], planned)
-        group["splits"].setdefault(str(config.get("split", "?")), []).append(
-            (run_dir, planned, population)
-        )
+        group["splits"].setdefault(str(config.get("split", "?")), []).append((planned, population))
         for r in results:
             if r.id in group["results"]:
                 logger.warning(
@@ -188,7 +233,7 @@ def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str, method: t
                 )
                 continue
             group["results"][r.id] = r
-    methods: list[M] = []
+    methods = []
     labels: dict[str, int] = {}
     for group in groups.values():
         # Rows of one table need distinct labels; other datasets' tables may reuse them.
@@ -197,43 +242,34 @@ def merge_runs(run_dirs: Sequence[Path], decode: Decode[R], kind: str, method: t
         labels[key] = labels.get(key, 0) + 1
         if labels[key] > 1:
             label = f"{label} [{labels[key]}]"
+        splits = group["splits"].items()
+        planned_by_split = {split: _total(p for p, _ in dirs) for split, dirs in splits}
         methods.append(
             method(
                 label=label,
                 config=group["config"],
                 run_dirs=group["dirs"],
                 results=sorted(group["results"].values(), key=lambda r: r.id),
-                planned=group["planned"],
-                populations={
-                    split: _one_population(split, dirs) for split, dirs in group["splits"].items()
-                },
-                planned_by_split={
-                    split: _sum_planned(p for _, p, _ in dirs)
-                    for split, dirs in group["splits"].items()
-                },
+                planned=_total(planned_by_split.values()),
+                populations={split: _one_population(split, dirs) for split, dirs in splits},
+                planned_by_split=planned_by_split,
             )
         )
     return methods
 
 
-def _add(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else a + b
-
-
-def _sum_planned(planned: Iterable[int | None]) -> int | None:
-    total: int | None = 0
-    for p in planned:
-        total = _add(total, p)
-    return total
+def _total(planned: Iterable[int | None]) -> int | None:
+    counts = list(planned)
+    return None if None in counts else sum(c for c in counts if c is not None)
 
 
 def _one_population(
-    split: str, dirs: Sequence[tuple[Path, int | None, Population | None]]
+    split: str, dirs: Sequence[tuple[int | None, Population | None]]
 ) -> Population | None:
     """The split's size as its run directories (shards) recorded it: None when none did,
     or when they disagree (two copies of the dataset?): a report then says it is unknown."""
     known: list[Population] = []
-    for _, _, p in dirs:
+    for _, p in dirs:
         if p is not None and p not in known:
             known.append(p)
     if len(known) > 1:

@@ -1,20 +1,9 @@
-"""Segmentation metrics. Pure functions: no files, no models.
-
-Per sample, on the union of the predicted masks against the ground truth, with ignore pixels
-excluded from both: I (intersection) and U (union) in pixels, IoU = I / U, and IoU = 1.0 when
-both are empty. Over a set of samples:
-
-* gIoU = mean of the per-sample IoUs;
-* cIoU = sum I / sum U (None when sum U is 0: nothing predicted, nothing to find);
-* Pr@t = share of *target* samples with IoU >= t, for t in 0.5 .. 0.9, as LAVT and ReLA
-  compute it. No-target samples (gRefCOCO) are left out: an empty answer to one scores IoU
-  1.0 and would count as a hit at every threshold, which ReLA's evaluator does not do; a
-  group of no-target samples only has no Pr@ at all;
-* N-acc = share of no-target samples answered with no mask; T-acc = share of target
-  samples answered with a mask (gRefCOCO). A mask on a no-target sample scores IoU 0 and
-  its area counts in sum U, which follows from the definitions above since its GT is empty.
-
-A failed sample is scored as an empty prediction and listed in :attr:`Breakdown.failed`.
+"""Image segmentation metrics, pure. Per sample, on the union of the predicted masks with
+ignore pixels excluded: I, U in pixels, IoU = I / U (1.0 when both are empty). Over samples:
+gIoU = mean IoU; cIoU = ΣI / ΣU (None when ΣU is 0); Pr@t = share of *target* samples with
+IoU >= t, as LAVT and ReLA compute it (an empty answer to a no-target sample would be a hit
+at every threshold); N-acc = share of no-target samples answered with no mask, T-acc = share
+of target samples answered with one (gRefCOCO). A failed sample scores as an empty prediction.
 """
 
 from __future__ import annotations
@@ -70,7 +59,7 @@ def score_mask(pred: BoolArray, gt: BoolArray, ignore: BoolArray | None = None) 
 
 @dataclass(frozen=True)
 class ScoredSample:
-    """What the summary needs to know about one finished sample."""
+    """What the summary needs of one finished sample."""
 
     id: str
     split: str
@@ -138,7 +127,11 @@ def summarize(
         # fsum is correctly rounded, so the mean does not depend on the order of samples.
         giou=math.fsum(ious) / n if n else None,
         ciou=sum_i / sum_u if sum_u else None,
-        precision=_precision(target, thresholds) if target else None,
+        precision=(
+            {t: sum(s.iou >= t for s in target) / len(target) for t in thresholds}
+            if target
+            else None
+        ),
         n_acc=(
             sum(s.score.pred_area == 0 for s in no_target) / len(no_target) if no_target else None
         ),
@@ -148,11 +141,6 @@ def summarize(
         intersection=sum_i,
         union=sum_u,
     )
-
-
-def _precision(target: Sequence[ScoredSample], thresholds: Sequence[float]) -> dict[float, float]:
-    """Pr@t over target samples: the share with IoU >= t (ReLA's ``iou >= t``)."""
-    return {t: sum(s.iou >= t for s in target) / len(target) for t in thresholds}
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,5 @@
-"""Published results that ``report`` sets beside a run's, marked "published".
-
-Only figures whose source we can name are here. From the SAM 3 paper (Carion et al.,
-"SAM 3: Segment Anything with Concepts", arXiv 2511.16719), its SAM 3 Agent tables
-(Tables 39 and 41): ReasonSeg gIoU with three MLLMs, and RefCOCO+ val cIoU with Gemini 2.5
-Pro. Deliberately left out: LISA-7B and the SAM 3-only baseline, whose figures we could not
-confirm against their sources here; add them with their source when checked.
-
-Values are percentages as printed in the paper. A run's model matches a published row when
-its normalised name (lower case, no organisation prefix, spaces as ``-``) starts with one
-of the row's ``match`` prefixes.
-"""
+"""Published figures that ``report`` sets beside a run's, marked "published": only those
+whose source we can name (why each is in or out: docs/evaluation.md); percentages as printed."""
 
 from __future__ import annotations
 
@@ -20,20 +10,15 @@ from typing import Literal
 Metric = Literal["gIoU", "cIoU", "J", "F", "J&F"]
 
 SAM3_PAPER = "SAM 3 paper (arXiv 2511.16719), SAM 3 Agent, Tables 39/41"
+AGENTRVOS_PAPER = "AgentRVOS (arXiv 2603.23489)"
 
 
 @dataclass(frozen=True)
 class PublishedResult:
-    """One published figure.
-
-    Attributes:
-        model: the MLLM as the paper names it (empty when the source does not say).
-        match: normalised model-name prefixes of runs that use this model.
-        dataset, split: as ``eval`` names them (split empty when the source does not say);
-            ``tag`` a subset (``None``: overall).
-        metric: ``gIoU`` or ``cIoU`` (images); ``J``, ``F`` or ``J&F`` (videos).
-        value: the figure, in percent.
-    """
+    """One published figure: ``model`` as the source names it and ``match`` the normalised
+    name prefixes of runs that use it (both empty when the source does not say); ``dataset``
+    and ``split`` as ``eval`` names them (split empty when not stated), ``tag`` a subset
+    (None: overall); ``value`` in percent."""
 
     model: str
     match: tuple[str, ...]
@@ -52,25 +37,21 @@ class PublishedResult:
         return f"{self.method}, {self.model} (published)"
 
 
-_QWEN25_7B = ("Qwen2.5-VL 7B", ("qwen2.5-vl-7b",))
-_QWEN3_8B_THINKING = ("Qwen3-VL 8B Thinking", ("qwen3-vl-8b-thinking",))
-_GEMINI_25_PRO = ("Gemini 2.5 Pro", ("gemini-2.5-pro",))
+_QWEN25, _QWEN3, _GEMINI = "Qwen2.5-VL 7B", "Qwen3-VL 8B Thinking", "Gemini 2.5 Pro"
+_PREFIX = {_QWEN25: "qwen2.5-vl-7b", _QWEN3: "qwen3-vl-8b-thinking", _GEMINI: "gemini-2.5-pro"}
 
-
-def _row(
-    model: tuple[str, tuple[str, ...]], dataset: str, split: str, metric: Metric, value: float
-) -> PublishedResult:
-    return PublishedResult(model[0], model[1], dataset, split, metric, value, SAM3_PAPER)
-
-
-PUBLISHED: tuple[PublishedResult, ...] = (
-    _row(_QWEN25_7B, "reasonseg", "val", "gIoU", 62.2),
-    _row(_QWEN25_7B, "reasonseg", "test", "gIoU", 63.0),
-    _row(_QWEN3_8B_THINKING, "reasonseg", "val", "gIoU", 68.5),
-    _row(_QWEN3_8B_THINKING, "reasonseg", "test", "gIoU", 70.2),
-    _row(_GEMINI_25_PRO, "reasonseg", "val", "gIoU", 77.0),
-    _row(_GEMINI_25_PRO, "reasonseg", "test", "gIoU", 74.0),
-    _row(_GEMINI_25_PRO, "refcoco+", "val", "cIoU", 67.3),
+_ROWS: tuple[tuple[str, str, str, Metric, float], ...] = (
+    (_QWEN25, "reasonseg", "val", "gIoU", 62.2),
+    (_QWEN25, "reasonseg", "test", "gIoU", 63.0),
+    (_QWEN3, "reasonseg", "val", "gIoU", 68.5),
+    (_QWEN3, "reasonseg", "test", "gIoU", 70.2),
+    (_GEMINI, "reasonseg", "val", "gIoU", 77.0),
+    (_GEMINI, "reasonseg", "test", "gIoU", 74.0),
+    (_GEMINI, "refcoco+", "val", "cIoU", 67.3),
+)
+PUBLISHED: tuple[PublishedResult, ...] = tuple(
+    PublishedResult(model, (_PREFIX[model],), dataset, split, metric, value, SAM3_PAPER)
+    for model, dataset, split, metric, value in _ROWS
 )
 
 
@@ -88,5 +69,14 @@ def matches(row: PublishedResult, model: str | None) -> bool:
     return any(normal.startswith(prefix) for prefix in row.match)
 
 
+# AgentRVOS (arXiv 2603.23489), the training-free SAM 3 + MLLM method closest to the video
+# agent: J&F only, no MLLM named per figure (so no run matches it), MeViS's split not stated.
+VIDEO_PUBLISHED: tuple[PublishedResult, ...] = tuple(
+    PublishedResult("", (), dataset, split, "J&F", value, AGENTRVOS_PAPER, method="AgentRVOS")
+    for dataset, split, value in (("mevis", "", 73.1), ("reasonvos", "valid", 75.5),
+                                  ("revos", "valid", 66.3))
+)  # fmt: skip
+
+
 def for_dataset(dataset: str) -> list[PublishedResult]:
-    return [r for r in PUBLISHED if r.dataset == dataset]
+    return [r for r in (*PUBLISHED, *VIDEO_PUBLISHED) if r.dataset == dataset]

@@ -67,10 +67,8 @@ def _load_instances(dataset_dir: Path) -> _Coco:
     if not path.is_file():
         raise DatasetError(f"{path}: not found")
     doc = read_json(path)
-    if (
-        not isinstance(doc, dict)
-        or not isinstance(doc.get("images"), list)
-        or not isinstance(doc.get("annotations"), list)
+    if not isinstance(doc, dict) or not all(
+        isinstance(doc.get(k), list) for k in ("images", "annotations")
     ):
         raise DatasetError(f"{path}: expected a COCO object with 'images' and 'annotations' lists")
     try:
@@ -162,19 +160,14 @@ def _check_splits(refs: Sequence[Mapping[str, Any]], split: str, file: Path) -> 
 
 
 Annotations = tuple[Mapping[str, Any], ...]
+# What a ref points at: its annotations, and whether it has no target (None: no such refs).
 _Targets = Callable[[_Coco, Mapping[str, Any], Path, str], tuple[Annotations, bool | None]]
-"""What a ref points at: its annotations, and whether it has no target (None: the dataset
-knows no such refs)."""
 
 
 def _ref_samples(
-    root: Path,
-    dataset: str,
-    split: str,
-    images: Path | None,
-    read: Callable[[Path], object],
-    targets: _Targets,
-) -> list[Sample]:
+    root: Path, dataset: str, split: str, images: Path | None,
+    read: Callable[[Path], object], targets: _Targets,
+) -> list[Sample]:  # fmt: skip
     """Every sentence of every ref in ``split`` of the refs file that ``read`` reads."""
     dataset_dir = _dataset_dir(root, dataset)
     refs_path = dataset_dir / REFER_FILES[dataset]
@@ -194,20 +187,10 @@ def _ref_samples(
         tags = () if no_target is None else ("no-target" if no_target else "target",)
         for sent_id, text in _sentences(ref, refs_path, ref_name):
             sample_id = f"{split}/{ref.get('ref_id')}/{sent_id}"
-            samples.append(
-                Sample(
-                    id=sample_id,
-                    image_path=image_dir / str(entry["file_name"]),
-                    query=text,
-                    split=split,
-                    tags=tags,
-                    no_target=bool(no_target),
-                    exif_orientation=False,
-                    gt_source=CocoGroundTruth(
-                        anns, int(entry["height"]), int(entry["width"]), coco.path, sample_id
-                    ),
-                )
-            )
+            size = int(entry["height"]), int(entry["width"])
+            gt = CocoGroundTruth(anns, *size, coco.path, sample_id)
+            image = image_dir / str(entry["file_name"])
+            samples.append(Sample(sample_id, image, text, split, tags, bool(no_target), False, gt))
     logger.info("%s %s: %d samples", dataset, split, len(samples))
     return samples
 
@@ -248,11 +231,9 @@ def _one_annotation(
 
 
 def load_grefcoco(root: Path, split: str, *, images: Path | None = None) -> list[Sample]:
-    """gRefCOCO samples: every sentence of every ref in ``split``.
-
-    A ref whose ``ann_id`` is ``[-1]`` or whose ``no_target`` is true has no target: its
-    ground truth is empty and it is tagged ``no-target`` (others ``target``).
-    """
+    """gRefCOCO samples: every sentence of every ref in ``split``; a ref whose ``ann_id`` is
+    ``[-1]`` or whose ``no_target`` is true has an empty ground truth, tagged ``no-target``
+    (others ``target``)."""
     return _ref_samples(root, "grefcoco", split, images, read_json, _annotations_or_none)
 
 

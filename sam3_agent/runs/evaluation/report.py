@@ -1,15 +1,16 @@
-"""Reports over one or more run directories: ``metrics.json``, ``report.md`` and figures,
-one row per method (:mod:`~sam3_agent.runs.evaluation.methods`), one section per dataset."""
+"""The report over one or more run directories of one kind: ``metrics.json`` and
+``report.md``, one row per method, one section per dataset; image runs also get the IoU
+histogram and the worst samples' gallery; video runs J, F and J&F per split and subset,
+beside AgentRVOS's figures (which name no MLLM: "beside", never "the same model")."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.evaluation.catalog import dataset_title
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS, dataset_title
 from sam3_agent.runs.evaluation.coverage import partial_text
 from sam3_agent.runs.evaluation.figures import (
     GALLERY_DIR,
@@ -18,58 +19,78 @@ from sam3_agent.runs.evaluation.figures import (
     write_gallery,
     write_histogram,
 )
-from sam3_agent.runs.evaluation.methods import VIDEO, Method, load_methods, runs_kind
+from sam3_agent.runs.evaluation.methods import (
+    VIDEO,
+    Method,
+    VideoMethod,
+    load_methods,
+    ordered_splits,
+    runs_kind,
+)
 from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS, Summary
 from sam3_agent.runs.evaluation.published import for_dataset, matches
 from sam3_agent.runs.evaluation.report_parts import (
     RUN_HEADER,
     Compared,
     ReportFiles,
+    cell,
     comparison_line,
     comparison_table,
     failed_lines,
     make_report_dir,
     pct,
     run_cells,
-    run_dirs_text,
-    runs_lines,
     table,
     write_markdown,
     write_metrics,
 )
-from sam3_agent.runs.evaluation.video.report import write_video_report
-from sam3_agent.values.version import __version__
+from sam3_agent.runs.evaluation.video.metrics import VideoSummary
 
-logger = logging.getLogger(__name__)
+IMAGE_INTRO = (
+    "IoU per sample on the union of predicted masks (ignore pixels excluded; 1.0 when "
+    "prediction and target are both empty); gIoU = mean IoU, cIoU = ΣI / ΣU. "
+    "Failed samples count as empty predictions."
+)
 
-SPLIT_ORDER = ("val", "test", "testA", "testB", "train")
 
-
-def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 6) -> ReportFiles:
-    """Write ``metrics.json``, ``report.md``, the IoU histogram and the worst-sample gallery."""
-    methods = load_methods(run_dirs)
+def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 6) -> ReportFiles:
+    """Write the report of ``run_dirs`` (image or video runs, not both) to ``out_dir``."""
+    kind = runs_kind(run_dirs)
+    methods = load_methods(run_dirs, kind)
     make_report_dir(out_dir)
-    datasets = list(dict.fromkeys(m.dataset for m in methods))
-    comparisons = compare_with_published(methods)
-    warning = partial_warning(methods)
+    comparisons: Sequence[Compared]
+    if kind == VIDEO:
+        comparisons = beside = compare_videos(methods)
+        warning = video_warning(beside)
+    else:
+        comparisons = compare_with_published(methods)
+        warning = partial_warning(methods)
     metrics_path = write_metrics(
         out_dir,
-        published=[r for d in datasets for r in for_dataset(d)],
+        published=[r for d in dict.fromkeys(m.dataset for m in methods) for r in for_dataset(d)],
         comparisons=comparisons,
         warning=warning,
-        methods=[
-            m.describe(
-                usage=m.usage(),
-                coverage={split: m.coverage(split).to_dict() for split in _splits_of(m)},
-                metrics=m.metrics.to_dict(),
-            )
-            for m in methods
-        ],
+        methods=methods,
+        kind=VIDEO if kind == VIDEO else None,
     )
+    by_dataset = {m.dataset: [n for n in methods if n.dataset == m.dataset] for m in methods}
+    if kind == VIDEO:
+        sections = [line for d, ms in by_dataset.items() for line in _video_section(d, ms)]
+        report = write_markdown(
+            out_dir, "sam3-agent video evaluation report", VIDEO_INTRO, methods, sections, cell
+        )
+        summary = [line for m in methods for line in _video_summary(m)]
+        summary += [comparison_line(c, "beside") for c in comparisons]
+        return ReportFiles(metrics_path, report, methods, comparisons, warning, summary)
     histogram = write_histogram(methods, out_dir / HISTOGRAM)
     gallery = write_gallery(methods, out_dir / GALLERY_DIR, gallery_size)
-    markdown = render_markdown(methods, histogram=histogram, gallery=gallery, out_dir=out_dir)
-    report_path = write_markdown(out_dir, markdown)
+    sections = [
+        line for d, ms in by_dataset.items() for line in _dataset_section(d, ms, gallery, out_dir)
+    ]
+    if histogram is not None:
+        rel = histogram.relative_to(out_dir).as_posix()
+        sections += ["## IoU distribution", "", f"![IoU histogram]({rel})", ""]
+    report = write_markdown(out_dir, "sam3-agent evaluation report", IMAGE_INTRO, methods, sections)
     summary = [
         f"{m.label}: {o.count} samples, gIoU {pct(o.giou)}, cIoU {pct(o.ciou)}, failed {o.failed}"
         for m in methods
@@ -77,25 +98,13 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int =
     ]
     summary += [comparison_line(c, "against") for c in comparisons]
     return ReportFiles(
-        metrics_path, report_path, methods, comparisons, warning, summary, histogram,
+        metrics_path, report, methods, comparisons, warning, summary, histogram,
         [g.path for g in gallery],
     )  # fmt: skip
 
 
-def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 6) -> ReportFiles:
-    """The report of image runs (:func:`write_report`) or of video runs
-    (:func:`~sam3_agent.runs.evaluation.video.report.write_video_report`: no histogram or
-    gallery), whichever ``run_dirs`` hold.
-    """
-    if runs_kind(run_dirs) == VIDEO:
-        return write_video_report(run_dirs, out_dir)
-    return write_report(run_dirs, out_dir, gallery_size=gallery_size)
-
-
 def _ordered_splits(methods: Sequence[Method]) -> list[str]:
-    splits = {s for m in methods for s in m.metrics.splits}
-    known = [s for s in SPLIT_ORDER if s in splits]
-    return known + sorted(splits - set(known))
+    return ordered_splits({s for m in methods for s in m.metrics.splits})
 
 
 def _main_columns(dataset: str, methods: Sequence[Method]) -> list[tuple[str, str, str | None]]:
@@ -123,9 +132,8 @@ def _summary_of(method: Method, split: str, tag: str | None) -> Summary | None:
 def _dataset_section(
     dataset: str, methods: Sequence[Method], gallery: Sequence[GalleryItem], out_dir: Path
 ) -> list[str]:
-    title = dataset_title(dataset)
     grefcoco = dataset == "grefcoco"
-    lines = [f"## {title}", ""]
+    lines = [f"## {dataset_title(dataset)}", ""]
     columns = _main_columns(dataset, methods)
     header = ["method"]
     for name, _, _ in columns:
@@ -145,7 +153,7 @@ def _dataset_section(
             if grefcoco:
                 row += [pct(s.n_acc if s else None), pct(s.t_acc if s else None)]
         if published:
-            row.append(_coverage_cell(m))
+            row.append("; ".join(f"{split} {m.coverage(split).text}" for split in m.splits()))
         rows.append(row)
     warning = partial_warning(methods)
     if warning:
@@ -162,7 +170,7 @@ def _dataset_section(
     pr_header = ["method", "split", *(f"Pr@{t:g}" for t in PR_THRESHOLDS)]
     pr_rows = []
     for m in methods:
-        for split in _ordered_splits([m]):
+        for split in m.scored_splits():
             pr = m.metrics.splits[split].precision or {}
             pr_rows.append([m.label, split, *(pct(pr.get(t)) for t in PR_THRESHOLDS)])
     # ReLA's Pr@ counts target samples only: an empty answer to a no-target sample is no hit.
@@ -190,8 +198,7 @@ def _dataset_section(
 def _published_rows(
     dataset: str, columns: Sequence[tuple[str, str, str | None]], grefcoco: bool
 ) -> list[list[str]]:
-    """Rows of published figures for the main table, in its columns; only rows with at
-    least one figure in those columns."""
+    """Rows of published figures in the main table's columns; only rows with a figure there."""
     by_model: dict[str, dict[tuple[str, str | None, str], float]] = {}
     for r in for_dataset(dataset):
         by_model.setdefault(r.label, {})[(r.split, r.tag, r.metric)] = r.value
@@ -204,32 +211,21 @@ def _published_rows(
                 row.append("–" if value is None else f"{value:.1f}")
             if grefcoco:
                 row += ["–", "–"]
-        if any(cell != "–" for cell in row[1:]):
+        if any(c != "–" for c in row[1:]):
             rows.append([*row, "whole split"])
     return rows
-
-
-def _splits_of(method: Method) -> list[str]:
-    return _ordered_splits([method]) + [
-        s for s in method.populations if s not in method.metrics.splits
-    ]
-
-
-def _coverage_cell(method: Method) -> str:
-    """``val 6/200 (3%); test 779/779 (100%)``: each split of the method's row."""
-    return "; ".join(f"{split} {method.coverage(split).text}" for split in _splits_of(method))
-
-
-def _compared_splits(method: Method) -> list[str]:
-    """The method's splits that have published figures of its dataset beside them."""
-    published = {r.split for r in for_dataset(method.dataset)}
-    return [s for s in _splits_of(method) if s in published]
 
 
 def partial_warning(methods: Sequence[Method]) -> str | None:
     """One line naming each run set beside published figures (which cover whole splits)
     that scored part of its split, or whose coverage is unknown; None when there is none."""
-    return partial_text((m.label, s, m.coverage(s)) for m in methods for s in _compared_splits(m))
+    compared = [
+        (m, s)
+        for m in methods
+        for s in m.splits()
+        if s in {r.split for r in for_dataset(m.dataset)}
+    ]
+    return partial_text((m.label, s, m.coverage(s)) for m, s in compared)
 
 
 @dataclass(frozen=True)
@@ -237,18 +233,9 @@ class Comparison(Compared):
     """A run's figure beside the published one for the same MLLM, dataset and split."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "model": self.published.model,
-            "dataset": self.published.dataset,
-            "split": self.published.split,
-            "metric": self.published.metric,
-            "ours": round(self.ours, 2),
-            "published": self.published.value,
-            "difference": round(self.difference, 2),
-            "source": self.published.source,
-            "coverage": self.coverage.to_dict(),
-        }
+        p = self.published
+        return {"method": self.method, "model": p.model, "dataset": p.dataset,
+                "split": p.split, **self.figures()}  # fmt: skip
 
 
 def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
@@ -270,29 +257,129 @@ def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
     return comparisons
 
 
-def render_markdown(
-    methods: Sequence[Method],
-    *,
-    histogram: Path | None = None,
-    gallery: Sequence[GalleryItem] = (),
-    out_dir: Path | None = None,
-) -> str:
-    """The report as Markdown: one section per dataset, tables in the paper's layout."""
-    out_dir = out_dir or Path(".")
-    lines = [
-        "# sam3-agent evaluation report",
-        "",
-        f"sam3-agent {__version__}; {run_dirs_text(methods)}. "
-        "IoU per sample on the union of predicted masks (ignore pixels excluded; 1.0 when "
-        "prediction and target are both empty); gIoU = mean IoU, cIoU = ΣI / ΣU. "
-        "Failed samples count as empty predictions.",
-        "",
-    ]
-    for dataset in dict.fromkeys(m.dataset for m in methods):
-        subset = [m for m in methods if m.dataset == dataset]
-        lines += _dataset_section(dataset, subset, gallery, out_dir)
-    if histogram is not None:
-        rel = histogram.relative_to(out_dir).as_posix()
-        lines += ["## IoU distribution", "", f"![IoU histogram]({rel})", ""]
-    lines += runs_lines(methods)
-    return "\n".join(lines).rstrip() + "\n"
+OVERALL = "overall"
+"""The subset column's name for a split's overall figures."""
+
+VIDEO_INTRO = (
+    "Per annotated frame, J is the region IoU and F the contour F-measure as the DAVIS "
+    "benchmark defines them (1.0 when prediction and target are both empty); a sample "
+    "scores their means over its frames, a group the mean over its samples, and "
+    "J&F = (J + F) / 2. The prediction at a frame is the union of the selected tracks. "
+    "Failed samples count as empty predictions."
+)
+
+
+@dataclass(frozen=True)
+class VideoComparison(Compared):
+    """A run's figure beside a published one of its dataset and split (on each of the run's
+    splits where the source states none)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "published_method": self.published.method,
+            "model": self.published.model,
+            "dataset": self.published.dataset,
+            "split": self.split,
+            "published_split": self.published.split or None,
+            "tag": self.published.tag,
+            **self.figures(),
+        }
+
+
+def compare_videos(methods: Sequence[VideoMethod]) -> list[VideoComparison]:
+    """Every published figure of a method's dataset beside the method's on the same split."""
+    comparisons = []
+    for m in methods:
+        for r in for_dataset(m.dataset):
+            for split in [r.split] if r.split else list(m.metrics):
+                summary = m.summary(split, r.tag)
+                value = None if summary is None else _value(summary, r.metric)
+                if value is not None:
+                    coverage = m.coverage(split, r.tag)
+                    comparisons.append(VideoComparison(m.label, split, r, 100 * value, coverage))
+    return comparisons
+
+
+def _value(summary: VideoSummary, metric: str) -> float | None:
+    return {"J": summary.j, "F": summary.f, "J&F": summary.jf}.get(metric)
+
+
+def video_warning(comparisons: Sequence[VideoComparison]) -> str | None:
+    """The one line naming each compared run that scored part of its split (or whose
+    coverage is unknown); None when there is none."""
+    return partial_text(dict.fromkeys((c.method, c.split, c.coverage) for c in comparisons))
+
+
+def _video_summary(m: VideoMethod) -> list[str]:
+    """Per split: J, F, J&F overall and J&F per subset."""
+    lines = []
+    for split, scored in m.metrics.items():
+        o = scored.overall
+        subsets = ", ".join(f"{tag} {pct(s.jf)}" for tag, s in scored.tags.items())
+        lines.append(
+            f"{m.label}: {dataset_title(m.dataset)} {split}: {m.coverage(split).scored} "
+            f"samples, J {pct(o.j)}, F {pct(o.f)}, J&F {pct(o.jf)}"
+            + (f" (J&F by subset: {subsets})" if subsets else "")
+            + f", failed {o.failed}"
+        )
+    return lines
+
+
+def _metric_rows(m: VideoMethod, with_coverage: bool) -> list[list[str]]:
+    rows = []
+    for split, scored in m.metrics.items():
+        subsets: list[tuple[str, str | None, VideoSummary]] = [(OVERALL, None, scored.overall)]
+        subsets += [(tag, tag, s) for tag, s in scored.tags.items()]
+        for name, tag, s in subsets:
+            row = [cell(m.label), split, name, str(s.count), pct(s.j), pct(s.f), pct(s.jf)]
+            if with_coverage:
+                row.append(m.coverage(split, tag).text)
+            rows.append(row)
+    return rows
+
+
+def _video_section(dataset: str, methods: Sequence[VideoMethod]) -> list[str]:
+    info = VIDEO_DATASETS.get(dataset)
+    lines = [f"## {info.title if info else dataset}", ""]
+    published = []
+    for r in for_dataset(dataset):
+        cells = {"J": "–", "F": "–", "J&F": "–"}
+        cells[r.metric] = f"{r.value:.1f}"
+        split = r.split or "not stated"
+        published.append([r.label, split, r.tag or OVERALL, "–", *cells.values(), "whole split"])
+    comparisons = compare_videos(methods)
+    warning = video_warning(comparisons)
+    if warning:
+        lines += [f"**Warning:** {warning}.", ""]
+    header = ["method", "split", "subset", "samples", "J", "F", "J&F"]
+    if published:
+        header.append("samples scored")
+    rows = [row for m in methods for row in _metric_rows(m, bool(published))]
+    lines += ["### J / F / J&F (%)", "", table(header, rows + published), ""]
+    if info is not None and info.overall_from:
+        lines += [
+            f"The overall figure is the mean of the {' and '.join(info.overall_from)} "
+            "subsets' means, as the official evaluation computes it.",
+            "",
+        ]
+    if published:
+        sources = sorted({r.source for r in for_dataset(dataset)})
+        lines += [
+            f"Rows marked (published): {'; '.join(sources)}. The source does not state which "
+            "MLLM produced each figure: they stand beside ours, not as the same model.",
+            "",
+        ]
+    if comparisons:
+        lines += ["### Beside the published figures", ""]
+        lines += [comparison_table(comparisons, lambda r: r.label, cell), ""]
+    run_rows = []
+    for m in methods:
+        u = m.usage()
+        frames = u["frames_scored_per_sample"]
+        cost = run_cells(cell(m.label), u)
+        run_rows.append([*cost, "–" if frames is None else f"{frames:.1f}"])
+    header = [*RUN_HEADER, "frames scored / sample"]
+    lines += ["### Run", "", table(header, run_rows), ""]
+    failed = [(m.label, i, msg) for m in methods for b in m.metrics.values() for i, msg in b.failed]
+    return lines + failed_lines(failed, cell)

@@ -1,10 +1,6 @@
-"""What the image and the video evaluation reports write alike: the report directory, the
-two files, and the Markdown pieces (tables, the comparison with published figures, the run
-costs, the failed samples and the runs) both are assembled from.
-
-``escape`` turns text a model or a user wrote (labels, settings, failure messages) into a
-table cell: :func:`cell` for the video report, the text as it is for the image report.
-"""
+"""What the image and the video report write alike: the files, and the Markdown pieces
+(tables, comparisons with published figures, run costs, failed samples, runs). ``escape``
+makes text a model or a user wrote a table cell: :func:`cell` for videos, as is for images."""
 
 from __future__ import annotations
 
@@ -32,15 +28,43 @@ RUN_HEADER = ("method", "samples", "failed", "mean rounds", "tokens / sample", "
 
 
 @dataclass(frozen=True)
-class ReportFiles:
-    """What a report of image or video runs wrote, and what the terminal summary needs.
+class Compared(ABC):
+    """A run's figure beside a published one: the run's ``split``, ``ours`` in percent, and
+    how much of the published figure's split (or tag subset) the run scored."""
 
-    ``methods`` are the report's :class:`~sam3_agent.runs.evaluation.methods.Method` or
-    video ``VideoMethod`` rows; ``summary`` has one line per method (per method and split
-    for videos) and one per published figure set beside a run's; ``partial_warning`` is one
-    line when a run set beside published figures covers part of its split (or its coverage
-    is unknown). Only an image report draws the ``histogram`` and the ``gallery``.
-    """
+    method: str
+    split: str
+    published: PublishedResult
+    ours: float
+    coverage: Coverage
+
+    @property
+    def difference(self) -> float:
+        """Ours minus published, in percentage points."""
+        return self.ours - self.published.value
+
+    def figures(self) -> dict[str, Any]:
+        """The figures' part of :meth:`to_dict`."""
+        return {
+            "metric": self.published.metric,
+            "ours": round(self.ours, 2),
+            "published": self.published.value,
+            "difference": round(self.difference, 2),
+            "source": self.published.source,
+            "coverage": self.coverage.to_dict(),
+        }
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as ``metrics.json`` lists it."""
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What a report wrote, and the terminal summary: a line per method (per method and split
+    for videos) and per published figure beside a run's; ``partial_warning``: one line when a
+    compared run covers part of its split (or its coverage is unknown). Only an image report
+    draws the ``histogram`` and the ``gallery``."""
 
     metrics_json: Path
     report_md: Path
@@ -54,7 +78,7 @@ class ReportFiles:
 
 def comparison_line(c: Compared, relation: str) -> str:
     """``label against|beside published: split [tag] metric ours vs theirs (diff), samples
-    scored 6/200 (3%)``: a published figure and the run's, for the terminal summary."""
+    scored 6/200 (3%)``, for the terminal summary."""
     p = c.published
     return (
         f"{c.method} {relation} {p.label}: {c.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
@@ -91,15 +115,8 @@ def make_report_dir(out_dir: Path) -> None:
 def published_entry(r: PublishedResult, kind: str | None = None) -> dict[str, Any]:
     """A published figure as ``metrics.json`` lists it; a video one (``kind`` set) names its
     method and writes an unstated model or split as null."""
-    entry = {
-        "model": r.model,
-        "dataset": r.dataset,
-        "split": r.split,
-        "tag": r.tag,
-        "metric": r.metric,
-        "value": r.value,
-        "source": r.source,
-    }
+    names = ("model", "dataset", "split", "tag", "metric", "value", "source")
+    entry = {name: getattr(r, name) for name in names}
     if kind is None:
         return entry
     return {"method": r.method, **entry, "model": r.model or None, "split": r.split or None}
@@ -111,59 +128,47 @@ def write_metrics(
     published: Iterable[PublishedResult],
     comparisons: Sequence[Compared],
     warning: str | None,
-    methods: list[dict[str, Any]],
+    methods: Iterable[MergedRuns[Any]],
     kind: str | None = None,
 ) -> Path:
-    """``metrics.json`` in ``out_dir`` (its path): the ``published`` figures of the report's
-    datasets, the run figures beside them (``comparisons``) and the coverage ``warning``,
-    then each method's entry; ``kind``: what the runs scored, when not images."""
+    """``metrics.json`` in ``out_dir``: the report's datasets' ``published`` figures, the run
+    figures beside them, the coverage ``warning``, then each method's entry; ``kind``: what
+    the runs scored, when not images."""
     doc = {
         "version": __version__,
         **({"kind": kind} if kind is not None else {}),
         "published": [published_entry(r, kind) for r in published],
         "compared_with_published": [c.to_dict() for c in comparisons],
         "partial_warning": warning,
-        "methods": methods,
+        "methods": [
+            m.describe(
+                usage=m.usage(),
+                coverage={s: m.coverage(s).to_dict() for s in m.splits()},
+                metrics=m.metrics_json(),
+            )
+            for m in methods
+        ],
     }
     path = out_dir / "metrics.json"
     atomic_write_bytes(path, json.dumps(doc, indent=2).encode())
     return path
 
 
-def write_markdown(out_dir: Path, markdown: str) -> Path:
-    """``report.md`` in ``out_dir``; its path."""
+def write_markdown(out_dir: Path, title: str, intro: str, methods: Sequence[MergedRuns[Any]],
+                   sections: Iterable[str], escape: Escape = as_is) -> Path:  # fmt: skip
+    """``report.md`` in ``out_dir``: the ``title``, the run directories read and ``intro``,
+    the ``sections``, then each method's settings and run directories."""
+    dirs = sum(len(m.run_dirs) for m in methods)
+    lines = [f"# {title}", "", f"sam3-agent {__version__}; {dirs} run director"
+             f"{'y' if dirs == 1 else 'ies'}. {intro}", "", *sections, "## Runs", ""]  # fmt: skip
+    for m in methods:
+        settings = ", ".join(f"{k}={v}" for k, v in m.config.items() if k != "agent")
+        where = ", ".join(str(d) for d in m.run_dirs)
+        lines.append(f"- **{escape(m.label)}**: {escape(settings)}; from {where}")
     path = out_dir / "report.md"
-    atomic_write_bytes(path, utf8(markdown))
+    atomic_write_bytes(path, utf8("\n".join(lines).rstrip() + "\n"))
     logger.info("report written to %s", path)
     return path
-
-
-def run_dirs_text(methods: Sequence[MergedRuns[Any]]) -> str:
-    """``3 run directories``: how many the report reads."""
-    dirs = sum(len(m.run_dirs) for m in methods)
-    return f"{dirs} run director{'y' if dirs == 1 else 'ies'}"
-
-
-@dataclass(frozen=True)
-class Compared(ABC):
-    """A run's figure beside a published one (an image or a video comparison): the run's
-    ``split``, ``ours`` as a percentage, and how much of the published figure's split (or
-    tag subset) the run scored."""
-
-    method: str
-    split: str
-    published: PublishedResult
-    ours: float
-    coverage: Coverage
-
-    @property
-    def difference(self) -> float:
-        """Ours minus published, in percentage points."""
-        return self.ours - self.published.value
-
-    @abstractmethod
-    def to_dict(self) -> dict[str, Any]:
-        """The comparison as ``metrics.json`` lists it."""
 
 
 def comparison_table(
@@ -172,30 +177,13 @@ def comparison_table(
     escape: Escape = as_is,
 ) -> str:
     """Each run figure beside its published one, with how much of the split the run scored."""
-    header = [
-        "method",
-        "published",
-        "split",
-        "metric",
-        "ours",
-        "published",
-        "difference",
-        "samples scored",
-    ]
+    header = ["method", "published", "split", "metric", "ours", "published", "difference"]
     rows = [
-        [
-            escape(c.method),
-            published_name(c.published),
-            c.split,
-            c.published.metric,
-            f"{c.ours:.1f}",
-            f"{c.published.value:.1f}",
-            f"{c.difference:+.1f}",
-            c.coverage.text,
-        ]
+        [escape(c.method), published_name(c.published), c.split, c.published.metric,
+         f"{c.ours:.1f}", f"{c.published.value:.1f}", f"{c.difference:+.1f}", c.coverage.text]
         for c in comparisons
-    ]
-    return table(header, rows)
+    ]  # fmt: skip
+    return table([*header, "samples scored"], rows)
 
 
 def run_cells(label: str, usage: dict[str, Any], *, agent: bool = True) -> list[str]:
@@ -224,13 +212,3 @@ def failed_lines(failed: Sequence[tuple[str, str, str]], escape: Escape = as_is)
     if len(failed) > 50:
         lines.append(f"- ... and {len(failed) - 50} more (see metrics.json)")
     return [*lines, ""]
-
-
-def runs_lines(methods: Iterable[MergedRuns[Any]], escape: Escape = as_is) -> list[str]:
-    """The closing section: each method's settings and run directories."""
-    lines = ["## Runs", ""]
-    for m in methods:
-        settings = ", ".join(f"{k}={v}" for k, v in m.config.items() if k != "agent")
-        where = ", ".join(str(d) for d in m.run_dirs)
-        lines.append(f"- **{escape(m.label)}**: {escape(settings)}; from {where}")
-    return lines

@@ -1,19 +1,22 @@
-"""The record of one evaluated sample, as the run's results store keeps it."""
+"""The records of evaluated samples, image and video, as the run's results store keeps them,
+and the running figures over them for a progress display (:func:`running_metrics`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.metrics import SampleScore, ScoredSample
+from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore
 from sam3_agent.runs.jobs.records import JobRecord
 
 
 @dataclass(frozen=True, kw_only=True)
 class EvalRecord(JobRecord):
-    """What an image and a video sample's record share: the sample's ``split``, ``tags``
-    (stored as a JSON list) and ``no_target``, for the metrics by split and tag."""
+    """What every sample's record holds beside the job's: ``split``, ``tags`` (stored as a
+    JSON list) and ``no_target``, for the metrics by split and tag."""
 
     split: str
     tags: tuple[str, ...]
@@ -31,15 +34,9 @@ class EvalRecord(JobRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class SampleResult(EvalRecord):
-    """One finished sample: a :class:`~sam3_agent.runs.jobs.records.JobRecord` and its score.
-
-    A sample that raised is scored as an empty prediction. ``time_s`` is the prediction's.
-
-    Attributes:
-        intersection, union, pred_area, gt_area: as
-            :class:`~sam3_agent.runs.evaluation.metrics.SampleScore` counts them.
-        ground_truth / ignore: COCO RLE of the target and the ignore region (for the gallery).
-    """
+    """One finished image sample and its pixel counts (as
+    :class:`~sam3_agent.runs.evaluation.metrics.SampleScore`); a sample that raised scores as
+    an empty prediction. ``ground_truth`` / ``ignore``: COCO RLE, for the gallery."""
 
     intersection: int
     union: int
@@ -57,7 +54,85 @@ class SampleResult(EvalRecord):
         return self.score.iou
 
     def scored(self) -> ScoredSample:
-        """The view :mod:`~sam3_agent.runs.evaluation.metrics` works on."""
         return ScoredSample(
             self.id, self.split, self.tags, self.no_target, self.score, self.failed, self.failure
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class VideoSampleResult(EvalRecord):
+    """One finished video sample: mean ``j`` and ``f`` over its annotated frames, in
+    ``[0, 1]`` (a failure or no track: empty on every frame). ``image_path`` is the frame
+    folder; the selected tracks are in the sample's ``result.json``; ``frames_used``: frames
+    tracked (0 when the video could not be opened)."""
+
+    j: float
+    f: float
+    frames_scored: int
+    frames_used: int = 0
+
+    def scored(self) -> ScoredVideo:
+        score = VideoScore(j=self.j, f=self.f, frames=self.frames_scored)
+        return ScoredVideo(self.id, self.tags, score, self.failed, self.failure)
+
+
+class RunningMetrics:
+    """gIoU, cIoU and failures so far."""
+
+    def __init__(self) -> None:
+        self.count = self.failed = self._sum_i = self._sum_u = 0
+        self._iou_sum = 0.0
+
+    def add(self, sample: ScoredSample) -> None:
+        self.count += 1
+        self.failed += int(sample.failed)
+        self._iou_sum += sample.iou
+        self._sum_i += sample.score.intersection
+        self._sum_u += sample.score.union
+
+    @property
+    def giou(self) -> float | None:
+        return self._iou_sum / self.count if self.count else None
+
+    @property
+    def ciou(self) -> float | None:
+        return self._sum_i / self._sum_u if self._sum_u else None
+
+    def figures(self) -> list[tuple[str, float | None]]:
+        """``[("gIoU", ...), ("cIoU", ...)]``, None before any sample."""
+        return [("gIoU", self.giou), ("cIoU", self.ciou)]
+
+
+class RunningVideoMetrics:
+    """J, F, J&F and failures so far: the mean of the ``overall_from`` tags' means (ReVOS),
+    else the mean over every sample."""
+
+    def __init__(self, overall_from: Sequence[str] | None = None) -> None:
+        self.overall_from = overall_from
+        self.sums: dict[str | None, list[float]] = {}  # tag (None: all) -> [count, ΣJ, ΣF]
+        self.failed = 0
+
+    def add(self, video: ScoredVideo) -> None:
+        for key in (None, *video.tags):
+            sums = self.sums.setdefault(key, [0, 0.0, 0.0])
+            sums[0] += 1
+            sums[1] += video.score.j
+            sums[2] += video.score.f
+        self.failed += int(video.failed)
+
+    def figures(self) -> list[tuple[str, float | None]]:
+        """``[("J", ...), ("F", ...), ("J&F", ...)]``, None before any sample."""
+        keys: Sequence[str | None] = self.overall_from or (None,)
+        parts = [self.sums[k] for k in keys if k in self.sums]
+        if not parts:
+            return [("J", None), ("F", None), ("J&F", None)]
+        j = sum(p[1] / p[0] for p in parts) / len(parts)
+        f = sum(p[2] / p[0] for p in parts) / len(parts)
+        return [("J", j), ("F", f), ("J&F", (j + f) / 2)]
+
+
+def running_metrics(dataset: str) -> RunningMetrics | RunningVideoMetrics:
+    """The running figures of ``dataset``: gIoU and cIoU, or J, F and J&F (the dataset's
+    official overall)."""
+    info = VIDEO_DATASETS.get(dataset)
+    return RunningMetrics() if info is None else RunningVideoMetrics(info.overall_from)

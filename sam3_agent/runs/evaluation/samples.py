@@ -13,41 +13,29 @@ from sam3_agent.values.errors import DatasetError
 
 @dataclass(frozen=True)
 class GroundTruth:
-    """A sample's ground truth at the image's full resolution.
-
-    Attributes:
-        mask: ``(H, W)`` bool target pixels (all False for a no-target sample).
-        ignore: ``(H, W)`` bool pixels excluded from scoring, or None when there are none.
-    """
+    """A sample's ground truth at the image's full resolution: ``mask`` the ``(H, W)`` bool
+    target pixels (none for a no-target sample), ``ignore`` those left out of scoring."""
 
     mask: BoolArray
     ignore: BoolArray | None = None
 
     @property
     def image_size(self) -> tuple[int, int]:
-        """``(height, width)``."""
         return int(self.mask.shape[0]), int(self.mask.shape[1])
 
 
 class GroundTruthSource(Protocol):
-    """Something that can produce a sample's ground truth on demand."""
+    """Decodes a sample's ground truth on demand."""
 
-    def load(self) -> GroundTruth:
-        """Decode the ground truth."""
-        ...
+    def load(self) -> GroundTruth: ...
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One (image, query) pair to evaluate.
-
-    Attributes:
-        id: stable across runs and processes; unique within a dataset (includes the split).
-        tags: breakdown labels (ReasonSeg ``short``/``long``; gRefCOCO ``target``/``no-target``).
-        no_target: True when the correct answer is no mask at all (gRefCOCO).
-        exif_orientation: load the image with its EXIF orientation applied (True: the
-            dataset's masks are in the displayed frame) or as stored (False: COCO).
-    """
+    """One (image, query) pair: ``id`` stable and unique within the dataset (split
+    included); ``tags`` breakdown labels; ``no_target``: the right answer is no mask
+    (gRefCOCO); ``exif_orientation``: the masks are in the displayed frame (False: COCO's
+    stored frame)."""
 
     id: str
     image_path: Path

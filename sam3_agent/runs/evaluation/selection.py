@@ -1,11 +1,6 @@
-"""Which samples an evaluation takes, as the ``eval`` flags say: an :class:`EvalSet` of
-images or a :class:`VideoEvalSet` of videos, limited and split into shards by image (a
-video's frame folder), loaded with the size of the whole split they come from.
-
-A :class:`VideoEvalSet` is checked when it is made: an unknown dataset or split, a bad
-shard, or a split whose ground truth is not public (scored only by an official server) is a
-one-line :class:`~sam3_agent.values.errors.UserError` before anything is read or loaded.
-"""
+"""Which samples an evaluation takes, as the ``eval`` settings say: an :class:`EvalSet` of
+images or a :class:`VideoEvalSet` of videos (checked when made), limited, sharded by image
+(a video's frame folder), and loaded with the size of the whole split."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from sam3_agent.runs.evaluation.catalog import is_video_dataset, video_split
+from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS, video_split
 from sam3_agent.runs.evaluation.coverage import Population
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
 from sam3_agent.runs.evaluation.methods import KIND_KEY, VIDEO
@@ -28,9 +23,7 @@ S = TypeVar("S", Sample, VideoSample)
 
 @dataclass(frozen=True)
 class Loaded(Generic[S]):
-    """What :meth:`EvalSet.load` (:meth:`VideoEvalSet.load`) found: the ``samples`` to
-    evaluate (after ``--limit`` and ``--shard``), and the ``population`` of the whole split,
-    recorded with the run so that a report can say how much of the split it covers."""
+    """The ``samples`` to evaluate (limited and sharded) and the whole split's ``population``."""
 
     samples: list[S]
     population: Population
@@ -38,8 +31,8 @@ class Loaded(Generic[S]):
 
 @dataclass(frozen=True)
 class EvalSet:
-    """Which samples to evaluate, as the ``eval`` flags say (see :func:`load_samples`);
-    ``limit`` keeps the first samples in dataset order, ``shard`` ``(i, n)`` is 0-based."""
+    """Image samples (see :func:`load_samples`): ``limit`` keeps the first in dataset order,
+    ``shard`` ``(i, n)`` is 0-based."""
 
     dataset: str
     root: Path
@@ -51,25 +44,21 @@ class EvalSet:
     preset: str | None = None
 
     def load(self) -> Loaded[Sample]:
-        """The samples, limited and sharded, and the size of the split they come from."""
-        index, count = _checked_shard(self.shard)
-        if is_video_dataset(self.dataset):
+        _checked_shard(self.shard)
+        if self.dataset in VIDEO_DATASETS:
             raise UserError(f"{self.dataset} is a video dataset: evaluate it with a VideoEvalSet")
         whole = load_samples(
             self.dataset, self.root, self.split, images=self.images, all_texts=self.all_texts
         )
-        samples = whole if self.limit is None else whole[: self.limit]
-        return Loaded(select_shard(samples, index, count), Population.of(whole))
+        return _loaded(whole, self.limit, self.shard)
 
     def identity(self, mode: str) -> dict[str, Any]:
-        """What of this selection (and the mode) a run directory is made with."""
-        index, count = self.shard
         return {
             "dataset": self.dataset,
             "split": self.split,
             "mode": mode,
             "all_texts": self.all_texts,
-            "shard": f"{index}/{count}" if count > 1 else None,
+            "shard": _shard_name(self.shard),
             # Only when given: runs made before presets existed keep their identity.
             **({"preset": self.preset} if self.preset else {}),
         }
@@ -77,8 +66,7 @@ class EvalSet:
 
 @dataclass(frozen=True)
 class VideoEvalSet:
-    """Which video samples to evaluate, as :class:`EvalSet` (sharded by video); ``split``
-    None is the dataset's default, its first listed split."""
+    """Video samples, as :class:`EvalSet` (sharded by video); ``split`` None: the default."""
 
     dataset: str
     root: Path
@@ -107,21 +95,16 @@ class VideoEvalSet:
         return str(self.split)
 
     def load(self) -> Loaded[VideoSample]:
-        """The samples, limited and sharded, and the size of the split they come from."""
         whole = load_video_samples(self.dataset, self.root, self.split_name)
-        samples = whole if self.limit is None else whole[: self.limit]
-        index, count = self.shard
-        return Loaded(select_shard(samples, index, count), Population.of(whole))
+        return _loaded(whole, self.limit, self.shard)
 
     def identity(self, mode: str) -> dict[str, Any]:
-        """What of this selection (and the mode) a run directory is made with."""
-        index, count = self.shard
         return {
             KIND_KEY: VIDEO,
             "dataset": self.dataset,
             "split": self.split_name,
             "mode": mode,
-            "shard": f"{index}/{count}" if count > 1 else None,
+            "shard": _shard_name(self.shard),
             **({"preset": self.preset} if self.preset else {}),
         }
 
@@ -138,26 +121,30 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def _checked_shard(shard: tuple[int, int]) -> tuple[int, int]:
+def _checked_shard(shard: tuple[int, int]) -> None:
     index, count = shard
     if count < 1 or not 0 <= index < count:
         raise UserError(f"`shard` i/n needs 0 <= i < n, got {index}/{count}")
-    return shard
+
+
+def _shard_name(shard: tuple[int, int]) -> str | None:
+    return f"{shard[0]}/{shard[1]}" if shard[1] > 1 else None
+
+
+def _loaded(whole: list[S], limit: int | None, shard: tuple[int, int]) -> Loaded[S]:
+    """The first ``limit`` samples of the split's, sharded, and the whole split's size."""
+    samples = whole if limit is None else whole[:limit]
+    return Loaded(select_shard(samples, *shard), Population.of(whole))
 
 
 def shard_of(sample: Job, count: int) -> int:
-    """The shard a sample belongs to: a stable hash of its image's file name (a video
-    sample's: its frame folder's).
-
-    Hashing the image (not the sample) keeps every query of an image in one shard, so no
-    two machines pay the same image's backbone.
-    """
+    """A stable hash of the sample's image file name (a video's frame folder): every query
+    of an image falls in one shard, so no two machines pay the same image's backbone."""
     digest = hashlib.sha256(sample.image_path.name.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % count
 
 
 def select_shard(samples: Sequence[J], index: int, count: int) -> list[J]:
-    """The samples of shard ``index`` of ``count`` (all of them when ``count`` is 1)."""
     if count == 1:
         return list(samples)
     return [s for s in samples if shard_of(s, count) == index]
@@ -169,6 +156,6 @@ def eval_set(
     preset: str | None = None,
 ) -> EvalSet | VideoEvalSet:  # fmt: skip
     """The :class:`EvalSet` or :class:`VideoEvalSet` of ``dataset``."""
-    if is_video_dataset(dataset):
+    if dataset in VIDEO_DATASETS:
         return VideoEvalSet(dataset, root, split, limit, shard, preset)
     return EvalSet(dataset, root, split, images, all_texts, limit, shard, preset)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
 from sam3_agent.runs.evaluation.handler import evaluate_samples
 from sam3_agent.runs.evaluation.metrics import breakdown
-from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.report import report_runs
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.evaluation.selection import parse_shard, select_shard, shard_of
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
@@ -289,7 +289,7 @@ def test_grefcoco_precision_counts_target_samples_only(tmp_path: Path) -> None:
     assert b.overall.precision == {t: 0.5 for t in (0.5, 0.6, 0.7, 0.8, 0.9)}
     assert b.tags["target"].precision == b.overall.precision
     assert b.tags["no-target"].precision is None
-    files = write_report([tmp_path / "run"], tmp_path / "report")
+    files = report_runs([tmp_path / "run"], tmp_path / "report")
     doc = json.loads(files.metrics_json.read_text())
     assert doc["methods"][0]["metrics"]["tags"]["no-target"]["precision"] is None
     assert "% of target samples with IoU at or above the threshold" in files.report_md.read_text()
@@ -415,3 +415,47 @@ def test_an_interrupt_raised_by_a_sample_stops_the_run(
         with pytest.raises(stop):
             asyncio.run(evaluate_samples(reasonseg, store, predictor, concurrency=1, shared=shared))
         assert store.count() == 2  # what finished before the stop is kept
+
+
+class _Blank:
+    """An image source whose every image is a 4x4 black one."""
+
+    async def get(self, path: Path, **_: Any) -> np.ndarray:
+        return np.zeros((4, 4, 3), dtype=np.uint8)
+
+
+outcomes = st.fixed_dictionaries(
+    {
+        "status": st.sampled_from(["masks", "no_mask"]),
+        "rounds": st.integers(0, 50),
+        "prompt_tokens": st.integers(0, 10**6),
+        "completion_tokens": st.integers(0, 10**6),
+        "calls": st.integers(0, 100),
+        "failure": st.none() | st.text(max_size=20),
+    }
+)
+
+
+@given(outcome=outcomes)
+def test_the_predictors_outcome_reaches_the_record_field_by_field(outcome: dict[str, Any]) -> None:
+    """A prediction carries the record's outcome fields as one value (not a second copy of
+    the record's field list), and every one of them is stored as the predictor gave it."""
+    from sam3_agent.runs.evaluation.handler import EvalHandler, Prediction
+    from sam3_agent.runs.evaluation.samples import GroundTruth
+    from sam3_agent.runs.jobs.records import OUTCOME_FIELDS
+
+    class Answer:
+        model = "fixed"
+
+        async def predict(self, image: Any, query: str, output_dir: Path) -> Prediction:
+            return Prediction(outcome=outcome)
+
+    class Empty:
+        def load(self) -> GroundTruth:
+            return GroundTruth(mask=np.zeros((4, 4), dtype=bool))
+
+    sample = Sample("val/x#0", Path("x.jpg"), "the x", "val", gt_source=Empty())
+    handler = EvalHandler(Answer(), Path("unused"))
+    result = asyncio.run(handler.run(sample, _Blank()))  # type: ignore[arg-type]
+    assert {name: getattr(result, name) for name in OUTCOME_FIELDS} == outcome
+    assert not result.infra_error and result.union == 0

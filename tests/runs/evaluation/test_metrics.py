@@ -14,7 +14,7 @@ from sam3_agent.runs.evaluation.metrics import (
     score_mask,
     summarize,
 )
-from sam3_agent.runs.evaluation.running import RunningMetrics
+from sam3_agent.runs.evaluation.results import RunningMetrics
 from tests.support.fakes import square_mask
 
 

@@ -9,14 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sam3_agent.runs.evaluation.handler import EvalHandler, SampleHandler
+from sam3_agent.runs.evaluation.handler import (
+    EvalHandler,
+    EvalWorkerFactory,
+    SampleHandler,
+    VideoEvalHandler,
+)
 from sam3_agent.runs.evaluation.report import report_runs
+from sam3_agent.runs.evaluation.results import running_metrics
 from sam3_agent.runs.evaluation.run import evaluate
-from sam3_agent.runs.evaluation.running import running_metrics
 from sam3_agent.runs.evaluation.selection import VideoEvalSet
-from sam3_agent.runs.evaluation.video.handler import VideoEvalHandler
 from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore, breakdown
-from sam3_agent.runs.evaluation.workers import EvalWorkerFactory
 from sam3_agent.values.config import AgentConfig, VideoOptions
 from tests.support.video_datasets import make_revos
 from tests.support.video_eval_fixtures import FakeVideoBackends
@@ -75,3 +78,14 @@ def test_running_video_figures_equal_the_reports_overall(
     for name, value in (("J", overall.j), ("F", overall.f), ("J&F", overall.jf)):
         assert figures[name] == (None if value is None else pytest.approx(value))
     assert running.failed == sum(v.failed for v in scored)
+
+
+def test_one_report_module_holds_the_image_and_the_video_report() -> None:
+    """The video report is a section of ``report.py`` beside the image one, not a second
+    module repeating its header, imports and pipeline."""
+    import importlib.util
+
+    from sam3_agent.runs.evaluation import report
+
+    assert importlib.util.find_spec("sam3_agent.runs.evaluation.video.report") is None
+    assert {"report_runs", "_dataset_section", "_video_section"} <= set(vars(report))

@@ -13,7 +13,7 @@ from PIL import Image
 
 from sam3_agent.runs.evaluation.datasets import Sample, load_samples
 from sam3_agent.runs.evaluation.handler import evaluate_samples
-from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.report import report_runs
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.evaluation.selection import select_shard
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
@@ -70,7 +70,7 @@ def _metrics(path: Path) -> dict[str, Any]:
 def test_reasonseg_report(tmp_path: Path) -> None:
     samples = load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
     run = _run(samples, tmp_path / "run", _config("reasonseg"))
-    files = write_report([run], run, gallery_size=2)
+    files = report_runs([run], run, gallery_size=2)
 
     doc = _metrics(files.metrics_json)
     (method,) = doc["methods"]
@@ -115,7 +115,7 @@ def test_reasonseg_table_has_the_paper_layout(tmp_path: Path) -> None:
         )
         for split in ("test", "val")
     ]
-    md = write_report(runs, tmp_path / "out").report_md.read_text()
+    md = report_runs(runs, tmp_path / "out").report_md.read_text()
     header = (
         "| method | val gIoU | val cIoU | test short gIoU | test short cIoU | test long gIoU "
         "| test long cIoU | test overall gIoU | test overall cIoU |"
@@ -130,7 +130,7 @@ def test_reasonseg_table_has_the_paper_layout(tmp_path: Path) -> None:
 def test_grefcoco_report_has_n_acc_and_t_acc(tmp_path: Path) -> None:
     samples = load_samples("grefcoco", write_grefcoco(tmp_path / "g"), "val")
     run = _run(samples, tmp_path / "run", _config("grefcoco"))
-    files = write_report([run], tmp_path / "out")
+    files = report_runs([run], tmp_path / "out")
     overall = _metrics(files.metrics_json)["methods"][0]["metrics"]["overall"]
     want = EXPECTED["grefcoco"]
     for key in ("gIoU", "cIoU", "N-acc", "T-acc"):
@@ -147,8 +147,8 @@ def test_shards_merge_to_the_whole_run(tmp_path: Path) -> None:
         _run(select_shard(samples, i, 2), tmp_path / f"s{i}", _config("refcoco", shard=f"{i}/2"))
         for i in range(2)
     ]
-    merged = write_report(shards, tmp_path / "merged")
-    single = write_report([whole], whole)
+    merged = report_runs(shards, tmp_path / "merged")
+    single = report_runs([whole], whole)
     m = _metrics(merged.metrics_json)["methods"]
     s = _metrics(single.metrics_json)["methods"]
     assert len(m) == 1
@@ -167,7 +167,7 @@ def test_splits_and_models_become_columns_and_rows(tmp_path: Path) -> None:
         _run(test_a, tmp_path / "a_testA", _config("refcoco", split="testA")),
         _run(val, tmp_path / "b_val", _config("refcoco", mode="agent", model="vlm-x")),
     ]
-    files = write_report(runs, tmp_path / "out")
+    files = report_runs(runs, tmp_path / "out")
     md = files.report_md.read_text()
     assert "| method | val gIoU | val cIoU | testA gIoU | testA cIoU |" in md
     assert "| SAM 3 only (fake-sam3) | 46.4 | 53.8 | 100.0 | 100.0 |" in md
@@ -178,15 +178,15 @@ def test_sample_in_two_directories_counts_once(tmp_path: Path) -> None:
     samples = load_samples("refcoco", write_refcoco(tmp_path / "r"), "val")
     a = _run(samples, tmp_path / "a", _config("refcoco", shard="0/2"))
     b = _run(samples[:1], tmp_path / "b", _config("refcoco", shard="1/2"))
-    doc = _metrics(write_report([a, b], tmp_path / "out").metrics_json)
+    doc = _metrics(report_runs([a, b], tmp_path / "out").metrics_json)
     assert doc["methods"][0]["metrics"]["overall"]["count"] == 3
 
 
 def test_report_refuses_non_run_directory(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a run directory"):
-        write_report([tmp_path], tmp_path)
+        report_runs([tmp_path], tmp_path)
     with pytest.raises(UserError, match="at least one"):
-        write_report([], tmp_path)
+        report_runs([], tmp_path)
 
 
 def test_gallery_skips_missing_images(tmp_path: Path) -> None:
@@ -195,7 +195,7 @@ def test_gallery_skips_missing_images(tmp_path: Path) -> None:
     run = _run(samples, tmp_path / "run", _config("reasonseg"))
     for image in (root / "val").glob("*.jpg"):
         image.unlink()
-    files = write_report([run], run)
+    files = report_runs([run], run)
     assert files.gallery == []
     assert "Worst samples" not in files.report_md.read_text()
 
@@ -207,7 +207,7 @@ def test_each_dataset_gets_its_section_and_labels_stay_plain(tmp_path: Path) -> 
         _run(rs, tmp_path / "rs_run", _config("reasonseg")),
         _run(gref, tmp_path / "g_run", _config("grefcoco")),
     ]
-    files = write_report(runs, tmp_path / "out")
+    files = report_runs(runs, tmp_path / "out")
     md = files.report_md.read_text()
     assert md.index("## ReasonSeg") < md.index("## gRefCOCO")
     assert "[2]" not in md
@@ -228,7 +228,7 @@ def test_published_rows_sit_beside_the_runs_marked_published(tmp_path: Path) -> 
         )
         for split in ("val", "test")
     ]
-    files = write_report(runs, tmp_path / "report")
+    files = report_runs(runs, tmp_path / "report")
     md = files.report_md.read_text()
     header = (
         "| method | val gIoU | val cIoU | test short gIoU | test short cIoU | test long gIoU | "
@@ -263,7 +263,7 @@ def test_no_comparison_for_another_model_or_sam3_alone(tmp_path: Path) -> None:
         ),
         _run(samples, tmp_path / "alone", _config("reasonseg")),
     ]
-    md = write_report(runs, tmp_path / "report").report_md.read_text()
+    md = report_runs(runs, tmp_path / "report").report_md.read_text()
     assert "(published)" in md
     assert "Against the published figures" not in md  # 8B Instruct is not the Thinking model
 
@@ -271,7 +271,7 @@ def test_no_comparison_for_another_model_or_sam3_alone(tmp_path: Path) -> None:
 def test_datasets_without_published_figures_get_no_published_rows(tmp_path: Path) -> None:
     samples = load_samples("refcoco", write_refcoco(tmp_path / "rc"), "val")
     run = _run(samples, tmp_path / "run", _config("refcoco"))
-    assert "(published)" not in write_report([run], run).report_md.read_text()
+    assert "(published)" not in report_runs([run], run).report_md.read_text()
 
 
 def test_published_matching_by_normalised_model_name() -> None:
@@ -301,7 +301,7 @@ def test_one_shard_beside_the_published_figures_is_partial(tmp_path: Path) -> No
         _run(select_shard(samples, i, 2), tmp_path / f"s{i}", _agent(shard=f"{i}/2"), population=4)
         for i in range(2)
     ]
-    one = write_report(shards[:1], tmp_path / "one")
+    one = report_runs(shards[:1], tmp_path / "one")
     scored = len(select_shard(samples, 0, 2))
     text = f"{scored}/4 ({100 * scored // 4}%)"
     assert [c.coverage.text for c in one.comparisons] == [text]
@@ -316,7 +316,7 @@ def test_one_shard_beside_the_published_figures_is_partial(tmp_path: Path) -> No
     assert "| SAM 3 Agent, Qwen2.5-VL 7B (published) | 62.2 | – | whole split |" in md
     assert f"| {one.comparisons[0].difference:+.1f} | {text} |" in md  # the comparison
 
-    both = write_report(shards, tmp_path / "both")  # the shards merged: the whole split
+    both = report_runs(shards, tmp_path / "both")  # the shards merged: the whole split
     assert [c.coverage.text for c in both.comparisons] == ["4/4 (100%)"]
     assert both.partial_warning is None
     doc = _metrics(both.metrics_json)
@@ -339,7 +339,7 @@ def test_without_a_recorded_split_size_the_report_says_so(tmp_path: Path) -> Non
         _agent(split="test"),
         planned=False,
     )
-    files = write_report([val, test], tmp_path / "out")
+    files = report_runs([val, test], tmp_path / "out")
     texts = {c.published.split: c.coverage.text for c in files.comparisons}
     assert texts == {
         "val": "4/4 (100%) of the run's plan, split size not recorded",
@@ -353,7 +353,7 @@ def test_without_a_recorded_split_size_the_report_says_so(tmp_path: Path) -> Non
 def test_runs_without_published_figures_get_no_coverage_column(tmp_path: Path) -> None:
     samples = load_samples("refcoco", write_refcoco(tmp_path / "rc"), "val")
     run = _run(samples[:1], tmp_path / "run", _config("refcoco"), population=3)
-    files = write_report([run], run)
+    files = report_runs([run], run)
     assert files.partial_warning is None  # nothing published to be misread against
     assert "samples scored" not in files.report_md.read_text()
     assert _metrics(files.metrics_json)["methods"][0]["coverage"]["val"]["text"] == "1/3 (33%)"
@@ -364,5 +364,5 @@ def test_histogram_legend_says_how_much_of_the_split_it_draws(tmp_path: Path) ->
 
     samples = load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
     run = _run(samples[:1], tmp_path / "run", _agent(), population=4)
-    (method,) = write_report([run], run).methods
+    (method,) = report_runs([run], run).methods
     assert legend_label(method) == f"{QWEN} + SAM 3 agent: 1/4 (25%)"

@@ -144,8 +144,7 @@ def test_meta_is_recorded_beside_the_plan_and_read_back(tmp_path: Path) -> None:
 
 def test_image_and_video_records_share_one_tags_round_trip() -> None:
     """Both records store tags as a JSON list and read them back as a tuple (EvalRecord)."""
-    from sam3_agent.runs.evaluation.results import EvalRecord
-    from sam3_agent.runs.evaluation.video.results import VideoSampleResult
+    from sam3_agent.runs.evaluation.results import EvalRecord, VideoSampleResult
 
     assert issubclass(SampleResult, EvalRecord)
     assert issubclass(VideoSampleResult, EvalRecord)

@@ -1,83 +1,37 @@
-"""Referring and reasoning video segmentation datasets in their published on-disk layouts.
+"""Referring and reasoning video datasets in their published layouts, as :class:`VideoSample`
+values in the order of the dataset's files; ids ``<split>/<video id>/<expression id>``.
 
-Each loader lists :class:`VideoSample` values in the order of the dataset's own files (videos,
-then expressions, as their JSON lists them). A sample is one object-expression: a video (a
-folder of frames), the text, and a ground truth that decodes one frame at a time when
-iterated (:meth:`VideoSample.ground_truth`), never the whole video at once. Listing decodes
-no mask. Every missing, unreadable or inconsistent file raises
-:class:`~sam3_agent.values.errors.DatasetError` in one line naming the file and, where there
-is one, the sample.
+Layouts (file names as distributed)::
 
-Sample ids are ``<split>/<video id>/<expression id>``: stable across runs and processes, and
-unique within a dataset.
-
-Layouts read, and where they are documented (file names exactly as distributed):
-
-* **Ref-YouTube-VOS** (``ref-youtube-vos``; ReferFormer's ``docs/data.md`` and
-  ``inference_ytvos.py``, as the CodaLab competition 29139 distributes it)::
-
+    ref-youtube-vos (ReferFormer docs/data.md; valid is scored by CodaLab 29139 only; its
+      test videos are left out when meta_expressions/test/ is present, as ReferFormer does)
       ROOT/meta_expressions/<split>/meta_expressions.json
-           {"videos": {vid: {"expressions": {exp_id: {"exp": text, "obj_id": "1"}},
-                             "frames": ["00000", ...]}}}
+        {"videos": {vid: {"expressions": {exp_id: {"exp": text, "obj_id": "1"}},
+                          "frames": ["00000", ...]}}}
       ROOT/<split>/JPEGImages/<vid>/<frame>.jpg
-      ROOT/train/Annotations/<vid>/<frame>.png   (palette PNG: pixel value = object id)
-
-  ``train`` has masks; ``valid`` has none in public: it is listed (without ``obj_id``) and
-  must be scored by the official server. The competition's ``valid`` expressions also hold
-  its 305 test videos; when ``meta_expressions/test/meta_expressions.json`` is present
-  those are left out, leaving the 202 validation videos, as ReferFormer and MTTR do.
-* **Ref-DAVIS17** (``ref-davis17``), in the Ref-YouTube-VOS layout that ReferFormer's
-  ``tools/data/convert_davis_to_ytvos.py`` builds from DAVIS-2017 (Unsupervised,
-  trainval 480p) and the text annotations of Khoreva et al.::
-
-      ROOT/meta_expressions/<split>/meta_expressions.json   (as above, with "obj_id")
+      ROOT/train/Annotations/<vid>/<frame>.png        palette PNG: pixel value = object id
+    ref-davis17 (ReferFormer's convert_davis_to_ytvos.py): the same, 255 = void, with
+      ROOT/<split>/Annotations; expression k tagged by k % 4: annotator-1 / annotator-2 and
+      first-frame / full-video, the order the converter writes them in
+    mevis (MeViS README, eval_mevis.py; valid is scored by its server only)
+      ROOT/<split>/meta_expressions.json   as above, "obj_id": [..], "anno_id": [..]
+      ROOT/<split>/mask_dict.json          {anno_id: [COCO RLE or null per frame]}
       ROOT/<split>/JPEGImages/<vid>/<frame>.jpg
-      ROOT/<split>/Annotations/<vid>/<frame>.png   (DAVIS palette PNG; 255 = void)
-
-  Splits ``train`` and ``valid``. The converter writes each object's four expressions in a
-  fixed order (annotator 1 first-frame, annotator 1 full-video, annotator 2 first-frame,
-  annotator 2 full-video), so expression ``k`` is tagged by ``k % 4`` (``annotator-1`` /
-  ``annotator-2`` and ``first-frame`` / ``full-video``). The official protocol runs the
-  DAVIS-2017 unsupervised evaluation once per annotator set and averages; we score each
-  expression against its own object, which is what a referring method is asked for.
-* **MeViS** (``mevis``; the MeViS repository's README and ``eval_mevis.py``)::
-
-      ROOT/<split>/meta_expressions.json
-           {"videos": {vid: {"expressions": {exp_id: {"exp": text, "obj_id": [..],
-                                                      "anno_id": [..]}},
-                             "frames": ["00000", ...]}}}
-      ROOT/<split>/mask_dict.json    {str(anno_id): [COCO RLE or null, one per frame]}
-      ROOT/<split>/JPEGImages/<vid>/<frame>.jpg
-
-  ``train`` and ``valid_u`` have masks; ``valid`` has none in public (official server). An
-  expression may name several objects: its ground truth is the union of their masks. A
-  ``null`` entry is an object absent from that frame; every frame is scored. Tags
-  ``single-object`` / ``multi-object`` (``no-target`` when ``anno_id`` is empty).
-* **ReVOS** (``revos``; the ReVOS-api README and VISA's ``tools/eval_revos.py``)::
-
-      ROOT/meta_expressions_<split>_.json   (as MeViS, plus "type_id" per expression)
-      ROOT/mask_dict.json                   (train and valid together)
+      ground truth: the union of the objects' masks; tags single-object / multi-object /
+      no-target (no anno_id)
+    revos (ReVOS-api README, VISA tools/eval_revos.py)
+      ROOT/meta_expressions_<split>_.json  as MeViS, plus "type_id": 0 referring, 1 reasoning
+      ROOT/mask_dict.json, ROOT/JPEGImages/<vid>/<frame>.jpg
+    reasonvos (VideoLISA BENCHMARK.md, eval_reason_vos.py; one split, valid)
+      ROOT/meta_expressions.json  {"videos": {vid: {"source": "MeViS", "is_sent": bool,
+                                   "frames": [..], "expressions": {id: {"exp_text", "obj_id"}}}}}
       ROOT/JPEGImages/<vid>/<frame>.jpg
+      ROOT/Annotations/<source>_<vid>_<obj_id>/<frame>.png   non-zero = object; frames
+      without a PNG are not scored; tags: the source in lower case, sentence / phrase
 
-  Splits ``valid`` and ``train``. ``type_id`` 0 is tagged ``referring``, 1 ``reasoning``,
-  any other ``type-<n>``. The official "overall" figure is the mean of the referring and
-  reasoning subsets' means (:attr:`VideoDatasetInfo.overall_from`), not the mean over all
-  expressions; the other types enter no published figure.
-* **ReasonVOS** (``reasonvos``; VideoLISA's ``BENCHMARK.md``, ``benchmark_check.py`` and
-  ``evaluation/reason_vos/eval_reason_vos.py``)::
-
-      ROOT/meta_expressions.json
-           {"videos": {vid: {"source": "MeViS", "is_sent": bool, "frames": [...],
-                             "expressions": {exp_id: {"exp_text": text, "obj_id": id}}}}}
-      ROOT/JPEGImages/<vid>/<frame>.jpg
-      ROOT/Annotations/<source>_<vid>_<obj_id>/<frame>.png   (binary: non-zero = object)
-
-  One split, named ``valid`` as VideoLISA's loader names it. Only frames with a mask PNG are
-  annotated (and scored). Tags: the source dataset in lower case (``mevis``, ``mose``,
-  ``burst``, ``vipseg``) and ``sentence`` / ``phrase`` from ``is_sent``.
-
-For ReVOS and ReasonVOS, ``ROOT`` may also be the folder holding ``ReVOS/`` or
-``ReasonVOS/``. Frame names without an image suffix are read as ``<name>.jpg``.
+ReVOS's and ReasonVOS's ``ROOT`` may be the folder holding ``ReVOS/`` or ``ReasonVOS/``;
+frame names without an image suffix are ``<name>.jpg``. Listing decodes no mask; every bad
+file raises :class:`~sam3_agent.values.errors.DatasetError` naming it and the sample.
 """
 
 from __future__ import annotations
@@ -112,15 +66,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class VideoSample:
-    """One (video, expression) pair to evaluate.
-
-    Attributes:
-        id: ``<split>/<video>/<expression>``; stable, unique within the dataset.
-        video, expression: the ids the dataset's files use.
-        frame_names: the frame files in ``frames_dir``, in temporal order.
-        no_target: the expression names no object (its ground truth is empty everywhere).
-        no_ground_truth: why this split cannot be scored here (None when it can).
-    """
+    """One (video, expression) pair: ``frame_names`` the files of ``frames_dir`` in temporal
+    order; ``no_target``: the expression names no object; ``no_ground_truth``: why the split
+    cannot be scored here (None when it can)."""
 
     id: str
     dataset: str
@@ -141,9 +89,8 @@ class VideoSample:
 
     @property
     def image_path(self) -> Path:
-        """The video's frame folder: what the jobs engines group samples by
-        (:class:`~sam3_agent.runs.jobs.base.Job`), so that a video's expressions run
-        together on one worker and fall in one ``--shard``."""
+        """The frame folder: the engines group samples by it, so a video's expressions run on
+        one worker and fall in one shard."""
         return self.frames_dir
 
     @property
@@ -151,9 +98,8 @@ class VideoSample:
         return self.gt_source is not None
 
     def ground_truth(self) -> Iterator[GroundTruth | None]:
-        """The ground truth frame by frame (one item per :attr:`frame_names` entry; None for
-        an unannotated frame), decoded as it is iterated.
-        """
+        """The ground truth per :attr:`frame_names` entry (None: not annotated), decoded as
+        it is iterated."""
         if self.gt_source is None:
             reason = self.no_ground_truth or "no ground truth attached"
             raise DatasetError(f"sample {self.id}: {reason}")
@@ -222,24 +168,15 @@ def _davis_tags(exp_id: str) -> tuple[str, ...]:
     """ReferFormer's converter writes each object's expressions in this order."""
     if not exp_id.isdigit():
         return ()
-    return (
-        ("annotator-1", "first-frame"),
-        ("annotator-1", "full-video"),
-        ("annotator-2", "first-frame"),
-        ("annotator-2", "full-video"),
-    )[int(exp_id) % 4]
+    k = int(exp_id) % 4
+    return f"annotator-{k // 2 + 1}", ("first-frame", "full-video")[k % 2]
 
 
 def _palette_samples(
-    root: Path,
-    split: str,
-    info: VideoDatasetInfo,
-    meta: Path,
-    videos: Mapping[str, Mapping[str, Any]],
-    *,
-    void: int | None,
+    root: Path, split: str, info: VideoDatasetInfo, meta: Path,
+    videos: Mapping[str, Mapping[str, Any]], *, void: int | None,
     tag: Callable[[str], tuple[str, ...]],
-) -> list[VideoSample]:
+) -> list[VideoSample]:  # fmt: skip
     images = root / split / "JPEGImages"
     no_gt = info.no_public_ground_truth.get(split)
     annotations = root / split / "Annotations"
@@ -253,13 +190,9 @@ def _palette_samples(
             frames_dir = frames_dir_of(images, vid, sid)
             source = None
             if no_gt is None:
+                obj = object_id(exp.get("obj_id"), meta, sid)
                 source = PaletteMasks(
-                    annotations / vid,
-                    frames,
-                    object_id(exp.get("obj_id"), meta, sid),
-                    frames_dir / frames[0],
-                    sid,
-                    void,
+                    annotations / vid, frames, obj, frames_dir / frames[0], sid, void
                 )
             query = text_of(exp, "exp", meta, sid)
             samples.append(
@@ -296,13 +229,9 @@ def _revos_tag(exp: Mapping[str, Any], anno_ids: Sequence[str]) -> tuple[str, ..
 
 
 def _rle_samples(
-    split: str,
-    info: VideoDatasetInfo,
-    meta: Path,
-    base: Path,
-    *,
+    split: str, info: VideoDatasetInfo, meta: Path, base: Path, *,
     tag: Callable[[Mapping[str, Any], Sequence[str]], tuple[str, ...]],
-) -> list[VideoSample]:
+) -> list[VideoSample]:  # fmt: skip
     images, mask_dict = base / "JPEGImages", base / "mask_dict.json"
     no_gt = info.no_public_ground_truth.get(split)
     listed = []
@@ -325,13 +254,8 @@ def _rle_samples(
                         f"{mask_dict} (sample {sid}): anno_id {anno} has "
                         f"{len(tracks[anno])} frames, the video {len(frames)}"
                     )
-            source = RleMasks(
-                tuple(tracks[a] for a in anno_ids),
-                len(frames),
-                frames_dir / frames[0],
-                mask_dict,
-                sid,
-            )
+            masks = tuple(tracks[a] for a in anno_ids)
+            source = RleMasks(masks, len(frames), frames_dir / frames[0], mask_dict, sid)
         query = text_of(exp, "exp", meta, sid)
         samples.append(
             _sample(info, split, vid, exp_id, frames_dir, frames, query,

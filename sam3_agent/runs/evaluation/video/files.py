@@ -1,11 +1,6 @@
-"""The video datasets' files, read and checked: the meta-expressions JSON, and a sample's
-ground truth decoded one frame at a time from palette PNGs (YouTube-VOS, DAVIS), binary PNGs
-(ReasonVOS) or per-frame COCO RLEs (MeViS, ReVOS).
-
-Every missing, unreadable or inconsistent file raises
-:class:`~sam3_agent.values.errors.DatasetError` in one line naming the file and, where there
-is one, the sample.
-"""
+"""The video datasets' files, read and checked: the meta-expressions JSON, and ground truth
+decoded a frame at a time from palette PNGs (YouTube-VOS, DAVIS), binary PNGs (ReasonVOS) or
+COCO RLEs (MeViS, ReVOS); every bad file is a one-line ``DatasetError`` naming it."""
 
 from __future__ import annotations
 
@@ -37,12 +32,8 @@ def safe_name(value: Any, path: Path, where: str, what: str) -> str:
     no control characters, not ``.`` or ``..``."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    if (
-        not isinstance(value, str)
-        or not value
-        or value in (".", "..")
-        or any(c in "/\\" or ord(c) < 0x20 or ord(c) == 0x7F for c in value)
-    ):
+    bad = any(c in "/\\" or ord(c) < 0x20 or ord(c) == 0x7F for c in str(value))
+    if not isinstance(value, str) or not value or value in (".", "..") or bad:
         raise DatasetError(f"{path} ({where}): {what} must be a plain name, got {value!r:.80}")
     return value
 
@@ -141,12 +132,10 @@ def mask_tracks(path: Path, wanted: set[str]) -> dict[str, tuple[Any, ...]]:
 
 
 class VideoGroundTruthSource(Protocol):
-    """Decodes a sample's ground truth one frame at a time."""
+    """Decodes a sample's ground truth a frame at a time, at the frame's resolution (None:
+    the frame is not annotated)."""
 
-    def frames(self) -> Iterator[GroundTruth | None]:
-        """One item per frame of the sample, in order: the frame's ground truth at the
-        frame's resolution, or None for a frame without annotation."""
-        ...
+    def frames(self) -> Iterator[GroundTruth | None]: ...
 
 
 def _frame_size(path: Path, sample: str) -> tuple[int, int]:
@@ -225,13 +214,9 @@ class BinaryMasks:
 
 
 def _frame_pngs(
-    directory: Path,
-    frame_names: Sequence[str],
-    first_frame: Path,
-    sample: str,
-    *,
+    directory: Path, frame_names: Sequence[str], first_frame: Path, sample: str, *,
     grey: bool = False,
-) -> Iterator[np.ndarray | None]:
+) -> Iterator[np.ndarray | None]:  # fmt: skip
     """Each frame's ``<directory>/<frame stem>.png`` read in turn (None where there is none:
     an unannotated frame), checked to be the frame's size."""
     size: tuple[int, int] | None = None

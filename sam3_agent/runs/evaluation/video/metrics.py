@@ -1,36 +1,15 @@
-"""Video segmentation metrics: J (region similarity), F (contour accuracy) and J&F.
+"""J (region similarity), F (contour accuracy) and J&F as the DAVIS benchmark defines them
+(Perazzi et al., CVPR 2016, Section 3), written from those definitions; pure, fractions in
+``[0, 1]``.
 
-The definitions are those of the DAVIS benchmark: F. Perazzi, J. Pont-Tuset, B. McWilliams,
-L. Van Gool, M. Gross and A. Sorkine-Hornung, "A Benchmark Dataset and Evaluation
-Methodology for Video Object Segmentation", CVPR 2016 (Section 3), as every referring and
-reasoning video segmentation benchmark scores them (Ref-YouTube-VOS, Ref-DAVIS17, MeViS,
-ReVOS, ReasonVOS). The code is ours, written from those definitions.
-
-Per frame, for a predicted mask P and a ground-truth mask G (``(H, W)`` bool):
-
-* **J** = |P ∩ G| / |P ∪ G|, and 1 when both are empty. Void pixels (``ignore``) are left out
-  of both counts.
-* **F** = 2·Pc·Rc / (Pc + Rc), the boundary F-measure. Each mask's contour is the
-  one-pixel boundary map of :func:`boundary_map` (the ``seg2bmap`` construction of the
-  Berkeley boundary benchmark, Martin et al., TPAMI 2004, which DAVIS uses). A contour pixel
-  counts as matched when a pixel of the other contour lies within a disk of radius
-  ``ceil(bound_th · diagonal)`` pixels (``bound_th`` = 0.008 of the image diagonal, DAVIS's
-  default; a value >= 1 is a radius in pixels). Contour precision Pc is the share of the
-  predicted contour that is matched, contour recall Rc the share of the ground-truth contour.
-  Both contours empty: F = 1; only one empty: F = 0. Void pixels are removed from both masks
-  before their contours are taken.
-
-  As in DAVIS, the image border is not a contour: a mask that covers the whole frame has an
-  empty contour, so F compares it as "no contour" (against an empty mask too, where F = 1
-  while J = 0). We keep that quirk so our figures match the published ones.
-* **J&F** = (J + F) / 2.
-
-A video (one object-expression) scores the mean J and mean F over its *annotated* frames
-(:class:`VideoAccumulator`, fed one frame at a time so a video's masks are never all held).
-A dataset scores the mean over its videos; its J&F is (mean J + mean F) / 2
-(:func:`summarize`, :func:`breakdown`, by subset tag too).
-
-Everything here is pure: no files, no models. Scores are fractions in ``[0, 1]``.
+Per frame, for ``(H, W)`` bool masks P and G with void pixels removed from both: J = |P ∩ G|
+/ |P ∪ G| (1 when both are empty). F = 2·Pc·Rc / (Pc + Rc) over the one-pixel contours of
+:func:`boundary_map` (Berkeley's ``seg2bmap``), a contour pixel matched when the other
+contour lies within ``ceil(bound_th · diagonal)`` pixels (``bound_th`` 0.008; >= 1 is a
+radius in pixels); both contours empty: 1, one empty: 0. As in DAVIS, the image border is
+no contour (a full-frame mask has none), a quirk kept so figures match the published ones.
+A video scores the mean J and F over its annotated frames, a group the mean over videos;
+J&F = (J + F) / 2.
 """
 
 from __future__ import annotations
@@ -51,7 +30,11 @@ BOUND_TH = 0.008
 """DAVIS's contour tolerance: a fraction of the image diagonal."""
 
 
-def _check(pred: BoolArray, gt: BoolArray, void: BoolArray | None) -> None:
+def _outside_void(
+    pred: BoolArray, gt: BoolArray, void: BoolArray | None
+) -> tuple[BoolArray, BoolArray]:
+    """Both masks as bool arrays of one ``(H, W)`` shape, void pixels cleared."""
+    pred, gt = np.asarray(pred, dtype=bool), np.asarray(gt, dtype=bool)
     if gt.ndim != 2 or gt.size == 0:
         raise ValueError(f"a mask must be a non-empty (H, W) array, got shape {gt.shape}")
     if pred.shape != gt.shape or (void is not None and void.shape != gt.shape):
@@ -59,16 +42,16 @@ def _check(pred: BoolArray, gt: BoolArray, void: BoolArray | None) -> None:
         if void is not None:
             shapes += f", void {void.shape}"
         raise ValueError(f"mask shapes differ: {shapes}")
+    if void is None:
+        return pred, gt
+    valid = ~np.asarray(void, dtype=bool)
+    return pred & valid, gt & valid
 
 
 def region_similarity(pred: BoolArray, gt: BoolArray, void: BoolArray | None = None) -> float:
     """J of one frame: IoU of two ``(H, W)`` bool masks, void pixels left out; 1.0 when the
     union is empty."""
-    pred, gt = np.asarray(pred, dtype=bool), np.asarray(gt, dtype=bool)
-    _check(pred, gt, void)
-    if void is not None:
-        valid = ~np.asarray(void, dtype=bool)
-        pred, gt = pred & valid, gt & valid
+    pred, gt = _outside_void(pred, gt, void)
     inter = int(np.count_nonzero(pred & gt))
     union = int(np.count_nonzero(pred)) + int(np.count_nonzero(gt)) - inter
     return inter / union if union else 1.0
@@ -115,19 +98,10 @@ def _disk(radius: int) -> np.ndarray:
 
 
 def boundary_f(
-    pred: BoolArray,
-    gt: BoolArray,
-    void: BoolArray | None = None,
-    *,
-    bound_th: float = BOUND_TH,
+    pred: BoolArray, gt: BoolArray, void: BoolArray | None = None, *, bound_th: float = BOUND_TH
 ) -> float:
-    """F of one frame: the DAVIS contour F-measure of two ``(H, W)`` bool masks (see the
-    module docstring)."""
-    pred, gt = np.asarray(pred, dtype=bool), np.asarray(gt, dtype=bool)
-    _check(pred, gt, void)
-    if void is not None:
-        valid = ~np.asarray(void, dtype=bool)
-        pred, gt = pred & valid, gt & valid
+    """F of one frame: the DAVIS contour F-measure of two ``(H, W)`` bool masks."""
+    pred, gt = _outside_void(pred, gt, void)
     pred_contour = boundary_map(pred)
     gt_contour = boundary_map(gt)
     n_pred = int(np.count_nonzero(pred_contour))
@@ -188,9 +162,6 @@ class VideoScore:
     @property
     def jf(self) -> float:
         return (self.j + self.f) / 2
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"J": self.j, "F": self.f, "J&F": self.jf, "frames": self.frames}
 
 
 class VideoAccumulator:

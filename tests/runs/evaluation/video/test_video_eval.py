@@ -15,14 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sam3_agent.runs.evaluation.report import write_report
+from sam3_agent.runs.evaluation.handler import VideoPrediction, score_prediction
+from sam3_agent.runs.evaluation.report import report_runs
+from sam3_agent.runs.evaluation.results import VideoSampleResult
 from sam3_agent.runs.evaluation.run import EvalSet, evaluate
 from sam3_agent.runs.evaluation.samples import GroundTruth
 from sam3_agent.runs.evaluation.selection import VideoEvalSet, select_shard
 from sam3_agent.runs.evaluation.video.datasets import VideoSample, load_video_samples
-from sam3_agent.runs.evaluation.video.handler import VideoPrediction, score_prediction
-from sam3_agent.runs.evaluation.video.report import write_video_report
-from sam3_agent.runs.evaluation.video.results import VideoSampleResult
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name, reading
 from sam3_agent.values.config import VideoOptions
@@ -205,7 +204,7 @@ def test_shards_split_by_video_and_merge_to_the_whole_run(tmp_path: Path) -> Non
         assert not {s.video for s in shard} & {s.video for s in samples if s not in shard}
     for i in range(2):
         evaluate(VideoEvalSet("revos", root, shard=(i, 2)), tmp_path / f"s{i}", FakeVideoBackends())
-    merged = write_video_report([tmp_path / "s0", tmp_path / "s1"], tmp_path / "merged")
+    merged = report_runs([tmp_path / "s0", tmp_path / "s1"], tmp_path / "merged")
     assert len(merged.methods) == 1
     assert metrics(tmp_path / "merged") == metrics(whole)
     assert merged.comparisons[0].coverage.text == "12/12 (100%)"
@@ -261,15 +260,6 @@ def test_bad_selections_are_one_line_user_errors(tmp_path: Path) -> None:
         evaluate(
             VideoEvalSet("revos", root), tmp_path / "run", FakeVideoBackends(), mode="sam3-only"
         )
-
-
-def test_the_image_report_refuses_a_video_run_by_name(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    evaluate(
-        VideoEvalSet("revos", make_revos(tmp_path / "data"), limit=1), run, FakeVideoBackends()
-    )
-    with pytest.raises(UserError, match="holds an evaluation of videos, not of images"):
-        write_report([run], tmp_path / "report")
 
 
 def test_other_video_options_are_refused_on_resume(tmp_path: Path) -> None:
@@ -328,7 +318,9 @@ def test_scoring_streams_one_frame_at_a_time_and_skips_unannotated_frames(
     events: list[str] = []
     sample = _sample(tmp_path, EventsGroundTruth(events, annotated={0, 2, 3}))
     positions = {f"{k:05d}": k for k in range(FRAMES)}
-    prediction = VideoPrediction("masks", tracks=_tracks(events), positions=positions)
+    prediction = VideoPrediction(
+        outcome={"status": "masks"}, tracks=_tracks(events), positions=positions
+    )
     score = score_prediction(sample, prediction)
     assert (score.j, score.f, score.frames) == (1.0, 1.0, 3)
     # Each frame's prediction is decoded right after its ground truth, never ahead, and
@@ -338,7 +330,7 @@ def test_scoring_streams_one_frame_at_a_time_and_skips_unannotated_frames(
 
 def test_no_prediction_scores_an_empty_mask_on_every_annotated_frame(tmp_path: Path) -> None:
     sample = _sample(tmp_path, EventsGroundTruth([], annotated={0, 1, 2, 3}))
-    score = score_prediction(sample, VideoPrediction("no_mask"))
+    score = score_prediction(sample, VideoPrediction(outcome={"status": "no_mask"}))
     assert (score.j, score.f, score.frames) == (0.0, 0.0, FRAMES)
 
 
@@ -347,14 +339,16 @@ def test_a_listed_frame_the_folder_lacks_or_another_size_is_a_dataset_error(
 ) -> None:
     sample = _sample(tmp_path, EventsGroundTruth([], annotated={0, 1, 2, 3}))
     positions = {f"{k:05d}": k for k in range(FRAMES - 1)}
-    prediction = VideoPrediction("masks", tracks=_tracks([]), positions=positions)
+    prediction = VideoPrediction(
+        outcome={"status": "masks"}, tracks=_tracks([]), positions=positions
+    )
     with pytest.raises(DatasetError, match=r"00003\.jpg is listed but not in"):
         score_prediction(sample, prediction)
 
     class Small:
         size = (H // 2, W)
 
-    small = VideoPrediction("masks", tracks=Small(), positions=positions)  # type: ignore[arg-type]
+    small = VideoPrediction(outcome={"status": "masks"}, tracks=Small(), positions=positions)  # type: ignore[arg-type]
     with pytest.raises(DatasetError, match=f"is {H // 2}x{W} pixels but its ground truth is"):
         score_prediction(sample, small)
 
@@ -362,4 +356,4 @@ def test_a_listed_frame_the_folder_lacks_or_another_size_is_a_dataset_error(
 def test_a_sample_without_any_annotated_frame_is_a_dataset_error(tmp_path: Path) -> None:
     sample = _sample(tmp_path, EventsGroundTruth([], annotated=set()))
     with pytest.raises(DatasetError, match="no frame has ground truth"):
-        score_prediction(sample, VideoPrediction("no_mask"))
+        score_prediction(sample, VideoPrediction(outcome={"status": "no_mask"}))

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
-from sam3_agent.runs.evaluation.published import PUBLISHED, matches
+from sam3_agent.runs.evaluation.published import PUBLISHED, VIDEO_PUBLISHED, for_dataset, matches
 from sam3_agent.runs.evaluation.report_parts import published_entry
-from sam3_agent.runs.evaluation.video.published import VIDEO_PUBLISHED, video_published_for
 
 
 def test_agentrvos_figures_as_published() -> None:
@@ -20,10 +19,10 @@ def test_agentrvos_figures_as_published() -> None:
 
 
 def test_unconfirmed_mllm_matches_no_run() -> None:
-    (revos,) = video_published_for("revos")
+    (revos,) = for_dataset("revos")
     assert revos.label == "AgentRVOS (published)"
     assert not matches(revos, "Qwen/Qwen3-VL-8B-Instruct")
-    assert video_published_for("ref-davis17") == []
+    assert for_dataset("ref-davis17") == []
 
 
 def test_image_rows_keep_their_label() -> None:
@@ -36,7 +35,7 @@ def test_one_published_entry_serves_image_and_video_reports() -> None:
     image = published_entry(PUBLISHED[0])
     assert list(image) == ["model", "dataset", "split", "tag", "metric", "value", "source"]
     assert image["model"] == PUBLISHED[0].model
-    mevis = video_published_for("mevis")[0]
+    mevis = for_dataset("mevis")[0]
     video = published_entry(mevis, "video")
     assert list(video) == ["method", *image]
     assert (video["method"], video["model"], video["split"]) == ("AgentRVOS", None, None)
