@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sam3_agent.apps.cli.console import EXIT_INTERRUPTED, out_console, plain, say
-from sam3_agent.apps.cli.flags import check_agent
+from sam3_agent.apps.cli.flags.agent import check_agent
 from sam3_agent.apps.cli.progress import PlainProgress, ProgressBar
 from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.backends.spec import check_writable_dir

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 import typer
 
 from sam3_agent.apps.cli.console import one_line_errors
-from sam3_agent.apps.cli.flags import SAM3, VERBOSE, with_flags
+from sam3_agent.apps.cli.flags.backends import SAM3
+from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.service import (
     LIMITS,
     SERVICE,
