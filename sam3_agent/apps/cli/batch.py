@@ -18,7 +18,7 @@ from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
 from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
-from sam3_agent.apps.cli.progress import make_progress
+from sam3_agent.apps.cli.progress import BatchTally, make_progress
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.values.config import AgentConfig
@@ -54,7 +54,7 @@ def batch_command(
 
         requests = load_requests(source, query=query, frames=video_flags.selection)
         backends = jobs.plan_for(backends, engine, video=any(r.media == "video" for r in requests))
-        bar = make_progress(err_console, "batch", jobs.BatchTally()) if progress else None
+        bar = make_progress(err_console, "batch", BatchTally()) if progress else None
         with jobs.kept_when_interrupted(out, "requests", bar):
             done = run_batch(
                 requests, out, backends, config=config, engine=engine,

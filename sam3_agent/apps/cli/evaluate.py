@@ -17,7 +17,7 @@ from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
 from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
-from sam3_agent.apps.cli.progress import make_progress
+from sam3_agent.apps.cli.progress import EvalTally, make_progress
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS, VIDEO_DATASETS, check_options
 from sam3_agent.runs.evaluation.presets import PRESETS, apply_preset, get_preset
@@ -89,7 +89,7 @@ def eval_command(
         )  # fmt: skip
         loaded = selection.load()
         backends = jobs.plan_for(backends, engine, chat=not sam3_only, video=video)
-        tally = jobs.EvalTally(running_metrics(dataset_name))
+        tally = EvalTally(running_metrics(dataset_name))
         bar = make_progress(err_console, "eval", tally) if progress else None
         with jobs.kept_when_interrupted(out, "samples", bar):
             done = evaluate(
