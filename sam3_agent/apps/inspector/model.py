@@ -80,7 +80,7 @@ class _Loader:
             parts = tuple(self._part(p) for p in as_list(message, "content") if isinstance(p, dict))
             tokens = counted[i] if use_counted else self.count(role, parts, message)
             zone = _zone(i, role) if main else "call"
-            source = "trace" if use_counted else "estimate"
+            source: Literal["trace", "estimate"] = "trace" if use_counted else "estimate"
             views.append(MessageView(i, role, zone, parts + _native_calls(message), tokens, source))
         return tuple(views)
 
