@@ -11,63 +11,30 @@ from typing import Annotated
 
 import typer
 
+from sam3_agent.apps.cli import jobs
 from sam3_agent.apps.cli.console import err_console, one_line_errors, say
-from sam3_agent.apps.cli.flags import (
-    AGENT,
-    BACKENDS,
-    ENGINE,
-    VERBOSE,
-    VIDEO,
-    OutDirOpt,
-    ProgressOpt,
-    RetryFailedOpt,
-    VideoFlags,
-    with_flags,
-)
-from sam3_agent.apps.cli.jobs import (
-    BatchTally,
-    check_before_loading,
-    kept_when_interrupted,
-    plan_for,
-    print_batch_totals,
-)
-from sam3_agent.apps.cli.progress import make_progress
+from sam3_agent.apps.cli.flags.agent import AGENT
+from sam3_agent.apps.cli.flags.backends import BACKENDS
+from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
+from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
+from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
+from sam3_agent.apps.cli.progress import BatchTally, make_progress
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.values.config import AgentConfig
 
-INPUT = "Input"
-
 
 @with_flags(BACKENDS, AGENT, ENGINE, VIDEO, VERBOSE)
 def batch_command(
-    source: Annotated[
-        Path,
-        typer.Argument(
-            metavar="INPUT",
-            help="A .jsonl or .csv file (image or video, query, optional id; a video's "
-            "optional stride, max_frames, start, end, fps) or a folder of images.",
-            show_default=False,
-        ),
-    ],
+    source: Annotated[Path, typer.Argument(metavar="INPUT", show_default=False,
+        help="A .jsonl or .csv file (image or video, query, optional id; a video's optional "
+        "stride, max_frames, start, end, fps) or a folder of images.")],
     out: OutDirOpt,
-    query: Annotated[
-        str | None,
-        typer.Option(
-            "--query",
-            metavar="QUERY",
-            help="The query for every image of a folder INPUT.",
-            rich_help_panel=INPUT,
-        ),
-    ] = None,
-    retry_failed: RetryFailedOpt = False,
-    progress: ProgressOpt = True,
-    *,
-    backends: BackendSpec,
-    config: AgentConfig,
-    engine: EngineOptions,
-    video_flags: VideoFlags,
-) -> None:
+    query: Annotated[str | None, typer.Option("--query", metavar="QUERY", rich_help_panel="Input",
+        help="The query for every image of a folder INPUT.")] = None,
+    retry_failed: RetryFailedOpt = False, progress: ProgressOpt = True, *,
+    backends: BackendSpec, config: AgentConfig, engine: EngineOptions, video_flags: VideoFlags,
+) -> None:  # fmt: skip
     """Run the agent on many requests; rerun the same command to resume after a stop.
 
     Each request's result.json, overlay.png and trace.jsonl go to DIR/<id>/
@@ -81,15 +48,14 @@ def batch_command(
     """
     with one_line_errors():
         backends = replace(backends, video_cache_mb=video_flags.cache_mb)
-        check_before_loading(backends, config, engine, out, chat=True)
+        jobs.check_before_loading(backends, config, engine, out, chat=True)
         from sam3_agent.runs.batch.requests import load_requests
         from sam3_agent.runs.batch.run import run_batch
 
         requests = load_requests(source, query=query, frames=video_flags.selection)
-        videos = any(r.media == "video" for r in requests)
-        backends = plan_for(backends, engine, video=videos)
+        backends = jobs.plan_for(backends, engine, video=any(r.media == "video" for r in requests))
         bar = make_progress(err_console, "batch", BatchTally()) if progress else None
-        with kept_when_interrupted(out, "requests", bar):
+        with jobs.kept_when_interrupted(out, "requests", bar):
             done = run_batch(
                 requests, out, backends, config=config, engine=engine,
                 retry_failed=retry_failed, progress=bar, video_options=video_flags.options,
@@ -99,7 +65,4 @@ def batch_command(
         f"{outcome.ran} run, {outcome.skipped} already stored, {outcome.failed} failed "
         f"in {done.wall_s:.1f} s ({'-' if rate is None else f'{rate:.2f}'} requests/s)"
     )
-    print_batch_totals(done.totals, out)
-
-
-__all__ = ["batch_command"]
+    jobs.print_batch_totals(done.totals, out)

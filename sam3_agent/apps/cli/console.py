@@ -1,9 +1,6 @@
-"""What every command shares: the consoles, plain-text lines, one-line errors, logging.
-
-Text from outside (a phrase, a file name, an error message) goes through :func:`say` or
-:func:`plain`: never read as rich markup, control characters made visible. Both consoles
-soft-wrap, so logs and ``grep`` see whole lines.
-"""
+"""What every command shares: the consoles, plain-text lines, one-line errors, logging. Text
+from outside goes through :func:`say` or :func:`plain` (never markup, control characters made
+visible); both consoles soft-wrap, so logs and ``grep`` see whole lines."""
 
 from __future__ import annotations
 
@@ -72,10 +69,8 @@ QUIET_MODEL_LIBRARIES = {"TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROG
 
 
 def setup_logging(verbose: bool) -> None:
-    """Our logs at DEBUG with ``verbose``, else WARNING; and, without ``verbose``, the model
-    libraries quiet (:data:`QUIET_MODEL_LIBRARIES`, a value the user set winning). A command
-    sets this up before those libraries are imported (flags and ``--help`` import none), and
-    Ray workers inherit the environment."""
+    """Our logs at DEBUG with ``verbose``, else WARNING and the model libraries quiet (a value
+    the user set winning); set before those libraries import, and inherited by Ray workers."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -7,7 +7,9 @@ command runs, after every flag was checked.
 from __future__ import annotations
 
 from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
-from sam3_agent.apps.cli.flags import AGENT, BACKENDS, VERBOSE, check_agent, with_flags
+from sam3_agent.apps.cli.flags.agent import AGENT, check_agent
+from sam3_agent.apps.cli.flags.backends import BACKENDS
+from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.demo import DEMO, DemoFlags, check_demo_flags
 from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.apps.demo.limits import VideoLimits

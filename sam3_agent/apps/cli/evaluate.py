@@ -10,28 +10,14 @@ from typing import Annotated
 
 import typer
 
+from sam3_agent.apps.cli import jobs
 from sam3_agent.apps.cli.console import err_console, one_line_errors, say
-from sam3_agent.apps.cli.flags import (
-    AGENT,
-    BACKENDS,
-    ENGINE,
-    VERBOSE,
-    VIDEO,
-    Mode,
-    OutDirOpt,
-    ProgressOpt,
-    RetryFailedOpt,
-    VideoFlags,
-    with_flags,
-)
-from sam3_agent.apps.cli.jobs import (
-    EvalTally,
-    check_before_loading,
-    kept_when_interrupted,
-    plan_for,
-    print_report_summary,
-)
-from sam3_agent.apps.cli.progress import make_progress
+from sam3_agent.apps.cli.flags.agent import AGENT
+from sam3_agent.apps.cli.flags.backends import BACKENDS
+from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
+from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
+from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
+from sam3_agent.apps.cli.progress import EvalTally, make_progress
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.catalog import (
     IMAGE_DATASETS,
@@ -77,13 +63,8 @@ def eval_command(
         "evaluate shard i (0-based) of n; split by image, stable across runs.")] = None,
     mode: Annotated[Mode | None, _data("--mode", panel="Run", help="agent: MLLM + SAM 3 "
         "(default); sam3-only: SAM 3 with the raw query as phrase.")] = None,
-    retry_failed: RetryFailedOpt = False,
-    progress: ProgressOpt = True,
-    *,
-    backends: BackendSpec,
-    config: AgentConfig,
-    video_flags: VideoFlags,
-    engine: EngineOptions,
+    retry_failed: RetryFailedOpt = False, progress: ProgressOpt = True, *,
+    backends: BackendSpec, config: AgentConfig, video_flags: VideoFlags, engine: EngineOptions,
 ) -> None:  # fmt: skip
     """Evaluate on a dataset; rerun the same command to resume after a stop.
 
@@ -103,7 +84,7 @@ def eval_command(
             backends, video_cache_mb=video_flags.cache_mb
         )  # the default unless video
         sam3_only = mode_name == Mode.sam3_only.value
-        check_before_loading(backends, config, engine, out, chat=not sam3_only)
+        jobs.check_before_loading(backends, config, engine, out, chat=not sam3_only)
         from sam3_agent.runs.evaluation.results import running_metrics
         from sam3_agent.runs.evaluation.run import evaluate
         from sam3_agent.runs.evaluation.selection import eval_set, parse_shard
@@ -113,14 +94,14 @@ def eval_command(
             shard=parse_shard(shard) if shard else (0, 1), preset=chosen.name if chosen else None,
         )  # fmt: skip
         loaded = selection.load()
-        backends = plan_for(backends, engine, chat=not sam3_only, video=video)
+        backends = jobs.plan_for(backends, engine, chat=not sam3_only, video=video)
         tally = EvalTally(running_metrics(dataset_name))
         bar = make_progress(err_console, "eval", tally) if progress else None
-        with kept_when_interrupted(out, "samples", bar):
+        with jobs.kept_when_interrupted(out, "samples", bar):
             done = evaluate(
                 selection, out, backends, mode=mode_name, config=config, engine=engine,
                 retry_failed=retry_failed, progress=bar, loaded=loaded,
                 video_options=video_flags.options if video else None,
             )  # fmt: skip
     say(f"{done.run.ran} evaluated, {done.run.skipped} already stored, {done.run.failed} failed")
-    print_report_summary(done.report)
+    jobs.print_report_summary(done.report)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from sam3_agent.apps.cli.console import one_line_errors, say
-from sam3_agent.apps.cli.flags import VERBOSE, with_flags
+from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.values.errors import UserError
 
 
@@ -67,12 +67,10 @@ def inspect_command(
 
 def _check_rounds(asked: list[int], held: list[int]) -> None:
     """Refuse ``--round`` numbers the session does not hold, listing those it does."""
-    missing = sorted(set(asked) - set(held))
-    if not missing:
-        return
-    numbers = ", ".join(map(str, missing))
-    which = f"round {numbers}" if len(missing) == 1 else f"rounds {numbers}"
-    raise UserError(f"{which} not in this session: {_span_list(sorted(held))}")
+    if missing := sorted(set(asked) - set(held)):
+        numbers = ", ".join(map(str, missing))
+        which = f"round {numbers}" if len(missing) == 1 else f"rounds {numbers}"
+        raise UserError(f"{which} not in this session: {_span_list(sorted(held))}")
 
 
 def _span_list(numbers: list[int]) -> str:

@@ -1,32 +1,27 @@
-"""What ``eval`` and ``batch`` share around their one library call: the memory plan, Ctrl+C,
-the progress tallies, the summaries at the end. Nothing heavy at module level (``--help``).
-"""
+"""What ``eval`` and ``batch`` share around their one library call: the checks and memory
+plan before it, Ctrl+C, the summaries at the end. Nothing heavy at module level (``--help``)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from sam3_agent.apps.cli.console import EXIT_INTERRUPTED, out_console, plain, say
-from sam3_agent.apps.cli.flags import check_agent
+from sam3_agent.apps.cli.flags.agent import check_agent
 from sam3_agent.apps.cli.progress import PlainProgress, ProgressBar
 from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.backends.spec import check_writable_dir
 
 if TYPE_CHECKING:
     from sam3_agent.backends.spec import BackendSpec
-    from sam3_agent.runs.batch.results import BatchTotals, RequestResult
+    from sam3_agent.runs.batch.results import BatchTotals
     from sam3_agent.runs.evaluation.report_parts import ReportFiles
-    from sam3_agent.runs.evaluation.results import SampleResult, VideoSampleResult
     from sam3_agent.runs.jobs.base import EngineOptions
     from sam3_agent.values.config import AgentConfig
-
-Bar = ProgressBar | PlainProgress | None
 
 
 def plan_for(
@@ -57,7 +52,9 @@ def check_before_loading(
 
 
 @contextlib.contextmanager
-def kept_when_interrupted(out: Path, what: str, bar: Bar = None) -> Iterator[None]:
+def kept_when_interrupted(
+    out: Path, what: str, bar: ProgressBar | PlainProgress | None = None
+) -> Iterator[None]:
     """Stop the progress display at the end; Ctrl+C: say that the finished ``what`` are kept
     in ``out``; exit 130."""
     try:
@@ -69,40 +66,6 @@ def kept_when_interrupted(out: Path, what: str, bar: Bar = None) -> Iterator[Non
     finally:
         if bar is not None:
             bar.stop()
-
-
-class EvalTally:
-    """Running figures of an evaluation and its failures, for the progress display:
-    ``running`` is the library's running metrics of the dataset (gIoU / cIoU, or J, F and
-    J&F: :func:`~sam3_agent.runs.evaluation.results.running_metrics`)."""
-
-    def __init__(self, running: Any) -> None:
-        self.running = running
-
-    def add(self, result: SampleResult | VideoSampleResult) -> None:
-        self.running.add(result.scored())
-
-    def text(self) -> str:
-        figures = "  ".join(f"{name} {_pct(value)}" for name, value in self.running.figures())
-        return f"{figures}  failed {self.running.failed}"
-
-
-class BatchTally:
-    """Requests by outcome, for the progress display."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-
-    def add(self, result: RequestResult) -> None:
-        self.counts[result.status] += 1
-
-    def text(self) -> str:
-        c = self.counts
-        return f"masks {c['masks']}  no mask {c['no_mask']}  failed {c['failed']}"
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
 
 
 def print_report_summary(files: ReportFiles) -> None:
@@ -124,19 +87,19 @@ def print_batch_totals(totals: BatchTotals, out: Path) -> None:
     from sam3_agent.runs.batch.results import SUMMARY_NAME
 
     table = Table(title=plain(f"batch {out}"), show_edge=False)
-    columns = ("requests", "masks", "no mask", "failed", "missing", "tokens", "request time (s)")
-    for column in columns:
+    for column in (
+        "requests",
+        "masks",
+        "no mask",
+        "failed",
+        "missing",
+        "tokens",
+        "request time (s)",
+    ):
         table.add_column(column, justify="right")
-    s = totals.by_status
-    table.add_row(
-        str(totals.requests),
-        str(s["masks"]),
-        str(s["no_mask"]),
-        str(s["failed"]),
-        str(totals.missing),
-        str(totals.prompt_tokens + totals.completion_tokens),
-        f"{totals.time_s:.1f}",
-    )
+    s, tokens = totals.by_status, totals.prompt_tokens + totals.completion_tokens
+    counts = (totals.requests, s["masks"], s["no_mask"], s["failed"], totals.missing, tokens)
+    table.add_row(*map(str, counts), f"{totals.time_s:.1f}")
     console = Console(highlight=False)
     console.print(table)
     say(f"summary: {out / SUMMARY_NAME}", console=console)

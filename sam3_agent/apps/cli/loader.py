@@ -1,9 +1,6 @@
-"""The command loader: each command's module is imported only when the command is invoked.
-
-``sam3-agent --help`` and ``--version`` load no command module (and so no numpy, OpenCV,
-torch, HTTP client or web framework), and ``sam3-agent run ...`` loads only ``cli/run.py``.
-A new command is one more :data:`COMMANDS` row.
-"""
+"""The command loader: a command's module is imported only when the command is invoked, so
+``--help`` and ``--version`` load no numpy, torch, HTTP client or web framework, and
+``sam3-agent run ...`` only ``cli/run.py``. A new command is one more :data:`COMMANDS` row."""
 
 from __future__ import annotations
 
@@ -36,14 +33,14 @@ class LazyCommand:
 
 
 def _as_flag(option: TyperOption | None) -> TyperOption | None:
+    """``--help`` listed as the flag it is: typer shows a flag's type, <bool>, where it has no
+    placeholder."""
     if option is not None:
-        option.metavar = ""  # typer shows a flag's type, <bool>, where it has no placeholder
+        option.metavar = ""
     return option
 
 
 class FlagHelpCommand(TyperCommand):
-    """A command whose ``--help`` is listed as the flag it is, with no value placeholder."""
-
     def get_help_option(self, ctx: Any) -> TyperOption | None:
         return _as_flag(super().get_help_option(ctx))
 

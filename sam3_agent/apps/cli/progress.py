@@ -1,20 +1,21 @@
 """Progress on stderr for ``eval`` and ``batch``: a live bar on a terminal, plain periodic
-lines otherwise; each command's running figures come from its :class:`Tally`.
-"""
+lines otherwise; each command's running figures come from its tally."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from rich.console import Console
-from rich.text import Text
 
 from sam3_agent.apps.cli.console import plain
 from sam3_agent.apps.cli.setting_flags import as_flags
 
 if TYPE_CHECKING:
+    from sam3_agent.runs.batch.results import RequestResult
+    from sam3_agent.runs.evaluation.results import SampleResult, VideoSampleResult
     from sam3_agent.runs.jobs.base import JobResult
 
 R = TypeVar("R", bound="JobResult")
@@ -25,15 +26,44 @@ PLAIN_PROGRESS_INTERVAL_S = 30.0
 
 
 class Tally(Protocol[R_contra]):
-    """The running figures a progress line shows after the counts (failures, scores)."""
+    """The running figures a progress line shows after the counts: ``add`` counts one
+    finished job (stored earlier or just now), ``text`` is the figures on one short line."""
 
-    def add(self, result: R_contra) -> None:
-        """Count one finished job (stored earlier or just now)."""
-        ...
+    def add(self, result: R_contra) -> None: ...
+
+    def text(self) -> str: ...
+
+
+class EvalTally:
+    """An evaluation's running metrics (gIoU / cIoU, or J, F and J&F:
+    :func:`~sam3_agent.runs.evaluation.running.running_metrics`) and its failures."""
+
+    def __init__(self, running: Any) -> None:
+        self.running = running
+
+    def add(self, result: SampleResult | VideoSampleResult) -> None:
+        self.running.add(result.scored())
 
     def text(self) -> str:
-        """The figures so far, on one short line."""
-        ...
+        figures = "  ".join(
+            f"{name} {'–' if value is None else f'{100 * value:.1f}'}"
+            for name, value in self.running.figures()
+        )
+        return f"{figures}  failed {self.running.failed}"
+
+
+class BatchTally:
+    """Requests by outcome."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def add(self, result: RequestResult) -> None:
+        self.counts[result.status] += 1
+
+    def text(self) -> str:
+        c = self.counts
+        return f"masks {c['masks']}  no mask {c['no_mask']}  failed {c['failed']}"
 
 
 class _Shown(Generic[R]):
@@ -42,42 +72,31 @@ class _Shown(Generic[R]):
     def __init__(self, console: Console, label: str, tally: Tally[R]) -> None:
         self._console, self._label, self.tally = console, label, tally
 
-    def _count(self, already_done: Sequence[R]) -> None:
-        for r in already_done:
-            self.tally.add(r)
-
     def notice(self, line: str, *, warning: bool = False) -> None:
-        # A live bar's console prints above the bar, which stays whole.
-        self._console.print(notice_text(line, warning=warning), soft_wrap=True)
+        # An engine's notice, its settings written as flags; a live bar's console prints it
+        # above the bar, which stays whole.
+        line = as_flags(line)
+        text = plain(("warning:", "yellow"), f" {line}") if warning else plain(line)
+        self._console.print(text, soft_wrap=True)
 
 
 class ProgressBar(_Shown[R]):
     """A rich progress bar with ETA and the tally's figures."""
 
     def __init__(self, console: Console, label: str, tally: Tally[R]) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich import progress as rp
 
         super().__init__(console, label, tally)
-        self._progress = Progress(
-            TextColumn(f"[bold]{label}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=console,
-        )
+        self._progress = rp.Progress(
+            rp.TextColumn(f"[bold]{label}"), rp.BarColumn(), rp.MofNCompleteColumn(),
+            rp.TimeElapsedColumn(), rp.TimeRemainingColumn(),
+            rp.TextColumn("{task.fields[stats]}"), console=console,
+        )  # fmt: skip
         self._task: Any = None
 
     def start(self, total: int, already_done: Sequence[R]) -> None:
-        self._count(already_done)
+        for r in already_done:
+            self.tally.add(r)
         self._progress.start()
         self._task = self._progress.add_task(
             self._label, total=total, completed=len(already_done), stats=self.tally.text()
@@ -96,24 +115,17 @@ class PlainProgress(_Shown[R]):
     """Progress for a log file: one plain line at the start, then at most one line per
     ``interval_s`` seconds, and one at the end; no cursor movement, no colour."""
 
-    def __init__(
-        self,
-        console: Console,
-        label: str,
-        tally: Tally[R],
-        interval_s: float = PLAIN_PROGRESS_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, console: Console, label: str, tally: Tally[R],
+                 interval_s: float = PLAIN_PROGRESS_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         super().__init__(console, label, tally)
         self._interval_s, self._clock = interval_s, clock
         self._total = self._done = self._resumed = 0
         self._started = self._last_line = 0.0
 
     def _line(self) -> None:
-        now = self._clock()
-        self._last_line = now
-        elapsed = now - self._started
-        fresh = self._done - self._resumed
+        now = self._last_line = self._clock()
+        elapsed, fresh = now - self._started, self._done - self._resumed
         eta = "–"
         if fresh > 0 and self._total > self._done:
             eta = clock_text(elapsed / fresh * (self._total - self._done))
@@ -121,16 +133,14 @@ class PlainProgress(_Shown[R]):
         self._console.print(
             f"{self._label} {self._done}/{self._total} ({percent:.0f}%) "
             f"elapsed {clock_text(elapsed)} eta {eta} {self.tally.text()}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+            markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip
 
     def start(self, total: int, already_done: Sequence[R]) -> None:
-        self._count(already_done)
-        self._total = total
-        self._done = self._resumed = len(already_done)
-        self._started = self._clock()
+        for r in already_done:
+            self.tally.add(r)
+        self._total, self._done = total, len(already_done)
+        self._resumed, self._started = self._done, self._clock()
         self._line()
 
     def update(self, result: R) -> None:
@@ -144,13 +154,6 @@ class PlainProgress(_Shown[R]):
             self._line()
 
 
-def notice_text(line: str, *, warning: bool = False) -> Text:
-    """An engine's notice as one plain line (a ``warning:`` prefix for a warning), the
-    settings it names written as flags."""
-    line = as_flags(line)
-    return plain(("warning:", "yellow"), f" {line}") if warning else plain(line)
-
-
 def clock_text(seconds: float) -> str:
     """``H:MM:SS`` of a duration in seconds."""
     whole = int(seconds)
@@ -161,6 +164,8 @@ def make_progress(
     console: Console, label: str, tally: Tally[R]
 ) -> ProgressBar[R] | PlainProgress[R]:
     """A live bar on a terminal, plain periodic lines otherwise."""
-    if console.is_terminal:
-        return ProgressBar(console, label, tally)
-    return PlainProgress(console, label, tally)
+    return (
+        ProgressBar(console, label, tally)
+        if console.is_terminal
+        else PlainProgress(console, label, tally)
+    )

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from sam3_agent.apps.cli.console import one_line_errors
-from sam3_agent.apps.cli.flags import VERBOSE, with_flags
+from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.jobs import print_report_summary
 from sam3_agent.values.errors import UserError
 

@@ -1,9 +1,11 @@
-"""What ``run`` and ``track`` share: a request's progress shown live, its outcome said."""
+"""What ``run`` and ``track`` share: their output flags, a request's progress shown live, its
+outcome said."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.status import Status
@@ -14,6 +16,25 @@ from sam3_agent.apps.cli.setting_flags import as_flags
 if TYPE_CHECKING:
     from sam3_agent.agent.events import RoundEvent
     from sam3_agent.runs.single import Finished
+
+
+def _out(medium: str) -> Any:
+    help = f"Output directory (default: runs/<time>-<{medium}>-<query>)."
+    return typer.Option("--out", "-o", metavar="DIR", help=help)
+
+
+def _resume(same: str) -> Any:
+    help = "Continue the interrupted session in this run directory, from its last committed "
+    return typer.Option("--resume", metavar="DIR", help=f"{help}round (give the same {same}).")
+
+
+RunOutOpt = Annotated[Path | None, _out("image")]
+TrackOutOpt = Annotated[Path | None, _out("video")]
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", metavar="",
+    help="Replace a previous run's files in --out (nothing else).")]  # fmt: skip
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print result.json to stdout.")]
+ResumeOpt = Annotated[Path | None, _resume("IMAGE, QUERY and agent flags")]
+TrackResumeOpt = Annotated[Path | None, _resume("VIDEO, QUERY, agent and video flags")]
 
 
 class LiveProgress:

@@ -1,7 +1,5 @@
-"""``sam3-agent run IMAGE QUERY``: one request, with a live status line per round.
-
-Every flag and path is checked before any model loads (or numpy, torch, HTTP clients import).
-"""
+"""``sam3-agent run IMAGE QUERY``: one request, with a live status line per round. Every flag
+and path is checked before any model loads (or numpy, torch, HTTP clients import)."""
 
 from __future__ import annotations
 
@@ -10,28 +8,20 @@ from typing import Annotated
 
 import typer
 
+from sam3_agent.apps.cli import request
 from sam3_agent.apps.cli.console import one_line_errors
-from sam3_agent.apps.cli.flags import AGENT, BACKENDS, VERBOSE, with_flags
-from sam3_agent.apps.cli.flags.output import (
-    ExportOpt,
-    JsonOpt,
-    Mode,
-    OverwriteOpt,
-    ResumeOpt,
-    RunOutOpt,
-)
-from sam3_agent.apps.cli.request import LiveProgress, say_finished
+from sam3_agent.apps.cli.flags.agent import AGENT
+from sam3_agent.apps.cli.flags.backends import BACKENDS
+from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 
-ModeOpt = Annotated[
-    Mode,
-    typer.Option(
-        "--mode",
-        help="agent: the MLLM drives SAM 3; sam3-only: SAM 3 alone with the query as its phrase "
-        "(every mask above the threshold, no MLLM).",
-    ),
-]
+ModeOpt = Annotated[Mode, typer.Option("--mode",
+    help="agent: the MLLM drives SAM 3; sam3-only: SAM 3 alone with the query as its phrase "
+    "(every mask above the threshold, no MLLM).")]  # fmt: skip
+ExportOpt = Annotated[str | None, typer.Option("--export", metavar="FORMATS",
+    help="Also write per-mask files: png (masks/NN.png, binary), polygons (in result.json); "
+    "comma-separated.")]  # fmt: skip
 
 
 @with_flags(BACKENDS, AGENT, VERBOSE)
@@ -40,12 +30,12 @@ def run_command(
     query: Annotated[
         str, typer.Argument(metavar="QUERY", help='What to segment, e.g. "the leftmost child".')
     ],
-    out: RunOutOpt = None,
-    overwrite: OverwriteOpt = False,
+    out: request.RunOutOpt = None,
+    overwrite: request.OverwriteOpt = False,
     mode: ModeOpt = Mode.agent,
     export: ExportOpt = None,
-    json_output: JsonOpt = False,
-    resume: ResumeOpt = None,
+    json_output: request.JsonOpt = False,
+    resume: request.ResumeOpt = None,
     *,
     backends: BackendSpec,
     config: AgentConfig,
@@ -56,10 +46,9 @@ def run_command(
     3 the session failed (budget spent; see result.json), 130 interrupted (--resume DIR
     continues the session).
     """
-    with one_line_errors(), LiveProgress() as progress:
-        backends.validate(
-            chat=mode is not Mode.sam3_only
-        )  # a bad flag is refused before the library loads
+    with one_line_errors(), request.LiveProgress() as progress:
+        # A bad flag is refused before the library loads.
+        backends.validate(chat=mode is not Mode.sam3_only)
         from sam3_agent.runs.rundirs import Output
         from sam3_agent.runs.single import segment_request
 
@@ -67,4 +56,4 @@ def run_command(
             backends, image, query, config, Output(out, resume, overwrite), progress,
             sam3_only=mode is Mode.sam3_only, export=export,
         )  # fmt: skip
-    say_finished(done, f"{len(done.result.detections)} mask(s)", json_output=json_output)
+    request.say_finished(done, f"{len(done.result.detections)} mask(s)", json_output=json_output)

@@ -1,7 +1,5 @@
 """``sam3-agent track VIDEO QUERY``: one request on a video clip, a status line per round.
-
-Every flag and path is checked, and the video opened and indexed, before any model loads.
-"""
+Every flag and path is checked, and the video opened and indexed, before any model loads."""
 
 from __future__ import annotations
 
@@ -11,37 +9,28 @@ from typing import Annotated
 
 import typer
 
+from sam3_agent.apps.cli import request
 from sam3_agent.apps.cli.console import one_line_errors
-from sam3_agent.apps.cli.flags import AGENT, BACKENDS, VERBOSE, VIDEO, VideoFlags, with_flags
-from sam3_agent.apps.cli.flags.output import JsonOpt, OverwriteOpt, TrackOutOpt, TrackResumeOpt
-from sam3_agent.apps.cli.request import LiveProgress, say_finished
+from sam3_agent.apps.cli.flags.agent import AGENT
+from sam3_agent.apps.cli.flags.backends import BACKENDS
+from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
+from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 
 
 @with_flags(BACKENDS, AGENT, VIDEO, VERBOSE)
 def track_command(
-    video: Annotated[
-        Path,
-        typer.Argument(
-            metavar="VIDEO", help="The video (MP4, MOV, WebM, ...) or a folder of frame images."
-        ),
-    ],
-    query: Annotated[
-        str,
-        typer.Argument(
-            metavar="QUERY", help='What to segment and track, e.g. "the dog that enters last".'
-        ),
-    ],
-    out: TrackOutOpt = None,
-    overwrite: OverwriteOpt = False,
-    json_output: JsonOpt = False,
-    resume: TrackResumeOpt = None,
-    *,
-    backends: BackendSpec,
-    config: AgentConfig,
-    video_flags: VideoFlags,
-) -> None:
+    video: Annotated[Path, typer.Argument(metavar="VIDEO",
+        help="The video (MP4, MOV, WebM, ...) or a folder of frame images.")],
+    query: Annotated[str, typer.Argument(metavar="QUERY",
+        help='What to segment and track, e.g. "the dog that enters last".')],
+    out: request.TrackOutOpt = None,
+    overwrite: request.OverwriteOpt = False,
+    json_output: request.JsonOpt = False,
+    resume: request.TrackResumeOpt = None,
+    *, backends: BackendSpec, config: AgentConfig, video_flags: VideoFlags,
+) -> None:  # fmt: skip
     """Track what QUERY describes through VIDEO; write result.json, overlay.mp4, trace.jsonl.
 
     Also contact_sheet.png (sampled frames) and the checkpoint that --resume continues.
@@ -50,7 +39,7 @@ def track_command(
     3 the session failed (budget spent; see result.json), 130 interrupted (--resume DIR
     continues the session).
     """
-    with one_line_errors(), LiveProgress() as progress:
+    with one_line_errors(), request.LiveProgress() as progress:
         backends.validate()  # a bad flag is refused before the library loads
         from sam3_agent.runs.rundirs import Output
         from sam3_agent.runs.single import track_request
@@ -60,4 +49,4 @@ def track_command(
             Output(out, resume, overwrite), progress,
             selection=video_flags.selection, options=video_flags.options,
         )  # fmt: skip
-    say_finished(done, f"{len(done.result.tracks)} track(s)", json_output=json_output)
+    request.say_finished(done, f"{len(done.result.tracks)} track(s)", json_output=json_output)

@@ -1,13 +1,8 @@
-"""The session as one self-contained HTML file: inline styles, ``data:`` images (each
-inlined once, later appearances link to it), no script, and a Content-Security-Policy that
-forbids loading anything. Every string from the run directory goes through :func:`esc`.
-
-Structure (what tests and tools can rely on): one ``<section class="round"
-data-round="N">`` per round, holding ``details.context`` with one ``div.zone[data-zone]``
-per zone and one ``div.message`` per message, ``div.eviction``, ``div.reply``,
-``div.outcome``, and the round's mask checks folded in ``details.checks`` with one
-``details.check`` each.
-"""
+"""The session as one self-contained HTML file: inline styles, ``data:`` images (each inlined
+once, later ones link to it), no script, a CSP that forbids loading anything; every string from
+the run directory goes through :func:`esc`. Tools may rely on: ``section.round[data-round]``
+holding ``details.context`` (``div.zone[data-zone]``, ``div.message``), ``div.eviction``,
+``div.reply``, ``div.outcome`` and ``details.checks`` of ``details.check``."""
 
 from __future__ import annotations
 
@@ -86,17 +81,10 @@ def render(run: views.RunView) -> str:
     out.append('<nav><p>Rounds: ' + " ".join(
         f'<a href="#round-{v.number}">{v.number}</a>' for v in run.rounds
     ) + "</p></nav>")  # fmt: skip
-    for name, text in (
-        ("system_prompt.txt", run.system_prompt),
-        ("checker_prompt.txt", run.checker_prompt),
-    ):
-        if text is not None:
-            out.append(
-                f'<details class="prompt" id="prompt-{esc(name)}"><summary>{esc(name)}</summary>'
-                f"<pre>{esc(text)}</pre></details>"
-            )
-    for view in run.rounds:
-        out.append(_round(view, images))
+    prompts = (("system_prompt.txt", run.system_prompt), ("checker_prompt.txt", run.checker_prompt))
+    out += [_folded("prompt", name, text, f' id="prompt-{esc(name)}"') for name, text in prompts
+            if text is not None]  # fmt: skip
+    out += [_round(view, images) for view in run.rounds]
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -162,13 +150,11 @@ def _context(view: views.RoundView, images: _Images) -> str:
 
 
 def _message(message: views.MessageView, images: _Images) -> str:
-    out = [
+    return "\n".join([
         f'<div class="message" data-role="{esc(message.role)}">'
-        f'<div class="meta">#{message.index} {esc(message.role)}, {message.tokens} tokens</div>'
-    ]
-    out += [_part(p, images) for p in message.parts]
-    out.append("</div>")
-    return "\n".join(out)
+        f'<div class="meta">#{message.index} {esc(message.role)}, {message.tokens} tokens</div>',
+        *(_part(p, images) for p in message.parts), "</div>",
+    ])  # fmt: skip
 
 
 def _part(part: views.Part, images: _Images) -> str:
@@ -193,8 +179,8 @@ def _call(call: views.CallView, images: _Images, kind: str) -> str:
     return "\n".join(out)
 
 
-def _folded(css_class: str, title: str, text: str) -> str:
+def _folded(css_class: str, title: str, text: str, attributes: str = "") -> str:
     return (
-        f'<details class="{css_class}"><summary>{esc(title)}</summary>'
+        f'<details class="{css_class}"{attributes}><summary>{esc(title)}</summary>'
         f"<pre>{esc(text)}</pre></details>"
     )

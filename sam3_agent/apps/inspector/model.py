@@ -1,22 +1,19 @@
-"""A run directory read back for display: rounds, the context each call got, checks, digests.
-
-Everything read is untrusted: a torn or unreadable record becomes a note, a value of the
-wrong type reads as missing, an image outside the run directory or not JPEG/PNG is not
-shown. Token counts come from the trace when it carries them, else are estimated with the
-agent's own counter for the run's model (and marked so).
-"""
+"""A run directory read back for display. Everything read is untrusted: a torn or unreadable
+record becomes a note, a value of the wrong type reads as missing, an image outside the run
+directory or not JPEG/PNG is not shown. Token counts come from the trace, else are estimated
+with the agent's own counter for the run's model (and marked so)."""
 
 from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal, cast
 
 from PIL import Image, UnidentifiedImageError
 
-from sam3_agent.agent.context.tokens import TokenCounter, counter_for
+from sam3_agent.agent.context.tokens import counter_for
 from sam3_agent.apps.inspector.views import (
     CallView,
     ImageRef,
@@ -37,26 +34,14 @@ from sam3_agent.values.messages import ChatMessage, ImagePart, NativeToolCall, R
 _MAGIC = {b"\xff\xd8\xff": "image/jpeg", b"\x89PNG\r\n\x1a\n": "image/png"}  # images shown
 
 
-@dataclass(frozen=True)
-class _RunModel:
-    """The run's MLLM as :func:`counter_for` sees it: a name (no weights, no endpoint)."""
-
-    name: str
-
-
 class _Loader:
     def __init__(self, directory: Path, model: str) -> None:
-        self.directory = directory
-        self.root = directory.resolve()
+        self.directory, self.root = directory, directory.resolve()
         self.images: dict[str, ImageRef] = {}
         self.notes: list[str] = []
         self.prompts: dict[str, str | None] = {}
-        self.counter: TokenCounter = counter_for(_RunModel(model))
-
-    def image(self, file: str) -> ImageRef:
-        if file not in self.images:
-            self.images[file] = self._read_image(file)
-        return self.images[file]
+        # counter_for sees the run's MLLM by its name only: no weights, no endpoint.
+        self.counter = counter_for(SimpleNamespace(name=model))
 
     def read(self, file: str) -> bytes | None:
         """The bytes of ``file``; None when it leaves the run directory or cannot be read."""
@@ -68,13 +53,14 @@ class _Loader:
             pass
         return None
 
-    def _read_image(self, file: str) -> ImageRef:
-        data = self.read(file) or b""
-        mime = next((kind for magic, kind in _MAGIC.items() if data.startswith(magic)), None)
-        if mime is None:
-            return ImageRef(file)
-        width, height = _image_size(data)
-        return ImageRef(file, mime, data, width, height)
+    def image(self, file: str) -> ImageRef:
+        if file not in self.images:
+            data = self.read(file) or b""
+            mime = next((kind for magic, kind in _MAGIC.items() if data.startswith(magic)), None)
+            self.images[file] = (
+                ImageRef(file, mime, data, *_image_size(data)) if mime else ImageRef(file)
+            )
+        return self.images[file]
 
     def prompt(self, file: str) -> str | None:
         if file not in self.prompts:
@@ -93,11 +79,9 @@ class _Loader:
             role = as_str(message, "role") or "?"
             parts = tuple(self._part(p) for p in as_list(message, "content") if isinstance(p, dict))
             tokens = counted[i] if use_counted else self.count(role, parts, message)
-            parts += _native_calls(message)
             zone = _zone(i, role) if main else "call"
-            views.append(
-                MessageView(i, role, zone, parts, tokens, "trace" if use_counted else "estimate")
-            )
+            source: Literal["trace", "estimate"] = "trace" if use_counted else "estimate"
+            views.append(MessageView(i, role, zone, parts + _native_calls(message), tokens, source))
         return tuple(views)
 
     def count(self, role: str, parts: tuple[Part, ...], message: dict[str, Any]) -> int:
@@ -108,24 +92,25 @@ class _Loader:
                 sent.append(TextPart(part.text))
             elif part.kind == "file":
                 sent.append(TextPart(self.prompt(part.text) or ""))
-            elif part.image is not None:
-                ref = part.image
-                if ref.data is not None and ref.mime and ref.width and ref.height:
-                    mime = cast(Literal["image/jpeg", "image/png"], ref.mime)
-                    sent.append(
-                        ImagePart(EncodedImage(ref.file, ref.data, mime, ref.width, ref.height))
-                    )
+            elif (
+                (ref := part.image)
+                and ref.data is not None
+                and ref.mime
+                and ref.width
+                and ref.height
+            ):
+                mime = cast(Literal["image/jpeg", "image/png"], ref.mime)
+                sent.append(
+                    ImagePart(EncodedImage(ref.file, ref.data, mime, ref.width, ref.height))
+                )
         calls = tuple(
             NativeToolCall(as_str(c, "name"), as_str(c, "arguments"), as_str(c, "id"))
-            for c in as_list(message, "tool_calls")
-            if isinstance(c, dict)
-        )
+            for c in as_list(message, "tool_calls") if isinstance(c, dict)
+        )  # fmt: skip
         answered = message.get("tool_call_id")
+        answered = answered if isinstance(answered, str) else None
         rebuilt = ChatMessage(
-            cast(Role, role),
-            tuple(sent),
-            tool_calls=calls,
-            tool_call_id=answered if isinstance(answered, str) else None,
+            cast(Role, role), tuple(sent), tool_calls=calls, tool_call_id=answered
         )
         return self.counter.message(rebuilt).total
 
@@ -136,6 +121,14 @@ class _Loader:
         if kind == "file":
             return Part("file", text=as_str(part, "file"))
         return Part("text", text=as_str(part, "text"))
+
+    def call(self, record: dict[str, Any], **fields: Any) -> CallView:
+        """A check or digest record as a view: what every call record carries, read alike."""
+        return CallView(
+            messages=self.messages(record, main=False), reply=as_str(record, "reply"),
+            usage=as_dict(record, "usage"), latency_s=as_float(record, "latency_s"),
+            request_tokens=self.counter.request_overhead, **fields,
+        )  # fmt: skip
 
 
 def _native_calls(message: dict[str, Any]) -> tuple[Part, ...]:
@@ -151,11 +144,8 @@ def _native_calls(message: dict[str, Any]) -> tuple[Part, ...]:
 
 def _zone(index: int, role: str) -> str:
     """Where a main-context message sits: the system prompt and request are pinned."""
-    if index == 0 and role == "system":
-        return "pinned"
-    if index <= 1 and role == "user":
-        return "pinned"
-    return "working"
+    pinned = (index == 0 and role == "system") or (index <= 1 and role == "user")
+    return "pinned" if pinned else "working"
 
 
 def _image_size(data: bytes) -> tuple[int | None, int | None]:
@@ -210,74 +200,61 @@ def load_run(directory: Path) -> RunView:
         raise UserError(f"no trace.jsonl in {directory}: not a run directory, or a run without one")
     result = _read_json(directory / "result.json")
     session = _read_json(directory / "session.json")
-    loader = _Loader(directory, _model_name(result, session))
-    records = read_trace(trace, loader.notes)
+    # The run's MLLM: from result.json, else from the fingerprint of session.json.
+    model = as_str(result, "model") or as_str(
+        as_dict(as_dict(session, "fingerprint"), "settings"), "model"
+    )
+    loader = _Loader(directory, model)
     rounds: dict[int, RoundView] = {}
-
-    def round_of(record: dict[str, Any]) -> RoundView:
-        number = as_int(record, "round") or 0
-        return rounds.setdefault(number, RoundView(number))
-
-    for record in records:
-        kind = record["kind"]
-        if kind == "main":
-            _fill_main(round_of(record), record, loader)
-        elif kind == "check":
-            round_of(record).checks.append(_check(record, loader))
-        elif kind == "digest":
-            round_of(record).digests.append(_digest(record, loader))
-        else:
+    for record in read_trace(trace, loader.notes):
+        kind, number = record["kind"], as_int(record, "round") or 0
+        if kind not in ("main", "check", "digest"):
             loader.notes.append(f"a trace record of unknown kind {kind!r} was skipped")
+            continue
+        view = rounds.setdefault(number, RoundView(number))
+        if kind == "main":
+            _fill_main(view, record, loader)
+        elif kind == "check":
+            view.checks.append(_check(record, loader))
+        else:
+            condensed = [r for r in as_list(record, "rounds_condensed") if isinstance(r, int)]
+            title = f"digest of rounds {', '.join(map(str, condensed)) or '?'}"
+            extra = {"blocking": record.get("blocking") is True}
+            view.digests.append(loader.call(record, kind="digest", title=title, verdict=None,
+                                            reasoning="", extra=extra))  # fmt: skip
     for view in rounds.values():
         view.checks.sort(
             key=lambda c: (as_int(c.extra, "mask") or 0, as_int(c.extra, "attempt") or 0)
         )
     state = as_dict(session, "state")
-    committed = as_int(state, "round") if session else None
     return RunView(
-        directory=directory,
-        rounds=[rounds[n] for n in sorted(rounds)],
-        result=result,
+        directory=directory, rounds=[rounds[n] for n in sorted(rounds)], result=result,
         system_prompt=loader.prompt("system_prompt.txt"),
         checker_prompt=loader.prompt("checker_prompt.txt"),
-        committed_round=committed,
-        ended=bool(as_dict(state, "ending")),
-        notes=loader.notes,
-        images=loader.images,
-    )
-
-
-def _model_name(result: dict[str, Any] | None, session: dict[str, Any] | None) -> str:
-    """The run's MLLM: from ``result.json``, else from the fingerprint of ``session.json``."""
-    settings = as_dict(as_dict(session, "fingerprint"), "settings")
-    return as_str(result, "model") or as_str(settings, "model")
+        committed_round=as_int(state, "round") if session else None,
+        ended=bool(as_dict(state, "ending")), notes=loader.notes, images=loader.images,
+    )  # fmt: skip
 
 
 def _fill_main(view: RoundView, record: dict[str, Any], loader: _Loader) -> None:
-    view.complete = True
-    view.messages = loader.messages(record, main=True)
+    view.complete, view.messages = True, loader.messages(record, main=True)
     policy = as_dict(record, "context_policy") or as_dict(record, "eviction")
     if policy:
         view.eviction, view.eviction_source = policy, "context_policy"
     elif as_dict(record, "pruning"):
         view.eviction, view.eviction_source = as_dict(record, "pruning"), "pruning"
-    view.reply = as_str(record, "reply")
-    view.reasoning = as_str(record, "reasoning")
-    view.thinking = as_str(record, "thinking")
-    view.finish_reason = as_str(record, "finish_reason")
-    view.cut = as_str(record, "cut_after_first_tool")
-    call = as_dict(record, "tool_call")
+    view.reply, view.reasoning, view.thinking, view.finish_reason, view.cut = (
+        as_str(record, key)
+        for key in ("reply", "reasoning", "thinking", "finish_reason", "cut_after_first_tool")
+    )
+    call, outcome = as_dict(record, "tool_call"), as_dict(record, "outcome")
     view.tool_name = as_str(call, "name") or None
     view.tool_parameters = call.get("parameters") if call else None
-    outcome = as_dict(record, "outcome")
-    view.outcome_kind = as_str(outcome, "kind")
-    view.outcome_text = as_str(outcome, "text")
+    view.outcome_kind, view.outcome_text = as_str(outcome, "kind"), as_str(outcome, "text")
     image = as_str(outcome, "image")
     view.outcome_image = loader.image(image) if image else None
-    view.usage = as_dict(record, "usage")
-    view.cached = record.get("cached") is True
-    view.latency_s = as_float(record, "latency_s")
-    view.round_s = as_float(record, "round_s")
+    view.usage, view.cached = as_dict(record, "usage"), record.get("cached") is True
+    view.latency_s, view.round_s = as_float(record, "latency_s"), as_float(record, "round_s")
 
 
 def _check(record: dict[str, Any], loader: _Loader) -> CallView:
@@ -287,35 +264,7 @@ def _check(record: dict[str, Any], loader: _Loader) -> CallView:
         verdict = "reject (no clear verdict)"
     title = f"mask {mask if mask is not None else '?'}, attempt {attempt or 1}"
     extra = {"mask": mask, "attempt": attempt}
-    return _call("check", title, verdict, as_str(record, "reasoning"), extra, record, loader)
-
-
-def _digest(record: dict[str, Any], loader: _Loader) -> CallView:
-    condensed = [r for r in as_list(record, "rounds_condensed") if isinstance(r, int)]
-    title = f"digest of rounds {', '.join(map(str, condensed)) or '?'}"
-    extra = {"blocking": record.get("blocking") is True}
-    return _call("digest", title, None, "", extra, record, loader)
-
-
-def _call(
-    kind: Literal["check", "digest"],
-    title: str,
-    verdict: str | None,
-    reasoning: str,
-    extra: dict[str, Any],
-    record: dict[str, Any],
-    loader: _Loader,
-) -> CallView:
-    """A check or digest record as a view: what every call record carries, read alike."""
-    return CallView(
-        kind=kind,
-        title=title,
-        verdict=verdict,
-        messages=loader.messages(record, main=False),
-        reply=as_str(record, "reply"),
-        reasoning=reasoning,
-        usage=as_dict(record, "usage"),
-        latency_s=as_float(record, "latency_s"),
-        extra=extra,
-        request_tokens=loader.counter.request_overhead,
+    reasoning = as_str(record, "reasoning")
+    return loader.call(
+        record, kind="check", title=title, verdict=verdict, reasoning=reasoning, extra=extra
     )

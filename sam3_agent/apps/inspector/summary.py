@@ -1,7 +1,5 @@
-"""The words both renderers show: run facts, what each round's context left out, check tallies.
-
-Everything returned is plain text; the renderers escape it for their medium.
-"""
+"""The words both renderers show: run facts, what each round's context left out, check
+tallies. Everything returned is plain text; the renderers escape it for their medium."""
 
 from __future__ import annotations
 
@@ -25,73 +23,53 @@ def compact(value: Any, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _source_fact(result: dict[str, Any]) -> tuple[str, str]:
-    """What the session worked on: the image, or the video and the frames it tracked."""
-    video = as_dict(result, "video")
-    if video:
-        frames = as_list(video, "frames_used")
-        size = f"{as_int(video, 'width')}x{as_int(video, 'height')}"
-        text = f"{as_str(video, 'path')} {size}, {len(frames)} frame(s) tracked"
-        note = as_str(video, "note")
-        return "video", text + (f" ({note})" if note else "")
-    image = as_dict(result, "image")
-    size = f"{as_int(image, 'width')}x{as_int(image, 'height')}"
-    return "image", f"{as_str(image, 'path') or '(array)'} {size}"
-
-
-def _answer_fact(result: dict[str, Any]) -> tuple[str, str]:
-    """How many masks (or, for a video, tracks) the session selected."""
-    video = as_dict(result, "video")
-    if video:
-        tracks = as_list(result, "tracks")
-        used = as_list(video, "frames_used")
-        spans = []
-        for track in tracks:
-            extent = as_list(track, "extent") if isinstance(track, dict) else []
-            if len(extent) == 2 and all(isinstance(p, int) and 0 <= p < len(used) for p in extent):
-                spans.append(f"frames {used[extent[0]]}-{used[extent[1]]}")
-        return "tracks", str(len(tracks)) + (f": {'; '.join(spans)}" if spans else "")
-    return "masks", str(len(as_list(result, "masks")))
+def _size(record: dict[str, Any]) -> str:
+    return f"{as_int(record, 'width')}x{as_int(record, 'height')}"
 
 
 def run_facts(run: views.RunView) -> list[tuple[str, str]]:
     """(label, value) pairs describing the session as a whole."""
     result = run.result or {}
     facts = [("run directory", str(run.directory))]
-    if result:
+    if not result:
+        facts.append(("result", "no result.json: the session did not finish"))
+    else:
+        video, failure = as_dict(result, "video"), as_str(result, "failure")
+        if video:  # the frames it tracked, and each track's span of them
+            used = as_list(video, "frames_used")
+            note = as_str(video, "note")
+            source = ("video", f"{as_str(video, 'path')} {_size(video)}, {len(used)} frame(s) "
+                      f"tracked" + (f" ({note})" if note else ""))  # fmt: skip
+            tracks, spans = as_list(result, "tracks"), []
+            for track in tracks:
+                extent = as_list(track, "extent")
+                if len(extent) == 2 and all(
+                    isinstance(p, int) and 0 <= p < len(used) for p in extent
+                ):
+                    spans.append(f"frames {used[extent[0]]}-{used[extent[1]]}")
+            answer = ("tracks", str(len(tracks)) + (f": {'; '.join(spans)}" if spans else ""))
+        else:
+            image = as_dict(result, "image")
+            source = ("image", f"{as_str(image, 'path') or '(array)'} {_size(image)}")
+            answer = ("masks", str(len(as_list(result, "masks"))))
+        tried = ", ".join(str(p) for p in as_list(result, "phrases_tried")) or "none"
         facts += [
-            ("query", as_str(result, "query")),
-            _source_fact(result),
-            (
-                "status",
-                as_str(result, "status")
-                + (f": {as_str(result, 'failure')}" if as_str(result, "failure") else ""),
-            ),
-            ("rounds", str(as_int(result, "rounds"))),
-            _answer_fact(result),
-            ("model", as_str(result, "model")),
-            (
-                "phrases tried",
-                ", ".join(str(p) for p in as_list(result, "phrases_tried")) or "none",
-            ),
-        ]
+            ("query", as_str(result, "query")), source,
+            ("status", as_str(result, "status") + (f": {failure}" if failure else "")),
+            ("rounds", str(as_int(result, "rounds"))), answer,
+            ("model", as_str(result, "model")), ("phrases tried", tried),
+        ]  # fmt: skip
         usage = as_dict(result, "usage")
-        parts = []
-        for part in ("main", "checks", "digests", "total"):
-            tokens = as_dict(usage, part)
-            if tokens:
-                parts.append(
-                    f"{part} {as_int(tokens, 'prompt_tokens')}"
-                    f"+{as_int(tokens, 'completion_tokens')} in {as_int(tokens, 'calls')} call(s)"
-                )
+        parts = [
+            f"{part} {as_int(tokens, 'prompt_tokens')}+{as_int(tokens, 'completion_tokens')} in "
+            f"{as_int(tokens, 'calls')} call(s)"
+            for part in ("main", "checks", "digests", "total") if (tokens := as_dict(usage, part))
+        ]  # fmt: skip
         facts.append((f"tokens {REPORTED} (prompt+completion)", "; ".join(parts)))
-        timings = as_dict(result, "timings_s")
-        if timings:
+        if timings := as_dict(result, "timings_s"):
             facts.append(
                 ("timings", ", ".join(f"{k} {_fmt_s(as_float(timings, k))}" for k in timings))
             )
-    else:
-        facts.append(("result", "no result.json: the session did not finish"))
     if run.committed_round is not None:
         after = "the session ended" if run.ended else "resumable with run --resume"
         facts.append(("committed", f"round {run.committed_round} in session.json; {after}"))
@@ -119,24 +97,14 @@ def eviction_lines(view: views.RoundView) -> list[str]:
         return ["no record of what the context left out"]
     lines = []
     if view.eviction_source == "context_policy":
-        mode = as_str(e, "mode")
-        budget = as_dict(e, "budget")
-        after = as_dict(e, "tokens_after")
+        mode, budget, after = as_str(e, "mode"), as_dict(e, "budget"), as_dict(e, "tokens_after")
+        watermark = as_float(budget, "watermark")
         lines.append(
-            f"policy {as_str(e, 'policy') or '?'}"
-            + (f" (as {mode})" if mode else "")
-            + (
-                f", budget {as_int(budget, 'limit')} of "
-                f"{as_int(budget, 'max_context_tokens')} tokens"
-                if budget
-                else ""
-            )
-            + (
-                f", watermark {as_float(budget, 'watermark')}"
-                if as_float(budget, "watermark") is not None
-                else ""
-            )
-        )
+            f"policy {as_str(e, 'policy') or '?'}" + (f" (as {mode})" if mode else "")
+            + (f", budget {as_int(budget, 'limit')} of {as_int(budget, 'max_context_tokens')} "
+               "tokens" if budget else "")
+            + (f", watermark {watermark}" if watermark is not None else "")
+        )  # fmt: skip
         if as_int(e, "tokens_before") is not None or after:
             lines.append(
                 f"{REQUEST_COUNT}: {as_int(e, 'tokens_before')} with every round in full, "
@@ -145,33 +113,29 @@ def eviction_lines(view: views.RoundView) -> list[str]:
             )
     lines.append(f"kept rounds: {_rounds(as_list(e, 'kept_rounds'))}")
     evicted = [x for x in as_list(e, "evicted") if isinstance(x, dict)]
-    if evicted:
-        for x in evicted:
-            score = as_float(x, "score")
-            lines.append(
-                f"evicted round {as_int(x, 'round')}: {as_str(x, 'reason') or 'no reason given'}"
-                + (f" (score {score:.4g})" if score is not None else "")
-            )
-    elif as_list(e, "dropped_rounds"):
+    for x in evicted:
+        score = as_float(x, "score")
+        lines.append(
+            f"evicted round {as_int(x, 'round')}: {as_str(x, 'reason') or 'no reason given'}"
+            + (f" (score {score:.4g})" if score is not None else "")
+        )
+    if not evicted and as_list(e, "dropped_rounds"):
         lines.append(
             f"dropped rounds: {_rounds(as_list(e, 'dropped_rounds'))} (three-part pruning)"
         )
-    else:
+    elif not evicted:
         lines.append("nothing evicted")
-    replaced = as_list(e, "images_replaced_by_text")
-    if replaced:
+    if replaced := as_list(e, "images_replaced_by_text"):
         lines.append(f"masks images replaced by a line of text: rounds {_rounds(replaced)}")
-    tried = as_list(e, "tried_phrases_note")
-    if tried:
-        lines.append(
-            "tried-phrases note: " + ", ".join(json.dumps(p, ensure_ascii=False) for p in tried)
-        )
-    for key in ("zones", "scores", "switch", "digests"):
-        value = e.get(key)
-        if value:
-            lines.append(f"{key}: {compact(value)}")
-    latency = as_float(e, "latency_ms")
-    if latency is not None:
+    if tried := as_list(e, "tried_phrases_note"):
+        notes = ", ".join(json.dumps(p, ensure_ascii=False) for p in tried)
+        lines.append(f"tried-phrases note: {notes}")
+    lines += [
+        f"{key}: {compact(e[key])}"
+        for key in ("zones", "scores", "switch", "digests")
+        if e.get(key)
+    ]
+    if (latency := as_float(e, "latency_ms")) is not None:
         lines.append(f"policy time: {latency:.3f} ms")
     return lines
 
@@ -188,19 +152,13 @@ def checks_summary(view: views.RoundView) -> str:
     return f"{len(view.checks)} mask check call(s): {tally}; {seconds:.2f} s of calls"
 
 
-def usage_line(
-    usage: dict[str, Any],
-    latency_s: float | None,
-    cached: bool = False,
-    round_s: float | None = None,
-) -> str:
+def usage_line(usage: dict[str, Any], latency_s: float | None, cached: bool = False,
+               round_s: float | None = None) -> str:  # fmt: skip
     """Tokens and timings of one call (and of its whole round, when given)."""
-    parts = []
-    if usage:
-        parts.append(
-            f"{REPORTED}: prompt {as_int(usage, 'prompt_tokens')}, "
-            f"completion {as_int(usage, 'completion_tokens')} tokens"
-        )
+    parts = [
+        f"{REPORTED}: prompt {as_int(usage, 'prompt_tokens')}, "
+        f"completion {as_int(usage, 'completion_tokens')} tokens"
+    ] if usage else []  # fmt: skip
     if latency_s is not None:
         parts.append(f"call {latency_s:.2f} s")
     if round_s is not None:
@@ -213,5 +171,4 @@ def usage_line(
 def round_title(view: views.RoundView) -> str:
     if not view.complete:
         return f"Round {view.number}: unfinished (the session stopped during it)"
-    tool = view.tool_name or "no tool call"
-    return f"Round {view.number}: {tool} -> {view.outcome_kind or '?'}"
+    return f"Round {view.number}: {view.tool_name or 'no tool call'} -> {view.outcome_kind or '?'}"

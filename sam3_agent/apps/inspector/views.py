@@ -1,8 +1,6 @@
-"""What the inspector shows of a run: its rounds, each call's context, checks and digests.
-
-Plain values built by :func:`~sam3_agent.apps.inspector.model.load_run` from a run
-directory; the renderers (:mod:`.terminal`, :mod:`.html_page`) receive only these.
-"""
+"""What the inspector shows of a run (its rounds, each call's context, checks and digests):
+plain values built by :func:`~sam3_agent.apps.inspector.model.load_run`, all the renderers
+(:mod:`.terminal`, :mod:`.html_page`) receive."""
 
 from __future__ import annotations
 
@@ -10,11 +8,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-TokenSource = Literal["trace", "estimate"]
-
-
-# -- views --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -30,8 +23,7 @@ class ImageRef:
     @property
     def label(self) -> str:
         size = f" {self.width}x{self.height}" if self.width and self.height else ""
-        missing = "" if self.data is not None else " (not available)"
-        return f"{self.file}{size}{missing}"
+        return f"{self.file}{size}{'' if self.data is not None else ' (not available)'}"
 
 
 @dataclass(frozen=True)
@@ -51,7 +43,7 @@ class MessageView:
     zone: str
     parts: tuple[Part, ...]
     tokens: int
-    tokens_source: TokenSource
+    tokens_source: Literal["trace", "estimate"]
 
     @property
     def text(self) -> str:
@@ -81,11 +73,8 @@ class CallView:
 
 @dataclass
 class RoundView:
-    """One main round and the calls made during it.
-
-    ``complete`` is False for a round with checks or digests but no main record: the
-    session was stopped before the round finished.
-    """
+    """One main round and the calls made during it; not ``complete`` when the session was
+    stopped before the round's main record (its checks or digests only)."""
 
     number: int
     complete: bool = False
@@ -124,7 +113,8 @@ class RoundView:
 
 @dataclass
 class RunView:
-    """A run directory as the inspector shows it."""
+    """A run directory as the inspector shows it; ``ended``: the committed state says the
+    session is over (nothing left to resume)."""
 
     directory: Path
     rounds: list[RoundView]
@@ -133,7 +123,6 @@ class RunView:
     checker_prompt: str | None
     committed_round: int | None
     ended: bool = False
-    """The committed state says the session is over (nothing left to resume)."""
     notes: list[str] = field(default_factory=list)
     images: dict[str, ImageRef] = field(default_factory=dict)
 
@@ -142,31 +131,35 @@ class RunView:
         return as_str(self.result, "query")
 
 
-# -- reading untrusted values -----------------------------------------------------------
+# Reading untrusted values: a missing key, a wrong type or a non-dict record reads as missing.
+
+
+def _get(record: Any, key: str) -> Any:
+    return record.get(key) if isinstance(record, dict) else None
 
 
 def as_str(record: Any, key: str) -> str:
-    value = record.get(key) if isinstance(record, dict) else None
+    value = _get(record, key)
     return value if isinstance(value, str) else ""
 
 
 def as_int(record: Any, key: str) -> int | None:
-    value = record.get(key) if isinstance(record, dict) else None
+    value = _get(record, key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def as_float(record: Any, key: str) -> float | None:
-    value = record.get(key) if isinstance(record, dict) else None
+    value = _get(record, key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) else None
 
 
 def as_dict(record: Any, key: str) -> dict[str, Any]:
-    value = record.get(key) if isinstance(record, dict) else None
+    value = _get(record, key)
     return value if isinstance(value, dict) else {}
 
 
 def as_list(record: Any, key: str) -> list[Any]:
-    value = record.get(key) if isinstance(record, dict) else None
+    value = _get(record, key)
     return value if isinstance(value, list) else []

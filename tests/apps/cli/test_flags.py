@@ -20,7 +20,10 @@ from typer.core import TyperOption
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli import console as console_module
-from sam3_agent.apps.cli.flags import AGENT, BACKENDS, ENGINE, SAM3, FlagGroup
+from sam3_agent.apps.cli.flags.agent import AGENT
+from sam3_agent.apps.cli.flags.backends import BACKENDS, SAM3
+from sam3_agent.apps.cli.flags.compose import FlagGroup
+from sam3_agent.apps.cli.flags.jobs import ENGINE
 from sam3_agent.apps.cli.main import COMMANDS, app
 from sam3_agent.backends.spec import BackendSpec
 

@@ -14,9 +14,8 @@ from sam3_agent.values.errors import UserError
 AGENT_PANEL = "Agent"
 CONTEXT_PANEL = "Context"
 
+# Below it the numbered labels and the checks' zoomed view (>= 96 pixels) no longer fit.
 MIN_IMAGE_SIDE = 128
-"""The smallest ``--max-image-side``: below it the numbered labels and the zoom-in view of
-the mask checks (at least 96 pixels, ``render.ZOOM_MIN_SIDE``) no longer fit legibly."""
 
 _agent = functools.partial(flag, panel=AGENT_PANEL)
 _context = functools.partial(flag, panel=CONTEXT_PANEL)
@@ -54,11 +53,9 @@ AGENT_FLAGS = (
 
 
 def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True) -> None:
-    """What the agent flags need beyond their values, checked after
-    :meth:`BackendSpec.validate` and before any model loads: the context policy against the
-    MLLM the backend flags select (with ``chat``), and the prompt set (rendered once, which
-    imports the agent: a usage error found earlier costs no such import).
-    """
+    """After :meth:`BackendSpec.validate`, before any model loads: the context policy against
+    the MLLM chosen (with ``chat``), and the prompt set (rendering it imports the agent: a
+    usage error found earlier costs no such import)."""
     if chat:
         backends.check_context(config)
     from sam3_agent.agent.prompts import load_prompt_set
@@ -66,16 +63,14 @@ def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True
     load_prompt_set(config.prompts_dir)
 
 
+# The flags whose AgentConfig field has another name.
 FIELDS = {"max_pixels": "max_image_pixels", "prompts": "prompts_dir",
           "reserve_tokens": "context_reserve_tokens"}  # fmt: skip
-"""The flags whose ``AgentConfig`` field has another name."""
 
 
 def _config(values: dict[str, Any], built: dict[str, Any]) -> AgentConfig:
-    """The :class:`AgentConfig` of the agent and context flags, with the ``--tool-protocol``
-    of the backend flags. Only the values are checked here (nothing imported);
-    :func:`check_agent` checks the rest once the backend flags are valid.
-    """
+    """The agent and context flags' :class:`AgentConfig` (``--tool-protocol`` from the backend
+    flags); only values checked here, :func:`check_agent` checks the rest."""
     side, reserve = values["max_image_side"], values["reserve_tokens"]
     if side < MIN_IMAGE_SIDE:
         raise UserError(

@@ -1,4 +1,5 @@
-"""How a flag group joins a command: :class:`Flag`, :class:`FlagGroup`, :func:`with_flags`."""
+"""How a flag group joins a command (:class:`Flag`, :class:`FlagGroup`, :func:`with_flags`),
+and the flags every command shares (``--verbose``, ``--mode``)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Annotated, Any, TypeVar
 
 import typer
 
-from sam3_agent.apps.cli.console import one_line_errors
+from sam3_agent.apps.cli.console import one_line_errors, setup_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,15 +28,11 @@ class Flag:
 
 def flag(name: str, kind: Any, default: Any, *names: str, help: str, panel: str | None = None,
          metavar: str | None = None, **kwargs: Any) -> Flag:  # fmt: skip
-    """The option ``names`` (e.g. ``"--llm-url"``) of type ``kind``, passed as ``name``.
-
-    ``metavar``: the value's placeholder in ``--help`` (``URL``, ``N``); without one, typer
-    shows the Python type (``<str>``). A ``bool`` flag takes no value and shows none. A
-    choice leaves it out: its choices are shown.
-    """
-    if kind is bool:
-        metavar = ""
-    option = typer.Option(*names, help=help, rich_help_panel=panel, metavar=metavar, **kwargs)
+    """The option ``names`` (``"--llm-url"``) of type ``kind``, passed as ``name``. ``metavar``
+    is the value's placeholder in ``--help`` (else typer shows the type, ``<str>``); a ``bool``
+    flag shows none, a choice its choices."""
+    option = typer.Option(*names, help=help, rich_help_panel=panel,
+                          metavar="" if kind is bool else metavar, **kwargs)  # fmt: skip
     return Flag(name, Annotated[kind, option], default)
 
 
@@ -51,12 +49,15 @@ class FlagGroup:
 
 
 def with_flags(*groups: FlagGroup) -> Callable[[F], F]:
-    """Add ``groups``' options to a typer command and hand it what they build.
+    """Add ``groups``' options to a typer command and hand it what they build, in the order
+    given (``first`` ones before), inside :func:`~sam3_agent.apps.cli.console.one_line_errors`;
+    the command declares, keyword-only, the value each group builds instead of its options::
 
-    Typer reads a command's options from ``inspect.signature(..., eval_str=True)`` and
-    ``typing.get_type_hints``, so the wrapper sets both ``__signature__`` and
-    ``__annotations__``. Groups are built in the order given (``first`` ones before),
-    inside :func:`~sam3_agent.apps.cli.console.one_line_errors`.
+        @with_flags(BACKENDS, AGENT, VERBOSE)
+        def run_command(image: ..., *, backends: BackendSpec, config: AgentConfig) -> None: ...
+
+    Typer reads a command's options only from its signature (no public hook adds options),
+    so the wrapper's ``__signature__`` lists the command's own parameters, then the flags.
     """
 
     def decorate(command: F) -> F:
@@ -64,16 +65,13 @@ def with_flags(*groups: FlagGroup) -> Callable[[F], F]:
         targets = {g.target for g in groups}
         own = [p for p in signature.parameters.values() if p.name not in targets]
         added = [
-            inspect.Parameter(
-                f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.annotation
-            )
-            for g in groups
-            for f in g.flags
-        ]
+            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                              annotation=f.annotation)
+            for g in groups for f in g.flags
+        ]  # fmt: skip
         names = [p.name for p in [*own, *added]]
         if len(names) != len(set(names)):
             raise TypeError(f"{command.__name__}: a flag is declared twice in {names}")
-        parameters = sorted([*own, *added], key=lambda p: p.kind)  # positional ones first
 
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -85,9 +83,27 @@ def with_flags(*groups: FlagGroup) -> Callable[[F], F]:
             wanted = {k: v for k, v in built.items() if k in signature.parameters}
             return command(*args, **kwargs, **wanted)
 
+        parameters = sorted([*own, *added], key=lambda p: p.kind)  # positional ones first
         wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
-        wrapper.__annotations__["return"] = signature.return_annotation
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def _logging(values: dict[str, Any], built: dict[str, Any]) -> bool:
+    setup_logging(values["verbose"])
+    return bool(values["verbose"])
+
+
+VERBOSE = FlagGroup(
+    "verbose", (flag("verbose", bool, False, "--verbose", "-v", help="Debug logging."),),
+    _logging, first=True,
+)  # fmt: skip
+"""``--verbose/-v``: logging set up before anything else (listed last, built first)."""
+
+
+class Mode(str, Enum):
+    """``--mode`` of ``run`` and ``eval``."""
+
+    agent = "agent"
+    sam3_only = "sam3-only"

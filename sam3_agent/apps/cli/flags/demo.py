@@ -6,7 +6,6 @@ import functools
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
 from sam3_agent.apps.demo.limits import VideoLimits
@@ -58,11 +57,7 @@ class DemoFlags:
     max_video_frames: int
 
 
-def _demo_flags(values: dict[str, Any], built: dict[str, Any]) -> DemoFlags:
-    return DemoFlags(**values)
-
-
-DEMO = FlagGroup("demo", DEMO_FLAGS, _demo_flags)
+DEMO = FlagGroup("demo", DEMO_FLAGS, lambda values, built: DemoFlags(**values))
 """``--host``, ``--port``, ``--token`` ... of ``demo``, listed before the backend flags."""
 
 
