@@ -26,7 +26,6 @@ from sam3_agent.backends.torch_runtime import (
 from sam3_agent.values.errors import UserError, WeightsUnavailableError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, ToolSpec
-from tests.support.tiny_qwen import save_tiny_qwen
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +38,8 @@ def offline() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.manual_seed(0)
-    return save_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen"))
+def tiny_dir(tiny_qwen_dir: Path) -> Path:
+    return tiny_qwen_dir
 
 
 @pytest.fixture(scope="module")
