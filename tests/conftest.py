@@ -14,6 +14,7 @@ from tests.support.fake_hub import FakeHub
 from tests.support.fakes import square_mask
 
 H, W = 240, 320
+REPO = Path(__file__).resolve().parents[1]
 
 PROCESS_SETTINGS = frozenset(
     {
@@ -151,3 +152,24 @@ def tiny_sam3_video_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.support.tiny_sam3_video import save_tiny_sam3_video
 
     return save_tiny_sam3_video(tmp_path_factory.mktemp("tiny_sam3_video"))
+
+
+@pytest.fixture(scope="session")
+def ray_address() -> Iterator[str]:
+    """One local Ray for the session (each start costs seconds), shared by every module that
+    runs on the Ray engine; its workers import this checkout (tests.support too) and stay
+    offline. Ray's processes take the environment they start with, so it is set for
+    ``ray.init`` alone and this process gets its own back at once."""
+    import ray as ray_core
+
+    with pytest.MonkeyPatch.context() as env:
+        pythonpath = os.environ.get("PYTHONPATH")
+        env.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO), pythonpath) if p))
+        env.setenv("HF_HUB_OFFLINE", "1")
+        # address="local": a `ray start` cluster recorded on this machine must not be joined;
+        # 8 logical CPUs: a 2-CPU Ray can deadlock an actor pool under backpressure.
+        ray_core.init(address="local", num_cpus=8, include_dashboard=False, logging_level="WARNING")
+    try:
+        yield str(ray_core.get_runtime_context().gcs_address)
+    finally:
+        ray_core.shutdown()

@@ -9,14 +9,12 @@ from typing import Any
 
 import huggingface_hub.constants
 import pytest
-import torch
 
 from sam3_agent.backends.hf_chat import TransformersChatModel
 from sam3_agent.backends.openai_chat import OpenAIChatModel
 from sam3_agent.values.errors import ChatModelError
 from sam3_agent.values.messages import ChatMessage
 from tests.support.openai_server import Reply, ScriptedServer, serve
-from tests.support.tiny_qwen import save_tiny_qwen
 
 
 def conversation() -> list[ChatMessage]:
@@ -66,13 +64,13 @@ async def test_a_multi_line_server_error_becomes_one_line(server: ScriptedServer
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TransformersChatModel]:
+def tiny_model(tiny_qwen_dir: Path) -> Iterator[TransformersChatModel]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-        torch.manual_seed(0)
-        directory: Path = save_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen-err"))
-        yield TransformersChatModel.from_pretrained(str(directory), device="cpu", max_new_tokens=2)
+        yield TransformersChatModel.from_pretrained(
+            str(tiny_qwen_dir), device="cpu", max_new_tokens=2
+        )
 
 
 @pytest.mark.parametrize(

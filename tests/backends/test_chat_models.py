@@ -22,7 +22,6 @@ from sam3_agent.backends.response_cache import CachedChatModel
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
-from tests.support.tiny_qwen import save_tiny_qwen
 
 
 class Loaded:
@@ -130,11 +129,12 @@ def test_contradictory_options(loads: None, options: dict[str, Any], message: st
         build_chat_model(**options)
 
 
-async def test_hf_route_loads_a_real_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+async def test_hf_route_loads_a_real_directory(
+    tmp_path: Path, tiny_qwen_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    directory = save_tiny_qwen(tmp_path / "tiny")
-    built = build_chat_model(llm=f"hf:{directory}", device="cpu", cache=str(tmp_path / "c.db"))
+    built = build_chat_model(llm=f"hf:{tiny_qwen_dir}", device="cpu", cache=str(tmp_path / "c.db"))
     assert isinstance(built, CachedChatModel)
     assert isinstance(built.inner, TransformersChatModel)
     response = await built.complete([ChatMessage.text("user", "hi")])

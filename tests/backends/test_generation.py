@@ -11,7 +11,6 @@ from typing import Any
 
 import huggingface_hub.constants
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,7 +21,6 @@ from sam3_agent.backends.response_cache import CachedChatModel
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
 from tests.support.openai_server import Reply, ScriptedServer, serve
-from tests.support.tiny_qwen import save_tiny_qwen
 
 THINKING = {"chat_template_kwargs": {"enable_thinking": True}}
 
@@ -120,12 +118,11 @@ def test_cache_keys_without_settings_are_those_of_before() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def tiny_dir(tiny_qwen_dir: Path) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-        torch.manual_seed(0)
-        yield save_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen-gen"))
+        yield tiny_qwen_dir
 
 
 async def test_in_process_seed_makes_sampling_repeatable(tiny_dir: Path) -> None:

@@ -26,7 +26,6 @@ from sam3_agent.backends.torch_runtime import (
 from sam3_agent.values.errors import UserError, WeightsUnavailableError
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart, ToolSpec
-from tests.support.tiny_qwen import save_tiny_qwen
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +38,8 @@ def offline() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.manual_seed(0)
-    return save_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen"))
+def tiny_dir(tiny_qwen_dir: Path) -> Path:
+    return tiny_qwen_dir
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +61,13 @@ def conversation(*images: EncodedImage) -> list[ChatMessage]:
     ]
 
 
-async def test_images_in_text_out(chat: TransformersChatModel):
+async def test_images_in_text_out(chat: TransformersChatModel, tiny_dir: Path):
     response = await chat.complete(conversation(image(0)))
     assert isinstance(response.text, str)
     assert response.usage.calls == 1
     assert 1 <= response.usage.completion_tokens <= 8
     assert response.finish_reason in ("stop", "length")
-    assert chat.name.endswith("tiny-qwen0")
+    assert chat.name == str(tiny_dir)
 
 
 async def test_prompt_tokens_grow_with_images(chat: TransformersChatModel):

@@ -9,7 +9,6 @@ from pathlib import Path
 import huggingface_hub.constants
 import numpy as np
 import pytest
-import torch
 
 from sam3_agent.agent.context.attention import AttentionPolicy
 from sam3_agent.agent.context.tokens import counter_for
@@ -22,17 +21,16 @@ from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 from tests.support.context_histories import Spec, history
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel
-from tests.support.tiny_qwen import save_tiny_qwen
 
 
 @pytest.fixture(scope="module")
-def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TransformersChatModel]:
+def chat(tiny_qwen_dir: Path) -> Iterator[TransformersChatModel]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-        torch.manual_seed(0)
-        directory: Path = save_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen-attention"))
-        yield TransformersChatModel.from_pretrained(str(directory), device="cpu", max_new_tokens=4)
+        yield TransformersChatModel.from_pretrained(
+            str(tiny_qwen_dir), device="cpu", max_new_tokens=4
+        )
 
 
 def small_image(seed: int) -> EncodedImage:

@@ -46,25 +46,6 @@ REPO = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 
-@pytest.fixture(scope="session")
-def ray_address() -> Iterator[str]:
-    """A local Ray for the session; its workers import this checkout (tests.support too) and
-    stay offline. Ray's processes take the environment they start with, so it is set for
-    ``ray.init`` alone and this process gets its own back at once."""
-    import ray as ray_core
-
-    with pytest.MonkeyPatch.context() as env:
-        pythonpath = os.environ.get("PYTHONPATH")
-        env.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO), pythonpath) if p))
-        env.setenv("HF_HUB_OFFLINE", "1")
-        # address="local": a `ray start` cluster recorded on this machine must not be joined.
-        ray_core.init(address="local", num_cpus=8, include_dashboard=False, logging_level="WARNING")
-    try:
-        yield str(ray_core.get_runtime_context().gcs_address)
-    finally:
-        ray_core.shutdown()
-
-
 @pytest.fixture(scope="module")
 def mllm() -> Iterator[ScriptedServer]:
     with serve(ScriptedServer(responder=respond)) as server:

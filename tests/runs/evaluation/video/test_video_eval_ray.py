@@ -7,8 +7,6 @@ ReVOS run on each engine, compared record for record and metric for metric.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,31 +25,8 @@ from tests.support.video_eval_fixtures import (
     write_revos_videos,
 )
 
-REPO = Path(__file__).resolve().parents[4]
 
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    """A local Ray whose workers import this checkout (tests.support too); one already
-    started by another module of the session is used as it is."""
-    import ray
-
-    if ray.is_initialized():
-        yield
-        return
-    with pytest.MonkeyPatch.context() as env:  # Ray's processes keep what they start with
-        pythonpath = os.environ.get("PYTHONPATH")
-        env.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO), pythonpath) if p))
-        # address="local": a `ray start` cluster recorded on this machine must not be joined;
-        # 8 logical CPUs: a 2-CPU Ray can deadlock an actor pool under backpressure.
-        ray.init(address="local", num_cpus=8, include_dashboard=False, logging_level="WARNING")
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
-def test_video_eval_on_ray_equals_local(local_ray: None, tmp_path: Path) -> None:
+def test_video_eval_on_ray_equals_local(ray_address: str, tmp_path: Path) -> None:
     root = write_revos_videos(tmp_path / "data", ("r1", "r2"))
     selection = VideoEvalSet("revos", root)
     local = evaluate(selection, tmp_path / "local", FakeVideoBackends())
