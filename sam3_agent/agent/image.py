@@ -1,5 +1,6 @@
-"""The image medium: what a session on one photo asks SAM 3, shows the model and its
-checkers (each check image sized for its mask: checks carry most tokens), and writes."""
+"""What a kind of input supplies to the one agent loop (:class:`Medium`), and the image medium:
+what a session on one photo asks SAM 3, shows the model and its checkers (each check image
+sized for its mask: checks carry most tokens), and writes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sam3_agent.agent import rundir, tools
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
@@ -19,16 +20,60 @@ from sam3_agent.agent.checkpoint.state import Backends
 from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
 from sam3_agent.agent.ended import image_result
 from sam3_agent.agent.prompts import PromptKind, PromptSet
-from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.result import AgentResult, SessionResult
 from sam3_agent.agent.rundir import ExportFormat
-from sam3_agent.agent.session import Session
+from sam3_agent.agent.session import Scene, Session
 from sam3_agent.agent.steps import Final
+from sam3_agent.agent.tools import Registry
 from sam3_agent.backends.base import ImageEmbedding, Segmenter, phrase_as_read, preflight
 from sam3_agent.media.render import Renderer
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.images import EncodedImage, ImageInput, RGBImage, load_image
 from sam3_agent.values.masks import postprocess
+
+In_contra = TypeVar("In_contra", contravariant=True)
+S = TypeVar("S", bound="Scene[Any]")
+R = TypeVar("R", bound=SessionResult)
+
+
+class Medium(Protocol[In_contra, S, R]):
+    """What a kind of input supplies: its templates, tools, and per request a scene,
+    fingerprint, result and files."""
+
+    kind: PromptKind
+    tools: Registry
+
+    @property
+    def segmenter(self) -> object: ...
+
+    def open(
+        self,
+        source: In_contra,
+        config: AgentConfig,
+        *,
+        image_path: str | Path | None,
+        exports: Iterable[ExportFormat],
+    ) -> S:
+        """Read ``source`` (raising the medium's load error) into a scene."""
+        ...
+
+    def preflight(self) -> None: ...
+
+    def fingerprint(
+        self, scene: S, query: str, config: AgentConfig, model: str, backends: Backends
+    ) -> Fingerprint: ...
+
+    def attach(self, scene: S, checkpoint: Checkpoint) -> None:
+        """Give ``scene`` the segmenter, journaled by ``checkpoint``."""
+        ...
+
+    def result(self, scene: S, fields: dict[str, Any], final: Final[Any] | None) -> R: ...
+
+    def write(self, out: Path, result: R, scene: S) -> None:
+        """Write the run directory's outputs of ``result``, ``result.json`` last."""
+        ...
+
 
 RENDER_WORKERS = min(4, os.cpu_count() or 1)  # OpenCV releases the GIL
 

@@ -29,8 +29,7 @@ from sam3_agent.agent.events import (
     TraceHook,
     digest_sink,
 )
-from sam3_agent.agent.image import ImageMedium, ImageScene
-from sam3_agent.agent.medium import Medium
+from sam3_agent.agent.image import ImageMedium, ImageScene, Medium
 from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
 from sam3_agent.agent.result import AgentResult, SessionResult
 from sam3_agent.agent.rundir import ExportFormat

@@ -16,16 +16,6 @@ from sam3_agent.agent.checkpoint.state import Ending, Fingerprint, SessionState
 from sam3_agent.agent.checkpoint.store import Checkpoint
 
 __all__ = [
-    "JOURNAL_FILE",
-    "STATE_FILE",
-    "Checkpoint",
-    "Committed",
-    "DirectoryLock",
-    "Ending",
-    "Fingerprint",
-    "Journal",
-    "SessionState",
-    "check_resumable",
-    "load_saved",
-    "read_journal",
-]
+    "JOURNAL_FILE", "STATE_FILE", "Checkpoint", "Committed", "DirectoryLock", "Ending",
+    "Fingerprint", "Journal", "SessionState", "check_resumable", "load_saved", "read_journal",
+]  # fmt: skip

@@ -1,10 +1,12 @@
-"""The interface every context policy implements, and the base the budgeted ones build on;
-the invariants every policy keeps are listed in docs/context-policies.md."""
+"""The interface every context policy implements, the base the budgeted ones build on, and
+the three stateless ones (keep-all, fifo, decay); the invariants every policy keeps are
+listed in docs/context-policies.md."""
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -187,3 +189,65 @@ def evict_lowest(
     recorded = {r: s for r, s in by_round.items() if unscored is None or s != unscored}
     kept, evicted = evict_in_order(costs, everything, order, limit, reason, scores=recorded)
     return Decision(kept, evicted=evicted, scores=recorded)
+
+
+class KeepAllPolicy(BudgetedPolicy):
+    """``keep-all``: every round in full (images by the shared rule), the baseline; a history
+    that outgrows the budget ends the session with a budget failure, as the endpoint would."""
+
+    name = "keep-all"
+
+    def select(self, history: History, costs: Costs) -> Decision:
+        return Decision(range(len(history.steps)))
+
+
+class FifoPolicy(BudgetedPolicy):
+    """``fifo``: the pinned part plus the newest rounds that fit; nothing stands for the rounds
+    that leave, so the model forgets which phrases it tried once their rounds are gone."""
+
+    name = "fifo"
+
+    def select(self, history: History, costs: Costs) -> Decision:
+        everything = range(len(history.steps))
+        kept, evicted = evict_in_order(
+            costs, everything, everything, self.budget.limit, "budget: oldest first"
+        )
+        return Decision(kept, evicted=evicted)
+
+
+DEFAULT_WEIGHTS: dict[str, float] = {"segment": 1.0, "examine": 1.5, "correction": 1.2}
+"""Examine verdicts cost the most to redo. A correction outranks every search round older
+than it (all scores decay at the same rate), so the model keeps seeing that it was corrected
+and does not repeat the refused call; it still leaves before newer search rounds once it is
+more than ``ln(1.2) / rate`` (about 1.2) rounds older than them."""
+
+DEFAULT_RATE = 0.15
+"""Per-round decay: a round's score halves in about 4.6 rounds."""
+
+
+class DecayPolicy(BudgetedPolicy):
+    """``decay``: the lowest-scoring rounds leave first, scored ``weight(kind) * exp(-rate *
+    age)`` (``age`` in rounds, 0 for the latest; ties oldest first)."""
+
+    name = "decay"
+
+    def __init__(
+        self,
+        budget: Budget,
+        counter: TokenCounter,
+        weights: Mapping[str, float] | None = None,
+        rate: float = DEFAULT_RATE,
+    ) -> None:
+        super().__init__(budget, counter)
+        self.weights = dict(DEFAULT_WEIGHTS if weights is None else weights)
+        self.rate = rate
+
+    def select(self, history: History, costs: Costs) -> Decision:
+        def scores() -> dict[int, float]:
+            latest = history.steps[-1].round if history.steps else 0
+            return {
+                s.round: self.weights.get(s.kind, 1.0) * math.exp(-self.rate * (latest - s.round))
+                for s in history.steps
+            }
+
+        return evict_lowest(costs, self.budget.limit, "budget: lowest score", scores)

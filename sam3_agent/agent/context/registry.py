@@ -8,11 +8,8 @@ from typing import Any
 
 from sam3_agent.agent.context.attention import AttentionPolicy, require_source
 from sam3_agent.agent.context.auto import AutoPolicy
-from sam3_agent.agent.context.decay import DecayPolicy
-from sam3_agent.agent.context.fifo import FifoPolicy
 from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
-from sam3_agent.agent.context.keep_all import KeepAllPolicy
-from sam3_agent.agent.context.policy import ContextPolicy
+from sam3_agent.agent.context.policy import ContextPolicy, DecayPolicy, FifoPolicy, KeepAllPolicy
 from sam3_agent.agent.context.sam3 import Sam3Policy
 from sam3_agent.agent.context.summary import DigestSink, SummaryPolicy
 from sam3_agent.agent.context.tokens import TokenCounter

@@ -13,11 +13,8 @@ from hypothesis import strategies as st
 from sam3_agent.agent.checkpoint.journal import Journal, JournaledChatModel
 from sam3_agent.agent.context.attention import AttentionPolicy, require_source, round_sizes
 from sam3_agent.agent.context.auto import AutoPolicy
-from sam3_agent.agent.context.decay import DecayPolicy
-from sam3_agent.agent.context.fifo import FifoPolicy
 from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
-from sam3_agent.agent.context.keep_all import KeepAllPolicy
-from sam3_agent.agent.context.policy import BudgetedPolicy
+from sam3_agent.agent.context.policy import BudgetedPolicy, DecayPolicy, FifoPolicy, KeepAllPolicy
 from sam3_agent.agent.context.registry import POLICIES, PolicyInputs, build_policy
 from sam3_agent.agent.context.sam3 import MAX_MESSAGES, Sam3Policy
 from sam3_agent.agent.context.summary import DigestCall, SummaryPolicy

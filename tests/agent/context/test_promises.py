@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam3_agent.agent.context.decay import DecayPolicy
 from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
+from sam3_agent.agent.context.policy import DecayPolicy
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy
 from sam3_agent.agent.context.sam3 import anchor_index
 from sam3_agent.agent.context.summary import SummaryPolicy
