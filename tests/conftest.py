@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 from sam3_agent.values.detections import Detections
 from tests.support.fake_hub import FakeHub
@@ -15,6 +16,11 @@ from tests.support.fakes import square_mask
 
 H, W = 240, 320
 REPO = Path(__file__).resolve().parents[1]
+
+# No timed assertions (a busy 2-core machine is slow, not wrong): hypothesis's per-example
+# deadline and its too-slow health check are off for every property test.
+settings.register_profile("sam3-agent", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("sam3-agent")
 
 PROCESS_SETTINGS = frozenset(
     {
