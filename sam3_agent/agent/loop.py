@@ -229,12 +229,7 @@ class Agent(Generic[In, S, R]):
             return restored.ending.final, restored.ending.failure
         # After the restore: the policy's digest accounting adds to the restored usage, and
         # its state (digests, mode, attention) continues from the last committed round.
-        session.usage.estimate_source = self.token_counter.source
-        sink = digest_sink(session, self.token_counter)
-        # The session's (journaled) model: a digest call is replayed on resume like any other.
-        policy = build_policy(
-            PolicyInputs(self.config, self.token_counter, session.chat_model, sink)
-        )
+        policy = self._context_policy(session)
         if restored.context is not None:
             policy.restore_state(restored.context)
         hooks: list[RoundHook] = [TraceHook(self.token_counter), CommitHook(checkpoint, policy)]
@@ -246,6 +241,14 @@ class Agent(Generic[In, S, R]):
             return await self._rounds(session, history, restored.corrections, policy, hooks)
         finally:
             await policy.aclose()
+
+    def _context_policy(self, session: Session) -> ContextPolicy:
+        """The session's context policy, its digest calls counted and traced (the context
+        benchmark wraps it)."""
+        session.usage.estimate_source = self.token_counter.source
+        sink = digest_sink(session, self.token_counter)
+        # The session's (journaled) model: a digest call is replayed on resume like any other.
+        return build_policy(PolicyInputs(self.config, self.token_counter, session.chat_model, sink))
 
     async def _rounds(
         self,
