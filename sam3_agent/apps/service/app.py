@@ -26,10 +26,10 @@ from sam3_agent.apps.service.intake import (
     ServiceError,
     content_type,
     decode_and_id,
-    parse_json,
     raw_and_id,
     raw_size,
     read_body,
+    read_json,
     refuse_declared_over,
 )
 from sam3_agent.apps.service.limits import DEFAULT_LIMITS, SMALL_BODY_BYTES, ServiceLimits
@@ -171,29 +171,31 @@ def create_app(
         authorize(request)
         return HealthResponse()
 
-    async def decode(data: bytes) -> tuple[str, RGBImage]:
+    async def keep_image(data: bytes, raw: tuple[int, int] | None) -> tuple[str, RGBImage]:
+        """The one intake of an image (a file, or ``raw`` ``(height, width)`` RGB bytes):
+        decoded in a decode slot, then stored."""
         async with decode_slots:
-            return await run_in_threadpool(decode_and_id, data, limits.max_pixels)
+            if raw is None:
+                image_id, image = await run_in_threadpool(decode_and_id, data, limits.max_pixels)
+            else:
+                image_id, image = await run_in_threadpool(raw_and_id, data, *raw)
+        images.keep(image_id, image)
+        return image_id, image
 
     @app.post("/v1/images")
     async def upload(request: Request) -> UploadResponse:
         authorize(request)
-        raw = content_type(request) == RAW_RGB_MIME
-        if raw:
-            height, width = raw_size(dict(request.query_params), limits.max_pixels)
-        limit = height * width * 3 if raw else limits.max_upload_bytes
+        raw = None
+        if content_type(request) == RAW_RGB_MIME:
+            raw = raw_size(dict(request.query_params), limits.max_pixels)
+        limit = raw[0] * raw[1] * 3 if raw else limits.max_upload_bytes
         refuse_declared_over(request, limit)
         async with uploads.hold():
             data = await read_body(request, limit)
-            if raw:
-                async with decode_slots:
-                    image_id, image = await run_in_threadpool(raw_and_id, data, height, width)
-            elif not data:
+            if raw is None and not data:
                 raise ServiceError(400, ErrorCode.BAD_IMAGE, "the body is empty; send image bytes")
-            else:
-                image_id, image = await decode(data)
+            image_id, image = await keep_image(data, raw)
             del data
-            images.keep(image_id, image)
         logger.info("stored image %s (%dx%d)", image_id[:12], image.shape[1], image.shape[0])
         return UploadResponse(image_id=image_id, image_size=(image.shape[0], image.shape[1]))
 
@@ -207,9 +209,9 @@ def create_app(
         async with segments.hold(), AsyncExitStack() as held:
             if not small:
                 await held.enter_async_context(uploads.hold())
-            body = await read_body(request, SMALL_BODY_BYTES if small else json_limit)
-            req = parse_json(body, SegmentRequest)
-            del body
+            req = await read_json(
+                request, SMALL_BODY_BYTES if small else json_limit, SegmentRequest
+            )
             if req.image_id is not None:
                 image_id = req.image_id
                 if (found := images.get(image_id)) is None:
@@ -238,9 +240,8 @@ def create_app(
                         f"image of {len(data)} bytes exceeds the {limits.max_upload_bytes}-byte "
                         "limit",
                     )
-                image_id, image = await decode(data)
+                image_id, image = await keep_image(data, None)
                 del data
-                images.keep(image_id, image)
             try:
                 return await run_in_threadpool(_segment_sync, segmenter, image, image_id, req)
             except UserError as e:

@@ -203,8 +203,10 @@ def content_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def parse_json(body: bytes, model: type[_Request]) -> _Request:
-    """A request body as ``model``: 400 not JSON, 422 not valid (the problems as details)."""
+async def read_json(request: Request, limit: int, model: type[_Request]) -> _Request:
+    """The request body (at most ``limit`` bytes) as ``model``: 400 not JSON, 422 not valid
+    (the problems as details)."""
+    body = await read_body(request, limit)
     try:
         payload = json.loads(body)
     except (ValueError, RecursionError) as e:

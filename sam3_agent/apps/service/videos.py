@@ -16,8 +16,7 @@ from sam3_agent.apps.service.intake import (
     Gate,
     ServiceError,
     content_type,
-    parse_json,
-    read_body,
+    read_json,
     refuse_declared_over,
 )
 from sam3_agent.apps.service.limits import SMALL_BODY_BYTES, ServiceLimits
@@ -126,9 +125,7 @@ def add_video_routes(
             raise _unknown(video_id)
         refuse_declared_over(request, track_limit)
         async with tracks.hold():
-            body = await read_body(request, track_limit)
-            req = parse_json(body, TrackRequest)
-            del body
+            req = await read_json(request, track_limit, TrackRequest)
             with store.use(video_id) as stored:
                 if stored is None:
                     raise _unknown(video_id)
