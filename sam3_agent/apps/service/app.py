@@ -31,6 +31,7 @@ from sam3_agent.apps.service.intake import (
     read_body,
     read_json,
     refuse_declared_over,
+    too_large,
 )
 from sam3_agent.apps.service.limits import DEFAULT_LIMITS, SMALL_BODY_BYTES, ServiceLimits
 from sam3_agent.apps.service.video_store import VideoStore
@@ -234,11 +235,9 @@ def create_app(
                     raise ServiceError(400, ErrorCode.BAD_IMAGE, message) from e
                 del encoded
                 if len(data) > limits.max_upload_bytes:
-                    raise ServiceError(
-                        413,
-                        ErrorCode.TOO_LARGE,
+                    raise too_large(
                         f"image of {len(data)} bytes exceeds the {limits.max_upload_bytes}-byte "
-                        "limit",
+                        "limit"
                     )
                 image_id, image = await keep_image(data, None)
                 del data

@@ -49,6 +49,11 @@ class ServiceError(Exception):
         return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
+def too_large(message: str) -> ServiceError:
+    """The 413 ``too_large`` answer, for any body, image or video over a limit."""
+    return ServiceError(413, ErrorCode.TOO_LARGE, message)
+
+
 class LruStore(Generic[V]):
     """A thread-safe LRU by id, bounded in count and in bytes (``nbytes`` of a value); the
     newest value is always kept, even when it alone exceeds the byte bound."""
@@ -135,7 +140,7 @@ def decode_and_id(data: bytes, max_pixels: int) -> tuple[str, RGBImage]:
     try:
         image = load_image(data, max_pixels=max_pixels)
     except ImageTooLargeError as e:
-        raise ServiceError(413, ErrorCode.TOO_LARGE, f"refused: {e}") from e
+        raise too_large(f"refused: {e}") from e
     except (ImageLoadError, UserError) as e:
         raise ServiceError(
             400, ErrorCode.BAD_IMAGE, f"the body is not a readable image: {e}"
@@ -162,11 +167,9 @@ def raw_size(query: dict[str, str], max_pixels: int) -> tuple[int, int]:
     if height < 1 or width < 1:
         raise ServiceError(400, ErrorCode.BAD_IMAGE, f"bad raw image size {height}x{width}")
     if height * width > max_pixels:
-        raise ServiceError(
-            413,
-            ErrorCode.TOO_LARGE,
+        raise too_large(
             f"image has {width}x{height} = {width * height} pixels; "
-            f"this server accepts at most {max_pixels}",
+            f"this server accepts at most {max_pixels}"
         )
     return height, width
 
@@ -177,9 +180,7 @@ def refuse_declared_over(request: Request, limit: int) -> int | None:
     text = request.headers.get("content-length", "").strip()
     declared = int(text) if text.isdigit() else None
     if declared is not None and declared > limit:
-        raise ServiceError(
-            413, ErrorCode.TOO_LARGE, f"body of {declared} bytes exceeds the {limit}-byte limit"
-        )
+        raise too_large(f"body of {declared} bytes exceeds the {limit}-byte limit")
     return declared
 
 
@@ -190,7 +191,7 @@ async def body_chunks(request: Request, limit: int, what: str = "body") -> Async
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ServiceError(413, ErrorCode.TOO_LARGE, f"{what} exceeds the {limit}-byte limit")
+            raise too_large(f"{what} exceeds the {limit}-byte limit")
         yield chunk
 
 

@@ -19,7 +19,7 @@ from typing import Literal
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from sam3_agent.apps.service.intake import LruStore, ServiceError, body_chunks
+from sam3_agent.apps.service.intake import LruStore, ServiceError, body_chunks, too_large
 from sam3_agent.backends.schemas import ErrorCode
 from sam3_agent.media.video import (
     FRAME_SUFFIXES,
@@ -173,17 +173,15 @@ def check_video(
             path.unlink()
         source = open_video(target, FrameSelection(), max_pixels=max_pixels)
         if source.source_frames > max_frames:
-            raise ServiceError(
-                413,
-                ErrorCode.TOO_LARGE,
+            raise too_large(
                 f"the video has {source.source_frames} frames; this server takes at most "
-                f"{max_frames}",
+                f"{max_frames}"
             )
     except BaseException as e:
         delete_path(path)
         delete_path(target)
         if isinstance(e, VideoTooLargeError):
-            raise ServiceError(413, ErrorCode.TOO_LARGE, scrub(e, target)) from e
+            raise too_large(scrub(e, target)) from e
         if isinstance(e, (VideoLoadError, UserError)):
             raise ServiceError(400, ErrorCode.BAD_VIDEO, scrub(e, target)) from e
         raise
@@ -206,9 +204,7 @@ def _unpack_frames(tar_path: Path, folder: Path, max_frames: int, max_pixels: in
             for entries, member in enumerate(archive, start=1):
                 # The archive keeps every entry it read: directory entries count too.
                 if entries > max_frames + _MAX_OTHER_ENTRIES:
-                    raise ServiceError(
-                        413, ErrorCode.TOO_LARGE, f"the tar holds more than {max_frames} frames"
-                    )
+                    raise too_large(f"the tar holds more than {max_frames} frames")
                 if member.isdir():
                     continue
                 name = _frame_name(member)
@@ -216,10 +212,8 @@ def _unpack_frames(tar_path: Path, folder: Path, max_frames: int, max_pixels: in
                     raise VideoLoadError(f"the tar holds two frames named {name!a}")
                 names.add(name)
                 if len(names) > max_frames:
-                    raise ServiceError(
-                        413,
-                        ErrorCode.TOO_LARGE,
-                        f"the tar holds more than {max_frames} frames, this server's limit",
+                    raise too_large(
+                        f"the tar holds more than {max_frames} frames, this server's limit"
                     )
                 source = archive.extractfile(member)
                 if source is None:  # pragma: no cover - a regular file always has data
