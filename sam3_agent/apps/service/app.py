@@ -213,15 +213,10 @@ def create_app(
             req = await read_json(
                 request, SMALL_BODY_BYTES if small else json_limit, SegmentRequest
             )
-            if req.image_id is not None:
-                image_id = req.image_id
-                if (found := images.get(image_id)) is None:
-                    raise ServiceError(
-                        404,
-                        ErrorCode.UNKNOWN_IMAGE,
-                        f"unknown image id {image_id}; upload it to /v1/images again",
-                    )
-                image = found
+            if (image_id := req.image_id) is not None:
+                if (image := images.get(image_id)) is None:
+                    message = f"unknown image id {image_id}; upload it to /v1/images again"
+                    raise ServiceError(404, ErrorCode.UNKNOWN_IMAGE, message)
             else:
                 if small:
                     await held.enter_async_context(uploads.hold())

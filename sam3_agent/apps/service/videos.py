@@ -78,11 +78,7 @@ def add_video_routes(
     @app.get("/v1/videos")
     async def video_limits(request: Request) -> VideoLimits:
         enabled(request)
-        return VideoLimits(
-            max_video_bytes=bounds.max_video_bytes,
-            max_video_frames=bounds.max_video_frames,
-            max_pixels=bounds.max_pixels,
-        )
+        return VideoLimits(**{name: getattr(bounds, name) for name in VideoLimits.model_fields})
 
     @app.post("/v1/videos")
     async def upload_video(request: Request) -> VideoUploadResponse:
