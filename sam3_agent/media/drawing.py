@@ -135,19 +135,13 @@ def rescale_placed(placed: Placed, factor: float, canvas_w: int, canvas_h: int) 
 def resample(
     region: npt.NDArray[np.uint8], width: int, height: int, grow: int
 ) -> npt.NDArray[np.uint8]:
-    """``region`` at ``(height, width)``: area-averaged when shrinking, with OpenCV's ``grow``
-    interpolation otherwise."""
-    if width <= region.shape[1] and height <= region.shape[0]:
-        return shrink_mask(region, width, height)
-    resized = cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=grow)
-    return np.asarray(resized, dtype=np.uint8)
-
-
-def shrink_mask(region: npt.NDArray[np.uint8], width: int, height: int) -> npt.NDArray[np.uint8]:
-    """``region`` reduced to ``(height, width)``, area-averaged (0/1 stays 0/1). OpenCV's area
-    resampling is fast only for whole-number ratios; the rest (under 2x) is bilinear, which
-    does not alias there."""
+    """``region`` at ``(height, width)``: area-averaged when shrinking (0/1 stays 0/1), with
+    OpenCV's ``grow`` interpolation otherwise. OpenCV's area resampling is fast only for
+    whole-number ratios; the rest (under 2x) is bilinear, which does not alias there."""
     src_h, src_w = region.shape[:2]
+    if width > src_w or height > src_h:
+        resized = cv2.resize(np.ascontiguousarray(region), (width, height), interpolation=grow)
+        return np.asarray(resized, dtype=np.uint8)
     factor = min(src_w // width, src_h // height)
     if factor >= 2:
         trimmed = np.ascontiguousarray(
@@ -225,23 +219,6 @@ def label_anchor(placed: Placed) -> tuple[int, int]:
     return placed.x + (int(sx) - 1) * step, placed.y + (int(sy) - 1) * step
 
 
-def draw_label(
-    canvas: RGBImage, text: str, anchor: tuple[int, int], color: Color, style: Style
-) -> None:
-    """A dark box with ``text`` in white, edged in the mask's ``color``, centred on
-    ``anchor`` and moved inside the canvas where it would cross an edge."""
-    (text_w, text_h), baseline = text_size(text, style)
-    box_w = text_w + 2 * style.padding
-    box_h = text_h + baseline + 2 * style.padding
-    canvas_h, canvas_w = canvas.shape[:2]
-    x0 = min(max(anchor[0] - box_w // 2, 0), max(0, canvas_w - box_w))
-    y0 = min(max(anchor[1] - box_h // 2, 0), max(0, canvas_h - box_h))
-    x1, y1 = x0 + box_w - 1, y0 + box_h - 1
-    cv2.rectangle(canvas, (x0, y0), (x1, y1), LABEL_BACKGROUND, thickness=cv2.FILLED)
-    cv2.rectangle(canvas, (x0, y0), (x1, y1), color, thickness=max(1, style.line // 2))
-    put_text(canvas, text, (x0 + style.padding, y0 + style.padding + text_h), style)
-
-
 def draw_masks(
     canvas: RGBImage,
     masks: Sequence[tuple[Placed, Color]],
@@ -254,8 +231,19 @@ def draw_masks(
         fill_mask(canvas, placed, color)
     for placed, color in masks:
         outline_mask(canvas, placed, color, style.line)
+    canvas_h, canvas_w = canvas.shape[:2]
     for (_, color), (text, anchor) in zip(masks, labels, strict=False):
-        draw_label(canvas, text, anchor, color, style)
+        # A dark box with the text in white, edged in the mask's colour, centred on the anchor
+        # and moved inside the canvas where it would cross an edge.
+        (text_w, text_h), baseline = text_size(text, style)
+        box_w = text_w + 2 * style.padding
+        box_h = text_h + baseline + 2 * style.padding
+        x0 = min(max(anchor[0] - box_w // 2, 0), max(0, canvas_w - box_w))
+        y0 = min(max(anchor[1] - box_h // 2, 0), max(0, canvas_h - box_h))
+        x1, y1 = x0 + box_w - 1, y0 + box_h - 1
+        cv2.rectangle(canvas, (x0, y0), (x1, y1), LABEL_BACKGROUND, thickness=cv2.FILLED)
+        cv2.rectangle(canvas, (x0, y0), (x1, y1), color, thickness=max(1, style.line // 2))
+        put_text(canvas, text, (x0 + style.padding, y0 + style.padding + text_h), style)
 
 
 def draw_numbered(
