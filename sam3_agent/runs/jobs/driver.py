@@ -144,12 +144,7 @@ def build_engine(options: EngineOptions) -> Engine:
     if options.engine == "ray":
         from sam3_agent.runs.jobs.ray_engine import RayEngine
 
-        return RayEngine(
-            address=options.ray_address,
-            workers=options.workers,
-            gpus_per_worker=options.gpus_per_worker,
-            concurrency=options.concurrency,
-        )
+        return RayEngine(options)
     from sam3_agent.runs.jobs.local import LocalEngine
 
     return LocalEngine(concurrency=options.concurrency)

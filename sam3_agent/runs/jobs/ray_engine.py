@@ -12,11 +12,12 @@ import pickle
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sam3_agent.runs.jobs.base import (
+    EngineOptions,
     J,
     JobHandler,
     JobResult,
@@ -72,12 +73,9 @@ def plan_connection(
     names a cluster) starts a private Ray as ``address="local"``: a cluster ``ray start``
     recorded here (``recorded_cluster``) must not turn it into a join, refused with CPUs given."""
     from_env = environ.get("RAY_ADDRESS", "").strip()
+    said = ""
     if address is None and from_env and from_env != "local":
-        joined = plan_connection(
-            from_env, workers=workers, environ={}, cpu_count=cpu_count,
-            recorded_cluster=recorded_cluster,
-        )  # fmt: skip
-        return replace(joined, description=f"{joined.description} (from RAY_ADDRESS)")
+        address, said = from_env, " (from RAY_ADDRESS)"
     if address is None or address == "local":
         # More logical CPUs than cores (see MIN_LOCAL_CPUS), and one per worker asked for
         # plus room for Ray Data's own tasks: --workers is never cut down here.
@@ -94,15 +92,17 @@ def plan_connection(
             private=True,
             notice=notice,
         )
-    init_args = {"address": address, **COMMON_INIT_ARGS}
+    token = False
     if address == "auto":
         where = f" ({recorded_cluster})" if recorded_cluster else ""
-        return RayConnection(
-            init_args, f"joining the Ray cluster `ray start` runs on this machine{where}"
-        )
-    if address.startswith("ray://"):
-        return RayConnection(init_args, f"joining the Ray cluster at {address} through Ray Client")
-    return RayConnection(init_args, f"joining the Ray cluster at {address}", pick_up_token=True)
+        description = f"joining the Ray cluster `ray start` runs on this machine{where}"
+    elif address.startswith("ray://"):
+        description = f"joining the Ray cluster at {address} through Ray Client"
+    else:
+        description, token = f"joining the Ray cluster at {address}", True
+    return RayConnection(
+        {"address": address, **COMMON_INIT_ARGS}, description + said, pick_up_token=token
+    )
 
 
 TOKEN_HELP = (
@@ -112,10 +112,12 @@ TOKEN_HELP = (
 
 
 def check_capacity(
-    resources: Mapping[str, float], *, workers: int, gpus_per_worker: float, private: bool
+    resources: Mapping[str, float], options: EngineOptions, *, private: bool
 ) -> str | None:
-    """What to say when the cluster cannot run ``workers`` actors at once (Ray Data would
-    silently run fewer; each takes 1 CPU and ``gpus_per_worker`` GPUs); None when it can."""
+    """What to say when the cluster cannot run the options' ``workers`` actors at once (Ray
+    Data would silently run fewer; each takes 1 CPU and ``gpus_per_worker`` GPUs); None when
+    it can."""
+    workers, gpus_per_worker = options.workers, options.gpus_per_worker
     cpus = float(resources.get("CPU", 0.0))
     fits = [(int(cpus + 1e-9), f"{cpus:g} CPUs (1 per worker)")]
     if gpus_per_worker > 0:
@@ -164,9 +166,12 @@ def connect(
     if ray.is_initialized():
         return None
     plan = plan_connection(
-        address, workers=workers, environ=os.environ, cpu_count=os.cpu_count(),
+        address,
+        workers=workers,
+        environ=os.environ,
+        cpu_count=os.cpu_count(),
         recorded_cluster=_recorded_cluster(),
-    )  # fmt: skip
+    )
     token = _pick_up_token() if plan.pick_up_token else None
     notify(plan.description)
     if plan.notice:
@@ -241,31 +246,26 @@ class RayWorker:
             # Raised here, Ray would restart the actor forever; the driver reports it instead.
             self.handler = e
 
-    async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
-        records: list[bytes] = []
-        errors: list[bytes] = []
+    async def __call__(self, batch: dict[str, Any]) -> dict[str, list[bytes]]:
+        """A row per finished job (its pickled record), then, if one must stop the run, the
+        pickled error: the driver raises it."""
+        rows: list[bytes] = []
 
         def keep(result: JobResult) -> None:
-            records.append(pickle.dumps(result))
-            errors.append(b"")
+            rows.append(pickle.dumps(result))
 
-        def fail(error: Sam3AgentError) -> dict[str, list[Any]]:
-            records.append(b"")
-            errors.append(pickle.dumps(error))
-            return {"record": records, "error": errors}
-
-        if isinstance(self.handler, Sam3AgentError):
-            return fail(self.handler)
-        self._slots = self._slots or asyncio.Semaphore(self.concurrency)
-        for payload in batch["jobs"]:
-            try:
+        try:
+            if isinstance(self.handler, Sam3AgentError):
+                raise self.handler
+            self._slots = self._slots or asyncio.Semaphore(self.concurrency)
+            for payload in batch["jobs"]:
+                group = pickle.loads(payload)
                 await run_concurrently(
-                    pickle.loads(payload), self.handler, keep, concurrency=self.concurrency,
-                    slots=self._slots,
-                )  # fmt: skip
-            except Sam3AgentError as e:
-                return fail(e)
-        return {"record": records, "error": errors}
+                    group, self.handler, keep, concurrency=self.concurrency, slots=self._slots
+                )
+        except Sam3AgentError as e:
+            rows.append(pickle.dumps(e))
+        return {"item": rows}
 
 
 def image_groups(jobs: Sequence[J]) -> list[list[J]]:
@@ -278,19 +278,12 @@ class RayEngine:
 
     name = "ray"
 
-    def __init__(
-        self, *, address: str | None = None, workers: int = 1, gpus_per_worker: float = 0.0,
-        concurrency: int = 8,
-    ) -> None:  # fmt: skip
-        if workers < 1 or concurrency < 1 or gpus_per_worker < 0:
-            raise UserError("the Ray engine needs workers >= 1, concurrency >= 1, gpus >= 0")
-        self.address = address
-        self.workers = workers
-        self.gpus_per_worker = gpus_per_worker
-        self.concurrency = concurrency
+    def __init__(self, options: EngineOptions) -> None:
+        options.validate()
+        self.options = options
 
     def _rows(self, work: Work[J, R]) -> Iterator[Any]:
-        ray = import_ray()
+        ray, options = import_ray(), self.options
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
         context.print_on_execution_start = False
@@ -303,24 +296,22 @@ class RayEngine:
         dataset = dataset.map_batches(
             RayWorker,
             batch_size=1,
-            fn_constructor_args=(work.factory, str(work.run_dir.resolve()), self.concurrency),
+            fn_constructor_args=(work.factory, str(work.run_dir.resolve()), options.concurrency),
             compute=ray.data.ActorPoolStrategy(
-                size=self.workers,
-                max_tasks_in_flight_per_actor=self.concurrency,
-                max_concurrent_calls_per_actor=self.concurrency,
+                size=options.workers,
+                max_tasks_in_flight_per_actor=options.concurrency,
+                max_concurrent_calls_per_actor=options.concurrency,
             ),
-            num_gpus=self.gpus_per_worker or None,
+            num_gpus=options.gpus_per_worker or None,
         )
         return iter(dataset.iter_rows())
 
     async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:
         # On this thread: ray.init wants the main thread.
         notify = work.notify or log_notice
-        plan = connect(self.address, workers=self.workers, notify=notify)
-        warning = check_capacity(
-            import_ray().cluster_resources(), workers=self.workers,
-            gpus_per_worker=self.gpus_per_worker, private=plan is not None and plan.private,
-        )  # fmt: skip
+        plan = connect(self.options.ray_address, workers=self.options.workers, notify=notify)
+        private = plan is not None and plan.private
+        warning = check_capacity(import_ray().cluster_resources(), self.options, private=private)
         if warning:
             notify(warning, warning=True)
         loop = asyncio.get_running_loop()
@@ -358,8 +349,9 @@ class RayEngine:
                     raise EngineError(
                         f"the Ray engine failed: {type(value).__name__}: {value}"
                     ) from value
-                if value["error"]:
-                    raise pickle.loads(value["error"])
-                on_result(pickle.loads(value["record"]))
+                item = pickle.loads(value["item"])
+                if isinstance(item, Sam3AgentError):
+                    raise item
+                on_result(item)
         finally:
             stop.set()

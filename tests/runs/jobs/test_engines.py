@@ -120,9 +120,9 @@ def test_engine_options_name_the_wrong_setting(options: EngineOptions, message: 
 
 def test_build_engine_picks_the_engine_without_importing_ray() -> None:
     assert isinstance(build_engine(EngineOptions()), LocalEngine)
-    ray = build_engine(EngineOptions(engine="ray", workers=4, gpus_per_worker=0.5, concurrency=3))
-    assert isinstance(ray, RayEngine)
-    assert (ray.workers, ray.gpus_per_worker, ray.concurrency) == (4, 0.5, 3)
+    options = EngineOptions(engine="ray", workers=4, gpus_per_worker=0.5, concurrency=3)
+    ray = build_engine(options)
+    assert isinstance(ray, RayEngine) and ray.options == options
 
 
 def test_missing_ray_is_a_user_error_saying_how_to_install(
@@ -253,21 +253,21 @@ def test_ray_worker_udf_returns_records_and_errors_as_rows(tmp_path: Path) -> No
     """The UDF each Ray actor runs, called directly: no Ray needed."""
     paths = _images(tmp_path / "img", 2)
     groups = image_groups(_jobs(paths[:1], per_image=3))
-    worker = RayWorker(ShapeFactory(), str(tmp_path), concurrency=2)
-    rows = asyncio.run(worker({"jobs": [pickle.dumps(g) for g in groups]}))
-    records = [pickle.loads(r) for r in rows["record"]]
-    assert sorted(r.id for r in records) == ["img0#0", "img0#1", "img0#2"]
-    assert rows["error"] == [b"", b"", b""]
+    payload = {"jobs": [pickle.dumps(g) for g in groups]}
 
-    stopping = RayWorker(ShapeFactory(stop_on="q1"), str(tmp_path), concurrency=1)
-    rows = asyncio.run(stopping({"jobs": [pickle.dumps(g) for g in groups]}))
-    assert [pickle.loads(r).id for r in rows["record"][:-1]] == ["img0#0"]
-    error = pickle.loads(rows["error"][-1])
+    def rows(factory: ShapeFactory, concurrency: int) -> list[Any]:
+        worker = RayWorker(factory, str(tmp_path), concurrency=concurrency)
+        return [pickle.loads(row) for row in asyncio.run(worker(payload))["item"]]
+
+    records = rows(ShapeFactory(), 2)
+    assert sorted(r.id for r in records) == ["img0#0", "img0#1", "img0#2"]
+    assert all(isinstance(r, ShapeResult) for r in records)
+
+    *done, error = rows(ShapeFactory(stop_on="q1"), 1)
+    assert [r.id for r in done] == ["img0#0"]
     assert isinstance(error, DatasetError) and "img0#1" in str(error)
 
-    broken = RayWorker(ShapeFactory(broken=True), str(tmp_path), concurrency=1)
-    rows = asyncio.run(broken({"jobs": [pickle.dumps(g) for g in groups]}))
-    error = pickle.loads(rows["error"][0])
+    [error] = rows(ShapeFactory(broken=True), 1)
     assert isinstance(error, UserError) and "weights are missing" in str(error)
 
 

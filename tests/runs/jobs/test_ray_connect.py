@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sam3_agent.runs.jobs import ray_engine
-from sam3_agent.runs.jobs.base import Work
+from sam3_agent.runs.jobs.base import EngineOptions, Work
 from sam3_agent.runs.jobs.ray_engine import (
     MIN_LOCAL_CPUS,
     RayConnection,
@@ -39,6 +39,10 @@ def _plan(address: str | None, **kw: Any) -> RayConnection:
     return plan_connection(address, **args)
 
 
+def _ray(**options: Any) -> EngineOptions:
+    return EngineOptions(engine="ray", **options)
+
+
 def test_no_address_starts_a_private_ray_even_beside_a_ray_start_cluster() -> None:
     """``ray.init(num_cpus=...)`` would join the recorded cluster and refuse the CPUs."""
     plan = _plan(None, recorded_cluster="127.0.0.1:6379")
@@ -54,12 +58,8 @@ def test_no_address_starts_a_private_ray_even_beside_a_ray_start_cluster() -> No
 def test_a_private_ray_has_a_cpu_for_every_worker_asked_for() -> None:
     plan = _plan(None, workers=30, cpu_count=16)
     assert plan.init_args["num_cpus"] >= 31
-    assert (
-        check_capacity(
-            {"CPU": plan.init_args["num_cpus"]}, workers=30, gpus_per_worker=0, private=True
-        )
-        is None
-    )
+    resources = {"CPU": plan.init_args["num_cpus"]}
+    assert check_capacity(resources, _ray(workers=30), private=True) is None
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ def test_the_host_port_form_picks_up_this_machines_token(
 def test_workers_beyond_the_cluster_are_said(
     resources: dict[str, float], workers: int, gpus: float, expected: str | None
 ) -> None:
-    said = check_capacity(resources, workers=workers, gpus_per_worker=gpus, private=False)
+    said = check_capacity(resources, _ray(workers=workers, gpus_per_worker=gpus), private=False)
     if expected is None:
         assert said is None
     else:
@@ -172,14 +172,14 @@ def test_workers_beyond_the_cluster_are_said(
 
 def test_a_private_ray_with_no_room_for_a_worker_is_refused() -> None:
     with pytest.raises(UserError, match="no worker can start"):
-        check_capacity({"CPU": 8.0}, workers=1, gpus_per_worker=1.0, private=True)
+        check_capacity({"CPU": 8.0}, _ray(gpus_per_worker=1.0), private=True)
 
 
 def test_the_engine_warns_before_it_runs_fewer_workers(
     fake_ray: FakeRay, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(RayEngine, "_rows", lambda self, work: iter(()))
-    engine = RayEngine(address=CLUSTER, workers=6)
+    engine = RayEngine(_ray(ray_address=CLUSTER, workers=6))
     asyncio.run(engine.run(Work([], None, Path(".")), lambda result: None))  # type: ignore[arg-type]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
@@ -199,7 +199,7 @@ def test_which_ray_and_the_warnings_go_to_the_runs_notices_in_order(
         said.append((line, warning))
 
     work = Work([], None, Path("."), notify)  # type: ignore[arg-type]
-    asyncio.run(RayEngine(workers=6).run(work, lambda result: None))
+    asyncio.run(RayEngine(_ray(workers=6)).run(work, lambda result: None))
     assert [warning for _, warning in said] == [False, True, True]
     assert said[0][0].startswith("starting a private local Ray for this run")
     assert "`ray_address='auto'`" in said[1][0]  # the ray start cluster left unused

@@ -32,6 +32,7 @@ from sam3_agent.backends.spec import BackendSpec  # noqa: E402
 from sam3_agent.runs.batch.requests import load_requests  # noqa: E402
 from sam3_agent.runs.batch.results import RequestResult  # noqa: E402
 from sam3_agent.runs.batch.workers import BatchWorkerFactory  # noqa: E402
+from sam3_agent.runs.jobs.base import EngineOptions  # noqa: E402
 from sam3_agent.runs.jobs.driver import run_jobs  # noqa: E402
 from sam3_agent.runs.jobs.ray_engine import RayEngine  # noqa: E402
 from sam3_agent.runs.jobs.store import ResultStore, reading  # noqa: E402
@@ -160,7 +161,9 @@ def test_worker_killed_mid_run_resumes_to_the_same_store(
         with ResultStore.create_or_resume(out, config, RequestResult.from_json) as store:
             try:
                 outcome = asyncio.run(
-                    run_jobs(requests, store, RayEngine(workers=1, concurrency=2), factory)
+                    run_jobs(
+                        requests, store, RayEngine(EngineOptions("ray", concurrency=2)), factory
+                    )
                 )
             except EngineError:
                 # Ray gave up on the lost worker's task: a rerun must finish the job.
@@ -244,7 +247,12 @@ def test_a_mixed_image_and_video_batch_on_ray_equals_local_after_a_lost_worker(
         with ResultStore.create_or_resume(out, settings, RequestResult.from_json) as store:
             try:
                 outcome = asyncio.run(
-                    run_jobs(requests, store, RayEngine(workers=2, concurrency=2), factory)
+                    run_jobs(
+                        requests,
+                        store,
+                        RayEngine(EngineOptions("ray", workers=2, concurrency=2)),
+                        factory,
+                    )
                 )
             except EngineError:
                 assert attempt == 0  # Ray gave up on the lost worker's task: rerun
