@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,83 +66,81 @@ class BatchHandler:
         rel_dir = job_dir_name(job.id)
         out = self.run_dir / rel_dir
         started = time.perf_counter()
+        written: str | None = rel_dir
         try:
-            if job.frames is None:
-                if self.agent is None:
-                    raise EngineError("this worker was built for video requests only")
-                image = await images.get(
-                    job.image_path, max_pixels=self.agent.config.max_image_pixels
-                )
-                result = await self.agent.arun(image, job.query, output_dir=out)
-                elapsed = time.perf_counter() - started
-                return _record(job, rel_dir, elapsed, **_image_fields(result))
-            if self.videos is None:
-                raise EngineError("this worker was built without a video agent")
-            # A missing or corrupt video fails this request alone, with the loader's one-line
-            # reason, before the agent makes its output directory.
-            video_agent = await self.videos.get(job.frames)
-            answer = await video_agent.arun(job.image_path, job.query, output_dir=out)
-            return _record(job, rel_dir, time.perf_counter() - started, **_video_fields(answer))
+            fields = await self._answer(job, images, out)
         except BaseException as e:
             failure = job_failure("request", job.id, e)
-            elapsed = time.perf_counter() - started
+            fields = {"status": "failed", "failure": failure, "infra_error": True}
             # The agent writes its files before an infrastructure error leaves it.
             written = rel_dir if out.is_dir() else None
-            return _record(
-                job, written, elapsed, status="failed", failure=failure, infra_error=True
+        return RequestResult(
+            id=job.id,
+            image_path=str(job.image_path),
+            query=job.query,
+            media=job.media,
+            time_s=round(time.perf_counter() - started, 4),
+            artifacts=written,
+            **fields,
+        )
+
+    async def _answer(self, job: BatchRequest, images: ImageSource, out: Path) -> dict[str, Any]:
+        """The record's fields of an answered request, from the agent of its medium."""
+        if job.frames is None:
+            if self.agent is None:
+                raise EngineError("this worker was built for video requests only")
+            image = await images.get(job.image_path, max_pixels=self.agent.config.max_image_pixels)
+            result = await self.agent.arun(image, job.query, output_dir=out)
+            detections = result.detections if result.status == "masks" else None
+            union = detections.union() if detections is not None and len(detections) else None
+            return _answered(
+                result,
+                [] if detections is None else detections.scores,
+                pixels=0 if union is None else int(union.sum()),
+                prediction=None if union is None or not union.any() else encode_rle(union),
             )
+        if self.videos is None:
+            raise EngineError("this worker was built without a video agent")
+        # A missing or corrupt video fails this request alone, with the loader's one-line
+        # reason, before the agent makes its output directory.
+        video_agent = await self.videos.get(job.frames)
+        answer = await video_agent.arun(job.image_path, job.query, output_dir=out)
+        tracks = answer.tracks if answer.status == "masks" else None
+        pixels = sum(int(tracks.union_mask(p).sum()) for p in tracks.positions()) if tracks else 0
+        return _answered(
+            answer,
+            [] if tracks is None else [t.score for t in tracks],
+            pixels=pixels,
+            frames=len(answer.video.get("frames_used", ())),
+            video_note=answer.video.get("note"),
+        )
 
     def release(self, digest: str) -> None:
         if self.shared is not None:
             self.shared.release(digest)
 
 
-def _record(
-    job: BatchRequest, artifacts: str | None, elapsed: float, **fields: Any
-) -> RequestResult:
-    return RequestResult(
-        id=job.id, image_path=str(job.image_path), query=job.query, media=job.media,
-        time_s=round(elapsed, 4), artifacts=artifacts, **fields,
-    )  # fmt: skip
-
-
-def _image_fields(result: AgentResult) -> dict[str, Any]:
-    """An answered image request: its masks, and their union as ``prediction``."""
-    detections = result.detections if result.status == "masks" else None
-    union = detections.union() if detections is not None and len(detections) else None
-    extra: dict[str, Any] = {
-        "scores": [] if detections is None else [round(float(s), 4) for s in detections.scores],
-        "usage": result.usage.to_dict(),
-        "phrases_tried": list(result.phrases_tried),
-    }
+def _answered(
+    result: AgentResult | VideoResult,
+    scores: Collection[float],
+    *,
+    pixels: int,
+    prediction: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The fields of an answered request: a mask (or track) per score, ``pixels`` in their
+    union, ``prediction`` its COCO RLE (images only), and ``extra``'s own facts last."""
     return {
         **agent_outcome(result),
-        "masks": 0 if detections is None else len(detections),
-        "mask_pixels": 0 if union is None else int(union.sum()),
-        "prediction": None if union is None or not union.any() else encode_rle(union),
-        "extra": extra,
-    }
-
-
-def _video_fields(result: VideoResult) -> dict[str, Any]:
-    """An answered video request: ``masks`` counts the selected tracks and ``mask_pixels``
-    sums their union over the frames used (the tracks are in its ``result.json``)."""
-    tracks = result.tracks if result.status == "masks" else None
-    pixels = 0
-    if tracks is not None:
-        pixels = sum(int(tracks.union_mask(p).sum()) for p in tracks.positions())
-    extra: dict[str, Any] = {
-        "scores": [] if tracks is None else [round(float(t.score), 4) for t in tracks],
-        "usage": result.usage.to_dict(),
-        "phrases_tried": list(result.phrases_tried),
-        "frames": len(result.video.get("frames_used", ())),
-        "video_note": result.video.get("note"),
-    }
-    return {
-        **agent_outcome(result),
-        "masks": 0 if tracks is None else len(tracks),
+        "masks": len(scores),
         "mask_pixels": pixels,
-        "extra": extra,
+        "prediction": prediction,
+        "extra": {
+            "scores": [round(float(s), 4) for s in scores],
+            "usage": result.usage.to_dict(),
+            "phrases_tried": list(result.phrases_tried),
+            **extra,
+        },
     }
 
 

@@ -315,12 +315,13 @@ class RayEngine:
         if warning:
             notify(warning, warning=True)
         loop = asyncio.get_running_loop()
-        arrivals: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        arrivals: asyncio.Queue[Any] = asyncio.Queue()
         stop = threading.Event()
+        end = object()
 
-        def post(kind: str, value: Any) -> None:
+        def post(item: Any) -> None:
             try:
-                loop.call_soon_threadsafe(arrivals.put_nowait, (kind, value))
+                loop.call_soon_threadsafe(arrivals.put_nowait, item)
             except RuntimeError:
                 stop.set()  # the driver's loop is gone (interrupted): nobody is listening
 
@@ -330,28 +331,22 @@ class RayEngine:
                 for row in self._rows(work):
                     if stop.is_set():
                         return
-                    post("row", row)
+                    post(pickle.loads(row["item"]))
             except BaseException as e:
-                post("error", e)
+                post(e)
             else:
-                post("end", None)
+                post(end)
 
         threading.Thread(target=pump, name="ray-results", daemon=True).start()
         try:
-            while True:
-                kind, value = await arrivals.get()
-                if kind == "end":
-                    return
-                if kind == "error":
-                    if isinstance(value, Sam3AgentError):
-                        raise value
-                    # Ray wraps what failed (a worker's bug, a cluster gone) in its own types.
-                    raise EngineError(
-                        f"the Ray engine failed: {type(value).__name__}: {value}"
-                    ) from value
-                item = pickle.loads(value["item"])
+            while (item := await arrivals.get()) is not end:
                 if isinstance(item, Sam3AgentError):
                     raise item
+                if isinstance(item, BaseException):
+                    # Ray wraps what failed (a worker's bug, a cluster gone) in its own types.
+                    raise EngineError(
+                        f"the Ray engine failed: {type(item).__name__}: {item}"
+                    ) from item
                 on_result(item)
         finally:
             stop.set()
