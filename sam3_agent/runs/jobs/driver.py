@@ -86,18 +86,15 @@ async def run_jobs(
         len(todo),
         engine.name,
     )
-    failed = 0
-    committed: set[str] = set()
+    committed: dict[str, bool] = {}  # job id: whether it failed
 
     def commit(result: R) -> None:
-        nonlocal failed
         if result.id not in todo_ids or result.id in committed:
             # Not asked for, or answered twice (a retried task): never counted twice.
             logger.warning("ignoring an unexpected or repeated result for job %r", result.id)
             return
         store.commit(result)
-        committed.add(result.id)
-        failed += int(result.failed)
+        committed[result.id] = result.failed
         if progress is not None:
             progress.update(result)
 
@@ -109,7 +106,7 @@ async def run_jobs(
         total=len(jobs),
         skipped=len(jobs) - len(todo),
         ran=len(committed),
-        failed=failed,
+        failed=sum(committed.values()),
         wall_s=max(0.0, clock() - started),
     )
 

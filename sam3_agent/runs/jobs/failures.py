@@ -33,20 +33,16 @@ def stops_the_run(error: BaseException) -> bool:
     return False
 
 
-def failure_message(error: BaseException) -> str:
-    """``"TypeName: message"`` on one line, bounded, encodable as UTF-8 whatever the error holds
-    (newlines, lone surrogates, a ``__str__`` that raises); a user error's type is named too."""
-    text = one_line(error, FAILURE_MESSAGE_CHARS)
-    name = type(error).__name__
-    return f"{name}: {text}" if isinstance(error, UserError) else text
-
-
 def job_failure(kind: str, job_id: str, error: BaseException) -> str:
     """The one-line failure to record (and log) for a job whose work raised ``error``, from its
-    ``except BaseException``; ``kind`` names the job in the log (``sample``, ``request``)."""
+    ``except BaseException``: ``"TypeName: message"``, bounded, encodable as UTF-8 whatever the
+    error holds (newlines, lone surrogates, a ``__str__`` that raises), a user error's type
+    named too; ``kind`` names the job in the log (``sample``, ``request``)."""
     if stops_the_run(error):
         raise error
-    message = failure_message(error)
+    message = one_line(error, FAILURE_MESSAGE_CHARS)
+    if isinstance(error, UserError):
+        message = f"{type(error).__name__}: {message}"
     if isinstance(error, JOB_FAILURES):
         # INFO, not WARNING: the progress bar counts failures and the summaries list them.
         logger.info("%s %s failed: %s", kind, job_id, message)

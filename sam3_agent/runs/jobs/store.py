@@ -66,23 +66,20 @@ Decode = Callable[[Mapping[str, Any]], R]
 class ResultStore(Generic[R]):
     """The store of one run directory, holding records of one type; use from one thread."""
 
-    def __init__(self, run_dir: Path, connection: sqlite3.Connection, decode: Decode[R]) -> None:
+    def __init__(self, run_dir: Path, decode: Decode[R]) -> None:
+        """Open (creating the tables of) ``run_dir``'s store file."""
         self.run_dir = run_dir
-        self._db = connection
         self._decode = decode
-
-    @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
+        path = run_dir / STORE_NAME
         try:
-            db = sqlite3.connect(path, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            self._db = sqlite3.connect(path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
             # FULL: a commit is on disk when it returns, so a kill right after loses nothing.
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA busy_timeout=10000")
-            db.executescript(_SCHEMA)
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA busy_timeout=10000")
+            self._db.executescript(_SCHEMA)
         except sqlite3.Error as e:
             raise UserError(f"cannot open results store {path}: {e}") from e
-        return db
 
     @classmethod
     def create_or_resume(
@@ -93,8 +90,7 @@ class ResultStore(Generic[R]):
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot create run directory {run_dir}: {e}") from e
-        db = cls._connect(run_dir / STORE_NAME)
-        store = cls(run_dir, db, decode)
+        store = cls(run_dir, decode)
         wanted = json.loads(json.dumps(dict(config)))  # normalise tuples etc. as stored
         stored = store.config()
         if stored is None:
@@ -105,24 +101,12 @@ class ResultStore(Generic[R]):
         else:
             diff = _config_diff(stored, wanted)
             if diff:
-                db.close()
+                store.close()
                 raise UserError(
                     f"{run_dir} holds a run made with different settings ({'; '.join(diff)}); "
                     "use the same settings to resume, or another --out directory"
                 )
             logger.info("resuming run in %s (%d jobs finished)", run_dir, store.count())
-        return store
-
-    @classmethod
-    def open_existing(cls, run_dir: Path, decode: Decode[R]) -> ResultStore[R]:
-        """Open the store of a finished or running run (for reports)."""
-        path = run_dir / STORE_NAME
-        if not path.is_file():
-            raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
-        store = cls(run_dir, cls._connect(path), decode)
-        if store.config() is None:
-            store.close()
-            raise UserError(f"{path} holds no run settings; was the run ever started?")
         return store
 
     def _set_meta(self, key: str, value: Any) -> None:
@@ -200,5 +184,13 @@ class ResultStore(Generic[R]):
 
 
 def reading(run_dir: Path, decode: Decode[R]) -> ResultStore[R]:
-    """``with reading(run_dir, Record.from_json) as store:`` for reports."""
-    return ResultStore.open_existing(run_dir, decode)
+    """The store of a finished or running run, for reports:
+    ``with reading(run_dir, Record.from_json) as store:``."""
+    path = run_dir / STORE_NAME
+    if not path.is_file():
+        raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
+    store = ResultStore(run_dir, decode)
+    if store.config() is None:
+        store.close()
+        raise UserError(f"{path} holds no run settings; was the run ever started?")
+    return store

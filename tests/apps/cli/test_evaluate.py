@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM, SMALL_DEFAULT_MLLMS
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.results import SampleResult
-from sam3_agent.runs.jobs.store import ResultStore, job_dir_name, reading
+from sam3_agent.runs.jobs.store import job_dir_name, reading
 from tests.support.eval_cli_driver import kill_after_first_commit, make_app, use_fake_backends
 from tests.support.eval_fixtures import (
     EXPECTED,
@@ -265,7 +265,7 @@ def test_killed_process_resumes_to_the_uninterrupted_result(
     whole_metrics = json.loads((tmp_path / "whole" / "metrics.json").read_text())["methods"]
     resumed_metrics = json.loads((run / "metrics.json").read_text())["methods"]
     assert resumed_metrics[0]["metrics"] == whole_metrics[0]["metrics"]
-    with ResultStore.open_existing(run, SampleResult.from_json) as store:
+    with reading(run, SampleResult.from_json) as store:
         assert store.count() == 5
 
 

@@ -125,7 +125,7 @@ def test_a_refusal_names_each_setting_inside_a_group(
 
 def test_not_a_run_directory(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a run directory"):
-        ResultStore.open_existing(tmp_path, SampleResult.from_json)
+        reading(tmp_path, SampleResult.from_json)
 
 
 def test_meta_is_recorded_beside_the_plan_and_read_back(tmp_path: Path) -> None:
