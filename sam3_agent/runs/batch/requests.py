@@ -90,13 +90,10 @@ def load_requests(
             raise UserError(
                 f"`query` applies to a folder of images; {source} names its own queries"
             )
-        suffix = source.suffix.lower()
-        if suffix == ".jsonl":
-            requests = _jsonl(source, frames or FrameSelection())
-        elif suffix == ".csv":
-            requests = _csv(source, frames or FrameSelection())
-        else:
+        read = {".jsonl": _jsonl, ".csv": _csv}.get(source.suffix.lower())
+        if read is None:
             raise UserError(f"{source}: batch input must be a .jsonl or .csv file, or a folder")
+        requests = read(source, frames or FrameSelection())
     else:
         raise UserError(f"batch input {source} does not exist")
     if not requests:

@@ -56,8 +56,7 @@ class LeavesChatModelOnDriver:
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        for key, value in state.items():
-            object.__setattr__(self, key, value)
+        self.__dict__.update(state)  # frozen: no setattr
 
     def loading(self) -> AbstractContextManager[None]:
         """The block where this worker's models load."""
