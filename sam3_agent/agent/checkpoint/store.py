@@ -25,12 +25,11 @@ from sam3_agent.agent.checkpoint.saved import (
     STATE_FILE,
     SYSTEM_PROMPT_FILE,
     DirectoryLock,
-    check_fingerprint,
-    check_trace,
+    damaged,
     load_saved,
     prompt_sha256,
     read_committed,
-    saved_prompt_set,
+    refusal,
 )
 from sam3_agent.agent.checkpoint.state import Fingerprint, SessionState, detections_to_json
 from sam3_agent.agent.prompts import PromptSet
@@ -48,13 +47,13 @@ __all__ = ["Checkpoint", "ContinuedTrace", "DirectoryLock"]
 
 
 class ContinuedTrace(Trace):
-    """A trace that keeps the committed rounds' records; what a killed process wrote after
-    its last commit is cut off (the resumed round writes it again)."""
+    """A trace that keeps the committed rounds' records (``committed_bytes``, checked there);
+    what a killed process wrote after its last commit is cut off (the resumed round writes
+    it again)."""
 
     def __init__(self, directory: Path, committed_bytes: int) -> None:
         super().__init__(None)  # None: do not create or empty anything
         self.directory = directory
-        check_trace(directory, committed_bytes)
         with open(directory / rundir.TRACE, "r+b") as f:
             f.truncate(committed_bytes)
 
@@ -145,9 +144,8 @@ class Checkpoint:
         lock = DirectoryLock(directory, resuming=True)
         try:
             saved = load_saved(directory)
-            check_fingerprint(directory, saved, fingerprint)
-            committed = read_committed(directory, saved)
-            saved_set = saved_prompt_set(directory)
+            committed = read_committed(directory, saved, fingerprint)
+            saved_set = committed.prompt_set
             checkpoint = cls(
                 directory,
                 trace=ContinuedTrace(directory, committed.trace_bytes),
@@ -190,14 +188,10 @@ class Checkpoint:
         """The committed state (empty for a new session); ``image_size``: the masks' (h, w)."""
         if self.saved is None or self.directory is None:
             return SessionState()
-        try:
+        with damaged(self.directory):
             return SessionState.from_json(
                 self.saved["state"], load_image=self._load_image, image_size=image_size
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ResumeError(
-                f"cannot resume {self.directory}: {STATE_FILE} is damaged: {e!r}"
-            ) from e
 
     def commit(self, state: SessionState) -> None:
         """Commit ``state`` atomically, then start the next round's journal."""
@@ -243,7 +237,7 @@ class Checkpoint:
         try:
             data = path.read_bytes()
         except OSError as e:
-            raise ResumeError(f"cannot resume {directory}: {doc['file']}: {e}") from e
+            raise refusal(directory, f"{doc['file']}: {e}") from e
         image = EncodedImage(
             name=str(doc["name"]),
             data=data,
@@ -252,9 +246,7 @@ class Checkpoint:
             height=int(doc["height"]),
         )
         if image.sha256 != doc["sha256"]:
-            raise ResumeError(
-                f"cannot resume {directory}: {doc['file']} changed since it was saved"
-            )
+            raise refusal(directory, f"{doc['file']} changed since it was saved")
         return image
 
 
@@ -262,7 +254,7 @@ def _inside(directory: Path, relative: str) -> Path:
     try:
         path = (directory / relative).resolve()
     except (OSError, ValueError) as e:
-        raise ResumeError(f"cannot resume {directory}: bad file name {relative!r}") from e
+        raise refusal(directory, f"bad file name {relative!r}") from e
     if not path.is_relative_to(directory.resolve()):
-        raise ResumeError(f"cannot resume {directory}: {relative!r} is outside the run directory")
+        raise refusal(directory, f"{relative!r} is outside the run directory")
     return path
