@@ -138,7 +138,13 @@ def read_committed(
     system_prompt = read_prompt(directory, SYSTEM_PROMPT_FILE, hashes["system"])
     checker_prompt = read_prompt(directory, CHECKER_PROMPT_FILE, hashes["checker"])
     prompt_set = saved_prompt_set(directory)
-    check_trace(directory, trace_bytes)
+    trace = directory / rundir.TRACE
+    size = trace.stat().st_size if trace.is_file() else 0
+    if size < trace_bytes:
+        raise refusal(
+            directory,
+            f"{rundir.TRACE} has {size} bytes, the last committed round had written {trace_bytes}",
+        )
     return Committed(
         round=round_,
         # A session whose rounds are spent ends at its next start without any call.
@@ -197,15 +203,3 @@ def read_prompt(directory: Path, name: str, sha256: str) -> str:
     if prompt_sha256(text) != sha256:
         raise refusal(directory, f"{name} changed since the session started")
     return text
-
-
-def check_trace(directory: Path, committed_bytes: int) -> None:
-    """Raise ResumeError when ``trace.jsonl`` is shorter than the last commit had written."""
-    path = directory / rundir.TRACE
-    size = path.stat().st_size if path.is_file() else 0
-    if size < committed_bytes:
-        raise refusal(
-            directory,
-            f"{rundir.TRACE} has {size} bytes, the last committed round had written "
-            f"{committed_bytes}",
-        )
