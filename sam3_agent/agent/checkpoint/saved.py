@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint.state import Fingerprint
@@ -44,6 +44,20 @@ def damaged(directory: Path, name: str = STATE_FILE) -> Iterator[None]:
         raise refusal(directory, f"{name} is damaged: {e!r}") from e
 
 
+def _flock(file: IO[str]) -> OSError | None:
+    """Take an exclusive advisory lock on ``file`` without waiting: None, or the error when
+    another process holds it (None too where the platform has no advisory locks)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        return e
+    return None
+
+
 class DirectoryLock:
     """One session at a time in a run directory: an exclusive advisory lock on
     ``.session.lock`` until :meth:`close` (the system releases it when the process dies)."""
@@ -51,16 +65,11 @@ class DirectoryLock:
     def __init__(self, directory: Path, *, resuming: bool) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self._file = open(directory / LOCK_FILE, "a")  # noqa: SIM115 - held for the session
-        try:
-            import fcntl
-        except ImportError:  # no advisory locks on this platform: nothing to hold
-            return
-        try:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
+        error = _flock(self._file)
+        if error is not None:
             self._file.close()
             message = f"{directory} is in use by another running session"
-            raise (ResumeError if resuming else UserError)(message) from e
+            raise (ResumeError if resuming else UserError)(message) from error
 
     def close(self) -> None:
         self._file.close()
@@ -71,17 +80,8 @@ class DirectoryLock:
         path = directory / LOCK_FILE
         if not path.is_file():
             return False
-        try:
-            import fcntl
-        except ImportError:
-            return False
-        with open(path, "a") as probe:
-            try:
-                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
-        return False
+        with open(path, "a") as probe:  # closing it lets go of a lock it took
+            return _flock(probe) is not None
 
 
 def load_saved(directory: Path) -> dict[str, Any]:
