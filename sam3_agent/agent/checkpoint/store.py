@@ -73,21 +73,14 @@ class Checkpoint:
     lock: DirectoryLock | None = None
     prompt_set: PromptSet | None = None
     """A resumed session's own prompt set (None when it kept none, or when starting)."""
-    started_with: Fingerprint | None = field(default=None, init=False)
+    started_with: Fingerprint | None = None
     """A resumed session's fingerprint as it started (None when starting)."""
-    _journal: Journal | None = field(default=None, init=False, repr=False)
+    journal: Journal | None = field(default=None, repr=False)
+    """``calls.jsonl``: the round in progress (None without an output directory)."""
     # The current masks often stay the same for several rounds: encode them once.
     _encoded: tuple[Answer, dict[str, Any] | None] | None = field(
         default=None, init=False, repr=False
     )
-
-    def __post_init__(self) -> None:
-        if self.directory is not None:
-            committed = int(self.saved["state"]["round"]) if self.saved else 0
-            replay = read_journal(self.directory / JOURNAL_FILE) if self.saved else []
-            self._journal = Journal(self.directory / JOURNAL_FILE, committed + 1, replay)
-            if not self.saved:
-                self._journal.reset(committed + 1)
 
     @classmethod
     def disabled(cls, *, system_prompt: str, checker_prompt: str) -> Checkpoint:
@@ -121,6 +114,8 @@ class Checkpoint:
             if prompt_set is not None:
                 text = json.dumps(prompt_set.saved(), indent=1) + "\n"
                 atomic_write_bytes(directory / PROMPT_SET_FILE, text.encode("ascii"))
+            journal = Journal(directory / JOURNAL_FILE, 1, [])
+            journal.reset(1)
             checkpoint = cls(
                 directory,
                 trace=trace,
@@ -128,6 +123,7 @@ class Checkpoint:
                 checker_prompt=checker_prompt,
                 fingerprint=fingerprint,
                 lock=lock,
+                journal=journal,
             )
             checkpoint._write(SessionState())
         except BaseException:
@@ -146,6 +142,8 @@ class Checkpoint:
             saved = load_saved(directory)
             committed = read_committed(directory, saved, fingerprint)
             saved_set = committed.prompt_set
+            replay = read_journal(directory / JOURNAL_FILE)
+            journal = Journal(directory / JOURNAL_FILE, committed.round + 1, replay)
             checkpoint = cls(
                 directory,
                 trace=ContinuedTrace(directory, committed.trace_bytes),
@@ -155,17 +153,17 @@ class Checkpoint:
                 saved=saved,
                 lock=lock,
                 prompt_set=PromptSet.from_saved(saved_set) if saved_set is not None else None,
+                started_with=committed.fingerprint,
+                journal=journal,
             )
         except BaseException:
             lock.close()
             raise
-        checkpoint.started_with = committed.fingerprint
-        journal = checkpoint._journal
         logger.info(
             "resuming %s after round %s (%d journaled results to replay)",
             directory,
             saved["state"]["round"],
-            journal.replayable if journal else 0,
+            journal.replayable,
         )
         return checkpoint
 
@@ -176,13 +174,13 @@ class Checkpoint:
             self.lock = None
 
     def chat_model(self, inner: ChatModel) -> ChatModel:
-        return inner if self._journal is None else JournaledChatModel(inner, self._journal)
+        return inner if self.journal is None else JournaledChatModel(inner, self.journal)
 
     def segmenter(self, inner: Segmenter) -> Segmenter:
-        return inner if self._journal is None else JournaledSegmenter(inner, self._journal)
+        return inner if self.journal is None else JournaledSegmenter(inner, self.journal)
 
     def video_segmenter(self, inner: VideoSegmenter) -> VideoSegmenter:
-        return inner if self._journal is None else JournaledVideoSegmenter(inner, self._journal)
+        return inner if self.journal is None else JournaledVideoSegmenter(inner, self.journal)
 
     def restore(self, image_size: tuple[int, int]) -> SessionState:
         """The committed state (empty for a new session); ``image_size``: the masks' (h, w)."""
@@ -198,8 +196,8 @@ class Checkpoint:
         if self.directory is None:
             return
         self._write(state)
-        if self._journal is not None:
-            self._journal.reset(state.round + 1)
+        if self.journal is not None:
+            self.journal.reset(state.round + 1)
 
     def _write(self, state: SessionState) -> None:
         if self.directory is None or self.fingerprint is None:
