@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from sam3_agent.agent import rundir
-from sam3_agent.agent.checkpoint.state import detections_from_json, detections_to_json
+from sam3_agent.agent.checkpoint.state import detections_to_json
 from sam3_agent.backends.base import (
     ChatModel,
     EmbeddingWrapper,
@@ -144,16 +144,12 @@ class _JournaledEmbedding(EmbeddingWrapper):
         self._journal = journal
         self._used: dict[str, str] = {}
 
-    def _detections(self, doc: dict[str, Any] | None) -> Detections:
-        found = detections_from_json(doc, self.image_size)
-        if found is None:
-            return Detections.empty(*self.image_size)
-        if not isinstance(found, Detections):
-            raise ValueError("a journaled image result holds tracks")
-        return found
-
     def _replayed(self, saved: dict[str, Any]) -> list[Detections]:
-        replayed = [self._detections(d) for d in saved["detections"]]
+        size = self.image_size
+        replayed = [
+            Detections.from_coco_rle(d["rle"], d["boxes"], d["scores"], size)
+            for d in saved["detections"]
+        ]
         self._used.update({str(k): str(v) for k, v in saved["used"].items()})
         return replayed
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint.state import Fingerprint
@@ -25,6 +26,36 @@ CHECKER_PROMPT_FILE = rundir.CHECKER_PROMPT
 LOCK_FILE = rundir.LOCK
 FORMAT = 1
 """The format of ``session.json`` this version writes and reads."""
+DAMAGED = (KeyError, TypeError, ValueError, AttributeError)
+"""What reading a saved document that is valid JSON of the wrong shape raises."""
+
+
+def refusal(directory: Path, why: str) -> ResumeError:
+    """The error refusing to resume ``directory`` because of ``why``."""
+    return ResumeError(f"cannot resume {directory}: {why}")
+
+
+@contextmanager
+def damaged(directory: Path, name: str = STATE_FILE) -> Iterator[None]:
+    """Turn a read of a document of the wrong shape into "``name`` is damaged"."""
+    try:
+        yield
+    except DAMAGED as e:
+        raise refusal(directory, f"{name} is damaged: {e!r}") from e
+
+
+def _flock(file: IO[str]) -> OSError | None:
+    """Take an exclusive advisory lock on ``file`` without waiting: None, or the error when
+    another process holds it (None too where the platform has no advisory locks)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        return e
+    return None
 
 
 class DirectoryLock:
@@ -34,16 +65,11 @@ class DirectoryLock:
     def __init__(self, directory: Path, *, resuming: bool) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self._file = open(directory / LOCK_FILE, "a")  # noqa: SIM115 - held for the session
-        try:
-            import fcntl
-        except ImportError:  # no advisory locks on this platform: nothing to hold
-            return
-        try:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
+        error = _flock(self._file)
+        if error is not None:
             self._file.close()
             message = f"{directory} is in use by another running session"
-            raise (ResumeError if resuming else UserError)(message) from e
+            raise (ResumeError if resuming else UserError)(message) from error
 
     def close(self) -> None:
         self._file.close()
@@ -54,17 +80,8 @@ class DirectoryLock:
         path = directory / LOCK_FILE
         if not path.is_file():
             return False
-        try:
-            import fcntl
-        except ImportError:
-            return False
-        with open(path, "a") as probe:
-            try:
-                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
-        return False
+        with open(path, "a") as probe:  # closing it lets go of a lock it took
+            return _flock(probe) is not None
 
 
 def load_saved(directory: Path) -> dict[str, Any]:
@@ -75,30 +92,18 @@ def load_saved(directory: Path) -> dict[str, Any]:
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is unreadable: {e}") from e
+        raise refusal(directory, f"{STATE_FILE} is unreadable: {e}") from e
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:
         found = saved.get("format") if isinstance(saved, dict) else None
-        raise ResumeError(
-            f"cannot resume {directory}: {STATE_FILE} has format {found!r}, expected {FORMAT}"
-        )
+        raise refusal(directory, f"{STATE_FILE} has format {found!r}, expected {FORMAT}")
     return saved
-
-
-def check_fingerprint(directory: Path, saved: dict[str, Any], now: Fingerprint) -> None:
-    """Raise :class:`ResumeError` naming every difference between the session and ``now``."""
-    try:
-        before = Fingerprint.from_json(saved["fingerprint"])
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
-    differences = before.differences(now)
-    if differences:
-        raise ResumeError(f"cannot resume {directory}: " + "; ".join(differences))
 
 
 @dataclass(frozen=True)
 class Committed:
     """What a resumed session continues from: the last committed ``round``; ``ended``: it
-    ended or spent its rounds (a resume makes no model call); ``trace_bytes`` then."""
+    ended or spent its rounds (a resume makes no model call); ``trace_bytes`` then;
+    ``prompt_set``: the set it started with, as saved (None: it kept none)."""
 
     round: int
     ended: bool
@@ -106,6 +111,7 @@ class Committed:
     checker_prompt: str
     trace_bytes: int
     fingerprint: Fingerprint
+    prompt_set: dict[str, Any] | None = None
 
     @property
     def backends_recorded(self) -> bool:
@@ -114,22 +120,31 @@ class Committed:
 
 
 def read_committed(
-    directory: Path, saved: dict[str, Any], *, max_rounds: int | None = None
+    directory: Path, saved: dict[str, Any], now: Fingerprint, *, max_rounds: int | None = None
 ) -> Committed:
-    """Check and read what ``saved`` points at (the prompt files, ``prompt_set.json``, the
+    """Check ``saved`` against the request ``now`` (a ResumeError names every difference),
+    then check and read what it points at (the prompt files, ``prompt_set.json``, the
     committed trace); with ``max_rounds``, a session that spent its rounds counts as ended."""
-    try:
+    with damaged(directory):
         fingerprint = Fingerprint.from_json(saved["fingerprint"])
+    differences = fingerprint.differences(now)
+    if differences:
+        raise refusal(directory, "; ".join(differences))
+    with damaged(directory):
         hashes = {name: str(saved["prompts"][name]) for name in ("system", "checker")}
         trace_bytes = int(saved["trace_bytes"])
         round_ = int(saved["state"]["round"])
         ended = saved["state"]["ending"] is not None
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise ResumeError(f"cannot resume {directory}: {STATE_FILE} is damaged: {e!r}") from e
     system_prompt = read_prompt(directory, SYSTEM_PROMPT_FILE, hashes["system"])
     checker_prompt = read_prompt(directory, CHECKER_PROMPT_FILE, hashes["checker"])
-    saved_prompt_set(directory)
-    check_trace(directory, trace_bytes)
+    prompt_set = saved_prompt_set(directory)
+    trace = directory / rundir.TRACE
+    size = trace.stat().st_size if trace.is_file() else 0
+    if size < trace_bytes:
+        raise refusal(
+            directory,
+            f"{rundir.TRACE} has {size} bytes, the last committed round had written {trace_bytes}",
+        )
     return Committed(
         round=round_,
         # A session whose rounds are spent ends at its next start without any call.
@@ -138,6 +153,7 @@ def read_committed(
         checker_prompt=checker_prompt,
         trace_bytes=trace_bytes,
         fingerprint=fingerprint,
+        prompt_set=prompt_set,
     )
 
 
@@ -157,8 +173,7 @@ def check_resumable(
     if DirectoryLock.held_elsewhere(directory):
         raise ResumeError(f"{directory} is in use by another running session")
     now = Fingerprint.of(query=query, image=image, config=config, model=model, backends=backends)
-    check_fingerprint(directory, saved, now)
-    return read_committed(directory, saved, max_rounds=config.max_rounds)
+    return read_committed(directory, saved, now, max_rounds=config.max_rounds)
 
 
 def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
@@ -171,7 +186,7 @@ def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
         sources = {str(k): str(v) for k, v in saved["sources"].items()}
         return {"name": str(saved["name"]), "path": str(saved["path"]), "sources": sources}
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ResumeError(f"cannot resume {directory}: {PROMPT_SET_FILE} is damaged: {e!r}") from e
+        raise refusal(directory, f"{PROMPT_SET_FILE} is damaged: {e!r}") from e
 
 
 def prompt_sha256(text: str) -> str:
@@ -184,18 +199,7 @@ def read_prompt(directory: Path, name: str, sha256: str) -> str:
     try:
         text = (directory / name).read_bytes().decode()
     except (OSError, UnicodeDecodeError) as e:
-        raise ResumeError(f"cannot resume {directory}: cannot read {name}: {e}") from e
+        raise refusal(directory, f"cannot read {name}: {e}") from e
     if prompt_sha256(text) != sha256:
-        raise ResumeError(f"cannot resume {directory}: {name} changed since the session started")
+        raise refusal(directory, f"{name} changed since the session started")
     return text
-
-
-def check_trace(directory: Path, committed_bytes: int) -> None:
-    """Raise ResumeError when ``trace.jsonl`` is shorter than the last commit had written."""
-    path = directory / rundir.TRACE
-    size = path.stat().st_size if path.is_file() else 0
-    if size < committed_bytes:
-        raise ResumeError(
-            f"cannot resume {directory}: {rundir.TRACE} has {size} bytes, the last committed "
-            f"round had written {committed_bytes}"
-        )

@@ -203,38 +203,14 @@ class SessionState:
 
 
 def _step_to_json(step: ActionStep, save_image: Callable[[EncodedImage], str]) -> dict[str, Any]:
-    obs = step.observation
-    image = None
-    if obs.image is not None:
-        image = {
-            "file": save_image(obs.image),
-            "name": obs.image.name,
-            "mime": obs.image.mime,
-            "width": obs.image.width,
-            "height": obs.image.height,
-            "sha256": obs.image.sha256,
-        }
-    extra = {
-        f.name: _extra_to_json(getattr(step, f.name))
-        for f in fields(step)
-        if f.name not in _STEP_FIELDS
-    }
-    return {
-        "extra": extra,
-        "round": step.round,
-        "reply": step.reply,
-        "kind": step.kind,
-        "call": None
-        if step.call is None
-        else {"name": step.call.name, "parameters": step.call.parameters},
-        "phrase": step.phrase,
-        "observation": {
-            "text": obs.text,
-            "image": image,
-            "image_dropped_text": obs.image_dropped_text,
-            "image_gone_text": obs.image_gone_text,
-        },
-    }
+    image = step.observation.image
+    saved_image = None
+    if image is not None:
+        saved_image = {"file": save_image(image)} | {k: getattr(image, k) for k in _IMAGE_KEYS}
+    extra = {f.name: _fields(getattr(step, f.name)) for f in fields(step) if f.name not in _STEP}
+    named = {name: _fields(getattr(step, name)) for name in _STEP}
+    # The observation's fields in order, its image by the file it was saved to.
+    return {"extra": extra} | named | {"observation": named["observation"] | {"image": saved_image}}
 
 
 def _step_from_json(
@@ -265,14 +241,17 @@ def _step_from_json(
     )
 
 
-_STEP_FIELDS = {"round", "reply", "kind", "observation", "call", "phrase"}
-"""The :class:`ActionStep` fields stored by name; any other is stored as an extra."""
+_STEP = ("round", "reply", "kind", "call", "phrase", "observation")
+"""The :class:`ActionStep` fields stored by name, in their order in the file; any other is
+stored as an extra (a dataclass as its fields, as ``call`` and ``observation`` are)."""
+
+_IMAGE_KEYS = ("name", "mime", "width", "height", "sha256")
 
 _EXTRA_TYPES: dict[str, type] = {"native_call": NativeToolCall}
 """Extra step fields holding a dataclass, rebuilt from their fields on the way back."""
 
 
-def _extra_to_json(value: Any) -> Any:
+def _fields(value: Any) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in fields(value)}
     return value

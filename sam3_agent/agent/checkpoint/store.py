@@ -25,12 +25,11 @@ from sam3_agent.agent.checkpoint.saved import (
     STATE_FILE,
     SYSTEM_PROMPT_FILE,
     DirectoryLock,
-    check_fingerprint,
-    check_trace,
+    damaged,
     load_saved,
     prompt_sha256,
     read_committed,
-    saved_prompt_set,
+    refusal,
 )
 from sam3_agent.agent.checkpoint.state import Fingerprint, SessionState, detections_to_json
 from sam3_agent.agent.prompts import PromptSet
@@ -48,13 +47,13 @@ __all__ = ["Checkpoint", "ContinuedTrace", "DirectoryLock"]
 
 
 class ContinuedTrace(Trace):
-    """A trace that keeps the committed rounds' records; what a killed process wrote after
-    its last commit is cut off (the resumed round writes it again)."""
+    """A trace that keeps the committed rounds' records (``committed_bytes``, checked there);
+    what a killed process wrote after its last commit is cut off (the resumed round writes
+    it again)."""
 
     def __init__(self, directory: Path, committed_bytes: int) -> None:
         super().__init__(None)  # None: do not create or empty anything
         self.directory = directory
-        check_trace(directory, committed_bytes)
         with open(directory / rundir.TRACE, "r+b") as f:
             f.truncate(committed_bytes)
 
@@ -74,21 +73,14 @@ class Checkpoint:
     lock: DirectoryLock | None = None
     prompt_set: PromptSet | None = None
     """A resumed session's own prompt set (None when it kept none, or when starting)."""
-    started_with: Fingerprint | None = field(default=None, init=False)
+    started_with: Fingerprint | None = None
     """A resumed session's fingerprint as it started (None when starting)."""
-    _journal: Journal | None = field(default=None, init=False, repr=False)
+    journal: Journal | None = field(default=None, repr=False)
+    """``calls.jsonl``: the round in progress (None without an output directory)."""
     # The current masks often stay the same for several rounds: encode them once.
     _encoded: tuple[Answer, dict[str, Any] | None] | None = field(
         default=None, init=False, repr=False
     )
-
-    def __post_init__(self) -> None:
-        if self.directory is not None:
-            committed = int(self.saved["state"]["round"]) if self.saved else 0
-            replay = read_journal(self.directory / JOURNAL_FILE) if self.saved else []
-            self._journal = Journal(self.directory / JOURNAL_FILE, committed + 1, replay)
-            if not self.saved:
-                self._journal.reset(committed + 1)
 
     @classmethod
     def disabled(cls, *, system_prompt: str, checker_prompt: str) -> Checkpoint:
@@ -122,6 +114,8 @@ class Checkpoint:
             if prompt_set is not None:
                 text = json.dumps(prompt_set.saved(), indent=1) + "\n"
                 atomic_write_bytes(directory / PROMPT_SET_FILE, text.encode("ascii"))
+            journal = Journal(directory / JOURNAL_FILE, 1, [])
+            journal.reset(1)
             checkpoint = cls(
                 directory,
                 trace=trace,
@@ -129,6 +123,7 @@ class Checkpoint:
                 checker_prompt=checker_prompt,
                 fingerprint=fingerprint,
                 lock=lock,
+                journal=journal,
             )
             checkpoint._write(SessionState())
         except BaseException:
@@ -145,9 +140,10 @@ class Checkpoint:
         lock = DirectoryLock(directory, resuming=True)
         try:
             saved = load_saved(directory)
-            check_fingerprint(directory, saved, fingerprint)
-            committed = read_committed(directory, saved)
-            saved_set = saved_prompt_set(directory)
+            committed = read_committed(directory, saved, fingerprint)
+            saved_set = committed.prompt_set
+            replay = read_journal(directory / JOURNAL_FILE)
+            journal = Journal(directory / JOURNAL_FILE, committed.round + 1, replay)
             checkpoint = cls(
                 directory,
                 trace=ContinuedTrace(directory, committed.trace_bytes),
@@ -157,17 +153,17 @@ class Checkpoint:
                 saved=saved,
                 lock=lock,
                 prompt_set=PromptSet.from_saved(saved_set) if saved_set is not None else None,
+                started_with=committed.fingerprint,
+                journal=journal,
             )
         except BaseException:
             lock.close()
             raise
-        checkpoint.started_with = committed.fingerprint
-        journal = checkpoint._journal
         logger.info(
             "resuming %s after round %s (%d journaled results to replay)",
             directory,
             saved["state"]["round"],
-            journal.replayable if journal else 0,
+            journal.replayable,
         )
         return checkpoint
 
@@ -178,34 +174,30 @@ class Checkpoint:
             self.lock = None
 
     def chat_model(self, inner: ChatModel) -> ChatModel:
-        return inner if self._journal is None else JournaledChatModel(inner, self._journal)
+        return inner if self.journal is None else JournaledChatModel(inner, self.journal)
 
     def segmenter(self, inner: Segmenter) -> Segmenter:
-        return inner if self._journal is None else JournaledSegmenter(inner, self._journal)
+        return inner if self.journal is None else JournaledSegmenter(inner, self.journal)
 
     def video_segmenter(self, inner: VideoSegmenter) -> VideoSegmenter:
-        return inner if self._journal is None else JournaledVideoSegmenter(inner, self._journal)
+        return inner if self.journal is None else JournaledVideoSegmenter(inner, self.journal)
 
     def restore(self, image_size: tuple[int, int]) -> SessionState:
         """The committed state (empty for a new session); ``image_size``: the masks' (h, w)."""
         if self.saved is None or self.directory is None:
             return SessionState()
-        try:
+        with damaged(self.directory):
             return SessionState.from_json(
                 self.saved["state"], load_image=self._load_image, image_size=image_size
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ResumeError(
-                f"cannot resume {self.directory}: {STATE_FILE} is damaged: {e!r}"
-            ) from e
 
     def commit(self, state: SessionState) -> None:
         """Commit ``state`` atomically, then start the next round's journal."""
         if self.directory is None:
             return
         self._write(state)
-        if self._journal is not None:
-            self._journal.reset(state.round + 1)
+        if self.journal is not None:
+            self.journal.reset(state.round + 1)
 
     def _write(self, state: SessionState) -> None:
         if self.directory is None or self.fingerprint is None:
@@ -243,7 +235,7 @@ class Checkpoint:
         try:
             data = path.read_bytes()
         except OSError as e:
-            raise ResumeError(f"cannot resume {directory}: {doc['file']}: {e}") from e
+            raise refusal(directory, f"{doc['file']}: {e}") from e
         image = EncodedImage(
             name=str(doc["name"]),
             data=data,
@@ -252,9 +244,7 @@ class Checkpoint:
             height=int(doc["height"]),
         )
         if image.sha256 != doc["sha256"]:
-            raise ResumeError(
-                f"cannot resume {directory}: {doc['file']} changed since it was saved"
-            )
+            raise refusal(directory, f"{doc['file']} changed since it was saved")
         return image
 
 
@@ -262,7 +252,7 @@ def _inside(directory: Path, relative: str) -> Path:
     try:
         path = (directory / relative).resolve()
     except (OSError, ValueError) as e:
-        raise ResumeError(f"cannot resume {directory}: bad file name {relative!r}") from e
+        raise refusal(directory, f"bad file name {relative!r}") from e
     if not path.is_relative_to(directory.resolve()):
-        raise ResumeError(f"cannot resume {directory}: {relative!r} is outside the run directory")
+        raise refusal(directory, f"{relative!r} is outside the run directory")
     return path

@@ -1,15 +1,34 @@
 """``hierarchical``: zones with token budgets: pinned, working (the latest search onwards),
 archive (one line per older round, :data:`ARCHIVE_SHARE`), reserve. Past the watermark rounds
-move to the archive oldest first; the latest search's only when the hard limit requires."""
+move to the archive oldest first; the latest search's only when the hard limit requires.
+
+``auto``: ``sam3`` while its context is under the watermark, ``hierarchical`` past it; a
+switch is recorded and not followed by another for :data:`MIN_ROUNDS_BETWEEN_SWITCHES`
+rounds, so the context never flip-flops."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from sam3_agent.agent.context.policy import BudgetedPolicy
-from sam3_agent.agent.context.sam3 import anchor_index
-from sam3_agent.agent.context.types import Costs, Decision, Evicted, History, tried_before
+from sam3_agent.agent.context.sam3 import Sam3Policy, anchor_index
+from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.context.types import (
+    Budget,
+    Context,
+    Costs,
+    Decision,
+    Evicted,
+    History,
+    record_of,
+    tried_before,
+)
 from sam3_agent.agent.steps import ActionStep
+
+logger = logging.getLogger(__name__)
 
 ARCHIVE_SHARE = 0.2
 """Share of the budget's limit the archive lines may use."""
@@ -102,14 +121,75 @@ class HierarchicalPolicy(BudgetedPolicy):
         tried = tried_before(steps, sorted(kept))
         archive_lines = [lines[i] for i in shown]
         notes = [history.prompts.render("context_archive", lines=archive_lines)] if shown else []
-        notes_tokens = costs.note_tokens(tried, notes)
-        working = [i for i in kept if i not in protected]
+        tried_tokens = costs.note_tokens(tried)
         zones = {
-            "pinned": costs.head
-            + costs.note_tokens(tried)
-            + sum(costs.rounds[i] for i in protected),
-            "working": sum(costs.rounds[i] for i in working),
-            "archive": notes_tokens - costs.note_tokens(tried),
+            "pinned": costs.head + tried_tokens + sum(costs.rounds[i] for i in protected),
+            "working": sum(costs.rounds[i] for i in kept if i not in protected),
+            "archive": costs.note_tokens(tried, notes) - tried_tokens,
             "reserve": self.budget.reserve_tokens,
         }
         return Decision(sorted(kept), tried, notes, evicted, zones=zones)
+
+
+MIN_ROUNDS_BETWEEN_SWITCHES = 2
+
+
+class AutoPolicy(BudgetedPolicy):
+    """Switches between ``sam3`` and ``hierarchical``; each call is built by the one in use
+    (so ``build`` is its own, and a budget error names that policy)."""
+
+    name = "auto"
+
+    def __init__(self, budget: Budget, counter: TokenCounter) -> None:
+        super().__init__(budget, counter)
+        self.sam3 = Sam3Policy(budget, counter)
+        self.hierarchical = HierarchicalPolicy(budget, counter)
+        self.mode = "sam3"
+        self.switches: list[dict[str, object]] = []
+        self._last_switch_round: int | None = None
+
+    async def save_state(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "last_switch_round": self._last_switch_round,
+            "switches": [dict(s) for s in self.switches],
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.mode = str(state["mode"])
+        last = state["last_switch_round"]
+        self._last_switch_round = None if last is None else int(last)
+        self.switches = [dict(s) for s in state["switches"]]
+
+    def build_sync(self, history: History, started: float | None = None) -> Context:
+        started = time.perf_counter() if started is None else started
+        round_number = history.next_round
+        pruned = self.sam3.build_sync(history)
+        size = record_of(pruned).tokens_after.total
+        wanted = "hierarchical" if size > self.budget.watermark_tokens else "sam3"
+        switch = None
+        cooled = (
+            self._last_switch_round is None
+            or round_number - self._last_switch_round >= MIN_ROUNDS_BETWEEN_SWITCHES
+        )
+        if wanted != self.mode and cooled:
+            switch = {
+                "round": round_number,
+                "from": self.mode,
+                "to": wanted,
+                "sam3_tokens": size,
+                "watermark_tokens": self.budget.watermark_tokens,
+            }
+            logger.info(
+                "context policy auto: %s -> %s at round %d", self.mode, wanted, round_number
+            )
+            self.mode = wanted
+            self._last_switch_round = round_number
+            self.switches.append(switch)
+        context = pruned if self.mode == "sam3" else self.hierarchical.build_sync(history)
+        record = record_of(context)
+        record.policy = self.name
+        record.mode = self.mode
+        record.switch = switch
+        record.latency_s = time.perf_counter() - started
+        return context

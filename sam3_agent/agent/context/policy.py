@@ -27,7 +27,8 @@ from sam3_agent.agent.context.types import (
 
 class ContextPolicy(Protocol):
     """Builds each main call's context from the history (never mutating it); one object
-    serves one session and keeps its state between calls explicit."""
+    serves one session and keeps its state between calls explicit. A subclass inherits the
+    stateless defaults (no state, nothing to settle or cancel)."""
 
     name: str
 
@@ -38,22 +39,22 @@ class ContextPolicy(Protocol):
     async def save_state(self) -> dict[str, Any] | None:
         """What the policy carries between calls, JSON-ready (None: nothing), committed with
         each round; a resume gives it to :meth:`restore_state` to send what it would have."""
-        ...
+        return None
 
     def restore_state(self, state: dict[str, Any]) -> None:
         """Continue from a state :meth:`save_state` returned (a resumed session)."""
-        ...
+        return None
 
     async def settle(self) -> None:
         """Finish what the policy started for a call that will not come (the session ended)."""
-        ...
+        return None
 
     async def aclose(self) -> None:
         """Cancel what the policy still runs in the background (the session is over)."""
-        ...
+        return None
 
 
-class BudgetedPolicy:
+class BudgetedPolicy(ContextPolicy):
     """A stateless :class:`ContextPolicy` choosing rounds under a token :class:`~.types.Budget`:
     subclasses set :attr:`name` and implement :meth:`select`."""
 
@@ -74,18 +75,6 @@ class BudgetedPolicy:
         started = time.perf_counter() if started is None else started
         costs = self.measure(history)
         return self.conclude(history, costs, self.select(history, costs), started)
-
-    async def save_state(self) -> dict[str, Any] | None:
-        return None
-
-    def restore_state(self, state: dict[str, Any]) -> None:
-        return None
-
-    async def settle(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
     def select(self, history: History, costs: Costs) -> Decision:
         """The rounds to send and the notes of the request, within the budget if possible."""

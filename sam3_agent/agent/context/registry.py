@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sam3_agent.agent.context.attention import AttentionPolicy, require_source
-from sam3_agent.agent.context.auto import AutoPolicy
-from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
+from sam3_agent.agent.context.hierarchical import AutoPolicy, HierarchicalPolicy
 from sam3_agent.agent.context.policy import ContextPolicy, DecayPolicy, FifoPolicy, KeepAllPolicy
 from sam3_agent.agent.context.sam3 import Sam3Policy
 from sam3_agent.agent.context.summary import DigestSink, SummaryPolicy

@@ -162,8 +162,7 @@ class SummaryPolicy(BudgetedPolicy):
         digest, call = await self._pending
         waited = time.perf_counter() - wait_start
         self._pending = None
-        self.digests.append(digest)
-        self._report(call)
+        self._take_in(digest, call)
         return waited
 
     async def build(self, history: History) -> Context:
@@ -184,14 +183,11 @@ class SummaryPolicy(BudgetedPolicy):
         self.digests = [
             d for d in self.digests if set(d.rounds) <= gone or not set(d.rounds) & gone
         ]
-        blocking: list[int] = []
         covered = self._covered_rounds()
         uncovered = [steps[i] for i in evict if steps[i].round not in covered]
+        blocking = [s.round for s in uncovered]
         if uncovered:
-            blocking = [s.round for s in uncovered]
-            digest, call = await self._digest(history, uncovered, blocking=True)
-            self.digests.append(digest)
-            self._report(call)
+            self._take_in(*await self._digest(history, uncovered, blocking=True))
         self._evicted.update(gone)
         shown = sorted(
             (d for d in self.digests if set(d.rounds) <= self._evicted), key=lambda d: d.rounds
@@ -304,7 +300,8 @@ class SummaryPolicy(BudgetedPolicy):
         digest = Digest(rounds, digest_text(response.text, self.counter, self.max_digest_tokens))
         return digest, DigestCall(rounds, messages, response, blocking, latency)
 
-    def _report(self, call: DigestCall) -> None:
+    def _take_in(self, digest: Digest, call: DigestCall) -> None:
+        self.digests.append(digest)
         # A background call is reported when it is taken in, not when it returns: the trace
         # then holds its record at the same place in an uninterrupted and a resumed session.
         if self.on_digest is not None:

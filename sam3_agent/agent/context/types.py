@@ -148,18 +148,22 @@ class Decision:
     digests: dict[str, Any] | None = None
 
 
-def first_user_message(
-    task: TaskStep,
-    tried_phrases: Sequence[str] = (),
-    notes: Sequence[str] = (),
-    *,
-    prompts: PromptSet,
+def request_message(
+    history: History, tried_phrases: Sequence[str] = (), notes: Sequence[str] = ()
 ) -> ChatMessage:
     """The raw image and the request, with the tried-phrases note and any notes after it."""
+    prompts, task = history.prompts, history.task
     text = prompts.render("user_task", query=task.query, tried_phrases=list(tried_phrases))
     parts: list[ImagePart | TextPart] = [ImagePart(task.image), TextPart(text)]
     parts.extend(TextPart("\n\n" + note) for note in notes if note)
     return ChatMessage("user", tuple(parts))
+
+
+def round_messages(history: History, i: int, current: int | None) -> tuple[ChatMessage, ...]:
+    """Step ``i`` as sent: its image only if it shows the selectable masks (step ``current``)."""
+    return history.steps[i].messages(
+        with_image=i == current, masks_gone=current is None, prompts=history.prompts
+    )
 
 
 def render(history: History, decision: Decision) -> Context:
@@ -167,22 +171,15 @@ def render(history: History, decision: Decision) -> Context:
     steps = history.steps
     messages = [
         ChatMessage.text("system", history.system_prompt),
-        first_user_message(
-            history.task, decision.tried_phrases, decision.notes, prompts=history.prompts
-        ),
+        request_message(history, decision.tried_phrases, decision.notes),
     ]
     current = current_masks_index(steps)
     replaced = []
     kept = sorted(set(decision.kept))
     for i in kept:
-        step = steps[i]
-        messages.extend(
-            step.messages(
-                with_image=i == current, masks_gone=current is None, prompts=history.prompts
-            )
-        )
-        if step.observation.image is not None and i != current:
-            replaced.append(step.round)
+        messages.extend(round_messages(history, i, current))
+        if steps[i].observation.image is not None and i != current:
+            replaced.append(steps[i].round)
     dropped = [s.round for i, s in enumerate(steps) if i not in kept]
     kept_rounds = [steps[i].round for i in kept]
     return Context(messages, kept_rounds, dropped, replaced, list(decision.tried_phrases))
@@ -198,26 +195,17 @@ class Costs:
     head: int = 0
     rounds: list[int] = field(default_factory=list)
     current: int | None = None
+    _request: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        steps = self.history.steps
-        self.current = current_masks_index(steps)
-        self.head = (
-            self.counter.message(ChatMessage.text("system", self.history.system_prompt)).total
-            + self.counter.message(
-                first_user_message(self.history.task, prompts=self.history.prompts)
-            ).total
-            + self.counter.request_overhead
-        )
-        gone = self.current is None
+        history, count = self.history, self.counter.message
+        self.current = current_masks_index(history.steps)
+        self._request = count(request_message(history)).total
+        system = count(ChatMessage.text("system", history.system_prompt)).total
+        self.head = system + self._request + self.counter.request_overhead
         self.rounds = [
-            sum(
-                self.counter.message(m).total
-                for m in s.messages(
-                    with_image=i == self.current, masks_gone=gone, prompts=self.history.prompts
-                )
-            )
-            for i, s in enumerate(steps)
+            sum(count(m).total for m in round_messages(history, i, self.current))
+            for i in range(len(history.steps))
         ]
 
     def protected(self) -> set[int]:
@@ -239,12 +227,8 @@ class Costs:
         """What the tried-phrases note and ``notes`` add to the first user message."""
         if not tried_phrases and not notes:
             return 0
-        prompts = self.history.prompts
-        with_note = self.counter.message(
-            first_user_message(self.history.task, tried_phrases, notes, prompts=prompts)
-        ).total
-        bare = first_user_message(self.history.task, prompts=prompts)
-        return with_note - self.counter.message(bare).total
+        with_note = request_message(self.history, tried_phrases, notes)
+        return self.counter.message(with_note).total - self._request
 
 
 def tried_before(steps: Sequence[ActionStep], kept: Sequence[int]) -> list[str]:

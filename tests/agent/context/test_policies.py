@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from sam3_agent.agent.checkpoint.journal import Journal, JournaledChatModel
 from sam3_agent.agent.context.attention import AttentionPolicy, require_source, round_sizes
-from sam3_agent.agent.context.auto import AutoPolicy
-from sam3_agent.agent.context.hierarchical import HierarchicalPolicy
+from sam3_agent.agent.context.hierarchical import AutoPolicy, HierarchicalPolicy
 from sam3_agent.agent.context.policy import BudgetedPolicy, DecayPolicy, FifoPolicy, KeepAllPolicy
 from sam3_agent.agent.context.registry import POLICIES, PolicyInputs, build_policy
 from sam3_agent.agent.context.sam3 import MAX_MESSAGES, Sam3Policy
