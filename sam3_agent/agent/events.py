@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sam3_agent.agent import rundir
-from sam3_agent.agent.checks import CheckRequest, CheckResult
 from sam3_agent.agent.parsing import ParsedReply
 from sam3_agent.agent.steps import ActionStep
 from sam3_agent.values.images import EncodedImage
@@ -55,42 +54,6 @@ class RoundEvent:
 
 
 RoundCallback = Callable[[RoundEvent], None]
-
-
-def round_event(
-    step: ActionStep,
-    response: ChatResponse,
-    parsed: ParsedReply,
-    last_checks: Sequence[tuple[CheckRequest, CheckResult]],
-    seconds: float,
-) -> RoundEvent:
-    """The event of ``step``'s round (``last_checks`` count only if this round ran them)."""
-    tool = step.call.name if step.call else None
-    summary = step.observation.text.split(". ")[0] if step.observation.text else tool or ""
-    checks: list[MaskCheck] = []
-    usage = response.usage
-    if step.kind == "examine":  # only an executed examine_each_mask ran checks this round
-        for request, result in last_checks:
-            reply = result.replies[-1] if result.replies else ""
-            checks.append(
-                MaskCheck(
-                    request.number, result.accepted, reply, request.mask_image, request.zoom_image
-                )
-            )
-            usage = usage + result.usage
-    return RoundEvent(
-        round=step.round,
-        tool=tool,
-        kind=step.kind,
-        summary=summary,
-        reasoning=(response.reasoning or parsed.thinking or "").strip(),
-        parameters=dict(step.call.parameters) if step.call else {},
-        observation=step.observation.text,
-        image=step.observation.image,
-        checks=tuple(checks),
-        usage=usage,
-        seconds=seconds,
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,9 +161,31 @@ class EventHook:
 
     async def __call__(self, session: Session[Any], done: FinishedRound) -> None:
         seconds = time.perf_counter() - done.started
-        self._on_round(
-            round_event(done.step, done.response, done.parsed, session.last_checks, seconds)
+        step, response = done.step, done.response
+        tool = step.call.name if step.call else None
+        summary = step.observation.text.split(". ")[0] if step.observation.text else tool or ""
+        checks: list[MaskCheck] = []
+        usage = response.usage
+        if step.kind == "examine":  # only an executed examine_each_mask ran checks this round
+            for request, result in session.last_checks:
+                reply = result.replies[-1] if result.replies else ""
+                mask, zoom = request.mask_image, request.zoom_image
+                checks.append(MaskCheck(request.number, result.accepted, reply, mask, zoom))
+                usage = usage + result.usage
+        event = RoundEvent(
+            round=step.round,
+            tool=tool,
+            kind=step.kind,
+            summary=summary,
+            reasoning=(response.reasoning or done.parsed.thinking or "").strip(),
+            parameters=dict(step.call.parameters) if step.call else {},
+            observation=step.observation.text,
+            image=step.observation.image,
+            checks=tuple(checks),
+            usage=usage,
+            seconds=seconds,
         )
+        self._on_round(event)
 
 
 def digest_sink(session: Session[Any], counter: TokenCounter) -> DigestSink:

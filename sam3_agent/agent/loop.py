@@ -42,7 +42,7 @@ from sam3_agent.agent.steps import (
     ToolOutcome,
     round_step,
 )
-from sam3_agent.backends.base import ChatModel, Segmenter, describe_backend
+from sam3_agent.backends.base import ChatModel, Segmenter, describe_backend, preflight
 from sam3_agent.backends.identity import CHAT, SEGMENTER
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import Sam3AgentError, UserError
@@ -180,7 +180,7 @@ class Agent(Generic[In, S, R]):
         medium = self.medium
         # Before any chat-model request is paid for: a remote SAM 3 that is down or refuses
         # the token fails the run here (a segmenter without a check is taken as ready).
-        medium.preflight()
+        preflight(medium.segmenter)
         if out is None:
             if resume:
                 raise UserError("resume needs the output directory of the session to continue")
