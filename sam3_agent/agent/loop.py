@@ -181,30 +181,22 @@ class Agent(Generic[In, S, R]):
         # Before any chat-model request is paid for: a remote SAM 3 that is down or refuses
         # the token fails the run here (a segmenter without a check is taken as ready).
         preflight(medium.segmenter)
+        if out is None and resume:
+            raise UserError("resume needs the output directory of the session to continue")
+        sent = {"system_prompt": self.system_prompt, "checker_prompt": self.checker_prompt}
         if out is None:
-            if resume:
-                raise UserError("resume needs the output directory of the session to continue")
-            checkpoint = Checkpoint.disabled(
-                system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
-            )
+            checkpoint = Checkpoint.disabled(**sent)
         else:
+            model = self.chat_model
             backends = {
-                CHAT: describe_backend(self.chat_model),
+                CHAT: describe_backend(model),
                 SEGMENTER: describe_backend(medium.segmenter),
             }
-            fingerprint = medium.fingerprint(
-                scene, query, self.config, self.chat_model.name, backends
-            )
+            fingerprint = medium.fingerprint(scene, query, self.config, model.name, backends)
             checkpoint = (
                 Checkpoint.resume(out, fingerprint)
                 if resume
-                else Checkpoint.start(
-                    out,
-                    fingerprint,
-                    system_prompt=self.system_prompt,
-                    checker_prompt=self.checker_prompt,
-                    prompt_set=self.prompts,
-                )
+                else Checkpoint.start(out, fingerprint, **sent, prompt_set=self.prompts)
             )
         medium.attach(scene, checkpoint)
         session = Session(

@@ -69,21 +69,10 @@ class Tool:
     handler: Handler
     needs_masks: bool = False
 
-    def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.params.model_json_schema())
-
 
 def normalize_phrase(phrase: str) -> str:
     """The form phrases are compared in: case-folded, whitespace collapsed."""
     return " ".join(phrase.casefold().split())
-
-
-def refuse_repeated_phrase(phrase: str, tried: Sequence[str], prompts: PromptSet) -> None:
-    """A :class:`ToolMistake` for a phrase already segmented (as normalised)."""
-    if normalize_phrase(phrase) in {normalize_phrase(p) for p in tried}:
-        raise ToolMistake(
-            prompts.feedback("duplicate_phrase", phrase=echo(phrase), tried=echo_list(tried))
-        )
 
 
 def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptSet) -> list[int]:
@@ -115,8 +104,11 @@ def masks_observation(
 
 async def _segment_phrase(session: Session[Any], params: SegmentPhraseParams) -> ToolOutcome:
     prompts = session.prompts
-    phrase = params.text_prompt
-    refuse_repeated_phrase(phrase, session.phrases, prompts)
+    phrase, tried = params.text_prompt, session.phrases
+    if normalize_phrase(phrase) in {normalize_phrase(p) for p in tried}:
+        raise ToolMistake(
+            prompts.feedback("duplicate_phrase", phrase=echo(phrase), tried=echo_list(tried))
+        )
     found, used = await session.segment(phrase)
     cut = prompts.feedback("phrase_cut", phrase=phrase, used=used) + "\n" if used != phrase else ""
     if len(found) == 0:
@@ -236,7 +228,9 @@ def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:
 
 def tool_specs(registry: Registry = TOOLS) -> list[ToolSpec]:
     """The tools as JSON-schema specs, for native tool calling."""
-    return [t.spec() for t in registry.values()]
+    return [
+        ToolSpec(t.name, t.description, t.params.model_json_schema()) for t in registry.values()
+    ]
 
 
 def _describe_errors(error: ValidationError) -> str:
