@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.agent.loop import Sam3Agent
-from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.video.agent import Sam3VideoAgent
-from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError

@@ -17,11 +17,11 @@ from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
 from sam3_agent.agent.loop import Agent
 from sam3_agent.agent.parsing import parse_frame_range
 from sam3_agent.agent.prompts import PromptKind, PromptSet
+from sam3_agent.agent.result import VideoResult
 from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Scene, Session
 from sam3_agent.agent.steps import Final
 from sam3_agent.agent.tools import TOOLS, Registry
-from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.backends.base import ChatModel, VideoEmbedding, VideoSegmenter
 from sam3_agent.media.video import FrameSelection, VideoSource, open_video
 from sam3_agent.media.video_render import (
