@@ -19,15 +19,14 @@ from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History,
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
 from sam3_agent.agent.ended import result_fields, rounds_spent
 from sam3_agent.agent.events import (
-    CommitHook,
-    EventHook,
     FinishedRound,
     MaskCheck,
     RoundCallback,
     RoundEvent,
-    RoundHook,
-    TraceHook,
+    commit_round,
     digest_sink,
+    round_event,
+    trace_round,
 )
 from sam3_agent.agent.image import ImageMedium, ImageScene, Medium
 from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
@@ -224,13 +223,12 @@ class Agent(Generic[In, S, R]):
         policy = self._context_policy(session)
         if restored.context is not None:
             policy.restore_state(restored.context)
-        hooks: list[RoundHook] = [TraceHook(self.token_counter), CommitHook(checkpoint, policy)]
-        if on_round is not None:
-            hooks.append(EventHook(on_round))
         # The resumed session's own system prompt (the one its earlier rounds were sent).
         history = History(checkpoint.system_prompt, task, restored.steps, session.prompts)
         try:
-            return await self._rounds(session, history, restored.corrections, policy, hooks)
+            return await self._rounds(
+                session, history, restored.corrections, policy, checkpoint, on_round
+            )
         finally:
             await policy.aclose()
 
@@ -238,7 +236,7 @@ class Agent(Generic[In, S, R]):
         """The session's context policy, its digest calls counted and traced (the context
         benchmark wraps it)."""
         session.usage.estimate_source = self.token_counter.source
-        sink = digest_sink(session, self.token_counter)
+        sink = digest_sink(session)
         # The session's (journaled) model: a digest call is replayed on resume like any other.
         return build_policy(PolicyInputs(self.config, self.token_counter, session.chat_model, sink))
 
@@ -248,7 +246,8 @@ class Agent(Generic[In, S, R]):
         history: History,
         corrections: int,
         policy: ContextPolicy,
-        hooks: list[RoundHook],
+        checkpoint: Checkpoint,
+        on_round: RoundCallback | None,
     ) -> tuple[Final[Any] | None, str | None]:
         steps = list(history.steps)
         while True:
@@ -301,8 +300,10 @@ class Agent(Generic[In, S, R]):
                 corrections=corrections,
                 ending=ending,
             )
-            for hook in hooks:
-                await hook(session, done)
+            await trace_round(session, done)
+            await commit_round(session, done, checkpoint, policy)
+            if on_round is not None:
+                on_round(round_event(session, done))
             if ending is not None:
                 return ending.final, ending.failure
 

@@ -69,6 +69,9 @@ class Tool:
     handler: Handler
     needs_masks: bool = False
 
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.params.model_json_schema())
+
 
 def normalize_phrase(phrase: str) -> str:
     """The form phrases are compared in: case-folded, whitespace collapsed."""
@@ -228,9 +231,7 @@ def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:
 
 def tool_specs(registry: Registry = TOOLS) -> list[ToolSpec]:
     """The tools as JSON-schema specs, for native tool calling."""
-    return [
-        ToolSpec(t.name, t.description, t.params.model_json_schema()) for t in registry.values()
-    ]
+    return [t.spec() for t in registry.values()]
 
 
 def _describe_errors(error: ValidationError) -> str:
