@@ -34,7 +34,6 @@ from sam3_agent.agent.result import AgentResult, SessionResult
 from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Scene, Session
 from sam3_agent.agent.steps import (
-    Final,
     Observation,
     TaskStep,
     ToolMistake,
@@ -139,19 +138,18 @@ class Agent(Generic[In, S, R]):
         session.started = started  # reading the input is work on the session too
         session.scene.start(session)
 
-        async def conclude(final: Final[Any] | None, failure: str | None) -> R:
+        async def conclude(ending: Ending) -> R:
             snapshot = session.snapshot((), 0)
             fields = result_fields(
                 snapshot,
                 query=session.query,
-                final=final,
-                failure=failure,
+                ending=ending,
                 model=self.chat_model.name,
                 config=self.config,
                 token_count=self.token_counter.source,
                 prompt_set=session.prompts,  # a resumed session's own set
             )
-            result = self.medium.result(scene, fields, final)
+            result = self.medium.result(scene, fields, ending.final)
             if out is not None:
                 # A full-size overlay's PNG encode and fsync take a second on a large photo:
                 # off the event loop, which the other sessions of a batch evaluation share.
@@ -162,16 +160,16 @@ class Agent(Generic[In, S, R]):
         # reason as its failure, before the error goes on; the checkpoint is closed either
         # way (the run directory is free for a resume).
         try:
-            final, failure = await self._loop(session, on_round, checkpoint)
+            ending = await self._loop(session, on_round, checkpoint)
         except (Sam3AgentError, asyncio.CancelledError) as e:
             # A stopped session (its task cancelled) also leaves what it has on disk.
             stopped = isinstance(e, asyncio.CancelledError)
-            await conclude(None, STOPPED if stopped else f"{type(e).__name__}: {e}")
+            await conclude(Ending(None, STOPPED if stopped else f"{type(e).__name__}: {e}"))
             raise
         finally:
             await session.scene.close()
             checkpoint.close()
-        return await conclude(final, failure)
+        return await conclude(ending)
 
     def _new_session(
         self, scene: S, query: str, out: Path | None, resume: bool = False
@@ -212,12 +210,12 @@ class Agent(Generic[In, S, R]):
 
     async def _loop(
         self, session: Session[Any], on_round: RoundCallback | None, checkpoint: Checkpoint
-    ) -> tuple[Final[Any] | None, str | None]:
+    ) -> Ending:
         task = TaskStep(session.query, session.task_image)
         restored = checkpoint.restore(session.scene.mask_size)
         session.restore(restored)
         if restored.ending is not None:
-            return restored.ending.final, restored.ending.failure
+            return restored.ending
         # After the restore: the policy's digest accounting adds to the restored usage, and
         # its state (digests, mode, attention) continues from the last committed round.
         policy = self._context_policy(session)
@@ -248,18 +246,18 @@ class Agent(Generic[In, S, R]):
         policy: ContextPolicy,
         checkpoint: Checkpoint,
         on_round: RoundCallback | None,
-    ) -> tuple[Final[Any] | None, str | None]:
+    ) -> Ending:
         steps = list(history.steps)
         while True:
             if session.round >= self.config.max_rounds:
-                return None, rounds_spent(self.config.max_rounds)
+                return Ending(None, rounds_spent(self.config.max_rounds))
             try:
                 with session.timed("context"):
                     context = await policy.build(
                         History(history.system_prompt, history.task, steps, session.prompts)
                     )
             except ContextBudgetError as e:
-                return None, str(e)
+                return Ending(None, str(e))
             session.round += 1
             started = time.perf_counter()
             with session.timed("chat"):
@@ -305,7 +303,7 @@ class Agent(Generic[In, S, R]):
             if on_round is not None:
                 on_round(round_event(session, done))
             if ending is not None:
-                return ending.final, ending.failure
+                return ending
 
     def _parse(self, response: ChatResponse, round_number: int) -> ParsedReply:
         truncated = response.finish_reason == "length"

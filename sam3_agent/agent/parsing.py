@@ -127,15 +127,13 @@ def parse_native(
     thinking = _thinking_text(text, _thinking_spans(text))
     decoded = decode_json(first.arguments.strip() or "{}")
     if decoded.problem:
-        stored = f"{text}{TOOL_OPEN}{first.arguments}{TOOL_CLOSE}"
-        replay = NativeToolCall(first.name, "{}", id=call_id)
         return ParsedReply(
-            stored,
+            f"{text}{TOOL_OPEN}{first.arguments}{TOOL_CLOSE}",
             cut=cut,
             thinking=thinking,
             mistake="invalid_json",
             detail=decoded.problem,
-            native_call=replay,
+            native_call=NativeToolCall(first.name, "{}", id=call_id),
         )
     arguments = decoded.value
     replay = NativeToolCall(first.name, _encode(arguments), id=call_id)

@@ -156,11 +156,15 @@ REPLAY_LIMIT = 2000  # characters of a refused reply replayed later (the trace k
 def round_step(
     round_number: int, response: ChatResponse, parsed: ParsedReply, outcome: ToolOutcome
 ) -> ActionStep:
-    """The round as the history keeps it; a refused reply bounded (:func:`bounded_replay`)."""
+    """The round as the history keeps it; a refused reply cut to :data:`REPLAY_LIMIT`
+    characters, a native call that long replayed with ``{}`` arguments (they must stay valid
+    JSON)."""
     reply = response.text if parsed.native_call is not None else parsed.stored_text
-    native_call = parsed.native_call
+    call = parsed.native_call
     if outcome.kind == "correction":
-        reply, native_call = bounded_replay(reply, native_call)
+        if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
+            call = NativeToolCall(echo(call.name), "{}", id=call.id)
+        reply = echo(reply, REPLAY_LIMIT)
     return ActionStep(
         round=round_number,
         reply=reply,
@@ -168,13 +172,5 @@ def round_step(
         observation=outcome.observation,
         call=parsed.call,
         phrase=outcome.phrase,
-        native_call=native_call,
+        native_call=call,
     )
-
-
-def bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, NativeToolCall | None]:
-    """A refused reply cut to :data:`REPLAY_LIMIT` characters; a native call that long is
-    replayed with ``{}`` arguments (they must stay valid JSON)."""
-    if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
-        call = NativeToolCall(echo(call.name), "{}", id=call.id)
-    return echo(reply, REPLAY_LIMIT), call
