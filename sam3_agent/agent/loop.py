@@ -28,11 +28,11 @@ from sam3_agent.agent.events import (
     round_event,
     trace_round,
 )
-from sam3_agent.agent.image import ImageMedium, ImageScene, Medium
+from sam3_agent.agent.image import ImageMedium, ImageScene, Medium, R, S
 from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
-from sam3_agent.agent.result import AgentResult, SessionResult
+from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.rundir import ExportFormat
-from sam3_agent.agent.session import Scene, Session
+from sam3_agent.agent.session import Session
 from sam3_agent.agent.steps import (
     Observation,
     TaskStep,
@@ -66,8 +66,6 @@ T = TypeVar("T")
 STOPPED = "stopped before the session ended"  # the failure of a cancelled session
 
 In = TypeVar("In")
-S = TypeVar("S", bound="Scene[Any]")
-R = TypeVar("R", bound=SessionResult)
 
 
 class RunOptions(TypedDict, total=False):

@@ -206,9 +206,7 @@ def _as_call(data: Any) -> tuple[ToolCall | None, str]:
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         return None, "'name' must be a non-empty string"
-    params = data.get("parameters", {})
-    if params is None:
-        params = {}
+    params = {} if data.get("parameters") is None else data["parameters"]
     if not isinstance(params, dict):
         return None, "'parameters' must be a JSON object"
     return ToolCall(name, params), ""
