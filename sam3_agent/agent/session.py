@@ -185,16 +185,16 @@ class Session(Generic[C]):
         with self.timed("render"):
             views = await self.scene.check_views(self, candidates)
         with self.timed("checks"):
-            return await self._check_all(views, self.scene.check_plan)
+            return await self._check_all(views)
 
-    async def _check_all(self, views: Sequence[CheckView], plan: CheckPlan) -> list[CheckResult]:
+    async def _check_all(self, views: Sequence[CheckView]) -> list[CheckResult]:
         semaphore = asyncio.Semaphore(self.config.check_concurrency)
         calls: list[CheckCall] = []
         shown: dict[int, CheckRequest] = {}
 
         async def bounded(view: CheckView) -> CheckResult:
             async with semaphore:
-                return await self._check_one(view, plan, calls.append, shown)
+                return await self._check_one(view, calls.append, shown)
 
         tasks = [asyncio.ensure_future(bounded(view)) for view in views]
         try:
@@ -240,15 +240,11 @@ class Session(Generic[C]):
         return results
 
     async def _check_one(
-        self,
-        view: CheckView,
-        plan: CheckPlan,
-        record: Callable[[CheckCall], None],
-        shown: dict[int, CheckRequest],
+        self, view: CheckView, record: Callable[[CheckCall], None], shown: dict[int, CheckRequest]
     ) -> CheckResult:
         """Check one candidate, every call counted and recorded, its last request kept in
         ``shown``."""
-        prompts = self.prompts
+        prompts, plan = self.prompts, self.scene.check_plan
         result = CheckResult(number=view.number, verdict="reject")
         attempt = 0
 
