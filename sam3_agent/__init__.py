@@ -12,9 +12,8 @@ from sam3_agent.values.version import __version__
 if TYPE_CHECKING:
     from sam3_agent.agent.api import segment, track
     from sam3_agent.agent.loop import RoundEvent, Sam3Agent
-    from sam3_agent.agent.result import AgentResult
+    from sam3_agent.agent.result import AgentResult, VideoResult
     from sam3_agent.agent.video.agent import Sam3VideoAgent
-    from sam3_agent.agent.video.result import VideoResult
     from sam3_agent.values.config import AgentConfig
     from sam3_agent.values.detections import Detections
 
@@ -25,7 +24,7 @@ _EXPORTS = {  # public name -> the module that defines it
     "RoundEvent": "sam3_agent.agent.loop",
     "Sam3Agent": "sam3_agent.agent.loop",
     "Sam3VideoAgent": "sam3_agent.agent.video.agent",
-    "VideoResult": "sam3_agent.agent.video.result",
+    "VideoResult": "sam3_agent.agent.result",
     "segment": "sam3_agent.agent.api",
     "track": "sam3_agent.agent.api",
 }

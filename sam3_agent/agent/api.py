@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.agent.loop import Sam3Agent
-from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.video.agent import Sam3VideoAgent
-from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
@@ -105,17 +104,16 @@ def _unknown_options(caller: str, unknown: list[str], *, video: bool) -> str:
         homes += [("options", VideoOptions), ("selection", FrameSelection)]
     owner = {f.name: (arg, kind.__name__) for arg, kind in reversed(homes) for f in fields(kind)}
     spelled = {name: f"{arg}={kind}({name}=...)" for name, (arg, kind) in owner.items()}
+    kinds = [kind.__name__ for _, kind in homes]
+    fields_of = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else kinds[0]
     said = []
     for name in unknown:
-        if name in owner:
-            kind = owner[name][1]
-            said.append(f"{name} is a field of {kind}, not a backend option: pass {spelled[name]}")
-            continue
         close = difflib.get_close_matches(name, sorted(_SPEC_NAMES | set(owner)), n=1)
-        kinds = [kind.__name__ for _, kind in homes]
-        fields_of = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else kinds[0]
         hint = f" (did you mean {spelled.get(close[0], close[0])}?)" if close else ""
+        neither = f"neither a backend option (BackendSpec) nor a field of {fields_of}{hint}"
         said.append(
-            f"{name} is neither a backend option (BackendSpec) nor a field of {fields_of}{hint}"
+            f"{name} is a field of {owner[name][1]}, not a backend option: pass {spelled[name]}"
+            if name in owner
+            else f"{name} is {neither}"
         )
     return f"{caller}() got unknown option{'s' if len(unknown) > 1 else ''}: " + "; ".join(said)

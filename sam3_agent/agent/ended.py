@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.agent import prompts, rundir, tools
-from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint, SessionState
+from sam3_agent.agent.checkpoint import Checkpoint, Ending, Fingerprint, SessionState
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.rundir import ExportFormat
@@ -28,23 +28,22 @@ def result_fields(
     state: SessionState,
     *,
     query: str,
-    final: Final[Any] | None,
-    failure: str | None,
+    ending: Ending,
     model: str,
     config: AgentConfig,
     token_count: str,
     prompt_set: PromptSet,
 ) -> dict[str, Any]:
     """The :class:`~sam3_agent.agent.result.SessionResult` fields of a session that ended
-    with ``final`` (None: failed with ``failure``); ``token_count``: how tokens were counted."""
+    with ``ending`` (its ``final`` None: failed); ``token_count``: how tokens were counted."""
     return {
         "query": query,
-        "status": "failed" if final is None else final.status,
+        "status": "failed" if ending.final is None else ending.final.status,
         "rounds": state.round,
         "usage": state.usage,
         "timings": dict(state.timings),
         "model": model,
-        "failure": failure,
+        "failure": ending.failure,
         "phrases_tried": list(state.phrases),
         "context": {
             "policy": config.context_policy,
@@ -77,11 +76,7 @@ def finish_ended(
             raise ResumeError(
                 f"cannot finish {directory} without the models: its session has not ended"
             )
-        final, failure = (
-            (state.ending.final, state.ending.failure)
-            if state.ending is not None
-            else (None, rounds_spent(config.max_rounds))
-        )
+        ending = state.ending or Ending(None, rounds_spent(config.max_rounds))
         own = checkpoint.prompt_set or prompts.load_prompt_set(
             config.prompts_dir, tool_docs=tools.tool_docs()
         )
@@ -92,15 +87,14 @@ def finish_ended(
         fields = result_fields(
             state,
             query=query,
-            final=final,
-            failure=failure,
+            ending=ending,
             model=str(before.settings.get("model", "")) if before is not None else "",
             config=config,
             token_count=state.usage.estimate_source,  # as the session counted them
             prompt_set=own,
         )
         path = str(image_path) if image_path is not None else None
-        result = image_result(fields, final, image.shape[:2], path)
+        result = image_result(fields, ending.final, image.shape[:2], path)
         rundir.write_run(directory, result, image, exports)
     finally:
         checkpoint.close()

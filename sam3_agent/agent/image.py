@@ -17,15 +17,15 @@ from typing import Any, Protocol, TypeVar
 from sam3_agent.agent import rundir, tools
 from sam3_agent.agent.checkpoint import Checkpoint, Fingerprint
 from sam3_agent.agent.checkpoint.state import Backends
-from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
+from sam3_agent.agent.checks import CheckRequest, CheckView
 from sam3_agent.agent.ended import image_result
-from sam3_agent.agent.prompts import PromptKind, PromptSet
+from sam3_agent.agent.prompts import PromptKind
 from sam3_agent.agent.result import AgentResult, SessionResult
 from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Scene, Session
 from sam3_agent.agent.steps import Final
 from sam3_agent.agent.tools import Registry
-from sam3_agent.backends.base import ImageEmbedding, Segmenter, phrase_as_read, preflight
+from sam3_agent.backends.base import ImageEmbedding, Segmenter, phrase_as_read
 from sam3_agent.media.render import Renderer
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.detections import Detections
@@ -57,8 +57,6 @@ class Medium(Protocol[In_contra, S, R]):
     ) -> S:
         """Read ``source`` (raising the medium's load error) into a scene."""
         ...
-
-    def preflight(self) -> None: ...
 
     def fingerprint(
         self, scene: S, query: str, config: AgentConfig, model: str, backends: Backends
@@ -130,11 +128,10 @@ def check_requests(
         return list(pool.map(one, range(total)))
 
 
-class ImageScene:
+class ImageScene(Scene[Detections]):
     """One photo: its pixels, its renders, and SAM 3's features of it."""
 
     answer_type = Detections
-    check_plan = CheckPlan()
 
     def __init__(
         self,
@@ -209,9 +206,6 @@ class ImageScene:
     def numbered(self, candidates: Detections) -> RGBImage:
         return self.renderer.numbered(candidates)
 
-    def describe(self, candidates: Detections, prompts: PromptSet) -> str | None:
-        return None
-
     async def check_views(
         self, session: Session[Detections], candidates: Detections
     ) -> Sequence[CheckView]:
@@ -245,9 +239,6 @@ class ImageMedium:
         pixels = load_image(source, max_pixels=config.max_image_pixels)
         path = str(image_path) if image_path is not None else None
         return ImageScene(pixels, config, path=path, exports=exports)
-
-    def preflight(self) -> None:
-        preflight(self.segmenter)
 
     def fingerprint(
         self, scene: ImageScene, query: str, config: AgentConfig, model: str, backends: Backends

@@ -19,30 +19,28 @@ from sam3_agent.agent.context import ContextBudgetError, ContextPolicy, History,
 from sam3_agent.agent.context.registry import PolicyInputs, build_policy, check_backend
 from sam3_agent.agent.ended import result_fields, rounds_spent
 from sam3_agent.agent.events import (
-    CommitHook,
-    EventHook,
     FinishedRound,
     MaskCheck,
     RoundCallback,
     RoundEvent,
-    RoundHook,
-    TraceHook,
+    commit_round,
     digest_sink,
+    round_event,
+    trace_round,
 )
-from sam3_agent.agent.image import ImageMedium, ImageScene, Medium
+from sam3_agent.agent.image import ImageMedium, ImageScene, Medium, R, S
 from sam3_agent.agent.parsing import ParsedReply, parse_native, parse_reply
-from sam3_agent.agent.result import AgentResult, SessionResult
+from sam3_agent.agent.result import AgentResult
 from sam3_agent.agent.rundir import ExportFormat
-from sam3_agent.agent.session import Scene, Session
+from sam3_agent.agent.session import Session
 from sam3_agent.agent.steps import (
-    Final,
     Observation,
     TaskStep,
     ToolMistake,
     ToolOutcome,
     round_step,
 )
-from sam3_agent.backends.base import ChatModel, Segmenter, describe_backend
+from sam3_agent.backends.base import ChatModel, Segmenter, describe_backend, preflight
 from sam3_agent.backends.identity import CHAT, SEGMENTER
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import Sam3AgentError, UserError
@@ -68,8 +66,6 @@ T = TypeVar("T")
 STOPPED = "stopped before the session ended"  # the failure of a cancelled session
 
 In = TypeVar("In")
-S = TypeVar("S", bound="Scene[Any]")
-R = TypeVar("R", bound=SessionResult)
 
 
 class RunOptions(TypedDict, total=False):
@@ -140,19 +136,18 @@ class Agent(Generic[In, S, R]):
         session.started = started  # reading the input is work on the session too
         session.scene.start(session)
 
-        async def conclude(final: Final[Any] | None, failure: str | None) -> R:
+        async def conclude(ending: Ending) -> R:
             snapshot = session.snapshot((), 0)
             fields = result_fields(
                 snapshot,
                 query=session.query,
-                final=final,
-                failure=failure,
+                ending=ending,
                 model=self.chat_model.name,
                 config=self.config,
                 token_count=self.token_counter.source,
                 prompt_set=session.prompts,  # a resumed session's own set
             )
-            result = self.medium.result(scene, fields, final)
+            result = self.medium.result(scene, fields, ending.final)
             if out is not None:
                 # A full-size overlay's PNG encode and fsync take a second on a large photo:
                 # off the event loop, which the other sessions of a batch evaluation share.
@@ -163,16 +158,16 @@ class Agent(Generic[In, S, R]):
         # reason as its failure, before the error goes on; the checkpoint is closed either
         # way (the run directory is free for a resume).
         try:
-            final, failure = await self._loop(session, on_round, checkpoint)
+            ending = await self._loop(session, on_round, checkpoint)
         except (Sam3AgentError, asyncio.CancelledError) as e:
             # A stopped session (its task cancelled) also leaves what it has on disk.
             stopped = isinstance(e, asyncio.CancelledError)
-            await conclude(None, STOPPED if stopped else f"{type(e).__name__}: {e}")
+            await conclude(Ending(None, STOPPED if stopped else f"{type(e).__name__}: {e}"))
             raise
         finally:
             await session.scene.close()
             checkpoint.close()
-        return await conclude(final, failure)
+        return await conclude(ending)
 
     def _new_session(
         self, scene: S, query: str, out: Path | None, resume: bool = False
@@ -180,31 +175,23 @@ class Agent(Generic[In, S, R]):
         medium = self.medium
         # Before any chat-model request is paid for: a remote SAM 3 that is down or refuses
         # the token fails the run here (a segmenter without a check is taken as ready).
-        medium.preflight()
+        preflight(medium.segmenter)
+        if out is None and resume:
+            raise UserError("resume needs the output directory of the session to continue")
+        sent = {"system_prompt": self.system_prompt, "checker_prompt": self.checker_prompt}
         if out is None:
-            if resume:
-                raise UserError("resume needs the output directory of the session to continue")
-            checkpoint = Checkpoint.disabled(
-                system_prompt=self.system_prompt, checker_prompt=self.checker_prompt
-            )
+            checkpoint = Checkpoint.disabled(**sent)
         else:
+            model = self.chat_model
             backends = {
-                CHAT: describe_backend(self.chat_model),
+                CHAT: describe_backend(model),
                 SEGMENTER: describe_backend(medium.segmenter),
             }
-            fingerprint = medium.fingerprint(
-                scene, query, self.config, self.chat_model.name, backends
-            )
+            fingerprint = medium.fingerprint(scene, query, self.config, model.name, backends)
             checkpoint = (
                 Checkpoint.resume(out, fingerprint)
                 if resume
-                else Checkpoint.start(
-                    out,
-                    fingerprint,
-                    system_prompt=self.system_prompt,
-                    checker_prompt=self.checker_prompt,
-                    prompt_set=self.prompts,
-                )
+                else Checkpoint.start(out, fingerprint, **sent, prompt_set=self.prompts)
             )
         medium.attach(scene, checkpoint)
         session = Session(
@@ -221,24 +208,23 @@ class Agent(Generic[In, S, R]):
 
     async def _loop(
         self, session: Session[Any], on_round: RoundCallback | None, checkpoint: Checkpoint
-    ) -> tuple[Final[Any] | None, str | None]:
+    ) -> Ending:
         task = TaskStep(session.query, session.task_image)
         restored = checkpoint.restore(session.scene.mask_size)
         session.restore(restored)
         if restored.ending is not None:
-            return restored.ending.final, restored.ending.failure
+            return restored.ending
         # After the restore: the policy's digest accounting adds to the restored usage, and
         # its state (digests, mode, attention) continues from the last committed round.
         policy = self._context_policy(session)
         if restored.context is not None:
             policy.restore_state(restored.context)
-        hooks: list[RoundHook] = [TraceHook(self.token_counter), CommitHook(checkpoint, policy)]
-        if on_round is not None:
-            hooks.append(EventHook(on_round))
         # The resumed session's own system prompt (the one its earlier rounds were sent).
         history = History(checkpoint.system_prompt, task, restored.steps, session.prompts)
         try:
-            return await self._rounds(session, history, restored.corrections, policy, hooks)
+            return await self._rounds(
+                session, history, restored.corrections, policy, checkpoint, on_round
+            )
         finally:
             await policy.aclose()
 
@@ -246,7 +232,7 @@ class Agent(Generic[In, S, R]):
         """The session's context policy, its digest calls counted and traced (the context
         benchmark wraps it)."""
         session.usage.estimate_source = self.token_counter.source
-        sink = digest_sink(session, self.token_counter)
+        sink = digest_sink(session)
         # The session's (journaled) model: a digest call is replayed on resume like any other.
         return build_policy(PolicyInputs(self.config, self.token_counter, session.chat_model, sink))
 
@@ -256,19 +242,20 @@ class Agent(Generic[In, S, R]):
         history: History,
         corrections: int,
         policy: ContextPolicy,
-        hooks: list[RoundHook],
-    ) -> tuple[Final[Any] | None, str | None]:
+        checkpoint: Checkpoint,
+        on_round: RoundCallback | None,
+    ) -> Ending:
         steps = list(history.steps)
         while True:
             if session.round >= self.config.max_rounds:
-                return None, rounds_spent(self.config.max_rounds)
+                return Ending(None, rounds_spent(self.config.max_rounds))
             try:
                 with session.timed("context"):
                     context = await policy.build(
                         History(history.system_prompt, history.task, steps, session.prompts)
                     )
             except ContextBudgetError as e:
-                return None, str(e)
+                return Ending(None, str(e))
             session.round += 1
             started = time.perf_counter()
             with session.timed("chat"):
@@ -309,10 +296,12 @@ class Agent(Generic[In, S, R]):
                 corrections=corrections,
                 ending=ending,
             )
-            for hook in hooks:
-                await hook(session, done)
+            await trace_round(session, done)
+            await commit_round(session, done, checkpoint, policy)
+            if on_round is not None:
+                on_round(round_event(session, done))
             if ending is not None:
-                return ending.final, ending.failure
+                return ending
 
     def _parse(self, response: ChatResponse, round_number: int) -> ParsedReply:
         truncated = response.finish_reason == "length"

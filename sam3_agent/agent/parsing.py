@@ -127,15 +127,13 @@ def parse_native(
     thinking = _thinking_text(text, _thinking_spans(text))
     decoded = decode_json(first.arguments.strip() or "{}")
     if decoded.problem:
-        stored = f"{text}{TOOL_OPEN}{first.arguments}{TOOL_CLOSE}"
-        replay = NativeToolCall(first.name, "{}", id=call_id)
         return ParsedReply(
-            stored,
+            f"{text}{TOOL_OPEN}{first.arguments}{TOOL_CLOSE}",
             cut=cut,
             thinking=thinking,
             mistake="invalid_json",
             detail=decoded.problem,
-            native_call=replay,
+            native_call=NativeToolCall(first.name, "{}", id=call_id),
         )
     arguments = decoded.value
     replay = NativeToolCall(first.name, _encode(arguments), id=call_id)
@@ -208,9 +206,7 @@ def _as_call(data: Any) -> tuple[ToolCall | None, str]:
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         return None, "'name' must be a non-empty string"
-    params = data.get("parameters", {})
-    if params is None:
-        params = {}
+    params = {} if data.get("parameters") is None else data["parameters"]
     if not isinstance(params, dict):
         return None, "'parameters' must be a JSON object"
     return ToolCall(name, params), ""

@@ -203,16 +203,13 @@ def load_prompt_set(
     with ``tool_docs`` when given; any fault is a UserError. ``kind="video"``: the templates
     of its ``video/`` (else the canonical ones) over its own. Checked once per content."""
     if directory is None:
-        return _with_tools(default_prompt_set(kind), tool_docs)
-    path = Path(directory).expanduser()
-    if not path.is_dir():
-        raise UserError(f"prompt set {path} is not a directory")
-    path = path.resolve()
-    loaded = _load(path, path.name, reference=default_prompt_set(kind), kind=kind)
-    return _with_tools(loaded, tool_docs)
-
-
-def _with_tools(prompt_set: PromptSet, tool_docs: ToolDocs | None) -> PromptSet:
+        prompt_set = default_prompt_set(kind)
+    else:
+        path = Path(directory).expanduser()
+        if not path.is_dir():
+            raise UserError(f"prompt set {path} is not a directory")
+        path = path.resolve()
+        prompt_set = _load(path, path.name, reference=default_prompt_set(kind), kind=kind)
     if tool_docs is not None:
         for protocol in ("tags", "native"):
             variables = {"tools": list(tool_docs), "protocol": protocol}

@@ -1,4 +1,5 @@
-"""`AgentResult`: what one session produced, and its JSON form (``result.json``)."""
+"""`AgentResult` and `VideoResult`: what one session produced, and its JSON form
+(``result.json``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, Literal
 
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.messages import TokenUsage
+from sam3_agent.values.tracks import Tracks
 from sam3_agent.values.version import __version__
 
 ESTIMATE_PARTS = ("main", "checks", "digests")
@@ -110,3 +112,20 @@ class AgentResult(SessionResult):
         ]
         image = {"path": self.image_path, "height": h, "width": w}
         return self._document(("image", image), ("masks", masks))
+
+
+@dataclass(kw_only=True)
+class VideoResult(SessionResult):
+    """The outcome of :meth:`sam3_agent.Sam3VideoAgent.run`: ``tracks`` keyed by position
+    among ``video``'s ``frames_used``."""
+
+    tracks: Tracks
+    video: dict[str, Any]
+    options: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``result.json`` document; ``tracks`` in the YouTube-VIS layout."""
+        h, w = self.tracks.size
+        video = {**self.video, "height": h, "width": w}
+        tracks = self.tracks.youtube_vis()
+        return self._document(("video", video), ("tracks", tracks), options=self.options)

@@ -1,5 +1,6 @@
-"""The state of one agent session, image or video, and the services its tools use; what
-differs by medium (how SAM 3 is asked, what the model and checkers see) is its :class:`Scene`.
+"""The state of one agent session, image or video, and the services its tools use (the mask
+checks among them); what differs by medium (how SAM 3 is asked, what the model and checkers
+see) is its :class:`Scene`.
 """
 
 from __future__ import annotations
@@ -8,13 +9,15 @@ import asyncio
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol
 
+from sam3_agent.agent import rundir
 from sam3_agent.agent.checkpoint.state import Ending, SessionState
-from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckResult, CheckView, check_all
+from sam3_agent.agent.checks import CheckCall, CheckPlan, CheckRequest, CheckResult, CheckView
 from sam3_agent.agent.context.tokens import TokenCounter
+from sam3_agent.agent.parsing import Verdict, parse_verdict
 from sam3_agent.agent.prompts import PromptSet
 from sam3_agent.agent.result import Usage
 from sam3_agent.agent.steps import ActionStep, C, ToolMistake
@@ -22,21 +25,26 @@ from sam3_agent.agent.trace import Trace
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.images import EncodedImage, RGBImage
+from sam3_agent.values.messages import ChatMessage, ImagePart, Part, TextPart
 
 
 class Scene(Protocol[C]):
-    """What a medium supplies to one session: how SAM 3 is asked and what is shown."""
+    """What a medium supplies to one session: how SAM 3 is asked and what is shown. A scene
+    that subclasses it gets the defaults: nothing to start or close, no text beside the
+    numbered image, one look per check."""
 
     answer_type: type[C]
     task_image: EncodedImage
-    check_plan: CheckPlan
+    check_plan: CheckPlan = CheckPlan()
 
     @property
     def mask_size(self) -> tuple[int, int]: ...
 
-    def start(self, session: Session[C]) -> None: ...
+    def start(self, session: Session[C]) -> None:
+        return None  # nothing to start before the first round
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        return None  # nothing is left running between rounds
 
     def empty(self) -> C: ...
 
@@ -44,7 +52,8 @@ class Scene(Protocol[C]):
 
     def numbered(self, candidates: C) -> RGBImage: ...
 
-    def describe(self, candidates: C, prompts: PromptSet) -> str | None: ...
+    def describe(self, candidates: C, prompts: PromptSet) -> str | None:
+        return None
 
     async def check_views(self, session: Session[C], candidates: C) -> Sequence[CheckView]: ...
 
@@ -169,7 +178,120 @@ class Session(Generic[C]):
             return await asyncio.to_thread(render)
 
     async def check(self, candidates: C) -> list[CheckResult]:
+        """``examine_each_mask``: one isolated, concurrent MLLM check per candidate (results
+        in order, calls traced in order); a reply without a clear verdict is asked again,
+        then taken as Reject. Where the scene allows Uncertain, a candidate gets closer
+        looks, each counted against ``max_mask_checks``."""
         with self.timed("render"):
             views = await self.scene.check_views(self, candidates)
         with self.timed("checks"):
-            return await check_all(self, views, self.scene.check_plan)
+            return await self._check_all(views)
+
+    async def _check_all(self, views: Sequence[CheckView]) -> list[CheckResult]:
+        semaphore = asyncio.Semaphore(self.config.check_concurrency)
+        calls: list[CheckCall] = []
+        shown: dict[int, CheckRequest] = {}
+
+        async def bounded(view: CheckView) -> CheckResult:
+            async with semaphore:
+                return await self._check_one(view, calls.append, shown)
+
+        tasks = [asyncio.ensure_future(bounded(view)) for view in views]
+        try:
+            results = list(await asyncio.gather(*tasks))
+        except BaseException:
+            # One failed check (endpoint down) fails the round; do not leave the rest running.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        self.last_checks = [(shown[r.number], r) for r in results if r.number in shown]
+        ordered = sorted(calls, key=lambda c: (c.number, c.attempt))
+        # Counted here, on the loop, once per call: the tokenizer is shared by every session
+        # of the process, and the trace thread reuses these figures.
+        estimates = [self.token_counter.messages(call.messages) for call in ordered]
+        for tokens in estimates:
+            self.usage.add_estimate("checks", tokens.text, tokens.image)
+        if self.trace.enabled:
+            by_number = {r.number: r for r in results}
+
+            def write_records() -> None:
+                trace = self.trace
+                for call, tokens in zip(ordered, estimates, strict=True):
+                    result = by_number[call.number]
+                    record = {
+                        "kind": "check",
+                        "round": self.round,
+                        "mask": call.number,
+                        "attempt": call.attempt,
+                        "context": trace.messages(call.messages, system_ref=rundir.CHECKER_PROMPT),
+                        "reply": call.response.text,
+                        "reasoning": call.response.reasoning,
+                        "verdict": call.verdict,
+                        "forced_reject": result.forced and call.attempt == len(result.replies),
+                        "usage": call.response.usage.to_dict(),
+                        "tokens_estimate": tokens.to_dict(),
+                        "cached": call.response.cached,
+                        "latency_s": round(call.latency_s, 4),
+                    }
+                    trace.record(record)
+
+            await asyncio.to_thread(write_records)
+        return results
+
+    async def _check_one(
+        self, view: CheckView, record: Callable[[CheckCall], None], shown: dict[int, CheckRequest]
+    ) -> CheckResult:
+        """Check one candidate, every call counted and recorded, its last request kept in
+        ``shown``."""
+        prompts, plan = self.prompts, self.scene.check_plan
+        result = CheckResult(number=view.number, verdict="reject")
+        attempt = 0
+
+        def spent() -> bool:
+            return plan.uncertain and self.checks_left <= 0
+
+        for look in range(1, 2 + plan.extra_looks):
+            if spent():
+                break
+            request = await view.request(look)
+            shown[view.number] = request
+            question = prompts.render(
+                "checker_user",
+                query=self.query,
+                number=request.number,
+                total=request.total,
+                **request.details,
+            )
+            parts: tuple[Part, ...] = (*map(ImagePart, request.images), TextPart(question))
+            messages = [ChatMessage.text("system", self.checker_prompt), ChatMessage("user", parts)]
+            verdict: Verdict | None = None
+            for _ in range(self.config.verdict_retries + 1):
+                if spent():
+                    break
+                attempt += 1
+                self.checks_used += 1
+                started = time.perf_counter()
+                response = await self.chat_model.complete(messages)
+                elapsed = time.perf_counter() - started
+                result.usage = result.usage + response.usage
+                self.usage.checks = self.usage.checks + response.usage
+                self.usage.cached_calls += int(response.cached)
+                result.replies.append(response.text)
+                verdict = parse_verdict(response.text, allow_uncertain=plan.uncertain)
+                record(CheckCall(view.number, attempt, messages, response, verdict, elapsed))
+                if verdict is not None:
+                    break
+                messages = [
+                    *messages,
+                    ChatMessage.text("assistant", response.text),
+                    ChatMessage.text("user", prompts.feedback("verdict_unclear")),
+                ]
+            if verdict is None:
+                result.verdict, result.forced = "reject", True
+                break
+            result.verdict = verdict
+            if verdict != "uncertain":
+                break
+            view.closer(result.replies[-1])
+        return result

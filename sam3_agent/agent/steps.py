@@ -54,14 +54,18 @@ class Observation:
     image_dropped_text: str = ""
     image_gone_text: str = ""
 
+    def _stand_in(self, *, with_image: bool, masks_gone: bool) -> str:
+        """The text shown in place of a withheld image ("" when shown, or none)."""
+        if self.image is None or with_image:
+            return ""
+        return self.image_gone_text if masks_gone else self.image_dropped_text
+
     def message(self, *, with_image: bool, masks_gone: bool = False) -> ChatMessage:
         parts: list[Part] = []
-        if self.image is not None:
-            stand_in = self.image_gone_text if masks_gone else self.image_dropped_text
-            if with_image:
-                parts.append(ImagePart(self.image))
-            elif stand_in:
-                parts.append(TextPart(stand_in + "\n"))
+        if self.image is not None and with_image:
+            parts.append(ImagePart(self.image))
+        elif stand_in := self._stand_in(with_image=with_image, masks_gone=masks_gone):
+            parts.append(TextPart(stand_in + "\n"))
         parts.append(TextPart(self.text))
         return ChatMessage("user", tuple(parts))
 
@@ -75,11 +79,8 @@ class Observation:
     ) -> list[ChatMessage]:
         """A ``tool`` message with the text, then a ``user`` message with the image when shown
         (OpenAI tool messages take text only)."""
-        text = self.text
-        if self.image is not None and not with_image:
-            stand_in = self.image_gone_text if masks_gone else self.image_dropped_text
-            if stand_in:
-                text = f"{stand_in}\n{text}"
+        stand_in = self._stand_in(with_image=with_image, masks_gone=masks_gone)
+        text = f"{stand_in}\n{self.text}" if stand_in else self.text
         messages = [ChatMessage("tool", (TextPart(text),), tool_call_id=call.id)]
         if self.image is not None and with_image:
             note = prompts.feedback("tool_result_image", name=call.name)
@@ -155,11 +156,15 @@ REPLAY_LIMIT = 2000  # characters of a refused reply replayed later (the trace k
 def round_step(
     round_number: int, response: ChatResponse, parsed: ParsedReply, outcome: ToolOutcome
 ) -> ActionStep:
-    """The round as the history keeps it; a refused reply bounded (:func:`bounded_replay`)."""
+    """The round as the history keeps it; a refused reply cut to :data:`REPLAY_LIMIT`
+    characters, a native call that long replayed with ``{}`` arguments (they must stay valid
+    JSON)."""
     reply = response.text if parsed.native_call is not None else parsed.stored_text
-    native_call = parsed.native_call
+    call = parsed.native_call
     if outcome.kind == "correction":
-        reply, native_call = bounded_replay(reply, native_call)
+        if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
+            call = NativeToolCall(echo(call.name), "{}", id=call.id)
+        reply = echo(reply, REPLAY_LIMIT)
     return ActionStep(
         round=round_number,
         reply=reply,
@@ -167,13 +172,5 @@ def round_step(
         observation=outcome.observation,
         call=parsed.call,
         phrase=outcome.phrase,
-        native_call=native_call,
+        native_call=call,
     )
-
-
-def bounded_replay(reply: str, call: NativeToolCall | None) -> tuple[str, NativeToolCall | None]:
-    """A refused reply cut to :data:`REPLAY_LIMIT` characters; a native call that long is
-    replayed with ``{}`` arguments (they must stay valid JSON)."""
-    if call is not None and len(call.arguments) + len(call.name) > REPLAY_LIMIT:
-        call = NativeToolCall(echo(call.name), "{}", id=call.id)
-    return echo(reply, REPLAY_LIMIT), call

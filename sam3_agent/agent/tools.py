@@ -78,14 +78,6 @@ def normalize_phrase(phrase: str) -> str:
     return " ".join(phrase.casefold().split())
 
 
-def refuse_repeated_phrase(phrase: str, tried: Sequence[str], prompts: PromptSet) -> None:
-    """A :class:`ToolMistake` for a phrase already segmented (as normalised)."""
-    if normalize_phrase(phrase) in {normalize_phrase(p) for p in tried}:
-        raise ToolMistake(
-            prompts.feedback("duplicate_phrase", phrase=echo(phrase), tried=echo_list(tried))
-        )
-
-
 def mask_numbers_to_indices(numbers: Sequence[int], count: int, prompts: PromptSet) -> list[int]:
     """The one place where the model's 1-based mask numbers become 0-based indices (sorted,
     merged); a :class:`ToolMistake` for none or one outside ``1..count``."""
@@ -115,8 +107,11 @@ def masks_observation(
 
 async def _segment_phrase(session: Session[Any], params: SegmentPhraseParams) -> ToolOutcome:
     prompts = session.prompts
-    phrase = params.text_prompt
-    refuse_repeated_phrase(phrase, session.phrases, prompts)
+    phrase, tried = params.text_prompt, session.phrases
+    if normalize_phrase(phrase) in {normalize_phrase(p) for p in tried}:
+        raise ToolMistake(
+            prompts.feedback("duplicate_phrase", phrase=echo(phrase), tried=echo_list(tried))
+        )
     found, used = await session.segment(phrase)
     cut = prompts.feedback("phrase_cut", phrase=phrase, used=used) + "\n" if used != phrase else ""
     if len(found) == 0:

@@ -13,11 +13,10 @@ from sam3_agent.agent.ended import finish_ended
 from sam3_agent.agent.events import RoundCallback, RoundEvent
 from sam3_agent.agent.loop import Sam3Agent, check_query
 from sam3_agent.agent.prompts import load_prompt_set
-from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.rundir import parse_exports, result_document
 from sam3_agent.agent.sam3_only import segment_only
 from sam3_agent.agent.video.agent import Sam3VideoAgent
-from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.media.video import open_video

@@ -17,12 +17,12 @@ from sam3_agent.agent.checks import CheckPlan, CheckRequest, CheckView
 from sam3_agent.agent.loop import Agent
 from sam3_agent.agent.parsing import parse_frame_range
 from sam3_agent.agent.prompts import PromptKind, PromptSet
+from sam3_agent.agent.result import VideoResult
 from sam3_agent.agent.rundir import ExportFormat
-from sam3_agent.agent.session import Session
+from sam3_agent.agent.session import Scene, Session
 from sam3_agent.agent.steps import Final
 from sam3_agent.agent.tools import TOOLS, Registry
-from sam3_agent.agent.video.result import VideoResult
-from sam3_agent.backends.base import ChatModel, ChecksReady, VideoEmbedding, VideoSegmenter
+from sam3_agent.backends.base import ChatModel, VideoEmbedding, VideoSegmenter
 from sam3_agent.media.video import FrameSelection, VideoSource, open_video
 from sam3_agent.media.video_render import (
     contact_sheet,
@@ -79,7 +79,7 @@ VIDEO_TOOLS: Registry = {
 }
 
 
-class VideoScene:
+class VideoScene(Scene[Tracks]):
     answer_type = Tracks
 
     def __init__(self, video: VideoSource, config: AgentConfig, options: VideoOptions) -> None:
@@ -96,12 +96,6 @@ class VideoScene:
     @property
     def mask_size(self) -> tuple[int, int]:
         return self.video.size
-
-    def start(self, session: Session[Tracks]) -> None:
-        """Nothing to start: frames are decoded when a phrase is tracked."""
-
-    async def close(self) -> None:
-        """Nothing is left running between rounds."""
 
     def empty(self) -> Tracks:
         return Tracks(self.video.frame_count, self.video.size)
@@ -238,10 +232,6 @@ class VideoMedium:
         if not isinstance(source, VideoSource):
             source = open_video(source, self.selection, max_pixels=config.max_image_pixels)
         return VideoScene(source, config, self.options)
-
-    def preflight(self) -> None:
-        if isinstance(self.segmenter, ChecksReady):
-            self.segmenter.check()
 
     def fingerprint(
         self, scene: VideoScene, query: str, config: AgentConfig, model: str, backends: Backends

@@ -19,10 +19,9 @@ import numpy as np
 
 from sam3_agent.agent import rundir
 from sam3_agent.agent.loop import RoundEvent, Sam3Agent, check_query
-from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.rundir import mask_file_name
 from sam3_agent.agent.video.agent import Sam3VideoAgent
-from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.media.video import VideoLoadError, VideoSource, open_video
 from sam3_agent.media.video_writer import write_web_video

@@ -9,8 +9,7 @@ import json
 from collections.abc import Sequence
 
 from sam3_agent.agent.loop import MaskCheck, RoundEvent
-from sam3_agent.agent.result import AgentResult
-from sam3_agent.agent.video.result import VideoResult
+from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.values.images import EncodedImage
 
 EMPTY_ROUNDS = '<div class="s3a-rounds s3a-empty">The rounds will appear here.</div>'

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.agent.loop import Sam3Agent
-from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.video.agent import Sam3VideoAgent
-from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.runs.batch.requests import BatchRequest
 from sam3_agent.runs.batch.results import RequestResult

@@ -18,10 +18,9 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 import numpy as np
 
 from sam3_agent.agent.loop import Sam3Agent
-from sam3_agent.agent.result import AgentResult
+from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.sam3_only import segment_only
 from sam3_agent.agent.video.agent import Sam3VideoAgent
-from sam3_agent.agent.video.result import VideoResult
 from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.media.video import open_video
 from sam3_agent.runs.evaluation.datasets import Sample

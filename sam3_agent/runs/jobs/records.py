@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from sam3_agent.agent.result import AgentResult
-    from sam3_agent.agent.video.result import VideoResult
+    from sam3_agent.agent.result import AgentResult, VideoResult
 
 T = TypeVar("T", bound="JobRecord")
 
