@@ -27,7 +27,7 @@ from sam3_agent.runs.evaluation.methods import (
     ordered_splits,
     runs_kind,
 )
-from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS, Summary
+from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS
 from sam3_agent.runs.evaluation.published import for_dataset, matches
 from sam3_agent.runs.evaluation.report_parts import (
     RUN_HEADER,
@@ -123,12 +123,6 @@ def _main_columns(dataset: str, methods: Sequence[Method]) -> list[tuple[str, st
     return columns
 
 
-def _summary_of(method: Method, split: str, tag: str | None) -> Summary | None:
-    if tag is None:
-        return method.metrics.splits.get(split)
-    return method.metrics.split_tags.get(split, {}).get(tag)
-
-
 def _dataset_section(
     dataset: str, methods: Sequence[Method], gallery: Sequence[GalleryItem], out_dir: Path
 ) -> list[str]:
@@ -148,7 +142,7 @@ def _dataset_section(
     for m in methods:
         row = [m.label]
         for _, split, tag in columns:
-            s = _summary_of(m, split, tag)
+            s = m.summary(split, tag)
             row += [pct(s.giou if s else None), pct(s.ciou if s else None)]
             if grefcoco:
                 row += [pct(s.n_acc if s else None), pct(s.t_acc if s else None)]
@@ -247,7 +241,7 @@ def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
         for r in for_dataset(m.dataset):
             if not matches(r, m.config.get("model")):
                 continue
-            summary = _summary_of(m, r.split, r.tag)
+            summary = m.summary(r.split, r.tag)
             value = None
             if summary is not None:
                 value = summary.giou if r.metric == "gIoU" else summary.ciou

@@ -84,18 +84,10 @@ class VideoSample:
     gt_source: VideoGroundTruthSource | None = field(default=None, compare=False, repr=False)
 
     @property
-    def frame_paths(self) -> tuple[Path, ...]:
-        return tuple(self.frames_dir / name for name in self.frame_names)
-
-    @property
     def image_path(self) -> Path:
         """The frame folder: the engines group samples by it, so a video's expressions run on
         one worker and fall in one shard."""
         return self.frames_dir
-
-    @property
-    def has_ground_truth(self) -> bool:
-        return self.gt_source is not None
 
     def ground_truth(self) -> Iterator[GroundTruth | None]:
         """The ground truth per :attr:`frame_names` entry (None: not annotated), decoded as
