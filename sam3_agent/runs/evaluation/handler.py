@@ -11,7 +11,7 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -29,7 +29,7 @@ from sam3_agent.runs.evaluation.metrics import score_mask
 from sam3_agent.runs.evaluation.results import EvalRecord, SampleResult, VideoSampleResult
 from sam3_agent.runs.evaluation.video.datasets import VideoSample
 from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator, VideoScore
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Job, Prebuilt
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Prebuilt
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
@@ -77,7 +77,6 @@ class VideoPrediction(Outcome):
 
     tracks: Tracks | None = None
     positions: Mapping[str, int] = field(default_factory=dict)
-    frames_used: int = 0
 
 
 class Predictor(Protocol):
@@ -166,10 +165,9 @@ class VideoAgentPredictor:
         for position, index in enumerate(video.indices):
             positions.setdefault(Path(video.frame_names[index]).stem, position)
         return VideoPrediction(
-            outcome=agent_outcome(result),
+            outcome={**agent_outcome(result), "frames_used": video.frame_count},
             tracks=result.tracks if selected else None,
             positions=positions,
-            frames_used=video.frame_count,
             artifacts=output_dir,
             extra={**agent_details(result), "tracks": len(result.tracks) if selected else 0},
         )
@@ -205,15 +203,15 @@ def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoS
 
 
 P = TypeVar("P", bound=Outcome)
-S = TypeVar("S", bound=Job)
+S = TypeVar("S", Sample, VideoSample)
 RR = TypeVar("RR", bound=EvalRecord)
 
 
 class SampleHandler(ABC, Generic[S, P, RR]):
     """Evaluates samples of one medium on one worker (this process or a Ray actor).
     Whatever :meth:`predict` raises becomes :meth:`failed`; :meth:`record` scores in a
-    worker thread, given the record's outcome and cost ``fields``, and may raise
-    ``DatasetError`` (the run stops)."""
+    worker thread, given the record's fields but the scores (the sample's, its outcome and
+    cost), and may raise ``DatasetError`` (the run stops)."""
 
     run_dir: Path
 
@@ -234,6 +232,12 @@ class SampleHandler(ABC, Generic[S, P, RR]):
         except BaseException as e:
             prediction, infra_error = self.failed(job_failure("sample", job.id, e)), True
         fields = {
+            "id": job.id,
+            "image_path": str(job.image_path),
+            "query": job.query,
+            "split": job.split,
+            "tags": job.tags,
+            "no_target": job.no_target,
             **prediction.outcome,
             "time_s": round(time.perf_counter() - started, 4),
             "infra_error": infra_error,
@@ -279,12 +283,12 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
         pred = mask if mask is not None else np.zeros(gt.image_size, dtype=bool)
         score = score_mask(pred, gt.mask, gt.ignore)
         return SampleResult(
-            id=sample.id, split=sample.split, tags=sample.tags, no_target=sample.no_target,
-            image_path=str(sample.image_path), query=sample.query, **fields,
-            intersection=score.intersection, union=score.union, pred_area=score.pred_area,
-            gt_area=score.gt_area, prediction=_rle_or_none(pred),
-            ground_truth=_rle_or_none(gt.mask), ignore=_rle_or_none(gt.ignore),
-        )  # fmt: skip
+            **fields,
+            **asdict(score),
+            prediction=_rle_or_none(pred),
+            ground_truth=_rle_or_none(gt.mask),
+            ignore=_rle_or_none(gt.ignore),
+        )
 
     def release(self, digest: str) -> None:
         if self.shared is not None:
@@ -310,12 +314,7 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleRe
         self, sample: VideoSample, prediction: VideoPrediction, fields: dict[str, Any]
     ) -> VideoSampleResult:
         score = score_prediction(sample, prediction)
-        return VideoSampleResult(
-            id=sample.id, image_path=str(sample.frames_dir), query=sample.query,
-            split=sample.split, tags=sample.tags, no_target=sample.no_target,
-            **fields, j=score.j, f=score.f, frames_scored=score.frames,
-            frames_used=prediction.frames_used,
-        )  # fmt: skip
+        return VideoSampleResult(**fields, j=score.j, f=score.f, frames_scored=score.frames)
 
 
 @dataclass(frozen=True)
