@@ -16,6 +16,7 @@ from pycocotools import mask as mask_utils
 from sam3_agent.runs.evaluation.samples import GroundTruth, Sample, first_dir, read_json
 from sam3_agent.values.detections import BoolArray
 from sam3_agent.values.errors import DatasetError
+from sam3_agent.values.rle import decode_rle
 
 logger = logging.getLogger(__name__)
 
@@ -109,12 +110,10 @@ def _annotation_mask(
         elif isinstance(seg, dict) and isinstance(seg.get("counts"), list):
             rle = mask_utils.frPyObjects(seg, height, width)
         elif isinstance(seg, dict) and isinstance(seg.get("counts"), str | bytes):
-            counts = seg["counts"]
-            encoded = counts.encode() if isinstance(counts, str) else counts
-            rle = {"size": seg["size"], "counts": encoded}
+            rle = seg
         else:
             raise DatasetError(f"{where}: segmentation is neither polygons nor RLE")
-        decoded = np.asarray(mask_utils.decode(rle), dtype=bool)
+        decoded = decode_rle(rle)
     except DatasetError:
         raise
     except (TypeError, ValueError, KeyError, IndexError) as e:

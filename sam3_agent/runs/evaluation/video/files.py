@@ -13,12 +13,10 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 from pycocotools import mask as mask_utils
 
-from sam3_agent.runs.evaluation.samples import GroundTruth, read_json
-from sam3_agent.values.errors import DatasetError, ImageLoadError
-from sam3_agent.values.images import image_size_as_displayed
+from sam3_agent.media.video import FRAME_SUFFIXES
+from sam3_agent.runs.evaluation.samples import GroundTruth, image_size, read_json
+from sam3_agent.values.errors import DatasetError
 from sam3_agent.values.text import one_line
-
-FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
 def require_file(path: Path) -> Path:
@@ -141,14 +139,6 @@ class VideoGroundTruthSource(Protocol):
     ) -> Iterator[GroundTruth | None]: ...
 
 
-def _frame_size(path: Path, sample: str) -> tuple[int, int]:
-    """``(height, width)`` of a frame image, from its header."""
-    try:
-        return image_size_as_displayed(path)
-    except ImageLoadError as e:
-        raise DatasetError(f"{path} (sample {sample}): {one_line(e)}") from e
-
-
 def _read_png(path: Path, sample: str, *, grey: bool) -> np.ndarray:
     """A mask PNG as a 2-D array: palette indices / values as stored, or (``grey``) the
     luminance, as OpenCV's greyscale read gives the benchmarks' evaluators."""
@@ -195,7 +185,7 @@ class PngMasks:
                 yield None
                 continue
             pixels = _read_png(path, sample, grey=self.object_id is None)
-            size = size or _frame_size(first_frame, sample)
+            size = size or image_size(first_frame, sample)
             _check_size(pixels, size, path, sample)
             if self.object_id is None:
                 yield GroundTruth(mask=pixels > 0)
@@ -230,11 +220,11 @@ class RleMasks:
                 if rle is None:
                     continue
                 mask = _decode_rle(rle, self.file, sample, index)
-                size = size or _frame_size(first_frame, sample)
+                size = size or image_size(first_frame, sample)
                 _check_size(mask, size, self.file, f"{sample}, frame {index}")
                 union = mask if union is None else union | mask
             if union is None:
-                size = size or _frame_size(first_frame, sample)
+                size = size or image_size(first_frame, sample)
                 union = np.zeros(size, dtype=bool)
             yield GroundTruth(mask=union)
 
