@@ -214,12 +214,13 @@ class SampleHandler(ABC, Generic[S, P, RR]):
     cost), and may raise ``DatasetError`` (the run stops)."""
 
     run_dir: Path
+    prediction_type: type[P]
 
     @abstractmethod
     async def predict(self, sample: S, images: ImageSource, output_dir: Path) -> P: ...
 
-    @abstractmethod
-    def failed(self, failure: str) -> P: ...
+    def failed(self, failure: str) -> P:
+        return self.prediction_type(outcome={"status": "failed", "failure": failure})
 
     @abstractmethod
     def record(self, sample: S, prediction: P, fields: dict[str, Any]) -> RR: ...
@@ -259,15 +260,13 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
     run_dir: Path
     shared: SharedEmbeddings | None = None
     max_pixels: int | None = field(default=None, kw_only=True)
+    prediction_type = Prediction
 
     async def predict(self, sample: Sample, images: ImageSource, output_dir: Path) -> Prediction:
         image = await images.get(
             sample.image_path, exif_orientation=sample.exif_orientation, max_pixels=self.max_pixels
         )
         return await self.predictor.predict(image, sample.query, output_dir)
-
-    def failed(self, failure: str) -> Prediction:
-        return Prediction(outcome={"status": "failed", "failure": failure})
 
     def record(
         self, sample: Sample, prediction: Prediction, fields: dict[str, Any]
@@ -301,14 +300,12 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleRe
 
     predictor: VideoPredictor
     run_dir: Path
+    prediction_type = VideoPrediction
 
     async def predict(
         self, sample: VideoSample, images: ImageSource, output_dir: Path
     ) -> VideoPrediction:
         return await self.predictor.predict(sample, output_dir)
-
-    def failed(self, failure: str) -> VideoPrediction:
-        return VideoPrediction(outcome={"status": "failed", "failure": failure})
 
     def record(
         self, sample: VideoSample, prediction: VideoPrediction, fields: dict[str, Any]

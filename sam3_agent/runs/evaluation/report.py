@@ -103,14 +103,10 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
     )  # fmt: skip
 
 
-def _ordered_splits(methods: Sequence[Method]) -> list[str]:
-    return ordered_splits({s for m in methods for s in m.metrics.splits})
-
-
 def _main_columns(dataset: str, methods: Sequence[Method]) -> list[tuple[str, str, str | None]]:
     """``(column group title, split, tag)`` in paper order."""
     columns: list[tuple[str, str, str | None]] = []
-    for split in _ordered_splits(methods):
+    for split in ordered_splits({s for m in methods for s in m.metrics.splits}):
         # As in the LISA paper: ReasonSeg val overall only, test as short / long / overall.
         if dataset == "reasonseg" and split != "val":
             tags = {t for m in methods for t in m.metrics.split_tags.get(split, {})}
@@ -335,7 +331,7 @@ def _metric_rows(m: VideoMethod, with_coverage: bool) -> list[list[str]]:
 
 def _video_section(dataset: str, methods: Sequence[VideoMethod]) -> list[str]:
     info = VIDEO_DATASETS.get(dataset)
-    lines = [f"## {info.title if info else dataset}", ""]
+    lines = [f"## {dataset_title(dataset)}", ""]
     published = []
     for r in for_dataset(dataset):
         cells = {"J": "–", "F": "–", "J&F": "–"}
