@@ -80,20 +80,13 @@ class VideoPrediction(Outcome):
 
 
 class Predictor(Protocol):
-    """Segments ``query`` on an ``(H, W, 3)`` uint8 image (artifacts may go to ``output_dir``);
-    ``model`` names what predicts, for settings and reports."""
-
-    @property
-    def model(self) -> str: ...
+    """Segments ``query`` on an ``(H, W, 3)`` uint8 image (artifacts may go to ``output_dir``)."""
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction: ...
 
 
 class VideoPredictor(Protocol):
     """Tracks a video sample's query through its frames; artifacts go to ``output_dir``."""
-
-    @property
-    def model(self) -> str: ...
 
     async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction: ...
 
@@ -112,7 +105,6 @@ class AgentPredictor:
     """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample."""
 
     agent: Sam3Agent
-    model: str
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
         result = await self.agent.arun(image, query, output_dir=output_dir)
@@ -131,7 +123,6 @@ class Sam3OnlyPredictor:
     what :func:`~sam3_agent.agent.sam3_only.segment_only` keeps."""
 
     segmenter: Segmenter
-    model: str
     config: AgentConfig = field(default_factory=AgentConfig, kw_only=True)
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
@@ -150,7 +141,6 @@ class VideoAgentPredictor:
     ``overlay.mp4``, the contact sheet and ``trace.jsonl`` per sample."""
 
     agent: Sam3VideoAgent
-    model: str
 
     async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction:
         video = await asyncio.to_thread(
@@ -318,13 +308,11 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleRe
 class EvalWorkerFactory(LeavesChatModelOnDriver):
     """The handler per worker, built where the work runs (picklable for Ray): the agent,
     SAM 3 alone (``sam3_only``), or the video agent (``video`` set; ``backends`` then is a
-    :class:`~sam3_agent.runs.jobs.models.VideoModelSource`). ``model`` is the name recorded
-    with each result (the MLLM's, or SAM 3's for sam3-only)."""
+    :class:`~sam3_agent.runs.jobs.models.VideoModelSource`)."""
 
     backends: ModelSource
     agent_config: AgentConfig
     sam3_only: bool
-    model: str
     chat_model: ChatModel | None = field(default=None, compare=False, repr=False)
     loading_bars: bool = True
     video: VideoOptions | None = None
@@ -337,13 +325,13 @@ class EvalWorkerFactory(LeavesChatModelOnDriver):
                 tracker = Sam3VideoAgent(
                     segmenter, self.worker_chat_model(), self.agent_config, self.video
                 )
-                return VideoEvalHandler(VideoAgentPredictor(tracker, self.model), run_dir)
+                return VideoEvalHandler(VideoAgentPredictor(tracker), run_dir)
             shared = self.shared_segmenter()
             if self.sam3_only:
-                predictor = Sam3OnlyPredictor(shared, self.model, config=self.agent_config)
+                predictor = Sam3OnlyPredictor(shared, config=self.agent_config)
             else:
                 agent = Sam3Agent(shared, self.worker_chat_model(), self.agent_config)
-                predictor = AgentPredictor(agent, self.model)
+                predictor = AgentPredictor(agent)
         return EvalHandler(
             predictor, run_dir, shared, max_pixels=self.agent_config.max_image_pixels
         )
