@@ -97,10 +97,10 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
         for o in [m.metrics.overall]
     ]
     summary += [comparison_line(c, "against") for c in comparisons]
+    pictures = [g.path for g in gallery]
     return ReportFiles(
-        metrics_path, report, methods, comparisons, warning, summary, histogram,
-        [g.path for g in gallery],
-    )  # fmt: skip
+        metrics_path, report, methods, comparisons, warning, summary, histogram, pictures
+    )
 
 
 def _main_columns(dataset: str, methods: Sequence[Method]) -> list[tuple[str, str, str | None]]:
@@ -224,8 +224,8 @@ class Comparison(Compared):
 
     def to_dict(self) -> dict[str, Any]:
         p = self.published
-        return {"method": self.method, "model": p.model, "dataset": p.dataset,
-                "split": p.split, **self.figures()}  # fmt: skip
+        where = {"model": p.model, "dataset": p.dataset, "split": p.split}
+        return {"method": self.method, **where, **self.figures()}
 
 
 def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
