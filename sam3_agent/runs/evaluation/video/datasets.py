@@ -94,21 +94,8 @@ class VideoSample:
         if self.gt_source is None:
             reason = self.no_ground_truth or "no ground truth attached"
             raise DatasetError(f"sample {self.id}: {reason}")
-        return self._frames(self.gt_source)
-
-    def _frames(self, source: VideoGroundTruthSource) -> Iterator[GroundTruth | None]:
-        count = 0
         first_frame = self.frames_dir / self.frame_names[0]
-        for item in source.frames(self.frame_names, first_frame, self.id):
-            count += 1
-            if count > len(self.frame_names):
-                break
-            yield item
-        if count != len(self.frame_names):
-            raise DatasetError(
-                f"sample {self.id}: the ground truth has {count} frames, the video "
-                f"{len(self.frame_names)}"
-            )
+        return self.gt_source.frames(self.frame_names, first_frame, self.id)
 
 
 def load_video_samples(dataset: str, root: Path, split: str | None = None) -> list[VideoSample]:
