@@ -54,11 +54,6 @@ class MergedRuns(ABC, Generic[R]):
     def dataset(self) -> str:
         return str(self.config.get("dataset", "?"))
 
-    def describe(self, **figures: Any) -> dict[str, Any]:
-        """The method's entry in ``metrics.json``: label, settings, run directories, ``figures``."""
-        dirs = [str(d) for d in self.run_dirs]
-        return {"label": self.label, "config": self.config, "run_dirs": dirs, **figures}
-
     @abstractmethod
     def scored_splits(self) -> list[str]:
         """The splits scored, in the dataset's order."""

@@ -141,11 +141,14 @@ def write_metrics(
         "compared_with_published": [c.to_dict() for c in comparisons],
         "partial_warning": warning,
         "methods": [
-            m.describe(
-                usage=m.usage(),
-                coverage={s: m.coverage(s).to_dict() for s in m.splits()},
-                metrics=m.metrics_json(),
-            )
+            {
+                "label": m.label,
+                "config": m.config,
+                "run_dirs": [str(d) for d in m.run_dirs],
+                "usage": m.usage(),
+                "coverage": {s: m.coverage(s).to_dict() for s in m.splits()},
+                "metrics": m.metrics_json(),
+            }
             for m in methods
         ],
     }
