@@ -200,8 +200,8 @@ RR = TypeVar("RR", bound=EvalRecord)
 class SampleHandler(ABC, Generic[S, P, RR]):
     """Evaluates samples of one medium on one worker (this process or a Ray actor).
     Whatever :meth:`predict` raises becomes :meth:`failed`; :meth:`record` scores in a
-    worker thread, given the record's fields but the scores (the sample's, its outcome and
-    cost), and may raise ``DatasetError`` (the run stops)."""
+    worker thread, given every field of the record but the scores (the sample's own, its
+    outcome and cost), and may raise ``DatasetError`` (the run stops)."""
 
     run_dir: Path
     prediction_type: type[P]
