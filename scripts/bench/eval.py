@@ -102,7 +102,7 @@ async def timed_run(
         await evaluate_samples(
             samples,
             store,
-            AgentPredictor(agent, chat.name),
+            AgentPredictor(agent),
             concurrency=concurrency,
             shared=shared,
         )

@@ -324,7 +324,7 @@ def test_a_worker_factory_travels_without_the_drivers_chat_model(kind: str) -> N
     factory: Any = (
         BatchWorkerFactory(FakeModels(), AgentConfig(), chat_model=chat)
         if kind == "batch"
-        else EvalWorkerFactory(FakeModels(), AgentConfig(), False, "scripted", chat_model=chat)
+        else EvalWorkerFactory(FakeModels(), AgentConfig(), False, chat_model=chat)
     )
     travelled = pickle.loads(pickle.dumps(factory))
     assert factory.chat_model is chat and travelled.chat_model is None

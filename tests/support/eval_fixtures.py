@@ -361,8 +361,6 @@ def make_chat_model(delay_s: float = 0.0, replies: int = 500) -> ScriptedChatMod
 class UnionPredictor:
     """Segments the raw query and predicts the union of every mask (no post-processing)."""
 
-    model = "fake"
-
     def __init__(self, segmenter: SharedEmbeddings, delay_s: float = 0.0) -> None:
         self.segmenter = segmenter
         self.delay_s = delay_s

@@ -145,60 +145,41 @@ class Preset:
     description: str
 
 
+_JF = "J, F and J&F"
+_PRESET_ROWS: tuple[tuple[str, str, Mode, str], ...] = (
+    ("reasonseg", "val", "agent", "ReasonSeg val (200 images), gIoU/cIoU"),
+    (
+        "reasonseg",
+        "test",
+        "agent",
+        "ReasonSeg test (779 images; short and long queries), gIoU/cIoU",
+    ),
+    ("refcoco", "val", "agent", "RefCOCO val (UNC split), cIoU"),
+    ("refcoco+", "val", "agent", "RefCOCO+ val (UNC split), cIoU"),
+    ("refcocog", "val", "agent", "RefCOCOg val (UMD split), cIoU"),
+    ("grefcoco", "val", "agent", "gRefCOCO val, gIoU/cIoU, N-acc"),
+    ("reasonseg", "val", "sam3-only", "ReasonSeg val with SAM 3 alone (the query as phrase)"),
+    ("reasonseg", "test", "sam3-only", "ReasonSeg test with SAM 3 alone (the query as phrase)"),
+    ("ref-davis17", "valid", "agent", f"Ref-DAVIS17 valid (video), {_JF}"),
+    (
+        "mevis",
+        "valid_u",
+        "agent",
+        f"MeViS valid_u (video; valid is scored by the official server), {_JF}",
+    ),
+    (
+        "revos",
+        "valid",
+        "agent",
+        f"ReVOS valid (video; referring / reasoning, overall their mean), {_JF}",
+    ),
+    ("reasonvos", "valid", "agent", f"ReasonVOS (video), {_JF}"),
+)
 PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in (
-        Preset(
-            "reasonseg-val", "reasonseg", "val", "agent", "ReasonSeg val (200 images), gIoU/cIoU"
-        ),
-        Preset(
-            "reasonseg-test",
-            "reasonseg",
-            "test",
-            "agent",
-            "ReasonSeg test (779 images; short and long queries), gIoU/cIoU",
-        ),
-        Preset("refcoco-val", "refcoco", "val", "agent", "RefCOCO val (UNC split), cIoU"),
-        Preset("refcoco+-val", "refcoco+", "val", "agent", "RefCOCO+ val (UNC split), cIoU"),
-        Preset("refcocog-val", "refcocog", "val", "agent", "RefCOCOg val (UMD split), cIoU"),
-        Preset("grefcoco-val", "grefcoco", "val", "agent", "gRefCOCO val, gIoU/cIoU, N-acc"),
-        Preset(
-            "reasonseg-val-sam3-only",
-            "reasonseg",
-            "val",
-            "sam3-only",
-            "ReasonSeg val with SAM 3 alone (the query as phrase)",
-        ),
-        Preset(
-            "reasonseg-test-sam3-only",
-            "reasonseg",
-            "test",
-            "sam3-only",
-            "ReasonSeg test with SAM 3 alone (the query as phrase)",
-        ),
-        Preset(
-            "ref-davis17-valid",
-            "ref-davis17",
-            "valid",
-            "agent",
-            "Ref-DAVIS17 valid (video), J, F and J&F",
-        ),
-        Preset(
-            "mevis-valid_u",
-            "mevis",
-            "valid_u",
-            "agent",
-            "MeViS valid_u (video; valid is scored by the official server), J, F and J&F",
-        ),
-        Preset(
-            "revos-valid",
-            "revos",
-            "valid",
-            "agent",
-            "ReVOS valid (video; referring / reasoning, overall their mean), J, F and J&F",
-        ),
-        Preset("reasonvos-valid", "reasonvos", "valid", "agent", "ReasonVOS (video), J, F and J&F"),
-    )
+    name: Preset(name, dataset, split, mode, description)
+    for dataset, split, mode, description in _PRESET_ROWS
+    # The name says what it evaluates: ``<dataset>-<split>``, ``-sam3-only`` for SAM 3 alone.
+    for name in [f"{dataset}-{split}" + ("-sam3-only" if mode == "sam3-only" else "")]
 }
 
 

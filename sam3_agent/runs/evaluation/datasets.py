@@ -22,21 +22,21 @@ from typing import Any, Literal
 import cv2
 import numpy as np
 
+from sam3_agent.media.video import FRAME_SUFFIXES
 from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS
 from sam3_agent.runs.evaluation.refer import load_grefcoco, load_refcoco
 from sam3_agent.runs.evaluation.samples import (
     GroundTruth,
     Sample,
     first_dir,
+    image_size,
     read_json,
 )
-from sam3_agent.values.errors import DatasetError, ImageLoadError, UserError
-from sam3_agent.values.images import image_size_as_displayed
+from sam3_agent.values.errors import DatasetError, UserError
 
 logger = logging.getLogger(__name__)
 
 DATASETS = tuple(IMAGE_DATASETS)
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
 def load_samples(
@@ -71,7 +71,7 @@ def load_reasonseg(root: Path, split: str, *, all_texts: bool = False) -> list[S
     split_dir = first_dir(root / split, root / "ReasonSeg" / split)
     if split_dir is None:
         raise DatasetError(f"ReasonSeg split folder not found: {root / split}")
-    image_files = sorted(p for p in split_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    image_files = sorted(p for p in split_dir.iterdir() if p.suffix.lower() in FRAME_SUFFIXES)
     stems = {p.stem for p in image_files}
     for json_path in sorted(split_dir.glob("*.json")):
         if json_path.stem not in stems:
@@ -161,7 +161,7 @@ class ReasonSegGroundTruth:
     def load(self) -> GroundTruth:
         doc = _read_reasonseg_json(self.json_path, self.sample)
         polygons = _parse_shapes(doc["shapes"], self.json_path, self.sample)
-        height, width = _image_size(self.image_path, self.sample)
+        height, width = image_size(self.image_path, self.sample)
         areas = []
         for polygon in polygons:
             scratch = np.zeros((height, width), dtype=np.uint8)
@@ -173,11 +173,3 @@ class ReasonSegGroundTruth:
             _draw(labels, polygons[i], 2 if polygons[i].label == "ignore" else 1)
         ignore = labels == 2
         return GroundTruth(mask=labels == 1, ignore=ignore if ignore.any() else None)
-
-
-def _image_size(path: Path, sample: str) -> tuple[int, int]:
-    """``(height, width)`` as displayed (EXIF orientation applied), from the header only."""
-    try:
-        return image_size_as_displayed(path)
-    except ImageLoadError as e:
-        raise DatasetError(f"{path} (sample {sample}): {e}") from e

@@ -11,7 +11,7 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -28,7 +28,7 @@ from sam3_agent.runs.evaluation.metrics import score_mask
 from sam3_agent.runs.evaluation.results import EvalRecord, SampleResult, VideoSampleResult
 from sam3_agent.runs.evaluation.video.datasets import VideoSample
 from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator, VideoScore
-from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Job, Prebuilt
+from sam3_agent.runs.jobs.base import DEFAULT_CONCURRENCY, ImageSource, Prebuilt
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
@@ -76,24 +76,16 @@ class VideoPrediction(Outcome):
 
     tracks: Tracks | None = None
     positions: Mapping[str, int] = field(default_factory=dict)
-    frames_used: int = 0
 
 
 class Predictor(Protocol):
-    """Segments ``query`` on an ``(H, W, 3)`` uint8 image (artifacts may go to ``output_dir``);
-    ``model`` names what predicts, for settings and reports."""
-
-    @property
-    def model(self) -> str: ...
+    """Segments ``query`` on an ``(H, W, 3)`` uint8 image (artifacts may go to ``output_dir``)."""
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction: ...
 
 
 class VideoPredictor(Protocol):
     """Tracks a video sample's query through its frames; artifacts go to ``output_dir``."""
-
-    @property
-    def model(self) -> str: ...
 
     async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction: ...
 
@@ -112,7 +104,6 @@ class AgentPredictor:
     """The full agent: MLLM + SAM 3. Writes result.json / overlay.png / trace.jsonl per sample."""
 
     agent: Sam3Agent
-    model: str
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
         result = await self.agent.arun(image, query, output_dir=output_dir)
@@ -131,7 +122,6 @@ class Sam3OnlyPredictor:
     what :func:`~sam3_agent.agent.sam3_only.segment_only` keeps."""
 
     segmenter: Segmenter
-    model: str
     config: AgentConfig = field(default_factory=AgentConfig, kw_only=True)
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
@@ -150,7 +140,6 @@ class VideoAgentPredictor:
     ``overlay.mp4``, the contact sheet and ``trace.jsonl`` per sample."""
 
     agent: Sam3VideoAgent
-    model: str
 
     async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction:
         video = await asyncio.to_thread(
@@ -165,10 +154,9 @@ class VideoAgentPredictor:
         for position, index in enumerate(video.indices):
             positions.setdefault(Path(video.frame_names[index]).stem, position)
         return VideoPrediction(
-            outcome=agent_outcome(result),
+            outcome={**agent_outcome(result), "frames_used": video.frame_count},
             tracks=result.tracks if selected else None,
             positions=positions,
-            frames_used=video.frame_count,
             artifacts=output_dir,
             extra={**agent_details(result), "tracks": len(result.tracks) if selected else 0},
         )
@@ -204,23 +192,24 @@ def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoS
 
 
 P = TypeVar("P", bound=Outcome)
-S = TypeVar("S", bound=Job)
+S = TypeVar("S", Sample, VideoSample)
 RR = TypeVar("RR", bound=EvalRecord)
 
 
 class SampleHandler(ABC, Generic[S, P, RR]):
     """Evaluates samples of one medium on one worker (this process or a Ray actor).
     Whatever :meth:`predict` raises becomes :meth:`failed`; :meth:`record` scores in a
-    worker thread, given the record's outcome and cost ``fields``, and may raise
-    ``DatasetError`` (the run stops)."""
+    worker thread, given every field of the record but the scores (the sample's own, its
+    outcome and cost), and may raise ``DatasetError`` (the run stops)."""
 
     run_dir: Path
+    prediction_type: type[P]
 
     @abstractmethod
     async def predict(self, sample: S, images: ImageSource, output_dir: Path) -> P: ...
 
-    @abstractmethod
-    def failed(self, failure: str) -> P: ...
+    def failed(self, failure: str) -> P:
+        return self.prediction_type(outcome={"status": "failed", "failure": failure})
 
     @abstractmethod
     def record(self, sample: S, prediction: P, fields: dict[str, Any]) -> RR: ...
@@ -233,6 +222,12 @@ class SampleHandler(ABC, Generic[S, P, RR]):
         except BaseException as e:
             prediction, infra_error = self.failed(job_failure("sample", job.id, e)), True
         fields = {
+            "id": job.id,
+            "image_path": str(job.image_path),
+            "query": job.query,
+            "split": job.split,
+            "tags": job.tags,
+            "no_target": job.no_target,
             **prediction.outcome,
             "time_s": round(time.perf_counter() - started, 4),
             "infra_error": infra_error,
@@ -254,15 +249,13 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
     run_dir: Path
     shared: SharedEmbeddings | None = None
     max_pixels: int | None = field(default=None, kw_only=True)
+    prediction_type = Prediction
 
     async def predict(self, sample: Sample, images: ImageSource, output_dir: Path) -> Prediction:
         image = await images.get(
             sample.image_path, exif_orientation=sample.exif_orientation, max_pixels=self.max_pixels
         )
         return await self.predictor.predict(image, sample.query, output_dir)
-
-    def failed(self, failure: str) -> Prediction:
-        return Prediction(outcome={"status": "failed", "failure": failure})
 
     def record(
         self, sample: Sample, prediction: Prediction, fields: dict[str, Any]
@@ -278,12 +271,12 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
         pred = mask if mask is not None else np.zeros(gt.image_size, dtype=bool)
         score = score_mask(pred, gt.mask, gt.ignore)
         return SampleResult(
-            id=sample.id, split=sample.split, tags=sample.tags, no_target=sample.no_target,
-            image_path=str(sample.image_path), query=sample.query, **fields,
-            intersection=score.intersection, union=score.union, pred_area=score.pred_area,
-            gt_area=score.gt_area, prediction=_rle_or_none(pred),
-            ground_truth=_rle_or_none(gt.mask), ignore=_rle_or_none(gt.ignore),
-        )  # fmt: skip
+            **fields,
+            **asdict(score),
+            prediction=_rle_or_none(pred),
+            ground_truth=_rle_or_none(gt.mask),
+            ignore=_rle_or_none(gt.ignore),
+        )
 
     def release(self, digest: str) -> None:
         if self.shared is not None:
@@ -296,38 +289,29 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleRe
 
     predictor: VideoPredictor
     run_dir: Path
+    prediction_type = VideoPrediction
 
     async def predict(
         self, sample: VideoSample, images: ImageSource, output_dir: Path
     ) -> VideoPrediction:
         return await self.predictor.predict(sample, output_dir)
 
-    def failed(self, failure: str) -> VideoPrediction:
-        return VideoPrediction(outcome={"status": "failed", "failure": failure})
-
     def record(
         self, sample: VideoSample, prediction: VideoPrediction, fields: dict[str, Any]
     ) -> VideoSampleResult:
         score = score_prediction(sample, prediction)
-        return VideoSampleResult(
-            id=sample.id, image_path=str(sample.frames_dir), query=sample.query,
-            split=sample.split, tags=sample.tags, no_target=sample.no_target,
-            **fields, j=score.j, f=score.f, frames_scored=score.frames,
-            frames_used=prediction.frames_used,
-        )  # fmt: skip
+        return VideoSampleResult(**fields, j=score.j, f=score.f, frames_scored=score.frames)
 
 
 @dataclass(frozen=True)
 class EvalWorkerFactory(LeavesChatModelOnDriver):
     """The handler per worker, built where the work runs (picklable for Ray): the agent,
     SAM 3 alone (``sam3_only``), or the video agent (``video`` set; ``backends`` then is a
-    :class:`~sam3_agent.runs.jobs.models.VideoModelSource`). ``model`` is the name recorded
-    with each result (the MLLM's, or SAM 3's for sam3-only)."""
+    :class:`~sam3_agent.runs.jobs.models.VideoModelSource`)."""
 
     backends: ModelSource
     agent_config: AgentConfig
     sam3_only: bool
-    model: str
     chat_model: ChatModel | None = field(default=None, compare=False, repr=False)
     loading_bars: bool = True
     video: VideoOptions | None = None
@@ -340,13 +324,13 @@ class EvalWorkerFactory(LeavesChatModelOnDriver):
                 tracker = Sam3VideoAgent(
                     segmenter, self.worker_chat_model(), self.agent_config, self.video
                 )
-                return VideoEvalHandler(VideoAgentPredictor(tracker, self.model), run_dir)
+                return VideoEvalHandler(VideoAgentPredictor(tracker), run_dir)
             shared = self.shared_segmenter()
             if self.sam3_only:
-                predictor = Sam3OnlyPredictor(shared, self.model, config=self.agent_config)
+                predictor = Sam3OnlyPredictor(shared, config=self.agent_config)
             else:
                 agent = Sam3Agent(shared, self.worker_chat_model(), self.agent_config)
-                predictor = AgentPredictor(agent, self.model)
+                predictor = AgentPredictor(agent)
         return EvalHandler(
             predictor, run_dir, shared, max_pixels=self.agent_config.max_image_pixels
         )

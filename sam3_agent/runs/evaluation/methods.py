@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Coverage, Population
-from sam3_agent.runs.evaluation.metrics import Breakdown, breakdown
+from sam3_agent.runs.evaluation.metrics import Breakdown, Summary, breakdown
 from sam3_agent.runs.evaluation.results import SampleResult, VideoSampleResult
 from sam3_agent.runs.evaluation.video.metrics import VideoBreakdown, VideoSummary
 from sam3_agent.runs.evaluation.video.metrics import breakdown as video_breakdown
@@ -53,11 +53,6 @@ class MergedRuns(ABC, Generic[R]):
     @property
     def dataset(self) -> str:
         return str(self.config.get("dataset", "?"))
-
-    def describe(self, **figures: Any) -> dict[str, Any]:
-        """The method's entry in ``metrics.json``: label, settings, run directories, ``figures``."""
-        dirs = [str(d) for d in self.run_dirs]
-        return {"label": self.label, "config": self.config, "run_dirs": dirs, **figures}
 
     @abstractmethod
     def scored_splits(self) -> list[str]:
@@ -113,11 +108,15 @@ class Method(MergedRuns[SampleResult]):
     def metrics_json(self) -> dict[str, Any]:
         return self.metrics.to_dict()
 
+    def summary(self, split: str, tag: str | None = None) -> Summary | None:
+        """The split's figures (``tag`` None) or its ``tag`` subset's."""
+        m = self.metrics
+        return m.splits.get(split) if tag is None else m.split_tags.get(split, {}).get(tag)
+
     def coverage(self, split: str, tag: str | None = None) -> Coverage:
         """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's; out
         of the run's plan where the split's size was not recorded (tags: unknown then)."""
-        m = self.metrics
-        summary = m.splits.get(split) if tag is None else m.split_tags.get(split, {}).get(tag)
+        summary = self.summary(split, tag)
         return self._coverage(summary.count if summary is not None else 0, split, tag)
 
     def overall_coverage(self) -> Coverage:

@@ -36,25 +36,31 @@ class SampleScore:
         return self.intersection / self.union if self.union else 1.0
 
 
-def score_mask(pred: BoolArray, gt: BoolArray, ignore: BoolArray | None = None) -> SampleScore:
-    """Score an ``(H, W)`` bool prediction against an ``(H, W)`` bool target."""
+def outside_ignore(
+    pred: BoolArray, gt: BoolArray, ignore: BoolArray | None
+) -> tuple[BoolArray, BoolArray]:
+    """Both masks as bool arrays of one ``(H, W)`` shape, ignore (void) pixels cleared."""
+    pred, gt = np.asarray(pred, dtype=bool), np.asarray(gt, dtype=bool)
+    if gt.ndim != 2 or gt.size == 0:
+        raise ValueError(f"a mask must be a non-empty (H, W) array, got shape {gt.shape}")
     if pred.shape != gt.shape or (ignore is not None and ignore.shape != gt.shape):
-        shapes = f"prediction {pred.shape}, target {gt.shape}"
+        shapes = f"prediction {pred.shape}, ground truth {gt.shape}"
         if ignore is not None:
             shapes += f", ignore {ignore.shape}"
         raise ValueError(f"mask shapes differ: {shapes}")
-    pred = np.asarray(pred, dtype=bool)
-    gt = np.asarray(gt, dtype=bool)
-    pred_area = int(np.count_nonzero(pred))
-    if ignore is not None:
-        valid = ~np.asarray(ignore, dtype=bool)
-        pred_v, gt_v = pred & valid, gt & valid
-    else:
-        pred_v, gt_v = pred, gt
+    if ignore is None:
+        return pred, gt
+    valid = ~np.asarray(ignore, dtype=bool)
+    return pred & valid, gt & valid
+
+
+def score_mask(pred: BoolArray, gt: BoolArray, ignore: BoolArray | None = None) -> SampleScore:
+    """Score an ``(H, W)`` bool prediction against an ``(H, W)`` bool target."""
+    pred_v, gt_v = outside_ignore(pred, gt, ignore)
     inter = int(np.count_nonzero(pred_v & gt_v))
     gt_area = int(np.count_nonzero(gt_v))
     union = int(np.count_nonzero(pred_v)) + gt_area - inter
-    return SampleScore(inter, union, pred_area, gt_area)
+    return SampleScore(inter, union, int(np.count_nonzero(pred)), gt_area)
 
 
 @dataclass(frozen=True)

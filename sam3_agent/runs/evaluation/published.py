@@ -71,11 +71,11 @@ def matches(row: PublishedResult, model: str | None) -> bool:
 
 # AgentRVOS (arXiv 2603.23489), the training-free SAM 3 + MLLM method closest to the video
 # agent: J&F only, no MLLM named per figure (so no run matches it), MeViS's split not stated.
+_VIDEO_ROWS = (("mevis", "", 73.1), ("reasonvos", "valid", 75.5), ("revos", "valid", 66.3))
 VIDEO_PUBLISHED: tuple[PublishedResult, ...] = tuple(
     PublishedResult("", (), dataset, split, "J&F", value, AGENTRVOS_PAPER, method="AgentRVOS")
-    for dataset, split, value in (("mevis", "", 73.1), ("reasonvos", "valid", 75.5),
-                                  ("revos", "valid", 66.3))
-)  # fmt: skip
+    for dataset, split, value in _VIDEO_ROWS
+)
 
 
 def for_dataset(dataset: str) -> list[PublishedResult]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from pycocotools import mask as mask_utils
 from sam3_agent.runs.evaluation.samples import GroundTruth, Sample, first_dir, read_json
 from sam3_agent.values.detections import BoolArray
 from sam3_agent.values.errors import DatasetError
+from sam3_agent.values.rle import decode_rle
 
 logger = logging.getLogger(__name__)
 
@@ -109,12 +110,10 @@ def _annotation_mask(
         elif isinstance(seg, dict) and isinstance(seg.get("counts"), list):
             rle = mask_utils.frPyObjects(seg, height, width)
         elif isinstance(seg, dict) and isinstance(seg.get("counts"), str | bytes):
-            counts = seg["counts"]
-            encoded = counts.encode() if isinstance(counts, str) else counts
-            rle = {"size": seg["size"], "counts": encoded}
+            rle = seg
         else:
             raise DatasetError(f"{where}: segmentation is neither polygons nor RLE")
-        decoded = np.asarray(mask_utils.decode(rle), dtype=bool)
+        decoded = decode_rle(rle)
     except DatasetError:
         raise
     except (TypeError, ValueError, KeyError, IndexError) as e:
@@ -160,18 +159,17 @@ def _check_splits(refs: Sequence[Mapping[str, Any]], split: str, file: Path) -> 
 
 
 Annotations = tuple[Mapping[str, Any], ...]
-# What a ref points at: its annotations, and whether it has no target (None: no such refs).
-_Targets = Callable[[_Coco, Mapping[str, Any], Path, str], tuple[Annotations, bool | None]]
 
 
-def _ref_samples(
-    root: Path, dataset: str, split: str, images: Path | None,
-    read: Callable[[Path], object], targets: _Targets,
-) -> list[Sample]:  # fmt: skip
-    """Every sentence of every ref in ``split`` of the refs file that ``read`` reads."""
+def _ref_samples(root: Path, dataset: str, split: str, images: Path | None) -> list[Sample]:
+    """Every sentence of every ref in ``split``: gRefCOCO's refs file is JSON and a ref may
+    have several annotations or none, the others' a pickle and one annotation per ref."""
+    grefcoco = dataset == "grefcoco"
+    # What a ref points at: its annotations, and whether it has no target (None: no such refs).
+    targets = _annotations_or_none if grefcoco else _one_annotation
     dataset_dir = _dataset_dir(root, dataset)
     refs_path = dataset_dir / REFER_FILES[dataset]
-    refs = read(refs_path)
+    refs = read_json(refs_path) if grefcoco else _read_pickle(refs_path)
     if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
         raise DatasetError(f"{refs_path}: expected a list of refs (each a mapping)")
     _check_splits(refs, split, refs_path)
@@ -215,7 +213,7 @@ def load_refcoco(
 ) -> list[Sample]:
     """RefCOCO / RefCOCO+ / RefCOCOg samples, ids ``<split>/<ref_id>/<sent_id>``: every
     sentence of every ref in ``split``."""
-    return _ref_samples(root, dataset, split, images, _read_pickle, _one_annotation)
+    return _ref_samples(root, dataset, split, images)
 
 
 def _one_annotation(
@@ -234,7 +232,7 @@ def load_grefcoco(root: Path, split: str, *, images: Path | None = None) -> list
     """gRefCOCO samples: every sentence of every ref in ``split``; a ref whose ``ann_id`` is
     ``[-1]`` or whose ``no_target`` is true has an empty ground truth, tagged ``no-target``
     (others ``target``)."""
-    return _ref_samples(root, "grefcoco", split, images, read_json, _annotations_or_none)
+    return _ref_samples(root, "grefcoco", split, images)
 
 
 def _annotations_or_none(

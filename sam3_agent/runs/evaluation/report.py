@@ -27,7 +27,7 @@ from sam3_agent.runs.evaluation.methods import (
     ordered_splits,
     runs_kind,
 )
-from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS, Summary
+from sam3_agent.runs.evaluation.metrics import PR_THRESHOLDS
 from sam3_agent.runs.evaluation.published import for_dataset, matches
 from sam3_agent.runs.evaluation.report_parts import (
     RUN_HEADER,
@@ -97,20 +97,16 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
         for o in [m.metrics.overall]
     ]
     summary += [comparison_line(c, "against") for c in comparisons]
+    pictures = [g.path for g in gallery]
     return ReportFiles(
-        metrics_path, report, methods, comparisons, warning, summary, histogram,
-        [g.path for g in gallery],
-    )  # fmt: skip
-
-
-def _ordered_splits(methods: Sequence[Method]) -> list[str]:
-    return ordered_splits({s for m in methods for s in m.metrics.splits})
+        metrics_path, report, methods, comparisons, warning, summary, histogram, pictures
+    )
 
 
 def _main_columns(dataset: str, methods: Sequence[Method]) -> list[tuple[str, str, str | None]]:
     """``(column group title, split, tag)`` in paper order."""
     columns: list[tuple[str, str, str | None]] = []
-    for split in _ordered_splits(methods):
+    for split in ordered_splits({s for m in methods for s in m.metrics.splits}):
         # As in the LISA paper: ReasonSeg val overall only, test as short / long / overall.
         if dataset == "reasonseg" and split != "val":
             tags = {t for m in methods for t in m.metrics.split_tags.get(split, {})}
@@ -121,12 +117,6 @@ def _main_columns(dataset: str, methods: Sequence[Method]) -> list[tuple[str, st
         else:
             columns.append((split, split, None))
     return columns
-
-
-def _summary_of(method: Method, split: str, tag: str | None) -> Summary | None:
-    if tag is None:
-        return method.metrics.splits.get(split)
-    return method.metrics.split_tags.get(split, {}).get(tag)
 
 
 def _dataset_section(
@@ -148,7 +138,7 @@ def _dataset_section(
     for m in methods:
         row = [m.label]
         for _, split, tag in columns:
-            s = _summary_of(m, split, tag)
+            s = m.summary(split, tag)
             row += [pct(s.giou if s else None), pct(s.ciou if s else None)]
             if grefcoco:
                 row += [pct(s.n_acc if s else None), pct(s.t_acc if s else None)]
@@ -234,8 +224,8 @@ class Comparison(Compared):
 
     def to_dict(self) -> dict[str, Any]:
         p = self.published
-        return {"method": self.method, "model": p.model, "dataset": p.dataset,
-                "split": p.split, **self.figures()}  # fmt: skip
+        where = {"model": p.model, "dataset": p.dataset, "split": p.split}
+        return {"method": self.method, **where, **self.figures()}
 
 
 def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
@@ -247,7 +237,7 @@ def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
         for r in for_dataset(m.dataset):
             if not matches(r, m.config.get("model")):
                 continue
-            summary = _summary_of(m, r.split, r.tag)
+            summary = m.summary(r.split, r.tag)
             value = None
             if summary is not None:
                 value = summary.giou if r.metric == "gIoU" else summary.ciou
@@ -341,7 +331,7 @@ def _metric_rows(m: VideoMethod, with_coverage: bool) -> list[list[str]]:
 
 def _video_section(dataset: str, methods: Sequence[VideoMethod]) -> list[str]:
     info = VIDEO_DATASETS.get(dataset)
-    lines = [f"## {info.title if info else dataset}", ""]
+    lines = [f"## {dataset_title(dataset)}", ""]
     published = []
     for r in for_dataset(dataset):
         cells = {"J": "–", "F": "–", "J&F": "–"}

@@ -141,11 +141,14 @@ def write_metrics(
         "compared_with_published": [c.to_dict() for c in comparisons],
         "partial_warning": warning,
         "methods": [
-            m.describe(
-                usage=m.usage(),
-                coverage={s: m.coverage(s).to_dict() for s in m.splits()},
-                metrics=m.metrics_json(),
-            )
+            {
+                "label": m.label,
+                "config": m.config,
+                "run_dirs": [str(d) for d in m.run_dirs],
+                "usage": m.usage(),
+                "coverage": {s: m.coverage(s).to_dict() for s in m.splits()},
+                "metrics": m.metrics_json(),
+            }
             for m in methods
         ],
     }
@@ -154,13 +157,19 @@ def write_metrics(
     return path
 
 
-def write_markdown(out_dir: Path, title: str, intro: str, methods: Sequence[MergedRuns[Any]],
-                   sections: Iterable[str], escape: Escape = as_is) -> Path:  # fmt: skip
+def write_markdown(
+    out_dir: Path,
+    title: str,
+    intro: str,
+    methods: Sequence[MergedRuns[Any]],
+    sections: Iterable[str],
+    escape: Escape = as_is,
+) -> Path:
     """``report.md`` in ``out_dir``: the ``title``, the run directories read and ``intro``,
     the ``sections``, then each method's settings and run directories."""
     dirs = sum(len(m.run_dirs) for m in methods)
-    lines = [f"# {title}", "", f"sam3-agent {__version__}; {dirs} run director"
-             f"{'y' if dirs == 1 else 'ies'}. {intro}", "", *sections, "## Runs", ""]  # fmt: skip
+    read = f"sam3-agent {__version__}; {dirs} run director{'y' if dirs == 1 else 'ies'}. {intro}"
+    lines = [f"# {title}", "", read, "", *sections, "## Runs", ""]
     for m in methods:
         settings = ", ".join(f"{k}={v}" for k, v in m.config.items() if k != "agent")
         where = ", ".join(str(d) for d in m.run_dirs)
@@ -178,11 +187,11 @@ def comparison_table(
 ) -> str:
     """Each run figure beside its published one, with how much of the split the run scored."""
     header = ["method", "published", "split", "metric", "ours", "published", "difference"]
-    rows = [
-        [escape(c.method), published_name(c.published), c.split, c.published.metric,
-         f"{c.ours:.1f}", f"{c.published.value:.1f}", f"{c.difference:+.1f}", c.coverage.text]
-        for c in comparisons
-    ]  # fmt: skip
+    rows = []
+    for c in comparisons:
+        names = [escape(c.method), published_name(c.published), c.split, c.published.metric]
+        figures = [f"{c.ours:.1f}", f"{c.published.value:.1f}", f"{c.difference:+.1f}"]
+        rows.append([*names, *figures, c.coverage.text])
     return table([*header, "samples scored"], rows)
 
 

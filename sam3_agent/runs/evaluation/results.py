@@ -9,7 +9,7 @@ from typing import Any
 
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.metrics import SampleScore, ScoredSample
-from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore
+from sam3_agent.runs.evaluation.video.metrics import ScoredVideo, VideoScore, breakdown
 from sam3_agent.runs.jobs.records import JobRecord
 
 
@@ -104,31 +104,24 @@ class RunningMetrics:
 
 
 class RunningVideoMetrics:
-    """J, F, J&F and failures so far: the mean of the ``overall_from`` tags' means (ReVOS),
-    else the mean over every sample."""
+    """J, F, J&F and failures so far, overall as the report computes it (:func:`breakdown`):
+    the mean of the ``overall_from`` tags' means (ReVOS), else the mean over every sample."""
 
     def __init__(self, overall_from: Sequence[str] | None = None) -> None:
         self.overall_from = overall_from
-        self.sums: dict[str | None, list[float]] = {}  # tag (None: all) -> [count, ΣJ, ΣF]
-        self.failed = 0
+        self.videos: list[ScoredVideo] = []
 
     def add(self, video: ScoredVideo) -> None:
-        for key in (None, *video.tags):
-            sums = self.sums.setdefault(key, [0, 0.0, 0.0])
-            sums[0] += 1
-            sums[1] += video.score.j
-            sums[2] += video.score.f
-        self.failed += int(video.failed)
+        self.videos.append(video)
+
+    @property
+    def failed(self) -> int:
+        return sum(v.failed for v in self.videos)
 
     def figures(self) -> list[tuple[str, float | None]]:
         """``[("J", ...), ("F", ...), ("J&F", ...)]``, None before any sample."""
-        keys: Sequence[str | None] = self.overall_from or (None,)
-        parts = [self.sums[k] for k in keys if k in self.sums]
-        if not parts:
-            return [("J", None), ("F", None), ("J&F", None)]
-        j = sum(p[1] / p[0] for p in parts) / len(parts)
-        f = sum(p[2] / p[0] for p in parts) / len(parts)
-        return [("J", j), ("F", f), ("J&F", (j + f) / 2)]
+        overall = breakdown(self.videos, overall_from=self.overall_from).overall
+        return [("J", overall.j), ("F", overall.f), ("J&F", overall.jf)]
 
 
 def running_metrics(dataset: str) -> RunningMetrics | RunningVideoMetrics:

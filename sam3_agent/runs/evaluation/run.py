@@ -95,7 +95,6 @@ def evaluate(
         backends,
         config,
         sam3_only=sam3_only,
-        model=str(run_settings["sam3"] if sam3_only else model_name),
         chat_model=chat_model,  # the local engine reuses a chat model built above
         loading_bars=bars,
         video=options,

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sam3_agent.values.detections import BoolArray
-from sam3_agent.values.errors import DatasetError
+from sam3_agent.values.errors import DatasetError, ImageLoadError
+from sam3_agent.values.images import image_size_as_displayed
+from sam3_agent.values.text import one_line
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,15 @@ def read_json(path: Path, sample: str | None = None) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise DatasetError(f"{where}: invalid JSON: {e}") from e
+
+
+def image_size(path: Path, sample: str) -> tuple[int, int]:
+    """``(height, width)`` of an image as displayed (EXIF orientation applied), from its header
+    only; :class:`DatasetError` naming it and ``sample`` if unreadable."""
+    try:
+        return image_size_as_displayed(path)
+    except ImageLoadError as e:
+        raise DatasetError(f"{path} (sample {sample}): {one_line(e)}") from e
 
 
 def first_dir(*candidates: Path) -> Path | None:

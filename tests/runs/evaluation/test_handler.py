@@ -271,7 +271,7 @@ async def test_sam3_only_is_the_union_of_every_mask_above_threshold() -> None:
     overlapping = square_mask(40, 40, 5, 5, 20)  # would be dropped by overlap removal
     weak = square_mask(40, 40, 30, 30, 5)
     detections = Detections.from_masks(np.stack([big, overlapping, weak]), [0.9, 0.8, 0.3])
-    predictor = Sam3OnlyPredictor(FakeSegmenter({"the box": detections}), "sam3")
+    predictor = Sam3OnlyPredictor(FakeSegmenter({"the box": detections}))
     image = np.zeros((40, 40, 3), dtype=np.uint8)
     prediction = await predictor.predict(image, "the box", Path("unused"))
     assert prediction.status == "masks" and prediction.mask is not None
@@ -445,8 +445,6 @@ def test_the_predictors_outcome_reaches_the_record_field_by_field(outcome: dict[
     from sam3_agent.runs.jobs.records import OUTCOME_FIELDS
 
     class Answer:
-        model = "fixed"
-
         async def predict(self, image: Any, query: str, output_dir: Path) -> Prediction:
             return Prediction(outcome=outcome)
 

@@ -34,9 +34,7 @@ def test_one_worker_factory_builds_the_video_handler_when_given_video_options(
     tmp_path: Path,
 ) -> None:
     backends = FakeVideoBackends()
-    factory = EvalWorkerFactory(
-        backends, AgentConfig(), sam3_only=False, model="scripted", video=VideoOptions()
-    )
+    factory = EvalWorkerFactory(backends, AgentConfig(), sam3_only=False, video=VideoOptions())
     handler = factory.build(tmp_path)
     assert isinstance(handler, VideoEvalHandler)
     assert backends.built == ["video segmenter", "chat model"]

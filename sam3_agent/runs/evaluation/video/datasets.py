@@ -40,13 +40,12 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sam3_agent.runs.evaluation.catalog import VideoDatasetInfo, video_split
 from sam3_agent.runs.evaluation.samples import GroundTruth
 from sam3_agent.runs.evaluation.video.files import (
-    BinaryMasks,
-    PaletteMasks,
+    PngMasks,
     RleMasks,
     VideoGroundTruthSource,
     anno_ids_of,
@@ -84,18 +83,10 @@ class VideoSample:
     gt_source: VideoGroundTruthSource | None = field(default=None, compare=False, repr=False)
 
     @property
-    def frame_paths(self) -> tuple[Path, ...]:
-        return tuple(self.frames_dir / name for name in self.frame_names)
-
-    @property
     def image_path(self) -> Path:
         """The frame folder: the engines group samples by it, so a video's expressions run on
         one worker and fall in one shard."""
         return self.frames_dir
-
-    @property
-    def has_ground_truth(self) -> bool:
-        return self.gt_source is not None
 
     def ground_truth(self) -> Iterator[GroundTruth | None]:
         """The ground truth per :attr:`frame_names` entry (None: not annotated), decoded as
@@ -103,20 +94,8 @@ class VideoSample:
         if self.gt_source is None:
             reason = self.no_ground_truth or "no ground truth attached"
             raise DatasetError(f"sample {self.id}: {reason}")
-        return self._frames(self.gt_source)
-
-    def _frames(self, source: VideoGroundTruthSource) -> Iterator[GroundTruth | None]:
-        count = 0
-        for item in source.frames():
-            count += 1
-            if count > len(self.frame_names):
-                break
-            yield item
-        if count != len(self.frame_names):
-            raise DatasetError(
-                f"sample {self.id}: the ground truth has {count} frames, the video "
-                f"{len(self.frame_names)}"
-            )
+        first_frame = self.frames_dir / self.frame_names[0]
+        return self.gt_source.frames(self.frame_names, first_frame, self.id)
 
 
 def load_video_samples(dataset: str, root: Path, split: str | None = None) -> list[VideoSample]:
@@ -124,23 +103,56 @@ def load_video_samples(dataset: str, root: Path, split: str | None = None) -> li
     info, split = video_split(dataset, split)
     if not root.is_dir():
         raise DatasetError(f"dataset root {root} is not a directory")
-    loaders = {
-        "ref-youtube-vos": _load_ref_youtube_vos, "ref-davis17": _load_ref_davis17,
-        "mevis": _load_mevis, "revos": _load_revos, "reasonvos": _load_reasonvos,
-    }  # fmt: skip
-    samples = loaders[dataset](root, split, info)
+    samples = _LOADERS[dataset](root, split, info)
     logger.info("%s %s: %d samples", info.title, split, len(samples))
     return samples
 
 
-def _sample(
-    info: VideoDatasetInfo, split: str, vid: str, exp_id: str, frames_dir: Path,
-    frames: tuple[str, ...], query: str, **rest: Any,
-) -> VideoSample:  # fmt: skip
-    return VideoSample(
-        id=f"{split}/{vid}/{exp_id}", dataset=info.name, split=split, video=vid,
-        expression=exp_id, frames_dir=frames_dir, frame_names=frames, query=query, **rest,
-    )  # fmt: skip
+class _Expression(NamedTuple):
+    video: str
+    frames: tuple[str, ...]
+    id: str
+    doc: Mapping[str, Any]
+    sample_id: str
+
+
+@dataclass(frozen=True)
+class _Split:
+    """What every sample of one split shares: its dataset, its name, the meta-expressions
+    file and the folder of the videos' frame folders."""
+
+    info: VideoDatasetInfo
+    name: str
+    meta: Path
+    images: Path
+
+    @property
+    def no_gt(self) -> str | None:
+        """Why the split cannot be scored here (None: it can)."""
+        return self.info.no_public_ground_truth.get(self.name)
+
+    def expressions(self, videos: Mapping[str, Mapping[str, Any]]) -> Iterator[_Expression]:
+        """Every expression of ``videos`` (the checked meta file's), in file order."""
+        for vid, entry in videos.items():
+            for exp_id, exp in entry["expressions"].items():
+                yield _Expression(
+                    vid, entry["frames"], str(exp_id), exp, f"{self.name}/{vid}/{exp_id}"
+                )
+
+    def sample(self, e: _Expression, text_key: str = "exp", **rest: Any) -> VideoSample:
+        """The expression's sample, its frame folder and query checked (no ground truth yet)."""
+        return VideoSample(
+            id=e.sample_id,
+            dataset=self.info.name,
+            split=self.name,
+            video=e.video,
+            expression=e.id,
+            frames_dir=frames_dir_of(self.images, e.video, e.sample_id),
+            frame_names=e.frames,
+            query=text_of(e.doc, text_key, self.meta, e.sample_id),
+            no_ground_truth=self.no_gt,
+            **rest,
+        )
 
 
 def _load_ref_youtube_vos(root: Path, split: str, info: VideoDatasetInfo) -> list[VideoSample]:
@@ -156,12 +168,13 @@ def _load_ref_youtube_vos(root: Path, split: str, info: VideoDatasetInfo) -> lis
                 "%s not found: the valid expressions may include the competition's test videos",
                 test_meta,
             )
-    return _palette_samples(root, split, info, meta, videos, void=None, tag=lambda _: ())
+    return _palette_samples(root, _Split(info, split, meta, root / split / "JPEGImages"), videos)
 
 
 def _load_ref_davis17(root: Path, split: str, info: VideoDatasetInfo) -> list[VideoSample]:
     meta = require_file(root / "meta_expressions" / split / "meta_expressions.json")
-    return _palette_samples(root, split, info, meta, videos_of(meta), void=255, tag=_davis_tags)
+    listing = _Split(info, split, meta, root / split / "JPEGImages")
+    return _palette_samples(root, listing, videos_of(meta), void=255, tag=_davis_tags)
 
 
 def _davis_tags(exp_id: str) -> tuple[str, ...]:
@@ -173,39 +186,29 @@ def _davis_tags(exp_id: str) -> tuple[str, ...]:
 
 
 def _palette_samples(
-    root: Path, split: str, info: VideoDatasetInfo, meta: Path,
-    videos: Mapping[str, Mapping[str, Any]], *, void: int | None,
-    tag: Callable[[str], tuple[str, ...]],
-) -> list[VideoSample]:  # fmt: skip
-    images = root / split / "JPEGImages"
-    no_gt = info.no_public_ground_truth.get(split)
-    annotations = root / split / "Annotations"
-    if no_gt is None and not annotations.is_dir():
+    root: Path,
+    split: _Split,
+    videos: Mapping[str, Mapping[str, Any]],
+    *,
+    void: int | None = None,
+    tag: Callable[[str], tuple[str, ...]] = lambda _: (),
+) -> list[VideoSample]:
+    annotations = root / split.name / "Annotations"
+    if split.no_gt is None and not annotations.is_dir():
         raise DatasetError(f"{annotations}: annotation folder not found")
     samples = []
-    for vid, entry in videos.items():
-        frames: tuple[str, ...] = entry["frames"]
-        for exp_id, exp in entry["expressions"].items():
-            sid = f"{split}/{vid}/{exp_id}"
-            frames_dir = frames_dir_of(images, vid, sid)
-            source = None
-            if no_gt is None:
-                obj = object_id(exp.get("obj_id"), meta, sid)
-                source = PaletteMasks(
-                    annotations / vid, frames, obj, frames_dir / frames[0], sid, void
-                )
-            query = text_of(exp, "exp", meta, sid)
-            samples.append(
-                _sample(info, split, vid, str(exp_id), frames_dir, frames, query,
-                        tags=tag(str(exp_id)), no_ground_truth=no_gt, gt_source=source)
-            )  # fmt: skip
+    for e in split.expressions(videos):
+        masks = None
+        if split.no_gt is None:
+            obj = object_id(e.doc.get("obj_id"), split.meta, e.sample_id)
+            masks = PngMasks(annotations / e.video, obj, void)
+        samples.append(split.sample(e, tags=tag(e.id), gt_source=masks))
     return samples
 
 
 def _load_mevis(root: Path, split: str, info: VideoDatasetInfo) -> list[VideoSample]:
-    split_dir = root / split
-    meta = require_file(split_dir / "meta_expressions.json")
-    return _rle_samples(split, info, meta, split_dir, tag=_object_count_tag)
+    meta = require_file(root / split / "meta_expressions.json")
+    return _rle_samples(_Split(info, split, meta, root / split / "JPEGImages"), _object_count_tag)
 
 
 def _object_count_tag(exp: Mapping[str, Any], anno_ids: Sequence[str]) -> tuple[str, ...]:
@@ -218,7 +221,7 @@ def _load_revos(root: Path, split: str, info: VideoDatasetInfo) -> list[VideoSam
     marker = f"meta_expressions_{split}_.json"
     root = nested_root(root, marker, "ReVOS")
     meta = require_file(root / marker)
-    return _rle_samples(split, info, meta, root, tag=_revos_tag)
+    return _rle_samples(_Split(info, split, meta, root / "JPEGImages"), _revos_tag)
 
 
 def _revos_tag(exp: Mapping[str, Any], anno_ids: Sequence[str]) -> tuple[str, ...]:
@@ -229,75 +232,71 @@ def _revos_tag(exp: Mapping[str, Any], anno_ids: Sequence[str]) -> tuple[str, ..
 
 
 def _rle_samples(
-    split: str, info: VideoDatasetInfo, meta: Path, base: Path, *,
-    tag: Callable[[Mapping[str, Any], Sequence[str]], tuple[str, ...]],
-) -> list[VideoSample]:  # fmt: skip
-    images, mask_dict = base / "JPEGImages", base / "mask_dict.json"
-    no_gt = info.no_public_ground_truth.get(split)
-    listed = []
-    for vid, entry in videos_of(meta).items():
-        for exp_id, exp in entry["expressions"].items():
-            sid = f"{split}/{vid}/{exp_id}"
-            anno_ids = () if no_gt else anno_ids_of(exp, meta, sid)
-            listed.append((vid, entry["frames"], str(exp_id), exp, sid, anno_ids))
-    tracks = mask_tracks(mask_dict, {a for *_, ids in listed for a in ids}) if no_gt is None else {}
+    split: _Split, tag: Callable[[Mapping[str, Any], Sequence[str]], tuple[str, ...]]
+) -> list[VideoSample]:
+    """The samples of a split whose masks are COCO RLEs in ``mask_dict.json`` beside its
+    ``JPEGImages``, keyed by the expressions' ``anno_id`` lists."""
+    mask_dict, no_gt = split.images.parent / "mask_dict.json", split.no_gt
+    listed = [
+        (e, () if no_gt else anno_ids_of(e.doc, split.meta, e.sample_id))
+        for e in split.expressions(videos_of(split.meta))
+    ]
+    tracks = mask_tracks(mask_dict, {a for _, ids in listed for a in ids}) if no_gt is None else {}
     samples = []
-    for vid, frames, exp_id, exp, sid, anno_ids in listed:
-        frames_dir = frames_dir_of(images, vid, sid)
-        source = None
+    for e, anno_ids in listed:
+        masks = None
         if no_gt is None:
+            where = f"{mask_dict} (sample {e.sample_id})"
             for anno in anno_ids:
                 if anno not in tracks:
-                    raise DatasetError(f"{mask_dict} (sample {sid}): no masks for anno_id {anno}")
-                if len(tracks[anno]) != len(frames):
-                    raise DatasetError(
-                        f"{mask_dict} (sample {sid}): anno_id {anno} has "
-                        f"{len(tracks[anno])} frames, the video {len(frames)}"
-                    )
-            masks = tuple(tracks[a] for a in anno_ids)
-            source = RleMasks(masks, len(frames), frames_dir / frames[0], mask_dict, sid)
-        query = text_of(exp, "exp", meta, sid)
-        samples.append(
-            _sample(info, split, vid, exp_id, frames_dir, frames, query,
-                    tags=() if no_gt else tag(exp, anno_ids),
-                    no_target=no_gt is None and not anno_ids, no_ground_truth=no_gt,
-                    gt_source=source)
-        )  # fmt: skip
+                    raise DatasetError(f"{where}: no masks for anno_id {anno}")
+                if len(tracks[anno]) != len(e.frames):
+                    frames = f"{len(tracks[anno])} frames, the video {len(e.frames)}"
+                    raise DatasetError(f"{where}: anno_id {anno} has {frames}")
+            masks = RleMasks(tuple(tracks[a] for a in anno_ids), mask_dict)
+        tags = () if no_gt else tag(e.doc, anno_ids)
+        no_target = no_gt is None and not anno_ids
+        samples.append(split.sample(e, tags=tags, no_target=no_target, gt_source=masks))
     return samples
 
 
 def _load_reasonvos(root: Path, split: str, info: VideoDatasetInfo) -> list[VideoSample]:
     root = nested_root(root, "meta_expressions.json", "ReasonVOS")
-    meta = require_file(root / "meta_expressions.json")
-    images = root / "JPEGImages"
-    annotations = root / "Annotations"
-    samples = []
-    for vid, entry in videos_of(meta).items():
+    listing = _Split(info, split, require_file(root / "meta_expressions.json"), root / "JPEGImages")
+    meta, videos = listing.meta, videos_of(listing.meta)
+    kinds: dict[str, tuple[str, bool]] = {}  # video id -> (source dataset, is a sentence)
+    for vid, entry in videos.items():
         source_name = entry.get("source")
         if not isinstance(source_name, str) or not source_name.strip():
             raise DatasetError(f"{meta} (video {vid}): 'source' must be a non-empty string")
         is_sent = entry.get("is_sent")
         if not isinstance(is_sent, bool):
             raise DatasetError(f"{meta} (video {vid}): 'is_sent' must be true or false")
-        frames: tuple[str, ...] = entry["frames"]
-        for exp_id, exp in entry["expressions"].items():
-            sid = f"{split}/{vid}/{exp_id}"
-            frames_dir = frames_dir_of(images, vid, sid)
-            obj = exp.get("obj_id")
-            if isinstance(obj, bool) or not isinstance(obj, (int, str)):
-                raise DatasetError(f"{meta} (sample {sid}): 'obj_id' must be an id")
-            obj = safe_name(obj, meta, f"sample {sid}", "'obj_id'")
-            # benchmark_check.py lower-cases the source; eval_reason_vos.py does not.
-            candidates = [
-                annotations / f"{s}_{vid}_{obj}" for s in (source_name, source_name.lower())
-            ]
-            masks = next((c for c in candidates if c.is_dir()), None)
-            if masks is None:
-                raise DatasetError(f"{candidates[-1]}: mask folder not found (sample {sid})")
-            query = text_of(exp, "exp_text", meta, sid)
-            samples.append(
-                _sample(info, split, vid, str(exp_id), frames_dir, frames, query,
-                        tags=(source_name.lower(), "sentence" if is_sent else "phrase"),
-                        gt_source=BinaryMasks(masks, frames, frames_dir / frames[0], sid))
-            )  # fmt: skip
+        kinds[vid] = source_name, is_sent
+    samples = []
+    for e in listing.expressions(videos):
+        source_name, is_sent = kinds[e.video]
+        obj = e.doc.get("obj_id")
+        if isinstance(obj, bool) or not isinstance(obj, (int, str)):
+            raise DatasetError(f"{meta} (sample {e.sample_id}): 'obj_id' must be an id")
+        obj = safe_name(obj, meta, f"sample {e.sample_id}", "'obj_id'")
+        # benchmark_check.py lower-cases the source; eval_reason_vos.py does not.
+        candidates = [
+            root / "Annotations" / f"{s}_{e.video}_{obj}"
+            for s in (source_name, source_name.lower())
+        ]
+        masks = next((c for c in candidates if c.is_dir()), None)
+        if masks is None:
+            raise DatasetError(f"{candidates[-1]}: mask folder not found (sample {e.sample_id})")
+        tags = (source_name.lower(), "sentence" if is_sent else "phrase")
+        samples.append(listing.sample(e, "exp_text", tags=tags, gt_source=PngMasks(masks)))
     return samples
+
+
+_LOADERS: dict[str, Callable[[Path, str, VideoDatasetInfo], list[VideoSample]]] = {
+    "ref-youtube-vos": _load_ref_youtube_vos,
+    "ref-davis17": _load_ref_davis17,
+    "mevis": _load_mevis,
+    "revos": _load_revos,
+    "reasonvos": _load_reasonvos,
+}

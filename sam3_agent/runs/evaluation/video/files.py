@@ -4,7 +4,7 @@ COCO RLEs (MeViS, ReVOS); every bad file is a one-line ``DatasetError`` naming i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,12 +13,10 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 from pycocotools import mask as mask_utils
 
-from sam3_agent.runs.evaluation.samples import GroundTruth, read_json
-from sam3_agent.values.errors import DatasetError, ImageLoadError
-from sam3_agent.values.images import image_size_as_displayed
+from sam3_agent.media.video import FRAME_SUFFIXES
+from sam3_agent.runs.evaluation.samples import GroundTruth, image_size, read_json
+from sam3_agent.values.errors import DatasetError
 from sam3_agent.values.text import one_line
-
-FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
 def require_file(path: Path) -> Path:
@@ -132,18 +130,13 @@ def mask_tracks(path: Path, wanted: set[str]) -> dict[str, tuple[Any, ...]]:
 
 
 class VideoGroundTruthSource(Protocol):
-    """Decodes a sample's ground truth a frame at a time, at the frame's resolution (None:
-    the frame is not annotated)."""
+    """Decodes a sample's ground truth a frame at a time, at the frame's resolution (that of
+    ``first_frame``, the image of ``names[0]``), one per frame name (None: not annotated);
+    ``sample`` is the id its errors name."""
 
-    def frames(self) -> Iterator[GroundTruth | None]: ...
-
-
-def _frame_size(path: Path, sample: str) -> tuple[int, int]:
-    """``(height, width)`` of a frame image, from its header."""
-    try:
-        return image_size_as_displayed(path)
-    except ImageLoadError as e:
-        raise DatasetError(f"{path} (sample {sample}): {one_line(e)}") from e
+    def frames(
+        self, names: tuple[str, ...], first_frame: Path, sample: str
+    ) -> Iterator[GroundTruth | None]: ...
 
 
 def _read_png(path: Path, sample: str, *, grey: bool) -> np.ndarray:
@@ -172,93 +165,66 @@ def _check_size(mask: np.ndarray, size: tuple[int, int], path: Path, sample: str
 
 
 @dataclass(frozen=True)
-class PaletteMasks:
-    """One object of palette PNGs (YouTube-VOS / DAVIS): ``<dir>/<frame stem>.png``, pixel
-    value = object id. A frame without a PNG is unannotated. ``void`` pixels are left out
-    of scoring."""
+class PngMasks:
+    """One object's mask PNGs, ``<directory>/<frame stem>.png`` (a frame without one is
+    unannotated): palette PNGs (YouTube-VOS / DAVIS) whose pixel value ``object_id`` is the
+    object, ``void`` pixels left out of scoring; or binary ones (ReasonVOS, ``object_id``
+    None): non-zero is the object."""
 
-    annotations: Path
-    frame_names: tuple[str, ...]
-    object_id: int
-    first_frame: Path
-    sample: str
+    directory: Path
+    object_id: int | None = None
     void: int | None = None
 
-    def frames(self) -> Iterator[GroundTruth | None]:
-        pngs = _frame_pngs(self.annotations, self.frame_names, self.first_frame, self.sample)
-        for labels in pngs:
-            if labels is None:
+    def frames(
+        self, names: tuple[str, ...], first_frame: Path, sample: str
+    ) -> Iterator[GroundTruth | None]:
+        size: tuple[int, int] | None = None
+        for name in names:
+            path = self.directory / f"{Path(name).stem}.png"
+            if not path.is_file():
                 yield None
                 continue
-            ignore = labels == self.void if self.void is not None else None
+            pixels = _read_png(path, sample, grey=self.object_id is None)
+            size = size or image_size(first_frame, sample)
+            _check_size(pixels, size, path, sample)
+            if self.object_id is None:
+                yield GroundTruth(mask=pixels > 0)
+                continue
+            ignore = pixels == self.void if self.void is not None else None
             yield GroundTruth(
-                mask=labels == self.object_id,
+                mask=pixels == self.object_id,
                 ignore=ignore if ignore is not None and ignore.any() else None,
             )
 
 
 @dataclass(frozen=True)
-class BinaryMasks:
-    """Binary mask PNGs (ReasonVOS): ``<dir>/<frame stem>.png``, non-zero = the object. A
-    frame without a PNG is unannotated."""
-
-    masks: Path
-    frame_names: tuple[str, ...]
-    first_frame: Path
-    sample: str
-
-    def frames(self) -> Iterator[GroundTruth | None]:
-        pngs = _frame_pngs(self.masks, self.frame_names, self.first_frame, self.sample, grey=True)
-        for grey in pngs:
-            yield None if grey is None else GroundTruth(mask=grey > 0)
-
-
-def _frame_pngs(
-    directory: Path, frame_names: Sequence[str], first_frame: Path, sample: str, *,
-    grey: bool = False,
-) -> Iterator[np.ndarray | None]:  # fmt: skip
-    """Each frame's ``<directory>/<frame stem>.png`` read in turn (None where there is none:
-    an unannotated frame), checked to be the frame's size."""
-    size: tuple[int, int] | None = None
-    for name in frame_names:
-        path = directory / f"{Path(name).stem}.png"
-        if not path.is_file():
-            yield None
-            continue
-        pixels = _read_png(path, sample, grey=grey)
-        size = size or _frame_size(first_frame, sample)
-        _check_size(pixels, size, path, sample)
-        yield pixels
-
-
-@dataclass(frozen=True)
 class RleMasks:
-    """The union of some objects' per-frame COCO RLEs (MeViS / ReVOS ``mask_dict.json``).
+    """The union of some objects' per-frame COCO RLEs (MeViS / ReVOS ``mask_dict.json``,
+    ``file``).
 
     ``tracks`` holds, per object, one RLE (or None: absent) per frame. Every frame is
     annotated; a frame where no object is present has an empty mask of the frames' size.
     """
 
     tracks: tuple[tuple[Any, ...], ...]
-    frame_count: int
-    first_frame: Path
     file: Path
-    sample: str
 
-    def frames(self) -> Iterator[GroundTruth | None]:
+    def frames(
+        self, names: tuple[str, ...], first_frame: Path, sample: str
+    ) -> Iterator[GroundTruth | None]:
         size: tuple[int, int] | None = None
-        for index in range(self.frame_count):
+        for index in range(len(names)):
             union: np.ndarray | None = None
             for track in self.tracks:
                 rle = track[index]
                 if rle is None:
                     continue
-                mask = _decode_rle(rle, self.file, self.sample, index)
-                size = size or _frame_size(self.first_frame, self.sample)
-                _check_size(mask, size, self.file, f"{self.sample}, frame {index}")
+                mask = _decode_rle(rle, self.file, sample, index)
+                size = size or image_size(first_frame, sample)
+                _check_size(mask, size, self.file, f"{sample}, frame {index}")
                 union = mask if union is None else union | mask
             if union is None:
-                size = size or _frame_size(self.first_frame, self.sample)
+                size = size or image_size(first_frame, sample)
                 union = np.zeros(size, dtype=bool)
             yield GroundTruth(mask=union)
 

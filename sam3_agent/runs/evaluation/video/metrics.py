@@ -23,6 +23,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from sam3_agent.runs.evaluation.metrics import outside_ignore, score_mask
 from sam3_agent.runs.evaluation.samples import GroundTruth
 from sam3_agent.values.detections import BoolArray
 
@@ -30,31 +31,10 @@ BOUND_TH = 0.008
 """DAVIS's contour tolerance: a fraction of the image diagonal."""
 
 
-def _outside_void(
-    pred: BoolArray, gt: BoolArray, void: BoolArray | None
-) -> tuple[BoolArray, BoolArray]:
-    """Both masks as bool arrays of one ``(H, W)`` shape, void pixels cleared."""
-    pred, gt = np.asarray(pred, dtype=bool), np.asarray(gt, dtype=bool)
-    if gt.ndim != 2 or gt.size == 0:
-        raise ValueError(f"a mask must be a non-empty (H, W) array, got shape {gt.shape}")
-    if pred.shape != gt.shape or (void is not None and void.shape != gt.shape):
-        shapes = f"prediction {pred.shape}, ground truth {gt.shape}"
-        if void is not None:
-            shapes += f", void {void.shape}"
-        raise ValueError(f"mask shapes differ: {shapes}")
-    if void is None:
-        return pred, gt
-    valid = ~np.asarray(void, dtype=bool)
-    return pred & valid, gt & valid
-
-
 def region_similarity(pred: BoolArray, gt: BoolArray, void: BoolArray | None = None) -> float:
     """J of one frame: IoU of two ``(H, W)`` bool masks, void pixels left out; 1.0 when the
     union is empty."""
-    pred, gt = _outside_void(pred, gt, void)
-    inter = int(np.count_nonzero(pred & gt))
-    union = int(np.count_nonzero(pred)) + int(np.count_nonzero(gt)) - inter
-    return inter / union if union else 1.0
+    return score_mask(pred, gt, void).iou
 
 
 def boundary_map(mask: BoolArray) -> BoolArray:
@@ -101,7 +81,7 @@ def boundary_f(
     pred: BoolArray, gt: BoolArray, void: BoolArray | None = None, *, bound_th: float = BOUND_TH
 ) -> float:
     """F of one frame: the DAVIS contour F-measure of two ``(H, W)`` bool masks."""
-    pred, gt = _outside_void(pred, gt, void)
+    pred, gt = outside_ignore(pred, gt, void)
     pred_contour = boundary_map(pred)
     gt_contour = boundary_map(gt)
     n_pred = int(np.count_nonzero(pred_contour))

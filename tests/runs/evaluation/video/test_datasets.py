@@ -47,7 +47,7 @@ def test_ref_youtube_vos_train(tmp_path: Path) -> None:
     assert first.query == "a red square"  # whitespace collapsed
     assert first.frames_dir == tmp_path / "train/JPEGImages/v1"
     assert first.frame_names == ("00000.jpg", "00001.jpg", "00002.jpg", "00003.jpg")
-    assert all(p.is_file() for p in first.frame_paths)
+    assert all((first.frames_dir / name).is_file() for name in first.frame_names)
     masks = _masks(samples["train/v1/1"])
     # Object 2 on the annotated frames; frame 3 has no PNG and is unannotated.
     assert masks[3] is None
@@ -61,7 +61,7 @@ def test_ref_youtube_vos_valid_is_listed_without_test_videos_and_refuses_scoring
     samples = load_video_samples("ref-youtube-vos", make_ref_youtube_vos(tmp_path))
     assert [s.id for s in samples] == ["valid/v2/0"]
     sample = samples[0]
-    assert not sample.has_ground_truth
+    assert sample.gt_source is None
     with pytest.raises(DatasetError, match=r"valid/v2/0.*no public ground truth.*29139"):
         sample.ground_truth()
 

@@ -283,7 +283,7 @@ class EventsGroundTruth:
         self.events = events
         self.annotated = annotated
 
-    def frames(self) -> Iterator[GroundTruth | None]:
+    def frames(self, names: Any, first_frame: Any, sample: Any) -> Iterator[GroundTruth | None]:
         for k in range(FRAMES):
             self.events.append(f"gt {k}")
             yield GroundTruth(mask=object_mask(1, k)) if k in self.annotated else None
