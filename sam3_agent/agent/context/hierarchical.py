@@ -114,6 +114,15 @@ class HierarchicalPolicy(BudgetedPolicy):
             lambda: without_archive() <= limit,
             "budget: working round moved to archive",
         )
+        # Oldest first can overshoot: a round archived early may fit again once a later,
+        # larger one has gone. Every working round that fits is put back.
+        for i in [i for i in archived if i >= core_start]:
+            kept.add(i)
+            if without_archive() > limit:
+                kept.discard(i)
+            else:
+                archived.remove(i)
+                del reasons[i]
         shown = shown_lines()
         for i in sorted(set(archived) - set(shown)):
             reasons[i] = "archive over its budget: line dropped"
