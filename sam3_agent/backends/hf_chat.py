@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import pairwise
@@ -23,6 +22,7 @@ from sam3_agent.backends.generation import (
 )
 from sam3_agent.backends.hub import hub_access
 from sam3_agent.backends.identity import chat_description, dtype_name
+from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM
 from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
 from sam3_agent.values.errors import ChatModelError, UserError, WeightsUnavailableError
@@ -75,7 +75,7 @@ class TransformersChatModel:
         self.generation = replace(settings, max_tokens=max_new_tokens, temperature=temperature)
         self._lock = threading.Lock()
         self._record_attention = False
-        self._attention: OrderedDict[tuple[int, ...], list[float]] = OrderedDict()
+        self._attention: Lru[tuple[int, ...], list[float]] = Lru(ATTENTION_REQUESTS_KEPT)
 
     @classmethod
     def from_pretrained(
@@ -150,11 +150,9 @@ class TransformersChatModel:
     ) -> list[float] | None:
         """Attention share per message (sums to 1) of the reply's first position, averaged
         over layers and heads, for ``messages`` (None: the latest); None when not recorded."""
-        if not self._attention:
-            return None
         if messages is None:
-            return next(reversed(self._attention.values()))
-        return self._attention.get(_request_key(messages))
+            return self._attention.latest()
+        return self._attention.get(_request_key(messages), touch=False)
 
     @property
     def generation_params(self) -> dict[str, Any]:
@@ -238,9 +236,7 @@ class TransformersChatModel:
         shares = self._message_attention(inputs, len(messages))
         if shares is None:
             return
-        self._attention[_request_key(messages)] = shares
-        while len(self._attention) > ATTENTION_REQUESTS_KEPT:
-            self._attention.popitem(last=False)
+        self._attention.put(_request_key(messages), shares)
 
     def _message_attention(self, inputs: Any, n_messages: int) -> list[float] | None:
         """Attention of the reply's first position on each message's tokens, normalised."""
