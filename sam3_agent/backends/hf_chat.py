@@ -20,7 +20,7 @@ from sam3_agent.backends.generation import (
     IN_PROCESS_MAX_TOKENS,
     GenerationSettings,
 )
-from sam3_agent.backends.hub import hub_access
+from sam3_agent.backends.hub import first_line, hub_access
 from sam3_agent.backends.identity import chat_description, dtype_name
 from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM
@@ -108,7 +108,7 @@ class TransformersChatModel:
             )
         except OSError as e:
             raise WeightsUnavailableError(
-                f"cannot load the MLLM weights {source!r}: {_first_line(e)}. "
+                f"cannot load the MLLM weights {source!r}: {first_line(e, type(e).__name__)}. "
                 f"Download them where there is network access (`hf download {source}`; set "
                 "HF_TOKEN and accept the licence on the hub for gated models), pass a local "
                 "directory with `llm='hf:<dir>'`, or use an OpenAI-compatible endpoint with "
@@ -117,7 +117,7 @@ class TransformersChatModel:
         except ValueError as e:
             raise WeightsUnavailableError(
                 f"{source!r} is not an image-text-to-text model transformers can load: "
-                f"{_first_line(e)}"
+                f"{first_line(e, type(e).__name__)}"
             ) from e
         model = model.to(torch_device).eval()
         logger.info("loaded MLLM %s on %s as %s", source, torch_device, torch_dtype)
@@ -189,8 +189,9 @@ class TransformersChatModel:
         except ChatModelError:
             raise
         except Exception as e:  # torch, the processor, the template: all one failure
+            detail = first_line(e, type(e).__name__)
             raise ChatModelError(
-                f"in-process MLLM {self._name}: {type(e).__name__}: {_first_line(e)}"
+                f"in-process MLLM {self._name}: {type(e).__name__}: {detail}"
             ) from e
 
     def _generate(self, messages: list[ChatMessage]) -> ChatResponse:
@@ -275,8 +276,3 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
         elif isinstance(part, ImagePart):
             content.append({"type": "image", "image": part.image.to_pil()})
     return {"role": message.role, "content": content}
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

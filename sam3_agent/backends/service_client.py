@@ -14,12 +14,11 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from sam3_agent.backends.identity import sam3_description
+from sam3_agent.backends.identity import TOKEN_ENV, sam3_description
 from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.retry import RetryPolicy, retry_after
 from sam3_agent.backends.schemas import ErrorCode, HealthResponse
-from sam3_agent.backends.segment_args import check_segment_args
-from sam3_agent.backends.service_auth import TOKEN_ENV
+from sam3_agent.backends.segment_args import check_segment_args, clean_phrase
 from sam3_agent.values.errors import SegmenterError, UserError
 
 logger = logging.getLogger(__name__)
@@ -46,8 +45,16 @@ class RemoteHandle:
         self._used.put(phrase, sent if used is None else used)
 
     def _ask(self, phrases: Sequence[str], score_threshold: float) -> list[Any]:
+        """The owner's answers, one per phrase, each phrase sent cleaned (the service cleans
+        them the same way: a lone surrogate cannot even be encoded as UTF-8)."""
         check_segment_args(phrases, score_threshold)
-        return self._owner._answer(self, list(phrases), score_threshold) if phrases else []
+        if not phrases:
+            return []
+        sent = [clean_phrase(p) for p in phrases]
+        answers = self._owner._answer(self, sent, score_threshold)
+        for phrase, text, (_, used) in zip(phrases, sent, answers, strict=True):
+            self._remember(phrase, text, used)
+        return [value for value, _ in answers]
 
 
 class ServiceBackend:
@@ -204,7 +211,10 @@ class ServiceBackend:
         self._uploaded.put(digest, upload_id)
         return upload_id
 
-    def _answer(self, handle: Any, phrases: list[str], score_threshold: float) -> list[Any]:
+    def _answer(
+        self, handle: Any, sent: list[str], score_threshold: float
+    ) -> list[tuple[Any, str | None]]:
+        """Per phrase sent: the answer and how the service read the phrase."""
         raise NotImplementedError
 
     def _ask(
