@@ -37,7 +37,6 @@ from sam3_agent.values.messages import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_NEW_TOKENS = IN_PROCESS_MAX_TOKENS
 ATTENTION_REQUESTS_KEPT = 32  # recent requests whose attention is kept (checks run at once)
 
 
@@ -52,7 +51,7 @@ class TransformersChatModel:
         processor: Any,
         *,
         name: str,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        max_new_tokens: int = IN_PROCESS_MAX_TOKENS,
         temperature: float = DEFAULT_TEMPERATURE,
         generation: GenerationSettings | None = None,
     ) -> None:
@@ -79,15 +78,10 @@ class TransformersChatModel:
 
     @classmethod
     def from_pretrained(
-        cls,
-        model_id_or_dir: str,
-        device: str = "auto",
-        dtype: str = "auto",
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        temperature: float = DEFAULT_TEMPERATURE,
-        generation: GenerationSettings | None = None,
+        cls, model_id_or_dir: str, device: str = "auto", dtype: str = "auto", **options: Any
     ) -> TransformersChatModel:
-        """Load model and processor from a hub id or a ``save_pretrained`` directory."""
+        """Load model and processor from a hub id or a ``save_pretrained`` directory;
+        ``options`` (``max_new_tokens``, ``temperature``, ``generation``) go to the constructor."""
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
         torch_device = resolve_device(device)
@@ -121,14 +115,7 @@ class TransformersChatModel:
             ) from e
         model = model.to(torch_device).eval()
         logger.info("loaded MLLM %s on %s as %s", source, torch_device, torch_dtype)
-        return cls(
-            model,
-            processor,
-            name=model_id_or_dir,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            generation=generation,
-        )
+        return cls(model, processor, name=model_id_or_dir, **options)
 
     @property
     def name(self) -> str:
