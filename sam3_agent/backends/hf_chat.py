@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import pairwise
@@ -21,8 +20,9 @@ from sam3_agent.backends.generation import (
     IN_PROCESS_MAX_TOKENS,
     GenerationSettings,
 )
-from sam3_agent.backends.hub import hub_access
+from sam3_agent.backends.hub import first_line, hub_access
 from sam3_agent.backends.identity import chat_description, dtype_name
+from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.memory import GPU_DEFAULT_MLLM
 from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
 from sam3_agent.values.errors import ChatModelError, UserError, WeightsUnavailableError
@@ -37,7 +37,6 @@ from sam3_agent.values.messages import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_NEW_TOKENS = IN_PROCESS_MAX_TOKENS
 ATTENTION_REQUESTS_KEPT = 32  # recent requests whose attention is kept (checks run at once)
 
 
@@ -52,7 +51,7 @@ class TransformersChatModel:
         processor: Any,
         *,
         name: str,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        max_new_tokens: int = IN_PROCESS_MAX_TOKENS,
         temperature: float = DEFAULT_TEMPERATURE,
         generation: GenerationSettings | None = None,
     ) -> None:
@@ -75,19 +74,14 @@ class TransformersChatModel:
         self.generation = replace(settings, max_tokens=max_new_tokens, temperature=temperature)
         self._lock = threading.Lock()
         self._record_attention = False
-        self._attention: OrderedDict[tuple[int, ...], list[float]] = OrderedDict()
+        self._attention: Lru[tuple[int, ...], list[float]] = Lru(ATTENTION_REQUESTS_KEPT)
 
     @classmethod
     def from_pretrained(
-        cls,
-        model_id_or_dir: str,
-        device: str = "auto",
-        dtype: str = "auto",
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        temperature: float = DEFAULT_TEMPERATURE,
-        generation: GenerationSettings | None = None,
+        cls, model_id_or_dir: str, device: str = "auto", dtype: str = "auto", **options: Any
     ) -> TransformersChatModel:
-        """Load model and processor from a hub id or a ``save_pretrained`` directory."""
+        """Load model and processor from a hub id or a ``save_pretrained`` directory;
+        ``options`` (``max_new_tokens``, ``temperature``, ``generation``) go to the constructor."""
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
         torch_device = resolve_device(device)
@@ -108,7 +102,7 @@ class TransformersChatModel:
             )
         except OSError as e:
             raise WeightsUnavailableError(
-                f"cannot load the MLLM weights {source!r}: {_first_line(e)}. "
+                f"cannot load the MLLM weights {source!r}: {first_line(e, type(e).__name__)}. "
                 f"Download them where there is network access (`hf download {source}`; set "
                 "HF_TOKEN and accept the licence on the hub for gated models), pass a local "
                 "directory with `llm='hf:<dir>'`, or use an OpenAI-compatible endpoint with "
@@ -117,18 +111,11 @@ class TransformersChatModel:
         except ValueError as e:
             raise WeightsUnavailableError(
                 f"{source!r} is not an image-text-to-text model transformers can load: "
-                f"{_first_line(e)}"
+                f"{first_line(e, type(e).__name__)}"
             ) from e
         model = model.to(torch_device).eval()
         logger.info("loaded MLLM %s on %s as %s", source, torch_device, torch_dtype)
-        return cls(
-            model,
-            processor,
-            name=model_id_or_dir,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            generation=generation,
-        )
+        return cls(model, processor, name=model_id_or_dir, **options)
 
     @property
     def name(self) -> str:
@@ -150,11 +137,9 @@ class TransformersChatModel:
     ) -> list[float] | None:
         """Attention share per message (sums to 1) of the reply's first position, averaged
         over layers and heads, for ``messages`` (None: the latest); None when not recorded."""
-        if not self._attention:
-            return None
         if messages is None:
-            return next(reversed(self._attention.values()))
-        return self._attention.get(_request_key(messages))
+            return self._attention.latest()
+        return self._attention.get(_request_key(messages), touch=False)
 
     @property
     def generation_params(self) -> dict[str, Any]:
@@ -191,8 +176,9 @@ class TransformersChatModel:
         except ChatModelError:
             raise
         except Exception as e:  # torch, the processor, the template: all one failure
+            detail = first_line(e, type(e).__name__)
             raise ChatModelError(
-                f"in-process MLLM {self._name}: {type(e).__name__}: {_first_line(e)}"
+                f"in-process MLLM {self._name}: {type(e).__name__}: {detail}"
             ) from e
 
     def _generate(self, messages: list[ChatMessage]) -> ChatResponse:
@@ -238,9 +224,7 @@ class TransformersChatModel:
         shares = self._message_attention(inputs, len(messages))
         if shares is None:
             return
-        self._attention[_request_key(messages)] = shares
-        while len(self._attention) > ATTENTION_REQUESTS_KEPT:
-            self._attention.popitem(last=False)
+        self._attention.put(_request_key(messages), shares)
 
     def _message_attention(self, inputs: Any, n_messages: int) -> list[float] | None:
         """Attention of the reply's first position on each message's tokens, normalised."""
@@ -279,8 +263,3 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
         elif isinstance(part, ImagePart):
             content.append({"type": "image", "image": part.image.to_pil()})
     return {"role": message.role, "content": content}
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -192,7 +192,7 @@ class HfHub:
         except Exception as e:  # the HTTP client's own errors are not OSError
             raise ModelMissing(
                 f"cannot fetch it from {self.endpoint}: {type(e).__name__}: "
-                f"{_first_line(e) or 'no detail'}"
+                f"{first_line(e, 'no detail')}"
             ) from e
 
 
@@ -269,6 +269,7 @@ def check_located(located: Sequence[Located]) -> None:
     )
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException, empty: str = "") -> str:
+    """The first line of ``error``'s message; ``empty`` when it has none."""
     text = str(error).strip()
-    return text.splitlines()[0] if text else ""
+    return text.splitlines()[0] if text else empty

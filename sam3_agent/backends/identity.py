@@ -12,6 +12,7 @@ from sam3_agent.backends.generation import GenerationSettings, canonical_json
 HF_PREFIX = "hf:"
 CHAT = "mllm"
 SEGMENTER = "sam3"
+TOKEN_ENV = "SAM3_AGENT_TOKEN"  # the SAM 3 service's bearer token (server and clients)
 
 
 def chat_description(

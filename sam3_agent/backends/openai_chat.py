@@ -40,8 +40,6 @@ from sam3_agent.values.text import one_line
 logger = logging.getLogger(__name__)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
-DEFAULT_MAX_TOKENS = ENDPOINT_MAX_TOKENS
-
 # Key-less local servers (vLLM without --api-key) still need some key for the client to start.
 PLACEHOLDER_API_KEY = "EMPTY"
 
@@ -71,7 +69,7 @@ class OpenAIChatModel:
         api_key: str | None = None,
         timeout_s: float = 120.0,
         max_retries: int = 5,
-        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        max_tokens: int | None = ENDPOINT_MAX_TOKENS,
         temperature: float | None = DEFAULT_TEMPERATURE,
         tool_protocol: str = "tags",
         *,

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from huggingface_hub.errors import HfHubHTTPError
 
-from sam3_agent.backends.hub import hub_access, hub_offline
+from sam3_agent.backends.hub import first_line, hub_access, hub_offline
 from sam3_agent.backends.identity import dtype_name, sam3_description
 from sam3_agent.backends.segment_args import clean_phrase
 from sam3_agent.backends.torch_runtime import resolve_device, resolve_dtype
@@ -42,7 +42,7 @@ def weights_error(model: str, cause: BaseException) -> WeightsUnavailableError:
     )
     return WeightsUnavailableError(
         f"cannot load SAM 3 weights from {model!r} ({type(cause).__name__}: "
-        f"{str(cause).splitlines()[0] if str(cause) else 'no detail'}). {hint}"
+        f"{first_line(cause, 'no detail')}). {hint}"
         f"The facebook/sam3 weights are gated: accept the licence on {LICENCE_URL}, then set "
         "HF_TOKEN to a token of that account (or run `hf auth login`); or pass the path of a "
         "local directory holding the weights and processor files."

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ import torch.nn.functional as F
 from transformers import Sam3Model, Sam3Processor
 from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
 
+from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.sam3_common import LoadedSam3, PhraseHandle
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
 from sam3_agent.values.detections import Detections
@@ -88,13 +88,12 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
         which a mask pixel is on."""
         self._check_options(cache_size=cache_size, max_phrase_batch=max_phrase_batch)
         self._adopt(model, processor, device, name, getattr(model.config, "text_config", None))
-        self._cache_size = cache_size
         self._max_phrase_batch = max_phrase_batch
         self._mask_threshold = mask_threshold
         self._model_lock = threading.Lock()
         self._tokenizer_lock = threading.Lock()
-        self._cache_lock = threading.Lock()
-        self._cache: OrderedDict[str, _Features] = OrderedDict()
+        self._cache_lock = threading.Lock()  # for _pending
+        self._cache: Lru[str, _Features] = Lru(cache_size)
         self._pending: dict[str, Future[_Features]] = {}
 
     @classmethod
@@ -107,8 +106,7 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
     @property
     def cached_images(self) -> list[str]:
         """Least recently used first."""
-        with self._cache_lock:
-            return list(self._cache)
+        return self._cache.keys()
 
     def _tokenize(self, phrases: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Padded and cut to the encoder's limit: ``Sam3Processor`` never truncates, so a
@@ -134,7 +132,6 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
         with self._cache_lock:
             cached = self._cache.get(digest)
             if cached is not None:
-                self._cache.move_to_end(digest)
                 logger.debug("backbone cache hit %s", digest[:12])
                 return cached
             pending = self._pending.get(digest)
@@ -153,10 +150,8 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
             raise
         with self._cache_lock:
             del self._pending[digest]
-            if self._cache_size > 0:
-                self._cache[digest] = features
-                while len(self._cache) > self._cache_size:
-                    evicted, _ = self._cache.popitem(last=False)
+            if self._cache.size > 0:
+                for evicted in self._cache.put(digest, features):
                     logger.debug("backbone cache evicted %s", evicted[:12])
         pending.set_result(features)
         return features

@@ -28,7 +28,7 @@ from sam3_agent.backends.schemas import (
     VideoLimits,
     VideoUploadResponse,
 )
-from sam3_agent.backends.segment_args import check_rgb_image, clean_phrase
+from sam3_agent.backends.segment_args import check_rgb_image
 from sam3_agent.backends.service_client import RemoteHandle, ServiceBackend
 from sam3_agent.backends.wire import decode_masks, encode_raw
 from sam3_agent.media.video import VideoSource
@@ -105,12 +105,8 @@ class RemoteSegmenter(ServiceBackend):
         return self._uploaded_as(digest, uploaded.image_id)
 
     def _answer(
-        self, embedding: RemoteEmbedding, phrases: list[str], score_threshold: float
-    ) -> list[Detections]:
-        # Sent cleaned (the service would clean them the same way): a lone surrogate
-        # cannot even be encoded as UTF-8.
-        sent = [clean_phrase(p) for p in phrases]
-
+        self, embedding: RemoteEmbedding, sent: list[str], score_threshold: float
+    ) -> list[tuple[Detections, str | None]]:
         def request(image_id: str) -> httpx.Response:
             body = {
                 "image_id": image_id,
@@ -125,25 +121,23 @@ class RemoteSegmenter(ServiceBackend):
             return embedding.image_id
 
         parsed = self._ask(embedding.image_id, request, reupload, "segment", SegmentResponse)
-        if len(parsed.results) != len(phrases) or tuple(parsed.image_size) != embedding.image_size:
+        if len(parsed.results) != len(sent) or tuple(parsed.image_size) != embedding.image_size:
             raise SegmenterError(
                 f"SAM 3 service answered {len(parsed.results)} results for an image of "
-                f"{parsed.image_size}; expected {len(phrases)} for {embedding.image_size}"
+                f"{parsed.image_size}; expected {len(sent)} for {embedding.image_size}"
             )
-        out: list[Detections] = []
+        out: list[tuple[Detections, str | None]] = []
         try:
-            for phrase, text, result in zip(phrases, sent, parsed.results, strict=True):
+            for result in parsed.results:
                 masks = decode_masks(
                     [m.model_dump() for m in result.masks], "rows", embedding.image_size
                 )
-                out.append(
-                    Detections(
-                        masks=masks,
-                        boxes=np.asarray(result.boxes, dtype=np.float32).reshape(-1, 4),
-                        scores=np.asarray(result.scores, dtype=np.float32),
-                    )
+                found = Detections(
+                    masks=masks,
+                    boxes=np.asarray(result.boxes, dtype=np.float32).reshape(-1, 4),
+                    scores=np.asarray(result.scores, dtype=np.float32),
                 )
-                embedding._remember(phrase, text, result.used_phrase)
+                out.append((found, result.used_phrase))
         except (ValueError, KeyError, TypeError) as e:
             raise SegmenterError(f"SAM 3 service sent malformed masks: {e}") from e
         return out
@@ -283,12 +277,9 @@ class RemoteVideoSegmenter(ServiceBackend):
             )
 
     def _answer(
-        self, embedding: RemoteVideoEmbedding, phrases: list[str], score_threshold: float
-    ) -> list[Tracks]:
+        self, embedding: RemoteVideoEmbedding, sent: list[str], score_threshold: float
+    ) -> list[tuple[Tracks, str | None]]:
         video = embedding.video
-        # Sent cleaned (the service cleans them the same way): a lone surrogate cannot even
-        # be encoded as UTF-8.
-        sent = [clean_phrase(p) for p in phrases]
         # A file is uploaded whole: the frames used are named by their index in it. A tar
         # holds only the frames used, in order.
         frames = list(video.indices) if video.kind == "file" else list(range(video.frame_count))
@@ -303,17 +294,17 @@ class RemoteVideoSegmenter(ServiceBackend):
 
         parsed = self._ask(embedding.video_id, request, reupload, "track", TrackResponse)
         if (
-            len(parsed.results) != len(phrases)
+            len(parsed.results) != len(sent)
             or tuple(parsed.size) != video.size
             or len(parsed.frames_used) != video.frame_count
         ):
             raise SegmenterError(
                 f"SAM 3 service answered {len(parsed.results)} results over "
                 f"{len(parsed.frames_used)} frames of {tuple(parsed.size)}; expected "
-                f"{len(phrases)} over {video.frame_count} frames of {video.size}"
+                f"{len(sent)} over {video.frame_count} frames of {video.size}"
             )
-        out: list[Tracks] = []
-        for phrase, text, result in zip(phrases, sent, parsed.results, strict=True):
+        out: list[tuple[Tracks, str | None]] = []
+        for result in parsed.results:
             found = result.tracks
             if found.frame_count != video.frame_count or tuple(found.size) != video.size:
                 raise SegmenterError(
@@ -322,6 +313,5 @@ class RemoteVideoSegmenter(ServiceBackend):
                     f"{video.size}"
                 )
             # TracksJson already checked them to fit their frames and size.
-            out.append(Tracks.from_json(found.model_dump(mode="json")))
-            embedding._remember(phrase, text, result.used_phrase)
+            out.append((Tracks.from_json(found.model_dump(mode="json")), result.used_phrase))
         return out

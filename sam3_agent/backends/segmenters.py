@@ -47,17 +47,10 @@ def build_video_segmenter(
     """SAM 3's video model in this process, keeping ``cache_bytes`` of backbone features
     across phrases; or, with ``url``, the service there."""
     if url:
-        from sam3_agent.backends.sam3_remote import (
-            DEFAULT_TRACK_TIMEOUT_S,
-            RemoteVideoSegmenter,
-        )
+        from sam3_agent.backends.sam3_remote import RemoteVideoSegmenter
 
-        return RemoteVideoSegmenter(
-            url,
-            token,
-            timeout_s=DEFAULT_TRACK_TIMEOUT_S if timeout_s is None else timeout_s,
-            retries=retries,
-        )
+        # timeout_s None: the client's own default, the time to track a whole clip.
+        return RemoteVideoSegmenter(url, token, timeout_s=timeout_s, retries=retries)
     from sam3_agent.backends.sam3_video import Sam3VideoSegmenter
 
     return Sam3VideoSegmenter.from_pretrained(

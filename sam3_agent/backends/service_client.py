@@ -7,20 +7,18 @@ from __future__ import annotations
 import logging
 import math
 import os
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Self, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from sam3_agent.backends.identity import sam3_description
+from sam3_agent.backends.identity import TOKEN_ENV, sam3_description
+from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.retry import RetryPolicy, retry_after
 from sam3_agent.backends.schemas import ErrorCode, HealthResponse
-from sam3_agent.backends.segment_args import check_segment_args
-from sam3_agent.backends.service_auth import TOKEN_ENV
+from sam3_agent.backends.segment_args import check_segment_args, clean_phrase
 from sam3_agent.values.errors import SegmenterError, UserError
 
 logger = logging.getLogger(__name__)
@@ -37,23 +35,26 @@ class RemoteHandle:
 
     def __init__(self, owner: ServiceBackend) -> None:
         self._owner = owner
-        self._used: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
+        self._used: Lru[str, str] = Lru(_KNOWN_PHRASES)
 
     def used_phrase(self, phrase: str) -> str:
-        with self._lock:
-            return self._used.get(phrase, phrase)
+        used = self._used.get(phrase, touch=False)
+        return phrase if used is None else used
 
     def _remember(self, phrase: str, sent: str, used: str | None) -> None:
-        with self._lock:
-            self._used[phrase] = sent if used is None else used
-            self._used.move_to_end(phrase)
-            while len(self._used) > _KNOWN_PHRASES:
-                self._used.popitem(last=False)
+        self._used.put(phrase, sent if used is None else used)
 
     def _ask(self, phrases: Sequence[str], score_threshold: float) -> list[Any]:
+        """The owner's answers, one per phrase, each phrase sent cleaned (the service cleans
+        them the same way: a lone surrogate cannot even be encoded as UTF-8)."""
         check_segment_args(phrases, score_threshold)
-        return self._owner._answer(self, list(phrases), score_threshold) if phrases else []
+        if not phrases:
+            return []
+        sent = [clean_phrase(p) for p in phrases]
+        answers = self._owner._answer(self, sent, score_threshold)
+        for phrase, text, (_, used) in zip(phrases, sent, answers, strict=True):
+            self._remember(phrase, text, used)
+        return [value for value, _ in answers]
 
 
 class ServiceBackend:
@@ -102,8 +103,7 @@ class ServiceBackend:
             base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
         )
         self._checked = False
-        self._uploaded: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
+        self._uploaded: Lru[str, str] = Lru(self._known_uploads)
 
     def describe(self) -> dict[str, Any]:
         return sam3_description(url=self._given_url)
@@ -205,20 +205,16 @@ class ServiceBackend:
         return self._parse(model, response)
 
     def _known(self, digest: str) -> str | None:
-        with self._lock:
-            known = self._uploaded.get(digest)
-            if known is not None:
-                self._uploaded.move_to_end(digest)
-            return known
+        return self._uploaded.get(digest)
 
     def _uploaded_as(self, digest: str, upload_id: str) -> str:
-        with self._lock:
-            self._uploaded[digest] = upload_id
-            while len(self._uploaded) > self._known_uploads:
-                self._uploaded.popitem(last=False)
+        self._uploaded.put(digest, upload_id)
         return upload_id
 
-    def _answer(self, handle: Any, phrases: list[str], score_threshold: float) -> list[Any]:
+    def _answer(
+        self, handle: Any, sent: list[str], score_threshold: float
+    ) -> list[tuple[Any, str | None]]:
+        """Per phrase sent: the answer and how the service read the phrase."""
         raise NotImplementedError
 
     def _ask(

@@ -165,11 +165,7 @@ class BackendSpec:
         # Only an in-process model has a dtype (resolving "auto" imports torch).
         needs_dtype = in_process or self.sam3_url is None
         dtype = self._dtype_name(resolve) if needs_dtype else None
-        parts = {
-            SEGMENTER: sam3_description(url=self.sam3_url)
-            if self.sam3_url is not None
-            else sam3_description(model=self.sam3, dtype=dtype)
-        }
+        parts = {SEGMENTER: sam3_description(model=self.sam3, url=self.sam3_url, dtype=dtype)}
         if choice is not None:
             generation = self.generation()
             temperature, max_tokens = generation.resolved(in_process=in_process)
@@ -216,13 +212,9 @@ class BackendSpec:
         footprints, located = [], []
         if sam3_here:
             sam3_at = hubs.locate([hubs.ModelRef(self.sam3, "SAM 3", "`sam3='DIR'`")], hub)
-            if video:
-                cache = self.video_cache_mb * MIB
-                sam3 = memory.footprint(
-                    self.sam3, "sam3_video", dtype, sam3_at[0].config, extra=cache
-                )
-            else:
-                sam3 = memory.footprint(self.sam3, "sam3", dtype, sam3_at[0].config)
+            kind: memory.Kind = "sam3_video" if video else "sam3"
+            cache = self.video_cache_mb * MIB if video else 0  # the video model's features
+            sam3 = memory.footprint(self.sam3, kind, dtype, sam3_at[0].config, extra=cache)
             footprints += [sam3] if sam3 else []
             located += sam3_at
         spec, note = self, None

@@ -64,9 +64,5 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     check_dtype_name(dtype)
     if dtype == "auto":
         dtype = auto_dtype_name(device.type)
-    dtypes: dict[str, torch.dtype] = {
-        "float32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "float16": torch.float16,
-    }
-    return dtypes[dtype]
+    resolved: torch.dtype = getattr(torch, dtype)  # each name in DTYPE_NAMES is torch's own
+    return resolved

@@ -17,7 +17,7 @@ from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.service import SERVICE, VIDEO_SERVICE
 from sam3_agent.apps.service.limits import MIB, ServiceLimits
 from sam3_agent.apps.service.server import check_bind_security, check_port_free
-from sam3_agent.backends.service_auth import TOKEN_ENV
+from sam3_agent.backends.identity import TOKEN_ENV
 from sam3_agent.backends.spec import BackendSpec, check_writable_dir
 from sam3_agent.values.errors import UserError
 

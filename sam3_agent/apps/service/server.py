@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sam3_agent.apps.service.limits import DEFAULT_LIMITS, ServiceLimits
-from sam3_agent.backends.service_auth import TOKEN_ENV
+from sam3_agent.backends.identity import TOKEN_ENV
 from sam3_agent.values.errors import Sam3AgentError, UserError
 
 if TYPE_CHECKING:  # serve-sam3 --help and the demo's flag check import no numpy

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
+from sam3_agent.backends.identity import TOKEN_ENV
 from sam3_agent.backends.segmenters import DEFAULT_SAM3_MODEL
-from sam3_agent.backends.service_auth import TOKEN_ENV
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.backends.torch_runtime import DTYPE_NAMES
 from sam3_agent.values.config import ToolProtocol
