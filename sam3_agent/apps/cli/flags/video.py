@@ -53,19 +53,10 @@ VIDEO_FLAGS = (
 
 
 def _video_flags(values: dict[str, Any], built: dict[str, Any]) -> VideoFlags:
-    selection = FrameSelection(
-        stride=values["stride"],
-        max_frames=values["max_frames"],
-        start_s=values["start"],
-        end_s=values["end"],
-        fps=values["fps"],
-    )
-    options = VideoOptions(
-        frames_shown=values["frames_shown"],
-        check_frames=values["check_frames"],
-        uncertain_looks=values["uncertain_looks"],
-    )
-    return VideoFlags(selection, options, values["video_cache_mb"])
+    frames = {name: values[name] for name in ("stride", "max_frames", "fps")}
+    selection = FrameSelection(**frames, start_s=values["start"], end_s=values["end"])
+    shown = {name: values[name] for name in ("frames_shown", "check_frames", "uncertain_looks")}
+    return VideoFlags(selection, VideoOptions(**shown), values["video_cache_mb"])
 
 
 VIDEO = FlagGroup("video_flags", VIDEO_FLAGS, _video_flags)
