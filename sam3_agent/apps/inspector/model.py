@@ -126,8 +126,9 @@ class _Loader:
         """A check or digest record as a view: what every call record carries, read alike."""
         return CallView(
             messages=self.messages(record, main=False), reply=as_str(record, "reply"),
-            usage=as_dict(record, "usage"), latency_s=as_float(record, "latency_s"),
-            request_tokens=self.counter.request_overhead, **fields,
+            reasoning=as_str(record, "reasoning"), usage=as_dict(record, "usage"),
+            latency_s=as_float(record, "latency_s"), request_tokens=self.counter.request_overhead,
+            **fields,
         )  # fmt: skip
 
 
@@ -220,8 +221,8 @@ def load_run(directory: Path) -> RunView:
             condensed = [r for r in as_list(record, "rounds_condensed") if isinstance(r, int)]
             title = f"digest of rounds {', '.join(map(str, condensed)) or '?'}"
             extra = {"blocking": record.get("blocking") is True}
-            view.digests.append(loader.call(record, kind="digest", title=title, verdict=None,
-                                            reasoning="", extra=extra))  # fmt: skip
+            call = loader.call(record, kind="digest", title=title, verdict=None, extra=extra)
+            view.digests.append(call)
     for view in rounds.values():
         view.checks.sort(
             key=lambda c: (as_int(c.extra, "mask") or 0, as_int(c.extra, "attempt") or 0)
@@ -264,7 +265,4 @@ def _check(record: dict[str, Any], loader: _Loader) -> CallView:
         verdict = "reject (no clear verdict)"
     title = f"mask {mask if mask is not None else '?'}, attempt {attempt or 1}"
     extra = {"mask": mask, "attempt": attempt}
-    reasoning = as_str(record, "reasoning")
-    return loader.call(
-        record, kind="check", title=title, verdict=verdict, reasoning=reasoning, extra=extra
-    )
+    return loader.call(record, kind="check", title=title, verdict=verdict, extra=extra)
