@@ -88,17 +88,11 @@ class _Loader:
         """Tokens of one traced message, counted as the agent counts the message it was."""
         sent: list[TextPart | ImagePart] = []
         for part in parts:
-            if part.kind == "text":
-                sent.append(TextPart(part.text))
-            elif part.kind == "file":
-                sent.append(TextPart(self.prompt(part.text) or ""))
-            elif (
-                (ref := part.image)
-                and ref.data is not None
-                and ref.mime
-                and ref.width
-                and ref.height
-            ):
+            ref = part.image
+            if part.kind in ("text", "file"):  # a prompt file counts as the prompt it holds
+                text = part.text if part.kind == "text" else self.prompt(part.text) or ""
+                sent.append(TextPart(text))
+            elif ref and ref.data is not None and ref.mime and ref.width and ref.height:
                 mime = cast(Literal["image/jpeg", "image/png"], ref.mime)
                 sent.append(
                     ImagePart(EncodedImage(ref.file, ref.data, mime, ref.width, ref.height))
@@ -233,7 +227,7 @@ def load_run(directory: Path) -> RunView:
         system_prompt=loader.prompt("system_prompt.txt"),
         checker_prompt=loader.prompt("checker_prompt.txt"),
         committed_round=as_int(state, "round") if session else None,
-        ended=bool(as_dict(state, "ending")), notes=loader.notes, images=loader.images,
+        ended=bool(as_dict(state, "ending")), notes=loader.notes,
     )  # fmt: skip
 
 
