@@ -48,16 +48,13 @@ def one_line_errors() -> Iterator[None]:
     else is a bug and keeps its traceback."""
     try:
         yield
-    except UserError as e:
-        for note in e.notes:
-            say(as_flags(note))
-        say(("error:", "red"), f" {as_flags(str(e))}")
-        raise typer.Exit(EXIT_USAGE) from e
     except Sam3AgentError as e:
         for note in e.notes:
             say(as_flags(note))
-        say(("error:", "red"), f" {type(e).__name__}: {as_flags(str(e))}")
-        raise typer.Exit(EXIT_ERROR) from e
+        usage = isinstance(e, UserError)  # said as it is; another error names its type
+        said = as_flags(str(e)) if usage else f"{type(e).__name__}: {as_flags(str(e))}"
+        say(("error:", "red"), f" {said}")
+        raise typer.Exit(EXIT_USAGE if usage else EXIT_ERROR) from e
     except KeyboardInterrupt as e:
         said = f": {as_flags(str(e))}" if str(e) else ""
         say(("interrupted", "yellow"), said)

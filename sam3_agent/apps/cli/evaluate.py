@@ -80,9 +80,8 @@ def eval_command(
                       frames=video_flags.selection, options=video_flags.options,
                       video_cache_mb=video_flags.cache_mb)  # fmt: skip
         video = dataset_name in VIDEO_DATASETS
-        backends = replace(
-            backends, video_cache_mb=video_flags.cache_mb
-        )  # the default unless video
+        # The default unless video.
+        backends = replace(backends, video_cache_mb=video_flags.cache_mb)
         sam3_only = mode_name == Mode.sam3_only.value
         jobs.check_before_loading(backends, config, engine, out, chat=not sam3_only)
         from sam3_agent.runs.evaluation.results import running_metrics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import groupby
 from pathlib import Path
 from typing import Annotated
 
@@ -77,11 +78,7 @@ def _span_list(numbers: list[int]) -> str:
     """``[1, 2, 3, 5]`` as "rounds are 1-3, 5"."""
     if not numbers:
         return "it has no rounds"
-    spans: list[list[int]] = []
-    for n in numbers:
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    # A span is a run of numbers whose difference to their position stays the same.
+    runs = [[n for _, n in span] for _, span in groupby(enumerate(numbers), lambda p: p[1] - p[0])]
+    text = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
     return f"round is {text}" if len(numbers) == 1 else f"rounds are {text}"

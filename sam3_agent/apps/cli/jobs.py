@@ -79,6 +79,9 @@ def print_report_summary(files: ReportFiles) -> None:
     say(f"report: {files.report_md}", console=out_console)
 
 
+BATCH_COLUMNS = ("requests", "masks", "no mask", "failed", "missing", "tokens", "request time (s)")
+
+
 def print_batch_totals(totals: BatchTotals, out: Path) -> None:
     """The batch's outcome as a table on stdout, and where its summary lies."""
     from rich.console import Console
@@ -87,15 +90,7 @@ def print_batch_totals(totals: BatchTotals, out: Path) -> None:
     from sam3_agent.runs.batch.results import SUMMARY_NAME
 
     table = Table(title=plain(f"batch {out}"), show_edge=False)
-    for column in (
-        "requests",
-        "masks",
-        "no mask",
-        "failed",
-        "missing",
-        "tokens",
-        "request time (s)",
-    ):
+    for column in BATCH_COLUMNS:
         table.add_column(column, justify="right")
     s, tokens = totals.by_status, totals.prompt_tokens + totals.completion_tokens
     counts = (totals.requests, s["masks"], s["no_mask"], s["failed"], totals.missing, tokens)

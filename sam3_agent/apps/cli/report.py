@@ -62,6 +62,3 @@ def _refuse_single_run(run_dir: Path) -> None:
         f"{run_dir} is a single run's directory (sam3-agent run or track), not an eval or "
         f"batch run; show it with: sam3-agent inspect {run_dir}"
     )
-
-
-__all__ = ["report_command"]

@@ -18,6 +18,9 @@ RENAMED = {
 """Settings whose flag is not their name with dashes (``AgentConfig``, ``FrameSelection``,
 ``BackendSpec`` fields)."""
 
+SETTING_OF = {flag[2:].replace("-", "_"): setting for setting, flag in RENAMED.items()}
+"""The setting a renamed flag's value fills (its parameter ``max_pixels``: ``max_image_pixels``)."""
+
 SAME_NAME = frozenset(
     {
         # BackendSpec

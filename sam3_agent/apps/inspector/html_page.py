@@ -103,7 +103,7 @@ def _round(view: views.RoundView, images: _Images) -> str:
         out.append('<div class="eviction"><h3>What the context left out</h3><ul>')
         out += [f"<li>{esc(line)}</li>" for line in summary.eviction_lines(view)]
         out.append("</ul></div>")
-    out += [_call(d, images, "digest") for d in view.digests]
+    out += [_call(d, images) for d in view.digests]
     if view.complete:
         if view.thinking:
             out.append(_folded("thinking", "Thinking", view.thinking))
@@ -128,7 +128,7 @@ def _round(view: views.RoundView, images: _Images) -> str:
     if view.checks:
         checks = esc(summary.checks_summary(view))
         out.append(f'<details class="checks"><summary>{checks}</summary>')
-        out += [_call(c, images, "check") for c in view.checks]
+        out += [_call(c, images) for c in view.checks]
         out.append("</details>")
     out.append("</section>")
     return "\n".join(out)
@@ -167,11 +167,11 @@ def _part(part: views.Part, images: _Images) -> str:
     return f"<pre>{esc(part.text)}</pre>"
 
 
-def _call(call: views.CallView, images: _Images, kind: str) -> str:
+def _call(call: views.CallView, images: _Images) -> str:
     verdict = f' data-verdict="{esc(call.verdict)}"' if call.verdict else ""
     verdict_text = f"{call.verdict}; " if call.verdict else ""
     head = f"{call.title}: {verdict_text}{summary.usage_line(call.usage, call.latency_s)}"
-    out = [f'<details class="{kind}"{verdict}><summary>{esc(head)}</summary>']
+    out = [f'<details class="{call.kind}"{verdict}><summary>{esc(head)}</summary>']
     out += [_message(m, images) for m in call.messages]
     if call.reasoning:
         out.append(f"<p>Reasoning channel:</p><pre>{esc(call.reasoning)}</pre>")

@@ -88,17 +88,11 @@ class _Loader:
         """Tokens of one traced message, counted as the agent counts the message it was."""
         sent: list[TextPart | ImagePart] = []
         for part in parts:
-            if part.kind == "text":
-                sent.append(TextPart(part.text))
-            elif part.kind == "file":
-                sent.append(TextPart(self.prompt(part.text) or ""))
-            elif (
-                (ref := part.image)
-                and ref.data is not None
-                and ref.mime
-                and ref.width
-                and ref.height
-            ):
+            ref = part.image
+            if part.kind in ("text", "file"):  # a prompt file counts as the prompt it holds
+                text = part.text if part.kind == "text" else self.prompt(part.text) or ""
+                sent.append(TextPart(text))
+            elif ref and ref.data is not None and ref.mime and ref.width and ref.height:
                 mime = cast(Literal["image/jpeg", "image/png"], ref.mime)
                 sent.append(
                     ImagePart(EncodedImage(ref.file, ref.data, mime, ref.width, ref.height))
@@ -126,8 +120,9 @@ class _Loader:
         """A check or digest record as a view: what every call record carries, read alike."""
         return CallView(
             messages=self.messages(record, main=False), reply=as_str(record, "reply"),
-            usage=as_dict(record, "usage"), latency_s=as_float(record, "latency_s"),
-            request_tokens=self.counter.request_overhead, **fields,
+            reasoning=as_str(record, "reasoning"), usage=as_dict(record, "usage"),
+            latency_s=as_float(record, "latency_s"), request_tokens=self.counter.request_overhead,
+            **fields,
         )  # fmt: skip
 
 
@@ -220,8 +215,8 @@ def load_run(directory: Path) -> RunView:
             condensed = [r for r in as_list(record, "rounds_condensed") if isinstance(r, int)]
             title = f"digest of rounds {', '.join(map(str, condensed)) or '?'}"
             extra = {"blocking": record.get("blocking") is True}
-            view.digests.append(loader.call(record, kind="digest", title=title, verdict=None,
-                                            reasoning="", extra=extra))  # fmt: skip
+            call = loader.call(record, kind="digest", title=title, verdict=None, extra=extra)
+            view.digests.append(call)
     for view in rounds.values():
         view.checks.sort(
             key=lambda c: (as_int(c.extra, "mask") or 0, as_int(c.extra, "attempt") or 0)
@@ -232,7 +227,7 @@ def load_run(directory: Path) -> RunView:
         system_prompt=loader.prompt("system_prompt.txt"),
         checker_prompt=loader.prompt("checker_prompt.txt"),
         committed_round=as_int(state, "round") if session else None,
-        ended=bool(as_dict(state, "ending")), notes=loader.notes, images=loader.images,
+        ended=bool(as_dict(state, "ending")), notes=loader.notes,
     )  # fmt: skip
 
 
@@ -264,7 +259,4 @@ def _check(record: dict[str, Any], loader: _Loader) -> CallView:
         verdict = "reject (no clear verdict)"
     title = f"mask {mask if mask is not None else '?'}, attempt {attempt or 1}"
     extra = {"mask": mask, "attempt": attempt}
-    reasoning = as_str(record, "reasoning")
-    return loader.call(
-        record, kind="check", title=title, verdict=verdict, reasoning=reasoning, extra=extra
-    )
+    return loader.call(record, kind="check", title=title, verdict=verdict, extra=extra)

@@ -124,7 +124,6 @@ class RunView:
     committed_round: int | None
     ended: bool = False
     notes: list[str] = field(default_factory=list)
-    images: dict[str, ImageRef] = field(default_factory=dict)
 
     @property
     def query(self) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
+from sam3_agent.apps.cli.setting_flags import SETTING_OF
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import CONTEXT_POLICIES, DEFAULT_MAX_PIXELS, AgentConfig
 from sam3_agent.values.errors import UserError
@@ -63,11 +64,6 @@ def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True
     load_prompt_set(config.prompts_dir)
 
 
-# The flags whose AgentConfig field has another name.
-FIELDS = {"max_pixels": "max_image_pixels", "prompts": "prompts_dir",
-          "reserve_tokens": "context_reserve_tokens"}  # fmt: skip
-
-
 def _config(values: dict[str, Any], built: dict[str, Any]) -> AgentConfig:
     """The agent and context flags' :class:`AgentConfig` (``--tool-protocol`` from the backend
     flags); only values checked here, :func:`check_agent` checks the rest."""
@@ -86,7 +82,7 @@ def _config(values: dict[str, Any], built: dict[str, Any]) -> AgentConfig:
         )
     backends = built.get("backends")
     protocol = backends.tool_protocol if isinstance(backends, BackendSpec) else "tags"
-    fields = {FIELDS.get(name, name): value for name, value in values.items()}
+    fields = {SETTING_OF.get(name, name): value for name, value in values.items()}
     return AgentConfig(**fields, tool_protocol=protocol)
 
 

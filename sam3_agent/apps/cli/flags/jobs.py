@@ -28,63 +28,40 @@ def _engine_options(values: dict[str, Any], built: dict[str, Any]) -> EngineOpti
     return options
 
 
-ENGINE = FlagGroup(
-    "engine",
-    (
-        _engine(
-            "concurrency", int, DEFAULT_CONCURRENCY, "--concurrency", metavar="N", min=1,
-            help="Samples or requests in flight at once (per worker with --engine ray).",
-        ),
-        _engine(
-            "engine", EngineChoice, EngineChoice("local"), "--engine",
+ENGINE = FlagGroup("engine", (
+    _engine("concurrency", int, DEFAULT_CONCURRENCY, "--concurrency", metavar="N", min=1,
+            help="Samples or requests in flight at once (per worker with --engine ray)."),
+    _engine("engine", EngineChoice, EngineChoice("local"), "--engine",
             # The brackets escaped: typer renders help as rich markup.
             help="local: this process (default, needs nothing); ray: an actor pool of workers "
-            'on a Ray cluster (pip install "sam3-agent\\[ray]").',
-        ),
-        _engine(
-            "ray_address", str | None, None, "--ray-address", metavar="ADDRESS",
+            'on a Ray cluster (pip install "sam3-agent\\[ray]").'),
+    _engine("ray_address", str | None, None, "--ray-address", metavar="ADDRESS",
             help="Ray cluster to join: auto (the one `ray start` runs here), host:6379 or "
-            "ray://host:10001. Default: start a local Ray.",
-        ),
-        _engine(
-            "workers", int, 1, "--workers", metavar="N",
-            help="Ray workers (actors), each with its own models; e.g. one per GPU.",
-        ),
-        _engine(
-            "gpus_per_worker", float, 0.0, "--gpus-per-worker", metavar="GPUS",
-            help="GPUs each Ray worker reserves (0 with --sam3-url; 0.5 packs two per GPU).",
-        ),
-    ),
-    _engine_options,
-)  # fmt: skip
+            "ray://host:10001. Default: start a local Ray."),
+    _engine("workers", int, 1, "--workers", metavar="N",
+            help="Ray workers (actors), each with its own models; e.g. one per GPU."),
+    _engine("gpus_per_worker", float, 0.0, "--gpus-per-worker", metavar="GPUS",
+            help="GPUs each Ray worker reserves (0 with --sam3-url; 0.5 packs two per GPU)."),
+), _engine_options)  # fmt: skip
 """``--concurrency``, ``--engine`` and the Ray flags: validated ``EngineOptions``."""
+
+
+def _run(*names: str, help: str) -> Any:
+    """An option of the Run panel: ``--out`` takes a DIR, the others are flags."""
+    metavar = "DIR" if "--out" in names else ""
+    return typer.Option(*names, metavar=metavar, help=help, rich_help_panel=RUN_PANEL)
+
 
 OutDirOpt = Annotated[
     Path,
-    typer.Option(
+    _run(
         "--out",
         "-o",
-        metavar="DIR",
         help="Run directory: the results store, a directory per sample or request, the report "
         "or summary; rerun the same command to resume.",
-        rich_help_panel=RUN_PANEL,
     ),
 ]
 RetryFailedOpt = Annotated[
-    bool,
-    typer.Option(
-        "--retry-failed",
-        metavar="",
-        help="Run again the jobs stored as infrastructure failures.",
-        rich_help_panel=RUN_PANEL,
-    ),
+    bool, _run("--retry-failed", help="Run again the jobs stored as infrastructure failures.")
 ]
-ProgressOpt = Annotated[
-    bool,
-    typer.Option(
-        "--progress/--no-progress",
-        metavar="",
-        help="Progress bar on stderr.",
-        rich_help_panel=RUN_PANEL,
-    ),
-]
+ProgressOpt = Annotated[bool, _run("--progress/--no-progress", help="Progress bar on stderr.")]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
+from sam3_agent.apps.cli.setting_flags import SETTING_OF
 from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.values.config import FrameSelection, VideoOptions
 
@@ -53,19 +54,10 @@ VIDEO_FLAGS = (
 
 
 def _video_flags(values: dict[str, Any], built: dict[str, Any]) -> VideoFlags:
-    selection = FrameSelection(
-        stride=values["stride"],
-        max_frames=values["max_frames"],
-        start_s=values["start"],
-        end_s=values["end"],
-        fps=values["fps"],
-    )
-    options = VideoOptions(
-        frames_shown=values["frames_shown"],
-        check_frames=values["check_frames"],
-        uncertain_looks=values["uncertain_looks"],
-    )
-    return VideoFlags(selection, options, values["video_cache_mb"])
+    frames = ("stride", "max_frames", "start", "end", "fps")
+    selection = FrameSelection(**{SETTING_OF.get(name, name): values[name] for name in frames})
+    shown = {name: values[name] for name in ("frames_shown", "check_frames", "uncertain_looks")}
+    return VideoFlags(selection, VideoOptions(**shown), values["video_cache_mb"])
 
 
 VIDEO = FlagGroup("video_flags", VIDEO_FLAGS, _video_flags)
