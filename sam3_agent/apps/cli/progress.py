@@ -36,7 +36,7 @@ class Tally(Protocol[R_contra]):
 
 class EvalTally:
     """An evaluation's running metrics (gIoU / cIoU, or J, F and J&F:
-    :func:`~sam3_agent.runs.evaluation.running.running_metrics`) and its failures."""
+    :func:`~sam3_agent.runs.evaluation.results.running_metrics`) and its failures."""
 
     def __init__(self, running: Any) -> None:
         self.running = running
