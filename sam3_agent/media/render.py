@@ -207,18 +207,7 @@ class Renderer:
 
 def overlay(image: RGBImage, detections: Detections) -> RGBImage:
     """Full-resolution render of every mask (colour, outline, number) for ``overlay.png``."""
-    if image.shape[:2] != detections.image_size:
-        raise ValueError(
-            f"image is {image.shape[:2]} (height, width), detections are for "
-            f"{detections.image_size}"
-        )
-    height, width = detections.image_size
-    placed = [
-        drawing.downscale_mask(mask, box, 1.0, 1.0, width, height)
-        for mask, box in zip(detections.masks, detections.mask_boxes.tolist(), strict=True)
-    ]
-    canvas = np.array(image, dtype=np.uint8, copy=True, order="C")
-    return drawing.draw_numbered(canvas, placed, range(1, len(placed) + 1))
+    return Renderer(image, max_side=max(*image.shape[:2], 4 * ZOOM_GAP)).numbered(detections)
 
 
 def _draw_one(canvas: RGBImage, placed: Placed, color: Color) -> None:
