@@ -110,13 +110,11 @@ class Renderer:
         size), made once per size; read-only."""
         if side is None or side >= max(self._display.shape[:2]):
             return self._display
-        with self._lock:
-            cached = self._contexts.get(side)
+        cached = self._contexts.get(side)  # one dict operation each: no lock needed
         if cached is None:
             cached = downscale(self._display, side)
             cached.flags.writeable = False
-            with self._lock:
-                self._contexts[side] = cached
+            cached = self._contexts.setdefault(side, cached)
         return cached
 
     def context_side(self, detections: Detections, index: int) -> int:
