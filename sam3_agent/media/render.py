@@ -110,13 +110,11 @@ class Renderer:
         size), made once per size; read-only."""
         if side is None or side >= max(self._display.shape[:2]):
             return self._display
-        with self._lock:
-            cached = self._contexts.get(side)
+        cached = self._contexts.get(side)  # one dict operation each: no lock needed
         if cached is None:
             cached = downscale(self._display, side)
             cached.flags.writeable = False
-            with self._lock:
-                self._contexts[side] = cached
+            cached = self._contexts.setdefault(side, cached)
         return cached
 
     def context_side(self, detections: Detections, index: int) -> int:
@@ -207,18 +205,7 @@ class Renderer:
 
 def overlay(image: RGBImage, detections: Detections) -> RGBImage:
     """Full-resolution render of every mask (colour, outline, number) for ``overlay.png``."""
-    if image.shape[:2] != detections.image_size:
-        raise ValueError(
-            f"image is {image.shape[:2]} (height, width), detections are for "
-            f"{detections.image_size}"
-        )
-    height, width = detections.image_size
-    placed = [
-        drawing.downscale_mask(mask, box, 1.0, 1.0, width, height)
-        for mask, box in zip(detections.masks, detections.mask_boxes.tolist(), strict=True)
-    ]
-    canvas = np.array(image, dtype=np.uint8, copy=True, order="C")
-    return drawing.draw_numbered(canvas, placed, range(1, len(placed) + 1))
+    return Renderer(image, max_side=max(*image.shape[:2], 4 * ZOOM_GAP)).numbered(detections)
 
 
 def _draw_one(canvas: RGBImage, placed: Placed, color: Color) -> None:

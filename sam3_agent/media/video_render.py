@@ -35,9 +35,7 @@ def render_sheet(
     """One image of the frames at ``positions`` (each once, in order), each cell captioned
     ``frame <index> · <time> s`` with the tracks there drawn and labelled with ``numbers``
     (default ``1..N``); ``max(h, w) <= max_side``."""
-    chosen = sorted(set(positions))
-    if not chosen:
-        raise ValueError("a sheet needs at least one frame position")
+    chosen = _chosen(positions, "a sheet")
     shown = _numbers(tracks, numbers)
     check_tracks(video, tracks)
     grid = sheet_grid(len(chosen), video.size, max_side)
@@ -51,9 +49,7 @@ def render_track_check(
     with the whole frame, the track drawn in ``mask_color(number - 1)``, and the image
     checker's close-up (:meth:`Renderer.zoom`) beside it; where the track is absent, the frame
     alone, its caption saying so; ``max(h, w) <= max_side``."""
-    chosen = sorted(set(positions))
-    if not chosen:
-        raise ValueError("a track check needs at least one frame position")
+    chosen = _chosen(positions, "a track check")
     if number < 1:
         raise ValueError(f"track numbers start at 1, got {number}")
     some = next(iter(track.masks.values()), None)
@@ -109,9 +105,7 @@ def contact_sheet(
     check_tracks(video, tracks)
     if positions is None:
         positions = sample_positions(tracks, video.frame_count, count)
-    chosen = sorted(set(positions))
-    if not chosen:
-        raise ValueError("a contact sheet needs at least one frame position")
+    chosen = _chosen(positions, "a contact sheet")
     height, width = video.size
     scale = min(1.0, cell_side / max(height, width))
     cell = (max(1, math.floor(height * scale)), max(1, math.floor(width * scale)))
@@ -126,6 +120,13 @@ def contact_sheet(
         line = f"query: {one_line(query, LEGEND_QUERY_CHARS)}"
         _paste_caption(sheet, 0, 0, grid.size[1], caption, [line], style)
     return sheet
+
+
+def _chosen(positions: Sequence[int], what: str) -> list[int]:
+    chosen = sorted(set(positions))
+    if not chosen:
+        raise ValueError(f"{what} needs at least one frame position")
+    return chosen
 
 
 def _compose(

@@ -41,23 +41,17 @@ def write_overlay_video(
     numbers = list(range(1, len(tracks) + 1))
     shown_query = None if query is None else one_line(query, LEGEND_QUERY_CHARS)
     scores = [t.score for t in tracks]
-    with atomic_output(path, suffix=".mp4") as tmp:
-        writer = _open_writer(tmp, _overlay_fps(video), (even_w, even_h))
-        try:
-            for frame in video.frames():
-                canvas = np.array(frame.pixels, dtype=np.uint8, copy=True, order="C")
-                draw_tracks(canvas, tracks, frame.position, numbers)
-                if shown_query is not None:
-                    canvas = score_legend(canvas, shown_query, scores)
-                bgr = cv2.cvtColor(canvas, cv2.COLOR_RGB2BGR)
-                if (even_w, even_h) != (width, height):
-                    bgr = cv2.copyMakeBorder(
-                        bgr, 0, even_h - height, 0, even_w - width, cv2.BORDER_CONSTANT, value=0
-                    )
-                writer.write(bgr)
-        finally:
-            writer.release()
-    return path
+
+    def frames() -> Iterator[np.ndarray]:
+        for frame in video.frames():
+            canvas = np.array(frame.pixels, dtype=np.uint8, copy=True, order="C")
+            draw_tracks(canvas, tracks, frame.position, numbers)
+            if shown_query is not None:
+                canvas = score_legend(canvas, shown_query, scores)
+            pad_y, pad_x = even_h - height, even_w - width
+            yield cv2.copyMakeBorder(canvas, 0, pad_y, 0, pad_x, cv2.BORDER_CONSTANT, value=0)
+
+    return _write(path, ".mp4", _overlay_fps(video), (even_w, even_h), frames(), FOURCCS, "an MP4")
 
 
 def write_web_video(source: Path, path: Path, *, max_side: int = WEB_MAX_SIDE) -> Path:
@@ -70,15 +64,10 @@ def write_web_video(source: Path, path: Path, *, max_side: int = WEB_MAX_SIDE) -
     height, width = video.size
     scale = min(1.0, max_side / max(height, width))
     out_w, out_h = (max(MIN_WEB_SIDE, round(side * scale) // 2 * 2) for side in (width, height))
-    with atomic_output(path, suffix=".webm") as tmp:
-        writer = _open_writer(tmp, video.fps or DEFAULT_FPS, (out_w, out_h), WEB_FOURCCS, "a WebM")
-        try:
-            for frame in video.frames():
-                pixels = resize_image(frame.pixels, height=out_h, width=out_w)
-                writer.write(cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
-        finally:
-            writer.release()
-    return path
+    frames = (resize_image(f.pixels, height=out_h, width=out_w) for f in video.frames())
+    return _write(
+        path, ".webm", video.fps or DEFAULT_FPS, (out_w, out_h), frames, WEB_FOURCCS, "a WebM"
+    )
 
 
 def _overlay_fps(video: VideoSource) -> float:
@@ -90,19 +79,32 @@ def _overlay_fps(video: VideoSource) -> float:
     return fps / max(1.0, step)
 
 
-def _open_writer(
-    path: Path, fps: float, size: tuple[int, int], tried: Sequence[str] = (), kind: str = "an MP4"
-) -> cv2.VideoWriter:
-    """A writer with the first of ``tried`` (default :data:`FOURCCS`) this OpenCV can open;
-    ``size`` is ``(width, height)``."""
-    tried = tried or FOURCCS
-    for fourcc in tried:
-        with _quiet_opencv():
-            writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*fourcc), fps, size)
-        if writer.isOpened():
-            return writer
-        writer.release()
-    raise OSError(f"OpenCV cannot write {kind} video here (tried {', '.join(tried)})")
+def _write(
+    path: Path,
+    suffix: str,
+    fps: float,
+    size: tuple[int, int],
+    frames: Iterator[np.ndarray],
+    tried: Sequence[str],
+    kind: str,
+) -> Path:
+    """``frames`` (RGB, ``size`` ``(width, height)``) written to ``path`` with the first of
+    ``tried`` this OpenCV can open; the file appears only when complete."""
+    with atomic_output(path, suffix=suffix) as tmp:
+        for fourcc in tried:
+            with _quiet_opencv():
+                writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*fourcc), fps, size)
+            if writer.isOpened():
+                break
+            writer.release()
+        else:
+            raise OSError(f"OpenCV cannot write {kind} video here (tried {', '.join(tried)})")
+        try:
+            for pixels in frames:
+                writer.write(cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
+        finally:
+            writer.release()
+    return path
 
 
 @contextmanager

@@ -116,8 +116,6 @@ class Detections:
                         f"boolean index must have shape ({len(self)},), got {index_array.shape}"
                     )
                 index_array = np.flatnonzero(index_array)
-            if index_array.size == 0:
-                index_array = np.zeros((0,), dtype=np.int64)
             index_array = as_view_index(index_array.astype(np.int64), len(self))
         picked = self.masks[index_array], self.boxes[index_array], self.scores[index_array]
         selected = Detections(*picked)
