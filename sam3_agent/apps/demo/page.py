@@ -106,7 +106,7 @@ VIDEO_TAB = Tab(
 def build_tab(
     tab: Tab,
     *,
-    options: Callable[[], list[gr.components.Component]],
+    options: Callable[[], list[gr.Number]],
     final: Callable[[], gr.components.Component],
     preview: Callable[..., Any],
     preview_final: bool,
