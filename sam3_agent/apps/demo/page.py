@@ -34,8 +34,6 @@ from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.text import one_line
 
 TITLE = "sam3-agent"
-READY = "Upload an image, say what to segment, press Run."
-VIDEO_READY = "Upload a video clip, say what to segment and track, press Run."
 
 
 def api_example(component: gr.components.Component, payload: Any, value: Any) -> None:
@@ -88,7 +86,7 @@ IMAGE_TAB = Tab(
     "Image",
     "What to segment",
     "e.g. the leftmost child wearing a blue vest",
-    READY,
+    "Upload an image, say what to segment, press Run.",
     ("coffee.jpg", "the cup"),
     ("run", "stop"),
 )
@@ -97,7 +95,7 @@ VIDEO_TAB = Tab(
     "Video",
     "What to segment and track",
     "e.g. the dog that enters last",
-    VIDEO_READY,
+    "Upload a video clip, say what to segment and track, press Run.",
     ("clip.mp4", "the dog that enters last"),
     ("run_video", "stop_video"),
 )
@@ -213,7 +211,7 @@ def image_tab(
 ) -> None:
     def preview(image_path: str | None) -> tuple[Any, str]:
         if image_path is None:
-            return None, status_html("idle", READY)
+            return None, status_html("idle", IMAGE_TAB.ready)
         try:
             image = load_display_image(image_path, max_pixels=runner.max_pixels)
         except ImageLoadError as e:
@@ -265,7 +263,7 @@ def image_tab(
 def video_tab(runner: VideoDemoRunner, *, concurrency: int) -> None:
     def preview(video_path: str | None, stride: float | None) -> str:
         if video_path is None:
-            return status_html("idle", VIDEO_READY)
+            return status_html("idle", VIDEO_TAB.ready)
         try:
             video = check_upload(video_path, check_stride(stride), runner.limits)
         except UserError as e:  # the upload refused (a VideoLoadError), or the stride
