@@ -34,8 +34,6 @@ from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.text import one_line
 
 TITLE = "sam3-agent"
-READY = "Upload an image, say what to segment, press Run."
-VIDEO_READY = "Upload a video clip, say what to segment and track, press Run."
 
 
 def api_example(component: gr.components.Component, payload: Any, value: Any) -> None:
@@ -88,7 +86,7 @@ IMAGE_TAB = Tab(
     "Image",
     "What to segment",
     "e.g. the leftmost child wearing a blue vest",
-    READY,
+    "Upload an image, say what to segment, press Run.",
     ("coffee.jpg", "the cup"),
     ("run", "stop"),
 )
@@ -97,36 +95,30 @@ VIDEO_TAB = Tab(
     "Video",
     "What to segment and track",
     "e.g. the dog that enters last",
-    VIDEO_READY,
+    "Upload a video clip, say what to segment and track, press Run.",
     ("clip.mp4", "the dog that enters last"),
     ("run_video", "stop_video"),
 )
 
 
-@dataclass(frozen=True)
-class Blocks:
-    """A tab's components."""
-
-    upload: gr.File
-    query: gr.Textbox
-    options: list[gr.components.Component]
-    run: gr.Button
-    stop: gr.Button
-    status: gr.HTML
-    final: gr.components.Component
-    downloads: gr.File
-    rounds: gr.HTML
-
-
-def tab_blocks(
+def build_tab(
     tab: Tab,
     *,
-    options: Callable[[], list[gr.components.Component]],
+    options: Callable[[], list[gr.Number]],
     final: Callable[[], gr.components.Component],
+    preview: Callable[..., Any],
+    preview_final: bool,
+    run: Callable[..., AsyncIterator[tuple[Any, ...]]],
+    stop: Callable[[str], bool],
+    concurrency: int,
     examples: Sequence[tuple[Path, str]] = (),
-) -> Blocks:
-    """A tab's layout: the form, status, result and downloads on the left, the rounds on the
-    right (narrow screens: :func:`~sam3_agent.apps.demo.views.page_css`)."""
+) -> None:
+    """A tab: the form, status, result and downloads on the left, the rounds on the right
+    (narrow screens: :func:`~sam3_agent.apps.demo.views.page_css`). A change of the upload
+    or an option calls ``preview`` on them: with ``preview_final`` (the image tab) it shows
+    the upload in the result box at once, outside the queue; else it only says, queued, what
+    a run will do. Run (the button, or Enter in the query box) streams ``run`` into the
+    tab's outputs; Stop calls ``stop``. Every tab's requests share one concurrency bound."""
     p = tab.prefix
     with gr.Row(equal_height=False, elem_id=f"{p}-main"):
         with gr.Column(scale=5, elem_id=f"{p}-left"):
@@ -142,8 +134,8 @@ def tab_blocks(
                 )
                 fields = options()
                 with gr.Row():
-                    run = gr.Button("Run", variant="primary", elem_id=f"{p}-run")
-                    stop = gr.Button("Stop", variant="stop", elem_id=f"{p}-stop")
+                    run_button = gr.Button("Run", variant="primary", elem_id=f"{p}-run")
+                    stop_button = gr.Button("Stop", variant="stop", elem_id=f"{p}-stop")
                 status = gr.HTML(
                     status_html("idle", tab.ready), label="Status", elem_id=f"{p}-status"
                 )
@@ -163,36 +155,32 @@ def tab_blocks(
                     )
         with gr.Column(scale=6, elem_id=f"{p}-right"):
             rounds = gr.HTML(EMPTY_ROUNDS, label="Rounds", elem_id=f"{p}-rounds")
-    return Blocks(upload, query, fields, run, stop, status, shown, downloads, rounds)
 
-
-def wire_run_and_stop(
-    tab: Tab,
-    blocks: Blocks,
-    *,
-    run: Callable[..., AsyncIterator[tuple[Any, ...]]],
-    stop: Callable[[str], bool],
-    concurrency: int,
-) -> None:
-    """Run (the button, or Enter in the query box) streams ``run`` into the tab's outputs;
-    Stop calls ``stop``. Every tab's requests share one concurrency bound."""
+    for change in [upload.change, *(field.change for field in fields)]:
+        change(
+            preview,
+            [upload, *fields],
+            [shown, status] if preview_final else [status],
+            api_visibility="private",
+            queue=not preview_final,
+        )
     name, text = tab.api_example
     # What gradio_client.handle_file(name) sends; with "url" the panel's Python example
     # reads handle_file('coffee.jpg').
-    upload: dict[str, Any] = {"path": name, "url": name, "orig_name": name}
-    upload["meta"] = {"_type": "gradio.FileData"}
-    api_example(blocks.upload, upload, name)
-    api_example(blocks.query, text, text)
+    example: dict[str, Any] = {"path": name, "url": name, "orig_name": name}
+    example["meta"] = {"_type": "gradio.FileData"}
+    api_example(upload, example, name)
+    api_example(query, text, text)
     # Run and Enter in the query box are off while a session runs, so a second press can
     # neither start another request nor clear the rounds; they come back however it ended.
-    busy = [blocks.run, blocks.query]
+    busy = [run_button, query]
 
     def enable(on: bool) -> Callable[[], tuple[gr.Button, gr.Textbox]]:
         return lambda: (gr.Button(interactive=on), gr.Textbox(interactive=on))
 
     quiet: dict[str, Any] = {"queue": False, "api_visibility": "private", "show_progress": "hidden"}
     gr.on(
-        [blocks.run.click, blocks.query.submit],
+        [run_button.click, query.submit],
         enable(False),
         None,
         busy,
@@ -200,8 +188,8 @@ def wire_run_and_stop(
         **quiet,
     ).then(
         run,
-        [blocks.upload, blocks.query, *blocks.options],
-        [blocks.rounds, blocks.status, blocks.final, blocks.downloads],
+        [upload, query, *fields],
+        [rounds, status, shown, downloads],
         api_name=tab.api_names[0],
         concurrency_limit=concurrency,
         concurrency_id="agent",
@@ -215,7 +203,7 @@ def wire_run_and_stop(
 
     # Outside the queue: a stop must not wait behind the requests it is meant to end.
     stop_answer = gr.Textbox(label="Answer", visible=False)
-    blocks.stop.click(answer, None, [stop_answer], api_name=tab.api_names[1], queue=False)
+    stop_button.click(answer, None, [stop_answer], api_name=tab.api_names[1], queue=False)
 
 
 def image_tab(
@@ -223,7 +211,7 @@ def image_tab(
 ) -> None:
     def preview(image_path: str | None) -> tuple[Any, str]:
         if image_path is None:
-            return None, status_html("idle", READY)
+            return None, status_html("idle", IMAGE_TAB.ready)
         try:
             image = load_display_image(image_path, max_pixels=runner.max_pixels)
         except ImageLoadError as e:
@@ -259,26 +247,23 @@ def image_tab(
         "Each round shows the model's reasoning, its tool call, the masks SAM 3 returned "
         "and the verdicts of the mask checks."
     )
-    blocks = tab_blocks(
+    build_tab(
         IMAGE_TAB,
         options=list,
         final=lambda: gr.AnnotatedImage(label="Result", elem_id="s3a-final"),
+        preview=preview,
+        preview_final=True,
+        run=run,
+        stop=runner.stop,
+        concurrency=concurrency,
         examples=examples,
     )
-    blocks.upload.change(
-        preview,
-        [blocks.upload],
-        [blocks.final, blocks.status],
-        api_visibility="private",
-        queue=False,
-    )
-    wire_run_and_stop(IMAGE_TAB, blocks, run=run, stop=runner.stop, concurrency=concurrency)
 
 
 def video_tab(runner: VideoDemoRunner, *, concurrency: int) -> None:
     def preview(video_path: str | None, stride: float | None) -> str:
         if video_path is None:
-            return status_html("idle", VIDEO_READY)
+            return status_html("idle", VIDEO_TAB.ready)
         try:
             video = check_upload(video_path, check_stride(stride), runner.limits)
         except UserError as e:  # the upload refused (a VideoLoadError), or the stride
@@ -316,7 +301,7 @@ def video_tab(runner: VideoDemoRunner, *, concurrency: int) -> None:
         "SAM 3 follows every instance of a phrase through the clip as a **track**; the "
         "model compares the tracks and keeps the ones the request describes."
     )
-    blocks = tab_blocks(
+    build_tab(
         VIDEO_TAB,
         options=lambda: [
             gr.Number(
@@ -330,11 +315,12 @@ def video_tab(runner: VideoDemoRunner, *, concurrency: int) -> None:
         final=lambda: gr.Video(
             label="Result", interactive=False, autoplay=True, elem_id="s3a-video-final"
         ),
+        preview=preview,
+        preview_final=False,
+        run=run,
+        stop=runner.stop,
+        concurrency=concurrency,
     )
-    stride = cast(gr.Number, blocks.options[0])
-    for change in (blocks.upload.change, stride.change):
-        change(preview, [blocks.upload, *blocks.options], [blocks.status], api_visibility="private")
-    wire_run_and_stop(VIDEO_TAB, blocks, run=run, stop=runner.stop, concurrency=concurrency)
 
 
 def build_page(

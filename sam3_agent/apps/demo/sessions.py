@@ -161,21 +161,20 @@ class SessionRunner(Generic[R]):
     async def _final(
         self, task: asyncio.Task[R], rounds: tuple[RoundEvent, ...], out: Path
     ) -> Update[R]:
+        state: State
+        result, web = None, None
         if task.cancelled():
-            files = await asyncio.to_thread(self._downloads, out, None)
-            message = "stopped: the files hold what the agent had"
-            return Update("stopped", rounds, message, None, files, out)
-        error = task.exception()
-        if error is not None:
+            state, message = "stopped", "stopped: the files hold what the agent had"
+        elif (error := task.exception()) is not None:
             if not isinstance(error, Sam3AgentError):
                 # A bug: the server log gets the traceback, the page one line.
                 logger.error(self.failed, exc_info=error)
-            files = await asyncio.to_thread(self._downloads, out, None)
-            return Update("error", rounds, one_line(error), None, files, out)
-        result = task.result()
-        web = await asyncio.to_thread(self._web_video, out)
+            state, message = "error", one_line(error)
+        else:
+            state, message, result = "done", "", task.result()
+            web = await asyncio.to_thread(self._web_video, out)
         files = await asyncio.to_thread(self._downloads, out, result)
-        return Update("done", rounds, "", result, files, out, web)
+        return Update(state, rounds, message, result, files, out, web)
 
 
 class DemoRunner(SessionRunner[AgentResult]):

@@ -130,30 +130,27 @@ def status_html(kind: str, text: str) -> str:
     return f'<div class="s3a-status s3a-status-{_esc(kind)}">{_esc(text)}</div>'
 
 
-def _cost(result: AgentResult | VideoResult) -> str:
+def _summary(
+    result: AgentResult | VideoResult, noun: str, scores: list[float], over: str = ""
+) -> str:
+    """One line on how a finished session ended (``noun``: what it found, with ``scores``;
+    ``over``: what it looked at), with its cost."""
     total = result.usage.total.total_tokens
-    return f"{result.rounds} round(s), {total:,} tokens, {result.timings.get('total', 0.0):.1f} s"
+    cost = f"{result.rounds} round(s), {total:,} tokens, {result.timings.get('total', 0.0):.1f} s"
+    if result.status == "masks":
+        listed = ", ".join(f"{i + 1}: {score:.2f}" for i, score in enumerate(scores))
+        return f"{len(scores)} {noun}(s) (scores {listed}){over} in {cost}"
+    if result.status == "no_mask":
+        return f"no {noun}: the model found nothing matching{over}, in {cost}"
+    return f"failed: {result.failure} ({cost})"
 
 
 def result_summary(result: AgentResult) -> str:
     """One line on how a finished session ended, with its cost."""
-    cost = _cost(result)
-    if result.status == "masks":
-        scores = ", ".join(
-            f"{i + 1}: {score:.2f}" for i, score in enumerate(result.detections.scores.tolist())
-        )
-        return f"{len(result.detections)} mask(s) (scores {scores}) in {cost}"
-    if result.status == "no_mask":
-        return f"no mask: the model found nothing matching, in {cost}"
-    return f"failed: {result.failure} ({cost})"
+    return _summary(result, "mask", result.detections.scores.tolist())
 
 
 def video_summary(result: VideoResult) -> str:
     """One line on how a finished video session ended, with its cost."""
-    cost, frames = _cost(result), len(result.video.get("frames_used", ()))
-    if result.status == "masks":
-        scores = ", ".join(f"{i + 1}: {t.score:.2f}" for i, t in enumerate(result.tracks))
-        return f"{len(result.tracks)} track(s) (scores {scores}) over {frames} frames in {cost}"
-    if result.status == "no_mask":
-        return f"no track: the model found nothing matching over {frames} frames, in {cost}"
-    return f"failed: {result.failure} ({cost})"
+    frames = len(result.video.get("frames_used", ()))
+    return _summary(result, "track", [t.score for t in result.tracks], f" over {frames} frames")

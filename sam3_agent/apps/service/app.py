@@ -26,7 +26,6 @@ from sam3_agent.apps.service.intake import (
     ServiceError,
     content_type,
     decode_and_id,
-    raw_and_id,
     raw_size,
     read_body,
     read_json,
@@ -176,10 +175,7 @@ def create_app(
         """The one intake of an image (a file, or ``raw`` ``(height, width)`` RGB bytes):
         decoded in a decode slot, then stored."""
         async with decode_slots:
-            if raw is None:
-                image_id, image = await run_in_threadpool(decode_and_id, data, limits.max_pixels)
-            else:
-                image_id, image = await run_in_threadpool(raw_and_id, data, *raw)
+            image_id, image = await run_in_threadpool(decode_and_id, data, raw, limits.max_pixels)
         images.keep(image_id, image)
         return image_id, image
 

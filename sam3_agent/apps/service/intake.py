@@ -134,9 +134,18 @@ class Gate:
             self._semaphore.release()
 
 
-def decode_and_id(data: bytes, max_pixels: int) -> tuple[str, RGBImage]:
-    """An image file's id and pixels as displayed; the pixel count is checked from the
-    header before any pixel is decoded (413 over ``max_pixels``)."""
+def decode_and_id(
+    data: bytes, raw: tuple[int, int] | None, max_pixels: int
+) -> tuple[str, RGBImage]:
+    """An image's id and pixels: ``raw`` ``(height, width)`` RGB bytes, or a file as
+    displayed, its pixel count checked from the header before any pixel is decoded (413
+    over ``max_pixels``)."""
+    if raw is not None:
+        try:
+            image = decode_raw(data, *raw)
+        except ValueError as e:
+            raise ServiceError(400, ErrorCode.BAD_IMAGE, str(e)) from e
+        return image_digest(image), image
     try:
         image = load_image(data, max_pixels=max_pixels)
     except ImageTooLargeError as e:
@@ -145,14 +154,6 @@ def decode_and_id(data: bytes, max_pixels: int) -> tuple[str, RGBImage]:
         raise ServiceError(
             400, ErrorCode.BAD_IMAGE, f"the body is not a readable image: {e}"
         ) from e
-    return image_digest(image), image
-
-
-def raw_and_id(data: bytes, height: int, width: int) -> tuple[str, RGBImage]:
-    try:
-        image = decode_raw(data, height, width)
-    except ValueError as e:
-        raise ServiceError(400, ErrorCode.BAD_IMAGE, str(e)) from e
     return image_digest(image), image
 
 

@@ -20,6 +20,7 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
 from sam3_agent.apps.service.intake import LruStore, ServiceError, body_chunks, too_large
+from sam3_agent.apps.service.limits import ServiceLimits
 from sam3_agent.backends.schemas import ErrorCode
 from sam3_agent.media.video import (
     FRAME_SUFFIXES,
@@ -155,17 +156,12 @@ async def receive_to_file(request: Request, path: Path, limit: int) -> str:
     return digest.hexdigest()
 
 
-def check_video(
-    video_id: str,
-    path: Path,
-    *,
-    tar: bool,
-    max_frames: int,
-    max_pixels: int,
-) -> StoredVideo:
-    """Check a received upload (blocking: run it on a worker thread) and describe it for the
-    store. A tar is unpacked into a folder of frames beside it and then deleted; on failure
-    every file of the upload is deleted (400 unreadable, 413 over a limit)."""
+def check_video(video_id: str, path: Path, tar: bool, bounds: ServiceLimits) -> StoredVideo:
+    """Check a received upload within ``bounds`` (blocking: run it on a worker thread) and
+    describe it for the store. A tar is unpacked into a folder of frames beside it and then
+    deleted; on failure every file of the upload is deleted (400 unreadable, 413 over a
+    limit)."""
+    max_frames, max_pixels = bounds.max_video_frames, bounds.max_pixels
     target = path.with_name(path.name + ".frames") if tar else path
     try:
         if tar:

@@ -87,14 +87,8 @@ def add_video_routes(
         async with uploads.hold():
             incoming = store.incoming()
             video_id = await receive_to_file(request, incoming, bounds.max_video_bytes)
-            checked = await run_in_threadpool(
-                check_video,
-                video_id,
-                incoming,
-                tar=content_type(request) == TAR_MIME,
-                max_frames=bounds.max_video_frames,
-                max_pixels=bounds.max_pixels,
-            )
+            tar = content_type(request) == TAR_MIME
+            checked = await run_in_threadpool(check_video, video_id, incoming, tar, bounds)
             stored = store.put(checked)
         source = stored.source
         logger.info(

@@ -779,13 +779,15 @@ def test_decodes_run_at_most_n_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     lock = threading.Lock()
     original = service_app.decode_and_id
 
-    def slow_decode(data: bytes, max_pixels: int) -> tuple[str, np.ndarray]:
+    def slow_decode(
+        data: bytes, raw: tuple[int, int] | None, max_pixels: int
+    ) -> tuple[str, np.ndarray]:
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
         time.sleep(0.05)
         try:
-            return original(data, max_pixels)
+            return original(data, raw, max_pixels)
         finally:
             with lock:
                 active[0] -= 1
