@@ -151,7 +151,7 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
         with self._cache_lock:
             del self._pending[digest]
             if self._cache.size > 0:
-                for evicted in self._cache.put(digest, features):
+                for evicted, _ in self._cache.put(digest, features):
                     logger.debug("backbone cache evicted %s", evicted[:12])
         pending.set_result(features)
         return features

@@ -22,7 +22,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sam3_agent.apps.service.intake import (
     Gate,
-    LruStore,
     ServiceError,
     content_type,
     decode_and_id,
@@ -36,6 +35,7 @@ from sam3_agent.apps.service.limits import DEFAULT_LIMITS, SMALL_BODY_BYTES, Ser
 from sam3_agent.apps.service.video_store import VideoStore
 from sam3_agent.apps.service.videos import add_video_routes
 from sam3_agent.backends.base import Segmenter, VideoSegmenter, phrase_as_read
+from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.schemas import (
     ErrorCode,
     HealthResponse,
@@ -104,7 +104,7 @@ def create_app(
     videos = (
         None if video_segmenter is None else VideoStore(limits.max_stored_video_bytes, video_dir)
     )
-    images: LruStore[RGBImage] = LruStore(
+    images: Lru[str, RGBImage] = Lru(
         limits.max_stored_images, limits.max_stored_bytes, lambda image: image.nbytes
     )
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -52,51 +50,6 @@ class ServiceError(Exception):
 def too_large(message: str) -> ServiceError:
     """The 413 ``too_large`` answer, for any body, image or video over a limit."""
     return ServiceError(413, ErrorCode.TOO_LARGE, message)
-
-
-class LruStore(Generic[V]):
-    """A thread-safe LRU by id, bounded in count and in bytes (``nbytes`` of a value); the
-    newest value is always kept, even when it alone exceeds the byte bound."""
-
-    def __init__(self, max_items: int, max_bytes: int, nbytes: Callable[[V], int]) -> None:
-        self._max_items, self.max_bytes, self._nbytes = max_items, max_bytes, nbytes
-        self._items: OrderedDict[str, V] = OrderedDict()
-        self.bytes_used = 0
-        self._lock = threading.RLock()
-
-    def keep(self, key: str, value: V) -> tuple[V, list[tuple[str, V]]]:
-        """Keep ``value`` under ``key`` unless a value is there already (it stays, now the
-        most recently used); returns the value stored under ``key`` and those evicted."""
-        with self._lock:
-            if (known := self.get(key)) is not None:
-                return known, []
-            self._items[key] = value
-            self.bytes_used += self._nbytes(value)
-            evicted: list[tuple[str, V]] = []
-            while len(self._items) > 1 and (
-                len(self._items) > self._max_items or self.bytes_used > self.max_bytes
-            ):
-                evicted.append(self._items.popitem(last=False))
-                self.bytes_used -= self._nbytes(evicted[-1][1])
-            return value, evicted
-
-    def get(self, key: str) -> V | None:
-        """The value stored under ``key`` (now the most recently used), or None."""
-        with self._lock:
-            if (value := self._items.get(key)) is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.bytes_used = 0
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._items
 
 
 class Gate:

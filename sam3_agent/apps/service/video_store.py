@@ -19,8 +19,9 @@ from typing import Literal
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from sam3_agent.apps.service.intake import LruStore, ServiceError, body_chunks, too_large
+from sam3_agent.apps.service.intake import ServiceError, body_chunks, too_large
 from sam3_agent.apps.service.limits import ServiceLimits
+from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.schemas import ErrorCode
 from sam3_agent.media.video import (
     FRAME_SUFFIXES,
@@ -55,7 +56,7 @@ class StoredVideo:
     source: VideoSource  # every frame (no selection)
 
 
-class VideoStore(LruStore[StoredVideo]):
+class VideoStore(Lru[str, StoredVideo]):
     """Uploaded videos on disk, bounded in bytes (LRU); thread-safe. The newest video is
     always kept; a video in use (:meth:`use`) is deleted only once its last user is done."""
 
@@ -72,7 +73,7 @@ class VideoStore(LruStore[StoredVideo]):
     def incoming(self) -> Path:
         return self.root / f"v-{uuid.uuid4().hex}"
 
-    def put(self, video: StoredVideo) -> StoredVideo:
+    def add(self, video: StoredVideo) -> StoredVideo:
         """Keep ``video`` (its files now belong to the store) and evict the least recently
         used videos past the bound; returns the video stored under its id (the one already
         there when the same body was uploaded before: the new files are then deleted)."""

@@ -89,7 +89,7 @@ def add_video_routes(
             video_id = await receive_to_file(request, incoming, bounds.max_video_bytes)
             tar = content_type(request) == TAR_MIME
             checked = await run_in_threadpool(check_video, video_id, incoming, tar, bounds)
-            stored = store.put(checked)
+            stored = store.add(checked)
         source = stored.source
         logger.info(
             "stored video %s (%d frames, %dx%d, %d bytes)",

@@ -34,9 +34,9 @@ from typer.testing import CliRunner
 from sam3_agent.apps.cli.serve import serve_sam3
 from sam3_agent.apps.service import server as service_server
 from sam3_agent.apps.service.app import create_app
-from sam3_agent.apps.service.intake import LruStore
 from sam3_agent.apps.service.limits import DEFAULT_LIMITS, ServiceLimits
 from sam3_agent.apps.service.server import check_bind_security, is_loopback
+from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.sam3_local import Sam3Segmenter
 from sam3_agent.backends.sam3_remote import RemoteSegmenter
 from sam3_agent.backends.segmenters import build_segmenter
@@ -400,7 +400,7 @@ def test_segmenter_failures_are_json(error: Exception, status: int, code: str) -
 
 
 def test_image_store_is_bounded() -> None:
-    store: LruStore[np.ndarray] = LruStore(2, 10_000, lambda image: image.nbytes)
+    store: Lru[str, np.ndarray] = Lru(2, 10_000, lambda image: image.nbytes)
     a, b, c = (np.zeros((10, 10, 3), np.uint8) for _ in range(3))
     store.keep("a", a)
     store.keep("b", b)

@@ -496,7 +496,7 @@ def test_the_store_stays_within_its_bytes_and_deletes_what_it_evicts(
     store = VideoStore(bound, tmp_path_factory.mktemp("store"))
     try:
         for video_id, size in uploads:
-            kept = store.put(stored(store, video_id, size))
+            kept = store.add(stored(store, video_id, size))
             assert store.get(video_id) is kept  # the newest is always kept
             assert store.bytes_used <= bound or len(store) == 1
             on_disk = sum(p.stat().st_size for p in store.root.iterdir())
@@ -508,10 +508,10 @@ def test_the_store_stays_within_its_bytes_and_deletes_what_it_evicts(
 
 def test_a_video_in_use_is_deleted_only_when_its_use_ends(tmp_path: Path) -> None:
     store = VideoStore(10, tmp_path)
-    first = store.put(stored(store, "a", 8))
+    first = store.add(stored(store, "a", 8))
     with store.use("a") as in_use:
         assert in_use is first
-        store.put(stored(store, "b", 8))  # evicts "a" from the store...
+        store.add(stored(store, "b", 8))  # evicts "a" from the store...
         assert "a" not in store and first.path.exists()  # ...but not from under its reader
         with store.use("a") as gone:
             assert gone is None
@@ -538,8 +538,8 @@ def test_limits_are_checked(tmp_path: Path, name: str) -> None:
 
 
 def test_the_image_and_the_video_store_are_one_lru_shape() -> None:
-    from sam3_agent.apps.service.intake import LruStore
+    from sam3_agent.backends.lru import Lru
 
-    assert issubclass(VideoStore, LruStore)  # the image store is a plain LruStore
+    assert issubclass(VideoStore, Lru)  # the image store is a plain Lru
     for name in ("get", "keep", "__len__", "__contains__", "bytes_used"):
         assert name not in vars(VideoStore)
