@@ -21,7 +21,6 @@ from sam3_agent.values.images import RGBImage
 RESULT = "result.json"
 OVERLAY = "overlay.png"
 OVERLAY_VIDEO = "overlay.mp4"
-OVERLAY_WEB = "overlay.webm"
 CONTACT_SHEET = "contact_sheet.png"
 MASKS_DIR = "masks"
 TRACE = "trace.jsonl"
@@ -72,7 +71,6 @@ ENTRIES = frozenset(
         RESULT,
         OVERLAY,
         OVERLAY_VIDEO,
-        OVERLAY_WEB,
         CONTACT_SHEET,
         MASKS_DIR,
         TRACE,

@@ -1,4 +1,4 @@
-"""Videos (a file OpenCV's FFmpeg reads, rotation applied; or a folder of same-size frame
+"""Videos (a file PyAV's FFmpeg reads, rotation applied; or a folder of same-size frame
 images in name order) decoded one frame at a time on demand, so memory is flat in the clip's
 length. A truncated file opens with the frames before the damage."""
 
@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import cv2
 import numpy as np
 
 from sam3_agent.values.config import DEFAULT_MAX_PIXELS, FrameSelection
 from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.images import RGBImage, image_size_as_displayed, load_image, refuse_url
+
+if TYPE_CHECKING:
+    from av.video.frame import VideoFrame
+    from av.video.stream import VideoStream
 
 FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
 
@@ -51,12 +53,15 @@ class VideoSource:
     max_pixels: int
     note: str | None = None  # why fewer frames than declared can be read (a truncated file)
     frame_names: tuple[str, ...] = ()  # a frame folder's file names, one per source frame
+    frame_times: tuple[float, ...] = ()  # a file's frame times from its timestamps, where known
 
     @property
     def frame_count(self) -> int:
         return len(self.indices)
 
     def time_of(self, index: int) -> float | None:
+        if self.frame_times:
+            return self.frame_times[index]
         return index / self.fps if self.fps else None
 
     def frames(self, positions: Iterator[int] | list[int] | None = None) -> Iterator[Frame]:
@@ -75,7 +80,9 @@ class VideoSource:
     def reselect(self, selection: FrameSelection) -> VideoSource:
         """This video with another frame selection (nothing is decoded)."""
         fps = self.fps if self.kind == "file" else selection.fps
-        indices = _select(self.source_frames, fps, selection, self.path, self.kind)
+        indices = _select(
+            self.source_frames, fps, selection, self.path, self.kind, self.frame_times
+        )
         return replace(self, indices=indices, fps=fps)
 
     def digest(self) -> str:
@@ -121,28 +128,16 @@ class VideoSource:
         )
 
     def _file_frames(self, wanted: list[int]) -> Iterator[Frame]:
-        capture = _open_capture(self.path)
-        try:
-            targets = iter(wanted)
-            position = next(targets)
-            index = 0
-            while True:
-                if not capture.grab():
-                    raise VideoLoadError(
-                        f"{self.path}: frame {self.indices[position]} can no longer be read"
-                    )
-                if index == self.indices[position]:
-                    ok, bgr = capture.retrieve()
-                    if not ok or bgr is None:
-                        raise VideoLoadError(f"{self.path}: frame {index} cannot be decoded")
-                    pixels = self._checked(_to_rgb(bgr), index)
-                    yield Frame(position, index, self.time_of(index), pixels)
-                    position = next(targets, -1)
-                    if position < 0:
-                        return
-                index += 1
-        finally:
-            capture.release()
+        targets = iter(wanted)
+        position = next(targets)
+        for index, (frame, _) in enumerate(_decoded(self.path)):
+            if index == self.indices[position]:
+                pixels = self._checked(_to_rgb(frame), index)
+                yield Frame(position, index, self.time_of(index), pixels)
+                position = next(targets, -1)
+                if position < 0:
+                    return
+        raise VideoLoadError(f"{self.path}: frame {self.indices[position]} can no longer be read")
 
 
 def open_video(
@@ -199,87 +194,87 @@ def _folder_frame_size(path: Path, names: tuple[str, ...], max_pixels: int) -> t
 
 
 def _open_file(path: Path, selection: FrameSelection, max_pixels: int) -> VideoSource:
-    capture = _open_capture(path)
-    try:
-        fps = float(capture.get(cv2.CAP_PROP_FPS)) or None
-        declared = int(capture.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
-        width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
-        height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
-        if width > 0 and height > 0:
-            _check_pixels(width, height, max_pixels, path)
-        # grab() walks the stream without converting pixels: counting is cheap, and it finds
-        # where a truncated file stops.
-        readable = 0
-        while capture.grab():
-            readable += 1
-    finally:
-        capture.release()
-    if readable == 0:
+    times: list[float | None] = []
+    declared, fps, first = 0, None, None
+    for frame, stream in _decoded(path):
+        if first is None:
+            declared, fps = stream.frames, stream.average_rate
+            _check_pixels(frame.width, frame.height, max_pixels, path)
+            first = frame
+        times.append(None if frame.pts is None else float(frame.time or 0.0))
+    if first is None:
         raise VideoLoadError(f"cannot read video {path}: no frame could be decoded")
-    if fps is not None and not (math.isfinite(fps) and 0 < fps < 1000):
-        fps = None
+    rate = float(fps) if fps else None
+    if rate is not None and not (math.isfinite(rate) and 0 < rate < 1000):
+        rate = None
+    readable = len(times)
     note = None
     if declared > readable:
         note = f"the file declares {declared} frames; frames from {readable} on cannot be read"
-    indices = _select(readable, fps, selection, path, "file")
-    first = _decode_one(path, indices[0])
-    h, w = first.shape[:2]
-    _check_pixels(w, h, max_pixels, path)
-    return VideoSource(path, "file", indices, (h, w), fps, readable, max_pixels, note=note)
+    clean = tuple(t for t in times if t is not None)
+    start = clean[0] if len(clean) == readable else 0.0
+    frame_times = tuple(t - start for t in clean) if len(clean) == readable else ()
+    indices = _select(readable, rate, selection, path, "file", frame_times)
+    h, w = _to_rgb(first).shape[:2]
+    return VideoSource(
+        path, "file", indices, (h, w), rate, readable, max_pixels, note=note,
+        frame_times=frame_times,
+    )  # fmt: skip
 
 
 def _select(
-    count: int, fps: float | None, s: FrameSelection, path: Path, kind: str
+    count: int,
+    fps: float | None,
+    s: FrameSelection,
+    path: Path,
+    kind: str,
+    times: tuple[float, ...] = (),
 ) -> tuple[int, ...]:
-    if s.has_time_range and fps is None:
+    if s.has_time_range and fps is None and not times:
         if kind == "frames":
             raise UserError(f"{path} is a folder of frames: a time range needs `fps`")
         raise VideoLoadError(f"{path} declares no frame rate: a time range cannot be applied")
     indices = range(0, count, s.stride)
-    if fps is not None and s.has_time_range:
+    if s.has_time_range:
         lo = s.start_s or 0.0
         hi = s.end_s if s.end_s is not None else math.inf
-        indices = [i for i in indices if lo <= i / fps <= hi]  # type: ignore[assignment]
+        time = times.__getitem__ if times else (lambda i: i / (fps or 1.0))
+        indices = [i for i in indices if lo <= time(i) <= hi]  # type: ignore[assignment]
     chosen = tuple(indices)[: s.max_frames]
     if not chosen:
         raise VideoLoadError(f"no frame of {path} ({count} readable) is in the selected range")
     return chosen
 
 
-def _open_capture(path: Path) -> cv2.VideoCapture:
-    # A damaged file is reported by our one-line errors; FFmpeg's and OpenCV's own lines on
-    # stderr would only repeat it, mid-progress-bar (a user's own setting is kept).
-    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
-    capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
-    if not capture.isOpened():
-        capture.release()
-        raise VideoLoadError(f"cannot read video {path}: not a video file OpenCV can open")
-    # Rotation metadata (phones record upright video as rotated frames + a flag).
-    capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 1)
-    return capture
+def _decoded(path: Path) -> Iterator[tuple[VideoFrame, VideoStream]]:
+    """The frames of ``path``'s first video stream in order, as far as they can be decoded (a
+    truncated or damaged file stops at the damage)."""
+    import av
 
-
-def _decode_one(path: Path, index: int) -> RGBImage:
-    capture = _open_capture(path)
+    # A damaged file is reported by our one-line errors; FFmpeg's own lines would repeat it.
+    av.logging.set_level(None)
     try:
-        for _ in range(index):
-            capture.grab()
-        ok, bgr = capture.read()
-    finally:
-        capture.release()
-    if not ok or bgr is None:
-        raise VideoLoadError(f"cannot read video {path}: frame {index} cannot be decoded")
-    return _to_rgb(bgr)
+        container = av.open(str(path))
+    except (av.FFmpegError, OSError, ValueError) as e:
+        raise VideoLoadError(f"cannot read video {path}: not a video file FFmpeg can open") from e
+    with container:
+        if not container.streams.video:
+            raise VideoLoadError(f"cannot read video {path}: the file holds no video stream")
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        try:
+            for frame in container.decode(stream):
+                yield frame, stream
+        except (av.FFmpegError, OSError, ValueError):
+            return
 
 
-def _to_rgb(bgr: np.ndarray) -> RGBImage:
-    if bgr.dtype != np.uint8:  # 10/16-bit decodes: the top 8 bits
-        bgr = (bgr.astype(np.float32) * (255.0 / float(np.iinfo(bgr.dtype).max))).round()
-        bgr = bgr.astype(np.uint8)
-    if bgr.ndim == 2:
-        return np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_GRAY2RGB))
-    return np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+def _to_rgb(frame: VideoFrame) -> RGBImage:
+    """The frame as shown: 8-bit RGB, turned by the display matrix (phones record upright video
+    as rotated frames and a flag)."""
+    pixels = frame.to_ndarray(format="rgb24")
+    turns = round(frame.rotation / 90) % 4  # counter-clockwise degrees to turn to show it
+    return np.ascontiguousarray(np.rot90(pixels, turns) if turns else pixels)
 
 
 def _check_pixels(width: int, height: int, max_pixels: int, path: Path) -> None:

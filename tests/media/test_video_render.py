@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,7 +24,7 @@ from sam3_agent.media.video_render import (
     sample_positions,
     sheet_grid,
 )
-from sam3_agent.media.video_writer import write_overlay_video, write_web_video
+from sam3_agent.media.video_writer import write_overlay_video
 from sam3_agent.values.tracks import Track, TrackBuilder, Tracks
 from tests.support.clips import BACKGROUND, Square, render_frame, square_mask, write_frames
 
@@ -354,16 +353,12 @@ def test_a_track_check_where_the_track_is_absent_shows_the_frame(png_clip: Video
 
 
 def _read_back(path: Path) -> tuple[list[np.ndarray], float]:
-    capture = cv2.VideoCapture(str(path))
-    frames = []
-    while True:
-        ok, bgr = capture.read()
-        if not ok:
-            break
-        frames.append(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
-    fps = float(capture.get(cv2.CAP_PROP_FPS))
-    capture.release()
-    return frames, fps
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+        return frames, float(stream.average_rate or 0)
 
 
 def test_the_overlay_video_has_every_frame_drawn(tmp_path: Path) -> None:
@@ -435,7 +430,7 @@ def test_a_failed_overlay_leaves_the_old_file_and_no_temporary(tmp_path: Path) -
 
 
 def test_no_codec_is_one_named_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(video_writer, "FOURCCS", ())
+    monkeypatch.setattr(video_writer, "CODEC", "no-such-encoder")
     with pytest.raises(OSError, match="cannot write an MP4"):
         write_overlay_video(synthetic(3), Tracks(3, SIZE), tmp_path / "o.mp4")
     assert os.listdir(tmp_path) == []
@@ -451,44 +446,27 @@ def test_overlay_memory_is_flat_in_clip_length(tmp_path: Path) -> None:
     assert peaks[0] == peaks[1] <= 2
 
 
-# -- write_web_video -------------------------------------------------------------------------
+# -- the overlay's codec --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("size", "max_side", "shrunk"),
-    [
-        (SIZE, 854, (120, 160)),  # small enough: the same size
-        (SIZE, 80, (60, 80)),
-        ((121, 161), 1000, (122, 162)),  # the overlay pads odd sizes
-        (SIZE, 20, (16, 20)),  # never under 16 pixels a side
-    ],
-)
-def test_the_web_copy_is_webm_with_every_frame(
-    tmp_path: Path, size: tuple[int, int], max_side: int, shrunk: tuple[int, int]
+@pytest.mark.parametrize(("size", "stored"), [(SIZE, (120, 160)), ((121, 161), (122, 162))])
+def test_the_overlay_is_h264_yuv420p_with_its_index_first(
+    tmp_path: Path, size: tuple[int, int], stored: tuple[int, int]
 ) -> None:
+    """What browsers, QuickTime and phones play (the demo's page plays this very file)."""
+    import av
+
     video = synthetic(9, size=size)
     overlay = write_overlay_video(video, tracks_of(video), tmp_path / "overlay.mp4")
-    web = write_web_video(overlay, tmp_path / "overlay.webm", max_side=max_side)
-    assert web.read_bytes()[:4] == b"\x1a\x45\xdf\xa3"  # the EBML header of a WebM file
-    frames, fps = _read_back(web)
-    assert len(frames) == 9 and frames[0].shape[:2] == shrunk
+    with av.open(str(overlay)) as container:
+        stream = container.streams.video[0]
+        assert stream.codec_context.name == "h264"
+        assert stream.codec_context.pix_fmt == "yuv420p"
+    frames, fps = _read_back(overlay)
+    assert len(frames) == 9 and frames[0].shape[:2] == stored  # odd sides padded to even
     assert fps == pytest.approx(10.0)
-    assert sorted(os.listdir(tmp_path)) == ["overlay.mp4", "overlay.webm"]
-
-
-def test_a_web_copy_of_odd_sized_frames_is_even(tmp_path: Path) -> None:
-    folder = write_frames(tmp_path / "frames", 3, squares=BIG, size=(121, 161), suffix=".png")
-    frames, _ = _read_back(write_web_video(folder, tmp_path / "web.webm"))
-    assert len(frames) == 3 and frames[0].shape[:2] == (120, 160)
-
-
-def test_a_web_copy_of_an_unreadable_video_is_one_named_error(tmp_path: Path) -> None:
-    bad = tmp_path / "overlay.mp4"
-    bad.write_bytes(b"not a video")
-    with pytest.raises(VideoLoadError, match="cannot read video"):
-        write_web_video(bad, tmp_path / "overlay.webm")
-    with pytest.raises(ValueError, match="max_side"):
-        write_web_video(bad, tmp_path / "overlay.webm", max_side=15)
+    data = overlay.read_bytes()
+    assert data.index(b"moov") < data.index(b"mdat")  # +faststart: plays while it loads
     assert os.listdir(tmp_path) == ["overlay.mp4"]
 
 

@@ -1,6 +1,6 @@
 """Synthetic video clips for tests: coloured squares moving over a plain background.
 
-OpenCV writes them as MP4 (``mp4v``) files or as folders of JPEG frames (the layout DAVIS and
+PyAV writes them as MP4 (MPEG-4 part 2) files or as folders of JPEG frames (the layout DAVIS and
 YouTube-VOS ship). Each clip comes with its ground truth: every square's box per frame, so
 tests can check masks and tracks against where the shapes really are.
 """
@@ -8,6 +8,7 @@ tests can check masks and tracks against where the shapes really are.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import cv2
@@ -76,19 +77,35 @@ def write_mp4(
     squares: tuple[Square, ...] = LEFT_AND_RIGHT,
     size: tuple[int, int] = (96, 128),
     fps: float = 10.0,
-    fourcc: str = "mp4v",
+    fourcc: str = "mpeg4",
+    times: tuple[float, ...] | None = None,
+    rotation: int = 0,
 ) -> Path:
-    """A video of ``frames`` frames (MP4 by default; ``fourcc="MJPG"`` with an ``.avi``
-    path gives a file whose every frame stands alone); returns ``path``."""
-    h, w = size
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (w, h))
-    if not writer.isOpened():  # pragma: no cover - OpenCV without FFmpeg
-        raise RuntimeError("OpenCV cannot write MP4 here")
-    try:
-        for i in range(frames):
-            writer.write(cv2.cvtColor(render_frame(squares, i, size), cv2.COLOR_RGB2BGR))
-    finally:
-        writer.release()
+    """A video of ``frames`` frames written with PyAV (MPEG-4 part 2 in MP4 by default;
+    ``fourcc="MJPG"`` with an ``.avi`` path gives a file whose every frame stands alone).
+    ``times`` (seconds, increasing) gives a variable frame rate; ``rotation`` (degrees
+    counter-clockwise, the display matrix) says how a player turns the stored frames, which are
+    the upright frames turned the other way, as a phone records them; returns ``path``."""
+    import av
+
+    codec = {"MJPG": "mjpeg", "mp4v": "mpeg4"}.get(fourcc, fourcc)
+    rate = Fraction(fps).limit_denominator(1001)
+    tick = Fraction(1, 1000) if times is not None else 1 / rate
+    pts = [round(t / tick) for t in times] if times is not None else list(range(frames))
+    turns = -rotation // 90
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream(codec, rate=rate)
+        stream.codec_context.time_base = stream.time_base = tick
+        stream.height, stream.width = np.rot90(np.zeros(size), turns).shape
+        stream.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
+        if rotation:
+            stream.set_display_rotation(rotation)
+        for i, p in enumerate(pts):
+            pixels = np.ascontiguousarray(np.rot90(render_frame(squares, i, size), turns))
+            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+            frame.pts, frame.time_base = p, tick
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
     return path
 
 

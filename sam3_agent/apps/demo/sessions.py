@@ -24,7 +24,6 @@ from sam3_agent.agent.rundir import mask_file_name
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.media.video import VideoLoadError, VideoSource, open_video
-from sam3_agent.media.video_writer import write_web_video
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
 from sam3_agent.values.files import safe_name
@@ -363,9 +362,5 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
         return tuple(f for f in files if f.is_file())
 
     def _web_video(self, out: Path) -> Path | None:
-        try:
-            return write_web_video(out / rundir.OVERLAY_VIDEO, out / rundir.OVERLAY_WEB)
-        except (OSError, VideoLoadError) as e:
-            # The downloads still hold the overlay; the page says there is nothing to play.
-            logger.warning("no WebM copy of %s for the page: %s", out / rundir.OVERLAY_VIDEO, e)
-            return None
+        overlay = out / rundir.OVERLAY_VIDEO  # H.264: the page plays it as it is
+        return overlay if overlay.is_file() else None
