@@ -164,3 +164,44 @@ def test_the_digest_follows_content_and_selection(tmp_path: Path) -> None:
     a = open_video(folder).digest()
     assert a == open_video(folder).digest()
     assert a != open_video(folder, FrameSelection(stride=2)).digest()
+
+
+@pytest.mark.parametrize("rotation", [90, 180, 270])
+def test_a_rotated_file_is_decoded_as_displayed(tmp_path: Path, rotation: int) -> None:
+    """The display matrix (as a phone writes it) turns the stored frames upright."""
+    import av
+
+    clip = write_mp4(tmp_path / "phone.mp4", 4, rotation=rotation)
+    with av.open(str(clip)) as container:
+        stored = next(container.decode(video=0))
+        assert stored.rotation % 360 == rotation  # the matrix is in the file, as PyAV reads it
+        assert (stored.height, stored.width) == ((96, 128) if rotation == 180 else (128, 96))
+    video = open_video(clip)
+    assert video.size == (96, 128)
+    for frame in video.frames():
+        expected = render_frame(LEFT_AND_RIGHT, frame.index, (96, 128)).astype(int)
+        assert np.abs(frame.pixels.astype(int) - expected).mean() < 6
+
+
+def test_a_variable_frame_rate_file_keeps_its_frame_times(tmp_path: Path) -> None:
+    times = (0.0, 0.1, 0.5, 0.55, 1.5, 1.6)
+    video = open_video(write_mp4(tmp_path / "vfr.mp4", times=times))
+    assert [f.time_s for f in video.frames()] == pytest.approx(list(times))
+    chosen = video.reselect(FrameSelection(start_s=0.4, end_s=1.5))
+    assert chosen.indices == (2, 3, 4)  # by timestamps, not by index / mean frame rate
+    assert [f.time_s for f in chosen.frames()] == pytest.approx([0.5, 0.55, 1.5])
+
+
+def test_a_truncated_mp4_with_its_index_first_keeps_the_frames_before_the_damage(
+    tmp_path: Path,
+) -> None:
+    from sam3_agent.media.video_writer import write_overlay_video
+    from sam3_agent.values.tracks import Tracks
+
+    source = open_video(write_mp4(tmp_path / "clip.mp4", 30))
+    whole = write_overlay_video(source, Tracks(30, source.size), tmp_path / "overlay.mp4")
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
+    video = open_video(cut)
+    assert 0 < video.frame_count < 30 and video.note is not None
+    assert len(list(video.frames())) == video.frame_count
