@@ -108,7 +108,7 @@ def test_every_name_the_run_directory_declares_is_an_entry() -> None:
     names = {
         value for key, value in vars(rundir).items() if key.isupper() and isinstance(value, str)
     }
-    assert {rundir.OVERLAY_VIDEO, rundir.CONTACT_SHEET, rundir.OVERLAY_WEB} <= names
+    assert {rundir.OVERLAY_VIDEO, rundir.CONTACT_SHEET} <= names
     assert names == rundir.ENTRIES
     assert set(rundir.MARKERS) <= rundir.ENTRIES
 

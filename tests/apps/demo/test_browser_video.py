@@ -1,7 +1,7 @@
 """The demo's video tab in a real browser (Playwright driving Debian's chromium, headless).
 
 One session held mid-way (Run disabled while it runs, Stop ends it), then one to the end: the
-rounds stream in and the overlay plays in the page's own video player (WebM). No request may
+rounds stream in and the overlay plays in the page's own video player (the H.264 MP4). No request may
 leave the demo server. See ``test_browser`` for the browser's setup.
 """
 
@@ -66,11 +66,16 @@ def test_run_stop_and_play_the_overlay(browser: Any, tmp_path: Path):
                 assert page.locator("#s3a-video-rounds .s3a-round").count() == 2
                 player = page.locator("#s3a-video-final video")
                 player.wait_for()
-                # The browser decodes it: the metadata of a 12-frame, 10 fps, 128x96 clip.
+                # The browser decodes the H.264 overlay: a frame is shown (readyState 2 is
+                # HAVE_CURRENT_DATA), no media error, a 12-frame, 10 fps, 128x96 clip.
                 page.wait_for_function(
-                    "document.querySelector('#s3a-video-final video').readyState >= 1"
+                    "(v => v.readyState >= 2 || v.error)"
+                    "(document.querySelector('#s3a-video-final video'))"
                 )
-                width, duration = player.evaluate("v => [v.videoWidth, v.duration]")
+                error, src, width, duration = player.evaluate(
+                    "v => [v.error && v.error.code, v.currentSrc, v.videoWidth, v.duration]"
+                )
+                assert error is None and src.endswith("overlay.mp4")
                 assert width == 128 and duration == pytest.approx(FRAMES / 10, abs=0.15)
                 for name in ("result.json", "overlay.mp4", "contact_sheet.png"):
                     assert page.locator(f'#s3a-video-files a[download="{name}"]').count() == 1

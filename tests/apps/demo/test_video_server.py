@@ -63,7 +63,7 @@ def test_run_video_streams_the_rounds_then_the_overlay_and_files(
         updates = list(job)
         final = job.result()
         video = final[FINAL]
-        webm = httpx.get(video["url"]).content
+        mp4 = httpx.get(video["url"]).content
         files = {f["orig_name"]: f["url"] for f in final[FILES]}
         document = httpx.get(files["result.json"]).json()
         # The image tab answers beside it, on the same queue.
@@ -77,7 +77,7 @@ def test_run_video_streams_the_rounds_then_the_overlay_and_files(
     round_counts = [u[ROUNDS].count('class="s3a-round ') for u in updates]
     assert {1, 2} <= set(round_counts) and round_counts == sorted(round_counts)
     assert "s3a-status-done" in final[STATUS] and "1 track(s)" in final[STATUS]
-    assert video["orig_name"] == "overlay.webm" and webm[:4] == b"\x1a\x45\xdf\xa3"
+    assert video["orig_name"] == "overlay.mp4" and mp4[4:8] == b"ftyp"  # the H.264 overlay
     assert set(files) == {"result.json", "overlay.mp4", "contact_sheet.png"}
     assert document["status"] == "masks" and document["video"]["path"] == "clip.mp4"
     assert "s3a-status-done" in image_final[1] and builds.count == 1
