@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
+from typing import Final
 
 import cv2
 import numpy as np
@@ -18,7 +19,7 @@ from sam3_agent.values.text import one_line
 from sam3_agent.values.tracks import Tracks
 
 DEFAULT_FPS = 10.0  # of an overlay video whose source declares none (a frame folder)
-CODEC = "libx264"  # H.264, which PyAV's wheels ship
+CODEC: Final = "libx264"  # H.264, which PyAV's wheels ship
 
 
 def write_overlay_video(

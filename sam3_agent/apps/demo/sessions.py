@@ -42,8 +42,8 @@ DISPLAY_SIDE = 1024
 @dataclass(frozen=True)
 class Update(Generic[R]):
     """The state of one request, as the page shows it. ``result`` and ``web_video`` (a
-    video's H.264 overlay, which the page plays) come with ``done`` only; ``output_dir`` is None for a request
-    refused before it started."""
+    video's H.264 overlay, which the page plays) come with ``done`` only; ``output_dir`` is
+    None for a request refused before it started."""
 
     state: State
     rounds: tuple[RoundEvent, ...] = ()
