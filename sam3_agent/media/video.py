@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -130,13 +131,14 @@ class VideoSource:
     def _file_frames(self, wanted: list[int]) -> Iterator[Frame]:
         targets = iter(wanted)
         position = next(targets)
-        for index, (frame, _) in enumerate(_decoded(self.path)):
-            if index == self.indices[position]:
-                pixels = self._checked(_to_rgb(frame), index)
-                yield Frame(position, index, self.time_of(index), pixels)
-                position = next(targets, -1)
-                if position < 0:
-                    return
+        with closing(_decoded(self.path)) as decoded:  # the file closes when we stop early
+            for index, (frame, _) in enumerate(decoded):
+                if index == self.indices[position]:
+                    pixels = self._checked(_to_rgb(frame), index)
+                    yield Frame(position, index, self.time_of(index), pixels)
+                    position = next(targets, -1)
+                    if position < 0:
+                        return
         raise VideoLoadError(f"{self.path}: frame {self.indices[position]} can no longer be read")
 
 
@@ -246,7 +248,7 @@ def _select(
     return chosen
 
 
-def _decoded(path: Path) -> Iterator[tuple[VideoFrame, VideoStream]]:
+def _decoded(path: Path) -> Generator[tuple[VideoFrame, VideoStream]]:
     """The frames of ``path``'s first video stream in order, as far as they can be decoded (a
     truncated or damaged file stops at the damage)."""
     import av
