@@ -56,7 +56,9 @@ def shown(url: str) -> str:
             url = parts._replace(netloc=netloc).geturl()
     except ValueError:
         pass
-    return visible(url, 300)
+    # Every unprintable character escaped (line breaks included): the URL stays one line.
+    escaped = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in url)
+    return visible(escaped, 300)
 
 
 def check_url(url: str) -> None:

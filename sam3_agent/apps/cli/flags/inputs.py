@@ -18,7 +18,7 @@ MAX_DOWNLOAD_MB = flag(
 def _max_download_mb(values: dict[str, Any], built: dict[str, Any]) -> int:
     value = int(values["max_download_mb"])
     if value < 1:
-        raise UserError(f"`max_download_mb` must be >= 1, got {value}")
+        raise UserError(f"--max-download-mb must be >= 1, got {value}")
     return value
 
 
