@@ -379,7 +379,7 @@ def test_a_url_that_cannot_be_fetched_is_one_line_and_writes_nothing(
         result = runner.invoke(app, ["run", url, "cat", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].endswith(said) or said in lines[-1], result.stderr
+    assert (len(lines) == 1 and lines[0].endswith(said)) or said in lines[-1], result.stderr
     assert url in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "o").exists()
 
