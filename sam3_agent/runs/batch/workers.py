@@ -91,9 +91,10 @@ class BatchHandler:
             if self.agent is None:
                 raise EngineError("this worker was built for video requests only")
             image = await images.get(job.image_path, max_pixels=self.agent.config.max_image_pixels)
-            result = await self.agent.arun(
-                image, job.query, output_dir=out, image_path=job.url, downloaded=job.downloaded
+            fetched = (
+                {} if job.url is None else {"image_path": job.url, "downloaded": job.downloaded}
             )
+            result = await self.agent.arun(image, job.query, output_dir=out, **fetched)
             detections = result.detections if result.status == "masks" else None
             union = detections.union() if detections is not None and len(detections) else None
             return _answered(
@@ -107,8 +108,12 @@ class BatchHandler:
         # A missing or corrupt video fails this request alone, with the loader's one-line
         # reason, before the agent makes its output directory.
         video_agent = await self.videos.get(job.frames)
-        answer = await video_agent.arun(
-            job.image_path, job.query, output_dir=out, downloaded=job.downloaded
+        answer = await (
+            video_agent.arun(job.image_path, job.query, output_dir=out)
+            if job.url is None
+            else video_agent.arun(
+                job.image_path, job.query, output_dir=out, downloaded=job.downloaded
+            )
         )
         tracks = answer.tracks if answer.status == "masks" else None
         pixels = sum(int(tracks.union_mask(p).sum()) for p in tracks.positions()) if tracks else 0
