@@ -91,10 +91,18 @@ class BatchHandler:
             if self.agent is None:
                 raise EngineError("this worker was built for video requests only")
             image = await images.get(job.image_path, max_pixels=self.agent.config.max_image_pixels)
-            fetched = (
-                {} if job.url is None else {"image_path": job.url, "downloaded": job.downloaded}
+            # A file's request as before: its agent is given no URL keywords.
+            result = await (
+                self.agent.arun(image, job.query, output_dir=out)
+                if job.url is None
+                else self.agent.arun(
+                    image,
+                    job.query,
+                    output_dir=out,
+                    image_path=job.url,
+                    downloaded=job.downloaded,
+                )
             )
-            result = await self.agent.arun(image, job.query, output_dir=out, **fetched)
             detections = result.detections if result.status == "masks" else None
             union = detections.union() if detections is not None and len(detections) else None
             return _answered(
