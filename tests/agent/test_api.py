@@ -236,5 +236,5 @@ def test_segment_refuses_another_scheme_before_any_model(
 
     monkeypatch.setattr(BackendSpec, "build_segmenter", refuse)
     monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
-    with pytest.raises(DownloadError, match="^ftp://x/a.png: only http:// and https://"):
+    with pytest.raises(DownloadError, match=r"^ftp://x/a\.png: only http:// and https://"):
         sam3_agent.segment("ftp://x/a.png", "a cat", llm_url="http://127.0.0.1:9/v1", llm_model="m")
