@@ -12,6 +12,7 @@ from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.media.fetch import DEFAULT_MAX_DOWNLOAD_MB, downloads
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import ImageInput
@@ -26,6 +27,7 @@ def segment(
     output_dir: str | Path | None = None,
     config: AgentConfig | None = None,
     backends: BackendSpec | None = None,
+    max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
     **options: Any,
 ) -> AgentResult:
     """Segment what ``query`` describes in ``image`` with the default or given backends.
@@ -40,12 +42,20 @@ def segment(
     settings (its ``tool_protocol`` is the spec's unless the spec sets one).
 
     Every option is checked, and the models checked to fit in memory (unless
-    ``memory_check=False``), before anything loads.
+    ``memory_check=False``), before anything loads. An ``http(s)://`` URL is fetched first
+    (at most ``max_download_mb``) into a temporary directory removed when the call returns;
+    ``result.json`` records its URL and SHA-256.
     """
     spec, config = _planned("segment", config, backends, options, video=False)
-    return Sam3Agent(spec.build_segmenter(), spec.build_chat_model(), config).run(
-        image, query, output_dir=output_dir
-    )
+    with downloads(max_download_mb) as fetched:
+        local, download = fetched.resolve(image, "image")
+        agent = Sam3Agent(spec.build_segmenter(), spec.build_chat_model(), config)
+        if download is None:
+            return agent.run(image, query, output_dir=output_dir)
+        return agent.run(
+            local, query, output_dir=output_dir, image_path=download.url,
+            downloaded=download.record(),
+        )  # fmt: skip
 
 
 def track(
@@ -57,19 +67,24 @@ def track(
     options: VideoOptions | None = None,
     selection: FrameSelection | None = None,
     backends: BackendSpec | None = None,
+    max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
     **backend_options: Any,
 ) -> VideoResult:
     """Segment and track what ``query`` describes through ``video`` (a video file or a
     folder of frames), as :func:`segment` does for an image: the same backend keywords
     (and ``video_cache_mb``), checked and planned before anything loads.
 
-    ``options``: what the model is shown; ``selection``: which frames are tracked.
+    ``options``: what the model is shown; ``selection``: which frames are tracked. A URL
+    is fetched as :func:`segment` fetches one.
     """
     spec, config = _planned("track", config, backends, backend_options, video=True)
-    agent = Sam3VideoAgent(
-        spec.build_video_segmenter(), spec.build_chat_model(), config, options, selection
-    )
-    return agent.run(video, query, output_dir=output_dir)
+    with downloads(max_download_mb) as fetched:
+        local, download = fetched.resolve(video, "video")
+        agent = Sam3VideoAgent(
+            spec.build_video_segmenter(), spec.build_chat_model(), config, options, selection
+        )
+        record = None if download is None else download.record()
+        return agent.run(local, query, output_dir=output_dir, downloaded=record)
 
 
 def _planned(

@@ -74,6 +74,7 @@ class RunOptions(TypedDict, total=False):
     resume: bool
     exports: Iterable[ExportFormat]
     image_path: str | Path | None
+    downloaded: dict[str, Any] | None
 
 
 class Agent(Generic[In, S, R]):
@@ -113,13 +114,15 @@ class Agent(Generic[In, S, R]):
         resume: bool = False,
         exports: Iterable[ExportFormat] = (),
         image_path: str | Path | None = None,
+        downloaded: dict[str, Any] | None = None,
     ) -> R:
         """Answer ``query`` on ``source`` (an image path, PIL image or ``(H, W, 3)`` uint8
         array; a video file, frame folder or ``VideoSource``).
 
         With ``output_dir`` the run's files are written there (also when it fails) and the
         session is committed after every round; ``resume=True`` continues the session saved
-        there. ``image_path``: the file ``result.json`` names for an image given decoded.
+        there. ``image_path``: the file ``result.json`` names for an image given decoded;
+        ``downloaded``: what it says of an input fetched from a URL (``Download.record()``).
         """
         check_query(query)
         started = time.perf_counter()
@@ -148,6 +151,7 @@ class Agent(Generic[In, S, R]):
                 prompt_set=session.prompts,  # a resumed session's own set
             )
             result = self.medium.result(scene, fields, ending.final)
+            result.downloaded = downloaded
             if out is not None:
                 # A full-size overlay's PNG encode and fsync take a second on a large photo:
                 # off the event loop, which the other sessions of a batch evaluation share.

@@ -70,6 +70,8 @@ class SessionResult:
     output_dir: Path | None = None
     context: dict[str, Any] | None = None
     prompts: dict[str, str] | None = None
+    downloaded: dict[str, Any] | None = None
+    """Set when the input was fetched from a URL: its ``path`` (the URL), ``url``, ``sha256``."""
 
     def _document(
         self, source: tuple[str, dict[str, Any]], answer: tuple[str, Any], **extra: Any
@@ -77,7 +79,7 @@ class SessionResult:
         """``result.json``: the ``source`` and ``answer`` entries are the medium's."""
         return {
             "query": self.query,
-            source[0]: source[1],
+            source[0]: {**source[1], **(self.downloaded or {})},
             "status": self.status,
             "failure": self.failure,
             answer[0]: answer[1],

@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from sam3_agent.agent import rundir
 from sam3_agent.agent.result import AgentResult, Usage
@@ -29,6 +30,7 @@ def segment_only(
     output_dir: str | Path | None = None,
     exports: Iterable[ExportFormat] = (),
     image_path: str | Path | None = None,
+    downloaded: dict[str, Any] | None = None,
 ) -> AgentResult:
     """Segment ``query`` with SAM 3 alone; with ``output_dir``, the run's files (its trace:
     one record of the phrase and the masks kept)."""
@@ -52,6 +54,7 @@ def segment_only(
         model=MODEL_NAME,
         image_path=str(image_path) if image_path is not None else None,
         phrases_tried=[query],
+        downloaded=downloaded,
     )
     if output_dir is not None:
         out = Path(output_dir)

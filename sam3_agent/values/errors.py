@@ -46,3 +46,8 @@ class EngineError(Sam3AgentError):
 
 class ResumeError(UserError):
     """A session cannot be resumed: nothing saved, damaged files, or a different request."""
+
+
+class DownloadError(UserError):
+    """An image or video named by URL could not be fetched: a scheme other than http(s),
+    an HTTP error, a timeout, too many redirects, too large, or not an image or video."""

@@ -198,3 +198,43 @@ def test_track_is_the_one_call_for_a_video(
         sam3_agent.track(clip, "q", nope=1)
     with pytest.raises(UserError, match=re.escape("pass selection=FrameSelection(stride=...)")):
         sam3_agent.track(clip, "q", stride=2)
+
+
+def test_segment_fetches_an_image_url_and_records_it(
+    built: dict[str, BackendSpec], image: np.ndarray, tmp_path: Path
+) -> None:
+    import hashlib
+    import io
+    import json
+
+    from PIL import Image
+
+    from tests.support.media_server import Route, media_server
+
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, "PNG")
+    with media_server() as server:
+        server.routes["/cat.png"] = Route(buffer.getvalue())
+        url = server.url("/cat.png")
+        result = sam3_agent.segment(
+            url, "a cat", output_dir=tmp_path / "o", llm_url="http://127.0.0.1:9/v1",
+            llm_model="m",
+        )  # fmt: skip
+    assert result.status == "masks" and result.image_path == url
+    written = json.loads((tmp_path / "o" / "result.json").read_text())["image"]
+    assert written["sha256"] == hashlib.sha256(buffer.getvalue()).hexdigest()
+    assert written["url"] == url
+
+
+def test_segment_refuses_another_scheme_before_any_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from sam3_agent.values.errors import DownloadError
+
+    def refuse(self: BackendSpec) -> object:
+        raise AssertionError("no model may load")
+
+    monkeypatch.setattr(BackendSpec, "build_segmenter", refuse)
+    monkeypatch.setattr(memory, "read_memory", lambda device: PLENTY)
+    with pytest.raises(DownloadError, match=r"^ftp://x/a\.png: only http:// and https://"):
+        sam3_agent.segment("ftp://x/a.png", "a cat", llm_url="http://127.0.0.1:9/v1", llm_model="m")

@@ -16,6 +16,7 @@ from sam3_agent.apps.cli.console import err_console, one_line_errors, say
 from sam3_agent.apps.cli.flags.agent import AGENT
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
+from sam3_agent.apps.cli.flags.inputs import DOWNLOADS
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
 from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
 from sam3_agent.apps.cli.progress import BatchTally, make_progress
@@ -24,7 +25,7 @@ from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.values.config import AgentConfig
 
 
-@with_flags(BACKENDS, AGENT, ENGINE, VIDEO, VERBOSE)
+@with_flags(BACKENDS, AGENT, ENGINE, VIDEO, DOWNLOADS, VERBOSE)
 def batch_command(
     source: Annotated[Path, typer.Argument(metavar="INPUT", show_default=False,
         help="A .jsonl or .csv file (image or video, query, optional id; a video's optional "
@@ -34,6 +35,7 @@ def batch_command(
         help="The query for every image of a folder INPUT.")] = None,
     retry_failed: RetryFailedOpt = False, progress: ProgressOpt = True, *,
     backends: BackendSpec, config: AgentConfig, engine: EngineOptions, video_flags: VideoFlags,
+    max_download_mb: int,
 ) -> None:  # fmt: skip
     """Run the agent on many requests; rerun the same command to resume after a stop.
 
@@ -59,6 +61,7 @@ def batch_command(
             done = run_batch(
                 requests, out, backends, config=config, engine=engine,
                 retry_failed=retry_failed, progress=bar, video_options=video_flags.options,
+                max_download_mb=max_download_mb,
             )  # fmt: skip
     outcome, rate = done.run, done.requests_per_s
     say(

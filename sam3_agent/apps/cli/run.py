@@ -3,7 +3,6 @@ and path is checked before any model loads (or numpy, torch, HTTP clients import
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,6 +12,7 @@ from sam3_agent.apps.cli.console import one_line_errors
 from sam3_agent.apps.cli.flags.agent import AGENT
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
+from sam3_agent.apps.cli.flags.inputs import DOWNLOADS
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 
@@ -24,9 +24,15 @@ ExportOpt = Annotated[str | None, typer.Option("--export", metavar="FORMATS",
     "comma-separated.")]  # fmt: skip
 
 
-@with_flags(BACKENDS, AGENT, VERBOSE)
+@with_flags(BACKENDS, AGENT, DOWNLOADS, VERBOSE)
 def run_command(
-    image: Annotated[Path, typer.Argument(metavar="IMAGE", help="The image (JPEG, PNG, ...).")],
+    # Text, not a Path: a Path would fold the // of an http(s):// URL.
+    image: Annotated[
+        str,
+        typer.Argument(
+            metavar="IMAGE", help="The image (JPEG, PNG, ...): a file or an http(s):// URL."
+        ),
+    ],
     query: Annotated[
         str, typer.Argument(metavar="QUERY", help='What to segment, e.g. "the leftmost child".')
     ],
@@ -39,6 +45,7 @@ def run_command(
     *,
     backends: BackendSpec,
     config: AgentConfig,
+    max_download_mb: int,
 ) -> None:
     """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
 
@@ -54,6 +61,6 @@ def run_command(
 
         done = segment_request(
             backends, image, query, config, Output(out, resume, overwrite), progress,
-            sam3_only=mode is Mode.sam3_only, export=export,
+            sam3_only=mode is Mode.sam3_only, export=export, max_download_mb=max_download_mb,
         )  # fmt: skip
     request.say_finished(done, f"{len(done.result.detections)} mask(s)", json_output=json_output)

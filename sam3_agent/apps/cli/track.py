@@ -4,7 +4,6 @@ Every flag and path is checked, and the video opened and indexed, before any mod
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,22 +13,24 @@ from sam3_agent.apps.cli.console import one_line_errors
 from sam3_agent.apps.cli.flags.agent import AGENT
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
+from sam3_agent.apps.cli.flags.inputs import DOWNLOADS
 from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 
 
-@with_flags(BACKENDS, AGENT, VIDEO, VERBOSE)
+@with_flags(BACKENDS, AGENT, VIDEO, DOWNLOADS, VERBOSE)
 def track_command(
-    video: Annotated[Path, typer.Argument(metavar="VIDEO",
-        help="The video (MP4, MOV, WebM, ...) or a folder of frame images.")],
+    video: Annotated[str, typer.Argument(metavar="VIDEO",
+        help="The video (MP4, MOV, WebM, ...): a file, an http(s):// URL or a folder of frame "
+        "images.")],
     query: Annotated[str, typer.Argument(metavar="QUERY",
         help='What to segment and track, e.g. "the dog that enters last".')],
     out: request.TrackOutOpt = None,
     overwrite: request.OverwriteOpt = False,
     json_output: request.JsonOpt = False,
     resume: request.TrackResumeOpt = None,
-    *, backends: BackendSpec, config: AgentConfig, video_flags: VideoFlags,
+    *, backends: BackendSpec, config: AgentConfig, video_flags: VideoFlags, max_download_mb: int,
 ) -> None:  # fmt: skip
     """Track what QUERY describes through VIDEO; write result.json, overlay.mp4, trace.jsonl.
 
@@ -48,5 +49,6 @@ def track_command(
             replace(backends, video_cache_mb=video_flags.cache_mb), video, query, config,
             Output(out, resume, overwrite), progress,
             selection=video_flags.selection, options=video_flags.options,
+            max_download_mb=max_download_mb,
         )  # fmt: skip
     request.say_finished(done, f"{len(done.result.tracks)} track(s)", json_output=json_output)

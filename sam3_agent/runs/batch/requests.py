@@ -5,6 +5,7 @@ any model loads; a missing or unreadable image or video fails its own request, n
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -13,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from sam3_agent.media.fetch import Downloads, check_url, url_of
 from sam3_agent.values.config import FrameSelection
 from sam3_agent.values.errors import DatasetError, UserError
 
@@ -40,17 +42,24 @@ class BatchRequest:
     image_path: Path
     query: str
     frames: FrameSelection | None = None
+    url: str | None = None
+    """The http(s) URL the row named; ``image_path`` is its download once fetched."""
+    downloaded: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
+    """What ``result.json`` says of the download (``Download.record()``)."""
+    unavailable: str | None = None
+    """Why the URL could not be fetched: the request fails with it."""
 
     @property
     def media(self) -> Literal["image", "video"]:
         return "image" if self.frames is None else "video"
 
 
-def default_id(image: Path, query: str, frames: FrameSelection | None = None) -> str:
+def default_id(image: Path | str, query: str, frames: FrameSelection | None = None) -> str:
     """``<file name>:<query>`` (``clip.mp4[stride=2]:<query>`` for a video tracking not every
     frame), stable when the input is reordered; over :data:`MAX_ID_LENGTH` characters, its
-    start, ``…`` and 12 hex digits of the whole's SHA-256, unique and the same on every run."""
-    name = image.name
+    start, ``…`` and 12 hex digits of the whole's SHA-256, unique and the same on every run.
+    A URL (text) stands whole for its file name."""
+    name = image if isinstance(image, str) else image.name
     default = FrameSelection()
     if frames is not None and frames != default:
         given = [
@@ -176,13 +185,21 @@ def _request(path: Path, number: int, row: dict[str, Any], frames: FrameSelectio
         given = [k for k in FRAME_KEYS if row.get(k) is not None]
         if given:
             raise DatasetError(f"{where}: '{given[0]}' applies to a video; this row is an image")
-    image_path = Path(media.strip()).expanduser()
-    if not image_path.is_absolute():
-        image_path = path.parent / image_path
-    # Absolute: Ray workers do not share the driver's working directory.
-    image_path = image_path.absolute()
+    url = url_of(media.strip())
+    if url is not None:
+        try:
+            check_url(url)
+        except UserError as e:
+            raise DatasetError(f"{where}: {e}") from e
+        image_path = Path()  # its download, once fetched (fetch_urls)
+    else:
+        image_path = Path(media.strip()).expanduser()
+        if not image_path.is_absolute():
+            image_path = path.parent / image_path
+        # Absolute: Ray workers do not share the driver's working directory.
+        image_path = image_path.absolute()
     if given_id is None or given_id == "":
-        request_id = default_id(image_path, query.strip(), chosen)
+        request_id = default_id(url or image_path, query.strip(), chosen)
     elif isinstance(given_id, (str, int)) and not isinstance(given_id, bool):
         request_id = str(given_id).strip()
     else:
@@ -191,7 +208,30 @@ def _request(path: Path, number: int, row: dict[str, Any], frames: FrameSelectio
         raise DatasetError(
             f"{where}: 'id' must be 1..{MAX_ID_LENGTH} characters, got {len(request_id)}"
         )
-    return BatchRequest(id=request_id, image_path=image_path, query=query.strip(), frames=chosen)
+    return BatchRequest(
+        id=request_id, image_path=image_path, query=query.strip(), frames=chosen, url=url
+    )
+
+
+def fetch_urls(requests: list[BatchRequest], downloads: Downloads) -> list[BatchRequest]:
+    """``requests`` with each URL row's ``image_path`` its download, each URL fetched once
+    for every row naming it; a URL that cannot be fetched fails its rows (``unavailable``)."""
+    fetched: list[BatchRequest] = []
+    failed: dict[str, UserError] = {}
+    for request in requests:
+        if request.url is None:
+            fetched.append(request)
+            continue
+        try:
+            if request.url in failed:
+                raise failed[request.url]
+            got = downloads.fetch(request.url, request.media)
+        except UserError as e:
+            failed[request.url] = e
+            fetched.append(replace(request, unavailable=str(e)))
+            continue
+        fetched.append(replace(request, image_path=got.path, downloaded=got.record()))
+    return fetched
 
 
 def _frames(where: str, row: dict[str, Any], default: FrameSelection) -> FrameSelection:

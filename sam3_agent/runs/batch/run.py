@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.runs.batch.requests import BatchRequest, load_requests
+from sam3_agent.media.fetch import DEFAULT_MAX_DOWNLOAD_MB, Downloads
+from sam3_agent.runs.batch.requests import BatchRequest, fetch_urls, load_requests
 from sam3_agent.runs.batch.results import SUMMARY_NAME, BatchTotals, RequestResult, write_summary
 from sam3_agent.runs.batch.workers import BatchWorkerFactory
 from sam3_agent.runs.jobs.base import EngineOptions
@@ -22,6 +23,8 @@ from sam3_agent.runs.jobs.models import (
     name_chat_model,
 )
 from sam3_agent.values.config import AgentConfig, VideoOptions
+
+DOWNLOADS = "downloads"  # the folder of out where the URL rows' downloads are kept
 
 NOT_IDENTITY = ("check_concurrency", "prompts_dir", "max_image_pixels")
 """Settings that change no answer, so a resumed batch may change them freely (the pixel
@@ -78,14 +81,18 @@ def run_batch(
     retry_failed: bool = False,
     progress: ProgressListener[RequestResult] | None = None,
     loading_bars: bool | None = None,
+    max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
 ) -> BatchOutcome:
     """Run every request not yet stored in ``out``, then write ``out/summary.jsonl``.
 
     ``requests`` may be a file or folder (:func:`~sam3_agent.runs.batch.requests.load_requests`,
     with ``query`` for a folder). The Ray engine needs the MLLM named in ``backends`` (nothing
-    loads on the driver). ``loading_bars`` None: shown only with a ``progress`` listener."""
+    loads on the driver). ``loading_bars`` None: shown only with a ``progress`` listener.
+    Rows naming an http(s) URL are fetched first, once per URL, into ``out/downloads/``."""
     if isinstance(requests, Path):
         requests = load_requests(requests, query=query)
+    if any(r.url is not None for r in requests):
+        requests = fetch_urls(list(requests), Downloads(out / DOWNLOADS, max_download_mb))
     config = config or AgentConfig()
     video_options = video_options or VideoOptions()
     engine = engine or EngineOptions()

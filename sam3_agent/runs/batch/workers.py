@@ -24,7 +24,7 @@ from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, VideoModelSourc
 from sam3_agent.runs.jobs.records import agent_outcome
 from sam3_agent.runs.jobs.store import job_dir_name
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
-from sam3_agent.values.errors import EngineError
+from sam3_agent.values.errors import DownloadError, EngineError
 from sam3_agent.values.rle import encode_rle
 
 
@@ -75,7 +75,7 @@ class BatchHandler:
             written = rel_dir if out.is_dir() else None
         return RequestResult(
             id=job.id,
-            image_path=str(job.image_path),
+            image_path=job.url or str(job.image_path),
             query=job.query,
             media=job.media,
             time_s=round(time.perf_counter() - started, 4),
@@ -85,11 +85,24 @@ class BatchHandler:
 
     async def _answer(self, job: BatchRequest, images: ImageSource, out: Path) -> dict[str, Any]:
         """The record's fields of an answered request, from the agent of its medium."""
+        if job.unavailable is not None:
+            raise DownloadError(job.unavailable)
         if job.frames is None:
             if self.agent is None:
                 raise EngineError("this worker was built for video requests only")
             image = await images.get(job.image_path, max_pixels=self.agent.config.max_image_pixels)
-            result = await self.agent.arun(image, job.query, output_dir=out)
+            # A file's request as before: its agent is given no URL keywords.
+            result = await (
+                self.agent.arun(image, job.query, output_dir=out)
+                if job.url is None
+                else self.agent.arun(
+                    image,
+                    job.query,
+                    output_dir=out,
+                    image_path=job.url,
+                    downloaded=job.downloaded,
+                )
+            )
             detections = result.detections if result.status == "masks" else None
             union = detections.union() if detections is not None and len(detections) else None
             return _answered(
@@ -103,7 +116,13 @@ class BatchHandler:
         # A missing or corrupt video fails this request alone, with the loader's one-line
         # reason, before the agent makes its output directory.
         video_agent = await self.videos.get(job.frames)
-        answer = await video_agent.arun(job.image_path, job.query, output_dir=out)
+        answer = await (
+            video_agent.arun(job.image_path, job.query, output_dir=out)
+            if job.url is None
+            else video_agent.arun(
+                job.image_path, job.query, output_dir=out, downloaded=job.downloaded
+            )
+        )
         tracks = answer.tracks if answer.status == "masks" else None
         pixels = sum(int(tracks.union_mask(p).sum()) for p in tracks.positions()) if tracks else 0
         return _answered(

@@ -170,3 +170,45 @@ def test_stored_settings_name_the_prompt_set(tmp_path: Path, flags: list[str]) -
     assert config is not None
     agent = config["agent"]
     assert set(agent["prompts"]) == {"name", "version"} and "prompts_dir" not in agent
+
+
+def test_a_url_on_two_rows_is_fetched_once_and_a_dead_one_fails_its_row(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    import hashlib
+
+    from tests.support.media_server import Route, media_server
+
+    image = write_images(tmp_path / "images")[0]
+    data = image.read_bytes()
+    with media_server() as server:
+        server.routes["/one.png"] = Route(data)
+        url, dead = server.url("/one.png"), server.url("/gone.png")
+        rows = [{"image": url, "query": q} for q in QUERIES] + [{"image": dead, "query": "x"}]
+        source = tmp_path / "requests.jsonl"
+        source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        out = tmp_path / "out"
+        result = _batch(str(source), "--out", str(out), *flags)
+        assert server.hits("/one.png") == 1 and server.hits("/gone.png") == 1
+    assert result.exit_code == 0, result.output
+    assert "3 run, 0 already stored, 1 failed" in result.stderr
+    by_id = {r["id"]: r for r in _summary(out)}
+    failed = by_id[f"{dead}:x"]
+    assert failed["status"] == "failed" and "HTTP 404" in failed["failure"]
+    for query in QUERIES:
+        row = by_id[f"{url}:{query}"]
+        assert row["status"] == "masks"
+        doc = json.loads((out / row["outputs"] / "result.json").read_text())
+        assert doc["image"]["url"] == url and doc["image"]["path"] == url
+        assert doc["image"]["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_a_row_with_another_scheme_is_refused_naming_its_line(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    source = tmp_path / "requests.jsonl"
+    source.write_text(json.dumps({"image": "s3://bucket/a.png", "query": "x"}) + "\n")
+    result = _batch(str(source), "--out", str(tmp_path / "out"), *flags)
+    assert result.exit_code == 2, result.output
+    assert f"{source}:1: s3://bucket/a.png: only http:// and https://" in result.stderr
+    assert not (tmp_path / "out").exists()

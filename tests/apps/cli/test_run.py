@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -327,13 +328,65 @@ def test_overwrite_replaces_only_a_previous_runs_files(
 
 
 @pytest.mark.parametrize(
-    "url", ["https://example.com/cat.jpg", "http://example.com/a b.png", "HTTPS://x.org/y"]
+    "url", ["ftp://example.com/cat.jpg", "file:///tmp/a.png", "data:image/png;base64,AAAA"]
 )
-def test_an_image_url_is_refused_by_name(url: str, no_models: None, tmp_path: Path) -> None:
+def test_a_url_of_another_scheme_is_refused_by_name(
+    url: str, no_models: None, tmp_path: Path
+) -> None:
     result = runner.invoke(app, ["run", url, "cat", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2, result.output
-    assert f"{url} is a URL; images are read from files" in result.stderr
+    assert f"{url}: only http:// and https:// URLs are fetched" in result.stderr
+    assert "Traceback" not in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_an_image_url_is_fetched_once_and_recorded(
+    photo: Path, tmp_path: Path, backends: dict[str, object]
+) -> None:
+    from tests.support.media_server import Route, media_server
+
+    chat = backends["chat"]
+    assert isinstance(chat, ScriptedChatModel)
+    chat.replies = [
+        tool("segment_phrase", text_prompt="cat"),
+        tool("select_masks_and_return", final_answer_masks=[1]),
+    ]
+    data = photo.read_bytes()
+    with media_server() as server:
+        server.routes["/pics/photo.png"] = Route(data)
+        url = server.url("/pics/photo.png")
+        out = tmp_path / "out"
+        result = runner.invoke(app, ["run", url, "a cat", "--out", str(out), "--json"])
+        assert server.hits("/pics/photo.png") == 1
+    assert result.exit_code == 0, result.output
+    image = json.loads((out / "result.json").read_text())["image"]
+    assert image["url"] == url and image["path"] == url
+    assert image["sha256"] == hashlib.sha256(data).hexdigest()
+    assert image["height"] == Image.open(photo).height
+
+
+@pytest.mark.parametrize(
+    ("route", "said"), [("/gone.png", "HTTP 404"), ("/page.png", "not an image")]
+)
+def test_a_url_that_cannot_be_fetched_is_one_line_and_writes_nothing(
+    route: str, said: str, tmp_path: Path, no_models: None
+) -> None:
+    from tests.support.media_server import Route, media_server
+
+    with media_server() as server:
+        server.routes["/page.png"] = Route(b"<html>not a picture</html>")
+        url = server.url(route)
+        result = runner.invoke(app, ["run", url, "cat", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert (len(lines) == 1 and lines[0].endswith(said)) or said in lines[-1], result.stderr
+    assert url in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_max_download_mb_is_checked_before_models(photo: Path, no_models: None) -> None:
+    result = runner.invoke(app, ["run", str(photo), "cat", "--max-download-mb", "0"])
+    assert result.exit_code == 2 and "--max-download-mb must be >= 1" in result.stderr
 
 
 def test_overwrite_refuses_a_directory_a_running_session_holds(

@@ -158,3 +158,34 @@ def test_help_lists_exit_code_130(command: str) -> None:
     shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     assert shown.exit_code == 0
     assert "130 interrupted (--resume DIR continues the session)" in " ".join(shown.stdout.split())
+
+
+def test_track_fetches_a_video_url_once_and_records_it(tmp_path: Path, flags: list[str]) -> None:
+    import hashlib
+
+    from tests.support.media_server import Route, media_server
+
+    data = write_mp4(tmp_path / "clip.mp4", 6).read_bytes()
+    out = tmp_path / "out"
+    with media_server() as server:
+        server.routes["/v/clip.mp4"] = Route(data)
+        url = server.url("/v/clip.mp4")
+        done = runner.invoke(app, ["track", url, "the square", "--out", str(out), *flags])
+        assert server.hits("/v/clip.mp4") == 1
+    assert done.exit_code == 0, done.output
+    video = json.loads((out / "result.json").read_text())["video"]
+    assert video["url"] == url == video["path"]
+    assert video["sha256"] == hashlib.sha256(data).hexdigest()
+    assert video["frames_used"] == list(range(6))
+
+
+def test_a_video_url_serving_an_image_is_one_line(tmp_path: Path) -> None:
+    from tests.support.media_server import Route, media_server
+
+    with media_server() as server:
+        server.routes["/clip.mp4"] = Route(b"\x89PNG\r\n\x1a\n" + b"\x00" * 32)
+        url = server.url("/clip.mp4")
+        done = runner.invoke(app, ["track", url, "the square", "--out", str(tmp_path / "o")])
+    assert done.exit_code == 2, done.output
+    assert f"{url}: the bytes fetched are not a video" in done.stderr
+    assert not (tmp_path / "o").exists()

@@ -893,3 +893,21 @@ def test_any_client_side_http_failure_is_a_segmenter_error(
     with pytest.raises(SegmenterError, match="DecodingError") as caught:
         remote.embed(make_image(31))
     assert "\n" not in str(caught.value)
+
+
+def test_the_service_never_fetches_a_url_for_a_client(http: httpx.Client) -> None:
+    from tests.support.media_server import Route, media_server
+
+    with media_server() as server:
+        server.routes["/cat.png"] = Route(png_bytes(make_image(3)))
+        url = server.url("/cat.png")
+        for body in (
+            {"image_url": url, "phrases": ["a cat"]},
+            {"image_base64": url, "phrases": ["a cat"]},
+            {"image_id": url, "phrases": ["a cat"]},
+        ):
+            response = http.post("/v1/segment", json=body)
+            assert 400 <= response.status_code < 500, response.text
+            assert "Traceback" not in response.text
+        assert http.post("/v1/images", content=url.encode()).status_code >= 400
+        assert server.paths == []
