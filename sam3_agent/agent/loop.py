@@ -85,17 +85,18 @@ class Agent(Generic[In, S, R]):
         self.medium = medium
         self.chat_model = chat_model
         self.config = config or AgentConfig()
-        docs = tools.tool_docs(medium.tools)
+        self.tools = medium.tool_sets[self.config.tool_set]
+        docs = tools.tool_docs(self.tools)
         self.prompts = prompts.load_prompt_set(
             self.config.prompts_dir, tool_docs=docs, kind=medium.kind
         )
         # Rendered once: the same bytes open every conversation, so servers can cache them.
         self.system_prompt = self.prompts.render(
-            "system", tools=docs, protocol=self.config.tool_protocol
+            "system", tools=docs, protocol=self.config.tool_protocol, tool_set=self.config.tool_set
         )
         self.checker_prompt = self.prompts.render("checker_system")
         native = self.config.tool_protocol == "native"
-        self._tool_specs = tools.tool_specs(medium.tools) if native else None
+        self._tool_specs = tools.tool_specs(self.tools) if native else None
         check_backend(self.config, chat_model)  # e.g. attention without transformers: refuse now
         self.token_counter = counter_for(chat_model)
 
@@ -319,7 +320,7 @@ class Agent(Generic[In, S, R]):
                 kind = parsed.mistake or "no_tool"
                 args = {"detail": echo(parsed.detail)} if kind == "invalid_json" else {}
                 raise ToolMistake(session.prompts.feedback(kind, **args))
-            return await tools.execute(session, parsed.call, self.medium.tools)
+            return await tools.execute(session, parsed.call, self.tools)
         except ToolMistake as mistake:
             return ToolOutcome("correction", Observation(str(mistake)))
 

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 SUFFIX = ".j2"
 
 TEMPLATES: Mapping[str, frozenset[str]] = {
-    "system": frozenset({"tools", "protocol"}),
+    "system": frozenset({"tools", "protocol", "tool_set"}),
     "user_task": frozenset({"query", "tried_phrases"}),
     "checker_system": frozenset(),
     "checker_user": frozenset({"query", "number", "total"}),
@@ -212,7 +212,7 @@ def load_prompt_set(
         prompt_set = _load(path, path.name, reference=default_prompt_set(kind), kind=kind)
     if tool_docs is not None:
         for protocol in ("tags", "native"):
-            variables = {"tools": list(tool_docs), "protocol": protocol}
+            variables = {"tools": list(tool_docs), "protocol": protocol, "tool_set": "paper"}
             _try(prompt_set.path, "system" + SUFFIX, prompt_set.render, "system", variables)
     return prompt_set
 
@@ -314,7 +314,8 @@ def _sample_renders(
     templates: Mapping[str, frozenset[str]],
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     for protocol in ("tags", "native"):
-        yield "system", {"tools": _SAMPLES["tools"], "protocol": protocol}
+        for tool_set in ("paper", "extended"):
+            yield "system", {"tools": _SAMPLES["tools"], "protocol": protocol, "tool_set": tool_set}
     for template, names in templates.items():
         if template not in ("system", "feedback"):
             yield template, {n: _SAMPLES.get(n, "sample") for n in names}

@@ -32,7 +32,7 @@ from sam3_agent.backends.segment_args import check_rgb_image
 from sam3_agent.backends.service_client import RemoteHandle, ServiceBackend
 from sam3_agent.backends.wire import decode_masks, encode_raw
 from sam3_agent.media.video import VideoSource
-from sam3_agent.values.detections import Detections
+from sam3_agent.values.detections import Detections, Exemplars
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import RGBImage, image_digest
 from sam3_agent.values.tracks import Tracks
@@ -56,7 +56,14 @@ class RemoteEmbedding(RemoteHandle):
         self.image_id = image_id
         self.image_size = image_size
 
-    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+    def segment(
+        self, phrases: Sequence[str], score_threshold: float, exemplars: Exemplars | None = None
+    ) -> list[Detections]:
+        if exemplars:
+            raise UserError(
+                "the SAM 3 service does not take exemplars yet: use `tool_set='paper'` or an "
+                "in-process SAM 3"
+            )
         return self._ask(phrases, score_threshold)
 
 

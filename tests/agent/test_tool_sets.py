@@ -1,0 +1,89 @@
+"""The tool sets: ``paper`` (the default, unchanged) and ``extended`` (visual exemplars)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.tools import EXTENDED_TOOLS, TOOLS, tool_specs, tried_name
+from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
+from sam3_agent.values.detections import Detections, Exemplars
+from sam3_agent.values.errors import UserError
+from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
+
+
+def test_paper_is_the_default_and_absent_from_the_settings() -> None:
+    assert AgentConfig().tool_set == "paper"
+    assert "tool_set" not in AgentConfig().to_dict()
+    assert AgentConfig(tool_set="extended").to_dict()["tool_set"] == "extended"
+    with pytest.raises(UserError, match="`tool_set` must be 'paper' or 'extended', got 'all'"):
+        AgentConfig(tool_set="all")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("protocol", ["tags", "native"])
+def test_only_the_extended_set_offers_exemplars(protocol: str) -> None:
+    segmenter, chat = FakeSegmenter(), ScriptedChatModel(replies=[])
+    paper = Sam3Agent(segmenter, chat, AgentConfig(tool_protocol=protocol))  # type: ignore[arg-type]
+    extended = Sam3Agent(
+        segmenter,
+        chat,
+        AgentConfig(tool_protocol=protocol, tool_set="extended"),  # type: ignore[arg-type]
+    )
+    assert "`like`" not in paper.system_prompt and "`like`" in extended.system_prompt
+    assert paper.tools is TOOLS and extended.tools is EXTENDED_TOOLS
+    schema = {s.name: s for s in tool_specs(EXTENDED_TOOLS)}["segment_phrase"].parameters
+    assert {"like", "unlike"} <= set(schema["properties"])
+    assert schema["required"] == ["text_prompt"]
+    paper_schema = {s.name: s for s in tool_specs(TOOLS)}["segment_phrase"].parameters
+    assert "like" not in paper_schema["properties"]
+
+
+def test_a_phrase_is_tried_with_its_exemplars() -> None:
+    assert tried_name("apple", None) == "apple"
+    both = Exemplars(((1, 2, 3, 4), (5, 6, 7, 8)), (True, False))
+    assert tried_name("apple", both) == "apple [like 1,2,3,4; unlike 5,6,7,8]"
+
+
+@pytest.mark.parametrize("policy", CONTEXT_POLICIES)
+def test_exemplars_reach_the_segmenter_as_the_masks_boxes(
+    policy: str, image: np.ndarray, three_cats: Detections
+) -> None:
+    if policy == "attention":
+        pytest.skip("attention needs the in-process transformers MLLM")
+    chat = ScriptedChatModel(
+        replies=[
+            tool("segment_phrase", text_prompt="cat"),
+            tool("segment_phrase", text_prompt="cat", like=[1]),  # new exemplars: a new search
+            tool("segment_phrase", text_prompt="cat", like=[3], unlike=[2]),
+            tool("segment_phrase", text_prompt="cat", like=[3], unlike=[2]),  # refused: tried
+            tool("segment_phrase", text_prompt="cat", unlike=[9]),  # refused: no mask 9
+            tool("select_masks_and_return", final_answer_masks=[1, 3]),
+        ]
+    )
+    segmenter = FakeSegmenter({"cat": three_cats})
+    config = AgentConfig(tool_set="extended", context_policy=policy)
+    result = Sam3Agent(segmenter, chat, config).run(image, "the cats")
+    assert result.status == "masks" and len(result.detections) == 2
+    assert segmenter.phrases == ["cat", "cat", "cat"]
+    boxes = [tuple(int(v) for v in b) for b in three_cats.mask_boxes]
+    assert segmenter.exemplars == [
+        None,
+        Exemplars((boxes[0],), (True,)),
+        Exemplars((boxes[2], boxes[1]), (True, False)),
+    ]
+    replies = [call[-1].joined_text for call in chat.main_calls[1:]]
+    assert "already used" in replies[3] and "Mask number 9 does not exist" in replies[4]
+    assert f"cat [like {','.join(map(str, boxes[2]))}; unlike" in replies[3]
+
+
+def test_paper_refuses_exemplars(image: np.ndarray, three_cats: Detections) -> None:
+    chat = ScriptedChatModel(
+        replies=[
+            tool("segment_phrase", text_prompt="cat"),
+            tool("segment_phrase", text_prompt="cat", like=[1]),
+            tool("report_no_mask"),
+        ]
+    )
+    Sam3Agent(FakeSegmenter({"cat": three_cats}), chat).run(image, "the cats")
+    assert "unexpected parameter 'like'" in chat.main_calls[2][-1].joined_text
