@@ -59,12 +59,7 @@ class RemoteEmbedding(RemoteHandle):
     def segment(
         self, phrases: Sequence[str], score_threshold: float, exemplars: Exemplars | None = None
     ) -> list[Detections]:
-        if exemplars:
-            raise UserError(
-                "the SAM 3 service does not take exemplars yet: use `tool_set='paper'` or an "
-                "in-process SAM 3"
-            )
-        return self._ask(phrases, score_threshold)
+        return self._ask(phrases, score_threshold, exemplars)
 
 
 class RemoteSegmenter(ServiceBackend):
@@ -112,15 +107,21 @@ class RemoteSegmenter(ServiceBackend):
         return self._uploaded_as(digest, uploaded.image_id)
 
     def _answer(
-        self, embedding: RemoteEmbedding, sent: list[str], score_threshold: float
+        self,
+        embedding: RemoteEmbedding,
+        sent: list[str],
+        score_threshold: float,
+        exemplars: Exemplars | None = None,
     ) -> list[tuple[Detections, str | None]]:
         def request(image_id: str) -> httpx.Response:
-            body = {
+            body: dict[str, Any] = {
                 "image_id": image_id,
                 "phrases": sent,
                 "score_threshold": score_threshold,
                 "rle_order": "rows",
             }
+            if exemplars:  # absent otherwise: a service from before exemplars takes the body
+                body["exemplars"] = exemplars.to_json()
             return self._send("POST", "/v1/segment", json=body)
 
         def reupload() -> str:
@@ -284,7 +285,11 @@ class RemoteVideoSegmenter(ServiceBackend):
             )
 
     def _answer(
-        self, embedding: RemoteVideoEmbedding, sent: list[str], score_threshold: float
+        self,
+        embedding: RemoteVideoEmbedding,
+        sent: list[str],
+        score_threshold: float,
+        exemplars: Exemplars | None = None,  # never given: a video handle asks without them
     ) -> list[tuple[Tracks, str | None]]:
         video = embedding.video
         # A file is uploaded whole: the frames used are named by their index in it. A tar

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sam3_agent.agent.loop import Sam3Agent
+from sam3_agent.agent.prompts import default_prompt_set
 from sam3_agent.agent.tools import EXTENDED_TOOLS, TOOLS, tool_specs, tried_name
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.values.detections import Detections, Exemplars
@@ -87,3 +88,16 @@ def test_paper_refuses_exemplars(image: np.ndarray, three_cats: Detections) -> N
     )
     Sam3Agent(FakeSegmenter({"cat": three_cats}), chat).run(image, "the cats")
     assert "unexpected parameter 'like'" in chat.main_calls[2][-1].joined_text
+
+
+def test_only_the_extended_set_reads_its_templates() -> None:
+    paper, extended = default_prompt_set(), default_prompt_set(tool_set="extended")
+    assert "tool_rules.j2" not in paper.sources and "tool_rules.j2" in extended.sources
+    assert paper.version != extended.version and extended.name == "builtin/extended"
+
+
+def test_video_offers_the_paper_tools_only() -> None:
+    from sam3_agent.agent.video.agent import Sam3VideoAgent
+
+    with pytest.raises(UserError, match="`tool_set='extended'` is not offered on video input"):
+        Sam3VideoAgent(object(), ScriptedChatModel(replies=[]), AgentConfig(tool_set="extended"))  # type: ignore[arg-type]

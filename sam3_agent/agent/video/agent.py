@@ -207,7 +207,8 @@ class _TrackLooks:
 
 class VideoMedium:
     kind: PromptKind = "video"
-    tool_sets: Mapping[ToolSet, Registry] = {"paper": VIDEO_TOOLS, "extended": VIDEO_TOOLS}
+    # Exemplars are boxes on one image; the video tracker is asked with the phrase alone.
+    tool_sets: Mapping[ToolSet, Registry] = {"paper": VIDEO_TOOLS}
 
     def __init__(
         self, segmenter: VideoSegmenter, options: VideoOptions, selection: FrameSelection
