@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
 from sam3_agent.values.detections import Detections, Exemplars
 from sam3_agent.values.errors import UserError
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel, tool
+from tests.support.resume import QUERY, Killed, KilledAt, comparable, trace_records
 
 
 def test_paper_is_the_default_and_absent_from_the_settings() -> None:
@@ -101,3 +104,38 @@ def test_video_offers_the_paper_tools_only() -> None:
 
     with pytest.raises(UserError, match="`tool_set='extended'` is not offered on video input"):
         Sam3VideoAgent(object(), ScriptedChatModel(replies=[]), AgentConfig(tool_set="extended"))  # type: ignore[arg-type]
+
+
+EXEMPLAR_SCRIPT = [
+    tool("segment_phrase", text_prompt="cat"),
+    tool("segment_phrase", text_prompt="cat", like=[1], unlike=[2]),
+    tool("segment_phrase", text_prompt="cat", like=[1], unlike=[2]),  # refused: tried
+    tool("select_masks_and_return", final_answer_masks=[1, 3]),
+]
+
+
+@pytest.mark.parametrize("at", range(1, len(EXEMPLAR_SCRIPT) + 1))
+def test_a_killed_session_with_exemplars_resumes_to_the_same_result(
+    tmp_path: Path, image: np.ndarray, three_cats: Detections, at: int
+) -> None:
+    config = AgentConfig(tool_set="extended")
+
+    def chat() -> ScriptedChatModel:
+        return ScriptedChatModel(replies=list(EXEMPLAR_SCRIPT))
+
+    expected = Sam3Agent(FakeSegmenter({"cat": three_cats}), chat(), config).run(
+        image, QUERY, output_dir=tmp_path / "ref"
+    )
+    scripted, segmenter, out = chat(), FakeSegmenter({"cat": three_cats}), tmp_path / "run"
+    with pytest.raises(Killed):
+        Sam3Agent(segmenter, KilledAt(scripted, at), config).run(image, QUERY, output_dir=out)  # type: ignore[arg-type]
+    resumed = Sam3Agent(segmenter, scripted, config).run(image, QUERY, output_dir=out, resume=True)
+    assert comparable(resumed.to_json()) == comparable(expected.to_json())
+    assert scripted.replies == [] and trace_records(out) == trace_records(tmp_path / "ref")
+    assert resumed.to_json()["phrases_tried"] == [
+        "cat",
+        "cat [like 10,10,50,50; unlike 150,100,200,150]",
+    ]
+    # SAM 3 was asked each search once over both runs (a journaled answer is not asked again).
+    assert segmenter.phrases == ["cat", "cat"]
+    assert [e is not None for e in segmenter.exemplars] == [False, True]
