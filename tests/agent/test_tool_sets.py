@@ -139,3 +139,15 @@ def test_a_killed_session_with_exemplars_resumes_to_the_same_result(
     # SAM 3 was asked each search once over both runs (a journaled answer is not asked again).
     assert segmenter.phrases == ["cat", "cat"]
     assert [e is not None for e in segmenter.exemplars] == [False, True]
+
+
+def test_a_run_records_its_tool_set_and_report_names_it() -> None:
+    from sam3_agent.runs.evaluation.methods import method_label
+    from sam3_agent.runs.jobs.models import agent_identity
+
+    paper = agent_identity(AgentConfig(), leave_out=())
+    extended = agent_identity(AgentConfig(tool_set="extended"), leave_out=())
+    assert "tool_set" not in paper and extended["tool_set"] == "extended"
+    assert extended["prompts"]["name"] == "builtin/extended" != paper["prompts"]["name"]
+    assert method_label({"model": "m", "agent": paper}) == "m + SAM 3 agent"
+    assert method_label({"model": "m", "agent": extended}) == "m + SAM 3 agent (extended tools)"
