@@ -78,7 +78,7 @@ def finish_ended(
             )
         ending = state.ending or Ending(None, rounds_spent(config.max_rounds))
         own = checkpoint.prompt_set or prompts.load_prompt_set(
-            config.prompts_dir, tool_docs=tools.tool_docs()
+            config.prompts_dir, tool_docs=tools.tool_docs(), tool_set=config.tool_set
         )
         before = checkpoint.started_with
         # The session's own total: finishing it here is no work on it.

@@ -10,7 +10,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -27,8 +27,8 @@ from sam3_agent.agent.steps import Final
 from sam3_agent.agent.tools import Registry
 from sam3_agent.backends.base import ImageEmbedding, Segmenter, phrase_as_read
 from sam3_agent.media.render import Renderer
-from sam3_agent.values.config import AgentConfig
-from sam3_agent.values.detections import Detections
+from sam3_agent.values.config import AgentConfig, ToolSet
+from sam3_agent.values.detections import Detections, Exemplars
 from sam3_agent.values.images import EncodedImage, ImageInput, RGBImage, load_image
 from sam3_agent.values.masks import postprocess
 
@@ -42,7 +42,7 @@ class Medium(Protocol[In_contra, S, R]):
     fingerprint, result and files."""
 
     kind: PromptKind
-    tools: Registry
+    tool_sets: Mapping[ToolSet, Registry]
 
     @property
     def segmenter(self) -> object: ...
@@ -184,13 +184,18 @@ class ImageScene(Scene[Detections]):
     def empty(self) -> Detections:
         return Detections.empty(*self.mask_size)
 
-    async def segment(self, session: Session[Detections], phrase: str) -> tuple[Detections, str]:
+    async def segment(
+        self, session: Session[Detections], phrase: str, exemplars: Exemplars | None = None
+    ) -> tuple[Detections, str]:
         with session.timed("embed_wait"):
             embedding = await self._features(session)
         threshold = self.config.score_threshold
 
         def run() -> tuple[Detections, str]:
-            found = embedding.segment([phrase], threshold)[0]
+            if exemplars:
+                found = embedding.segment([phrase], threshold, exemplars)[0]
+            else:
+                found = embedding.segment([phrase], threshold)[0]
             return found, phrase_as_read(embedding, phrase)
 
         with session.timed("segment"):
@@ -221,7 +226,7 @@ class ImageScene(Scene[Detections]):
 
 class ImageMedium:
     kind: PromptKind = "image"
-    tools = tools.TOOLS
+    tool_sets: Mapping[ToolSet, Registry] = {"paper": tools.TOOLS, "extended": tools.EXTENDED_TOOLS}
 
     def __init__(self, segmenter: Segmenter) -> None:
         self.segmenter = segmenter

@@ -86,17 +86,26 @@ class Agent(Generic[In, S, R]):
         self.medium = medium
         self.chat_model = chat_model
         self.config = config or AgentConfig()
-        docs = tools.tool_docs(medium.tools)
+        offered = medium.tool_sets.get(self.config.tool_set)
+        if offered is None:
+            raise UserError(
+                f"`tool_set={self.config.tool_set!r}` is not offered on {medium.kind} input "
+                f"(offered: {', '.join(medium.tool_sets)})"
+            )
+        self.tools = offered
+        docs = tools.tool_docs(self.tools)
         self.prompts = prompts.load_prompt_set(
-            self.config.prompts_dir, tool_docs=docs, kind=medium.kind
+            self.config.prompts_dir, tool_docs=docs, kind=medium.kind, tool_set=self.config.tool_set
         )
         # Rendered once: the same bytes open every conversation, so servers can cache them.
         self.system_prompt = self.prompts.render(
             "system", tools=docs, protocol=self.config.tool_protocol
         )
+        if self.config.tool_set == "extended":
+            self.system_prompt += "\n" + self.prompts.render("tool_rules")
         self.checker_prompt = self.prompts.render("checker_system")
         native = self.config.tool_protocol == "native"
-        self._tool_specs = tools.tool_specs(medium.tools) if native else None
+        self._tool_specs = tools.tool_specs(self.tools) if native else None
         check_backend(self.config, chat_model)  # e.g. attention without transformers: refuse now
         self.token_counter = counter_for(chat_model)
 
@@ -323,7 +332,7 @@ class Agent(Generic[In, S, R]):
                 kind = parsed.mistake or "no_tool"
                 args = {"detail": echo(parsed.detail)} if kind == "invalid_json" else {}
                 raise ToolMistake(session.prompts.feedback(kind, **args))
-            return await tools.execute(session, parsed.call, self.medium.tools)
+            return await tools.execute(session, parsed.call, self.tools)
         except ToolMistake as mistake:
             return ToolOutcome("correction", Observation(str(mistake)))
 

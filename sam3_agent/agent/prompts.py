@@ -18,6 +18,7 @@ import jinja2
 import jinja2.meta
 import jinja2.runtime
 
+from sam3_agent.values.config import ToolSet
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.text import one_line
 
@@ -47,6 +48,13 @@ PromptKind = Literal["image", "video"]
 
 VIDEO_DIR = "video"
 """The sub-folder of a set holding the video agent's own templates over the image set's."""
+
+EXTENDED_DIR = "extended"
+"""The sub-folder of a set holding what the extended tool set adds (read for it only, so the
+paper set's version is the same as before the tool sets existed)."""
+
+EXTENDED_TEMPLATES: Mapping[str, frozenset[str]] = {"tool_rules": frozenset()}
+"""The extended tool set's templates: its rules, appended to the system prompt."""
 
 VIDEO_TEMPLATES: Mapping[str, frozenset[str]] = {
     **TEMPLATES,
@@ -188,9 +196,10 @@ ToolDocs = Sequence[Mapping[str, str]]
 
 
 @cache
-def default_prompt_set(kind: PromptKind = "image") -> PromptSet:
-    """The canonical set of the image or video agent, loaded and checked once per process."""
-    return _load(canonical_dir(), BUILTIN_NAME, reference=None, kind=kind)
+def default_prompt_set(kind: PromptKind = "image", tool_set: ToolSet = "paper") -> PromptSet:
+    """The canonical set of the image or video agent and a tool set, loaded and checked once
+    per process."""
+    return _load(canonical_dir(), BUILTIN_NAME, reference=None, kind=kind, tool_set=tool_set)
 
 
 def load_prompt_set(
@@ -198,18 +207,21 @@ def load_prompt_set(
     *,
     tool_docs: ToolDocs | None = None,
     kind: PromptKind = "image",
+    tool_set: ToolSet = "paper",
 ) -> PromptSet:
     """The prompt set in ``directory`` (None: the canonical one), checked completely, also
     with ``tool_docs`` when given; any fault is a UserError. ``kind="video"``: the templates
-    of its ``video/`` (else the canonical ones) over its own. Checked once per content."""
+    of its ``video/`` (else the canonical ones) over its own; ``tool_set="extended"``: also
+    those of its ``extended/`` (else the canonical ones). Checked once per content."""
     if directory is None:
-        prompt_set = default_prompt_set(kind)
+        prompt_set = default_prompt_set(kind, tool_set)
     else:
         path = Path(directory).expanduser()
         if not path.is_dir():
             raise UserError(f"prompt set {path} is not a directory")
         path = path.resolve()
-        prompt_set = _load(path, path.name, reference=default_prompt_set(kind), kind=kind)
+        reference = default_prompt_set(kind, tool_set)
+        prompt_set = _load(path, path.name, reference=reference, kind=kind, tool_set=tool_set)
     if tool_docs is not None:
         for protocol in ("tags", "native"):
             variables = {"tools": list(tool_docs), "protocol": protocol}
@@ -218,23 +230,31 @@ def load_prompt_set(
 
 
 def _load(
-    folder: Traversable, name: str, reference: PromptSet | None, kind: PromptKind = "image"
+    folder: Traversable,
+    name: str,
+    reference: PromptSet | None,
+    kind: PromptKind = "image",
+    tool_set: ToolSet = "paper",
 ) -> PromptSet:
     where = str(folder)
     sources = _read_templates(folder, where)
-    if kind == "video":
-        video = folder / VIDEO_DIR
-        if not video.is_dir():
-            video = canonical_dir() / VIDEO_DIR
-        sources.update(_read_templates(video, str(video)))
-        name = f"{name}/{VIDEO_DIR}"
-    missing = [t + SUFFIX for t in TEMPLATES if t + SUFFIX not in sources]
+    overlays = [VIDEO_DIR] if kind == "video" else []
+    overlays += [EXTENDED_DIR] if tool_set == "extended" else []
+    for overlay in overlays:
+        extra = folder / overlay
+        if not extra.is_dir():
+            extra = canonical_dir() / overlay
+        sources.update(_read_templates(extra, str(extra)))
+        name = f"{name}/{overlay}"
+    wanted = {**TEMPLATES, **(EXTENDED_TEMPLATES if tool_set == "extended" else {})}
+    missing = [t + SUFFIX for t in wanted if t + SUFFIX not in sources]
     if missing:
         raise UserError(
             f"prompt set {where} lacks {', '.join(missing)} "
             f"(a prompt set holds {', '.join(t + SUFFIX for t in TEMPLATES)})"
         )
-    return _checked(name, where, tuple(sorted(sources.items())), reference is None, kind)
+    key = tuple(sorted(sources.items()))
+    return _checked(name, where, key, reference is None, kind, tool_set)
 
 
 def _read_templates(folder: Traversable, where: str) -> dict[str, str]:
@@ -260,10 +280,14 @@ def _checked(
     sources: tuple[tuple[str, str], ...],
     canonical: bool,
     kind: PromptKind = "image",
+    tool_set: ToolSet = "paper",
 ) -> PromptSet:
     prompt_set = PromptSet(name, where, dict(sources))
-    templates = VIDEO_TEMPLATES if kind == "video" else TEMPLATES
-    _check(prompt_set, prompt_set if canonical else default_prompt_set(kind), templates)
+    templates = dict(VIDEO_TEMPLATES if kind == "video" else TEMPLATES)
+    if tool_set == "extended":
+        templates.update(EXTENDED_TEMPLATES)
+    reference = prompt_set if canonical else default_prompt_set(kind, tool_set)
+    _check(prompt_set, reference, templates)
     logger.debug("prompt set %s (%s) from %s", name, prompt_set.version, where)
     return prompt_set
 

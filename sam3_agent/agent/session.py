@@ -24,6 +24,7 @@ from sam3_agent.agent.steps import ActionStep, C, ToolMistake
 from sam3_agent.agent.trace import Trace
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.detections import Exemplars
 from sam3_agent.values.images import EncodedImage, RGBImage
 from sam3_agent.values.messages import ChatMessage, ImagePart, Part, TextPart
 
@@ -48,7 +49,12 @@ class Scene(Protocol[C]):
 
     def empty(self) -> C: ...
 
-    async def segment(self, session: Session[C], phrase: str) -> tuple[C, str]: ...
+    async def segment(
+        self, session: Session[C], phrase: str, exemplars: Exemplars | None = None
+    ) -> tuple[C, str]:
+        """SAM 3 on ``phrase`` (with ``exemplars``, boxes on the input): the candidates found
+        and the phrase as read."""
+        ...
 
     def numbered(self, candidates: C) -> RGBImage: ...
 
@@ -157,10 +163,13 @@ class Session(Generic[C]):
         """``candidates`` at 0-based ``indices``, off the event loop (copying masks takes ms)."""
         return await asyncio.to_thread(candidates.select, indices)
 
-    async def segment(self, phrase: str) -> tuple[C, str]:
-        """SAM 3 on ``phrase``: the candidates (now the current ones), the phrase as read."""
-        found, used = await self.scene.segment(self, phrase)
-        self.phrases.append(phrase)
+    async def segment(
+        self, phrase: str, exemplars: Exemplars | None = None, *, tried_as: str | None = None
+    ) -> tuple[C, str]:
+        """SAM 3 on ``phrase`` (and ``exemplars``): the candidates (now the current ones), the
+        phrase as read; the search is recorded as tried under ``tried_as`` (else ``phrase``)."""
+        found, used = await self.scene.segment(self, phrase, exemplars)
+        self.phrases.append(tried_as or phrase)
         self.current = found if len(found) else None
         return found, used
 

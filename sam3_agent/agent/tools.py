@@ -1,4 +1,6 @@
-"""The four tools, as a registry: a name, a typed parameter model, and one handler each.
+"""The tools, as registries: a name, a typed parameter model, and one handler each; the
+paper's four (``TOOLS``) and the extended set (``EXTENDED_TOOLS``: exemplars on
+``segment_phrase``).
 
 Every misuse raises :class:`~sam3_agent.agent.steps.ToolMistake`, its text sent to the model.
 """
@@ -6,7 +8,7 @@ Every misuse raises :class:`~sam3_agent.agent.steps.ToolMistake`, its text sent 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -14,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sam3_agent.agent.parsing import ToolCall
 from sam3_agent.agent.steps import Final, Observation, ToolMistake, ToolOutcome
 from sam3_agent.backends.segment_args import MAX_PHRASE_CHARS, clean_phrase
-from sam3_agent.values.detections import Candidates
+from sam3_agent.values.detections import Candidates, Detections, Exemplars
 from sam3_agent.values.images import EncodedImage
 from sam3_agent.values.messages import ToolSpec
 from sam3_agent.values.text import ECHO_LIMIT, echo, echo_list
@@ -46,6 +48,11 @@ class SegmentPhraseParams(_Params):
         if not cleaned:
             raise ValueError("must not be blank")
         return cleaned
+
+
+class ExemplarPhraseParams(SegmentPhraseParams):
+    like: list[int] = Field(default_factory=list, max_length=16)
+    unlike: list[int] = Field(default_factory=list, max_length=16)
 
 
 class NoParams(_Params):
@@ -105,15 +112,59 @@ def masks_observation(
     )
 
 
+def exemplars_of(
+    current: Detections, like: Sequence[int], unlike: Sequence[int], prompts: PromptSet
+) -> Exemplars:
+    """The boxes of masks ``like`` (positive) and ``unlike`` (negative), 1-based numbers on
+    the latest image, as SAM 3's exemplars."""
+    boxes: list[tuple[int, int, int, int]] = []
+    positive: list[bool] = []
+    for numbers, label in ((like, True), (unlike, False)):
+        if numbers:
+            for i in mask_numbers_to_indices(numbers, len(current), prompts):
+                x0, y0, x1, y1 = (int(v) for v in current.mask_boxes[i])
+                boxes.append((x0, y0, x1, y1))
+                positive.append(label)
+    return Exemplars(tuple(boxes), tuple(positive))
+
+
+def tried_name(phrase: str, exemplars: Exemplars | None) -> str:
+    """How a search is named among the tried ones: the phrase, with its exemplars' boxes
+    (the same phrase with other exemplars is another search)."""
+    if not exemplars:
+        return phrase
+    parts = []
+    for label in (True, False):
+        boxes = [b for b, p in zip(exemplars.boxes, exemplars.positive, strict=True) if p is label]
+        if boxes:
+            shown = " ".join(",".join(map(str, b)) for b in boxes)
+            parts.append(f"{'like' if label else 'unlike'} {shown}")
+    return f"{phrase} [{'; '.join(parts)}]"
+
+
 async def _segment_phrase(session: Session[Any], params: SegmentPhraseParams) -> ToolOutcome:
+    return await _segment(session, params.text_prompt, None)
+
+
+async def _segment_with_exemplars(
+    session: Session[Any], params: ExemplarPhraseParams
+) -> ToolOutcome:
+    exemplars = None
+    if params.like or params.unlike:
+        current = session.require_masks("segment_phrase")
+        exemplars = exemplars_of(current, params.like, params.unlike, session.prompts)
+    return await _segment(session, params.text_prompt, exemplars)
+
+
+async def _segment(session: Session[Any], text: str, exemplars: Exemplars | None) -> ToolOutcome:
     prompts = session.prompts
-    phrase, tried = params.text_prompt, session.phrases
+    phrase, tried = tried_name(text, exemplars), session.phrases
     if normalize_phrase(phrase) in {normalize_phrase(p) for p in tried}:
         raise ToolMistake(
             prompts.feedback("duplicate_phrase", phrase=echo(phrase), tried=echo_list(tried))
         )
-    found, used = await session.segment(phrase)
-    cut = prompts.feedback("phrase_cut", phrase=phrase, used=used) + "\n" if used != phrase else ""
+    found, used = await session.segment(text, exemplars, tried_as=phrase)
+    cut = prompts.feedback("phrase_cut", phrase=text, used=used) + "\n" if used != text else ""
     if len(found) == 0:
         text = cut + prompts.feedback("no_masks", phrase=phrase)
         return ToolOutcome("segment", Observation(text), phrase=phrase)
@@ -214,6 +265,32 @@ TOOLS: dict[str, Tool] = {
 
 
 Registry = dict[str, Tool]  # tools by name
+
+
+def extended(registry: Registry) -> Registry:
+    """``registry`` (a medium's paper tools) with the extended set's powers: exemplars on
+    ``segment_phrase``."""
+    segment = registry["segment_phrase"]
+    return {
+        **registry,
+        "segment_phrase": replace(
+            segment,
+            description=segment.description
+            + (
+                " Optionally give masks of the most recent image as visual examples: `like` "
+                "lists masks that show what you want, `unlike` masks that show what to leave "
+                "out; SAM 3 then looks for things resembling the first and not the second."
+            ),
+            params=ExemplarPhraseParams,
+            parameters_text=segment.parameters_text
+            + ' Optional: "like" and "unlike", lists of mask numbers (integers).',
+            example={"text_prompt": "apple", "like": [2], "unlike": [4]},
+            handler=_segment_with_exemplars,
+        ),
+    }
+
+
+EXTENDED_TOOLS: Registry = extended(TOOLS)
 
 
 def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:

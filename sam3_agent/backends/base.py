@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from sam3_agent.media.video import VideoSource
-from sam3_agent.values.detections import Detections
+from sam3_agent.values.detections import Detections, Exemplars
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 from sam3_agent.values.tracks import Tracks
@@ -21,9 +21,12 @@ class ImageEmbedding(Protocol):
     @property
     def image_size(self) -> tuple[int, int]: ...  # (height, width) in pixels
 
-    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+    def segment(
+        self, phrases: Sequence[str], score_threshold: float, exemplars: Exemplars | None = None
+    ) -> list[Detections]:
         """One :class:`Detections` per phrase, in order; masks at full resolution, boxes XYXY
-        in pixels; some below ``score_threshold`` may be dropped. Raises SegmenterError."""
+        in pixels; some below ``score_threshold`` may be dropped. ``exemplars`` (boxes on this
+        image) go with every phrase. Raises SegmenterError."""
         ...
 
 

@@ -22,7 +22,7 @@ from transformers.models.sam3.modeling_sam3 import Sam3VisionEncoderOutput
 from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.sam3_common import LoadedSam3, PhraseHandle
 from sam3_agent.backends.segment_args import check_rgb_image, check_segment_args, clean_phrase
-from sam3_agent.values.detections import Detections
+from sam3_agent.values.detections import Detections, Exemplars
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import RGBImage, image_digest
 
@@ -51,9 +51,11 @@ class Sam3Embedding(PhraseHandle):
         self.digest = digest
         self.image_size = image_size
 
-    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+    def segment(
+        self, phrases: Sequence[str], score_threshold: float, exemplars: Exemplars | None = None
+    ) -> list[Detections]:
         """Detections scoring ``> score_threshold``; a score is detection times presence
-        score, in the model's query order."""
+        score, in the model's query order; ``exemplars`` go with each phrase."""
         check_segment_args(phrases, score_threshold)
         # The one sanitiser, as the service applies it: both paths read the same text.
         cleaned = [clean_phrase(p) for p in phrases]
@@ -61,7 +63,7 @@ class Sam3Embedding(PhraseHandle):
         results: list[Detections] = []
         for start in range(0, len(cleaned), step):
             chunk = cleaned[start : start + step]
-            results.extend(self._owner._segment_batch(self, chunk, score_threshold))
+            results.extend(self._owner._segment_batch(self, chunk, score_threshold, exemplars))
         return results
 
 
@@ -166,8 +168,30 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
                 fpn_position_encoding=tuple(out.fpn_position_encoding),
             )
 
+    def _boxes(
+        self, exemplars: Exemplars, image_size: tuple[int, int], batch: int
+    ) -> dict[str, torch.Tensor]:
+        """``exemplars`` as ``forward``'s ``input_boxes`` (cxcywh in ``[0, 1]``, the
+        processor's normalisation) and ``input_boxes_labels``, one copy per phrase."""
+        with self._tokenizer_lock:  # the processor also tokenises its placeholder text
+            encoded = self._processor(
+                input_boxes=[[[float(v) for v in box] for box in exemplars.boxes]],
+                input_boxes_labels=[[int(p) for p in exemplars.positive]],
+                original_sizes=[list(image_size)],
+                return_tensors="pt",
+            )
+        boxes, labels = encoded["input_boxes"], encoded["input_boxes_labels"]
+        return {
+            "input_boxes": boxes.expand(batch, *boxes.shape[1:]).to(self.device, self.dtype),
+            "input_boxes_labels": labels.expand(batch, *labels.shape[1:]).to(self.device),
+        }
+
     def _segment_batch(
-        self, embedding: Sam3Embedding, phrases: list[str], score_threshold: float
+        self,
+        embedding: Sam3Embedding,
+        phrases: list[str],
+        score_threshold: float,
+        exemplars: Exemplars | None = None,
     ) -> list[Detections]:
         features, image_size = embedding._features, embedding.image_size
         batch = len(phrases)
@@ -177,10 +201,12 @@ class Sam3Segmenter(LoadedSam3[Sam3Model, Sam3Processor]):
                 fpn_hidden_states=_expand(features.fpn_hidden_states, batch),
                 fpn_position_encoding=_expand(features.fpn_position_encoding, batch),
             )
+            boxes = self._boxes(exemplars, image_size, batch) if exemplars else {}
             out = self._model(
                 vision_embeds=vision,
                 input_ids=input_ids.to(self.device),
                 attention_mask=attention_mask.to(self.device),
+                **boxes,
             )
             # Post-process in float32: bfloat16 sigmoid/interpolation shifts mask edges.
             scores = out.pred_logits.float().sigmoid()

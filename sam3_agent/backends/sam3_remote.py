@@ -32,7 +32,7 @@ from sam3_agent.backends.segment_args import check_rgb_image
 from sam3_agent.backends.service_client import RemoteHandle, ServiceBackend
 from sam3_agent.backends.wire import decode_masks, encode_raw
 from sam3_agent.media.video import VideoSource
-from sam3_agent.values.detections import Detections
+from sam3_agent.values.detections import Detections, Exemplars
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import RGBImage, image_digest
 from sam3_agent.values.tracks import Tracks
@@ -56,8 +56,10 @@ class RemoteEmbedding(RemoteHandle):
         self.image_id = image_id
         self.image_size = image_size
 
-    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
-        return self._ask(phrases, score_threshold)
+    def segment(
+        self, phrases: Sequence[str], score_threshold: float, exemplars: Exemplars | None = None
+    ) -> list[Detections]:
+        return self._ask(phrases, score_threshold, exemplars)
 
 
 class RemoteSegmenter(ServiceBackend):
@@ -105,15 +107,21 @@ class RemoteSegmenter(ServiceBackend):
         return self._uploaded_as(digest, uploaded.image_id)
 
     def _answer(
-        self, embedding: RemoteEmbedding, sent: list[str], score_threshold: float
+        self,
+        embedding: RemoteEmbedding,
+        sent: list[str],
+        score_threshold: float,
+        exemplars: Exemplars | None = None,
     ) -> list[tuple[Detections, str | None]]:
         def request(image_id: str) -> httpx.Response:
-            body = {
+            body: dict[str, Any] = {
                 "image_id": image_id,
                 "phrases": sent,
                 "score_threshold": score_threshold,
                 "rle_order": "rows",
             }
+            if exemplars:  # absent otherwise: a service from before exemplars takes the body
+                body["exemplars"] = exemplars.to_json()
             return self._send("POST", "/v1/segment", json=body)
 
         def reupload() -> str:
@@ -277,7 +285,11 @@ class RemoteVideoSegmenter(ServiceBackend):
             )
 
     def _answer(
-        self, embedding: RemoteVideoEmbedding, sent: list[str], score_threshold: float
+        self,
+        embedding: RemoteVideoEmbedding,
+        sent: list[str],
+        score_threshold: float,
+        exemplars: Exemplars | None = None,  # never given: a video handle asks without them
     ) -> list[tuple[Tracks, str | None]]:
         video = embedding.video
         # A file is uploaded whole: the frames used are named by their index in it. A tar

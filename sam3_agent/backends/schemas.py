@@ -25,6 +25,7 @@ RleOrder = Literal["coco", "rows"]
 
 RAW_RGB_MIME = "application/x-sam3-rgb8"  # H * W * 3 bytes, rows top down; size in the query
 MAX_PHRASES = 32  # per segment request
+MAX_EXEMPLARS = 32  # boxes per segment request
 IMAGE_ID_PATTERN = r"^[0-9a-f]{64}$"  # SHA-256 of the decoded pixels (``image_digest``)
 VIDEO_ID_PATTERN = r"^[0-9a-f]{64}$"  # SHA-256 of the uploaded body (file or tar)
 TAR_MIME = "application/x-tar"
@@ -77,6 +78,24 @@ class UploadResponse(BaseModel):
     image_size: tuple[int, int]
 
 
+class ExemplarBoxes(BaseModel):
+    """Boxes SAM 3 takes with every phrase: XYXY pixels of the image, ``positive`` per box."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    boxes: list[tuple[int, int, int, int]] = Field(max_length=MAX_EXEMPLARS)
+    positive: list[bool] = Field(max_length=MAX_EXEMPLARS)
+
+    @model_validator(mode="after")
+    def _one_label_per_box(self) -> ExemplarBoxes:
+        if len(self.boxes) != len(self.positive):
+            raise ValueError(
+                f"give one label per box, got {len(self.boxes)} boxes and "
+                f"{len(self.positive)} labels"
+            )
+        return self
+
+
 class SegmentRequest(BaseModel):
     """Body of ``POST /v1/segment``: exactly one of ``image_id`` and ``image_base64``."""
 
@@ -87,6 +106,7 @@ class SegmentRequest(BaseModel):
     phrases: Phrases
     score_threshold: Threshold = 0.5  # detections scoring at or below it are dropped
     rle_order: RleOrder = "coco"
+    exemplars: ExemplarBoxes | None = None  # with every phrase
 
     @model_validator(mode="after")
     def _one_image(self) -> SegmentRequest:

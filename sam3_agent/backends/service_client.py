@@ -19,6 +19,7 @@ from sam3_agent.backends.lru import Lru
 from sam3_agent.backends.retry import RetryPolicy, retry_after
 from sam3_agent.backends.schemas import ErrorCode, HealthResponse
 from sam3_agent.backends.segment_args import check_segment_args, clean_phrase
+from sam3_agent.values.detections import Exemplars
 from sam3_agent.values.errors import SegmenterError, UserError
 
 logger = logging.getLogger(__name__)
@@ -44,14 +45,16 @@ class RemoteHandle:
     def _remember(self, phrase: str, sent: str, used: str | None) -> None:
         self._used.put(phrase, sent if used is None else used)
 
-    def _ask(self, phrases: Sequence[str], score_threshold: float) -> list[Any]:
+    def _ask(
+        self, phrases: Sequence[str], score_threshold: float, exemplars: Exemplars | None = None
+    ) -> list[Any]:
         """The owner's answers, one per phrase, each phrase sent cleaned (the service cleans
         them the same way: a lone surrogate cannot even be encoded as UTF-8)."""
         check_segment_args(phrases, score_threshold)
         if not phrases:
             return []
         sent = [clean_phrase(p) for p in phrases]
-        answers = self._owner._answer(self, sent, score_threshold)
+        answers = self._owner._answer(self, sent, score_threshold, exemplars)
         for phrase, text, (_, used) in zip(phrases, sent, answers, strict=True):
             self._remember(phrase, text, used)
         return [value for value, _ in answers]
@@ -212,9 +215,14 @@ class ServiceBackend:
         return upload_id
 
     def _answer(
-        self, handle: Any, sent: list[str], score_threshold: float
+        self,
+        handle: Any,
+        sent: list[str],
+        score_threshold: float,
+        exemplars: Exemplars | None = None,
     ) -> list[tuple[Any, str | None]]:
-        """Per phrase sent: the answer and how the service read the phrase."""
+        """Per phrase sent: the answer and how the service read the phrase (``exemplars``:
+        boxes on an image, sent with every phrase)."""
         raise NotImplementedError
 
     def _ask(

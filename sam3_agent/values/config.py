@@ -13,6 +13,9 @@ from sam3_agent.values.errors import UserError
 
 ToolProtocol = Literal["tags", "native"]
 TOOL_PROTOCOLS: tuple[ToolProtocol, ...] = ("tags", "native")
+ToolSet = Literal["paper", "extended"]
+TOOL_SETS: tuple[ToolSet, ...] = ("paper", "extended")
+"""The agent's tool sets (:mod:`sam3_agent.agent.tools`), the default first."""
 CONTEXT_POLICIES: tuple[str, ...] = (
     "sam3", "keep-all", "fifo", "decay", "summary", "hierarchical", "attention", "auto",
 )  # fmt: skip
@@ -86,6 +89,11 @@ class AgentConfig:
         "tags", lambda v: v in TOOL_PROTOCOLS, "'tags' or 'native'"
     )
     """``tags``: ``<tool>{json}</tool>`` in the reply text; ``native``: the API's tool calls."""
+    tool_set: ToolSet = setting(  # noqa: RUF009 (a field(), immutable default)
+        "paper", lambda v: v in TOOL_SETS, "'paper' or 'extended'"
+    )
+    """``paper``: the four tools of the SAM 3 agent paper; ``extended``: also exemplars
+    (``like``/``unlike`` on ``segment_phrase``) and ``keep_masks``, an answer across phrases."""
     context_policy: str = setting(
         "sam3", lambda v: v in CONTEXT_POLICIES, f"one of {', '.join(CONTEXT_POLICIES)}"
     )
@@ -130,6 +138,9 @@ class AgentConfig:
             doc["prompts_dir"] = str(self.prompts_dir)
         # As JSON reads it back (lists), so a stored copy compares equal to a fresh one.
         doc["decay_weights"] = [[kind, weight] for kind, weight in self.decay_weights]
+        if self.tool_set == "paper":
+            # Absent at its default: sessions and runs from before the setting compare equal.
+            del doc["tool_set"]
         return doc
 
 

@@ -181,3 +181,30 @@ def tight_boxes(masks: BoolArray) -> FloatArray:
         cols = np.flatnonzero(m[rows[0] : rows[-1] + 1].any(axis=0))
         boxes[i] = (cols[0], rows[0], cols[-1] + 1, rows[-1] + 1)
     return boxes
+
+
+@dataclass(frozen=True)
+class Exemplars:
+    """Boxes SAM 3 takes beside a phrase: XYXY in pixels of the original image, each marked
+    ``positive`` (an instance of the concept) or not (something the concept excludes)."""
+
+    boxes: tuple[tuple[int, int, int, int], ...] = ()
+    positive: tuple[bool, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.boxes) != len(self.positive):
+            raise ValueError(
+                f"exemplars need one label per box, got {len(self.boxes)} boxes and "
+                f"{len(self.positive)} labels"
+            )
+
+    def __len__(self) -> int:
+        return len(self.boxes)
+
+    def to_json(self) -> dict[str, list[Any]]:
+        return {"boxes": [list(b) for b in self.boxes], "positive": list(self.positive)}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Exemplars:
+        boxes = tuple((int(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in doc["boxes"])
+        return cls(boxes, tuple(bool(p) for p in doc["positive"]))

@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "eval": "eval throughput, concurrency 1 vs 8",
     "checkpoint": "what resumability costs per round, next to the round's work",
     "video": "video: peak memory and tokens vs clip length, cached features, decode rate",
+    "tools": "tool sets: MLLM calls and prompt tokens, paper vs extended",
 }
 
 

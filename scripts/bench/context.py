@@ -63,7 +63,7 @@ from sam3_agent.agent.context.types import Budget, Context, Costs, Decision, His
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.agent.session import Session
 from sam3_agent.values.config import CONTEXT_POLICIES, AgentConfig
-from sam3_agent.values.detections import Detections
+from sam3_agent.values.detections import Detections, Exemplars
 from sam3_agent.values.images import EncodedImage, ImageInput
 from sam3_agent.values.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
 
@@ -233,7 +233,9 @@ class WorldSegmenter:
     def used_phrase(self, phrase: str) -> str:
         return phrase
 
-    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+    def segment(
+        self, phrases: Sequence[str], score_threshold: float, exemplars: Exemplars | None = None
+    ) -> list[Detections]:
         return [self.world.detections(self.world.finds.get(p, [])) for p in phrases]
 
 

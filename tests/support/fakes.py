@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sam3_agent.media.video import VideoSource
-from sam3_agent.values.detections import Detections
+from sam3_agent.values.detections import Detections, Exemplars
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatMessage, ChatResponse, TokenUsage, ToolSpec
 from sam3_agent.values.tracks import TrackBuilder, Tracks
@@ -128,10 +128,13 @@ class FakeEmbedding:
     def image_size(self) -> tuple[int, int]:
         return int(self.image.shape[0]), int(self.image.shape[1])
 
-    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+    def segment(
+        self, phrases: Sequence[str], score_threshold: float, exemplars: Exemplars | None = None
+    ) -> list[Detections]:
         out = []
         for phrase in phrases:
             self.owner.phrases.append(phrase)
+            self.owner.exemplars.append(exemplars)
             entry = self.owner.results.get(phrase, self.owner.default)
             if entry is None:
                 out.append(Detections.empty(*self.image_size))
@@ -160,6 +163,7 @@ class FakeSegmenter:
     default: Detections | Callable[[RGBImage], Detections] | None = None
     embed_calls: int = 0
     phrases: list[str] = field(default_factory=list)
+    exemplars: list[Exemplars | None] = field(default_factory=list)  # one per phrase asked
     max_words: int | None = None
 
     def embed(self, image: RGBImage) -> FakeEmbedding:

@@ -104,7 +104,7 @@ def test_each_bad_setting_is_one_line_naming_it(
             {
                 "max_rounds", "max_corrections", "max_mask_checks", "check_concurrency",
                 "verdict_retries", "score_threshold", "overlap_threshold", "max_image_side",
-                "jpeg_quality", "max_image_pixels", "tool_protocol", "context_policy",
+                "jpeg_quality", "max_image_pixels", "tool_protocol", "tool_set", "context_policy",
                 "context_reserve_tokens", "context_watermark", "decay_rate", "attention_window",
             },
         ),

@@ -27,7 +27,7 @@ from sam3_agent.backends.base import (
 )
 from sam3_agent.backends.response_cache import ReplayingChatModel
 from sam3_agent.media.video import VideoSource
-from sam3_agent.values.detections import Detections
+from sam3_agent.values.detections import Detections, Exemplars
 from sam3_agent.values.images import RGBImage
 from sam3_agent.values.messages import ChatResponse, response_from_json, response_to_json
 from sam3_agent.values.tracks import Tracks
@@ -153,12 +153,19 @@ class _JournaledEmbedding(EmbeddingWrapper):
         self._used.update({str(k): str(v) for k, v in saved["used"].items()})
         return replayed
 
-    def segment(self, phrases: Sequence[str], score_threshold: float) -> list[Detections]:
+    def segment(
+        self, phrases: Sequence[str], score_threshold: float, exemplars: Exemplars | None = None
+    ) -> list[Detections]:
         key = _phrases_key(phrases, score_threshold)
+        if exemplars:
+            key += "|" + json.dumps(exemplars.to_json(), sort_keys=True)
         replayed = self._journal.recall("segment", key, self._replayed, "segmenting")
         if replayed is not None:
             return replayed
-        results = self.inner.segment(phrases, score_threshold)
+        if exemplars:
+            results = self.inner.segment(phrases, score_threshold, exemplars)
+        else:
+            results = self.inner.segment(phrases, score_threshold)
         used = {p: phrase_as_read(self.inner, p) for p in phrases}
         self._used.update(used)
         value = {"detections": [detections_to_json(d) for d in results], "used": used}

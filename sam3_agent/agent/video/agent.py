@@ -5,7 +5,7 @@ look (the AgentRVOS idea)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,8 @@ from sam3_agent.media.video_render import (
     sample_positions,
 )
 from sam3_agent.media.video_writer import write_overlay_video
-from sam3_agent.values.config import AgentConfig, VideoOptions
+from sam3_agent.values.config import AgentConfig, ToolSet, VideoOptions
+from sam3_agent.values.detections import Exemplars
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.files import atomic_write_json, write_png
 from sam3_agent.values.images import EncodedImage, RGBImage
@@ -100,7 +101,9 @@ class VideoScene(Scene[Tracks]):
     def empty(self) -> Tracks:
         return Tracks(self.video.frame_count, self.video.size)
 
-    async def segment(self, session: Session[Tracks], phrase: str) -> tuple[Tracks, str]:
+    async def segment(
+        self, session: Session[Tracks], phrase: str, exemplars: Exemplars | None = None
+    ) -> tuple[Tracks, str]:
         """SAM 3 tracks ``phrase`` through the clip (video SAM 3 reads the phrase whole)."""
         segmenter, threshold = self.segmenter, self.config.score_threshold
         if segmenter is None:
@@ -204,7 +207,8 @@ class _TrackLooks:
 
 class VideoMedium:
     kind: PromptKind = "video"
-    tools = VIDEO_TOOLS
+    # Exemplars are boxes on one image; the video tracker is asked with the phrase alone.
+    tool_sets: Mapping[ToolSet, Registry] = {"paper": VIDEO_TOOLS}
 
     def __init__(
         self, segmenter: VideoSegmenter, options: VideoOptions, selection: FrameSelection

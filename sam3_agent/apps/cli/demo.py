@@ -6,6 +6,8 @@ command runs, after every flag was checked.
 
 from __future__ import annotations
 
+import dataclasses
+
 from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
 from sam3_agent.apps.cli.flags.agent import AGENT, check_agent
 from sam3_agent.apps.cli.flags.backends import BACKENDS
@@ -60,7 +62,9 @@ def demo_command(
 
                 def build_video_agent() -> Sam3VideoAgent:
                     # On the first video request: a demo used for images never loads it.
-                    return Sam3VideoAgent(plan.spec.build_video_segmenter(), chat_model, config)
+                    # Exemplars are boxes on one image: the video tab has the paper's tools.
+                    paper = dataclasses.replace(config, tool_set="paper")
+                    return Sam3VideoAgent(plan.spec.build_video_segmenter(), chat_model, paper)
 
                 videos = VideoDemoRunner(build_video_agent, demo.out, limits)
             app = create_app(

@@ -14,6 +14,7 @@ RENAMED = {
     "start_s": "--start",
     "end_s": "--end",
     "sam3_cache_size": "--cache-size",
+    "tool_set": "--tools",
 }
 """Settings whose flag is not their name with dashes (``AgentConfig``, ``FrameSelection``,
 ``BackendSpec`` fields)."""

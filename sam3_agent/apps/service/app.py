@@ -46,6 +46,7 @@ from sam3_agent.backends.schemas import (
 )
 from sam3_agent.backends.segment_args import clean_phrase
 from sam3_agent.backends.wire import RAW_RGB_MIME, encode_masks
+from sam3_agent.values.detections import Exemplars
 from sam3_agent.values.errors import SegmenterError, UserError
 from sam3_agent.values.images import RGBImage
 
@@ -67,11 +68,15 @@ def _segment_sync(
     step = max(1, _MASK_BUDGET_PIXELS // (height * width * 8))
     results: list[PhraseResult] = []
     phrases = req.phrases
+    exemplars = Exemplars.from_json(req.exemplars.model_dump()) if req.exemplars else None
     for start in range(0, len(phrases), step):
         # The in-process backend's sanitiser: any segmenter behind the service reads the
         # same text SAM 3 in-process would.
         cleaned = [clean_phrase(p) for p in phrases[start : start + step]]
-        detections = embedding.segment(cleaned, req.score_threshold)
+        if exemplars:
+            detections = embedding.segment(cleaned, req.score_threshold, exemplars)
+        else:
+            detections = embedding.segment(cleaned, req.score_threshold)
         for text, det in zip(cleaned, detections, strict=True):
             answer = {
                 "phrase": text,

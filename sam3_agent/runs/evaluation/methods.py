@@ -181,7 +181,10 @@ def method_label(config: dict[str, Any]) -> str:
         return f"SAM 3 only ({config.get('sam3')})"
     if config.get(KIND_KEY) == VIDEO:
         return f"{config.get('model')} + SAM 3 video agent"
-    return f"{config.get('model')} + SAM 3 agent"
+    # The tool-set ablation's two rows (absent: the paper's tools, as before the setting).
+    agent = config.get("agent")
+    extended = isinstance(agent, dict) and agent.get("tool_set") == "extended"
+    return f"{config.get('model')} + SAM 3 agent" + (" (extended tools)" if extended else "")
 
 
 def runs_kind(run_dirs: Sequence[Path]) -> str:

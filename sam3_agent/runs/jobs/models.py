@@ -90,7 +90,8 @@ def agent_identity(config: AgentConfig, *, leave_out: Collection[str]) -> dict[s
     from sam3_agent.agent.prompts import load_prompt_set
 
     settings = {k: v for k, v in config.to_dict().items() if k not in leave_out}
-    settings["prompts"] = load_prompt_set(config.prompts_dir).identity()
+    prompt_set = load_prompt_set(config.prompts_dir, tool_set=config.tool_set)
+    settings["prompts"] = prompt_set.identity()
     return settings
 
 

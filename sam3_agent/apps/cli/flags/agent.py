@@ -9,7 +9,12 @@ from typing import Any
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
 from sam3_agent.apps.cli.setting_flags import SETTING_OF
 from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.values.config import CONTEXT_POLICIES, DEFAULT_MAX_PIXELS, AgentConfig
+from sam3_agent.values.config import (
+    CONTEXT_POLICIES,
+    DEFAULT_MAX_PIXELS,
+    TOOL_SETS,
+    AgentConfig,
+)
 from sam3_agent.values.errors import UserError
 
 AGENT_PANEL = "Agent"
@@ -38,6 +43,9 @@ AGENT_FLAGS = (
     _agent("prompts", Path | None, None, "--prompts", metavar="DIR",
            help="A directory holding another prompt set (the templates of prompts/); checked "
            "before any model loads. Default: the prompt set shipped with sam3-agent."),
+    _agent("tools", str, AgentConfig.tool_set, "--tools", metavar="SET",
+           help="The tool set: " + " or ".join(TOOL_SETS) + " (paper: the SAM 3 agent's four "
+           "tools; extended: also visual exemplars and kept masks). See docs/tools.md."),
     _context("context_policy", str, AgentConfig.context_policy, "--context-policy",
              metavar="POLICY", help="How each call's context is chosen from the history: "
              + ", ".join(CONTEXT_POLICIES)
