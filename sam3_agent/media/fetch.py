@@ -138,7 +138,7 @@ class Downloads:
         except httpx.TimeoutException as e:
             target.unlink(missing_ok=True)
             raise DownloadError(f"{shown(url)}: timed out ({type(e).__name__})") from e
-        except httpx.HTTPError as e:
+        except (httpx.HTTPError, httpx.InvalidURL) as e:  # InvalidURL: no HTTPError
             target.unlink(missing_ok=True)
             raise DownloadError(f"{shown(url)}: cannot fetch: {one_line(e)}") from e
         except BaseException:

@@ -134,6 +134,19 @@ def test_every_other_scheme_is_refused_in_one_line(scheme: str, rest: str) -> No
     assert message.isprintable()
 
 
+@given(rest=st.text(max_size=40))
+@settings(max_examples=40, deadline=None)
+def test_any_text_after_an_http_host_is_one_line_never_a_library_error(rest: str) -> None:
+    # Nothing listens on port 9 here: every URL httpx accepts fails to connect; the ones it
+    # refuses (control bytes, spaces in the host) must fail the same way, as one line.
+    url = f"http://127.0.0.1:9/{rest}"
+    with downloads() as run:
+        with pytest.raises(DownloadError) as caught:
+            run.fetch(url, "image")
+        assert not any(run.directory.iterdir()) if run.directory.exists() else True
+    assert str(caught.value).isprintable()
+
+
 @pytest.mark.parametrize("typed", ["data:image/png;base64,AAAA", "file:///etc/passwd", "s3://b/k"])
 def test_data_file_and_s3_urls_are_refused(typed: str) -> None:
     with downloads() as run, pytest.raises(DownloadError, match="only http:// and https://"):
