@@ -4,8 +4,10 @@ cannot rot where no GPU runs it; and ``device_check.sh`` refusing to run without
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,5 +49,6 @@ def test_cuda_requested_without_cuda_is_refused(capsys: pytest.CaptureFixture[st
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "PYTHON": sys.executable},  # this interpreter, venv active or not
     )
     assert shell.returncode != 0 and "no CUDA device here" in shell.stderr

@@ -418,12 +418,22 @@ def test_default_directories_differ_within_one_second(
     assert second.name == first.name + "-2"
 
 
+# `sam3-agent` as `python -m sam3_agent.apps.cli.main` starts it, with every retry's backoff
+# at zero: the attempts and the one error line are the same, without 15 s of waiting.
+_WITHOUT_BACKOFF = (
+    "from sam3_agent.backends.retry import RetryPolicy\n"
+    "RetryPolicy.delay = lambda self, retry, retry_after_s, rng=None: 0.0\n"
+    "from sam3_agent.apps.cli.main import app\n"
+    "app(prog_name='sam3-agent')\n"
+)
+
+
 def run_in_own_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``sam3-agent run ARGS`` in a process of its own, with the logging setup a user gets."""
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])
     return subprocess.run(
-        [sys.executable, "-m", "sam3_agent.apps.cli.main", "run", *args],
+        [sys.executable, "-c", _WITHOUT_BACKOFF, "run", *args],
         cwd=cwd, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
 
