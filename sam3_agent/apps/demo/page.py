@@ -30,6 +30,7 @@ from sam3_agent.apps.demo.views import (
     status_html,
     video_summary,
 )
+from sam3_agent.media.fetch import url_of
 from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.text import one_line
 
@@ -40,8 +41,8 @@ def api_example(component: gr.components.Component, payload: Any, value: Any) ->
     """Make ``payload`` (and ``value``) the example the "Use via API" panel shows for
     ``component``, instead of Gradio's generic one (a PDF on the internet for a file). Set
     on the instance: a subclass would make Gradio write a ``.pyi`` stub beside this module."""
-    component.example_payload = lambda: payload  # type: ignore[method-assign]
-    component.example_value = lambda: value  # type: ignore[method-assign]
+    component.example_payload = lambda: payload  # type: ignore[method-assign,assignment]
+    component.example_value = lambda: value  # type: ignore[method-assign,assignment]
 
 
 def session_key(request: gr.Request | None) -> str:
@@ -64,6 +65,34 @@ def session_outputs(update: Update[Any], ended: Ended) -> tuple[Any, ...]:
     if update.state == "running":
         return rounds, status_html("running", update.message), gr.skip(), None
     return ended(rounds, [str(f) for f in update.files] or None)
+
+
+def uploads_only(upload: gr.File) -> gr.File:
+    """``upload`` refusing an ``http(s)://`` path sent through the API, which Gradio would
+    download on the client's behalf: the demo never fetches for a client (`sam3-agent run
+    URL` does, on the user's own machine). The component's own cache moves are wrapped (a
+    subclass would make Gradio write a ``.pyi`` stub beside this module)."""
+    moved, moved_async = (
+        upload.move_resource_to_block_cache,
+        upload.async_move_resource_to_block_cache,
+    )
+
+    def move(path: str | Path | None) -> str | None:
+        _refuse_url(path)
+        return moved(path)
+
+    async def move_async(path: str | Path | None) -> str | None:
+        _refuse_url(path)
+        return await moved_async(path)
+
+    upload.move_resource_to_block_cache = move  # type: ignore[method-assign,assignment]
+    upload.async_move_resource_to_block_cache = move_async  # type: ignore[method-assign,assignment]
+    return upload
+
+
+def _refuse_url(path: str | Path | None) -> None:
+    if path is not None and url_of(str(path)) is not None:
+        raise gr.Error("the demo takes uploaded files, not URLs: download the file and upload it")
 
 
 @dataclass(frozen=True)
@@ -123,11 +152,13 @@ def build_tab(
     with gr.Row(equal_height=False, elem_id=f"{p}-main"):
         with gr.Column(scale=5, elem_id=f"{p}-left"):
             with gr.Column(elem_id=f"{p}-form"):
-                upload = gr.File(
-                    label=tab.upload,
-                    file_types=[tab.upload.lower()],
-                    type="filepath",
-                    elem_id=f"s3a-{tab.upload.lower()}",
+                upload = uploads_only(
+                    gr.File(
+                        label=tab.upload,
+                        file_types=[tab.upload.lower()],
+                        type="filepath",
+                        elem_id=f"s3a-{tab.upload.lower()}",
+                    )
                 )
                 query = gr.Textbox(
                     label=tab.query, placeholder=tab.placeholder, elem_id=f"{p}-query"

@@ -29,6 +29,7 @@ from tests.support.demo_fixtures import (
     serve_app,
     wait_for,
 )
+from tests.support.media_server import Route, media_server
 from tests.support.openai_server import Rendezvous, ScriptedServer, serve
 
 pytest.importorskip("gradio", reason="the demo extra is not installed (pip install .[demo])")
@@ -47,7 +48,7 @@ def client(url: str, **kwargs: Any) -> Any:
     return gradio_client.Client(url + "/", verbose=False, download_files=False, **kwargs)
 
 
-def run(c: Any, image: Path, query: str = QUERY) -> Any:
+def run(c: Any, image: Path | str, query: str = QUERY) -> Any:
     return c.submit(gradio_client.handle_file(str(image)), query, api_name="/run")
 
 
@@ -124,6 +125,22 @@ def test_an_unreadable_image_is_a_message(server: ScriptedServer, tmp_path: Path
     assert "cannot read image broken.jpg: " in final[STATUS]
     assert "Traceback" not in final[STATUS] and "/tmp" not in final[STATUS]
     assert server.completions == []  # refused before any model work
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_url_sent_as_the_upload_is_refused_and_never_fetched(
+    server: ScriptedServer, tmp_path: Path, scheme: str
+):
+    """Gradio downloads a URL given as a file's path; the demo never fetches for a client."""
+    app = create_app(coffee_runner(server, tmp_path / "runs"))
+    with media_server() as photos, serve_app(app) as url:
+        photos.routes["/coffee.jpg"] = Route(body=COFFEE.read_bytes())
+        link = photos.url("/coffee.jpg").replace("http", scheme, 1)
+        with pytest.raises(Exception, match="not URLs"):
+            run(client(url), link).result()
+        assert photos.paths == []
+    assert server.completions == []
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 

@@ -21,6 +21,7 @@ from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.apps.demo.server import create_app
 from sam3_agent.apps.demo.sessions import VideoDemoRunner
 from tests.support.demo_fixtures import COFFEE, CoffeeScript, coffee_runner, serve_app, wait_for
+from tests.support.media_server import Route, media_server
 from tests.support.openai_server import ScriptedServer, serve
 from tests.support.video_demo import QUERY, HeldChat, VideoAgentBuilds, upload
 
@@ -48,7 +49,7 @@ def client(url: str) -> Any:
     return gradio_client.Client(url + "/", verbose=False, download_files=False)
 
 
-def run_video(c: Any, clip: Path, query: str = QUERY, stride: int = 1) -> Any:
+def run_video(c: Any, clip: Path | str, query: str = QUERY, stride: int = 1) -> Any:
     return c.submit(gradio_client.handle_file(str(clip)), query, stride, api_name="/run_video")
 
 
@@ -94,6 +95,18 @@ def test_a_refused_upload_is_one_line_and_no_model_loads(server: ScriptedServer,
     assert builds.count == 0
     # Refused before it started: the rounds, video and downloads shown stay as they were.
     assert all(final[i].get("__type__") == "update" for i in (ROUNDS, FINAL, FILES))
+
+
+def test_a_video_url_sent_as_the_upload_is_refused_and_never_fetched(
+    server: ScriptedServer, tmp_path: Path
+):
+    builds = VideoAgentBuilds()
+    with media_server() as clips, serve_app(app_with_video(server, tmp_path, builds)) as url:
+        clips.routes["/clip.mp4"] = Route(body=upload(tmp_path).read_bytes())
+        with pytest.raises(Exception, match="not URLs"):
+            run_video(client(url), clips.url("/clip.mp4")).result()
+        assert clips.paths == []
+    assert server.completions == []
 
 
 def test_stop_video_ends_the_session_and_keeps_what_it_had(server: ScriptedServer, tmp_path: Path):
