@@ -1,0 +1,70 @@
+"""``sam3-agent mcp``: the agent as an MCP server (tools ``segment``, ``track``,
+``segment_phrase``) over stdio, or streamable HTTP with ``--http``. Every flag is checked, and
+the models planned, before any model loads or the ``mcp`` package imports."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+from sam3_agent.apps.cli.console import one_line_errors, say
+from sam3_agent.apps.cli.flags.agent import AGENT, check_agent
+from sam3_agent.apps.cli.flags.backends import BACKENDS
+from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
+from sam3_agent.apps.cli.flags.inputs import DOWNLOADS
+from sam3_agent.apps.cli.flags.mcp import MCP, McpFlags
+from sam3_agent.apps.cli.setting_flags import as_flags
+from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.values.config import AgentConfig
+from sam3_agent.values.errors import UserError
+
+
+@with_flags(MCP, BACKENDS, AGENT, DOWNLOADS, VERBOSE)
+def mcp_command(
+    *,
+    mcp: McpFlags,
+    backends: BackendSpec,
+    config: AgentConfig,
+    max_download_mb: int,
+    verbose: bool,
+) -> None:
+    """Serve the agent to MCP clients (tools segment, track, segment_phrase), over stdio.
+
+    With --http HOST:PORT, over streamable HTTP at http://HOST:PORT/mcp instead. Messages go
+    to stderr (stdout is the protocol's over stdio).
+
+    Exit codes: 0 the client closed stdio or Ctrl+C, 1 a model could not load or the server
+    failed, 2 a bad flag, an unsafe --http host without a token, or a port in use.
+    """
+    if mcp.host is not None:  # a server says when it is up
+        logging.getLogger().setLevel(logging.DEBUG if verbose else logging.INFO)
+    with one_line_errors():
+        if importlib.util.find_spec("mcp") is None:
+            raise UserError('sam3-agent mcp needs the mcp package: pip install "sam3-agent[mcp]"')
+        backends.validate()
+        check_agent(config, backends)
+        # Which default MLLM, and do the models fit: before any download.
+        plan = backends.plan()
+        if plan.note:
+            say(as_flags(plan.note))
+        try:
+            mcp.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create the output directory {mcp.out}: {e}") from e
+
+        from sam3_agent.apps.mcp.runner import McpRunner
+        from sam3_agent.apps.mcp.server import create_server, serve_http, serve_stdio
+
+        say("loading models...")
+        runner = McpRunner(
+            plan.spec, config, mcp.out, max_concurrent=mcp.max_concurrent,
+            max_download_mb=max_download_mb,
+        )  # fmt: skip
+        server = create_server(runner)
+        if mcp.host is None or mcp.port is None:
+            say("MCP server on stdio: tools segment, track, segment_phrase")
+            serve_stdio(server)
+        else:
+            say(f"MCP server on http://{mcp.host}:{mcp.port}/mcp (Ctrl+C to stop)")
+            log_level = "debug" if verbose else "warning"
+            serve_http(server, host=mcp.host, port=mcp.port, token=mcp.token, log_level=log_level)
