@@ -30,11 +30,9 @@ def mcp_command(
 ) -> None:
     """Serve the agent to MCP clients (tools segment, track, segment_phrase), over stdio.
 
-    With --http HOST:PORT, over streamable HTTP at http://HOST:PORT/mcp instead. Messages go
-    to stderr (stdout is the protocol's over stdio).
+    With --http HOST:PORT, over streamable HTTP at http://HOST:PORT/mcp. Messages: stderr.
 
-    Exit codes: 0 the client closed stdio or Ctrl+C, 1 a model could not load or the server
-    failed, 2 a bad flag, an unsafe --http host without a token, or a port in use.
+    Exit codes: 0 stdio closed or Ctrl+C, 1 a model or the server failed, 2 a bad flag.
     """
     if mcp.host is not None:  # a server says when it is up
         logging.getLogger().setLevel(logging.DEBUG if verbose else logging.INFO)

@@ -20,8 +20,9 @@ BASE64_NAME = "(base64 data)"
 
 @dataclass(frozen=True)
 class Source:
-    """An input ready for a session: ``local`` (a file; base64 data is written to one), the name ``result.json`` gives it, the stem of its run directory's name and, for a URL,
-    what ``result.json`` records of the download."""
+    """An input ready for a session: ``local`` (a file; base64 data is written to one), the
+    name ``result.json`` gives it, the stem of its run directory's name and, for a URL, what
+    ``result.json`` records of the download."""
 
     local: Path
     shown_as: str
@@ -50,9 +51,7 @@ def decode_base64(text: str, max_bytes: int) -> bytes:
         raise UserError(f"image_base64 is not valid base64 data ({e})") from e
 
 
-def resolve(
-    fetched: Downloads, path_or_url: str | None, data: str | None, kind: Kind
-) -> Source:
+def resolve(fetched: Downloads, path_or_url: str | None, data: str | None, kind: Kind) -> Source:
     """The one input of a call, from ``path_or_url`` (a file or an http(s) URL) or from
     base64 ``data`` (images only): exactly one of them."""
     if (path_or_url is None) == (data is None):

@@ -154,9 +154,7 @@ class McpRunner:
         return claim_default_run_dir(safe_name(f"{source.stem}-{query}", max_len=64), self.out)
 
 
-async def _rounds(
-    session: Callable[[RoundCallback], Coroutine[Any, Any, R]], report: Report
-) -> R:
+async def _rounds(session: Callable[[RoundCallback], Coroutine[Any, Any, R]], report: Report) -> R:
     """Run ``session`` as its own task, ``report`` each round as it ends; when the call is
     cancelled the session is cancelled and awaited (it writes its run directory) first."""
     events: asyncio.Queue[RoundEvent | None] = asyncio.Queue()

@@ -103,9 +103,7 @@ def create_server(runner: McpRunner) -> MCPServer:
     ) -> CallToolResult:  # fmt: skip
         """SAM 3 alone, no MLLM: every mask of PHRASE in an image scoring at least the
         threshold (COCO RLE, XYXY boxes, scores), with the overlay as an image."""
-        done = runner.segment_phrase(
-            image, image_base64, phrase, score_threshold=score_threshold
-        )
+        done = runner.segment_phrase(image, image_base64, phrase, score_threshold=score_threshold)
         return await _answered(done, image_answer)
 
     return server

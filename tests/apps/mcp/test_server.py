@@ -18,8 +18,14 @@ from mcp.client.streamable_http import streamable_http_client
 from PIL import Image
 
 from tests.support.clips import write_mp4
-from tests.support.mcp_server import REPO, exercise, http_server, mcp_respond, server_command
-from tests.support.mcp_server import server_env
+from tests.support.mcp_server import (
+    REPO,
+    exercise,
+    http_server,
+    mcp_respond,
+    server_command,
+    server_env,
+)
 from tests.support.media_server import MediaServer, Route, media_server
 from tests.support.openai_server import ScriptedServer, serve
 

@@ -13,6 +13,7 @@ from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
 from sam3_agent.apps.service.server import check_bind_security, check_port_free
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.paths import check_writable_dir
+from sam3_agent.values.text import visible
 
 MCP_PANEL = "MCP server"
 MCP_TOKEN_ENV = "SAM3_AGENT_MCP_TOKEN"
@@ -20,9 +21,9 @@ MCP_TOKEN_ENV = "SAM3_AGENT_MCP_TOKEN"
 _mcp = functools.partial(flag, panel=MCP_PANEL)
 
 MCP_FLAGS = (
-    _mcp("http", str | None, None, "--http", metavar="HOST:PORT",
-         help="Serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio. Anything "
-         "but loopback requires a token."),
+    _mcp("http", str | None, None, "--http", metavar="ADDRESS",
+         help="Serve over streamable HTTP at ADDRESS, HOST:PORT (http://HOST:PORT/mcp), instead "
+         "of stdio. Anything but loopback requires a token."),
     _mcp("token", str | None, None, "--token", metavar="TOKEN", envvar=MCP_TOKEN_ENV,
          help="Bearer token HTTP clients must send (required unless listening on loopback). "
          f"Prefer the {MCP_TOKEN_ENV} environment variable: a flag is visible in `ps`."),
@@ -50,7 +51,8 @@ def parse_bind(text: str) -> tuple[str, int]:
     host = host.strip("[]")
     if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise UserError(
-            f"--http must be HOST:PORT with a port in 1..65535 (e.g. 127.0.0.1:8765), got {text!r}"
+            "--http must be HOST:PORT with a port in 1..65535 (e.g. 127.0.0.1:8765), "
+            f"got {visible(text, 80)!r}"
         )
     return host, int(port)
 
