@@ -8,12 +8,11 @@ import importlib.util
 import logging
 
 from sam3_agent.apps.cli.console import one_line_errors, say
-from sam3_agent.apps.cli.flags.agent import AGENT, check_agent
+from sam3_agent.apps.cli.flags.agent import AGENT, plan_server
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.inputs import DOWNLOADS
 from sam3_agent.apps.cli.flags.mcp import MCP, McpFlags
-from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import UserError
@@ -39,23 +38,14 @@ def mcp_command(
     with one_line_errors():
         if importlib.util.find_spec("mcp") is None:
             raise UserError('sam3-agent mcp needs the mcp package: pip install "sam3-agent[mcp]"')
-        backends.validate()
-        check_agent(config, backends)
-        # Which default MLLM, and do the models fit: before any download.
-        plan = backends.plan()
-        if plan.note:
-            say(as_flags(plan.note))
-        try:
-            mcp.out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot create the output directory {mcp.out}: {e}") from e
+        spec = plan_server(backends, config, mcp.out)  # before any download
 
         from sam3_agent.apps.mcp.runner import McpRunner
         from sam3_agent.apps.mcp.server import create_server, serve_http, serve_stdio
 
         say("loading models...")
         runner = McpRunner(
-            plan.spec, config, mcp.out, max_concurrent=mcp.max_concurrent,
+            spec, config, mcp.out, max_concurrent=mcp.max_concurrent,
             max_download_mb=max_download_mb,
         )  # fmt: skip
         server = create_server(runner)

@@ -24,7 +24,7 @@ from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.apps.mcp.inputs import Source, pixels_of, resolve
 from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
 from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.media.fetch import downloads
+from sam3_agent.media.fetch import DEFAULT_MAX_DOWNLOAD_MB, downloads
 from sam3_agent.media.video import open_video
 from sam3_agent.runs.rundirs import claim_default_run_dir
 from sam3_agent.values.config import AgentConfig, FrameSelection
@@ -55,7 +55,7 @@ class McpRunner:
         out: Path,
         *,
         max_concurrent: int = 2,
-        max_download_mb: int = 500,
+        max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
         segmenter: Segmenter | None = None,
         chat_model: ChatModel | None = None,
     ) -> None:

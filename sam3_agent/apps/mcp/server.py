@@ -9,8 +9,8 @@ import base64
 import hmac
 import json
 import logging
-from collections.abc import Awaitable
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from sam3_agent.agent import rundir
 from sam3_agent.agent.events import RoundEvent
 from sam3_agent.agent.result import AgentResult, VideoResult
-from sam3_agent.apps.mcp.runner import Done, McpRunner
+from sam3_agent.apps.mcp.runner import Done, McpRunner, Report
 from sam3_agent.values.errors import Sam3AgentError
 from sam3_agent.values.text import one_line
 from sam3_agent.values.version import __version__
@@ -29,6 +29,7 @@ from sam3_agent.values.version import __version__
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
+R = TypeVar("R", AgentResult, VideoResult)
 
 ImageArg = Annotated[str | None, Field(description=(
     "The image: a local file path on the server's machine or an http(s):// URL. Give this "
@@ -109,7 +110,7 @@ def create_server(runner: McpRunner) -> MCPServer:
     return server
 
 
-def _progress(ctx: Context, total: int) -> Any:
+def _progress(ctx: Context, total: int) -> Report:
     """The runner's ``report``: each round as an MCP progress notification (a client that
     asked for none gets none)."""
 
@@ -120,7 +121,9 @@ def _progress(ctx: Context, total: int) -> Any:
     return report
 
 
-async def _answered(done: Awaitable[Done[Any]], answer: Any) -> CallToolResult:
+async def _answered(
+    done: Awaitable[Done[R]], answer: Callable[[Done[R]], CallToolResult]
+) -> CallToolResult:
     """The call's result, or a tool error holding one line: a library error as it says
     itself, anything else (a bug) logged with its traceback."""
     try:
