@@ -131,6 +131,8 @@ async def exercise(client: Client, image: Path, image_url: str, clip: Path) -> N
         ({"image": str(image), "image_base64": inline, "query": "q"}, "exactly one of"),
         ({"image": str(image), "query": "unauthorized"}, "401"),
         ({"image": str(image), "query": "q", "max_rounds": 0}, "max_rounds"),
+        ({"image": str(image), "query": "q", "max_rounds": "many"}, "max_rounds"),  # the schema's
+        ({"image": str(image)}, "query"),
     ]:
         failed = await client.call_tool("segment", arguments)
         assert failed.is_error, arguments

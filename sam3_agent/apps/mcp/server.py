@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import anyio
+from mcp.server.context import CallNext, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
@@ -51,8 +52,9 @@ INSTRUCTIONS = (
 def create_server(runner: McpRunner) -> MCPServer:
     """The MCP server answering with ``runner`` (its models already built)."""
     server: MCPServer = MCPServer(
-        name="sam3-agent", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
-    )
+        name="sam3-agent", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING",
+        middleware=[OneLineToolErrors()],
+    )  # fmt: skip
     works = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 
     @server.tool(annotations=works)
@@ -185,6 +187,20 @@ def video_answer(done: Done[VideoResult]) -> CallToolResult:
 
 def _json_text(document: dict[str, Any]) -> TextContent:
     return TextContent(type="text", text=json.dumps(document, ensure_ascii=False))
+
+
+class OneLineToolErrors(ServerMiddleware[Any]):
+    """Every tool error one line, those the SDK words itself too (arguments that fail a
+    tool's schema: pydantic's report runs over several lines). The chain hands on results
+    already serialised, as the wire has them."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        result = await call_next(ctx)
+        if ctx.method == "tools/call" and isinstance(result, dict) and result.get("isError"):
+            for item in result.get("content", []):
+                if item.get("type") == "text":
+                    item["text"] = one_line(item["text"])
+        return result
 
 
 class BearerToken:
