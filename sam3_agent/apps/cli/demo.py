@@ -9,15 +9,13 @@ from __future__ import annotations
 import dataclasses
 
 from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
-from sam3_agent.apps.cli.flags.agent import AGENT, check_agent
+from sam3_agent.apps.cli.flags.agent import AGENT, plan_server
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.demo import DEMO, DemoFlags, check_demo_flags
-from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
-from sam3_agent.values.errors import UserError
 
 
 @with_flags(DEMO, BACKENDS, AGENT, VERBOSE)
@@ -36,24 +34,15 @@ def demo_command(
     with one_line_errors():
         check_demo_flags(demo)
         limits = VideoLimits(demo.max_video_mb, demo.max_video_frames, config.max_image_pixels)
-        backends.validate()
-        check_agent(config, backends)
-        # Which default MLLM, and do the models fit: before any download.
-        plan = backends.plan()
-        if plan.note:
-            say(as_flags(plan.note))
-        try:
-            demo.out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot create the output directory {demo.out}: {e}") from e
+        spec = plan_server(backends, config, demo.out)  # before any download
 
         from sam3_agent.agent.loop import Sam3Agent
         from sam3_agent.apps.demo.server import bundled_examples, create_app, serve
         from sam3_agent.apps.demo.sessions import DemoRunner
 
         with err_console.status(plain("loading models...")):
-            segmenter = plan.spec.build_segmenter()
-            chat_model = plan.spec.build_chat_model()
+            segmenter = spec.build_segmenter()
+            chat_model = spec.build_chat_model()
             agent = Sam3Agent(segmenter, chat_model, config)
             videos = None
             if demo.video:
@@ -64,7 +53,7 @@ def demo_command(
                     # On the first video request: a demo used for images never loads it.
                     # Exemplars are boxes on one image: the video tab has the paper's tools.
                     paper = dataclasses.replace(config, tool_set="paper")
-                    return Sam3VideoAgent(plan.spec.build_video_segmenter(), chat_model, paper)
+                    return Sam3VideoAgent(spec.build_video_segmenter(), chat_model, paper)
 
                 videos = VideoDemoRunner(build_video_agent, demo.out, limits)
             app = create_app(

@@ -64,6 +64,8 @@ COMMANDS: dict[str, LazyCommand] = {
          "Show a session round by round from its run directory, in the terminal or as HTML."),
         ("demo", "demo", "demo_command",
          "Serve a web page: upload an image or a video, say what to segment, watch each round."),
+        ("mcp", "mcp", "mcp_command",
+         "Serve the agent to MCP clients (tools segment, track, segment_phrase), over stdio."),
     ]
 }  # fmt: skip
 

@@ -6,8 +6,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from sam3_agent.apps.cli.console import say
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
-from sam3_agent.apps.cli.setting_flags import SETTING_OF
+from sam3_agent.apps.cli.setting_flags import SETTING_OF, as_flags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import (
     CONTEXT_POLICIES,
@@ -70,6 +71,22 @@ def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True
     from sam3_agent.agent.prompts import load_prompt_set
 
     load_prompt_set(config.prompts_dir)
+
+
+def plan_server(backends: BackendSpec, config: AgentConfig, out: Path) -> BackendSpec:
+    """What a server command (``demo``, ``mcp``) checks before its models load: the flags,
+    :func:`check_agent`, which default MLLM and whether the models fit (the choice said), and
+    its output directory, made. The planned spec, its MLLM explicit."""
+    backends.validate()
+    check_agent(config, backends)
+    plan = backends.plan()
+    if plan.note:
+        say(as_flags(plan.note))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the output directory {out}: {e}") from e
+    return plan.spec
 
 
 def _config(values: dict[str, Any], built: dict[str, Any]) -> AgentConfig:

@@ -1,0 +1,172 @@
+"""The tool calls of one MCP server, on models built once from the server's
+:class:`~sam3_agent.backends.spec.BackendSpec`: SAM 3 and the MLLM at start, SAM 3's video
+model on the first ``track`` call. At most ``max_concurrent`` calls work at once; each
+session runs as its own task, its rounds handed to the caller as they end, and a cancelled
+call stops its session, which writes what it has (``failure``: stopped) before the call
+ends."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import anyio
+
+from sam3_agent.agent.events import RoundCallback, RoundEvent
+from sam3_agent.agent.loop import Sam3Agent, check_query
+from sam3_agent.agent.result import AgentResult, VideoResult
+from sam3_agent.agent.sam3_only import segment_only
+from sam3_agent.agent.video.agent import Sam3VideoAgent
+from sam3_agent.apps.mcp.inputs import Source, pixels_of, resolve
+from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
+from sam3_agent.backends.spec import BackendSpec
+from sam3_agent.media.fetch import DEFAULT_MAX_DOWNLOAD_MB, downloads
+from sam3_agent.media.video import open_video
+from sam3_agent.runs.rundirs import claim_default_run_dir
+from sam3_agent.values.config import AgentConfig, FrameSelection
+from sam3_agent.values.files import safe_name
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+Report = Callable[[RoundEvent], Awaitable[None]]
+"""Told each round of a call's session as it ends (the MCP progress notification)."""
+
+
+@dataclass(frozen=True)
+class Done(Generic[R]):
+    """A call's session ended: its result and its run directory."""
+
+    result: R
+    directory: Path
+
+
+class McpRunner:
+    """Answers the ``segment``, ``track`` and ``segment_phrase`` calls of one server."""
+
+    def __init__(
+        self,
+        spec: BackendSpec,
+        config: AgentConfig,
+        out: Path,
+        *,
+        max_concurrent: int = 2,
+        max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
+        segmenter: Segmenter | None = None,
+        chat_model: ChatModel | None = None,
+    ) -> None:
+        """``spec`` planned (its MLLM explicit); SAM 3 and the MLLM are built now unless given."""
+        self.spec, self.config, self.out = spec, config, out
+        self.max_download_mb = max_download_mb
+        self.segmenter = segmenter or spec.build_segmenter()
+        self.chat_model = chat_model or spec.build_chat_model()
+        self.agent = Sam3Agent(self.segmenter, self.chat_model, config)
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._video: asyncio.Future[VideoSegmenter] | None = None
+
+    async def segment(
+        self, image: str | None, image_base64: str | None, query: str, report: Report,
+        *, max_rounds: int | None = None,
+    ) -> Done[AgentResult]:  # fmt: skip
+        """The agent on one image: a path, an http(s) URL or base64 data."""
+        check_query(query)
+        agent = self.agent
+        if max_rounds is not None:
+            agent = Sam3Agent(self.segmenter, self.chat_model, self._config(max_rounds))
+        async with self._slots:
+            with downloads(self.max_download_mb) as fetched:
+                source = await asyncio.to_thread(resolve, fetched, image, image_base64, "image")
+                pixels = await asyncio.to_thread(pixels_of, source, self.config.max_image_pixels)
+                out = self._run_dir(source, query)
+
+                def session(on_round: RoundCallback) -> Coroutine[Any, Any, AgentResult]:
+                    return agent.arun(
+                        pixels, query, output_dir=out, on_round=on_round,
+                        image_path=source.shown_as, downloaded=source.downloaded,
+                    )  # fmt: skip
+
+                return Done(await _rounds(session, report), out)
+
+    async def segment_phrase(
+        self, image: str | None, image_base64: str | None, phrase: str,
+        *, score_threshold: float | None = None,
+    ) -> Done[AgentResult]:  # fmt: skip
+        """SAM 3 alone on one image with ``phrase``: every mask above the threshold."""
+        check_query(phrase)
+        config = self.config
+        if score_threshold is not None:
+            config = replace(config, score_threshold=score_threshold)
+        async with self._slots:
+            with downloads(self.max_download_mb) as fetched:
+                source = await asyncio.to_thread(resolve, fetched, image, image_base64, "image")
+                pixels = await asyncio.to_thread(pixels_of, source, config.max_image_pixels)
+                out = self._run_dir(source, phrase)
+                result = await asyncio.to_thread(
+                    segment_only, self.segmenter, pixels, phrase, config=config, output_dir=out,
+                    image_path=source.shown_as, downloaded=source.downloaded,
+                )  # fmt: skip
+                return Done(result, out)
+
+    async def track(
+        self, video: str, query: str, report: Report,
+        *, max_rounds: int | None = None, stride: int = 1, max_frames: int | None = None,
+    ) -> Done[VideoResult]:  # fmt: skip
+        """The agent on one video (a file, a frame folder or an http(s) URL)."""
+        check_query(query)
+        selection = FrameSelection(stride=stride, max_frames=max_frames)
+        config = self.config if max_rounds is None else self._config(max_rounds)
+        # Exemplars are boxes on one image: video sessions have the paper's tools.
+        config = replace(config, tool_set="paper")
+        async with self._slots:
+            with downloads(self.max_download_mb) as fetched:
+                source = await asyncio.to_thread(resolve, fetched, video, None, "video")
+                # Opened (indexed, no pixel kept) first: a bad video leaves no run directory.
+                clip = await asyncio.to_thread(
+                    open_video, source.local, selection, max_pixels=config.max_image_pixels
+                )
+                segmenter = await self._video_segmenter()
+                agent = Sam3VideoAgent(segmenter, self.chat_model, config, selection=selection)
+                out = self._run_dir(source, query)
+
+                def session(on_round: RoundCallback) -> Coroutine[Any, Any, VideoResult]:
+                    return agent.arun(
+                        clip, query, output_dir=out, on_round=on_round,
+                        downloaded=source.downloaded,
+                    )  # fmt: skip
+
+                return Done(await _rounds(session, report), out)
+
+    async def _video_segmenter(self) -> VideoSegmenter:
+        """SAM 3's video model, built on the first call that needs it (again after a failed
+        build); a call cancelled while it loads does not stop the loading."""
+        if self._video is None or (self._video.done() and self._video.exception() is not None):
+            self._video = asyncio.ensure_future(asyncio.to_thread(self.spec.build_video_segmenter))
+        return await asyncio.shield(self._video)
+
+    def _config(self, max_rounds: int) -> AgentConfig:
+        return replace(self.config, max_rounds=max_rounds)
+
+    def _run_dir(self, source: Source, query: str) -> Path:
+        return claim_default_run_dir(safe_name(f"{source.stem}-{query}", max_len=64), self.out)
+
+
+async def _rounds(session: Callable[[RoundCallback], Coroutine[Any, Any, R]], report: Report) -> R:
+    """Run ``session`` as its own task, ``report`` each round as it ends; when the call is
+    cancelled the session is cancelled and awaited (it writes its run directory) first."""
+    events: asyncio.Queue[RoundEvent | None] = asyncio.Queue()
+    task = asyncio.create_task(session(events.put_nowait))
+    task.add_done_callback(lambda _: events.put_nowait(None))
+    try:
+        while (event := await events.get()) is not None:
+            await report(event)
+        return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            # Shielded: the call's own cancellation would interrupt the wait at every await.
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(task, return_exceptions=True)
