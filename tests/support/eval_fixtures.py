@@ -37,8 +37,11 @@ import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from sam3_agent.runs.evaluation.handler import Prediction
+from sam3_agent.runs.evaluation.datasets import load_samples
+from sam3_agent.runs.evaluation.handler import Prediction, evaluate_samples
+from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
+from sam3_agent.runs.jobs.store import ResultStore
 from sam3_agent.values.detections import Detections
 from sam3_agent.values.errors import ChatModelError, SegmenterError
 from sam3_agent.values.images import RGBImage
@@ -374,3 +377,54 @@ class UnionPredictor:
         if len(detections) == 0:
             return Prediction(outcome={"status": "no_mask"})
         return Prediction(outcome={"status": "masks"}, mask=detections.union())
+
+
+class ReplannedPredictor(UnionPredictor):
+    """:class:`UnionPredictor`, except for the queries in ``plan``: their planned squares
+    (none: no mask), or a SAM 3 failure for answer ``error``. A second run (another tool set,
+    say) that differs from the first on known samples."""
+
+    def __init__(self, segmenter: SharedEmbeddings, plan: dict[str, Planned]) -> None:
+        super().__init__(segmenter)
+        self.plan = plan
+
+    async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction:
+        planned = self.plan.get(query)
+        if planned is None:
+            return await super().predict(image, query, output_dir)
+        if planned.answer == "error":
+            raise SegmenterError("scripted SAM 3 failure")
+        detections = planned.detections()
+        if len(detections) == 0:
+            return Prediction(outcome={"status": "no_mask"})
+        return Prediction(outcome={"status": "masks"}, mask=detections.union())
+
+
+ABLATION_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
+
+EXTENDED_PLAN = {
+    "the left block": Planned(RS, ((0, 0, 20),)),  # the whole target: IoU 1.0 (+0.8)
+    "the missing thing": Planned(RS, ((0, 30, 10),)),  # found exactly: 1.0 (+1.0)
+    "the query that breaks the endpoint": Planned(RS, ()),  # no mask, no failure: 0.0 (0)
+}
+"""How the ``extended`` run of :func:`write_ablation_runs` answers otherwise (the ``paper``
+run scores a 0.2, b 1.0, c 0.0 and d failed, as :data:`EXPECTED` says)."""
+
+
+def write_ablation_runs(root: Path, copies: int = 1) -> tuple[Path, Path]:
+    """Two ReasonSeg val runs (``copies`` as :func:`write_reasonseg`) in ``root/paper`` and
+    ``root/extended`` whose settings differ only in the tool set, the second answering
+    :data:`EXTENDED_PLAN`'s queries otherwise."""
+    data = write_reasonseg(root / "rs", copies=copies)
+    runs = []
+    for tool_set, plan in (("paper", {}), ("extended", EXTENDED_PLAN)):
+        config = {"dataset": "reasonseg", "split": "val", "mode": "agent",
+                  "model": ABLATION_MODEL, "sam3": "fake-sam3", "shard": None,
+                  "all_texts": False, "agent": {"score_threshold": 0.5, "tool_set": tool_set}}  # fmt: skip
+        shared = SharedEmbeddings(make_segmenter())
+        predictor = ReplannedPredictor(shared, plan)
+        samples = load_samples("reasonseg", data, "val")
+        with ResultStore.create_or_resume(root / tool_set, config, SampleResult.from_json) as s:
+            asyncio.run(evaluate_samples(samples, s, predictor, shared=shared))
+        runs.append(root / tool_set)
+    return runs[0], runs[1]

@@ -31,6 +31,7 @@ from sam3_agent.apps.demo.views import (
     video_summary,
 )
 from sam3_agent.media.fetch import url_of
+from sam3_agent.values.config import TOOL_SETS, ToolSet
 from sam3_agent.values.errors import ImageLoadError, UserError
 from sam3_agent.values.text import one_line
 
@@ -133,7 +134,7 @@ VIDEO_TAB = Tab(
 def build_tab(
     tab: Tab,
     *,
-    options: Callable[[], list[gr.Number]],
+    options: Callable[[], list[gr.Number | gr.Radio]],
     final: Callable[[], gr.components.Component],
     preview: Callable[..., Any],
     preview_final: bool,
@@ -240,7 +241,7 @@ def build_tab(
 def image_tab(
     runner: DemoRunner, *, concurrency: int, examples: Sequence[tuple[Path, str]] = ()
 ) -> None:
-    def preview(image_path: str | None) -> tuple[Any, str]:
+    def preview(image_path: str | None, tool_set: str | None = None) -> tuple[Any, str]:
         if image_path is None:
             return None, status_html("idle", IMAGE_TAB.ready)
         try:
@@ -250,7 +251,7 @@ def image_tab(
         return (image, []), status_html("idle", "Image ready. Say what to segment and press Run.")
 
     async def run(
-        image_path: str | None, query: str, request: gr.Request
+        image_path: str | None, query: str, tool_set: ToolSet | None, request: gr.Request
     ) -> AsyncIterator[tuple[Any, ...]]:
         """Segment what the query describes; streams (rounds, status, result, downloads)
         once when it starts, after each round and at the end. /stop ends it.
@@ -258,8 +259,10 @@ def image_tab(
         Args:
             image_path: the image file, e.g. handle_file("coffee.jpg").
             query: what to segment, in words.
+            tool_set: "paper" (the SAM 3 paper's tools) or "extended" (also visual
+                exemplars and kept masks); the demo's --tools by default.
         """
-        async for update in runner.run(session_key(request), image_path, query):
+        async for update in runner.run(session_key(request), image_path, query, tool_set):
             # A request without an image is refused: ``ended`` never sees it.
             yield session_outputs(update, partial(ended, update, cast(str, image_path)))
 
@@ -280,7 +283,16 @@ def image_tab(
     )
     build_tab(
         IMAGE_TAB,
-        options=list,
+        options=lambda: [
+            gr.Radio(
+                choices=list(TOOL_SETS),
+                value=runner.agent.config.tool_set,
+                label="Tools",
+                info="paper: the SAM 3 paper's tools; extended: also visual exemplars and "
+                "kept masks (docs/tools.md)",
+                elem_id="s3a-tools",
+            )
+        ],
         final=lambda: gr.AnnotatedImage(label="Result", elem_id="s3a-final"),
         preview=preview,
         preview_final=True,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import time
@@ -24,7 +25,7 @@ from sam3_agent.agent.rundir import mask_file_name
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.media.video import VideoLoadError, VideoSource, open_video
-from sam3_agent.values.config import FrameSelection
+from sam3_agent.values.config import FrameSelection, ToolSet
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
 from sam3_agent.values.files import safe_name
 from sam3_agent.values.images import DEFAULT_MAX_PIXELS, RGBImage, downscale, load_image
@@ -177,11 +178,26 @@ class SessionRunner(Generic[R]):
 
 
 class DemoRunner(SessionRunner[AgentResult]):
-    """Answers the image requests of many browser sessions with one shared agent."""
+    """Answers the image requests of many browser sessions with one shared agent per tool
+    set, on the same models: ``agent`` (the demo's flags), and the others as asked."""
 
     def __init__(self, agent: Sam3Agent, runs_dir: Path) -> None:
         super().__init__(runs_dir)
         self.agent = agent
+        self._agents: dict[ToolSet, Sam3Agent] = {agent.config.tool_set: agent}
+
+    def agent_with(self, tool_set: ToolSet | None) -> Sam3Agent:
+        """The agent offering ``tool_set`` (None: ``agent``'s), otherwise configured as
+        ``agent``; built on the first request that asks for it. Any other text (from the
+        page's API) is refused by the config: a :class:`UserError`."""
+        if tool_set is None:
+            return self.agent
+        found = self._agents.get(tool_set)
+        if found is None:
+            config = dataclasses.replace(self.agent.config, tool_set=tool_set)
+            found = Sam3Agent(self.agent.segmenter, self.agent.chat_model, config)
+            self._agents[found.config.tool_set] = found
+        return found
 
     @property
     def max_pixels(self) -> int:
@@ -189,12 +205,16 @@ class DemoRunner(SessionRunner[AgentResult]):
         return self.agent.config.max_image_pixels
 
     def run(
-        self, key: str, image_path: str | Path | None, query: str
+        self, key: str, image_path: str | Path | None, query: str, tool_set: ToolSet | None = None
     ) -> AsyncIterator[Update[AgentResult]]:
+        """Answer ``query`` on the uploaded image with ``tool_set``'s agent (None: the
+        demo's), for session ``key``, as :meth:`SessionRunner._answer` streams it."""
+
         async def prepare() -> tuple[Session[AgentResult], str]:
             if image_path is None:
                 raise UserError("upload an image (or pick an example) first")
             check_query(query)
+            agent = self.agent_with(tool_set)
             # Read before any model work, so a broken upload answers at once; the agent takes
             # these pixels, not the file again.
             try:
@@ -203,7 +223,7 @@ class DemoRunner(SessionRunner[AgentResult]):
                 raise UserError(upload_error(image_path, e)) from e
 
             def session(out: Path, on_round: Callable[[RoundEvent], None]) -> Any:
-                return self.agent.arun(
+                return agent.arun(
                     pixels,
                     query,
                     output_dir=out,

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Coverage, Population
@@ -50,6 +50,9 @@ class MergedRuns(ABC, Generic[R]):
     populations: dict[str, Population | None]
     planned_by_split: dict[str, int | None]
 
+    sample_metric: ClassVar[str]
+    """The figure each sample scores, as :meth:`sample_figures` gives it."""
+
     @property
     def dataset(self) -> str:
         return str(self.config.get("dataset", "?"))
@@ -65,6 +68,10 @@ class MergedRuns(ABC, Generic[R]):
     @abstractmethod
     def metrics_json(self) -> dict[str, Any]:
         """The method's figures as ``metrics.json`` lists them."""
+
+    @abstractmethod
+    def sample_figures(self) -> dict[str, tuple[float, bool]]:
+        """Per stored sample id: its :attr:`sample_metric` in ``[0, 1]`` and whether it failed."""
 
     def splits(self) -> list[str]:
         """The splits scored, then the splits recorded with nothing scored yet."""
@@ -98,9 +105,13 @@ class Method(MergedRuns[SampleResult]):
     """Image results, with gIoU, cIoU and the rest per split and tag."""
 
     metrics: Breakdown = field(init=False)
+    sample_metric = "IoU"
 
     def __post_init__(self) -> None:
         self.metrics = breakdown(r.scored() for r in self.results)
+
+    def sample_figures(self) -> dict[str, tuple[float, bool]]:
+        return {r.id: (r.iou, r.failed) for r in self.results}
 
     def scored_splits(self) -> list[str]:
         return ordered_splits(self.metrics.splits)
@@ -131,6 +142,7 @@ class VideoMethod(MergedRuns[VideoSampleResult]):
     and per subset tag."""
 
     metrics: dict[str, VideoBreakdown] = field(init=False)
+    sample_metric = "J&F"
 
     def __post_init__(self) -> None:
         info = VIDEO_DATASETS.get(self.dataset)
@@ -147,6 +159,9 @@ class VideoMethod(MergedRuns[VideoSampleResult]):
 
     def scored_splits(self) -> list[str]:
         return list(self.metrics)
+
+    def sample_figures(self) -> dict[str, tuple[float, bool]]:
+        return {r.id: (r.scored().score.jf, r.failed) for r in self.results}
 
     def metrics_json(self) -> dict[str, Any]:
         return {s: b.to_dict() for s, b in self.metrics.items()}

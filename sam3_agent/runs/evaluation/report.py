@@ -12,6 +12,7 @@ from typing import Any
 
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS, dataset_title
 from sam3_agent.runs.evaluation.coverage import partial_text
+from sam3_agent.runs.evaluation.differences import sample_differences
 from sam3_agent.runs.evaluation.figures import (
     GALLERY_DIR,
     HISTOGRAM,
@@ -36,6 +37,8 @@ from sam3_agent.runs.evaluation.report_parts import (
     cell,
     comparison_line,
     comparison_table,
+    difference_lines,
+    difference_summary,
     failed_lines,
     make_report_dir,
     pct,
@@ -65,22 +68,26 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
     else:
         comparisons = compare_with_published(methods)
         warning = partial_warning(methods)
+    differences = sample_differences(methods)
     metrics_path = write_metrics(
         out_dir,
         published=[r for d in dict.fromkeys(m.dataset for m in methods) for r in for_dataset(d)],
         comparisons=comparisons,
         warning=warning,
         methods=methods,
+        differences=differences,
         kind=VIDEO if kind == VIDEO else None,
     )
+    differing = [line for d in differences for line in difference_summary(d)]
     by_dataset = {m.dataset: [n for n in methods if n.dataset == m.dataset] for m in methods}
     if kind == VIDEO:
         sections = [line for d, ms in by_dataset.items() for line in _video_section(d, ms)]
+        sections += difference_lines(differences, cell)
         report = write_markdown(
             out_dir, "sam3-agent video evaluation report", VIDEO_INTRO, methods, sections, cell
         )
         summary = [line for m in methods for line in _video_summary(m)]
-        summary += [comparison_line(c, "beside") for c in comparisons]
+        summary += [comparison_line(c, "beside") for c in comparisons] + differing
         return ReportFiles(metrics_path, report, methods, comparisons, warning, summary)
     histogram = write_histogram(methods, out_dir / HISTOGRAM)
     gallery = write_gallery(methods, out_dir / GALLERY_DIR, gallery_size)
@@ -90,13 +97,14 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
     if histogram is not None:
         rel = histogram.relative_to(out_dir).as_posix()
         sections += ["## IoU distribution", "", f"![IoU histogram]({rel})", ""]
+    sections += difference_lines(differences)
     report = write_markdown(out_dir, "sam3-agent evaluation report", IMAGE_INTRO, methods, sections)
     summary = [
         f"{m.label}: {o.count} samples, gIoU {pct(o.giou)}, cIoU {pct(o.ciou)}, failed {o.failed}"
         for m in methods
         for o in [m.metrics.overall]
     ]
-    summary += [comparison_line(c, "against") for c in comparisons]
+    summary += [comparison_line(c, "against") for c in comparisons] + differing
     pictures = [g.path for g in gallery]
     return ReportFiles(
         metrics_path, report, methods, comparisons, warning, summary, histogram, pictures

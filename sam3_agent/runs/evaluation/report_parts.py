@@ -1,5 +1,6 @@
 """What the image and the video report write alike: the files, and the Markdown pieces
-(tables, comparisons with published figures, run costs, failed samples, runs). ``escape``
+(tables, comparisons with published figures, run costs, failed samples, per-sample
+differences, runs). ``escape``
 makes text a model or a user wrote a table cell: :func:`cell` for videos, as is for images."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.runs.evaluation.coverage import Coverage
+from sam3_agent.runs.evaluation.differences import SHOWN, Differences, SampleDifference
 from sam3_agent.runs.evaluation.methods import MergedRuns
 from sam3_agent.runs.evaluation.published import PublishedResult
 from sam3_agent.values.errors import UserError
@@ -129,11 +131,12 @@ def write_metrics(
     comparisons: Sequence[Compared],
     warning: str | None,
     methods: Iterable[MergedRuns[Any]],
+    differences: Sequence[Differences],
     kind: str | None = None,
 ) -> Path:
     """``metrics.json`` in ``out_dir``: the report's datasets' ``published`` figures, the run
-    figures beside them, the coverage ``warning``, then each method's entry; ``kind``: what
-    the runs scored, when not images."""
+    figures beside them, the coverage ``warning``, each method's entry, then the per-sample
+    ``differences``; ``kind``: what the runs scored, when not images."""
     doc = {
         "version": __version__,
         **({"kind": kind} if kind is not None else {}),
@@ -151,6 +154,7 @@ def write_metrics(
             }
             for m in methods
         ],
+        "sample_differences": [d.to_dict() for d in differences],
     }
     path = out_dir / "metrics.json"
     atomic_write_bytes(path, json.dumps(doc, indent=2).encode())
@@ -221,3 +225,41 @@ def failed_lines(failed: Sequence[tuple[str, str, str]], escape: Escape = as_is)
     if len(failed) > 50:
         lines.append(f"- ... and {len(failed) - 50} more (see metrics.json)")
     return [*lines, ""]
+
+
+def _figures(s: SampleDifference) -> tuple[str, str]:
+    """The baseline's and the other method's figure, each marked when the sample failed."""
+    return _figure(s.baseline, s.baseline_failed), _figure(s.other, s.other_failed)
+
+
+def _figure(value: float, failed: bool) -> str:
+    return f"{value:.3f}" + (" (failed)" if failed else "")
+
+
+def difference_lines(found: Sequence[Differences], escape: Escape = as_is) -> list[str]:
+    """The per-sample section: per pair of methods, the :data:`SHOWN` largest differences
+    and how many more."""
+    if not found:
+        return []
+    lines = ["## Per-sample differences", ""]
+    for d in found:
+        lines += [f"### {escape(d.title)} ({d.dataset})", "", f"{d.headline()}.", ""]
+        if not d.samples:
+            continue
+        header = ["sample", escape(d.baseline), escape(d.other), "difference"]
+        rows = [[cell(s.id), *_figures(s), f"{s.delta:+.3f}"] for s in d.shown]
+        lines += [table(header, rows), ""]
+        if d.more:
+            lines += [f"... and {d.more} more (the {SHOWN} largest are listed).", ""]
+    return lines
+
+
+def difference_summary(d: Differences) -> list[str]:
+    """The terminal summary's lines for one pair of methods."""
+    lines = [f"{d.title}: {d.dataset}: {d.headline()}"]
+    for s in d.shown:
+        before, after = _figures(s)
+        lines.append(f"  {s.id}: {before} -> {after} ({s.delta:+.3f})")
+    if d.more:
+        lines.append(f"  ... and {d.more} more")
+    return lines

@@ -230,3 +230,24 @@ def test_the_api_panel_shows_the_pages_own_example(browser: Any, demo_url: str):
         assert requests.offsite == []
     finally:
         context.close()
+
+
+def test_the_tool_set_picked_on_the_page_is_the_one_the_session_uses(
+    browser: Any, demo_url: str, server: ScriptedServer
+):
+    context, page, requests = open_page(browser, demo_url)
+    try:
+        tools = page.locator("#s3a-tools")
+        assert tools.get_by_label("paper").is_checked()  # the demo's --tools (its default)
+        tools.get_by_label("extended").check()
+        page.locator("#s3a-image input[type=file]").set_input_files(str(COFFEE))
+        page.locator("#s3a-status .s3a-status", has_text="Image ready").wait_for()
+        page.locator("#s3a-query textarea").fill(QUERY)
+        page.locator("#s3a-run").click()
+        page.locator("#s3a-status .s3a-status-done").wait_for()
+        assert tools.get_by_label("extended").is_checked()
+        first = server.completions[0].body["messages"]
+        assert "`unlike`" in json.dumps(first[0]["content"])  # the extended set's system prompt
+        assert requests.offsite == []
+    finally:
+        context.close()

@@ -20,6 +20,7 @@ import pytest
 
 from sam3_agent.agent.loop import STOPPED
 from sam3_agent.apps.demo.server import create_app
+from sam3_agent.values.config import AgentConfig
 from tests.support.demo_fixtures import (
     COFFEE,
     QUERY,
@@ -278,8 +279,42 @@ def test_the_api_description_shows_the_pages_own_example(server: ScriptedServer,
     with serve_app(app) as url:
         info = httpx.get(f"{url}/gradio_api/info").json()
     assert set(info["named_endpoints"]) == {"/run", "/stop"}
-    image, query = info["named_endpoints"]["/run"]["parameters"]
+    image, query, tools = info["named_endpoints"]["/run"]["parameters"]
     assert (image["parameter_name"], query["parameter_name"]) == ("image_path", "query")
+    assert (tools["parameter_name"], tools["parameter_default"]) == ("tool_set", "paper")
+    assert tools["type"]["enum"] == ["paper", "extended"]
     assert image["example_input"]["path"] == "coffee.jpg"
     assert query["example_input"] == "the cup"
     assert "sample_file.pdf" not in json.dumps(info) and "Hello!!" not in json.dumps(info)
+
+
+def _system_prompts(server: ScriptedServer) -> list[str]:
+    """The system prompt of each main conversation's first call, in arrival order."""
+    firsts = [
+        r.body["messages"] for r in server.completions
+        if not is_check(r.body) and not any(m["role"] == "assistant" for m in r.body["messages"])
+    ]  # fmt: skip
+    return [json.dumps(messages[0]["content"]) for messages in firsts]
+
+
+def test_the_tool_set_is_a_control_of_the_page_defaulting_to_the_demos_flag(
+    server: ScriptedServer, tmp_path: Path
+):
+    server.responder = CoffeeScript(by_round=True)
+    flags = AgentConfig(max_rounds=6, tool_set="extended")  # sam3-agent demo --tools extended
+    app = create_app(coffee_runner(server, tmp_path / "runs", config=flags))
+    with serve_app(app) as url:
+        page = httpx.get(f"{url}/config").json()
+        c = client(url)
+        image = gradio_client.handle_file(str(COFFEE))
+        paper = c.submit(image, QUERY, "paper", api_name="/run").result()
+        default = run(c, COFFEE).result()
+        info = httpx.get(f"{url}/gradio_api/info").json()
+
+    (radio,) = [x for x in page["components"] if x["props"].get("elem_id") == "s3a-tools"]
+    assert radio["type"] == "radio" and radio["props"]["value"] == "extended"
+    assert [value for _, value in radio["props"]["choices"]] == ["paper", "extended"]
+    assert info["named_endpoints"]["/run"]["parameters"][2]["parameter_default"] == "extended"
+    assert "s3a-status-done" in paper[STATUS] and "s3a-status-done" in default[STATUS]
+    asked_paper, asked_default = _system_prompts(server)
+    assert "`unlike`" not in asked_paper and "`unlike`" in asked_default

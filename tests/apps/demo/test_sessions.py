@@ -250,3 +250,45 @@ def test_final_annotations_are_at_display_size(tmp_path: Path, three_cats: Detec
     assert first.sum() == pytest.approx(
         three_cats.masks[0].sum() * (DISPLAY_SIDE / 320) ** 2, rel=0.05
     )
+
+
+def _system_prompt(chat: ScriptedChatModel, call: int) -> str:
+    return chat.main_calls[call][0].joined_text
+
+
+async def test_the_tool_set_a_request_names_is_the_one_its_session_uses(
+    three_cats: Detections, image_path: Path, tmp_path: Path
+):
+    chat = ScriptedChatModel(replies=[SEGMENT, SELECT_1] * 3)
+    demo = runner(chat, three_cats, tmp_path)  # the demo's flags: the paper's tools
+    for tool_set in ("extended", None, "paper"):
+        updates = await collect(demo.run("tab-1", image_path, "cat", tool_set))
+        assert updates[-1].state == "done"
+    extended, default, paper = (_system_prompt(chat, call) for call in (0, 2, 4))
+    assert "`like`" in extended and "`unlike`" in extended
+    assert default == paper and "`unlike`" not in paper
+    assert demo.agent_with(None) is demo.agent_with("paper") is demo.agent
+    assert demo.agent_with("extended") is demo.agent_with("extended")  # built once
+    assert demo.agent_with("extended").segmenter is demo.agent.segmenter  # the same models
+    assert demo.agent_with("extended").config.max_rounds == demo.agent.config.max_rounds
+
+
+async def test_the_demos_own_tool_set_is_the_default(
+    three_cats: Detections, image_path: Path, tmp_path: Path
+):
+    chat = ScriptedChatModel(replies=[SEGMENT, SELECT_1])
+    demo = runner(chat, three_cats, tmp_path, AgentConfig(tool_set="extended"))
+    assert (await collect(demo.run("tab-1", image_path, "cat")))[-1].state == "done"
+    assert "`unlike`" in _system_prompt(chat, 0)
+
+
+async def test_an_unknown_tool_set_is_refused_in_one_line_before_any_model_work(
+    three_cats: Detections, image_path: Path, tmp_path: Path
+):
+    chat = ScriptedChatModel(replies=[])
+    demo = runner(chat, three_cats, tmp_path)
+    updates = await collect(demo.run("tab-1", image_path, "cat", "all"))  # type: ignore[arg-type]
+    assert [(u.state, u.message) for u in updates] == [
+        ("error", "`tool_set` must be 'paper' or 'extended', got 'all'")
+    ]
+    assert chat.calls == []
