@@ -120,6 +120,10 @@ async def trace_round(session: Session[Any], done: FinishedRound) -> None:
             "latency_s": round(done.latency_s, 4),  # the MLLM call
             "round_s": round(round_s, 4),
         }
+        if session.kept:  # the extended tools' kept set, after this round
+            record["kept"] = [
+                {"label": f"K{i + 1}", "from": phrase} for i, phrase in enumerate(session.kept_from)
+            ]
         trace.record(record)
 
     # Image saves and the record's write are file work: off the event loop, awaited here

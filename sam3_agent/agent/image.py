@@ -208,8 +208,8 @@ class ImageScene(Scene[Detections]):
             )
         return detections, used
 
-    def numbered(self, candidates: Detections) -> RGBImage:
-        return self.renderer.numbered(candidates)
+    def numbered(self, candidates: Detections, kept: Detections | None = None) -> RGBImage:
+        return self.renderer.numbered(candidates, kept)
 
     async def check_views(
         self, session: Session[Detections], candidates: Detections

@@ -264,9 +264,14 @@ class Agent(Generic[In, S, R]):
                 return Ending(None, rounds_spent(self.config.max_rounds))
             try:
                 with session.timed("context"):
-                    context = await policy.build(
-                        History(history.system_prompt, history.task, steps, session.prompts)
+                    now = History(
+                        history.system_prompt,
+                        history.task,
+                        steps,
+                        session.prompts,
+                        kept_note=session.kept_note(),
                     )
+                    context = await policy.build(now)
             except ContextBudgetError as e:
                 return Ending(None, str(e))
             session.round += 1

@@ -53,8 +53,17 @@ EXTENDED_DIR = "extended"
 """The sub-folder of a set holding what the extended tool set adds (read for it only, so the
 paper set's version is the same as before the tool sets existed)."""
 
-EXTENDED_TEMPLATES: Mapping[str, frozenset[str]] = {"tool_rules": frozenset()}
-"""The extended tool set's templates: its rules, appended to the system prompt."""
+EXTENDED_FEEDBACK = "feedback_extended"
+"""The extended set's own messages, macros read beside ``feedback``'s."""
+
+EXTENDED_TEMPLATES: Mapping[str, frozenset[str]] = {
+    "tool_rules": frozenset(),
+    "kept_note": frozenset({"kept_masks"}),
+    EXTENDED_FEEDBACK: frozenset(),
+}
+"""The extended tool set's templates: its rules (appended to the system prompt), the note
+naming the kept masks (after the request) and its messages. A video set reads them from
+``video/extended/`` over ``extended/``."""
 
 VIDEO_TEMPLATES: Mapping[str, frozenset[str]] = {
     **TEMPLATES,
@@ -85,6 +94,8 @@ _SAMPLES: Mapping[str, Any] = {
     "used": 20,
     "extent": "frames 3 to 41 (0.3 s to 4.1 s), in 12 of the 16 frames shown",
     "attempt": 2,
+    "kept_masks": [{"label": "K1", "phrase": "man"}, {"label": "K2", "phrase": "dog"}],
+    "pairs": [[1, "K1"], [3, "K2"]],
     "uncertain": [2],
     "first": 3,
     "last": 41,
@@ -164,10 +175,12 @@ class PromptSet:
 
     def feedback_macros(self) -> dict[str, Any]:
         if self._feedback is None:
-            module = self._env.get_template("feedback" + SUFFIX).module
+            files = ["feedback", EXTENDED_FEEDBACK]
             self._feedback = {
                 name: value
-                for name, value in vars(module).items()
+                for file in files
+                if file + SUFFIX in self.sources
+                for name, value in vars(self._env.get_template(file + SUFFIX).module).items()
                 if isinstance(value, jinja2.runtime.Macro)
             }
         return dict(self._feedback)
@@ -238,14 +251,16 @@ def _load(
 ) -> PromptSet:
     where = str(folder)
     sources = _read_templates(folder, where)
-    overlays = [VIDEO_DIR] if kind == "video" else []
-    overlays += [EXTENDED_DIR] if tool_set == "extended" else []
+    overlays: list[tuple[str, ...]] = [(VIDEO_DIR,)] if kind == "video" else []
+    if tool_set == "extended":
+        overlays += [(EXTENDED_DIR,)] + ([(VIDEO_DIR, EXTENDED_DIR)] if kind == "video" else [])
     for overlay in overlays:
-        extra = folder / overlay
+        extra = folder.joinpath(*overlay)
         if not extra.is_dir():
-            extra = canonical_dir() / overlay
+            extra = canonical_dir().joinpath(*overlay)
         sources.update(_read_templates(extra, str(extra)))
-        name = f"{name}/{overlay}"
+        if len(overlay) == 1:
+            name = f"{name}/{overlay[0]}"
     wanted = {**TEMPLATES, **(EXTENDED_TEMPLATES if tool_set == "extended" else {})}
     missing = [t + SUFFIX for t in wanted if t + SUFFIX not in sources]
     if missing:
@@ -340,7 +355,7 @@ def _sample_renders(
     for protocol in ("tags", "native"):
         yield "system", {"tools": _SAMPLES["tools"], "protocol": protocol}
     for template, names in templates.items():
-        if template not in ("system", "feedback"):
+        if template not in ("system", "feedback", EXTENDED_FEEDBACK):
             yield template, {n: _SAMPLES.get(n, "sample") for n in names}
     yield "user_task", {"query": _SAMPLES["query"], "tried_phrases": []}
 

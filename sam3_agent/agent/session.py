@@ -56,7 +56,9 @@ class Scene(Protocol[C]):
         and the phrase as read."""
         ...
 
-    def numbered(self, candidates: C) -> RGBImage: ...
+    def numbered(self, candidates: C, kept: C | None = None) -> RGBImage:
+        """``candidates`` numbered, over the ``kept`` ones drawn apart."""
+        ...
 
     def describe(self, candidates: C, prompts: PromptSet) -> str | None:
         return None
@@ -78,6 +80,10 @@ class Session(Generic[C]):
     token_counter: TokenCounter = field(default_factory=TokenCounter)
     phrases: list[str] = field(default_factory=list, init=False)
     current: C | None = field(default=None, init=False)
+    kept: C | None = field(default=None, init=False)
+    """``keep_masks``' set (the extended tools): part of the answer, whatever is searched next."""
+    kept_from: list[str] = field(default_factory=list, init=False)
+    """The search each of :attr:`kept` came from, in order."""
     round: int = field(default=0, init=False)
     checks_used: int = field(default=0, init=False)
     last_checks: list[tuple[CheckRequest, CheckResult]] = field(default_factory=list, init=False)
@@ -101,6 +107,8 @@ class Session(Generic[C]):
         self.round = state.round
         self.phrases = list(state.phrases)
         self.current = current  # checked just above
+        self.kept = state.kept if isinstance(state.kept, answer_type) else None
+        self.kept_from = list(state.kept_from)
         self.checks_used = state.checks_used
         self.usage = state.usage
         timings = dict(state.timings)
@@ -135,6 +143,8 @@ class Session(Generic[C]):
             steps=list(steps),
             phrases=list(self.phrases),
             current=self.current,
+            kept=self.kept,
+            kept_from=list(self.kept_from),
             checks_used=self.checks_used,
             usage=self.usage,
             timings={**self.timings, "total": total},
@@ -163,6 +173,23 @@ class Session(Generic[C]):
         """``candidates`` at 0-based ``indices``, off the event loop (copying masks takes ms)."""
         return await asyncio.to_thread(candidates.select, indices)
 
+    def kept_note(self) -> str:
+        """The note naming the kept masks, pinned after the request ("" when none are)."""
+        if not self.kept:
+            return ""
+        kept = [{"label": f"K{i + 1}", "phrase": p} for i, p in enumerate(self.kept_from)]
+        return self.prompts.render("kept_note", kept_masks=kept)
+
+    async def keep(self, candidates: C, indices: list[int]) -> list[int]:
+        """Add ``candidates`` at 0-based ``indices`` to the kept set (found by the latest
+        search), merging the same object; where each went in it (0-based)."""
+        chosen = await self.select(candidates, indices)
+        base = self.scene.empty() if self.kept is None else self.kept
+        kept, where = await asyncio.to_thread(base.merged, chosen)
+        self.kept_from += [self.phrases[-1]] * (len(kept) - len(base))
+        self.kept = kept
+        return where
+
     async def segment(
         self, phrase: str, exemplars: Exemplars | None = None, *, tried_as: str | None = None
     ) -> tuple[C, str]:
@@ -178,7 +205,7 @@ class Session(Generic[C]):
 
         def render() -> EncodedImage:
             image = EncodedImage.encode(
-                self.scene.numbered(candidates), name, quality=self.config.jpeg_quality
+                self.scene.numbered(candidates, self.kept), name, quality=self.config.jpeg_quality
             )
             self.trace.save_image(image)
             return image

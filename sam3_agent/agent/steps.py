@@ -22,9 +22,9 @@ from sam3_agent.values.text import echo
 if TYPE_CHECKING:
     from sam3_agent.agent.prompts import PromptSet
 
-StepKind = Literal["segment", "examine", "final", "correction"]
-"""``segment``/``examine``: an executed segment_phrase/examine_each_mask; ``final``: the tool
-that ended the session; ``correction``: a refused or unreadable reply."""
+StepKind = Literal["segment", "examine", "keep", "final", "correction"]
+"""``segment``/``examine``/``keep``: an executed segment_phrase/examine_each_mask/keep_masks;
+``final``: the tool that ended the session; ``correction``: a refused or unreadable reply."""
 
 
 class ToolMistake(Exception):

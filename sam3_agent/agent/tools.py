@@ -1,12 +1,13 @@
 """The tools, as registries: a name, a typed parameter model, and one handler each; the
 paper's four (``TOOLS``) and the extended set (``EXTENDED_TOOLS``: exemplars on
-``segment_phrase``).
+``segment_phrase``, and ``keep_masks`` for answers that span phrases).
 
 Every misuse raises :class:`~sam3_agent.agent.steps.ToolMistake`, its text sent to the model.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,10 @@ class NoParams(_Params):
 
 class SelectMasksParams(_Params):
     final_answer_masks: list[int]
+
+
+class KeepMasksParams(_Params):
+    masks: list[int] = Field(min_length=1, max_length=64)
 
 
 Handler = Callable[[Any, Any], Awaitable[ToolOutcome]]  # (session, validated parameters)
@@ -208,6 +213,32 @@ async def _select_masks_and_return(session: Session[Any], params: SelectMasksPar
     return ToolOutcome("final", Observation(""), final=Final("masks", selected))
 
 
+async def _keep_masks(session: Session[Any], params: KeepMasksParams) -> ToolOutcome:
+    current = session.require_masks("keep_masks")
+    indices = mask_numbers_to_indices(params.masks, len(current), session.prompts)
+    where = await session.keep(current, indices)
+    pairs = [[i + 1, f"K{w + 1}"] for i, w in zip(indices, where, strict=True)]
+    kept = 0 if session.kept is None else len(session.kept)
+    text = session.prompts.feedback("masks_kept", pairs=pairs, total=kept)
+    return ToolOutcome("keep", Observation(text))
+
+
+async def _select_with_kept(session: Session[Any], params: SelectMasksParams) -> ToolOutcome:
+    """The kept masks and the selection, the same object merged; the kept ones alone for an
+    empty selection."""
+    kept = session.kept
+    if kept is None or len(kept) == 0:
+        return await _select_masks_and_return(session, params)
+    answer = kept
+    if params.final_answer_masks:
+        current = session.require_masks("select_masks_and_return")
+        numbers = params.final_answer_masks
+        indices = mask_numbers_to_indices(numbers, len(current), session.prompts)
+        selected = await session.select(current, indices)
+        answer, _ = await asyncio.to_thread(kept.merged, selected)
+    return ToolOutcome("final", Observation(""), final=Final("masks", answer))
+
+
 async def _report_no_mask(session: Session[Any], params: NoParams) -> ToolOutcome:
     return ToolOutcome("final", Observation(""), final=Final("no_mask", session.scene.empty()))
 
@@ -267,12 +298,48 @@ TOOLS: dict[str, Tool] = {
 Registry = dict[str, Tool]  # tools by name
 
 
+def with_kept(registry: Registry, what: str = "masks") -> Registry:
+    """``registry`` (a medium's paper tools) with ``keep_masks`` after ``examine_each_mask``
+    and ``select_masks_and_return`` answering with the kept set too; ``what`` the medium's
+    word for its candidates (``masks``, ``tracks``)."""
+    select = registry["select_masks_and_return"]
+    keep = Tool(
+        name="keep_masks",
+        description=(
+            f"Keep {what} of the most recent numbered image as part of the final answer, "
+            f"given by their numbers. Kept {what} stay when segment_phrase replaces the "
+            "current ones; later images show them in white, labelled K1, K2 and so on. Use "
+            "it when the request names several things that need different phrases."
+        ),
+        params=KeepMasksParams,
+        parameters_text=f'"masks": a list of {what[:-1]} numbers (integers).',
+        example={"masks": [1, 2]},
+        handler=_keep_masks,
+        needs_masks=True,
+    )
+    tools = {}
+    for name, tool in registry.items():
+        tools[name] = tool
+        if name == "examine_each_mask":
+            tools[keep.name] = keep
+    tools[select.name] = replace(
+        select,
+        description=select.description
+        + (
+            f" Kept {what} are always part of the answer: the selected ones are added to "
+            f"them, and an empty list answers with the kept {what} alone."
+        ),
+        handler=_select_with_kept,
+    )
+    return tools
+
+
 def extended(registry: Registry) -> Registry:
     """``registry`` (a medium's paper tools) with the extended set's powers: exemplars on
-    ``segment_phrase``."""
+    ``segment_phrase`` and :func:`with_kept`."""
     segment = registry["segment_phrase"]
     return {
-        **registry,
+        **with_kept(registry),
         "segment_phrase": replace(
             segment,
             description=segment.description

@@ -24,6 +24,7 @@ _RGB = bytes.fromhex(
 )
 PALETTE: tuple[Color, ...] = tuple((_RGB[i], _RGB[i + 1], _RGB[i + 2]) for i in range(0, 60, 3))
 
+KEPT_COLOR: Color = (255, 255, 255)  # masks kept for the answer, labelled K1, K2, ...
 FILL_ALPHA_256 = 115  # opacity of a mask's fill, out of 256 (about 45 %)
 LABEL_BACKGROUND: Color = (20, 20, 20)
 LABEL_TEXT: Color = (255, 255, 255)
@@ -258,6 +259,20 @@ def draw_numbered(
     masks = [(p, mask_color(n - 1)) for p, n in zip(placed, numbers, strict=True)]
     labels = [(str(n), a) for n, a in zip(numbers, anchors, strict=True)]
     draw_masks(canvas, masks, Style.for_canvas(canvas), labels)
+    return canvas
+
+
+def draw_kept(
+    canvas: RGBImage,
+    placed: Sequence[Placed],
+    numbers: Sequence[int],
+    anchors: Sequence[tuple[int, int]] | None = None,
+) -> RGBImage:
+    """Kept mask ``placed[i]`` drawn in :data:`KEPT_COLOR` and labelled ``K<numbers[i]>``, as
+    :func:`draw_numbered` does; in place, returns ``canvas``."""
+    anchors = [label_anchor(p) for p in placed] if anchors is None else anchors
+    labels = [(f"K{n}", a) for n, a in zip(numbers, anchors, strict=True)]
+    draw_masks(canvas, [(p, KEPT_COLOR) for p in placed], Style.for_canvas(canvas), labels)
     return canvas
 
 

@@ -76,14 +76,16 @@ class Renderer:
         """The downscaled raw image; read-only (every render returns its own copy)."""
         return self._display
 
-    def numbered(self, detections: Detections) -> RGBImage:
+    def numbered(self, detections: Detections, kept: Detections | None = None) -> RGBImage:
         """Every mask filled with its colour, outlined and labelled with its 1-based number, at
-        display size."""
+        display size; over the ``kept`` masks, drawn apart (:func:`drawing.draw_kept`)."""
+        canvas = self._display.copy()
+        if kept is not None and len(kept):
+            below = self._prepare(kept)
+            drawing.draw_kept(canvas, below.display, range(1, len(kept) + 1), below.anchors)
         prepared = self._prepare(detections)
         numbers = range(1, len(detections) + 1)
-        return drawing.draw_numbered(
-            self._display.copy(), prepared.display, numbers, prepared.anchors
-        )
+        return drawing.draw_numbered(canvas, prepared.display, numbers, prepared.anchors)
 
     def single(
         self,

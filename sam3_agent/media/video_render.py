@@ -31,15 +31,16 @@ def render_sheet(
     *,
     max_side: int,
     numbers: Sequence[int] | None = None,
+    kept: Tracks | None = None,
 ) -> RGBImage:
     """One image of the frames at ``positions`` (each once, in order), each cell captioned
     ``frame <index> · <time> s`` with the tracks there drawn and labelled with ``numbers``
-    (default ``1..N``); ``max(h, w) <= max_side``."""
+    (default ``1..N``), over the ``kept`` tracks drawn apart; ``max(h, w) <= max_side``."""
     chosen = _chosen(positions, "a sheet")
     shown = _numbers(tracks, numbers)
     check_tracks(video, tracks)
     grid = sheet_grid(len(chosen), video.size, max_side)
-    return _compose(video, chosen, tracks, shown, grid)
+    return _compose(video, chosen, tracks, shown, grid, kept)
 
 
 def render_track_check(
@@ -135,6 +136,7 @@ def _compose(
     tracks: Tracks | None,
     numbers: list[int],
     grid: SheetGrid,
+    kept: Tracks | None = None,
 ) -> RGBImage:
     style = grid.style
     sheet = np.full((*grid.size, 3), BACKGROUND, dtype=np.uint8)
@@ -143,6 +145,8 @@ def _compose(
         cell = drawing.resize_image(frame.pixels, height=cell_h, width=cell_w)
         if cell is frame.pixels:
             cell = cell.copy()
+        if kept is not None:
+            draw_tracks(cell, kept, frame.position, list(range(1, len(kept) + 1)), kept=True)
         if tracks is not None:
             draw_tracks(cell, tracks, frame.position, numbers)
         x, y = grid.frame_origin(i)
@@ -152,9 +156,12 @@ def _compose(
     return sheet
 
 
-def draw_tracks(canvas: RGBImage, tracks: Tracks, position: int, numbers: list[int]) -> None:
+def draw_tracks(
+    canvas: RGBImage, tracks: Tracks, position: int, numbers: list[int], *, kept: bool = False
+) -> None:
     """The tracks present at ``position`` drawn on ``canvas`` (the frame at any size) as on
-    image renders, each labelled with its number in ``numbers``; in place."""
+    image renders, each labelled with its number in ``numbers`` (``kept``: drawn apart, as
+    kept tracks); in place."""
     canvas_h, canvas_w = canvas.shape[:2]
     sx, sy = canvas_w / tracks.size[1], canvas_h / tracks.size[0]
     placed: list[Placed] = []
@@ -168,7 +175,7 @@ def draw_tracks(canvas: RGBImage, tracks: Tracks, position: int, numbers: list[i
         if one.crop.size and one.crop.any():
             placed.append(one)
             shown.append(number)
-    drawing.draw_numbered(canvas, placed, shown)
+    (drawing.draw_kept if kept else drawing.draw_numbered)(canvas, placed, shown)
 
 
 def _box_of(track: Track, position: int, mask: np.ndarray) -> np.ndarray:

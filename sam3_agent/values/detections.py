@@ -17,13 +17,23 @@ FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 
 
+SAME_OBJECT_IOU = 0.5
+"""Two masks (tracks) overlapping by at least this IoU are one object when merged."""
+
+
 class Candidates(Protocol):
     """What one phrase found, image or video, as the agent core uses it: counted, selected by
-    0-based ``indices``, written to a checkpoint."""
+    0-based ``indices``, merged into a kept set, written to a checkpoint."""
 
     def __len__(self) -> int: ...
 
     def select(self, indices: Sequence[int]) -> Self: ...
+
+    def merged(self, other: Self) -> tuple[Self, list[int]]:
+        """``self`` with ``other`` added, each of ``other`` that is the same object as one of
+        ``self`` (IoU at least :data:`SAME_OBJECT_IOU`) merged into it; and where each of
+        ``other`` went (0-based positions in the result)."""
+        ...
 
     def to_state(self) -> dict[str, Any]: ...
 
@@ -128,6 +138,27 @@ class Detections:
     def select(self, indices: Sequence[int]) -> Detections:
         return self[list(indices)]
 
+    def merged(self, other: Detections) -> tuple[Detections, list[int]]:
+        masks, boxes, scores = list(self.masks), list(self.boxes), list(self.scores)
+        where: list[int] = []
+        for mask, box, score in other:
+            i = _same_object(masks, mask)
+            if i is None:
+                masks.append(mask)
+                boxes.append(box)
+                scores.append(np.float32(score))
+                where.append(len(masks) - 1)
+                continue
+            masks[i] = masks[i] | mask
+            boxes[i] = np.concatenate(
+                [np.minimum(boxes[i][:2], box[:2]), np.maximum(boxes[i][2:], box[2:])]
+            )
+            scores[i] = max(scores[i], np.float32(score))
+            where.append(i)
+        if not masks:
+            return Detections.empty(*self.image_size), where
+        return Detections(np.stack(masks), np.stack(boxes), np.asarray(scores)), where
+
     def to_state(self) -> dict[str, Any]:
         return {
             "rle": self.to_coco_rle(),
@@ -156,6 +187,17 @@ class Detections:
         if masks.shape[1:] != tuple(image_size):
             raise ValueError(f"RLE size {masks.shape[1:]} does not match image {image_size}")
         return cls(masks=masks, boxes=np.asarray(boxes), scores=np.asarray(scores))
+
+
+def _same_object(masks: Sequence[BoolArray], mask: BoolArray) -> int | None:
+    """The first of ``masks`` with an IoU of at least :data:`SAME_OBJECT_IOU` with ``mask``."""
+    area = int(mask.sum())
+    for i, other in enumerate(masks):
+        both = int(np.logical_and(other, mask).sum())
+        union = area + int(other.sum()) - both
+        if union and both / union >= SAME_OBJECT_IOU:
+            return i
+    return None
 
 
 def as_view_index(indices: IntArray, count: int) -> slice | IntArray:

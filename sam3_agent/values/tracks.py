@@ -4,13 +4,13 @@ frame's *position* among the frames used (a 500-frame 4K track stays a few hundr
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from sam3_agent.values import rle
-from sam3_agent.values.detections import tight_boxes
+from sam3_agent.values.detections import SAME_OBJECT_IOU, tight_boxes
 from sam3_agent.values.rle import BoolArray
 
 Box = tuple[float, float, float, float]
@@ -85,6 +85,35 @@ class Tracks:
 
     def select(self, indices: Sequence[int]) -> Tracks:
         return Tracks(self.frame_count, self.size, tuple(self.tracks[i] for i in indices))
+
+    def merged(self, other: Tracks) -> tuple[Tracks, list[int]]:
+        """:meth:`Candidates.merged <sam3_agent.values.detections.Candidates.merged>` over
+        tracks, the IoU summed over frames; an added track whose id is taken gets a new one."""
+        tracks, areas = list(self.tracks), [t.total_area() for t in self.tracks]
+        where: list[int] = []
+        for track in other:
+            area = track.total_area()
+            same = next(
+                (
+                    i
+                    for i, (kept, kept_area) in enumerate(zip(tracks, areas, strict=True))
+                    if (both := _intersection(track, kept))
+                    and both / (area + kept_area - both) >= SAME_OBJECT_IOU
+                ),
+                None,
+            )
+            if same is None:
+                ids = {t.track_id for t in tracks}
+                if track.track_id in ids:
+                    track = replace(track, track_id=max(ids) + 1)
+                tracks.append(track)
+                areas.append(area)
+                where.append(len(tracks) - 1)
+            else:
+                tracks[same] = _joined(tracks[same], track)
+                areas[same] = tracks[same].total_area()
+                where.append(same)
+        return Tracks(self.frame_count, self.size, tuple(tracks)), where
 
     def positions(self) -> list[int]:
         return sorted({p for t in self.tracks for p in t.masks})
@@ -177,6 +206,21 @@ def postprocess_tracks(
         if not any(_intersection(track, k) > overlap_threshold * min(area, a) for k, a in kept):
             kept.append((track, area))
     return Tracks(tracks.frame_count, tracks.size, tuple(t for t, _ in kept))
+
+
+def _joined(kept: Track, other: Track) -> Track:
+    """One track of both, frame by frame (the union where both are present)."""
+    masks, boxes = dict(kept.masks), dict(kept.boxes)
+    for position, found in other.masks.items():
+        if position not in masks:
+            masks[position] = found
+            if position in other.boxes:
+                boxes[position] = other.boxes[position]
+            continue
+        union = rle.rle_union([masks[position], found])
+        masks[position] = rle.encode_rle(union)
+        boxes[position] = _box(tight_boxes(union[None])[0])
+    return Track(kept.track_id, max(kept.score, other.score), masks, boxes)
 
 
 def _intersection(a: Track, b: Track) -> int:

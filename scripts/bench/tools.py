@@ -8,6 +8,11 @@ with two apples as ``like`` and a pear as ``unlike`` exemplars, then the selecti
 SAM 3 answers both second searches alike, so the difference is the tools' own cost: the
 longer system prompt and tool schema, and the exemplar parameters in the replies.
 
+A second request wants the man and his dog. ``paper``: one phrase naming both ("man and dog",
+which the fake SAM 3 answers with both; the real one may not), then the selection.
+``extended``: "man", ``keep_masks``, "dog", then the selection: one call more, and the kept
+set's note in every later request.
+
 Usage: python -m scripts.bench tools
 """
 
@@ -22,15 +27,25 @@ from tests.support.fakes import FakeSegmenter, ScriptedChatModel, square_mask, t
 
 H, W = 480, 640
 SCRIPTS = {
-    "paper": [
+    ("all the apples", "paper"): [
         tool("segment_phrase", text_prompt="fruit"),
         tool("segment_phrase", text_prompt="apple"),
         tool("select_masks_and_return", final_answer_masks=[1, 2, 3, 4, 5]),
     ],
-    "extended": [
+    ("all the apples", "extended"): [
         tool("segment_phrase", text_prompt="fruit"),
         tool("segment_phrase", text_prompt="fruit", like=[1, 2], unlike=[6]),
         tool("select_masks_and_return", final_answer_masks=[1, 2, 3, 4, 5]),
+    ],
+    ("the man and his dog", "paper"): [
+        tool("segment_phrase", text_prompt="man and dog"),
+        tool("select_masks_and_return", final_answer_masks=[1, 2]),
+    ],
+    ("the man and his dog", "extended"): [
+        tool("segment_phrase", text_prompt="man"),
+        tool("keep_masks", masks=[1]),
+        tool("segment_phrase", text_prompt="dog"),
+        tool("select_masks_and_return", final_answer_masks=[1]),
     ],
 }
 
@@ -42,19 +57,25 @@ def fruit(count: int) -> Detections:
 
 def main() -> None:
     image = (np.random.default_rng(0).random((H, W, 3)) * 255).astype(np.uint8)
-    print(f"{'tool set':<16} {'calls':>5} {'system':>7} {'prompt tokens':>14} {'per call':>9}")
-    for tool_set, script in SCRIPTS.items():
-        segmenter = FakeSegmenter({"fruit": fruit(7), "apple": fruit(5)})
+    found = {"fruit": fruit(7), "apple": fruit(5), "man and dog": fruit(2)}
+    found |= {"man": fruit(2)[[0]], "dog": fruit(2)[[1]]}
+    print(f"{'request':<20} {'tool set':<16} {'calls':>5} {'system':>7} {'prompt tokens':>14} "
+          f"{'per call':>9} {'masks':>5}")  # fmt: skip
+    for (query, tool_set), script in SCRIPTS.items():
+        segmenter = FakeSegmenter(found)
         for protocol in ("tags", "native"):
             chat = ScriptedChatModel(replies=list(script))
             config = AgentConfig(tool_set=tool_set, tool_protocol=protocol)  # type: ignore[arg-type]
             agent = Sam3Agent(segmenter, chat, config)
-            result = agent.run(image, "all the apples")
+            result = agent.run(image, query)
             estimate = result.usage.to_dict()["estimated_prompt_tokens"]["main"]["total"]
             calls = len(chat.main_calls)
             system = agent.token_counter.text(agent.system_prompt)
             label = f"{tool_set}/{protocol}"
-            print(f"{label:<16} {calls:>5} {system:>7} {estimate:>14} {estimate / calls:>9.0f}")
+            print(
+                f"{query:<20} {label:<16} {calls:>5} {system:>7} {estimate:>14} "
+                f"{estimate / calls:>9.0f} {len(result.detections):>5}"
+            )
 
 
 if __name__ == "__main__":

@@ -201,26 +201,36 @@ def photo(tmp_path: Path, image: np.ndarray) -> Path:
     return path
 
 
-def run_cli(log: Path, *args: str) -> Any:
+def run_cli(log: Path, *args: str, script: str = "paper") -> Any:
     """``sam3-agent run`` in this process, with the driver's logged backends."""
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SAM3_TEST_SCRIPT", script)
         segmenter = make_segmenter(log)
         patch.setattr(BackendSpec, "build_segmenter", lambda self: segmenter)
         patch.setattr(BackendSpec, "build_chat_model", lambda self: LoggedChatModel(log, 0.0))
         return CliRunner().invoke(app, ["run", *args, *FAKE_BACKEND_FLAGS, "--json"])
 
 
-@pytest.mark.parametrize("point", list(KILL_POINTS))
-def test_sigkilled_run_resumes_to_the_same_result(tmp_path: Path, photo: Path, point: str) -> None:
+@pytest.mark.parametrize(
+    ("point", "script"),
+    [*((point, "paper") for point in KILL_POINTS), ("between rounds", "kept")],
+)
+def test_sigkilled_run_resumes_to_the_same_result(
+    tmp_path: Path, photo: Path, point: str, script: str
+) -> None:
+    """``kept``: the extended tools' kept set, committed after round 2, carried across."""
+    tools = ["--tools", "extended"] if script == "kept" else []
     reference = run_cli(
-        tmp_path / "reference.log", str(photo), QUERY, "--out", str(tmp_path / "ref")
-    )
+        tmp_path / "reference.log", str(photo), QUERY, "--out", str(tmp_path / "ref"), *tools,
+        script=script,
+    )  # fmt: skip
     assert reference.exit_code == 0, reference.output
 
     out, log = tmp_path / "killed", tmp_path / "killed.log"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "SAM3_TEST_SCRIPT": script,
     }
     command = [
         sys.executable,
@@ -237,7 +247,7 @@ def test_sigkilled_run_resumes_to_the_same_result(tmp_path: Path, photo: Path, p
     stderr = tmp_path / "killed.stderr"
     with stderr.open("w") as stderr_file:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [*command, "--out", str(out), *FAKE_BACKEND_FLAGS],
+            [*command, "--out", str(out), *tools, *FAKE_BACKEND_FLAGS],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=stderr_file,
@@ -257,9 +267,11 @@ def test_sigkilled_run_resumes_to_the_same_result(tmp_path: Path, photo: Path, p
         process.wait()
     assert not (out / "result.json").exists()
 
-    resumed = run_cli(log, str(photo), QUERY, "--resume", str(out))
+    resumed = run_cli(log, str(photo), QUERY, "--resume", str(out), *tools, script=script)
     assert resumed.exit_code == 0, resumed.output
     assert killed_after >= 2
+    if script == "kept":  # the answer is the kept set, masks 1 and 3 of the first search
+        assert len(json.loads(resumed.stdout)["masks"]) == 2
     assert f"resuming {out} after round {killed_after}" in resumed.stderr
     assert comparable(json.loads(resumed.stdout)) == comparable(json.loads(reference.stdout))
     assert trace_records(out) == trace_records(tmp_path / "ref")

@@ -99,11 +99,14 @@ def test_only_the_extended_set_reads_its_templates() -> None:
     assert paper.version != extended.version and extended.name == "builtin/extended"
 
 
-def test_video_offers_the_paper_tools_only() -> None:
+def test_video_offers_kept_tracks_but_not_exemplars() -> None:
     from sam3_agent.agent.video.agent import Sam3VideoAgent
 
-    with pytest.raises(UserError, match="`tool_set='extended'` is not offered on video input"):
-        Sam3VideoAgent(object(), ScriptedChatModel(replies=[]), AgentConfig(tool_set="extended"))  # type: ignore[arg-type]
+    config = AgentConfig(tool_set="extended")
+    agent = Sam3VideoAgent(object(), ScriptedChatModel(replies=[]), config)  # type: ignore[arg-type]
+    assert "keep_masks" in agent.tools and "`like`" not in agent.system_prompt
+    assert agent.tools["segment_phrase"].params is TOOLS["segment_phrase"].params
+    assert agent.prompts.name == "builtin/video/extended"
 
 
 EXEMPLAR_SCRIPT = [

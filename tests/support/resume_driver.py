@@ -38,6 +38,14 @@ SCRIPT = [
     tool("segment_phrase", text_prompt="Cat"),  # a duplicate: corrected, no SAM 3 call
     tool("select_masks_and_return", final_answer_masks=[1, 2]),
 ]
+KEPT_SCRIPT = [  # with --tools extended: an answer spanning two searches
+    tool("segment_phrase", text_prompt="cat"),
+    tool("keep_masks", masks=[1, 3]),
+    tool("segment_phrase", text_prompt="dog"),  # finds nothing; the kept set stays
+    tool("select_masks_and_return", final_answer_masks=[]),
+]
+SCRIPTS = {"paper": SCRIPT, "kept": KEPT_SCRIPT}
+"""The scripts a driver may follow, by the ``SAM3_TEST_SCRIPT`` it runs with (``paper``)."""
 Segmentation = Callable[[RGBImage], Detections]
 VERDICTS = {2: "The mask is a cushion. <verdict>Reject</verdict>"}
 
@@ -59,7 +67,8 @@ class LoggedChatModel(ScriptedChatModel):
 
     def __init__(self, log: Path, delay_s: float) -> None:
         done = log.read_text().split().count("main") if log.is_file() else 0
-        super().__init__(replies=list(SCRIPT[done:]), verdicts=dict(VERDICTS), delay_s=delay_s)
+        script = SCRIPTS[os.environ.get("SAM3_TEST_SCRIPT", "paper")]
+        super().__init__(replies=list(script[done:]), verdicts=dict(VERDICTS), delay_s=delay_s)
         self.log = log
         self.handed_over = done
 

@@ -150,6 +150,8 @@ class SessionState:
     steps: list[ActionStep] = field(default_factory=list)
     phrases: list[str] = field(default_factory=list)
     current: Answer | None = None
+    kept: Answer | None = None
+    kept_from: list[str] = field(default_factory=list)
     checks_used: int = 0
     usage: Usage = field(default_factory=Usage)
     timings: dict[str, float] = field(default_factory=dict)
@@ -164,12 +166,18 @@ class SessionState:
         """JSON-ready form; ``save_image`` writes an image and returns its file;
         ``encode_masks`` may be a caching :func:`detections_to_json`."""
         encode_masks = encode_masks or detections_to_json
+        # Only a session with a kept set (the extended tools) writes one: the paper tools'
+        # checkpoints stay as they were.
+        kept = {}
+        if self.kept is not None:
+            kept = {"kept": encode_masks(self.kept), "kept_from": list(self.kept_from)}
         return {
             "round": self.round,
             "corrections": self.corrections,
             "steps": [_step_to_json(s, save_image) for s in self.steps],
             "phrases": list(self.phrases),
             "current": encode_masks(self.current),
+            **kept,
             "checks_used": self.checks_used,
             "usage": asdict(self.usage),
             "timings": dict(self.timings),
@@ -193,6 +201,8 @@ class SessionState:
             steps=[_step_from_json(s, load_image) for s in doc["steps"]],
             phrases=[str(p) for p in doc["phrases"]],
             current=current,
+            kept=detections_from_json(doc.get("kept"), image_size),
+            kept_from=[str(p) for p in doc.get("kept_from", ())],
             checks_used=int(doc["checks_used"]),
             usage=_usage_from_json(doc["usage"]),
             timings={str(k): float(v) for k, v in doc["timings"].items()},

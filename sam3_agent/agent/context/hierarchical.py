@@ -45,7 +45,7 @@ def archive_line(step: ActionStep) -> str:
         result = ". ".join(s.strip() for s in sentences[:2]).strip().rstrip(".")
         return f"round {step.round}: {result}."
     result = sentences[0].strip().rstrip(".")
-    if step.kind == "segment":
+    if step.kind in ("segment", "keep"):
         return f"round {step.round}: {result}."
     return f"round {step.round}: a mistake was corrected: {result}."
 

@@ -38,7 +38,7 @@ def kept_indices(steps: Sequence[ActionStep]) -> list[int]:
     anchor = anchor_index(steps)
     start = 0 if anchor is None else anchor + 1
     keep = set() if anchor is None else {anchor}
-    for kind in ("examine", "correction"):
+    for kind in ("examine", "keep", "correction"):
         latest = next(
             (i for i in range(len(steps) - 1, start - 1, -1) if steps[i].kind == kind), None
         )

@@ -51,6 +51,8 @@ class History:
     steps: Sequence[ActionStep]
     prompts: PromptSet = field(default_factory=default_prompt_set)
     """The set the session renders with (the request, notes, tool-result notes)."""
+    kept_note: str = ""
+    """What the kept masks are (the extended tools), pinned after the request like it."""
 
     @property
     def next_round(self) -> int:
@@ -151,10 +153,13 @@ class Decision:
 def request_message(
     history: History, tried_phrases: Sequence[str] = (), notes: Sequence[str] = ()
 ) -> ChatMessage:
-    """The raw image and the request, with the tried-phrases note and any notes after it."""
+    """The raw image and the request, with the tried-phrases note, the kept masks' note and
+    any notes after it."""
     prompts, task = history.prompts, history.task
     text = prompts.render("user_task", query=task.query, tried_phrases=list(tried_phrases))
     parts: list[ImagePart | TextPart] = [ImagePart(task.image), TextPart(text)]
+    if history.kept_note:
+        parts.append(TextPart("\n\n" + history.kept_note))
     parts.extend(TextPart("\n\n" + note) for note in notes if note)
     return ChatMessage("user", tuple(parts))
 

@@ -21,7 +21,7 @@ from sam3_agent.agent.result import VideoResult
 from sam3_agent.agent.rundir import ExportFormat
 from sam3_agent.agent.session import Scene, Session
 from sam3_agent.agent.steps import Final
-from sam3_agent.agent.tools import TOOLS, Registry
+from sam3_agent.agent.tools import TOOLS, Registry, with_kept
 from sam3_agent.backends.base import ChatModel, VideoEmbedding, VideoSegmenter
 from sam3_agent.media.video import FrameSelection, VideoSource, open_video
 from sam3_agent.media.video_render import (
@@ -120,9 +120,9 @@ class VideoScene(Scene[Tracks]):
         with session.timed("segment"):
             return await asyncio.to_thread(run), phrase
 
-    def numbered(self, candidates: Tracks) -> RGBImage:
+    def numbered(self, candidates: Tracks, kept: Tracks | None = None) -> RGBImage:
         positions = sample_positions(candidates, self.video.frame_count, self.options.frames_shown)
-        return self._sheet(positions, candidates)
+        return self._sheet(positions, candidates, kept)
 
     def describe(self, candidates: Tracks, prompts: PromptSet) -> str | None:
         return "\n".join(
@@ -148,8 +148,12 @@ class VideoScene(Scene[Tracks]):
     async def check_views(self, session: Session[Tracks], candidates: Tracks) -> list[CheckView]:
         return [_TrackLooks(self, session, candidates, i) for i in range(len(candidates))]
 
-    def _sheet(self, positions: list[int], tracks: Tracks | None) -> RGBImage:
-        return render_sheet(self.video, positions, tracks, max_side=self.config.max_image_side)
+    def _sheet(
+        self, positions: list[int], tracks: Tracks | None, kept: Tracks | None = None
+    ) -> RGBImage:
+        return render_sheet(
+            self.video, positions, tracks, max_side=self.config.max_image_side, kept=kept
+        )
 
     def _encode(self, image: RGBImage, name: str) -> EncodedImage:
         return EncodedImage.encode(image, name, quality=self.config.jpeg_quality)
@@ -208,7 +212,10 @@ class _TrackLooks:
 class VideoMedium:
     kind: PromptKind = "video"
     # Exemplars are boxes on one image; the video tracker is asked with the phrase alone.
-    tool_sets: Mapping[ToolSet, Registry] = {"paper": VIDEO_TOOLS}
+    tool_sets: Mapping[ToolSet, Registry] = {
+        "paper": VIDEO_TOOLS,
+        "extended": with_kept(VIDEO_TOOLS, "tracks"),
+    }
 
     def __init__(
         self, segmenter: VideoSegmenter, options: VideoOptions, selection: FrameSelection

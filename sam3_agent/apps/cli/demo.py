@@ -6,8 +6,6 @@ command runs, after every flag was checked.
 
 from __future__ import annotations
 
-import dataclasses
-
 from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
 from sam3_agent.apps.cli.flags.agent import AGENT, plan_server
 from sam3_agent.apps.cli.flags.backends import BACKENDS
@@ -51,9 +49,7 @@ def demo_command(
 
                 def build_video_agent() -> Sam3VideoAgent:
                     # On the first video request: a demo used for images never loads it.
-                    # Exemplars are boxes on one image: the video tab has the paper's tools.
-                    paper = dataclasses.replace(config, tool_set="paper")
-                    return Sam3VideoAgent(spec.build_video_segmenter(), chat_model, paper)
+                    return Sam3VideoAgent(spec.build_video_segmenter(), chat_model, config)
 
                 videos = VideoDemoRunner(build_video_agent, demo.out, limits)
             app = create_app(

@@ -17,7 +17,6 @@ from sam3_agent.apps.cli.flags.inputs import DOWNLOADS
 from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
-from sam3_agent.values.errors import UserError
 
 
 @with_flags(BACKENDS, AGENT, VIDEO, DOWNLOADS, VERBOSE)
@@ -43,8 +42,6 @@ def track_command(
     """
     with one_line_errors(), request.LiveProgress() as progress:
         backends.validate()  # a bad flag is refused before the library loads
-        if config.tool_set != "paper":
-            raise UserError("--tools extended is for images; video sessions have the paper's tools")
         from sam3_agent.runs.rundirs import Output
         from sam3_agent.runs.single import track_request
 

@@ -124,6 +124,8 @@ def _round(view: views.RoundView, images: _Images) -> str:
         )
         if view.outcome_image is not None:
             out.append(images.show(view.outcome_image))
+        if kept := summary.kept_line(view):
+            out.append(f'<p class="kept">{esc(kept)}</p>')
         out.append("</div>")
     if view.checks:
         checks = esc(summary.checks_summary(view))

@@ -248,6 +248,7 @@ def _fill_main(view: RoundView, record: dict[str, Any], loader: _Loader) -> None
     view.outcome_kind, view.outcome_text = as_str(outcome, "kind"), as_str(outcome, "text")
     image = as_str(outcome, "image")
     view.outcome_image = loader.image(image) if image else None
+    view.kept = as_list(record, "kept")
     view.usage, view.cached = as_dict(record, "usage"), record.get("cached") is True
     view.latency_s, view.round_s = as_float(record, "latency_s"), as_float(record, "round_s")
 

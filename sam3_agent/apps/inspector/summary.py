@@ -140,6 +140,18 @@ def eviction_lines(view: views.RoundView) -> list[str]:
     return lines
 
 
+def kept_line(view: views.RoundView) -> str | None:
+    """``kept for the answer: K1 (from "man"), K2 (from "dog")``; None with nothing kept."""
+    if not view.kept:
+        return None
+    named = [
+        f"{as_str(k, 'label')} (from {json.dumps(as_str(k, 'from'), ensure_ascii=False)})"
+        for k in view.kept
+        if isinstance(k, dict)
+    ]
+    return f"kept for the answer: {', '.join(named)}"
+
+
 def _rounds(values: list[Any]) -> str:
     return ", ".join(str(v) for v in values) or "none"
 

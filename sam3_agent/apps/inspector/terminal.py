@@ -62,6 +62,8 @@ def _round(view: RoundView, limit: int | None, full: bool) -> Panel:
         body.append(plain(outcome, "green" if view.outcome_kind != "correction" else "red", limit))
         if view.outcome_image is not None:
             body.append(plain(f"  [image {view.outcome_image.label}]", "magenta"))
+        if kept := summary.kept_line(view):
+            body.append(plain(kept, "cyan", limit))
         usage = summary.usage_line(view.usage, view.latency_s, view.cached, view.round_s)
         body.append(plain(usage, "dim"))
     else:

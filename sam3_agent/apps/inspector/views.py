@@ -91,6 +91,8 @@ class RoundView:
     outcome_kind: str = ""
     outcome_text: str = ""
     outcome_image: ImageRef | None = None
+    kept: list[Any] = field(default_factory=list)
+    """The kept set after the round (the extended tools' ``keep_masks``), its records."""
     usage: dict[str, Any] = field(default_factory=dict)
     cached: bool = False
     latency_s: float | None = None

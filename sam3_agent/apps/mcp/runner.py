@@ -119,8 +119,6 @@ class McpRunner:
         check_query(query)
         selection = FrameSelection(stride=stride, max_frames=max_frames)
         config = self.config if max_rounds is None else self._config(max_rounds)
-        # Exemplars are boxes on one image: video sessions have the paper's tools.
-        config = replace(config, tool_set="paper")
         async with self._slots:
             with downloads(self.max_download_mb) as fetched:
                 source = await asyncio.to_thread(resolve, fetched, video, None, "video")

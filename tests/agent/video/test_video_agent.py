@@ -201,3 +201,51 @@ def test_exports_are_refused_for_a_video(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="exports and image_path are for image sessions"):
         agent.run(clip, "the dog", output_dir=tmp_path / "out", exports=["png"])
     assert not (tmp_path / "out").exists()
+
+
+RED_AND_GREEN = {"red square": (RED,), "green square": (GREEN,)}
+KEPT_SCRIPT = [
+    tool("segment_phrase", text_prompt="red square"),
+    tool("keep_masks", masks=[1]),
+    tool("segment_phrase", text_prompt="green square"),
+    tool("select_masks_and_return", final_answer_masks=[1]),
+]
+
+
+def kept_agent(chat: object) -> Sam3VideoAgent:
+    config = AgentConfig(tool_set="extended")
+    return Sam3VideoAgent(FakeVideoSegmenter(RED_AND_GREEN), chat, config)  # type: ignore[arg-type]
+
+
+def test_kept_tracks_answer_a_query_naming_two_objects(tmp_path: Path) -> None:
+    clip = write_mp4(tmp_path / "clip.mp4", 8)
+    chat = ScriptedChatModel(replies=list(KEPT_SCRIPT))
+    result = kept_agent(chat).run(
+        clip, "the red square and the green one", output_dir=tmp_path / "o"
+    )
+    assert result.status == "masks" and len(result.tracks) == 2
+    # Both phrases' track 1, the second renumbered: ids stay one per object in the answer.
+    assert [t.track_id for t in result.tracks] == [1, 2]
+    for track, square in zip(result.tracks, (RED, GREEN), strict=True):
+        assert np.array_equal(track.mask(5), square_mask(square, 5, (96, 128)))
+    assert "Kept track 1 as K1; 1 track is kept in all" in chat.main_calls[2][-1].joined_text
+    request = next(m for m in chat.main_calls[3] if m.role == "user").joined_text
+    assert 'track K1 (from "red square")' in request
+    assert "`like`" not in chat.main_calls[0][0].joined_text
+
+
+@pytest.mark.parametrize("at", range(1, len(KEPT_SCRIPT) + 1))
+def test_a_killed_video_session_with_kept_tracks_resumes(tmp_path: Path, at: int) -> None:
+    from tests.support.resume import Killed, KilledAt, comparable, trace_records
+
+    clip, query = write_mp4(tmp_path / "clip.mp4", 6), "the red square and the green one"
+    expected = kept_agent(ScriptedChatModel(replies=list(KEPT_SCRIPT))).run(
+        clip, query, output_dir=tmp_path / "ref"
+    )
+    scripted = ScriptedChatModel(replies=list(KEPT_SCRIPT))
+    with pytest.raises(Killed):
+        kept_agent(KilledAt(scripted, at)).run(clip, query, output_dir=tmp_path / "run")
+    resumed = kept_agent(scripted).run(clip, query, output_dir=tmp_path / "run", resume=True)
+    assert comparable(resumed.to_json()) == comparable(expected.to_json())
+    assert trace_records(tmp_path / "run") == trace_records(tmp_path / "ref")
+    assert len(resumed.tracks) == 2
