@@ -207,9 +207,16 @@ async def _examine_each_mask(session: Session[Any], params: NoParams) -> ToolOut
 
 
 async def _select_masks_and_return(session: Session[Any], params: SelectMasksParams) -> ToolOutcome:
+    """The selection, with the kept masks (the extended tools') if any, the same object
+    merged; the kept ones alone for an empty selection."""
+    kept = session.kept
+    if kept and not params.final_answer_masks:
+        return ToolOutcome("final", Observation(""), final=Final("masks", kept))
     current = session.require_masks("select_masks_and_return")
     indices = mask_numbers_to_indices(params.final_answer_masks, len(current), session.prompts)
     selected = await session.select(current, indices)
+    if kept:
+        selected, _ = await asyncio.to_thread(kept.merged, selected)
     return ToolOutcome("final", Observation(""), final=Final("masks", selected))
 
 
@@ -221,22 +228,6 @@ async def _keep_masks(session: Session[Any], params: KeepMasksParams) -> ToolOut
     kept = 0 if session.kept is None else len(session.kept)
     text = session.prompts.feedback("masks_kept", pairs=pairs, total=kept)
     return ToolOutcome("keep", Observation(text))
-
-
-async def _select_with_kept(session: Session[Any], params: SelectMasksParams) -> ToolOutcome:
-    """The kept masks and the selection, the same object merged; the kept ones alone for an
-    empty selection."""
-    kept = session.kept
-    if kept is None or len(kept) == 0:
-        return await _select_masks_and_return(session, params)
-    answer = kept
-    if params.final_answer_masks:
-        current = session.require_masks("select_masks_and_return")
-        numbers = params.final_answer_masks
-        indices = mask_numbers_to_indices(numbers, len(current), session.prompts)
-        selected = await session.select(current, indices)
-        answer, _ = await asyncio.to_thread(kept.merged, selected)
-    return ToolOutcome("final", Observation(""), final=Final("masks", answer))
 
 
 async def _report_no_mask(session: Session[Any], params: NoParams) -> ToolOutcome:
@@ -329,7 +320,6 @@ def with_kept(registry: Registry, what: str = "masks") -> Registry:
             f" Kept {what} are always part of the answer: the selected ones are added to "
             f"them, and an empty list answers with the kept {what} alone."
         ),
-        handler=_select_with_kept,
     )
     return tools
 
