@@ -252,27 +252,16 @@ def draw_numbered(
     placed: Sequence[Placed],
     numbers: Sequence[int],
     anchors: Sequence[tuple[int, int]] | None = None,
+    *,
+    kept: bool = False,
 ) -> RGBImage:
-    """Mask ``placed[i]`` drawn in ``mask_color(numbers[i] - 1)`` and labelled with its number
-    at ``anchors[i]`` (:func:`label_anchor` by default), in place; returns ``canvas``."""
+    """Mask ``placed[i]`` drawn in ``mask_color(numbers[i] - 1)`` (``kept``: in
+    :data:`KEPT_COLOR`) and labelled with its number (``kept``: ``K<number>``) at ``anchors[i]``
+    (:func:`label_anchor` by default), in place; returns ``canvas``."""
     anchors = [label_anchor(p) for p in placed] if anchors is None else anchors
-    masks = [(p, mask_color(n - 1)) for p, n in zip(placed, numbers, strict=True)]
-    labels = [(str(n), a) for n, a in zip(numbers, anchors, strict=True)]
-    draw_masks(canvas, masks, Style.for_canvas(canvas), labels)
-    return canvas
-
-
-def draw_kept(
-    canvas: RGBImage,
-    placed: Sequence[Placed],
-    numbers: Sequence[int],
-    anchors: Sequence[tuple[int, int]] | None = None,
-) -> RGBImage:
-    """Kept mask ``placed[i]`` drawn in :data:`KEPT_COLOR` and labelled ``K<numbers[i]>``, as
-    :func:`draw_numbered` does; in place, returns ``canvas``."""
-    anchors = [label_anchor(p) for p in placed] if anchors is None else anchors
-    labels = [(f"K{n}", a) for n, a in zip(numbers, anchors, strict=True)]
-    draw_masks(canvas, [(p, KEPT_COLOR) for p in placed], Style.for_canvas(canvas), labels)
+    colors = [KEPT_COLOR if kept else mask_color(n - 1) for n in numbers]
+    labels = [(f"K{n}" if kept else str(n), a) for n, a in zip(numbers, anchors, strict=True)]
+    draw_masks(canvas, list(zip(placed, colors, strict=True)), Style.for_canvas(canvas), labels)
     return canvas
 
 

@@ -88,8 +88,7 @@ class Download:
     @property
     def stem(self) -> str:
         """The URL's last path segment without its suffix (``photo`` of ``.../photo.jpg``)."""
-        name = Path(unquote(urlsplit(self.url).path)).stem
-        return name or "download"
+        return _stem(self.url)
 
     def record(self) -> dict[str, Any]:
         """What ``result.json`` says of the input: where it was found and what it held."""

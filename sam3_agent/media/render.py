@@ -78,11 +78,13 @@ class Renderer:
 
     def numbered(self, detections: Detections, kept: Detections | None = None) -> RGBImage:
         """Every mask filled with its colour, outlined and labelled with its 1-based number, at
-        display size; over the ``kept`` masks, drawn apart (:func:`drawing.draw_kept`)."""
+        display size; over the ``kept`` masks, drawn apart as ``K1``, ``K2``, ..."""
         canvas = self._display.copy()
         if kept is not None and len(kept):
             below = self._prepare(kept)
-            drawing.draw_kept(canvas, below.display, range(1, len(kept) + 1), below.anchors)
+            drawing.draw_numbered(
+                canvas, below.display, range(1, len(kept) + 1), below.anchors, kept=True
+            )
         prepared = self._prepare(detections)
         numbers = range(1, len(detections) + 1)
         return drawing.draw_numbered(canvas, prepared.display, numbers, prepared.anchors)

@@ -175,7 +175,7 @@ def draw_tracks(
         if one.crop.size and one.crop.any():
             placed.append(one)
             shown.append(number)
-    (drawing.draw_kept if kept else drawing.draw_numbered)(canvas, placed, shown)
+    drawing.draw_numbered(canvas, placed, shown, kept=kept)
 
 
 def _box_of(track: Track, position: int, mask: np.ndarray) -> np.ndarray:
