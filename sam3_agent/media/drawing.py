@@ -100,7 +100,7 @@ def scale_box(
 ) -> tuple[int, int, int, int]:
     """The canvas pixels covering XYXY ``box`` scaled by ``(sx, sy)``, at least one a side."""
     x0, y0, x1, y1 = box
-    dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
+    dx0, dy0 = min(math.floor(x0 * sx), canvas_w - 1), min(math.floor(y0 * sy), canvas_h - 1)
     dx1 = max(dx0 + 1, min(canvas_w, math.ceil(x1 * sx)))
     dy1 = max(dy0 + 1, min(canvas_h, math.ceil(y1 * sy)))
     return dx0, dy0, dx1, dy1
@@ -126,10 +126,8 @@ def rescale_placed(placed: Placed, factor: float, canvas_w: int, canvas_h: int) 
     h, w = placed.crop.shape
     if h == 0:
         return placed
-    x0, y0 = math.floor(placed.x * factor), math.floor(placed.y * factor)
-    x0, y0 = min(x0, canvas_w - 1), min(y0, canvas_h - 1)
-    x1 = max(x0 + 1, min(canvas_w, math.ceil((placed.x + w) * factor)))
-    y1 = max(y0 + 1, min(canvas_h, math.ceil((placed.y + h) * factor)))
+    box = (placed.x, placed.y, placed.x + w, placed.y + h)
+    x0, y0, x1, y1 = scale_box(box, factor, factor, canvas_w, canvas_h)
     return Placed(resize_mask(placed.crop, x1 - x0, y1 - y0), x0, y0)
 
 

@@ -166,10 +166,7 @@ class Renderer:
         placed = Placed(drawing.resize_mask(mask_region, panel_w, panel_h), 0, 0)
         drawn = plain.copy()
         _draw_one(drawn, placed, mask_color(index) if color is None else color)
-        out = np.full((panel_h, 2 * panel_w + ZOOM_GAP, 3), 255, dtype=np.uint8)
-        out[:, :panel_w] = plain
-        out[:, panel_w + ZOOM_GAP :] = drawn
-        return out
+        return side_by_side([plain, drawn], ZOOM_GAP)
 
     def _prepare(self, detections: Detections) -> _Prepared:
         """Display-size masks and label anchors, once per ``detections`` (cached weakly)."""
@@ -214,6 +211,18 @@ def overlay(image: RGBImage, detections: Detections) -> RGBImage:
 
 def _draw_one(canvas: RGBImage, placed: Placed, color: Color) -> None:
     drawing.draw_masks(canvas, [(placed, color)], Style.for_canvas(canvas))
+
+
+def side_by_side(panels: list[RGBImage], gap: int) -> RGBImage:
+    """``panels`` left to right, top-aligned, ``gap`` white columns apart."""
+    height = max(p.shape[0] for p in panels)
+    width = sum(p.shape[1] for p in panels) + gap * (len(panels) - 1)
+    out = np.full((height, width, 3), 255, dtype=np.uint8)
+    x = 0
+    for panel in panels:
+        out[: panel.shape[0], x : x + panel.shape[1]] = panel
+        x += panel.shape[1] + gap
+    return out
 
 
 def _check_index(index: int, count: int) -> None:
