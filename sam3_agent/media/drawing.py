@@ -100,7 +100,7 @@ def scale_box(
 ) -> tuple[int, int, int, int]:
     """The canvas pixels covering XYXY ``box`` scaled by ``(sx, sy)``, at least one a side."""
     x0, y0, x1, y1 = box
-    dx0, dy0 = math.floor(x0 * sx), math.floor(y0 * sy)
+    dx0, dy0 = min(math.floor(x0 * sx), canvas_w - 1), min(math.floor(y0 * sy), canvas_h - 1)
     dx1 = max(dx0 + 1, min(canvas_w, math.ceil(x1 * sx)))
     dy1 = max(dy0 + 1, min(canvas_h, math.ceil(y1 * sy)))
     return dx0, dy0, dx1, dy1
@@ -126,10 +126,8 @@ def rescale_placed(placed: Placed, factor: float, canvas_w: int, canvas_h: int) 
     h, w = placed.crop.shape
     if h == 0:
         return placed
-    x0, y0 = math.floor(placed.x * factor), math.floor(placed.y * factor)
-    x0, y0 = min(x0, canvas_w - 1), min(y0, canvas_h - 1)
-    x1 = max(x0 + 1, min(canvas_w, math.ceil((placed.x + w) * factor)))
-    y1 = max(y0 + 1, min(canvas_h, math.ceil((placed.y + h) * factor)))
+    box = (placed.x, placed.y, placed.x + w, placed.y + h)
+    x0, y0, x1, y1 = scale_box(box, factor, factor, canvas_w, canvas_h)
     return Placed(resize_mask(placed.crop, x1 - x0, y1 - y0), x0, y0)
 
 
@@ -252,27 +250,16 @@ def draw_numbered(
     placed: Sequence[Placed],
     numbers: Sequence[int],
     anchors: Sequence[tuple[int, int]] | None = None,
+    *,
+    kept: bool = False,
 ) -> RGBImage:
-    """Mask ``placed[i]`` drawn in ``mask_color(numbers[i] - 1)`` and labelled with its number
-    at ``anchors[i]`` (:func:`label_anchor` by default), in place; returns ``canvas``."""
+    """Mask ``placed[i]`` drawn in ``mask_color(numbers[i] - 1)`` (``kept``: in
+    :data:`KEPT_COLOR`) and labelled with its number (``kept``: ``K<number>``) at ``anchors[i]``
+    (:func:`label_anchor` by default), in place; returns ``canvas``."""
     anchors = [label_anchor(p) for p in placed] if anchors is None else anchors
-    masks = [(p, mask_color(n - 1)) for p, n in zip(placed, numbers, strict=True)]
-    labels = [(str(n), a) for n, a in zip(numbers, anchors, strict=True)]
-    draw_masks(canvas, masks, Style.for_canvas(canvas), labels)
-    return canvas
-
-
-def draw_kept(
-    canvas: RGBImage,
-    placed: Sequence[Placed],
-    numbers: Sequence[int],
-    anchors: Sequence[tuple[int, int]] | None = None,
-) -> RGBImage:
-    """Kept mask ``placed[i]`` drawn in :data:`KEPT_COLOR` and labelled ``K<numbers[i]>``, as
-    :func:`draw_numbered` does; in place, returns ``canvas``."""
-    anchors = [label_anchor(p) for p in placed] if anchors is None else anchors
-    labels = [(f"K{n}", a) for n, a in zip(numbers, anchors, strict=True)]
-    draw_masks(canvas, [(p, KEPT_COLOR) for p in placed], Style.for_canvas(canvas), labels)
+    colors = [KEPT_COLOR if kept else mask_color(n - 1) for n in numbers]
+    labels = [(f"K{n}" if kept else str(n), a) for n, a in zip(numbers, anchors, strict=True)]
+    draw_masks(canvas, list(zip(placed, colors, strict=True)), Style.for_canvas(canvas), labels)
     return canvas
 
 

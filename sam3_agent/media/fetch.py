@@ -88,8 +88,7 @@ class Download:
     @property
     def stem(self) -> str:
         """The URL's last path segment without its suffix (``photo`` of ``.../photo.jpg``)."""
-        name = Path(unquote(urlsplit(self.url).path)).stem
-        return name or "download"
+        return _stem(self.url)
 
     def record(self) -> dict[str, Any]:
         """What ``result.json`` says of the input: where it was found and what it held."""
@@ -135,14 +134,12 @@ class Downloads:
         try:
             with httpx.Client(timeout=timeout, follow_redirects=False) as client:
                 digest, size = self._stream(client, url, target)
-        except httpx.TimeoutException as e:
+        except BaseException as e:
             target.unlink(missing_ok=True)
-            raise DownloadError(f"{shown(url)}: timed out ({type(e).__name__})") from e
-        except (httpx.HTTPError, httpx.InvalidURL) as e:  # InvalidURL: no HTTPError
-            target.unlink(missing_ok=True)
-            raise DownloadError(f"{shown(url)}: cannot fetch: {one_line(e)}") from e
-        except BaseException:
-            target.unlink(missing_ok=True)
+            if isinstance(e, httpx.TimeoutException):
+                raise DownloadError(f"{shown(url)}: timed out ({type(e).__name__})") from e
+            if isinstance(e, httpx.HTTPError | httpx.InvalidURL):  # InvalidURL: no HTTPError
+                raise DownloadError(f"{shown(url)}: cannot fetch: {one_line(e)}") from e
             raise
         suffix = _type_of(target, kind)
         if suffix is None:

@@ -78,11 +78,13 @@ class Renderer:
 
     def numbered(self, detections: Detections, kept: Detections | None = None) -> RGBImage:
         """Every mask filled with its colour, outlined and labelled with its 1-based number, at
-        display size; over the ``kept`` masks, drawn apart (:func:`drawing.draw_kept`)."""
+        display size; over the ``kept`` masks, drawn apart as ``K1``, ``K2``, ..."""
         canvas = self._display.copy()
         if kept is not None and len(kept):
             below = self._prepare(kept)
-            drawing.draw_kept(canvas, below.display, range(1, len(kept) + 1), below.anchors)
+            drawing.draw_numbered(
+                canvas, below.display, range(1, len(kept) + 1), below.anchors, kept=True
+            )
         prepared = self._prepare(detections)
         numbers = range(1, len(detections) + 1)
         return drawing.draw_numbered(canvas, prepared.display, numbers, prepared.anchors)
@@ -164,10 +166,7 @@ class Renderer:
         placed = Placed(drawing.resize_mask(mask_region, panel_w, panel_h), 0, 0)
         drawn = plain.copy()
         _draw_one(drawn, placed, mask_color(index) if color is None else color)
-        out = np.full((panel_h, 2 * panel_w + ZOOM_GAP, 3), 255, dtype=np.uint8)
-        out[:, :panel_w] = plain
-        out[:, panel_w + ZOOM_GAP :] = drawn
-        return out
+        return side_by_side([plain, drawn], ZOOM_GAP)
 
     def _prepare(self, detections: Detections) -> _Prepared:
         """Display-size masks and label anchors, once per ``detections`` (cached weakly)."""
@@ -212,6 +211,18 @@ def overlay(image: RGBImage, detections: Detections) -> RGBImage:
 
 def _draw_one(canvas: RGBImage, placed: Placed, color: Color) -> None:
     drawing.draw_masks(canvas, [(placed, color)], Style.for_canvas(canvas))
+
+
+def side_by_side(panels: list[RGBImage], gap: int) -> RGBImage:
+    """``panels`` left to right, top-aligned, ``gap`` white columns apart."""
+    height = max(p.shape[0] for p in panels)
+    width = sum(p.shape[1] for p in panels) + gap * (len(panels) - 1)
+    out = np.full((height, width, 3), 255, dtype=np.uint8)
+    x = 0
+    for panel in panels:
+        out[: panel.shape[0], x : x + panel.shape[1]] = panel
+        x += panel.shape[1] + gap
+    return out
 
 
 def _check_index(index: int, count: int) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from sam3_agent.media import drawing
 from sam3_agent.media.drawing import Color, Placed, Style
-from sam3_agent.media.render import LEGEND_QUERY_CHARS, ZOOM_GAP, Renderer
+from sam3_agent.media.render import LEGEND_QUERY_CHARS, ZOOM_GAP, Renderer, side_by_side
 from sam3_agent.media.video import Frame, VideoSource
 from sam3_agent.values.detections import Detections, tight_boxes
 from sam3_agent.values.images import RGBImage
@@ -79,7 +79,7 @@ def render_track_check(
                 renderer.single(detections, 0, color=color),
                 renderer.zoom(detections, 0, color=color),
             ]
-        cell = _side_by_side([drawing.resize_image(p, height=context_h) for p in panels], ZOOM_GAP)
+        cell = side_by_side([drawing.resize_image(p, height=context_h) for p in panels], ZOOM_GAP)
         if cell.shape[1] > slot_w:
             cell = drawing.resize_image(cell, width=slot_w)
         x, y = grid.frame_origin(i)
@@ -175,7 +175,7 @@ def draw_tracks(
         if one.crop.size and one.crop.any():
             placed.append(one)
             shown.append(number)
-    (drawing.draw_kept if kept else drawing.draw_numbered)(canvas, placed, shown)
+    drawing.draw_numbered(canvas, placed, shown, kept=kept)
 
 
 def _box_of(track: Track, position: int, mask: np.ndarray) -> np.ndarray:
@@ -221,17 +221,6 @@ def _paste_caption(
         if cursor >= width:
             break
     canvas[y : y + height, x : x + width] = strip
-
-
-def _side_by_side(panels: list[RGBImage], gap: int) -> RGBImage:
-    height = max(p.shape[0] for p in panels)
-    width = sum(p.shape[1] for p in panels) + gap * (len(panels) - 1)
-    out = np.full((height, width, 3), BACKGROUND, dtype=np.uint8)
-    x = 0
-    for panel in panels:
-        out[: panel.shape[0], x : x + panel.shape[1]] = panel
-        x += panel.shape[1] + gap
-    return out
 
 
 def _numbers(tracks: Tracks | None, numbers: Sequence[int] | None) -> list[int]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,7 @@ from sam3_agent.values.rle import BoolArray, decode_rle, encode_rle
 
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
+T = TypeVar("T")
 
 
 SAME_OBJECT_IOU = 0.5
@@ -139,24 +140,12 @@ class Detections:
         return self[list(indices)]
 
     def merged(self, other: Detections) -> tuple[Detections, list[int]]:
-        masks, boxes, scores = list(self.masks), list(self.boxes), list(self.scores)
-        where: list[int] = []
-        for mask, box, score in other:
-            i = _same_object(masks, mask)
-            if i is None:
-                masks.append(mask)
-                boxes.append(box)
-                scores.append(np.float32(score))
-                where.append(len(masks) - 1)
-                continue
-            masks[i] = masks[i] | mask
-            boxes[i] = np.concatenate(
-                [np.minimum(boxes[i][:2], box[:2]), np.maximum(boxes[i][2:], box[2:])]
-            )
-            scores[i] = max(scores[i], np.float32(score))
-            where.append(i)
-        if not masks:
+        rows = list(zip(self.masks, self.boxes, self.scores, strict=True))
+        added = zip(other.masks, other.boxes, other.scores, strict=True)
+        where = merge_same_objects(rows, added, _row_iou, _joined_rows)
+        if not rows:
             return Detections.empty(*self.image_size), where
+        masks, boxes, scores = zip(*rows, strict=True)
         return Detections(np.stack(masks), np.stack(boxes), np.asarray(scores)), where
 
     def to_state(self) -> dict[str, Any]:
@@ -189,15 +178,42 @@ class Detections:
         return cls(masks=masks, boxes=np.asarray(boxes), scores=np.asarray(scores))
 
 
-def _same_object(masks: Sequence[BoolArray], mask: BoolArray) -> int | None:
-    """The first of ``masks`` with an IoU of at least :data:`SAME_OBJECT_IOU` with ``mask``."""
-    area = int(mask.sum())
-    for i, other in enumerate(masks):
-        both = int(np.logical_and(other, mask).sum())
-        union = area + int(other.sum()) - both
-        if union and both / union >= SAME_OBJECT_IOU:
-            return i
-    return None
+def merge_same_objects(
+    kept: list[T],
+    added: Iterable[T],
+    iou: Callable[[T, T], float],
+    join: Callable[[T, T], T],
+    fresh: Callable[[T, list[T]], T] = lambda item, _: item,
+) -> list[int]:
+    """Add each of ``added`` to ``kept`` in place: joined into the first one it overlaps by an
+    IoU of at least :data:`SAME_OBJECT_IOU`, else appended (as ``fresh`` makes it); returns
+    where each went (0-based)."""
+    where: list[int] = []
+    for item in added:
+        same = next((i for i, k in enumerate(kept) if iou(item, k) >= SAME_OBJECT_IOU), None)
+        if same is None:
+            kept.append(fresh(item, kept))
+            where.append(len(kept) - 1)
+        else:
+            kept[same] = join(kept[same], item)
+            where.append(same)
+    return where
+
+
+_Row = tuple[BoolArray, FloatArray, np.float32]  # a mask, its box and its score
+
+
+def _row_iou(a: _Row, b: _Row) -> float:
+    both = int(np.logical_and(b[0], a[0]).sum())
+    union = int(a[0].sum()) + int(b[0].sum()) - both
+    return both / union if union else 0.0
+
+
+def _joined_rows(kept: _Row, other: _Row) -> _Row:
+    box = np.concatenate(
+        [np.minimum(kept[1][:2], other[1][:2]), np.maximum(kept[1][2:], other[1][2:])]
+    )
+    return kept[0] | other[0], box, max(kept[2], other[2])
 
 
 def as_view_index(indices: IntArray, count: int) -> slice | IntArray:

@@ -146,9 +146,7 @@ def response_to_json(response: ChatResponse) -> dict[str, Any]:
         "usage": list(astuple(response.usage)),
         "reasoning": response.reasoning,
         "finish_reason": response.finish_reason,
-        "tool_calls": [
-            {"name": c.name, "arguments": c.arguments, "id": c.id} for c in response.tool_calls
-        ],
+        "tool_calls": [asdict(c) for c in response.tool_calls],
         "cached": response.cached,
     }
 

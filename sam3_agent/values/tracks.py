@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from sam3_agent.values import rle
-from sam3_agent.values.detections import SAME_OBJECT_IOU, tight_boxes
+from sam3_agent.values.detections import merge_same_objects, tight_boxes
 from sam3_agent.values.rle import BoolArray
 
 Box = tuple[float, float, float, float]
@@ -89,30 +89,8 @@ class Tracks:
     def merged(self, other: Tracks) -> tuple[Tracks, list[int]]:
         """:meth:`Candidates.merged <sam3_agent.values.detections.Candidates.merged>` over
         tracks, the IoU summed over frames; an added track whose id is taken gets a new one."""
-        tracks, areas = list(self.tracks), [t.total_area() for t in self.tracks]
-        where: list[int] = []
-        for track in other:
-            area = track.total_area()
-            same = next(
-                (
-                    i
-                    for i, (kept, kept_area) in enumerate(zip(tracks, areas, strict=True))
-                    if (both := _intersection(track, kept))
-                    and both / (area + kept_area - both) >= SAME_OBJECT_IOU
-                ),
-                None,
-            )
-            if same is None:
-                ids = {t.track_id for t in tracks}
-                if track.track_id in ids:
-                    track = replace(track, track_id=max(ids) + 1)
-                tracks.append(track)
-                areas.append(area)
-                where.append(len(tracks) - 1)
-            else:
-                tracks[same] = _joined(tracks[same], track)
-                areas[same] = tracks[same].total_area()
-                where.append(same)
+        tracks = list(self.tracks)
+        where = merge_same_objects(tracks, other, _track_iou, _joined, _fresh_id)
         return Tracks(self.frame_count, self.size, tuple(tracks)), where
 
     def positions(self) -> list[int]:
@@ -221,6 +199,16 @@ def _joined(kept: Track, other: Track) -> Track:
         masks[position] = rle.encode_rle(union)
         boxes[position] = _box(tight_boxes(union[None])[0])
     return Track(kept.track_id, max(kept.score, other.score), masks, boxes)
+
+
+def _track_iou(a: Track, b: Track) -> float:
+    both = _intersection(a, b)
+    return both / (a.total_area() + b.total_area() - both) if both else 0.0
+
+
+def _fresh_id(track: Track, tracks: list[Track]) -> Track:
+    ids = {t.track_id for t in tracks}
+    return replace(track, track_id=max(ids) + 1) if track.track_id in ids else track
 
 
 def _intersection(a: Track, b: Track) -> int:
