@@ -5,13 +5,13 @@ model loads on the first video request; an upload is checked before any model wo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -24,6 +24,7 @@ from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.rundir import mask_file_name
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.apps.demo.limits import VideoLimits
+from sam3_agent.apps.tasks import BuiltOnce, end_session, start_session
 from sam3_agent.media.video import VideoLoadError, VideoSource, open_video
 from sam3_agent.values.config import FrameSelection, ToolSet
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
@@ -137,26 +138,20 @@ class SessionRunner(Generic[R]):
             return
 
         out = new_run_dir(self.runs_dir, key, query)
-        # The session's rounds, then None once it ended (on this loop: rounds come first).
-        events: asyncio.Queue[RoundEvent | None] = asyncio.Queue()
-        task = asyncio.create_task(session(out, events.put_nowait))
-        task.add_done_callback(lambda _: events.put_nowait(None))
+        task, events = start_session(partial(session, out))
         self._running[key] = task
         rounds: tuple[RoundEvent, ...] = ()
         try:
             yield Update("running", message=started, output_dir=out)
-            while (event := await events.get()) is not None:
+            async for event in events:
                 rounds += (event,)
                 message = f"round {event.round} done; asking the model..."
                 yield Update("running", rounds, message, output_dir=out)
             yield await self._final(task, rounds, out)
         finally:
             self._running.pop(key, None)
-            if not task.done():
-                task.cancel()
             # A stopped agent writes result.json before its request's resources go.
-            with contextlib.suppress(BaseException):
-                await asyncio.gather(task, return_exceptions=True)
+            await end_session(task, shield=False)
 
     async def _final(
         self, task: asyncio.Task[R], rounds: tuple[RoundEvent, ...], out: Path
@@ -335,15 +330,11 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
     ) -> None:
         super().__init__(runs_dir)
         self.limits = limits or VideoLimits()
-        self._build_agent = build_agent
-        self._agent: asyncio.Future[Sam3VideoAgent] | None = None
+        self._first = BuiltOnce(build_agent)
 
     async def agent(self, selection: FrameSelection) -> Sam3VideoAgent:
-        """The agent tracking ``selection``'s frames on the one video model (a request
-        stopped while it loads does not stop the loading)."""
-        if self._agent is None or (self._agent.done() and self._agent.exception() is not None):
-            self._agent = asyncio.ensure_future(asyncio.to_thread(self._build_agent))
-        first = await asyncio.shield(self._agent)
+        """The agent tracking ``selection``'s frames on the one video model."""
+        first = await self._first.get()
         if selection == first.selection:
             return first
         return Sam3VideoAgent(
@@ -372,8 +363,7 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
                 agent = await self.agent(FrameSelection(stride=frames))
                 return await agent.arun(video, query, output_dir=out, on_round=on_round)
 
-            loaded = (task := self._agent) is not None and task.done() and not task.exception()
-            return session, "asking the model..." if loaded else LOADING
+            return session, "asking the model..." if self._first.ready else LOADING
 
         return self._answer(key, query, prepare)
 
