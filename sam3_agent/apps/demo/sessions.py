@@ -1,6 +1,5 @@
-"""Running the image and video requests of many browser sessions, round by round, each as its
-own asyncio task; errors end the stream with one line, never a traceback. SAM 3's video
-model loads on the first video request; an upload is checked before any model work."""
+"""The image and video requests of many browser sessions, each streamed round by round from
+its own asyncio task; an upload is checked before any model work, an error is one line."""
 
 from __future__ import annotations
 
@@ -43,9 +42,8 @@ DISPLAY_SIDE = 1024
 
 @dataclass(frozen=True)
 class Update(Generic[R]):
-    """The state of one request, as the page shows it. ``result`` and ``web_video`` (a
-    video's H.264 overlay, which the page plays) come with ``done`` only; ``output_dir`` is
-    None for a request refused before it started."""
+    """One request's state as the page shows it: ``result`` and ``web_video`` (the H.264
+    overlay) with ``done`` only; no ``output_dir`` for a request refused before it started."""
 
     state: State
     rounds: tuple[RoundEvent, ...] = ()
@@ -94,9 +92,8 @@ def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
 
 
 class SessionRunner(Generic[R]):
-    """Every tab's runner: one request at a time per page, each an asyncio task whose
-    rounds stream as :class:`Update` values; a stop or a closed page cancels the task (the
-    agent writes what it has before the stream ends)."""
+    """One request at a time per page, its rounds streamed as :class:`Update` values; a stop
+    or a closed page cancels it (the agent writes what it has before the stream ends)."""
 
     failed = "demo request failed"  # the server log's line above a bug's traceback
 
@@ -125,9 +122,8 @@ class SessionRunner(Generic[R]):
     async def _answer(
         self, key: str, query: str, prepare: Callable[[], Awaitable[tuple[Session[R], str]]]
     ) -> AsyncIterator[Update[R]]:
-        """Answer session ``key``'s request: ``prepare`` checks it before any model work
-        (a :class:`UserError` refuses it: one ``error`` update) and gives its session and
-        first status line. Then one ``running`` update, one per round, and the end."""
+        """Answer session ``key``'s request: ``prepare`` checks it before any model work (a
+        :class:`UserError`: one ``error`` update) and gives its session and first status."""
         try:
             session, started = await prepare()
             # Checked after the last await, so two requests of one page cannot both pass.
@@ -173,8 +169,7 @@ class SessionRunner(Generic[R]):
 
 
 class DemoRunner(SessionRunner[AgentResult]):
-    """Answers the image requests of many browser sessions with one shared agent per tool
-    set, on the same models: ``agent`` (the demo's flags), and the others as asked."""
+    """Image requests, with one shared agent per tool set on ``agent``'s models."""
 
     def __init__(self, agent: Sam3Agent, runs_dir: Path) -> None:
         super().__init__(runs_dir)
@@ -182,9 +177,8 @@ class DemoRunner(SessionRunner[AgentResult]):
         self._agents: dict[ToolSet, Sam3Agent] = {agent.config.tool_set: agent}
 
     def agent_with(self, tool_set: ToolSet | None) -> Sam3Agent:
-        """The agent offering ``tool_set`` (None: ``agent``'s), otherwise configured as
-        ``agent``; built on the first request that asks for it. Any other text (from the
-        page's API) is refused by the config: a :class:`UserError`."""
+        """The agent offering ``tool_set`` (None: ``agent``'s), otherwise as ``agent``, built
+        on first use; an unknown tool set is the config's :class:`UserError`."""
         if tool_set is None:
             return self.agent
         found = self._agents.get(tool_set)
@@ -202,8 +196,7 @@ class DemoRunner(SessionRunner[AgentResult]):
     def run(
         self, key: str, image_path: str | Path | None, query: str, tool_set: ToolSet | None = None
     ) -> AsyncIterator[Update[AgentResult]]:
-        """Answer ``query`` on the uploaded image with ``tool_set``'s agent (None: the
-        demo's), for session ``key``, as :meth:`SessionRunner._answer` streams it."""
+        """Answer ``query`` on the uploaded image with ``tool_set``'s agent (None: the demo's)."""
 
         async def prepare() -> tuple[Session[AgentResult], str]:
             if image_path is None:
@@ -247,8 +240,7 @@ def upload_name(image_path: str | Path) -> str:
 
 
 def upload_error(image_path: str | Path, error: ImageLoadError) -> str:
-    """The loader's reason an upload cannot be read, naming the file as uploaded, never the
-    server's path."""
+    """The loader's reason an upload cannot be read, naming the file as uploaded."""
     name = upload_name(image_path)
     reason = one_line(str(error).replace(str(Path(image_path)), name))
     logger.info("unreadable upload %s: %s", name, reason)
@@ -281,8 +273,8 @@ def check_stride(stride: float | int | None) -> int:
 
 
 def check_upload(path: str | Path, stride: int, limits: VideoLimits) -> UploadedVideo:
-    """Open the uploaded video at ``path`` for tracking every ``stride``-th frame, within
-    ``limits`` (only its first frame is decoded). Errors name the file as uploaded."""
+    """The uploaded video at ``path``, every ``stride``-th frame, within ``limits`` (only its
+    first frame decoded); errors name the file as uploaded."""
     path = Path(path)
     name = upload_name(path)
     try:
@@ -317,8 +309,7 @@ def describe_upload(video: VideoSource) -> str:
 
 
 class VideoDemoRunner(SessionRunner[VideoResult]):
-    """Answers the video requests of many browser sessions with one video model;
-    ``build_agent`` runs (in a thread) on the first video request, again after a failure."""
+    """Video requests on one video model, built by ``build_agent`` on the first of them."""
 
     failed = "demo video request failed"
 
@@ -348,8 +339,7 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
         query: str,
         stride: float | int | None = 1,
     ) -> AsyncIterator[VideoUpdate]:
-        """Answer ``query`` on the uploaded video, tracking every ``stride``-th frame, for
-        session ``key``, as :meth:`SessionRunner._answer` streams it."""
+        """Answer ``query`` on the uploaded video, tracking every ``stride``-th frame."""
 
         async def prepare() -> tuple[Session[VideoResult], str]:
             if video_path is None:

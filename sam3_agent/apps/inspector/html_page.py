@@ -1,8 +1,6 @@
 """The session as one self-contained HTML file: inline styles, ``data:`` images (each inlined
-once, later ones link to it), no script, a CSP that forbids loading anything; every string from
-the run directory goes through :func:`esc`. Tools may rely on: ``section.round[data-round]``
-holding ``details.context`` (``div.zone[data-zone]``, ``div.message``), ``div.eviction``,
-``div.reply``, ``div.outcome`` and ``details.checks`` of ``details.check``."""
+once), no script, a CSP that forbids loading anything; every run string goes through
+:func:`esc`."""
 
 from __future__ import annotations
 

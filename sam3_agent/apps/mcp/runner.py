@@ -1,9 +1,6 @@
-"""The tool calls of one MCP server, on models built once from the server's
-:class:`~sam3_agent.backends.spec.BackendSpec`: SAM 3 and the MLLM at start, SAM 3's video
-model on the first ``track`` call. At most ``max_concurrent`` calls work at once; each
-session runs as its own task, its rounds handed to the caller as they end, and a cancelled
-call stops its session, which writes what it has (``failure``: stopped) before the call
-ends."""
+"""The tool calls of one MCP server, on models built once (SAM 3's video model on the first
+``track`` call), at most ``max_concurrent`` at once; a cancelled call stops its session,
+which writes what it has before the call ends."""
 
 from __future__ import annotations
 
@@ -146,8 +143,7 @@ class McpRunner:
 
 
 async def _rounds(session: Callable[[RoundCallback], Coroutine[Any, Any, R]], report: Report) -> R:
-    """Run ``session`` as its own task, ``report`` each round as it ends; when the call is
-    cancelled the session is cancelled and awaited (it writes its run directory) first."""
+    """``session``'s result, each round ``report``-ed as it ends."""
     task, rounds = start_session(session)
     try:
         async for event in rounds:

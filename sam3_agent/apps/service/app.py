@@ -1,6 +1,5 @@
 """The FastAPI app of the SAM 3 service: ``/health``, ``/v1/health``, ``/v1/images``,
-``/v1/segment`` and (with a video segmenter) ``/v1/videos``; ``/v1/*`` need the bearer token
-when the app has one. Memory is bounded by :class:`ServiceLimits`, never by the clients."""
+``/v1/segment`` and ``/v1/videos``; memory is bounded by :class:`ServiceLimits`."""
 
 from __future__ import annotations
 
@@ -97,9 +96,8 @@ def create_app(
     video_segmenter: VideoSegmenter | None = None,
     video_dir: Path | None = None,
 ) -> FastAPI:
-    """The service app around one segmenter (and, for videos, one video segmenter); both
-    must be thread-safe. Without ``video_segmenter`` the video endpoints answer 404
-    ``video_off``. The stores and gates are on ``app.state`` for tests."""
+    """The service app around one thread-safe segmenter (and video segmenter: else the
+    video endpoints answer 404); its stores and gates are on ``app.state``."""
     if token is not None and not token:
         raise UserError("the service token must not be empty")
     decode_slots = asyncio.Semaphore(limits.max_concurrent_decodes)
@@ -177,8 +175,7 @@ def create_app(
         return HealthResponse()
 
     async def keep_image(data: bytes, raw: tuple[int, int] | None) -> tuple[str, RGBImage]:
-        """The one intake of an image (a file, or ``raw`` ``(height, width)`` RGB bytes):
-        decoded in a decode slot, then stored."""
+        """The one intake of an image: decoded in a decode slot, then stored."""
         async with decode_slots:
             image_id, image = await run_in_threadpool(decode_and_id, data, raw, limits.max_pixels)
         images.keep(image_id, image)
