@@ -32,9 +32,8 @@ def start_session(
 
 
 async def end_session(task: asyncio.Task[Any], *, shield: bool) -> None:
-    """Cancel ``task`` if it still runs and wait for it (a stopped agent writes its run
-    directory first), raising nothing of it. ``shield``: the caller's own cancellation
-    cannot cut the wait short; else it ends the wait, silently."""
+    """Cancel ``task`` if it still runs and wait for it, raising nothing of it; ``shield``:
+    the caller's own cancellation cannot cut the wait short (else it ends it, silently)."""
     if task.done():
         return
     task.cancel()

@@ -56,8 +56,7 @@ Ended = Callable[[str, list[str] | None], tuple[Any, ...]]
 def session_outputs(update: Update[Any], ended: Ended) -> tuple[Any, ...]:
     """(rounds, status, result, downloads) for ``update``; ``ended`` gives them at the end."""
     if update.state == "error" and update.output_dir is None:
-        # Refused before it started: what the page shows (a running session's rounds, too)
-        # stays; the status line says why.
+        # Refused before it started: what the page shows stays; the status line says why.
         return gr.skip(), status_html("error", update.message), gr.skip(), gr.skip()
     rounds = rounds_html(update.rounds)
     if update.state == "running":
@@ -220,8 +219,7 @@ def build_tab(
     ).then(enable(True), None, busy, **quiet)
 
     def answer(request: gr.Request) -> str:
-        # The running request's own stream shows "stopped" on the page; this answer is for
-        # API callers only, so the two never race for the status line.
+        # For API callers only: the running request's own stream shows "stopped" on the page.
         return "stopping" if stop(session_key(request)) else "nothing is running"
 
     # Outside the queue: a stop must not wait behind the requests it is meant to end.

@@ -123,9 +123,8 @@ def create_app(
         if token
         else None,
         auth_message="Enter any user name and the demo's token as the password.",
-        # Never the runs directory (--out): every file of every run would be served to anyone
-        # who knows its path. Gradio copies each file the page offers into its own cache and
-        # serves that copy (tests/apps/demo/test_server.py checks both).
+        # Never the runs directory (--out), which would serve every run's files: Gradio
+        # serves its own copy of each file the page offers.
         allowed_paths=[str(p.parent.resolve()) for p, _ in examples],
         footer_links=["api"],
         ssr_mode=False,

@@ -113,11 +113,9 @@ class SessionRunner(Generic[R]):
         task.cancel()
         return True
 
-    def _downloads(self, out: Path, result: R | None) -> tuple[Path, ...]:
+    def _downloads(self, out: Path, result: R | None) -> list[Path]:
+        """The files a request may offer for download; those written are offered."""
         raise NotImplementedError  # pragma: no cover
-
-    def _web_video(self, out: Path) -> Path | None:
-        return None
 
     async def _answer(
         self, key: str, query: str, prepare: Callable[[], Awaitable[tuple[Session[R], str]]]
@@ -153,7 +151,7 @@ class SessionRunner(Generic[R]):
         self, task: asyncio.Task[R], rounds: tuple[RoundEvent, ...], out: Path
     ) -> Update[R]:
         state: State
-        result, web = None, None
+        result = None
         if task.cancelled():
             state, message = "stopped", "stopped: the files hold what the agent had"
         elif (error := task.exception()) is not None:
@@ -163,9 +161,11 @@ class SessionRunner(Generic[R]):
             state, message = "error", one_line(error)
         else:
             state, message, result = "done", "", task.result()
-            web = await asyncio.to_thread(self._web_video, out)
-        files = await asyncio.to_thread(self._downloads, out, result)
-        return Update(state, rounds, message, result, files, out, web)
+        offered = self._downloads(out, result)
+        files = await asyncio.to_thread(lambda: tuple(f for f in offered if f.is_file()))
+        # The page plays a video's H.264 overlay as it is.
+        web = out / rundir.OVERLAY_VIDEO if state == "done" else None
+        return Update(state, rounds, message, result, files, out, web if web in files else None)
 
 
 class DemoRunner(SessionRunner[AgentResult]):
@@ -203,8 +203,7 @@ class DemoRunner(SessionRunner[AgentResult]):
                 raise UserError("upload an image (or pick an example) first")
             check_query(query)
             agent = self.agent_with(tool_set)
-            # Read before any model work, so a broken upload answers at once; the agent takes
-            # these pixels, not the file again.
+            # Read before any model work, so a broken upload answers at once.
             try:
                 pixels = await asyncio.to_thread(load_image, image_path, max_pixels=self.max_pixels)
             except ImageLoadError as e:
@@ -225,13 +224,13 @@ class DemoRunner(SessionRunner[AgentResult]):
 
         return self._answer(key, query, prepare)
 
-    def _downloads(self, out: Path, result: AgentResult | None) -> tuple[Path, ...]:
+    def _downloads(self, out: Path, result: AgentResult | None) -> list[Path]:
         files = [out / rundir.RESULT, out / rundir.OVERLAY]
         if result is not None and len(result.detections):
             # The run wrote them as `sam3-agent run --export png` does: masks/01.png, ...
             count = len(result.detections)
             files += [out / rundir.MASKS_DIR / mask_file_name(i, count) for i in range(count)]
-        return tuple(f for f in files if f.is_file())
+        return files
 
 
 def upload_name(image_path: str | Path) -> str:
@@ -357,10 +356,5 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
 
         return self._answer(key, query, prepare)
 
-    def _downloads(self, out: Path, result: VideoResult | None) -> tuple[Path, ...]:
-        files = [out / rundir.RESULT, out / rundir.OVERLAY_VIDEO, out / rundir.CONTACT_SHEET]
-        return tuple(f for f in files if f.is_file())
-
-    def _web_video(self, out: Path) -> Path | None:
-        overlay = out / rundir.OVERLAY_VIDEO  # H.264: the page plays it as it is
-        return overlay if overlay.is_file() else None
+    def _downloads(self, out: Path, result: VideoResult | None) -> list[Path]:
+        return [out / rundir.RESULT, out / rundir.OVERLAY_VIDEO, out / rundir.CONTACT_SHEET]

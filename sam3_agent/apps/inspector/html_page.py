@@ -52,8 +52,7 @@ class _Images:
             return f'<p><a class="imgref" href="#{anchor}">{label}</a></p>'
         anchor = f"img-{len(self.anchors) + 1}"
         self.anchors[image.file] = anchor
-        # base64 and a fixed mime from the file's magic bytes: nothing here needs escaping,
-        # but the alt text and caption come from the trace.
+        # base64 and a mime from the magic bytes need no escaping; alt text and caption do.
         url = f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"
         return (
             f'<figure id="{anchor}"><img src="{url}" alt="{esc(image.file)}">'

@@ -122,7 +122,6 @@ class McpRunner:
                 clip = await asyncio.to_thread(
                     open_video, source.local, selection, max_pixels=config.max_image_pixels
                 )
-                # SAM 3's video model: built on the first track call.
                 segmenter = await self._video.get()
                 agent = Sam3VideoAgent(segmenter, self.chat_model, config, selection=selection)
                 out = self._run_dir(source, query)

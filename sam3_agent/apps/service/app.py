@@ -62,15 +62,13 @@ def _segment_sync(
 ) -> SegmentResponse:
     height, width = int(image.shape[0]), int(image.shape[1])
     embedding = segmenter.embed(image)
-    # A few phrases at a time, encoded to RLE at once: the full-size masks of 32 phrases
-    # never exist together.
+    # A few phrases at a time, encoded at once: 32 phrases' full-size masks never coexist.
     step = max(1, _MASK_BUDGET_PIXELS // (height * width * 8))
     results: list[PhraseResult] = []
     phrases = req.phrases
     exemplars = Exemplars.from_json(req.exemplars.model_dump()) if req.exemplars else None
     for start in range(0, len(phrases), step):
-        # The in-process backend's sanitiser: any segmenter behind the service reads the
-        # same text SAM 3 in-process would.
+        # The in-process backend's sanitiser: the service reads what SAM 3 in-process would.
         cleaned = [clean_phrase(p) for p in phrases[start : start + step]]
         if exemplars:
             detections = embedding.segment(cleaned, req.score_threshold, exemplars)
