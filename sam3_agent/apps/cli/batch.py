@@ -1,7 +1,5 @@
-"""``sam3-agent batch INPUT --out DIR``: many requests, resumable, on the local engine or Ray:
-flags checked, requests loaded, then one library call
-(:func:`~sam3_agent.runs.batch.run.run_batch`).
-"""
+"""``sam3-agent batch INPUT --out DIR``: many requests, resumable: flags checked, requests
+loaded, then one library call (:func:`~sam3_agent.runs.batch.run.run_batch`)."""
 
 from __future__ import annotations
 

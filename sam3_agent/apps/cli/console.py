@@ -1,6 +1,5 @@
-"""What every command shares: the consoles, plain-text lines, one-line errors, logging. Text
-from outside goes through :func:`say` or :func:`plain` (never markup, control characters made
-visible); both consoles soft-wrap, so logs and ``grep`` see whole lines."""
+"""What every command shares: the consoles, plain-text lines (never markup, control characters
+visible), one-line errors, logging."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ EXIT_FAILED_SESSION = 3  # a session that ran and failed (result.json says why)
 
 
 def plain(*parts: str | tuple[str, str]) -> Text:
-    """One line of plain text: each part a string (shown as it is, never as markup), or a
-    ``(text, style)`` pair; control characters of every part are made visible."""
+    """One line of plain text from strings and ``(text, style)`` pairs."""
     line = Text()
     for part in parts:
         text, style = (part, "") if isinstance(part, str) else part
@@ -43,9 +41,8 @@ def say(*parts: str | tuple[str, str], console: Console | None = None) -> None:
 
 @contextlib.contextmanager
 def one_line_errors() -> Iterator[None]:
-    """Turn library errors into one plain line on stderr (notes first, settings named as
-    their flags) and exit 2 (UserError), 1 (other library errors) or 130 (Ctrl+C). Anything
-    else is a bug and keeps its traceback."""
+    """Library errors as one plain line on stderr and exit 2 (UserError), 1 (other library
+    errors) or 130 (Ctrl+C); a bug keeps its traceback."""
     try:
         yield
     except Sam3AgentError as e:
@@ -66,8 +63,7 @@ QUIET_MODEL_LIBRARIES = {"TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROG
 
 
 def setup_logging(verbose: bool) -> None:
-    """Our logs at DEBUG with ``verbose``, else WARNING and the model libraries quiet (a value
-    the user set winning); set before those libraries import, and inherited by Ray workers."""
+    """Our logs at DEBUG with ``verbose``, else WARNING and the model libraries quiet."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -1,8 +1,5 @@
-"""``sam3-agent demo``: the web page where the agent segments round by round.
-
-Takes the backend, agent and context flags of ``run``; ``gradio`` is imported only when the
-command runs, after every flag was checked.
-"""
+"""``sam3-agent demo``: the web page where the agent segments round by round (``gradio``
+imported only once every flag was checked)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What ``eval`` and ``batch`` share around their one library call: the checks and memory
-plan before it, Ctrl+C, the summaries at the end. Nothing heavy at module level (``--help``)."""
+plan before it, Ctrl+C, the summaries after."""
 
 from __future__ import annotations
 
@@ -27,10 +27,8 @@ if TYPE_CHECKING:
 def plan_for(
     spec: BackendSpec, engine: EngineOptions, *, chat: bool = True, video: bool = False
 ) -> BackendSpec:
-    """Which default MLLM, and do the models fit (SAM 3's video model with ``video``): before
-    any download. Only where they load here: Ray workers load them on machines whose memory
-    this one cannot see (and there the flags name the MLLM:
-    :meth:`BackendSpec.require_model_name`)."""
+    """Which default MLLM, and do the models fit, before any download; only where they load
+    here (Ray workers load them on machines whose memory this one cannot see)."""
     if engine.engine != "local":
         return spec
     plan = spec.plan(chat=chat, video=video)
@@ -42,8 +40,7 @@ def plan_for(
 def check_before_loading(
     backends: BackendSpec, config: AgentConfig, engine: EngineOptions, out: Path, *, chat: bool
 ) -> None:
-    """Every flag and path first, the cheap ones before those that import the agent: a
-    refusal must not cost minutes of loading models. ``chat``: an MLLM is used."""
+    """Every flag and path, the cheap ones first, before any model loads."""
     backends.validate(chat=chat)
     check_writable_dir(out, "--out")
     if chat:
@@ -55,8 +52,7 @@ def check_before_loading(
 def kept_when_interrupted(
     out: Path, what: str, bar: ProgressBar | PlainProgress | None = None
 ) -> Iterator[None]:
-    """Stop the progress display at the end; Ctrl+C: say that the finished ``what`` are kept
-    in ``out``; exit 130."""
+    """Stop the progress display at the end; Ctrl+C: say what is kept, exit 130."""
     try:
         yield
     except KeyboardInterrupt:
@@ -69,9 +65,7 @@ def kept_when_interrupted(
 
 
 def print_report_summary(files: ReportFiles) -> None:
-    """The report's summary on stdout (a line per method, or method and split, and per
-    published figure set beside it: labels name models, so plain text), a warning on stderr
-    when a compared run is partial, and the report's path."""
+    """The report's summary and path on stdout, a partial run's warning on stderr."""
     for line in files.summary:
         say(line, console=out_console)
     if files.partial_warning:

@@ -1,6 +1,5 @@
-"""The command loader: a command's module is imported only when the command is invoked, so
-``--help`` and ``--version`` load no numpy, torch, HTTP client or web framework, and
-``sam3-agent run ...`` only ``cli/run.py``. A new command is one more :data:`COMMANDS` row."""
+"""The command loader: a command's module is imported only when it is invoked, so ``--help``
+loads nothing heavy; a new command is one more :data:`COMMANDS` row."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 
 @dataclass(frozen=True)
 class LazyCommand:
-    """A command whose module is imported when it runs (or its own ``--help`` is asked);
-    ``summary`` is the line ``sam3-agent --help`` shows (the function's first doc line)."""
+    """A command whose module is imported when it runs; ``summary``: its ``--help`` line."""
 
     module: str
     function: str
@@ -33,8 +31,7 @@ class LazyCommand:
 
 
 def _as_flag(option: TyperOption | None) -> TyperOption | None:
-    """``--help`` listed as the flag it is: typer shows a flag's type, <bool>, where it has no
-    placeholder."""
+    """``--help`` listed without typer's ``<bool>`` placeholder."""
     if option is not None:
         option.metavar = ""
     return option
@@ -71,8 +68,7 @@ COMMANDS: dict[str, LazyCommand] = {
 
 
 class LazyGroup(TyperGroup):
-    """A typer group whose :data:`COMMANDS` are imported only when one is invoked; listing
-    them (``--help``) uses stand-ins that carry the summary and nothing else."""
+    """A typer group whose :data:`COMMANDS` are imported only when one is invoked."""
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
         return _as_flag(super().get_help_option(ctx))
@@ -101,8 +97,7 @@ class LazyGroup(TyperGroup):
 
 
 def _unknown_command(name: str, known: list[str]) -> NoReturn:
-    """One line naming the closest command (typer's own suggestion sees only the commands
-    already imported), and the usage exit code."""
+    """One line naming the closest command, and the usage exit code."""
     from sam3_agent.apps.cli.console import EXIT_USAGE, say
 
     close = difflib.get_close_matches(name, known, n=1)

@@ -1,6 +1,5 @@
-"""``sam3-agent mcp``: the agent as an MCP server (tools ``segment``, ``track``,
-``segment_phrase``) over stdio, or streamable HTTP with ``--http``. Every flag is checked, and
-the models planned, before any model loads or the ``mcp`` package imports."""
+"""``sam3-agent mcp``: the agent as an MCP server over stdio or streamable HTTP; every flag is
+checked before any model loads or the ``mcp`` package imports."""
 
 from __future__ import annotations
 

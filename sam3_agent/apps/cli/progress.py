@@ -1,5 +1,4 @@
-"""Progress on stderr for ``eval`` and ``batch``: a live bar on a terminal, plain periodic
-lines otherwise; each command's running figures come from its tally."""
+"""Progress on stderr for ``eval`` and ``batch``: a live bar on a terminal, else plain lines."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ PLAIN_PROGRESS_INTERVAL_S = 30.0
 
 
 class Tally(Protocol[R_contra]):
-    """The running figures a progress line shows after the counts: ``add`` counts one
-    finished job (stored earlier or just now), ``text`` is the figures on one short line."""
+    """The running figures a progress line shows after the counts."""
 
     def add(self, result: R_contra) -> None: ...
 
@@ -35,8 +33,7 @@ class Tally(Protocol[R_contra]):
 
 
 class EvalTally:
-    """An evaluation's running metrics (gIoU / cIoU, or J, F and J&F:
-    :func:`~sam3_agent.runs.evaluation.results.running_metrics`) and its failures."""
+    """An evaluation's running metrics and its failures."""
 
     def __init__(self, running: Any) -> None:
         self.running = running
@@ -112,8 +109,8 @@ class ProgressBar(_Shown[R]):
 
 
 class PlainProgress(_Shown[R]):
-    """Progress for a log file: one plain line at the start, then at most one line per
-    ``interval_s`` seconds, and one at the end; no cursor movement, no colour."""
+    """Progress for a log file: a plain line at the start, at most one per ``interval_s``
+    seconds, and one at the end."""
 
     def __init__(self, console: Console, label: str, tally: Tally[R],
                  interval_s: float = PLAIN_PROGRESS_INTERVAL_S,

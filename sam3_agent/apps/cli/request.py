@@ -38,9 +38,7 @@ TrackResumeOpt = Annotated[Path | None, _resume("VIDEO, QUERY, agent and video f
 
 
 class LiveProgress:
-    """A request's progress on stderr (:class:`sam3_agent.runs.single.Progress`): notes (their
-    settings shown as flags) and rounds as lines, the status live below them, from its first
-    update until the block ends."""
+    """A request's progress on stderr: notes and rounds as lines, the status live below."""
 
     def __init__(self) -> None:
         self._live: Status | None = None
@@ -67,9 +65,8 @@ class LiveProgress:
 
 
 def say_finished(done: Finished[Any], found: str, *, json_output: bool) -> None:
-    """``result.json`` on stdout with ``json_output``; then the session's last line
-    (``found``: what ``masks`` means, e.g. "2 mask(s)"). A failed session then exits with
-    :data:`EXIT_FAILED_SESSION`."""
+    """``result.json`` on stdout with ``json_output``, then the session's last line
+    (``found``: e.g. "2 mask(s)"); a failed session exits with :data:`EXIT_FAILED_SESSION`."""
     if json_output:
         typer.echo(json.dumps(done.document, indent=2))
     result = done.result

@@ -1,7 +1,5 @@
-"""Library messages name a setting as a Python caller writes it, in backticks
-(`` `engine='ray'` ``); :func:`as_flags` shows it as the flag a CLI user types
-(``--engine ray``). Names that are no setting here stay as they are.
-"""
+"""Library messages name a setting in backticks (`` `engine='ray'` ``); :func:`as_flags`
+shows it as the flag a CLI user types (``--engine ray``)."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ _NAMED = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")
 
 
 def flag_of(setting: str) -> str | None:
-    """The flag of ``setting`` (``max_image_pixels``: ``--max-pixels``); ``None`` for a
-    setting no command takes."""
+    """The flag of ``setting``; ``None`` for a setting no command takes."""
     if setting in SAME_NAME:
         return "--" + setting.replace("_", "-")
     return RENAMED.get(setting)

@@ -1,6 +1,5 @@
-"""The Gradio page: a tab per medium (image, video), each built from the same blocks.
-Element ids start with ``s3a-`` (image) and ``s3a-video-`` (video): the browser tests find
-the controls by them. Imports ``gradio``: import it only when the demo is served."""
+"""The Gradio page: a tab per medium, built from the same blocks, with element ids starting
+``s3a-`` (image) and ``s3a-video-`` (video). Imports ``gradio``: only when the demo serves."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ TITLE = "sam3-agent"
 
 def api_example(component: gr.components.Component, payload: Any, value: Any) -> None:
     """Make ``payload`` (and ``value``) the example the "Use via API" panel shows for
-    ``component``, instead of Gradio's generic one (a PDF on the internet for a file). Set
-    on the instance: a subclass would make Gradio write a ``.pyi`` stub beside this module."""
+    ``component``; set on the instance, as a subclass would make Gradio write a ``.pyi`` stub."""
     component.example_payload = lambda: payload  # type: ignore[method-assign,assignment]
     component.example_value = lambda: value  # type: ignore[method-assign,assignment]
 
@@ -56,11 +54,9 @@ Ended = Callable[[str, list[str] | None], tuple[Any, ...]]
 
 
 def session_outputs(update: Update[Any], ended: Ended) -> tuple[Any, ...]:
-    """The values of (rounds, status, result, downloads) for ``update``; ``ended`` gives
-    them once it ended."""
+    """(rounds, status, result, downloads) for ``update``; ``ended`` gives them at the end."""
     if update.state == "error" and update.output_dir is None:
-        # Refused before it started: what the page shows (a running session's rounds, too)
-        # stays; the status line says why.
+        # Refused before it started: what the page shows stays; the status line says why.
         return gr.skip(), status_html("error", update.message), gr.skip(), gr.skip()
     rounds = rounds_html(update.rounds)
     if update.state == "running":
@@ -70,9 +66,7 @@ def session_outputs(update: Update[Any], ended: Ended) -> tuple[Any, ...]:
 
 def uploads_only(upload: gr.File) -> gr.File:
     """``upload`` refusing an ``http(s)://`` path sent through the API, which Gradio would
-    download on the client's behalf: the demo never fetches for a client (`sam3-agent run
-    URL` does, on the user's own machine). The component's own cache moves are wrapped (a
-    subclass would make Gradio write a ``.pyi`` stub beside this module)."""
+    download on the client's behalf: the demo never fetches for a client."""
     moved, moved_async = (
         upload.move_resource_to_block_cache,
         upload.async_move_resource_to_block_cache,
@@ -98,9 +92,8 @@ def _refuse_url(path: str | Path | None) -> None:
 
 @dataclass(frozen=True)
 class Tab:
-    """What a tab's blocks are called and say (``upload``: the upload's label; its element
-    id is ``s3a-`` and the label in lower case; ``api_example``: the file and query the "Use
-    via API" panel shows)."""
+    """What a tab's blocks are called and say (the upload's element id: ``s3a-`` and its
+    label in lower case)."""
 
     prefix: str
     upload: str
@@ -143,12 +136,9 @@ def build_tab(
     concurrency: int,
     examples: Sequence[tuple[Path, str]] = (),
 ) -> None:
-    """A tab: the form, status, result and downloads on the left, the rounds on the right
-    (narrow screens: :func:`~sam3_agent.apps.demo.views.page_css`). A change of the upload
-    or an option calls ``preview`` on them: with ``preview_final`` (the image tab) it shows
-    the upload in the result box at once, outside the queue; else it only says, queued, what
-    a run will do. Run (the button, or Enter in the query box) streams ``run`` into the
-    tab's outputs; Stop calls ``stop``. Every tab's requests share one concurrency bound."""
+    """A tab: the form, status, result and downloads left, the rounds right. A changed upload
+    or option calls ``preview`` (with ``preview_final``: into the result box, outside the
+    queue); Run streams ``run`` into the outputs, Stop calls ``stop``."""
     p = tab.prefix
     with gr.Row(equal_height=False, elem_id=f"{p}-main"):
         with gr.Column(scale=5, elem_id=f"{p}-left"):
@@ -229,8 +219,7 @@ def build_tab(
     ).then(enable(True), None, busy, **quiet)
 
     def answer(request: gr.Request) -> str:
-        # The running request's own stream shows "stopped" on the page; this answer is for
-        # API callers only, so the two never race for the status line.
+        # For API callers only: the running request's own stream shows "stopped" on the page.
         return "stopping" if stop(session_key(request)) else "nothing is running"
 
     # Outside the queue: a stop must not wait behind the requests it is meant to end.
@@ -373,8 +362,8 @@ def build_page(
     examples: Sequence[tuple[Path, str]] = (),
     video_runner: VideoDemoRunner | None = None,
 ) -> gr.Blocks:
-    """The demo's page: the image tab alone, or with ``video_runner`` an Image and a Video
-    tab. ``concurrency`` bounds the requests running at once, both tabs' together."""
+    """The image tab alone, or with ``video_runner`` an Image and a Video tab; ``concurrency``
+    bounds the requests running at once, both tabs' together."""
     with gr.Blocks(title=TITLE, analytics_enabled=False) as page:
         if video_runner is None:
             image_tab(runner, concurrency=concurrency, examples=examples)

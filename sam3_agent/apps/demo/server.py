@@ -1,6 +1,5 @@
-"""The demo's web app: the Gradio page mounted in a FastAPI app, optionally beside the SAM 3
-service's API on the same segmenter. Offline-safe: no analytics, share link, font CDN or
-server-side rendering (the browser test fails on a request to any other host)."""
+"""The demo's web app: the Gradio page in a FastAPI app, optionally beside the SAM 3 service;
+offline-safe (no analytics, share link, font CDN or server-side rendering)."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ EXAMPLE_QUERIES = {"astronaut.jpg": "the flag on her sleeve", "coffee.jpg": "the
 
 
 def bundled_examples(directory: Path = ASSETS) -> list[tuple[Path, str]]:
-    """Example (image, query) pairs from the repository's ``assets/``, when it is there (a
-    source checkout); an installed wheel has none."""
+    """Example (image, query) pairs from a source checkout's ``assets/``."""
     return [
         (directory / name, query)
         for name, query in EXAMPLE_QUERIES.items()
@@ -42,9 +40,8 @@ _LOGIN_PAGE = b'"auth_required":true'
 
 
 class NoApiBeforeLogin:
-    """ASGI middleware: the login page goes out without the page's API description, which
-    Gradio (6.x) embeds (``window.gradio_api_info``) before login too. Only the HTML of the
-    root is read; it is the login page when its embedded config says ``auth_required``."""
+    """ASGI middleware: the login page goes out without the API description Gradio embeds
+    (``window.gradio_api_info``) before login too."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -90,9 +87,8 @@ def create_app(
     examples: Sequence[tuple[Path, str]] = (),
     video_runner: VideoDemoRunner | None = None,
 ) -> FastAPI:
-    """The demo app: the page at ``/``; with ``service_segmenter``, also the SAM 3 service.
-    ``token``: the login password and the service's bearer token; ``concurrency`` bounds
-    both tabs' requests together, ``max_queue`` those waiting."""
+    """The page at ``/`` (with ``service_segmenter`` also the SAM 3 service); ``token``: the
+    login password and the service's bearer token."""
     if token is not None and not token:
         raise UserError("the demo token must not be empty")
     if concurrency < 1 or max_queue < 1:
@@ -127,9 +123,8 @@ def create_app(
         if token
         else None,
         auth_message="Enter any user name and the demo's token as the password.",
-        # Never the runs directory (--out): every file of every run would be served to anyone
-        # who knows its path. Gradio copies each file the page offers into its own cache and
-        # serves that copy (tests/apps/demo/test_server.py checks both).
+        # Never the runs directory (--out), which would serve every run's files: Gradio
+        # serves its own copy of each file the page offers.
         allowed_paths=[str(p.parent.resolve()) for p, _ in examples],
         footer_links=["api"],
         ssr_mode=False,
@@ -147,7 +142,7 @@ def create_app(
 
 
 def serve(app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve ``app`` until interrupted (blocks). One process: the models load once."""
+    """Serve ``app`` until interrupted."""
     from sam3_agent.apps.service.server import run_app
 
     logger.info("sam3-agent demo on http://%s:%d", host, port)

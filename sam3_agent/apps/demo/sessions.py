@@ -1,17 +1,16 @@
-"""Running the image and video requests of many browser sessions, round by round, each as its
-own asyncio task; errors end the stream with one line, never a traceback. SAM 3's video
-model loads on the first video request; an upload is checked before any model work."""
+"""The image and video requests of many browser sessions, each streamed round by round from
+its own asyncio task; an upload is checked before any model work, an error is one line."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -24,6 +23,7 @@ from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.rundir import mask_file_name
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.apps.demo.limits import VideoLimits
+from sam3_agent.apps.tasks import BuiltOnce, end_session, start_session
 from sam3_agent.media.video import VideoLoadError, VideoSource, open_video
 from sam3_agent.values.config import FrameSelection, ToolSet
 from sam3_agent.values.errors import ImageLoadError, Sam3AgentError, UserError
@@ -42,9 +42,8 @@ DISPLAY_SIDE = 1024
 
 @dataclass(frozen=True)
 class Update(Generic[R]):
-    """The state of one request, as the page shows it. ``result`` and ``web_video`` (a
-    video's H.264 overlay, which the page plays) come with ``done`` only; ``output_dir`` is
-    None for a request refused before it started."""
+    """One request's state as the page shows it: ``result`` and ``web_video`` (the H.264
+    overlay) with ``done`` only; no ``output_dir`` for a request refused before it started."""
 
     state: State
     rounds: tuple[RoundEvent, ...] = ()
@@ -93,9 +92,8 @@ def new_run_dir(runs_dir: Path, key: str, query: str) -> Path:
 
 
 class SessionRunner(Generic[R]):
-    """Every tab's runner: one request at a time per page, each an asyncio task whose
-    rounds stream as :class:`Update` values; a stop or a closed page cancels the task (the
-    agent writes what it has before the stream ends)."""
+    """One request at a time per page, its rounds streamed as :class:`Update` values; a stop
+    or a closed page cancels it (the agent writes what it has before the stream ends)."""
 
     failed = "demo request failed"  # the server log's line above a bug's traceback
 
@@ -115,18 +113,15 @@ class SessionRunner(Generic[R]):
         task.cancel()
         return True
 
-    def _downloads(self, out: Path, result: R | None) -> tuple[Path, ...]:
+    def _downloads(self, out: Path, result: R | None) -> list[Path]:
+        """The files a request may offer for download; those written are offered."""
         raise NotImplementedError  # pragma: no cover
-
-    def _web_video(self, out: Path) -> Path | None:
-        return None
 
     async def _answer(
         self, key: str, query: str, prepare: Callable[[], Awaitable[tuple[Session[R], str]]]
     ) -> AsyncIterator[Update[R]]:
-        """Answer session ``key``'s request: ``prepare`` checks it before any model work
-        (a :class:`UserError` refuses it: one ``error`` update) and gives its session and
-        first status line. Then one ``running`` update, one per round, and the end."""
+        """Answer session ``key``'s request: ``prepare`` checks it before any model work (a
+        :class:`UserError`: one ``error`` update) and gives its session and first status."""
         try:
             session, started = await prepare()
             # Checked after the last await, so two requests of one page cannot both pass.
@@ -137,32 +132,26 @@ class SessionRunner(Generic[R]):
             return
 
         out = new_run_dir(self.runs_dir, key, query)
-        # The session's rounds, then None once it ended (on this loop: rounds come first).
-        events: asyncio.Queue[RoundEvent | None] = asyncio.Queue()
-        task = asyncio.create_task(session(out, events.put_nowait))
-        task.add_done_callback(lambda _: events.put_nowait(None))
+        task, events = start_session(partial(session, out))
         self._running[key] = task
         rounds: tuple[RoundEvent, ...] = ()
         try:
             yield Update("running", message=started, output_dir=out)
-            while (event := await events.get()) is not None:
+            async for event in events:
                 rounds += (event,)
                 message = f"round {event.round} done; asking the model..."
                 yield Update("running", rounds, message, output_dir=out)
             yield await self._final(task, rounds, out)
         finally:
             self._running.pop(key, None)
-            if not task.done():
-                task.cancel()
             # A stopped agent writes result.json before its request's resources go.
-            with contextlib.suppress(BaseException):
-                await asyncio.gather(task, return_exceptions=True)
+            await end_session(task, shield=False)
 
     async def _final(
         self, task: asyncio.Task[R], rounds: tuple[RoundEvent, ...], out: Path
     ) -> Update[R]:
         state: State
-        result, web = None, None
+        result = None
         if task.cancelled():
             state, message = "stopped", "stopped: the files hold what the agent had"
         elif (error := task.exception()) is not None:
@@ -172,14 +161,15 @@ class SessionRunner(Generic[R]):
             state, message = "error", one_line(error)
         else:
             state, message, result = "done", "", task.result()
-            web = await asyncio.to_thread(self._web_video, out)
-        files = await asyncio.to_thread(self._downloads, out, result)
-        return Update(state, rounds, message, result, files, out, web)
+        offered = self._downloads(out, result)
+        files = await asyncio.to_thread(lambda: tuple(f for f in offered if f.is_file()))
+        # The page plays a video's H.264 overlay as it is.
+        web = out / rundir.OVERLAY_VIDEO if state == "done" else None
+        return Update(state, rounds, message, result, files, out, web if web in files else None)
 
 
 class DemoRunner(SessionRunner[AgentResult]):
-    """Answers the image requests of many browser sessions with one shared agent per tool
-    set, on the same models: ``agent`` (the demo's flags), and the others as asked."""
+    """Image requests, with one shared agent per tool set on ``agent``'s models."""
 
     def __init__(self, agent: Sam3Agent, runs_dir: Path) -> None:
         super().__init__(runs_dir)
@@ -187,9 +177,8 @@ class DemoRunner(SessionRunner[AgentResult]):
         self._agents: dict[ToolSet, Sam3Agent] = {agent.config.tool_set: agent}
 
     def agent_with(self, tool_set: ToolSet | None) -> Sam3Agent:
-        """The agent offering ``tool_set`` (None: ``agent``'s), otherwise configured as
-        ``agent``; built on the first request that asks for it. Any other text (from the
-        page's API) is refused by the config: a :class:`UserError`."""
+        """The agent offering ``tool_set`` (None: ``agent``'s), otherwise as ``agent``, built
+        on first use; an unknown tool set is the config's :class:`UserError`."""
         if tool_set is None:
             return self.agent
         found = self._agents.get(tool_set)
@@ -207,16 +196,14 @@ class DemoRunner(SessionRunner[AgentResult]):
     def run(
         self, key: str, image_path: str | Path | None, query: str, tool_set: ToolSet | None = None
     ) -> AsyncIterator[Update[AgentResult]]:
-        """Answer ``query`` on the uploaded image with ``tool_set``'s agent (None: the
-        demo's), for session ``key``, as :meth:`SessionRunner._answer` streams it."""
+        """Answer ``query`` on the uploaded image with ``tool_set``'s agent (None: the demo's)."""
 
         async def prepare() -> tuple[Session[AgentResult], str]:
             if image_path is None:
                 raise UserError("upload an image (or pick an example) first")
             check_query(query)
             agent = self.agent_with(tool_set)
-            # Read before any model work, so a broken upload answers at once; the agent takes
-            # these pixels, not the file again.
+            # Read before any model work, so a broken upload answers at once.
             try:
                 pixels = await asyncio.to_thread(load_image, image_path, max_pixels=self.max_pixels)
             except ImageLoadError as e:
@@ -237,13 +224,13 @@ class DemoRunner(SessionRunner[AgentResult]):
 
         return self._answer(key, query, prepare)
 
-    def _downloads(self, out: Path, result: AgentResult | None) -> tuple[Path, ...]:
+    def _downloads(self, out: Path, result: AgentResult | None) -> list[Path]:
         files = [out / rundir.RESULT, out / rundir.OVERLAY]
         if result is not None and len(result.detections):
             # The run wrote them as `sam3-agent run --export png` does: masks/01.png, ...
             count = len(result.detections)
             files += [out / rundir.MASKS_DIR / mask_file_name(i, count) for i in range(count)]
-        return tuple(f for f in files if f.is_file())
+        return files
 
 
 def upload_name(image_path: str | Path) -> str:
@@ -252,8 +239,7 @@ def upload_name(image_path: str | Path) -> str:
 
 
 def upload_error(image_path: str | Path, error: ImageLoadError) -> str:
-    """The loader's reason an upload cannot be read, naming the file as uploaded, never the
-    server's path."""
+    """The loader's reason an upload cannot be read, naming the file as uploaded."""
     name = upload_name(image_path)
     reason = one_line(str(error).replace(str(Path(image_path)), name))
     logger.info("unreadable upload %s: %s", name, reason)
@@ -286,8 +272,8 @@ def check_stride(stride: float | int | None) -> int:
 
 
 def check_upload(path: str | Path, stride: int, limits: VideoLimits) -> UploadedVideo:
-    """Open the uploaded video at ``path`` for tracking every ``stride``-th frame, within
-    ``limits`` (only its first frame is decoded). Errors name the file as uploaded."""
+    """The uploaded video at ``path``, every ``stride``-th frame, within ``limits`` (only its
+    first frame decoded); errors name the file as uploaded."""
     path = Path(path)
     name = upload_name(path)
     try:
@@ -322,8 +308,7 @@ def describe_upload(video: VideoSource) -> str:
 
 
 class VideoDemoRunner(SessionRunner[VideoResult]):
-    """Answers the video requests of many browser sessions with one video model;
-    ``build_agent`` runs (in a thread) on the first video request, again after a failure."""
+    """Video requests on one video model, built by ``build_agent`` on the first of them."""
 
     failed = "demo video request failed"
 
@@ -335,15 +320,11 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
     ) -> None:
         super().__init__(runs_dir)
         self.limits = limits or VideoLimits()
-        self._build_agent = build_agent
-        self._agent: asyncio.Future[Sam3VideoAgent] | None = None
+        self._first = BuiltOnce(build_agent)
 
     async def agent(self, selection: FrameSelection) -> Sam3VideoAgent:
-        """The agent tracking ``selection``'s frames on the one video model (a request
-        stopped while it loads does not stop the loading)."""
-        if self._agent is None or (self._agent.done() and self._agent.exception() is not None):
-            self._agent = asyncio.ensure_future(asyncio.to_thread(self._build_agent))
-        first = await asyncio.shield(self._agent)
+        """The agent tracking ``selection``'s frames on the one video model."""
+        first = await self._first.get()
         if selection == first.selection:
             return first
         return Sam3VideoAgent(
@@ -357,8 +338,7 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
         query: str,
         stride: float | int | None = 1,
     ) -> AsyncIterator[VideoUpdate]:
-        """Answer ``query`` on the uploaded video, tracking every ``stride``-th frame, for
-        session ``key``, as :meth:`SessionRunner._answer` streams it."""
+        """Answer ``query`` on the uploaded video, tracking every ``stride``-th frame."""
 
         async def prepare() -> tuple[Session[VideoResult], str]:
             if video_path is None:
@@ -372,15 +352,9 @@ class VideoDemoRunner(SessionRunner[VideoResult]):
                 agent = await self.agent(FrameSelection(stride=frames))
                 return await agent.arun(video, query, output_dir=out, on_round=on_round)
 
-            loaded = (task := self._agent) is not None and task.done() and not task.exception()
-            return session, "asking the model..." if loaded else LOADING
+            return session, "asking the model..." if self._first.ready else LOADING
 
         return self._answer(key, query, prepare)
 
-    def _downloads(self, out: Path, result: VideoResult | None) -> tuple[Path, ...]:
-        files = [out / rundir.RESULT, out / rundir.OVERLAY_VIDEO, out / rundir.CONTACT_SHEET]
-        return tuple(f for f in files if f.is_file())
-
-    def _web_video(self, out: Path) -> Path | None:
-        overlay = out / rundir.OVERLAY_VIDEO  # H.264: the page plays it as it is
-        return overlay if overlay.is_file() else None
+    def _downloads(self, out: Path, result: VideoResult | None) -> list[Path]:
+        return [out / rundir.RESULT, out / rundir.OVERLAY_VIDEO, out / rundir.CONTACT_SHEET]

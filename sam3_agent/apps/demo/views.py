@@ -1,6 +1,5 @@
-"""HTML for the rounds of a session and its status line. Everything the model, the checker
-or the user wrote is escaped; images are inlined as data URLs, so the page loads nothing
-from anywhere. Class names start with ``s3a-`` (the page's CSS and the browser test)."""
+"""HTML for a session's rounds and status line: every text escaped, images inlined as data
+URLs; class names start with ``s3a-``."""
 
 from __future__ import annotations
 
@@ -119,8 +118,7 @@ _TAB_CSS = """
 
 
 def page_css(video: bool) -> str:
-    """The page's CSS: the rules of every tab, and each tab's own (by its element ids: the
-    image tab's ``s3a-``, the video tab's ``s3a-video-``)."""
+    """The page's CSS: every tab's rules, and each tab's own by its element ids."""
     prefixes = ("s3a", "s3a-video") if video else ("s3a",)
     return _SHARED_CSS + "".join(_TAB_CSS.format(p=p) for p in prefixes)
 
@@ -133,8 +131,7 @@ def status_html(kind: str, text: str) -> str:
 def _summary(
     result: AgentResult | VideoResult, noun: str, scores: list[float], over: str = ""
 ) -> str:
-    """One line on how a finished session ended (``noun``: what it found, with ``scores``;
-    ``over``: what it looked at), with its cost."""
+    """One line on how a finished session ended, with its cost."""
     total = result.usage.total.total_tokens
     cost = f"{result.rounds} round(s), {total:,} tokens, {result.timings.get('total', 0.0):.1f} s"
     if result.status == "masks":

@@ -1,7 +1,5 @@
-"""``sam3-agent inspect``: a session shown round by round from its run directory, in the
-terminal (:mod:`.terminal`) or as one self-contained HTML file (:mod:`.html_page`). The
-renderers are imported by whoever needs them, so importing this package stays light.
-"""
+"""``sam3-agent inspect``: a session round by round, in the terminal (:mod:`.terminal`) or as
+HTML (:mod:`.html_page`), each renderer imported only by who needs it."""
 
 from __future__ import annotations
 

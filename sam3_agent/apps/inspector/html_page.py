@@ -1,8 +1,6 @@
 """The session as one self-contained HTML file: inline styles, ``data:`` images (each inlined
-once, later ones link to it), no script, a CSP that forbids loading anything; every string from
-the run directory goes through :func:`esc`. Tools may rely on: ``section.round[data-round]``
-holding ``details.context`` (``div.zone[data-zone]``, ``div.message``), ``div.eviction``,
-``div.reply``, ``div.outcome`` and ``details.checks`` of ``details.check``."""
+once), no script, a CSP that forbids loading anything; every run string goes through
+:func:`esc`."""
 
 from __future__ import annotations
 
@@ -54,8 +52,7 @@ class _Images:
             return f'<p><a class="imgref" href="#{anchor}">{label}</a></p>'
         anchor = f"img-{len(self.anchors) + 1}"
         self.anchors[image.file] = anchor
-        # base64 and a fixed mime from the file's magic bytes: nothing here needs escaping,
-        # but the alt text and caption come from the trace.
+        # base64 and a mime from the magic bytes need no escaping; alt text and caption do.
         url = f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"
         return (
             f'<figure id="{anchor}"><img src="{url}" alt="{esc(image.file)}">'

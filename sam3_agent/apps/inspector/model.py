@@ -1,7 +1,5 @@
-"""A run directory read back for display. Everything read is untrusted: a torn or unreadable
-record becomes a note, a value of the wrong type reads as missing, an image outside the run
-directory or not JPEG/PNG is not shown. Token counts come from the trace, else are estimated
-with the agent's own counter for the run's model (and marked so)."""
+"""A run directory read back for display, all of it untrusted: a torn record becomes a note, a
+wrong type reads as missing, an image outside the run or not JPEG/PNG is not shown."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The words both renderers show: run facts, what each round's context left out, check
-tallies. Everything returned is plain text; the renderers escape it for their medium."""
+"""The words both renderers show, as plain text they escape for their medium."""
 
 from __future__ import annotations
 

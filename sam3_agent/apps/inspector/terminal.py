@@ -1,9 +1,5 @@
-"""The session in the terminal, with rich.
-
-Every string from the run directory is passed as :class:`rich.text.Text` (never as markup)
-after :func:`~sam3_agent.values.text.visible` has made control characters visible, so
-a reply cannot restyle the terminal, move the cursor or hide lines.
-"""
+"""The session in the terminal, with rich: every run string as :class:`rich.text.Text` (never
+markup), control characters visible."""
 
 from __future__ import annotations
 

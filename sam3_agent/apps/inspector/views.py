@@ -1,6 +1,5 @@
-"""What the inspector shows of a run (its rounds, each call's context, checks and digests):
-plain values built by :func:`~sam3_agent.apps.inspector.model.load_run`, all the renderers
-(:mod:`.terminal`, :mod:`.html_page`) receive."""
+"""What the inspector shows of a run: the plain values :func:`.model.load_run` builds and the
+renderers receive."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ class ImageRef:
 
 @dataclass(frozen=True)
 class Part:
-    """One part of a message: text, an image, a prompt file standing for the text, or a
-    native tool call the message carries (``text`` holds it as ``name(arguments)``)."""
+    """One part of a message: text, an image, a prompt file, or a native tool call."""
 
     kind: Literal["text", "image", "file", "call"]
     text: str = ""
@@ -73,8 +71,7 @@ class CallView:
 
 @dataclass
 class RoundView:
-    """One main round and the calls made during it; not ``complete`` when the session was
-    stopped before the round's main record (its checks or digests only)."""
+    """One main round and its calls; not ``complete`` without the round's main record."""
 
     number: int
     complete: bool = False
@@ -115,8 +112,7 @@ class RoundView:
 
 @dataclass
 class RunView:
-    """A run directory as the inspector shows it; ``ended``: the committed state says the
-    session is over (nothing left to resume)."""
+    """A run directory as the inspector shows it; ``ended``: nothing left to resume."""
 
     directory: Path
     rounds: list[RoundView]

@@ -1,6 +1,5 @@
-"""What a tool call names as its input: a local path, an ``http(s)://`` URL (fetched through
-:mod:`sam3_agent.media.fetch`, bounded by ``--max-download-mb``) or, for images, base64 data.
-Every failure is a one-line :class:`~sam3_agent.values.errors.UserError`."""
+"""What a tool call names as its input: a local path, an ``http(s)://`` URL or, for images,
+base64 data; every failure is a one-line :class:`~sam3_agent.values.errors.UserError`."""
 
 from __future__ import annotations
 
@@ -20,9 +19,8 @@ BASE64_NAME = "(base64 data)"
 
 @dataclass(frozen=True)
 class Source:
-    """An input ready for a session: ``local`` (a file; base64 data is written to one), the
-    name ``result.json`` gives it, the stem of its run directory's name and, for a URL, what
-    ``result.json`` records of the download."""
+    """An input ready for a session: ``local`` (a file), its name in ``result.json``, its
+    run directory's stem and, for a URL, the download's record."""
 
     local: Path
     shown_as: str
@@ -31,8 +29,8 @@ class Source:
 
 
 def decode_base64(text: str, max_bytes: int) -> bytes:
-    """The bytes of base64 ``text`` (a ``data:...;base64,`` prefix and whitespace allowed),
-    refused in one line when it is not base64 or would decode to more than ``max_bytes``."""
+    """The bytes of base64 ``text`` (a ``data:...;base64,`` prefix allowed), at most
+    ``max_bytes``."""
     if text[:5].lower() == "data:":
         header, comma, text = text.partition(",")
         if not comma or not header.lower().endswith(";base64"):
@@ -52,8 +50,7 @@ def decode_base64(text: str, max_bytes: int) -> bytes:
 
 
 def resolve(fetched: Downloads, path_or_url: str | None, data: str | None, kind: Kind) -> Source:
-    """The one input of a call, from ``path_or_url`` (a file or an http(s) URL) or from
-    base64 ``data`` (images only): exactly one of them."""
+    """The one input of a call: ``path_or_url`` or base64 ``data`` (images only)."""
     if (path_or_url is None) == (data is None):
         given = "image or image_base64" if kind == "image" else "video"
         raise UserError(f"give exactly one of {given}")
@@ -71,8 +68,7 @@ def resolve(fetched: Downloads, path_or_url: str | None, data: str | None, kind:
 
 
 def pixels_of(source: Source, max_pixels: int) -> RGBImage:
-    """The image of ``source``, decoded by the one image loader (its one-line errors, which
-    name data sent inline as such, not by the server's file)."""
+    """The image of ``source``; errors name it as ``shown_as``, not the server's file."""
     try:
         return load_image(source.local, max_pixels=max_pixels)
     except ImageLoadError as e:

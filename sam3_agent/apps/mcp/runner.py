@@ -1,9 +1,6 @@
-"""The tool calls of one MCP server, on models built once from the server's
-:class:`~sam3_agent.backends.spec.BackendSpec`: SAM 3 and the MLLM at start, SAM 3's video
-model on the first ``track`` call. At most ``max_concurrent`` calls work at once; each
-session runs as its own task, its rounds handed to the caller as they end, and a cancelled
-call stops its session, which writes what it has (``failure``: stopped) before the call
-ends."""
+"""The tool calls of one MCP server, on models built once (SAM 3's video model on the first
+``track`` call), at most ``max_concurrent`` at once; a cancelled call stops its session,
+which writes what it has before the call ends."""
 
 from __future__ import annotations
 
@@ -14,15 +11,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import anyio
-
 from sam3_agent.agent.events import RoundCallback, RoundEvent
 from sam3_agent.agent.loop import Sam3Agent, check_query
 from sam3_agent.agent.result import AgentResult, VideoResult
 from sam3_agent.agent.sam3_only import segment_only
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.apps.mcp.inputs import Source, pixels_of, resolve
-from sam3_agent.backends.base import ChatModel, Segmenter, VideoSegmenter
+from sam3_agent.apps.tasks import BuiltOnce, end_session, start_session
+from sam3_agent.backends.base import ChatModel, Segmenter
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.media.fetch import DEFAULT_MAX_DOWNLOAD_MB, downloads
 from sam3_agent.media.video import open_video
@@ -66,7 +62,7 @@ class McpRunner:
         self.chat_model = chat_model or spec.build_chat_model()
         self.agent = Sam3Agent(self.segmenter, self.chat_model, config)
         self._slots = asyncio.Semaphore(max_concurrent)
-        self._video: asyncio.Future[VideoSegmenter] | None = None
+        self._video = BuiltOnce(lambda: self.spec.build_video_segmenter())
 
     async def segment(
         self, image: str | None, image_base64: str | None, query: str, report: Report,
@@ -126,7 +122,7 @@ class McpRunner:
                 clip = await asyncio.to_thread(
                     open_video, source.local, selection, max_pixels=config.max_image_pixels
                 )
-                segmenter = await self._video_segmenter()
+                segmenter = await self._video.get()
                 agent = Sam3VideoAgent(segmenter, self.chat_model, config, selection=selection)
                 out = self._run_dir(source, query)
 
@@ -138,13 +134,6 @@ class McpRunner:
 
                 return Done(await _rounds(session, report), out)
 
-    async def _video_segmenter(self) -> VideoSegmenter:
-        """SAM 3's video model, built on the first call that needs it (again after a failed
-        build); a call cancelled while it loads does not stop the loading."""
-        if self._video is None or (self._video.done() and self._video.exception() is not None):
-            self._video = asyncio.ensure_future(asyncio.to_thread(self.spec.build_video_segmenter))
-        return await asyncio.shield(self._video)
-
     def _config(self, max_rounds: int) -> AgentConfig:
         return replace(self.config, max_rounds=max_rounds)
 
@@ -153,18 +142,12 @@ class McpRunner:
 
 
 async def _rounds(session: Callable[[RoundCallback], Coroutine[Any, Any, R]], report: Report) -> R:
-    """Run ``session`` as its own task, ``report`` each round as it ends; when the call is
-    cancelled the session is cancelled and awaited (it writes its run directory) first."""
-    events: asyncio.Queue[RoundEvent | None] = asyncio.Queue()
-    task = asyncio.create_task(session(events.put_nowait))
-    task.add_done_callback(lambda _: events.put_nowait(None))
+    """``session``'s result, each round ``report``-ed as it ends."""
+    task, rounds = start_session(session)
     try:
-        while (event := await events.get()) is not None:
+        async for event in rounds:
             await report(event)
         return task.result()
     finally:
-        if not task.done():
-            task.cancel()
-            # Shielded: the call's own cancellation would interrupt the wait at every await.
-            with anyio.CancelScope(shield=True):
-                await asyncio.gather(task, return_exceptions=True)
+        # Shielded: the call's own cancellation would interrupt the wait at every await.
+        await end_session(task, shield=True)

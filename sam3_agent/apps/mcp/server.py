@@ -1,7 +1,5 @@
-"""sam3-agent as an MCP server (the ``mcp`` package, v2): the tools ``segment``, ``track``
-and ``segment_phrase`` on one :class:`~sam3_agent.apps.mcp.runner.McpRunner`, over stdio or
-streamable HTTP (with a bearer token). Every failure of a call is a tool error (``isError``)
-holding one line; the server keeps serving."""
+"""sam3-agent as an MCP server: the tools ``segment``, ``track`` and ``segment_phrase``, over
+stdio or streamable HTTP; every failure of a call is a one-line tool error."""
 
 from __future__ import annotations
 
@@ -113,8 +111,7 @@ def create_server(runner: McpRunner) -> MCPServer:
 
 
 def _progress(ctx: Context, total: int) -> Report:
-    """The runner's ``report``: each round as an MCP progress notification (a client that
-    asked for none gets none)."""
+    """The runner's ``report``: each round as an MCP progress notification."""
 
     async def report(event: RoundEvent) -> None:
         said = f"round {event.round}: {event.tool or 'no tool call'}: {event.summary}"
@@ -126,8 +123,7 @@ def _progress(ctx: Context, total: int) -> Report:
 async def _answered(
     done: Awaitable[Done[R]], answer: Callable[[Done[R]], CallToolResult]
 ) -> CallToolResult:
-    """The call's result, or a tool error holding one line: a library error as it says
-    itself, anything else (a bug) logged with its traceback."""
+    """The call's result, or a one-line tool error (a bug's traceback logged)."""
     try:
         return answer(await done)
     except Sam3AgentError as e:
@@ -150,8 +146,7 @@ def _usage(document: dict[str, Any], done: Done[Any]) -> dict[str, Any]:
 
 
 def image_answer(done: Done[AgentResult]) -> CallToolResult:
-    """Structured: the masks (COCO RLE, XYXY boxes, scores) and :func:`_usage`; content: the
-    same as JSON text, then the overlay PNG."""
+    """The masks (COCO RLE, XYXY boxes, scores) and :func:`_usage`, then the overlay PNG."""
     document = done.result.to_json()
     structured = {**_usage(document, done), "image": document["image"], "masks": document["masks"]}
     content: list[TextContent | ImageContent] = [_json_text(structured)]
@@ -163,8 +158,8 @@ def image_answer(done: Done[AgentResult]) -> CallToolResult:
 
 
 def video_answer(done: Done[VideoResult]) -> CallToolResult:
-    """Structured: per track its id, score, frames with a mask and extent, the overlay's
-    path, and :func:`_usage`; content: the same as JSON text."""
+    """Per track its id, score, frames with a mask and extent, the overlay's path, and
+    :func:`_usage`."""
     document = done.result.to_json()
     tracks = [
         {
@@ -190,9 +185,7 @@ def _json_text(document: dict[str, Any]) -> TextContent:
 
 
 class OneLineToolErrors(ServerMiddleware[Any]):
-    """Every tool error one line, those the SDK words itself too (arguments that fail a
-    tool's schema: pydantic's report runs over several lines). The chain hands on results
-    already serialised, as the wire has them."""
+    """Every tool error one line, those the SDK words itself too (a failed schema check)."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
         result = await call_next(ctx)

@@ -1,6 +1,5 @@
 """The FastAPI app of the SAM 3 service: ``/health``, ``/v1/health``, ``/v1/images``,
-``/v1/segment`` and (with a video segmenter) ``/v1/videos``; ``/v1/*`` need the bearer token
-when the app has one. Memory is bounded by :class:`ServiceLimits`, never by the clients."""
+``/v1/segment`` and ``/v1/videos``; memory is bounded by :class:`ServiceLimits`."""
 
 from __future__ import annotations
 
@@ -63,15 +62,13 @@ def _segment_sync(
 ) -> SegmentResponse:
     height, width = int(image.shape[0]), int(image.shape[1])
     embedding = segmenter.embed(image)
-    # A few phrases at a time, encoded to RLE at once: the full-size masks of 32 phrases
-    # never exist together.
+    # A few phrases at a time, encoded at once: 32 phrases' full-size masks never coexist.
     step = max(1, _MASK_BUDGET_PIXELS // (height * width * 8))
     results: list[PhraseResult] = []
     phrases = req.phrases
     exemplars = Exemplars.from_json(req.exemplars.model_dump()) if req.exemplars else None
     for start in range(0, len(phrases), step):
-        # The in-process backend's sanitiser: any segmenter behind the service reads the
-        # same text SAM 3 in-process would.
+        # The in-process backend's sanitiser: the service reads what SAM 3 in-process would.
         cleaned = [clean_phrase(p) for p in phrases[start : start + step]]
         if exemplars:
             detections = embedding.segment(cleaned, req.score_threshold, exemplars)
@@ -97,9 +94,8 @@ def create_app(
     video_segmenter: VideoSegmenter | None = None,
     video_dir: Path | None = None,
 ) -> FastAPI:
-    """The service app around one segmenter (and, for videos, one video segmenter); both
-    must be thread-safe. Without ``video_segmenter`` the video endpoints answer 404
-    ``video_off``. The stores and gates are on ``app.state`` for tests."""
+    """The service app around one thread-safe segmenter (and video segmenter: else the
+    video endpoints answer 404); its stores and gates are on ``app.state``."""
     if token is not None and not token:
         raise UserError("the service token must not be empty")
     decode_slots = asyncio.Semaphore(limits.max_concurrent_decodes)
@@ -177,8 +173,7 @@ def create_app(
         return HealthResponse()
 
     async def keep_image(data: bytes, raw: tuple[int, int] | None) -> tuple[str, RGBImage]:
-        """The one intake of an image (a file, or ``raw`` ``(height, width)`` RGB bytes):
-        decoded in a decode slot, then stored."""
+        """The one intake of an image: decoded in a decode slot, then stored."""
         async with decode_slots:
             image_id, image = await run_in_threadpool(decode_and_id, data, raw, limits.max_pixels)
         images.keep(image_id, image)

@@ -1,5 +1,5 @@
-"""What a request brings in, under bounds: bodies within a size limit once a slot is held,
-images within a pixel limit, uploads in bounded stores, and the one error type answered."""
+"""What a request brings in, under bounds (bodies, images, slots), and the one error type
+answered."""
 
 from __future__ import annotations
 
@@ -53,9 +53,8 @@ def too_large(message: str) -> ServiceError:
 
 
 class Gate:
-    """At most ``slots`` holders at once and ``max_waiting`` more waiting, in arrival order;
-    past that, :meth:`hold` answers 503 with ``Retry-After`` at once. Lives on the server's
-    event loop; the counts are for tests and logs."""
+    """At most ``slots`` holders and ``max_waiting`` more waiting, in arrival order; past
+    that :meth:`hold` answers 503 with ``Retry-After`` at once (on the server's loop)."""
 
     def __init__(self, what: str, slots: int, max_waiting: int) -> None:
         self.what, self.slots, self.max_waiting = what, slots, max_waiting
@@ -91,8 +90,7 @@ def decode_and_id(
     data: bytes, raw: tuple[int, int] | None, max_pixels: int
 ) -> tuple[str, RGBImage]:
     """An image's id and pixels: ``raw`` ``(height, width)`` RGB bytes, or a file as
-    displayed, its pixel count checked from the header before any pixel is decoded (413
-    over ``max_pixels``)."""
+    displayed (413 over ``max_pixels``, read from the header before decoding)."""
     if raw is not None:
         try:
             image = decode_raw(data, *raw)
@@ -129,8 +127,7 @@ def raw_size(query: dict[str, str], max_pixels: int) -> tuple[int, int]:
 
 
 def refuse_declared_over(request: Request, limit: int) -> int | None:
-    """413 at once when the declared ``Content-Length`` exceeds ``limit``, before any slot;
-    the declared length (None when not given, chunked, or not a number)."""
+    """413 when the declared ``Content-Length`` exceeds ``limit``; that length, or None."""
     text = request.headers.get("content-length", "").strip()
     declared = int(text) if text.isdigit() else None
     if declared is not None and declared > limit:
@@ -139,8 +136,7 @@ def refuse_declared_over(request: Request, limit: int) -> int | None:
 
 
 async def body_chunks(request: Request, limit: int, what: str = "body") -> AsyncIterator[bytes]:
-    """The request body as it arrives, refused with 413 as soon as it exceeds ``limit``
-    bytes (``what``: the message's name for it)."""
+    """The request body as it arrives, 413 as soon as it exceeds ``limit`` bytes."""
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -159,8 +155,7 @@ def content_type(request: Request) -> str:
 
 
 async def read_json(request: Request, limit: int, model: type[_Request]) -> _Request:
-    """The request body (at most ``limit`` bytes) as ``model``: 400 not JSON, 422 not valid
-    (the problems as details)."""
+    """The body (at most ``limit`` bytes) as ``model``: 400 not JSON, 422 not valid."""
     body = await read_body(request, limit)
     try:
         payload = json.loads(body)

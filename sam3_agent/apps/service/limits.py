@@ -1,6 +1,5 @@
-"""The SAM 3 service's limits, importable without the web stack (for ``--help``). Peak memory
-does not grow with the clients: a body or image is held only inside a slot, at most
-``max_waiting`` requests per kind wait (holding no body), then 503."""
+"""The SAM 3 service's limits (no web stack: ``--help`` imports them); a body or image is held
+only inside a slot, so peak memory does not grow with the clients."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ class ServiceLimits:
     max_concurrent_decodes: int = 2
     """Images decoded at the same time; each holds its body and its pixels while it decodes."""
     max_concurrent_uploads: int = 4
-    """Requests carrying an image (uploads, inline-base64 segment requests) that may hold their
-    body and decoded pixels at once; the body is read only once a slot is taken."""
+    """Requests carrying an image (uploads, inline base64) that may hold it at once."""
     max_concurrent_segments: int = 4
     """Segment requests at work at once (model calls, masks, RLE encoding)."""
     max_video_bytes: int = 512 * MIB
@@ -39,13 +37,11 @@ class ServiceLimits:
     max_video_frames: int = 10_000
     """Most frames an uploaded video may have."""
     max_stored_video_bytes: int = 4096 * MIB
-    """Disk for uploaded videos kept for later track requests (LRU; deleted on eviction and
-    when the app shuts down)."""
+    """Disk for uploaded videos kept for later track requests (LRU)."""
     max_concurrent_tracks: int = 1
     """Track requests at work at once: SAM 3's video model tracks one clip at a time."""
     max_waiting: int = 64
-    """Requests of each kind (uploads, segments, tracks) that may wait for a slot (0 allowed);
-    past that: 503."""
+    """Requests of each kind that may wait for a slot (0 allowed); past that: 503."""
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -1,6 +1,5 @@
-"""Running the SAM 3 service (and the demo): the bind-address rule, the port, and uvicorn.
-Sockets are bound here, not by uvicorn, so a port taken while the models loaded is a
-one-line :class:`UserError`, never uvicorn's own log line and exit status."""
+"""Running the SAM 3 service (and the demo): the bind-address rule, the port, uvicorn. Sockets
+are bound here, so a port taken while the models loaded is a one-line :class:`UserError`."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ logger = logging.getLogger(__name__)
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine (``localhost``,
-    ``127.0.0.0/8``, ``::1``)."""
+    """Whether ``host`` only accepts connections from this machine."""
     if host.strip().lower() == "localhost":
         return True
     try:
@@ -40,8 +38,7 @@ def check_bind_security(
     token_env: str = TOKEN_ENV,
     spends: str = "use the GPU",
 ) -> None:
-    """Refuse to listen beyond loopback without a bearer token: the one rule of every server
-    this package runs. ``serving``, ``token_env``, ``spends``: the message's words."""
+    """Refuse to listen beyond loopback without a bearer token (every server's one rule)."""
     if not is_loopback(host) and not token:
         raise UserError(
             f"refusing to {serving} on {host} without a token: anyone who can reach it could "
@@ -50,8 +47,7 @@ def check_bind_security(
 
 
 def bind_listeners(host: str, port: int, *, listen: bool = True) -> list[socket.socket]:
-    """Sockets bound to ``port`` on every address ``host`` names, as uvicorn would bind them
-    (``SO_REUSEADDR``, IPv6 sockets IPv6-only); listening unless ``listen`` is false."""
+    """Sockets bound to ``port`` on every address ``host`` names, as uvicorn binds them."""
     try:
         infos = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -85,8 +81,7 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def run_app(app: Any, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve the ASGI ``app`` with uvicorn until interrupted (blocks; one process, so models
-    load once)."""
+    """Serve the ASGI ``app`` with uvicorn in this process until interrupted."""
     import uvicorn
 
     listeners = bind_listeners(host, port)
@@ -115,8 +110,7 @@ def serve(
     video_dir: Path | None = None,
     log_level: str = "info",
 ) -> None:
-    """Serve ``segmenter`` (and ``video_segmenter``, when given) over HTTP until interrupted
-    (blocks). Uploaded videos are deleted when the server stops."""
+    """Serve ``segmenter`` (and ``video_segmenter``) over HTTP until interrupted."""
     from sam3_agent.apps.service.app import create_app
 
     check_bind_security(host, token)

@@ -1,5 +1,5 @@
-"""Uploaded videos: received to disk under a byte bound, checked (a tar of frames unpacked
-member by member, top-level frame files only), and kept in an LRU store bounded in bytes."""
+"""Uploaded videos: received to disk under a byte bound, checked (a tar of top-level frame
+files unpacked member by member), and kept in an LRU store bounded in bytes."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ class StoredVideo:
 
 
 class VideoStore(Lru[str, StoredVideo]):
-    """Uploaded videos on disk, bounded in bytes (LRU); thread-safe. The newest video is
-    always kept; a video in use (:meth:`use`) is deleted only once its last user is done."""
+    """Uploaded videos on disk, bounded in bytes (LRU), thread-safe; a video in use
+    (:meth:`use`) is deleted only once its last user is done."""
 
     def __init__(self, max_bytes: int, parent: Path | None = None) -> None:
         """A store in a new temporary folder under ``parent`` (default: the system's)."""
@@ -74,9 +74,8 @@ class VideoStore(Lru[str, StoredVideo]):
         return self.root / f"v-{uuid.uuid4().hex}"
 
     def add(self, video: StoredVideo) -> StoredVideo:
-        """Keep ``video`` (its files now belong to the store) and evict the least recently
-        used videos past the bound; returns the video stored under its id (the one already
-        there when the same body was uploaded before: the new files are then deleted)."""
+        """Keep ``video`` (its files now the store's), evicting past the bound; the video
+        stored under its id (one uploaded before wins, the new files deleted)."""
         with self._lock:
             known, evicted = self.keep(video.video_id, video)
             doomed = [video] if known is not video else []
@@ -92,8 +91,8 @@ class VideoStore(Lru[str, StoredVideo]):
 
     @contextmanager
     def use(self, video_id: str) -> Iterator[StoredVideo | None]:
-        """The video stored under ``video_id`` (None when there is none), kept on disk until
-        the ``with`` ends even if it is evicted meanwhile."""
+        """The video stored under ``video_id`` (or None), kept on disk until the ``with``
+        ends."""
         with self._lock:
             video = self.get(video_id)
             if video is not None:
@@ -127,9 +126,8 @@ def delete_path(path: Path) -> None:
 
 
 async def receive_to_file(request: Request, path: Path, limit: int) -> str:
-    """Write the request body to ``path`` as it arrives (a megabyte at a time, on a worker
-    thread); returns its SHA-256 (hex). 413 as soon as it exceeds ``limit`` bytes, 400 when
-    empty; on any failure the partial file is deleted."""
+    """Write the request body to ``path`` as it arrives; its SHA-256 (hex). 413 past
+    ``limit`` bytes, 400 when empty; on any failure the partial file is deleted."""
     digest = hashlib.sha256()
     pending = bytearray()
     size = 0
@@ -158,10 +156,8 @@ async def receive_to_file(request: Request, path: Path, limit: int) -> str:
 
 
 def check_video(video_id: str, path: Path, tar: bool, bounds: ServiceLimits) -> StoredVideo:
-    """Check a received upload within ``bounds`` (blocking: run it on a worker thread) and
-    describe it for the store. A tar is unpacked into a folder of frames beside it and then
-    deleted; on failure every file of the upload is deleted (400 unreadable, 413 over a
-    limit)."""
+    """A received upload checked within ``bounds`` (blocking), a tar unpacked into a folder
+    beside it; on failure its files are deleted (400 unreadable, 413 over a limit)."""
     max_frames, max_pixels = bounds.max_video_frames, bounds.max_pixels
     target = path.with_name(path.name + ".frames") if tar else path
     try:
@@ -192,8 +188,8 @@ def scrub(error: BaseException, path: Path) -> str:
 
 
 def _unpack_frames(tar_path: Path, folder: Path, max_frames: int, max_pixels: int) -> None:
-    """Unpack the frames of an uncompressed tar into ``folder``: regular files at the top
-    level with a frame suffix (directory entries skipped); anything else is refused."""
+    """Unpack an uncompressed tar of top-level frame files into ``folder`` (directory
+    entries skipped); anything else is refused."""
     folder.mkdir()
     names: set[str] = set()
     try:
@@ -236,8 +232,7 @@ def _unpack_frames(tar_path: Path, folder: Path, max_frames: int, max_pixels: in
 
 
 def _frame_name(member: tarfile.TarInfo) -> str:
-    """The file name a tar member is unpacked under; refuses anything but a frame image
-    file at the tar's top level."""
+    """The name a tar member is unpacked under: only a top-level frame image file."""
     shown = ascii(member.name)
     if not member.isfile() or member.issparse():
         raise VideoLoadError(f"the tar member {shown} is not a regular file")

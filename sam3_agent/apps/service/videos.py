@@ -1,6 +1,5 @@
 """The SAM 3 service's video endpoints: ``GET /v1/videos`` (the limits), ``POST /v1/videos``
-(a video file or a tar of frames, streamed to disk; its id is the body's SHA-256) and
-``POST /v1/videos/{video_id}/track`` (per-phrase tracks as per-frame COCO RLE)."""
+(stored under the body's SHA-256) and ``POST /v1/videos/{video_id}/track``."""
 
 from __future__ import annotations
 
@@ -61,8 +60,7 @@ def add_video_routes(
     tracks: Gate,
     authorize: Callable[[Request], None],
 ) -> None:
-    """Add the video endpoints to the service ``app`` (``None`` segmenter and store: video is
-    off; ``uploads``: the gate shared with the image uploads; ``authorize``: the token check)."""
+    """Add the video endpoints to ``app`` (no segmenter and store: video is off)."""
     track_limit = SMALL_BODY_BYTES + _FRAME_INDEX_BYTES * bounds.max_video_frames
 
     def enabled(request: Request) -> tuple[VideoSegmenter, VideoStore]:

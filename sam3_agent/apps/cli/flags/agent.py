@@ -63,9 +63,8 @@ AGENT_FLAGS = (
 
 
 def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True) -> None:
-    """After :meth:`BackendSpec.validate`, before any model loads: the context policy against
-    the MLLM chosen (with ``chat``), and the prompt set (rendering it imports the agent: a
-    usage error found earlier costs no such import)."""
+    """After :meth:`BackendSpec.validate`, before any model loads: the context policy
+    against the MLLM (with ``chat``), and the prompt set."""
     if chat:
         backends.check_context(config)
     from sam3_agent.agent.prompts import load_prompt_set
@@ -74,9 +73,8 @@ def check_agent(config: AgentConfig, backends: BackendSpec, *, chat: bool = True
 
 
 def plan_server(backends: BackendSpec, config: AgentConfig, out: Path) -> BackendSpec:
-    """What a server command (``demo``, ``mcp``) checks before its models load: the flags,
-    :func:`check_agent`, which default MLLM and whether the models fit (the choice said), and
-    its output directory, made. The planned spec, its MLLM explicit."""
+    """A server command's checks before its models load, its output directory made; the
+    planned spec, its MLLM explicit."""
     backends.validate()
     check_agent(config, backends)
     plan = backends.plan()
@@ -90,8 +88,8 @@ def plan_server(backends: BackendSpec, config: AgentConfig, out: Path) -> Backen
 
 
 def _config(values: dict[str, Any], built: dict[str, Any]) -> AgentConfig:
-    """The agent and context flags' :class:`AgentConfig` (``--tool-protocol`` from the backend
-    flags); only values checked here, :func:`check_agent` checks the rest."""
+    """The agent and context flags' :class:`AgentConfig` (``--tool-protocol`` from the
+    backend flags)."""
     side, reserve = values["max_image_side"], values["reserve_tokens"]
     if side < MIN_IMAGE_SIDE:
         raise UserError(
@@ -112,5 +110,4 @@ def _config(values: dict[str, Any], built: dict[str, Any]) -> AgentConfig:
 
 
 AGENT = FlagGroup("config", AGENT_FLAGS, _config)
-"""The agent and context flags: a validated :class:`AgentConfig` (listed after ``BACKENDS``,
-whose ``--tool-protocol`` it takes)."""
+"""The agent and context flags: a validated :class:`AgentConfig` (after ``BACKENDS``)."""

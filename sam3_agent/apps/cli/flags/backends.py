@@ -1,5 +1,5 @@
 """The SAM 3 and backend flags: an unvalidated :class:`~sam3_agent.backends.spec.BackendSpec`
-(whether an MLLM is needed depends on the command's mode: it calls ``spec.validate(chat=...)``)."""
+(the command validates it for its mode)."""
 
 from __future__ import annotations
 

@@ -28,9 +28,8 @@ class Flag:
 
 def flag(name: str, kind: Any, default: Any, *names: str, help: str, panel: str | None = None,
          metavar: str | None = None, **kwargs: Any) -> Flag:  # fmt: skip
-    """The option ``names`` (``"--llm-url"``) of type ``kind``, passed as ``name``. ``metavar``
-    is the value's placeholder in ``--help`` (else typer shows the type, ``<str>``); a ``bool``
-    flag shows none, a choice its choices."""
+    """The option ``names`` of type ``kind``, passed as ``name``; ``metavar``: the value's
+    placeholder in ``--help`` (a ``bool`` flag shows none)."""
     option = typer.Option(*names, help=help, rich_help_panel=panel,
                           metavar="" if kind is bool else metavar, **kwargs)  # fmt: skip
     return Flag(name, Annotated[kind, option], default)
@@ -38,9 +37,8 @@ def flag(name: str, kind: Any, default: Any, *names: str, help: str, panel: str 
 
 @dataclass(frozen=True)
 class FlagGroup:
-    """Options that together build one value for the command parameter ``target`` (which
-    a command may leave out, as with ``--verbose``). ``build(values, built_before)`` raises
-    a UserError naming the flag; a ``first`` group is built before the others (logging)."""
+    """Options that together build one value for the command parameter ``target``;
+    ``build(values, built_before)`` raises a UserError naming the flag."""
 
     target: str
     flags: tuple[Flag, ...]
@@ -49,16 +47,8 @@ class FlagGroup:
 
 
 def with_flags(*groups: FlagGroup) -> Callable[[F], F]:
-    """Add ``groups``' options to a typer command and hand it what they build, in the order
-    given (``first`` ones before), inside :func:`~sam3_agent.apps.cli.console.one_line_errors`;
-    the command declares, keyword-only, the value each group builds instead of its options::
-
-        @with_flags(BACKENDS, AGENT, VERBOSE)
-        def run_command(image: ..., *, backends: BackendSpec, config: AgentConfig) -> None: ...
-
-    Typer reads a command's options only from its signature (no public hook adds options),
-    so the wrapper's ``__signature__`` lists the command's own parameters, then the flags.
-    """
+    """Add ``groups``' options to a typer command, which declares keyword-only the value each
+    group builds (``first`` ones built before, inside one_line_errors)."""
 
     def decorate(command: F) -> F:
         signature = inspect.signature(command, eval_str=True)
@@ -99,7 +89,7 @@ VERBOSE = FlagGroup(
     "verbose", (flag("verbose", bool, False, "--verbose", "-v", help="Debug logging."),),
     _logging, first=True,
 )  # fmt: skip
-"""``--verbose/-v``: logging set up before anything else (listed last, built first)."""
+"""``--verbose/-v``: logging set up before anything else."""
 
 
 class Mode(str, Enum):

@@ -1,6 +1,5 @@
-"""The flags of ``sam3-agent mcp`` beside the backend and agent ones: the transport, the
-token, where the runs go and how many calls run at once. Every value is checked here, before
-any model loads."""
+"""The flags of ``sam3-agent mcp`` beside the backend and agent ones, checked before any model
+loads."""
 
 from __future__ import annotations
 
@@ -76,5 +75,4 @@ def _mcp_flags(values: dict[str, Any], built: dict[str, Any]) -> McpFlags:
 
 
 MCP = FlagGroup("mcp", MCP_FLAGS, _mcp_flags)
-"""``--http``, ``--token``, ``--out``, ``--max-concurrent`` of ``mcp``: checked, as
-:class:`McpFlags`."""
+"""The ``mcp`` flags, checked, as :class:`McpFlags`."""

@@ -1,5 +1,4 @@
-"""The flags of ``serve-sam3`` beside the SAM 3 ones: the service's limits and its video side
-(each group hands the command a dict of its values)."""
+"""The flags of ``serve-sam3`` beside the SAM 3 ones, each group handing a dict of values."""
 
 from __future__ import annotations
 
