@@ -56,10 +56,7 @@ class TransformersChatModel:
         generation: GenerationSettings | None = None,
     ) -> None:
         settings = generation or GenerationSettings()
-        if settings.max_tokens is not None:
-            max_new_tokens = settings.max_tokens
-        if settings.temperature is not None:
-            temperature = settings.temperature
+        temperature, max_new_tokens = settings.over(temperature, max_new_tokens)
         if max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if temperature < 0:
