@@ -8,14 +8,8 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from sam3_agent.backends.base import (
-    ChatModel,
-    close_backend,
-    describe_backend,
-    generation_params,
-)
+from sam3_agent.backends.base import ChatModel, ChatModelWrapper, close_backend
 from sam3_agent.values.errors import ChatModelError, UserError
 from sam3_agent.values.messages import ChatMessage, ChatResponse, ToolSpec
 
@@ -24,8 +18,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_COOLDOWN_S = 30.0
 
 
-class FailoverChatModel:
-    """Round-robin over ``models`` (one model name at different endpoints), failing over."""
+class FailoverChatModel(ChatModelWrapper):
+    """Round-robin over ``models`` (one model name at different endpoints), failing over; the
+    first stands for them all (name, generation params, description)."""
 
     def __init__(
         self,
@@ -39,22 +34,12 @@ class FailoverChatModel:
         names = {m.name for m in models}
         if len(names) != 1:
             raise UserError(f"every `llm_url` must serve the same model, got {sorted(names)}")
+        super().__init__(models[0])
         self.models = list(models)
         self.cooldown_s = cooldown_s
         self._clock = clock
         self._next = itertools.count()
         self._down_until = [0.0] * len(self.models)
-
-    @property
-    def name(self) -> str:
-        return self.models[0].name
-
-    @property
-    def generation_params(self) -> dict[str, Any]:
-        return generation_params(self.models[0])
-
-    def describe(self) -> dict[str, Any] | None:
-        return describe_backend(self.models[0])
 
     def order(self) -> list[int]:
         """Endpoint indices for the next call: the round-robin turn first, ones down last."""

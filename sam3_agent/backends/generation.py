@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sam3_agent.values.config import at_least, check_settings, setting
 from sam3_agent.values.errors import UserError
@@ -17,6 +17,9 @@ MAX_EXTRA_BYTES = 64 * 1024  # a few settings, not a payload
 DEFAULT_TEMPERATURE = 0.0  # greedy
 ENDPOINT_MAX_TOKENS = 4096  # reasoning models may need more
 IN_PROCESS_MAX_TOKENS = 2048
+
+T = TypeVar("T", float, float | None)
+N = TypeVar("N", int, int | None)
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,14 @@ class GenerationSettings:
     def resolved(self, *, in_process: bool) -> tuple[float, int]:
         """``(temperature, max_tokens)`` as a chat backend built from these sends them."""
         default_max = IN_PROCESS_MAX_TOKENS if in_process else ENDPOINT_MAX_TOKENS
-        temperature = DEFAULT_TEMPERATURE if self.temperature is None else self.temperature
-        return temperature, self.max_tokens or default_max
+        return self.over(DEFAULT_TEMPERATURE, default_max)
+
+    def over(self, temperature: T, max_tokens: N) -> tuple[T, N]:
+        """``(temperature, max_tokens)``: these settings where given, else the arguments."""
+        return (
+            temperature if self.temperature is None else self.temperature,
+            max_tokens if self.max_tokens is None else self.max_tokens,
+        )
 
     def key_params(self) -> dict[str, Any]:
         """The settings that were given, for cache keys (absent ones leave keys unchanged)."""

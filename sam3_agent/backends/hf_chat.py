@@ -56,10 +56,7 @@ class TransformersChatModel:
         generation: GenerationSettings | None = None,
     ) -> None:
         settings = generation or GenerationSettings()
-        if settings.max_tokens is not None:
-            max_new_tokens = settings.max_tokens
-        if settings.temperature is not None:
-            temperature = settings.temperature
+        temperature, max_new_tokens = settings.over(temperature, max_new_tokens)
         if max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if temperature < 0:
@@ -168,11 +165,8 @@ class TransformersChatModel:
                 "the in-process transformers backend has no native tool calling; "
                 "use `tool_protocol='tags'`"
             )
-        return await asyncio.to_thread(self._generate_or_fail, list(messages))
-
-    def _generate_or_fail(self, messages: list[ChatMessage]) -> ChatResponse:
         try:
-            return self._generate(messages)
+            return await asyncio.to_thread(self._generate, list(messages))
         except ChatModelError:
             raise
         except Exception as e:  # torch, the processor, the template: all one failure
@@ -205,8 +199,9 @@ class TransformersChatModel:
                 output = self._model.generate(
                     **inputs, max_new_tokens=self.max_new_tokens, **sampling
                 )
-                if self._record_attention:
-                    self._remember_attention(messages, inputs)
+                shares = self._message_attention(inputs, len(messages))
+                if shares is not None:
+                    self._attention.put(_request_key(messages), shares)
         generated = output[0, prompt_length:]
         text = self._processor.batch_decode(generated[None], skip_special_tokens=True)[0]
         finish_reason = "stop"
@@ -220,14 +215,11 @@ class TransformersChatModel:
             finish_reason=finish_reason,
         )
 
-    def _remember_attention(self, messages: Sequence[ChatMessage], inputs: Any) -> None:
-        shares = self._message_attention(inputs, len(messages))
-        if shares is None:
-            return
-        self._attention.put(_request_key(messages), shares)
-
     def _message_attention(self, inputs: Any, n_messages: int) -> list[float] | None:
-        """Attention of the reply's first position on each message's tokens, normalised."""
+        """Attention of the reply's first position on each message's tokens, normalised;
+        None when not recorded."""
+        if not self._record_attention:
+            return None
         out = self._model(**inputs, output_attentions=True)
         if not out.attentions:
             return None

@@ -196,13 +196,8 @@ class HfHub:
             ) from e
 
 
-def locate(models: Sequence[ModelRef], hub: Hub) -> list[Located]:
-    """Where each of ``models`` is, loading none; the hub is asked only about hub ids not
-    cached (one reachability probe in all)."""
-    return [_locate(model, hub) for model in models]
-
-
-def _locate(model: ModelRef, hub: Hub) -> Located:
+def locate(model: ModelRef, hub: Hub) -> Located:
+    """Where ``model`` is, loading nothing; the hub is asked only about a hub id not cached."""
     from huggingface_hub.utils import validate_repo_id
 
     source = model.source

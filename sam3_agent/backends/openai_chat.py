@@ -91,12 +91,7 @@ class OpenAIChatModel:
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.timeout_s = float(timeout_s)
         self.generation = generation or GenerationSettings()
-        if self.generation.max_tokens is not None:
-            max_tokens = self.generation.max_tokens
-        if self.generation.temperature is not None:
-            temperature = self.generation.temperature
-        self.max_tokens = max_tokens
-        self.temperature = temperature
+        self.temperature, self.max_tokens = self.generation.over(temperature, max_tokens)
         self.tool_protocol: str = tool_protocol
         self.retry = RetryPolicy(
             max_retries=max_retries, backoff_base_s=backoff_base_s, backoff_cap_s=backoff_cap_s

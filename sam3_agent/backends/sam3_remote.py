@@ -28,7 +28,7 @@ from sam3_agent.backends.schemas import (
     VideoLimits,
     VideoUploadResponse,
 )
-from sam3_agent.backends.segment_args import check_rgb_image
+from sam3_agent.backends.segment_args import check_rgb_image, check_video_source
 from sam3_agent.backends.service_client import RemoteHandle, ServiceBackend
 from sam3_agent.backends.wire import decode_masks, encode_raw
 from sam3_agent.media.video import VideoSource
@@ -85,7 +85,7 @@ class RemoteSegmenter(ServiceBackend):
         at the first segment request."""
         check_rgb_image(image)
         digest = image_digest(image)
-        image_id = self._known(digest) or self._upload(image, digest)
+        image_id = self._uploaded.get(digest) or self._upload(image, digest)
         return RemoteEmbedding(self, image, image_id, (int(image.shape[0]), int(image.shape[1])))
 
     def _upload(self, image: RGBImage, digest: str) -> str:
@@ -104,7 +104,8 @@ class RemoteSegmenter(ServiceBackend):
             body, sent = png.tobytes(), {"headers": {"Content-Type": "image/png"}}
         uploaded = self._post("upload", UploadResponse, "/v1/images", content=body, **sent)
         logger.debug("uploaded image %s", uploaded.image_id[:12])
-        return self._uploaded_as(digest, uploaded.image_id)
+        self._uploaded.put(digest, uploaded.image_id)
+        return uploaded.image_id
 
     def _answer(
         self,
@@ -244,15 +245,12 @@ class RemoteVideoSegmenter(ServiceBackend):
 
     def open(self, video: VideoSource) -> RemoteVideoEmbedding:
         """Upload ``video`` (its file, or its frames used) unless this client already did."""
-        if not isinstance(video, VideoSource):
-            raise UserError(
-                f"open needs a VideoSource (see open_video), got {type(video).__name__}"
-            )
+        check_video_source(video)
         return RemoteVideoEmbedding(self, video, self._upload(video, skip_known=True))
 
     def _upload(self, video: VideoSource, *, skip_known: bool) -> str:
         with _upload_body(video) as body:
-            known = self._known(body.digest) if skip_known else None
+            known = self._uploaded.get(body.digest) if skip_known else None
             if known is not None:
                 return known
             self._check_bounds(video, body)
@@ -264,7 +262,8 @@ class RemoteVideoSegmenter(ServiceBackend):
                 headers={"Content-Type": body.content_type, "Content-Length": str(body.size)},
             )
         logger.debug("uploaded video %s (%d bytes)", uploaded.video_id[:12], body.size)
-        return self._uploaded_as(body.digest, uploaded.video_id)
+        self._uploaded.put(body.digest, uploaded.video_id)
+        return uploaded.video_id
 
     def _check_bounds(self, video: VideoSource, body: _Body) -> None:
         """Refuse a video over the bounds :meth:`check` read before sending a byte (a refusal

@@ -18,7 +18,7 @@ from transformers import Sam3VideoInferenceSession, Sam3VideoModel, Sam3VideoPro
 from transformers.modeling_outputs import BaseModelOutput
 
 from sam3_agent.backends.sam3_common import LoadedSam3, PhraseHandle
-from sam3_agent.backends.segment_args import check_segment_args
+from sam3_agent.backends.segment_args import check_segment_args, check_video_source
 from sam3_agent.media.video import VideoSource
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.images import image_digest
@@ -324,10 +324,7 @@ class Sam3VideoSegmenter(LoadedSam3[Sam3VideoModel, Sam3VideoProcessor]):
 
     def open(self, video: VideoSource) -> Sam3VideoEmbedding:
         """Nothing is decoded until :meth:`track`."""
-        if not isinstance(video, VideoSource):
-            raise UserError(
-                f"open needs a VideoSource (see open_video), got {type(video).__name__}"
-            )
+        check_video_source(video)
         return Sam3VideoEmbedding(self, video, next(self._groups))
 
     def _track(

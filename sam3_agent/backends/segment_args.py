@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sam3_agent.media.video import VideoSource
 from sam3_agent.values.errors import UserError
 
 # The agent's tool schema's limit (SAM 3 reads 32 tokens; backends cut and say so in
@@ -68,3 +69,9 @@ def check_rgb_image(image: object) -> None:
         raise UserError(f"embed needs a uint8 image, got dtype {image.dtype}")
     if image.shape[0] == 0 or image.shape[1] == 0:
         raise UserError(f"embed needs a non-empty image, got shape {image.shape}")
+
+
+def check_video_source(video: object) -> None:
+    """Refuse anything but a :class:`VideoSource`, what a video segmenter opens."""
+    if not isinstance(video, VideoSource):
+        raise UserError(f"open needs a VideoSource (see open_video), got {type(video).__name__}")

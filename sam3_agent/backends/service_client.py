@@ -207,13 +207,6 @@ class ServiceBackend:
         self._raise_for_error(response, what)
         return self._parse(model, response)
 
-    def _known(self, digest: str) -> str | None:
-        return self._uploaded.get(digest)
-
-    def _uploaded_as(self, digest: str, upload_id: str) -> str:
-        self._uploaded.put(digest, upload_id)
-        return upload_id
-
     def _answer(
         self,
         handle: Any,

@@ -211,12 +211,12 @@ class BackendSpec:
         hub = hub or hubs.HfHub()
         footprints, located = [], []
         if sam3_here:
-            sam3_at = hubs.locate([hubs.ModelRef(self.sam3, "SAM 3", "`sam3='DIR'`")], hub)
+            sam3_at = hubs.locate(hubs.ModelRef(self.sam3, "SAM 3", "`sam3='DIR'`"), hub)
             kind: memory.Kind = "sam3_video" if video else "sam3"
             cache = self.video_cache_mb * MIB if video else 0  # the video model's features
-            sam3 = memory.footprint(self.sam3, kind, dtype, sam3_at[0].config, extra=cache)
+            sam3 = memory.footprint(self.sam3, kind, dtype, sam3_at.config, extra=cache)
             footprints += [sam3] if sam3 else []
-            located += sam3_at
+            located.append(sam3_at)
         spec, note = self, None
         if mllm_here and choice is not None:
             model = choice.model
@@ -228,10 +228,10 @@ class BackendSpec:
                     "choose another with `llm='hf:ID'` or `llm_url`"
                 )
                 spec = replace(self, llm=f"{HF_PREFIX}{model}")
-            mllm_at = hubs.locate([hubs.ModelRef(model, "the MLLM", "`llm='hf:DIR'`")], hub)
-            mllm = memory.footprint(model, "mllm", dtype, mllm_at[0].config)
+            mllm_at = hubs.locate(hubs.ModelRef(model, "the MLLM", "`llm='hf:DIR'`"), hub)
+            mllm = memory.footprint(model, "mllm", dtype, mllm_at.config)
             footprints += [mllm] if mllm else []
-            located += mllm_at
+            located.append(mllm_at)
         if self.memory_check:  # its refusal names the chosen model itself
             ways = memory.ways_out(mllm_here, sam3_here, dtype, device.type)
             memory.check_fits(footprints, reading, ways)

@@ -161,7 +161,7 @@ def test_locate_finds_directories_cache_and_hub_models(
     fake = FakeHub(tmp_path / "hub", {"org/on-hub": {"model_type": "x"}})
     sources = [str(tiny_qwen_dir), str(empty), str(no_weights), "./nowhere", "not an id!"]
     sources += ["org/on-hub", "org/typo"]
-    found = {f.model.source: f for f in hub.locate([_ref(s) for s in sources], fake)}
+    found = {f.model.source: f for f in (hub.locate(_ref(s), fake) for s in sources)}
     assert found[str(tiny_qwen_dir)].missing is None
     assert found[str(tiny_qwen_dir)].config == tiny_qwen_dir / "config.json"
     assert found[str(empty)].missing == f"no config.json in {empty}"
@@ -181,14 +181,14 @@ def test_locate_offline_or_unreachable_names_the_way_out_and_asks_nothing(
 ) -> None:
     monkeypatch.setattr(hub, "is_cached", lambda repo_id: False)
     down = FakeHub(tmp_path, reachable=False)
-    (unreachable_model,) = hub.locate([_ref("Qwen/Qwen3-VL-2B-Instruct")], down)
+    unreachable_model = hub.locate(_ref("Qwen/Qwen3-VL-2B-Instruct"), down)
     assert unreachable_model.missing is not None
     assert unreachable_model.missing.startswith("cannot reach the Hugging Face hub at")
     assert "`hf download Qwen/Qwen3-VL-2B-Instruct`" in unreachable_model.missing
     assert "`llm='hf:DIR'`" in unreachable_model.missing and down.asked == []
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     up = FakeHub(tmp_path)
-    (offline_model,) = hub.locate([_ref("Qwen/Qwen3-VL-2B-Instruct")], up)
+    offline_model = hub.locate(_ref("Qwen/Qwen3-VL-2B-Instruct"), up)
     assert str(offline_model.missing).startswith("HF_HUB_OFFLINE is set and it is not in")
     assert up.asked == [] and up.probes == 0
 
