@@ -128,10 +128,9 @@ class Agent(Generic[In, S, R]):
         """Answer ``query`` on ``source`` (an image path, PIL image or ``(H, W, 3)`` uint8
         array; a video file, frame folder or ``VideoSource``).
 
-        With ``output_dir`` the run's files are written there (also when it fails) and the
-        session is committed after every round; ``resume=True`` continues the session saved
-        there. ``image_path``: the file ``result.json`` names for an image given decoded;
-        ``downloaded``: what it says of an input fetched from a URL (``Download.record()``).
+        With ``output_dir`` the run's files are written there, the session committed after
+        every round (``resume=True`` continues it); ``image_path`` and ``downloaded``: what
+        ``result.json`` says of an input given decoded or fetched from a URL.
         """
         check_query(query)
         started = time.perf_counter()

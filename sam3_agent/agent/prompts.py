@@ -196,8 +196,7 @@ def canonical_dir() -> Traversable:
     )
 
 
-ToolDocs = Sequence[Mapping[str, str]]
-"""What ``system.j2`` lists per tool (:func:`sam3_agent.agent.tools.tool_docs`)."""
+ToolDocs = Sequence[Mapping[str, str]]  # what system.j2 lists per tool (tools.tool_docs)
 
 
 @cache
@@ -213,10 +212,8 @@ def load_prompt_set(
     kind: PromptKind = "image",
     tool_set: ToolSet = "paper",
 ) -> PromptSet:
-    """The prompt set in ``directory`` (None: the canonical one), checked completely, also
-    with ``tool_docs`` when given; any fault is a UserError. ``kind="video"``: the templates
-    of its ``video/`` (else the canonical ones) over its own; ``tool_set="extended"``: also
-    those of its ``extended/`` (else the canonical ones). Checked once per content."""
+    """The prompt set in ``directory`` (None: the canonical one) for ``kind`` and ``tool_set``
+    (the canonical ``video/``, ``extended/`` where it has none), checked completely; a UserError."""
     if directory is None:
         prompt_set = default_prompt_set(kind, tool_set)
     else:

@@ -273,9 +273,8 @@ Registry = dict[str, Tool]  # tools by name
 
 
 def with_kept(registry: Registry, what: str = "masks") -> Registry:
-    """``registry`` (a medium's paper tools) with ``keep_masks`` after ``examine_each_mask``
-    and ``select_masks_and_return`` answering with the kept set too; ``what`` the medium's
-    word for its candidates (``masks``, ``tracks``)."""
+    """``registry`` with ``keep_masks`` and a selection that answers with the kept set too;
+    ``what``: the medium's word for its candidates (``masks``, ``tracks``)."""
     select = registry["select_masks_and_return"]
     keep = Tool(
         name="keep_masks",

@@ -30,11 +30,8 @@ from sam3_agent.agent.steps import ActionStep
 
 logger = logging.getLogger(__name__)
 
-ARCHIVE_SHARE = 0.2
-"""Share of the budget's limit the archive lines may use."""
-
-NOTE_OVERHEAD = 80
-"""Tokens of the fixed wording around the tried-phrases note and the archive (upper bound)."""
+ARCHIVE_SHARE = 0.2  # of the budget's limit, for the archive lines
+NOTE_OVERHEAD = 80  # tokens of the wording around the tried-phrases note and the archive, at most
 
 
 def archive_line(step: ActionStep) -> str:

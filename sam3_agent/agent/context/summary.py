@@ -23,8 +23,7 @@ from sam3_agent.values.messages import ChatMessage, ChatResponse
 
 logger = logging.getLogger(__name__)
 
-MAX_DIGEST_TOKENS = 200
-"""A digest longer than this (after the model wrote it) is cut to it."""
+MAX_DIGEST_TOKENS = 200  # a longer digest (as the model wrote it) is cut to this
 
 DIGEST_TAG = re.compile(r"<digest>(.*?)(?:</digest>|$)", re.DOTALL | re.IGNORECASE)
 THINK_TAG = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
