@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Coroutine, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
@@ -263,13 +264,7 @@ class Agent(Generic[In, S, R]):
                 return Ending(None, rounds_spent(self.config.max_rounds))
             try:
                 with session.timed("context"):
-                    now = History(
-                        history.system_prompt,
-                        history.task,
-                        steps,
-                        session.prompts,
-                        kept_note=session.kept_note(),
-                    )
+                    now = replace(history, steps=steps, kept_note=session.kept_note())
                     context = await policy.build(now)
             except ContextBudgetError as e:
                 return Ending(None, str(e))

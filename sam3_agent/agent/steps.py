@@ -135,17 +135,12 @@ class ActionStep:
         )
         return (assistant, *answer)
 
-    @property
-    def changes_masks(self) -> bool:
-        """True when this round replaced the current masks."""
-        return self.kind in ("segment", "examine")
-
 
 def current_masks_index(steps: Sequence[ActionStep]) -> int | None:
     """Index of the latest mask-changing step, if it shows an image of selectable masks;
     None when no masks are selectable (then no image of masks may be shown)."""
     for i in range(len(steps) - 1, -1, -1):
-        if steps[i].changes_masks:
+        if steps[i].kind in ("segment", "examine"):  # it replaced the current masks
             return i if steps[i].observation.image is not None else None
     return None
 
