@@ -1,8 +1,5 @@
-"""The agent loop: the MLLM calls tools on SAM 3 until it selects masks or gives up.
-
-Model mistakes become corrective messages (at most ``max_corrections``); infrastructure
-failures raise a :class:`~sam3_agent.values.errors.Sam3AgentError`.
-"""
+"""The agent loop: the MLLM calls tools on SAM 3 until it selects masks or gives up; model
+mistakes become corrective messages, infrastructure failures a ``Sam3AgentError``."""
 
 from __future__ import annotations
 

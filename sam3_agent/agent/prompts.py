@@ -1,8 +1,5 @@
-"""Prompt sets: the template files the agent renders, with a strict Jinja environment.
-
-The canonical set is ``prompts/`` (``sam3_agent._prompts`` in the wheel); another set is
-checked completely by :func:`load_prompt_set` before any model loads.
-"""
+"""Prompt sets: the template files the agent renders, with a strict Jinja environment; the
+canonical set is ``prompts/`` (``sam3_agent._prompts`` in the wheel)."""
 
 from __future__ import annotations
 

@@ -151,9 +151,8 @@ REPLAY_LIMIT = 2000  # characters of a refused reply replayed later (the trace k
 def round_step(
     round_number: int, response: ChatResponse, parsed: ParsedReply, outcome: ToolOutcome
 ) -> ActionStep:
-    """The round as the history keeps it; a refused reply cut to :data:`REPLAY_LIMIT`
-    characters, a native call that long replayed with ``{}`` arguments (they must stay valid
-    JSON)."""
+    """The round as the history keeps it; a refused reply cut to :data:`REPLAY_LIMIT` chars,
+    a native call that long replayed with ``{}`` arguments (they must stay valid JSON)."""
     reply = response.text if parsed.native_call is not None else parsed.stored_text
     call = parsed.native_call
     if outcome.kind == "correction":

@@ -116,9 +116,8 @@ class Committed:
 def read_committed(
     directory: Path, saved: dict[str, Any], now: Fingerprint, *, max_rounds: int | None = None
 ) -> Committed:
-    """Check ``saved`` against the request ``now`` (a ResumeError names every difference),
-    then check and read what it points at (the prompt files, ``prompt_set.json``, the
-    committed trace); with ``max_rounds``, a session that spent its rounds counts as ended."""
+    """Check ``saved`` against the request ``now`` (a ResumeError names every difference) and
+    read what it points at; with ``max_rounds``, a session that spent its rounds has ended."""
     with damaged(directory):
         fingerprint = Fingerprint.from_json(saved["fingerprint"])
     differences = fingerprint.differences(now)
@@ -160,9 +159,8 @@ def check_resumable(
     model: str | None = None,
     backends: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> Committed:
-    """Check, before any model loads and changing nothing, everything a resume of
-    ``directory`` can be refused for; ``model`` and ``backends`` are what is known of the
-    models before they load (what is left out is compared when they are built)."""
+    """Check, before any model loads and changing nothing, everything a resume of ``directory``
+    can be refused for; ``model`` and ``backends``: what is known of the models yet."""
     saved = load_saved(directory)
     if DirectoryLock.held_elsewhere(directory):
         raise ResumeError(f"{directory} is in use by another running session")

@@ -165,9 +165,8 @@ def evict_lowest(
     scores: Callable[[], dict[int, float]],
     unscored: float | None = None,
 ) -> Decision:
-    """Every round while the history fits ``limit``; past it, the lowest ``scores()`` (by
-    round number, computed only then) leave first, ties oldest first; ``unscored`` ones are
-    not recorded."""
+    """Every round while the history fits ``limit``; past it, the lowest ``scores()`` (by round,
+    computed only then) leave first, ties oldest first; ``unscored`` ones are not recorded."""
     steps = costs.history.steps
     everything = list(range(len(steps)))
     if costs.full() <= limit:
