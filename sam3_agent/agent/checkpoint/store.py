@@ -40,18 +40,7 @@ from sam3_agent.values.version import __version__
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Checkpoint", "ContinuedTrace", "DirectoryLock"]
-
-
-class ContinuedTrace(Trace):
-    """A trace keeping the committed rounds' ``committed_bytes``; what a killed process wrote
-    after its last commit is cut off (the resumed round writes it again)."""
-
-    def __init__(self, directory: Path, committed_bytes: int) -> None:
-        super().__init__(None)  # None: do not create or empty anything
-        self.directory = directory
-        with open(directory / rundir.TRACE, "r+b") as f:
-            f.truncate(committed_bytes)
+__all__ = ["Checkpoint", "DirectoryLock"]
 
 
 @dataclass(eq=False)
@@ -142,7 +131,7 @@ class Checkpoint:
             journal = Journal(directory / JOURNAL_FILE, committed.round + 1, replay)
             checkpoint = cls(
                 directory,
-                trace=ContinuedTrace(directory, committed.trace_bytes),
+                trace=Trace(directory, committed.trace_bytes),
                 system_prompt=committed.system_prompt,
                 checker_prompt=committed.checker_prompt,
                 fingerprint=fingerprint,
