@@ -30,21 +30,12 @@ def segment(
     max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
     **options: Any,
 ) -> AgentResult:
-    """Segment what ``query`` describes in ``image`` with the default or given backends.
+    """Segment what ``query`` describes in ``image`` (a path, array or ``http(s)://`` URL)
+    with the backends of ``backends=`` or of :class:`BackendSpec` fields given as keywords
+    (named as the CLI flags are: ``--llm-url`` is ``llm_url``), which replace its fields.
 
-    The backends are a :class:`BackendSpec` (``backends=``), or its fields as keywords,
-    named as the CLI flags are (``--llm-url`` is ``llm_url``): ``sam3`` / ``sam3_url`` /
-    ``sam3_token``, ``device``, ``dtype``; ``llm="hf:<id or dir>"`` or ``llm_url`` (one URL
-    or several) with ``llm_model`` / ``llm_api_key`` / ``llm_timeout``; ``tool_protocol``;
-    ``temperature``, ``max_tokens``, ``seed``, ``llm_extra``; ``cache`` and ``replay``;
-    ``memory_check``. Keywords given beside ``backends=`` replace its fields. With no MLLM
-    named, the default for this machine is chosen (and logged). ``config`` holds the agent
-    settings (its ``tool_protocol`` is the spec's unless the spec sets one).
-
-    Every option is checked, and the models checked to fit in memory (unless
-    ``memory_check=False``), before anything loads. An ``http(s)://`` URL is fetched first
-    (at most ``max_download_mb``) into a temporary directory removed when the call returns;
-    ``result.json`` records its URL and SHA-256.
+    Every option is checked, and the models checked to fit in memory, before anything loads;
+    a URL is fetched first (at most ``max_download_mb``) and ``result.json`` records it.
     """
     spec, config = _planned("segment", config, backends, options, video=False)
     with downloads(max_download_mb) as fetched:
@@ -70,12 +61,8 @@ def track(
     max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
     **backend_options: Any,
 ) -> VideoResult:
-    """Segment and track what ``query`` describes through ``video`` (a video file or a
-    folder of frames), as :func:`segment` does for an image: the same backend keywords
-    (and ``video_cache_mb``), checked and planned before anything loads.
-
-    ``options``: what the model is shown; ``selection``: which frames are tracked. A URL
-    is fetched as :func:`segment` fetches one.
+    """:func:`segment` for ``video`` (a video file, a folder of frames or a URL), with the
+    same keywords; ``options``: what the model is shown; ``selection``: which frames are tracked.
     """
     spec, config = _planned("track", config, backends, backend_options, video=True)
     with downloads(max_download_mb) as fetched:

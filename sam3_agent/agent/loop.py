@@ -1,8 +1,5 @@
-"""The agent loop: the MLLM calls tools on SAM 3 until it selects masks or gives up.
-
-Model mistakes become corrective messages (at most ``max_corrections``); infrastructure
-failures raise a :class:`~sam3_agent.values.errors.Sam3AgentError`.
-"""
+"""The agent loop: the MLLM calls tools on SAM 3 until it selects masks or gives up; model
+mistakes become corrective messages, infrastructure failures a ``Sam3AgentError``."""
 
 from __future__ import annotations
 
@@ -10,6 +7,7 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Coroutine, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
@@ -128,10 +126,9 @@ class Agent(Generic[In, S, R]):
         """Answer ``query`` on ``source`` (an image path, PIL image or ``(H, W, 3)`` uint8
         array; a video file, frame folder or ``VideoSource``).
 
-        With ``output_dir`` the run's files are written there (also when it fails) and the
-        session is committed after every round; ``resume=True`` continues the session saved
-        there. ``image_path``: the file ``result.json`` names for an image given decoded;
-        ``downloaded``: what it says of an input fetched from a URL (``Download.record()``).
+        With ``output_dir`` the run's files are written there, the session committed after
+        every round (``resume=True`` continues it); ``image_path`` and ``downloaded``: what
+        ``result.json`` says of an input given decoded or fetched from a URL.
         """
         check_query(query)
         started = time.perf_counter()
@@ -264,13 +261,7 @@ class Agent(Generic[In, S, R]):
                 return Ending(None, rounds_spent(self.config.max_rounds))
             try:
                 with session.timed("context"):
-                    now = History(
-                        history.system_prompt,
-                        history.task,
-                        steps,
-                        session.prompts,
-                        kept_note=session.kept_note(),
-                    )
+                    now = replace(history, steps=steps, kept_note=session.kept_note())
                     context = await policy.build(now)
             except ContextBudgetError as e:
                 return Ending(None, str(e))

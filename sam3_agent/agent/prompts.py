@@ -1,8 +1,5 @@
-"""Prompt sets: the template files the agent renders, with a strict Jinja environment.
-
-The canonical set is ``prompts/`` (``sam3_agent._prompts`` in the wheel); another set is
-checked completely by :func:`load_prompt_set` before any model loads.
-"""
+"""Prompt sets: the template files the agent renders, with a strict Jinja environment; the
+canonical set is ``prompts/`` (``sam3_agent._prompts`` in the wheel)."""
 
 from __future__ import annotations
 
@@ -46,24 +43,16 @@ per message, with the canonical set's argument names)."""
 
 PromptKind = Literal["image", "video"]
 
-VIDEO_DIR = "video"
-"""The sub-folder of a set holding the video agent's own templates over the image set's."""
-
-EXTENDED_DIR = "extended"
-"""The sub-folder of a set holding what the extended tool set adds (read for it only, so the
-paper set's version is the same as before the tool sets existed)."""
-
-EXTENDED_FEEDBACK = "feedback_extended"
-"""The extended set's own messages, macros read beside ``feedback``'s."""
+VIDEO_DIR = "video"  # the video agent's own templates, over the image set's
+EXTENDED_DIR = "extended"  # read for the extended tool set only: the paper set's version stays
+EXTENDED_FEEDBACK = "feedback_extended"  # the extended set's messages, beside ``feedback``'s
 
 EXTENDED_TEMPLATES: Mapping[str, frozenset[str]] = {
     "tool_rules": frozenset(),
     "kept_note": frozenset({"kept_masks"}),
     EXTENDED_FEEDBACK: frozenset(),
 }
-"""The extended tool set's templates: its rules (appended to the system prompt), the note
-naming the kept masks (after the request) and its messages. A video set reads them from
-``video/extended/`` over ``extended/``."""
+"""The extended tool set's templates (a video set reads ``video/extended/`` over ``extended/``)."""
 
 VIDEO_TEMPLATES: Mapping[str, frozenset[str]] = {
     **TEMPLATES,
@@ -204,15 +193,13 @@ def canonical_dir() -> Traversable:
     )
 
 
-ToolDocs = Sequence[Mapping[str, str]]
-"""What ``system.j2`` lists per tool (:func:`sam3_agent.agent.tools.tool_docs`)."""
+ToolDocs = Sequence[Mapping[str, str]]  # what system.j2 lists per tool (tools.tool_docs)
 
 
 @cache
 def default_prompt_set(kind: PromptKind = "image", tool_set: ToolSet = "paper") -> PromptSet:
-    """The canonical set of the image or video agent and a tool set, loaded and checked once
-    per process."""
-    return _load(canonical_dir(), BUILTIN_NAME, reference=None, kind=kind, tool_set=tool_set)
+    """The canonical set of a medium and a tool set, loaded and checked once per process."""
+    return _load(canonical_dir(), BUILTIN_NAME, True, kind, tool_set)
 
 
 def load_prompt_set(
@@ -222,10 +209,8 @@ def load_prompt_set(
     kind: PromptKind = "image",
     tool_set: ToolSet = "paper",
 ) -> PromptSet:
-    """The prompt set in ``directory`` (None: the canonical one), checked completely, also
-    with ``tool_docs`` when given; any fault is a UserError. ``kind="video"``: the templates
-    of its ``video/`` (else the canonical ones) over its own; ``tool_set="extended"``: also
-    those of its ``extended/`` (else the canonical ones). Checked once per content."""
+    """The prompt set in ``directory`` (None: the canonical one) for ``kind`` and ``tool_set``
+    (the canonical ``video/``, ``extended/`` where it has none), checked completely; a UserError."""
     if directory is None:
         prompt_set = default_prompt_set(kind, tool_set)
     else:
@@ -233,8 +218,8 @@ def load_prompt_set(
         if not path.is_dir():
             raise UserError(f"prompt set {path} is not a directory")
         path = path.resolve()
-        reference = default_prompt_set(kind, tool_set)
-        prompt_set = _load(path, path.name, reference=reference, kind=kind, tool_set=tool_set)
+        default_prompt_set(kind, tool_set)  # the reference, checked first
+        prompt_set = _load(path, path.name, False, kind, tool_set)
     if tool_docs is not None:
         for protocol in ("tags", "native"):
             variables = {"tools": list(tool_docs), "protocol": protocol}
@@ -242,12 +227,16 @@ def load_prompt_set(
     return prompt_set
 
 
+def _templates(kind: PromptKind, tool_set: ToolSet) -> dict[str, frozenset[str]]:
+    """The templates a set of ``kind`` and ``tool_set`` holds, with their variables."""
+    templates = dict(VIDEO_TEMPLATES if kind == "video" else TEMPLATES)
+    if tool_set == "extended":
+        templates.update(EXTENDED_TEMPLATES)
+    return templates
+
+
 def _load(
-    folder: Traversable,
-    name: str,
-    reference: PromptSet | None,
-    kind: PromptKind = "image",
-    tool_set: ToolSet = "paper",
+    folder: Traversable, name: str, canonical: bool, kind: PromptKind, tool_set: ToolSet
 ) -> PromptSet:
     where = str(folder)
     sources = _read_templates(folder, where)
@@ -261,15 +250,14 @@ def _load(
         sources.update(_read_templates(extra, str(extra)))
         if len(overlay) == 1:
             name = f"{name}/{overlay[0]}"
-    wanted = {**TEMPLATES, **(EXTENDED_TEMPLATES if tool_set == "extended" else {})}
-    missing = [t + SUFFIX for t in wanted if t + SUFFIX not in sources]
+    missing = [t + SUFFIX for t in _templates(kind, tool_set) if t + SUFFIX not in sources]
     if missing:
         raise UserError(
             f"prompt set {where} lacks {', '.join(missing)} "
             f"(a prompt set holds {', '.join(t + SUFFIX for t in TEMPLATES)})"
         )
     key = tuple(sorted(sources.items()))
-    return _checked(name, where, key, reference is None, kind, tool_set)
+    return _checked(name, where, key, canonical, kind, tool_set)
 
 
 def _read_templates(folder: Traversable, where: str) -> dict[str, str]:
@@ -294,15 +282,12 @@ def _checked(
     where: str,
     sources: tuple[tuple[str, str], ...],
     canonical: bool,
-    kind: PromptKind = "image",
-    tool_set: ToolSet = "paper",
+    kind: PromptKind,
+    tool_set: ToolSet,
 ) -> PromptSet:
     prompt_set = PromptSet(name, where, dict(sources))
-    templates = dict(VIDEO_TEMPLATES if kind == "video" else TEMPLATES)
-    if tool_set == "extended":
-        templates.update(EXTENDED_TEMPLATES)
     reference = prompt_set if canonical else default_prompt_set(kind, tool_set)
-    _check(prompt_set, reference, templates)
+    _check(prompt_set, reference, _templates(kind, tool_set))
     logger.debug("prompt set %s (%s) from %s", name, prompt_set.version, where)
     return prompt_set
 

@@ -1,7 +1,5 @@
-"""The state of one agent session, image or video, and the services its tools use (the mask
-checks among them); what differs by medium (how SAM 3 is asked, what the model and checkers
-see) is its :class:`Scene`.
-"""
+"""The state of one agent session and the services its tools use (the mask checks among
+them); what differs by medium (how SAM 3 is asked, what is shown) is its :class:`Scene`."""
 
 from __future__ import annotations
 
@@ -30,9 +28,8 @@ from sam3_agent.values.messages import ChatMessage, ImagePart, Part, TextPart
 
 
 class Scene(Protocol[C]):
-    """What a medium supplies to one session: how SAM 3 is asked and what is shown. A scene
-    that subclasses it gets the defaults: nothing to start or close, no text beside the
-    numbered image, one look per check."""
+    """What a medium supplies to one session: how SAM 3 is asked and what is shown (a subclass
+    gets the defaults: nothing to start or close, no text beside the image, one look)."""
 
     answer_type: type[C]
     task_image: EncodedImage
@@ -214,10 +211,8 @@ class Session(Generic[C]):
             return await asyncio.to_thread(render)
 
     async def check(self, candidates: C) -> list[CheckResult]:
-        """``examine_each_mask``: one isolated, concurrent MLLM check per candidate (results
-        in order, calls traced in order); a reply without a clear verdict is asked again,
-        then taken as Reject. Where the scene allows Uncertain, a candidate gets closer
-        looks, each counted against ``max_mask_checks``."""
+        """One isolated, concurrent MLLM check per candidate (results and trace in order); an
+        unclear verdict is asked again, then taken as Reject; Uncertain earns closer looks."""
         with self.timed("render"):
             views = await self.scene.check_views(self, candidates)
         with self.timed("checks"):

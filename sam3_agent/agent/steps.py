@@ -135,17 +135,12 @@ class ActionStep:
         )
         return (assistant, *answer)
 
-    @property
-    def changes_masks(self) -> bool:
-        """True when this round replaced the current masks."""
-        return self.kind in ("segment", "examine")
-
 
 def current_masks_index(steps: Sequence[ActionStep]) -> int | None:
     """Index of the latest mask-changing step, if it shows an image of selectable masks;
     None when no masks are selectable (then no image of masks may be shown)."""
     for i in range(len(steps) - 1, -1, -1):
-        if steps[i].changes_masks:
+        if steps[i].kind in ("segment", "examine"):  # it replaced the current masks
             return i if steps[i].observation.image is not None else None
     return None
 
@@ -156,9 +151,8 @@ REPLAY_LIMIT = 2000  # characters of a refused reply replayed later (the trace k
 def round_step(
     round_number: int, response: ChatResponse, parsed: ParsedReply, outcome: ToolOutcome
 ) -> ActionStep:
-    """The round as the history keeps it; a refused reply cut to :data:`REPLAY_LIMIT`
-    characters, a native call that long replayed with ``{}`` arguments (they must stay valid
-    JSON)."""
+    """The round as the history keeps it; a refused reply cut to :data:`REPLAY_LIMIT` chars,
+    a native call that long replayed with ``{}`` arguments (they must stay valid JSON)."""
     reply = response.text if parsed.native_call is not None else parsed.stored_text
     call = parsed.native_call
     if outcome.kind == "correction":

@@ -1,9 +1,5 @@
-"""The tools, as registries: a name, a typed parameter model, and one handler each; the
-paper's four (``TOOLS``) and the extended set (``EXTENDED_TOOLS``: exemplars on
-``segment_phrase``, and ``keep_masks`` for answers that span phrases).
-
-Every misuse raises :class:`~sam3_agent.agent.steps.ToolMistake`, its text sent to the model.
-"""
+"""The tool registries: the paper's four (``TOOLS``) and the extended set (``EXTENDED_TOOLS``);
+every misuse raises :class:`~sam3_agent.agent.steps.ToolMistake`, its text sent to the model."""
 
 from __future__ import annotations
 
@@ -81,9 +77,6 @@ class Tool:
     handler: Handler
     needs_masks: bool = False
 
-    def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.params.model_json_schema())
-
 
 def normalize_phrase(phrase: str) -> str:
     """The form phrases are compared in: case-folded, whitespace collapsed."""
@@ -148,21 +141,11 @@ def tried_name(phrase: str, exemplars: Exemplars | None) -> str:
 
 
 async def _segment_phrase(session: Session[Any], params: SegmentPhraseParams) -> ToolOutcome:
-    return await _segment(session, params.text_prompt, None)
-
-
-async def _segment_with_exemplars(
-    session: Session[Any], params: ExemplarPhraseParams
-) -> ToolOutcome:
+    prompts, text = session.prompts, params.text_prompt
     exemplars = None
-    if params.like or params.unlike:
+    if isinstance(params, ExemplarPhraseParams) and (params.like or params.unlike):
         current = session.require_masks("segment_phrase")
-        exemplars = exemplars_of(current, params.like, params.unlike, session.prompts)
-    return await _segment(session, params.text_prompt, exemplars)
-
-
-async def _segment(session: Session[Any], text: str, exemplars: Exemplars | None) -> ToolOutcome:
-    prompts = session.prompts
+        exemplars = exemplars_of(current, params.like, params.unlike, prompts)
     phrase, tried = tried_name(text, exemplars), session.phrases
     if normalize_phrase(phrase) in {normalize_phrase(p) for p in tried}:
         raise ToolMistake(
@@ -290,9 +273,8 @@ Registry = dict[str, Tool]  # tools by name
 
 
 def with_kept(registry: Registry, what: str = "masks") -> Registry:
-    """``registry`` (a medium's paper tools) with ``keep_masks`` after ``examine_each_mask``
-    and ``select_masks_and_return`` answering with the kept set too; ``what`` the medium's
-    word for its candidates (``masks``, ``tracks``)."""
+    """``registry`` with ``keep_masks`` and a selection that answers with the kept set too;
+    ``what``: the medium's word for its candidates (``masks``, ``tracks``)."""
     select = registry["select_masks_and_return"]
     keep = Tool(
         name="keep_masks",
@@ -342,7 +324,6 @@ def extended(registry: Registry) -> Registry:
             parameters_text=segment.parameters_text
             + ' Optional: "like" and "unlike", lists of mask numbers (integers).',
             example={"text_prompt": "apple", "like": [2], "unlike": [4]},
-            handler=_segment_with_exemplars,
         ),
     }
 
@@ -365,7 +346,9 @@ def tool_docs(registry: Registry = TOOLS) -> list[dict[str, str]]:
 
 def tool_specs(registry: Registry = TOOLS) -> list[ToolSpec]:
     """The tools as JSON-schema specs, for native tool calling."""
-    return [t.spec() for t in registry.values()]
+    return [
+        ToolSpec(t.name, t.description, t.params.model_json_schema()) for t in registry.values()
+    ]
 
 
 def _describe_errors(error: ValidationError) -> str:

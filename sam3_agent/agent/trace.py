@@ -15,14 +15,19 @@ from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 
 
 class Trace:
-    """``trace.jsonl`` and the files it references, each written once; with
-    ``directory=None`` nothing is written."""
+    """``trace.jsonl`` and the files it references, each written once (``directory=None``:
+    nothing); a resumed session's keeps its ``committed_bytes``, what followed is cut off."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None, committed_bytes: int | None = None) -> None:
         self.directory = directory
         self._written: set[str] = set()
         self._lock = threading.Lock()
-        if directory is not None:
+        if directory is None:
+            return
+        if committed_bytes is not None:  # the resumed round writes the rest again
+            with open(directory / rundir.TRACE, "r+b") as f:
+                f.truncate(committed_bytes)
+        else:
             (directory / rundir.IMAGES_DIR).mkdir(parents=True, exist_ok=True)
             (directory / rundir.TRACE).write_text("")
 

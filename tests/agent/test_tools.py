@@ -85,7 +85,7 @@ def test_a_cut_phrase_is_reported_to_the_model(image: np.ndarray, three_cats: De
 
 
 def test_phrase_length_rule_is_shared_with_the_service() -> None:
-    schema = TOOLS["segment_phrase"].spec().parameters["properties"]["text_prompt"]
+    schema = tool_specs(TOOLS)[0].parameters["properties"]["text_prompt"]
     assert schema["maxLength"] == MAX_PHRASE_CHARS and "30 words" in schema["description"]
     longest, too_long = "a" * MAX_PHRASE_CHARS, "a" * (MAX_PHRASE_CHARS + 1)
     SegmentPhraseParams(text_prompt=longest)

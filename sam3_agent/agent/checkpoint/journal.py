@@ -36,8 +36,8 @@ JOURNAL_FILE = rundir.JOURNAL
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 JournalKind = Literal["chat", "segment", "track"]
+# What decoding a journal record that is valid JSON of the wrong shape raises.
 UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
-"""What decoding a journal record that is valid JSON of the wrong shape raises."""
 
 
 class Journal:

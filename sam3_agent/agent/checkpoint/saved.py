@@ -20,14 +20,8 @@ if TYPE_CHECKING:
     from sam3_agent.values.config import AgentConfig
 
 STATE_FILE = rundir.STATE
-PROMPT_SET_FILE = rundir.PROMPT_SET
-SYSTEM_PROMPT_FILE = rundir.SYSTEM_PROMPT
-CHECKER_PROMPT_FILE = rundir.CHECKER_PROMPT
-LOCK_FILE = rundir.LOCK
-FORMAT = 1
-"""The format of ``session.json`` this version writes and reads."""
-DAMAGED = (KeyError, TypeError, ValueError, AttributeError)
-"""What reading a saved document that is valid JSON of the wrong shape raises."""
+FORMAT = 1  # of the session.json this version writes and reads
+DAMAGED = (KeyError, TypeError, ValueError, AttributeError)  # read from JSON of the wrong shape
 
 
 def refusal(directory: Path, why: str) -> ResumeError:
@@ -64,7 +58,7 @@ class DirectoryLock:
 
     def __init__(self, directory: Path, *, resuming: bool) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self._file = open(directory / LOCK_FILE, "a")  # noqa: SIM115 - held for the session
+        self._file = open(directory / rundir.LOCK, "a")  # noqa: SIM115 - held for the session
         error = _flock(self._file)
         if error is not None:
             self._file.close()
@@ -77,7 +71,7 @@ class DirectoryLock:
     @staticmethod
     def held_elsewhere(directory: Path) -> bool:
         """Whether a live session holds ``directory`` now; takes and creates nothing."""
-        path = directory / LOCK_FILE
+        path = directory / rundir.LOCK
         if not path.is_file():
             return False
         with open(path, "a") as probe:  # closing it lets go of a lock it took
@@ -122,9 +116,8 @@ class Committed:
 def read_committed(
     directory: Path, saved: dict[str, Any], now: Fingerprint, *, max_rounds: int | None = None
 ) -> Committed:
-    """Check ``saved`` against the request ``now`` (a ResumeError names every difference),
-    then check and read what it points at (the prompt files, ``prompt_set.json``, the
-    committed trace); with ``max_rounds``, a session that spent its rounds counts as ended."""
+    """Check ``saved`` against the request ``now`` (a ResumeError names every difference) and
+    read what it points at; with ``max_rounds``, a session that spent its rounds has ended."""
     with damaged(directory):
         fingerprint = Fingerprint.from_json(saved["fingerprint"])
     differences = fingerprint.differences(now)
@@ -135,8 +128,8 @@ def read_committed(
         trace_bytes = int(saved["trace_bytes"])
         round_ = int(saved["state"]["round"])
         ended = saved["state"]["ending"] is not None
-    system_prompt = read_prompt(directory, SYSTEM_PROMPT_FILE, hashes["system"])
-    checker_prompt = read_prompt(directory, CHECKER_PROMPT_FILE, hashes["checker"])
+    system_prompt = read_prompt(directory, rundir.SYSTEM_PROMPT, hashes["system"])
+    checker_prompt = read_prompt(directory, rundir.CHECKER_PROMPT, hashes["checker"])
     prompt_set = saved_prompt_set(directory)
     trace = directory / rundir.TRACE
     size = trace.stat().st_size if trace.is_file() else 0
@@ -166,9 +159,8 @@ def check_resumable(
     model: str | None = None,
     backends: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> Committed:
-    """Check, before any model loads and changing nothing, everything a resume of
-    ``directory`` can be refused for; ``model`` and ``backends`` are what is known of the
-    models before they load (what is left out is compared when they are built)."""
+    """Check, before any model loads and changing nothing, everything a resume of ``directory``
+    can be refused for; ``model`` and ``backends``: what is known of the models yet."""
     saved = load_saved(directory)
     if DirectoryLock.held_elsewhere(directory):
         raise ResumeError(f"{directory} is in use by another running session")
@@ -178,7 +170,7 @@ def check_resumable(
 
 def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
     """The prompt set the session started with (``{"name", "path", "sources"}``), or None."""
-    path = directory / PROMPT_SET_FILE
+    path = directory / rundir.PROMPT_SET
     if not path.is_file():
         return None
     try:
@@ -186,7 +178,7 @@ def saved_prompt_set(directory: Path) -> dict[str, Any] | None:
         sources = {str(k): str(v) for k, v in saved["sources"].items()}
         return {"name": str(saved["name"]), "path": str(saved["path"]), "sources": sources}
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise refusal(directory, f"{PROMPT_SET_FILE} is damaged: {e!r}") from e
+        raise refusal(directory, f"{rundir.PROMPT_SET} is damaged: {e!r}") from e
 
 
 def prompt_sha256(text: str) -> str:

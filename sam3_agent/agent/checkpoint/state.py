@@ -139,11 +139,8 @@ class Ending:
 
 @dataclass
 class SessionState:
-    """Everything a session needs to continue after its last committed round.
-
-    ``round`` counts main calls made; ``steps`` holds no final step; ``timings`` are seconds
-    per phase with the ``total``; ``context`` is the policy's ``save_state`` (None: stateless).
-    """
+    """What a session needs to continue after its last committed round; ``steps`` hold no
+    final step, ``timings`` seconds per phase with the ``total``, ``context`` the policy's."""
 
     round: int = 0
     corrections: int = 0
@@ -213,14 +210,21 @@ class SessionState:
 
 
 def _step_to_json(step: ActionStep, save_image: Callable[[EncodedImage], str]) -> dict[str, Any]:
+    """The step's fields in file order (``native_call`` under ``extra``), dataclasses as their
+    fields, the observation's image by the file it was saved to."""
     image = step.observation.image
     saved_image = None
     if image is not None:
         saved_image = {"file": save_image(image)} | {k: getattr(image, k) for k in _IMAGE_KEYS}
-    extra = {f.name: _fields(getattr(step, f.name)) for f in fields(step) if f.name not in _STEP}
-    named = {name: _fields(getattr(step, name)) for name in _STEP}
-    # The observation's fields in order, its image by the file it was saved to.
-    return {"extra": extra} | named | {"observation": named["observation"] | {"image": saved_image}}
+    return {
+        "extra": {"native_call": _fields(step.native_call)},
+        "round": step.round,
+        "reply": step.reply,
+        "kind": step.kind,
+        "call": _fields(step.call),
+        "phrase": step.phrase,
+        "observation": _fields(step.observation) | {"image": saved_image},
+    }
 
 
 def _step_from_json(
@@ -228,12 +232,7 @@ def _step_from_json(
 ) -> ActionStep:
     obs = doc["observation"]
     call = doc["call"]
-    known = {f.name for f in fields(ActionStep)}
-    extra = {
-        name: _extra_from_json(name, value)
-        for name, value in doc.get("extra", {}).items()
-        if name in known
-    }
+    native = doc.get("extra", {}).get("native_call")
     return ActionStep(
         round=int(doc["round"]),
         reply=str(doc["reply"]),
@@ -247,29 +246,17 @@ def _step_from_json(
         ),
         call=None if call is None else ToolCall(str(call["name"]), dict(call["parameters"])),
         phrase=doc["phrase"],
-        **extra,
+        native_call=None if native is None else NativeToolCall(**native),
     )
 
 
-_STEP = ("round", "reply", "kind", "call", "phrase", "observation")
-"""The :class:`ActionStep` fields stored by name, in their order in the file; any other is
-stored as an extra (a dataclass as its fields, as ``call`` and ``observation`` are)."""
-
 _IMAGE_KEYS = ("name", "mime", "width", "height", "sha256")
-
-_EXTRA_TYPES: dict[str, type] = {"native_call": NativeToolCall}
-"""Extra step fields holding a dataclass, rebuilt from their fields on the way back."""
 
 
 def _fields(value: Any) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in fields(value)}
     return value
-
-
-def _extra_from_json(name: str, value: Any) -> Any:
-    kind = _EXTRA_TYPES.get(name)
-    return value if kind is None or value is None else kind(**value)
 
 
 def detections_to_json(detections: Answer | None) -> dict[str, Any] | None:

@@ -19,11 +19,8 @@ from sam3_agent.agent.checkpoint.journal import (
     read_journal,
 )
 from sam3_agent.agent.checkpoint.saved import (
-    CHECKER_PROMPT_FILE,
     FORMAT,
-    PROMPT_SET_FILE,
     STATE_FILE,
-    SYSTEM_PROMPT_FILE,
     DirectoryLock,
     damaged,
     load_saved,
@@ -43,19 +40,7 @@ from sam3_agent.values.version import __version__
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Checkpoint", "ContinuedTrace", "DirectoryLock"]
-
-
-class ContinuedTrace(Trace):
-    """A trace that keeps the committed rounds' records (``committed_bytes``, checked there);
-    what a killed process wrote after its last commit is cut off (the resumed round writes
-    it again)."""
-
-    def __init__(self, directory: Path, committed_bytes: int) -> None:
-        super().__init__(None)  # None: do not create or empty anything
-        self.directory = directory
-        with open(directory / rundir.TRACE, "r+b") as f:
-            f.truncate(committed_bytes)
+__all__ = ["Checkpoint", "DirectoryLock"]
 
 
 @dataclass(eq=False)
@@ -109,11 +94,11 @@ class Checkpoint:
             # An earlier session's state must not describe this directory's new trace.
             (directory / STATE_FILE).unlink(missing_ok=True)
             trace = Trace(directory)
-            trace.save_text(SYSTEM_PROMPT_FILE, system_prompt)
-            trace.save_text(CHECKER_PROMPT_FILE, checker_prompt)
+            trace.save_text(rundir.SYSTEM_PROMPT, system_prompt)
+            trace.save_text(rundir.CHECKER_PROMPT, checker_prompt)
             if prompt_set is not None:
                 text = json.dumps(prompt_set.saved(), indent=1) + "\n"
-                atomic_write_bytes(directory / PROMPT_SET_FILE, text.encode("ascii"))
+                atomic_write_bytes(directory / rundir.PROMPT_SET, text.encode("ascii"))
             journal = Journal(directory / JOURNAL_FILE, 1, [])
             journal.reset(1)
             checkpoint = cls(
@@ -146,7 +131,7 @@ class Checkpoint:
             journal = Journal(directory / JOURNAL_FILE, committed.round + 1, replay)
             checkpoint = cls(
                 directory,
-                trace=ContinuedTrace(directory, committed.trace_bytes),
+                trace=Trace(directory, committed.trace_bytes),
                 system_prompt=committed.system_prompt,
                 checker_prompt=committed.checker_prompt,
                 fingerprint=fingerprint,

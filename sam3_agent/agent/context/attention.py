@@ -16,8 +16,7 @@ from sam3_agent.backends.base import ChatModel, ChatModelWrapper
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.messages import ChatMessage
 
-DEFAULT_WINDOW = 3
-"""Calls over which a round's attention mass is averaged."""
+DEFAULT_WINDOW = 3  # calls over which a round's attention mass is averaged
 
 
 @runtime_checkable

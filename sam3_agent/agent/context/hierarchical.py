@@ -1,10 +1,5 @@
-"""``hierarchical``: zones with token budgets: pinned, working (the latest search onwards),
-archive (one line per older round, :data:`ARCHIVE_SHARE`), reserve. Past the watermark rounds
-move to the archive oldest first; the latest search's only when the hard limit requires.
-
-``auto``: ``sam3`` while its context is under the watermark, ``hierarchical`` past it; a
-switch is recorded and not followed by another for :data:`MIN_ROUNDS_BETWEEN_SWITCHES`
-rounds, so the context never flip-flops."""
+"""``hierarchical`` (zones with token budgets: pinned, working, archive, reserve) and ``auto``
+(``sam3`` under the watermark, ``hierarchical`` past it); see docs/context-policies.md."""
 
 from __future__ import annotations
 
@@ -30,11 +25,8 @@ from sam3_agent.agent.steps import ActionStep
 
 logger = logging.getLogger(__name__)
 
-ARCHIVE_SHARE = 0.2
-"""Share of the budget's limit the archive lines may use."""
-
-NOTE_OVERHEAD = 80
-"""Tokens of the fixed wording around the tried-phrases note and the archive (upper bound)."""
+ARCHIVE_SHARE = 0.2  # of the budget's limit, for the archive lines
+NOTE_OVERHEAD = 80  # tokens of the wording around the tried-phrases note and the archive, at most
 
 
 def archive_line(step: ActionStep) -> str:
@@ -51,7 +43,8 @@ def archive_line(step: ActionStep) -> str:
 
 
 class HierarchicalPolicy(BudgetedPolicy):
-    """Zones with budgets and a watermark. Stateless."""
+    """Past the watermark rounds move to the archive oldest first, the latest search's only
+    when the hard limit requires. Stateless."""
 
     name = "hierarchical"
 
@@ -140,7 +133,7 @@ class HierarchicalPolicy(BudgetedPolicy):
         return Decision(sorted(kept), tried, notes, evicted, zones=zones)
 
 
-MIN_ROUNDS_BETWEEN_SWITCHES = 2
+MIN_ROUNDS_BETWEEN_SWITCHES = 2  # so the context never flip-flops
 
 
 class AutoPolicy(BudgetedPolicy):

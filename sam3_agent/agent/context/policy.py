@@ -26,9 +26,8 @@ from sam3_agent.agent.context.types import (
 
 
 class ContextPolicy(Protocol):
-    """Builds each main call's context from the history (never mutating it); one object
-    serves one session and keeps its state between calls explicit. A subclass inherits the
-    stateless defaults (no state, nothing to settle or cancel)."""
+    """Builds each main call's context from the history (never mutating it), one object per
+    session; a subclass inherits the stateless defaults."""
 
     name: str
 
@@ -166,9 +165,8 @@ def evict_lowest(
     scores: Callable[[], dict[int, float]],
     unscored: float | None = None,
 ) -> Decision:
-    """Every round while the history fits ``limit``; past it, the lowest ``scores()`` (by
-    round number, computed only then) leave first, ties oldest first; ``unscored`` ones are
-    not recorded."""
+    """Every round while the history fits ``limit``; past it, the lowest ``scores()`` (by round,
+    computed only then) leave first, ties oldest first; ``unscored`` ones are not recorded."""
     steps = costs.history.steps
     everything = list(range(len(steps)))
     if costs.full() <= limit:
@@ -210,8 +208,7 @@ than it (all scores decay at the same rate), so the model keeps seeing that it w
 and does not repeat the refused call; it still leaves before newer search rounds once it is
 more than ``ln(1.2) / rate`` (about 1.2) rounds older than them."""
 
-DEFAULT_RATE = 0.15
-"""Per-round decay: a round's score halves in about 4.6 rounds."""
+DEFAULT_RATE = 0.15  # per round: a round's score halves in about 4.6 rounds
 
 
 class DecayPolicy(BudgetedPolicy):

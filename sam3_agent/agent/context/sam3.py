@@ -19,10 +19,9 @@ from sam3_agent.agent.context.types import (
 from sam3_agent.agent.steps import ActionStep, TaskStep
 
 MAX_KEPT_ROUNDS = 3
+# System prompt and request, two per kept round (the reply and its answer), and with native
+# tool calls the user message carrying the image after the round showing the masks (9).
 MAX_MESSAGES = 2 + 2 * MAX_KEPT_ROUNDS + 1
-"""System prompt and request, two messages per kept round (the reply and its answer), and
-one more with native tool calls: the user message carrying the image after the tool result,
-which only the round showing the selectable masks has (9)."""
 
 
 def anchor_index(steps: Sequence[ActionStep]) -> int | None:

@@ -23,8 +23,7 @@ from sam3_agent.values.messages import ChatMessage, ChatResponse
 
 logger = logging.getLogger(__name__)
 
-MAX_DIGEST_TOKENS = 200
-"""A digest longer than this (after the model wrote it) is cut to it."""
+MAX_DIGEST_TOKENS = 200  # a longer digest (as the model wrote it) is cut to this
 
 DIGEST_TAG = re.compile(r"<digest>(.*?)(?:</digest>|$)", re.DOTALL | re.IGNORECASE)
 THINK_TAG = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -234,9 +233,8 @@ class SummaryPolicy(BudgetedPolicy):
         return [history.prompts.render("context_digests", texts=[d.note() for d in shown])]
 
     def _evict_more(self, costs: Costs, evict: Sequence[int], limit: int, target: int) -> list[int]:
-        """``evict`` plus, once the context does not fit ``limit``, the oldest unprotected
-        rounds until it fits ``target`` (so one digest condenses several); a digest written
-        ahead takes its rounds together; a new one counts at its maximum size."""
+        """``evict`` plus, past ``limit``, the oldest unprotected rounds until ``target`` fits
+        (one digest condenses several), a digest's rounds together, a new one at its maximum."""
         steps = costs.history.steps
         out = set(evict)
         protected = costs.protected()

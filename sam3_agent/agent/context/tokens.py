@@ -16,34 +16,19 @@ from sam3_agent.values.messages import ChatMessage, ImagePart, TextPart
 
 logger = logging.getLogger(__name__)
 
-MESSAGE_OVERHEAD = 5
-"""Role markers per message (``<|im_start|>``, the role, a newline, ``<|im_end|>``, a newline)."""
-
-GENERATION_PROMPT = 3
-"""The reply's opening every request ends with (``<|im_start|>assistant\\n``)."""
-
+MESSAGE_OVERHEAD = 5  # <|im_start|>, the role, a newline, <|im_end|>, a newline
+GENERATION_PROMPT = 3  # the reply's opening every request ends with: <|im_start|>assistant\n
+# A native tool call's wrapping besides its name and arguments (Qwen's chat template writes
+# <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>).
 TOOL_CALL_OVERHEAD = 12
-"""A native tool call's wrapping besides its name and arguments (Qwen's chat template writes
-``<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>``)."""
-
-TOOL_RESULT_OVERHEAD = 4
-"""A ``tool`` message's wrapping (``<tool_response>\\n ... \\n</tool_response>``)."""
-
-IMAGE_MARKERS = 2
-"""``<|vision_start|>`` and ``<|vision_end|>`` around each image's tokens."""
-
-BYTES_PER_TOKEN = 4
-"""The estimate's divisor, used when no tokenizer is available offline."""
-
-QWEN25_CELL = 28
-"""Qwen2.5-VL: 14 px patches merged 2×2, one token per 28×28 px cell."""
-
-QWEN3_CELL = 32
-"""Qwen3-VL: 16 px patches merged 2×2, one token per 32×32 px cell."""
-
+TOOL_RESULT_OVERHEAD = 4  # <tool_response>\n ... \n</tool_response>
+IMAGE_MARKERS = 2  # <|vision_start|> and <|vision_end|> around each image's tokens
+BYTES_PER_TOKEN = 4  # the estimate's divisor, when no tokenizer is available offline
+QWEN25_CELL = 28  # Qwen2.5-VL: 14 px patches merged 2×2, one token per 28×28 px cell
+QWEN3_CELL = 32  # Qwen3-VL: 16 px patches merged 2×2, one token per 32×32 px cell
+# Qwen2.5-VL's processor bounds (min_pixels, max_pixels); images are rescaled into them.
 QWEN_MIN_PIXELS = 56 * 56
 QWEN_MAX_PIXELS = 28 * 28 * 16384
-"""Qwen2.5-VL's processor bounds (``min_pixels``, ``max_pixels``); images are rescaled into them."""
 
 
 def qwen_image_tokens(height: int, width: int, cell: int = QWEN25_CELL) -> int:
