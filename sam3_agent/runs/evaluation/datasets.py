@@ -1,15 +1,6 @@
-"""Image datasets in their published layouts, as :class:`Sample` values in dataset order
-(ground truth decoded only when asked). Each is scored in the frame its masks were drawn in:
-ReasonSeg's polygons (drawn as displayed; LISA reads with ``cv2.imread``) on the EXIF-oriented
-image, COCO's annotations (the refer datasets: :mod:`.refer`) on the stored pixels.
-
-ReasonSeg (LISA): ``ROOT/<split>/<name>.jpg`` + ``<name>.json`` with ``text`` (queries, the
-first evaluated), ``is_sentence`` (long query) and ``shapes`` (polygons labelled ``target``,
-``ignore`` or ``flag``). RefCOCO / + / g: ``ROOT/<dataset>/refs(unc).p`` (RefCOCOg:
-``refs(umd).p``) + ``instances.json``, COCO train2014 images. gRefCOCO: ``grefs(unc).json``;
-``ann_id`` a list, ``[-1]`` (or ``no_target: true``) a sample without a target. Every bad file
-raises :class:`~sam3_agent.values.errors.DatasetError` naming it and the sample.
-"""
+"""Image datasets in their published layouts (docs/evaluation.md), as :class:`Sample` values
+in dataset order, each scored in the frame its masks were drawn in (ReasonSeg's EXIF-oriented
+image, COCO's stored pixels for the refer datasets of :mod:`.refer`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Per-sample differences between methods of one dataset (two runs that differ in a setting,
-say the tool set): the samples whose figure (IoU for images, J&F for videos) moved by more
-than :data:`EPSILON`, or that failed in one run and not the other, largest change first."""
+"""Per-sample differences between methods of one dataset: the samples whose figure (IoU, or
+J&F for videos) moved by more than :data:`EPSILON` or that failed in one run only."""
 
 from __future__ import annotations
 
@@ -44,9 +43,8 @@ class SampleDifference:
 
 @dataclass(frozen=True)
 class Differences:
-    """The samples of ``dataset`` where ``other`` differs from ``baseline`` (method labels),
-    sorted by the size of the change; ``compared``: samples both methods stored;
-    ``unmatched``: samples only one of them stored (not compared)."""
+    """Where ``other`` differs from ``baseline`` (method labels), largest change first;
+    ``compared``: samples both stored; ``unmatched``: samples only one stored."""
 
     baseline: str
     other: str
@@ -114,8 +112,7 @@ def compare_samples(baseline: MergedRuns[Any], other: MergedRuns[Any]) -> Differ
 
 
 def sample_differences(methods: Sequence[MergedRuns[Any]]) -> list[Differences]:
-    """Per dataset with several methods, each later method against the first (the first
-    run directory given is the baseline)."""
+    """Per dataset, each later method against the first (the baseline)."""
     first: dict[str, MergedRuns[Any]] = {}
     found = []
     for m in methods:

@@ -1,14 +1,10 @@
-"""The report over one or more run directories of one kind: ``metrics.json`` and
-``report.md``, one row per method, one section per dataset; image runs also get the IoU
-histogram and the worst samples' gallery; video runs J, F and J&F per split and subset,
-beside AgentRVOS's figures (which name no MLLM: "beside", never "the same model")."""
+"""The report over run directories of one kind: ``metrics.json`` and ``report.md``, a row per
+method and a section per dataset (images also get the IoU histogram and the gallery)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS, dataset_title
 from sam3_agent.runs.evaluation.coverage import partial_text
@@ -61,13 +57,8 @@ def report_runs(run_dirs: Sequence[Path], out_dir: Path, *, gallery_size: int = 
     kind = runs_kind(run_dirs)
     methods = load_methods(run_dirs, kind)
     make_report_dir(out_dir)
-    comparisons: Sequence[Compared]
-    if kind == VIDEO:
-        comparisons = beside = compare_videos(methods)
-        warning = video_warning(beside)
-    else:
-        comparisons = compare_with_published(methods)
-        warning = partial_warning(methods)
+    comparisons = compare_with_published(methods, video=kind == VIDEO)
+    warning = video_warning(comparisons) if kind == VIDEO else partial_warning(methods)
     differences = sample_differences(methods)
     metrics_path = write_metrics(
         out_dir,
@@ -215,8 +206,7 @@ def _published_rows(
 
 
 def partial_warning(methods: Sequence[Method]) -> str | None:
-    """One line naming each run set beside published figures (which cover whole splits)
-    that scored part of its split, or whose coverage is unknown; None when there is none."""
+    """The coverage warning of the runs beside published figures (None: nothing to say)."""
     compared = [
         (m, s)
         for m in methods
@@ -226,32 +216,24 @@ def partial_warning(methods: Sequence[Method]) -> str | None:
     return partial_text((m.label, s, m.coverage(s)) for m, s in compared)
 
 
-@dataclass(frozen=True)
-class Comparison(Compared):
-    """A run's figure beside the published one for the same MLLM, dataset and split."""
-
-    def to_dict(self) -> dict[str, Any]:
-        p = self.published
-        where = {"model": p.model, "dataset": p.dataset, "split": p.split}
-        return {"method": self.method, **where, **self.figures()}
-
-
-def compare_with_published(methods: Sequence[Method]) -> list[Comparison]:
-    """Every published figure whose MLLM, dataset and split a method's run matches."""
+def compare_with_published(
+    methods: Sequence[Method | VideoMethod], *, video: bool = False
+) -> list[Compared]:
+    """Every published figure whose MLLM, dataset and split a method's run matches; for
+    ``video`` every one of the dataset (on each of the run's splits where none is stated)."""
     comparisons = []
     for m in methods:
         if m.config.get("mode") == "sam3-only":
             continue
         for r in for_dataset(m.dataset):
-            if not matches(r, m.config.get("model")):
+            if not video and not matches(r, m.config.get("model")):
                 continue
-            summary = m.summary(r.split, r.tag)
-            value = None
-            if summary is not None:
-                value = summary.giou if r.metric == "gIoU" else summary.ciou
-            if value is not None:
-                coverage = m.coverage(r.split, r.tag)
-                comparisons.append(Comparison(m.label, r.split, r, 100 * value, coverage))
+            for split in [r.split] if r.split else list(m.scored_splits()):
+                summary = m.summary(split, r.tag)
+                value = None if summary is None else summary.figure(r.metric)
+                if value is not None:
+                    coverage = m.coverage(split, r.tag)
+                    comparisons.append(Compared(m.label, split, r, 100 * value, coverage, video))
     return comparisons
 
 
@@ -267,45 +249,8 @@ VIDEO_INTRO = (
 )
 
 
-@dataclass(frozen=True)
-class VideoComparison(Compared):
-    """A run's figure beside a published one of its dataset and split (on each of the run's
-    splits where the source states none)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "published_method": self.published.method,
-            "model": self.published.model,
-            "dataset": self.published.dataset,
-            "split": self.split,
-            "published_split": self.published.split or None,
-            "tag": self.published.tag,
-            **self.figures(),
-        }
-
-
-def compare_videos(methods: Sequence[VideoMethod]) -> list[VideoComparison]:
-    """Every published figure of a method's dataset beside the method's on the same split."""
-    comparisons = []
-    for m in methods:
-        for r in for_dataset(m.dataset):
-            for split in [r.split] if r.split else list(m.metrics):
-                summary = m.summary(split, r.tag)
-                value = None if summary is None else _value(summary, r.metric)
-                if value is not None:
-                    coverage = m.coverage(split, r.tag)
-                    comparisons.append(VideoComparison(m.label, split, r, 100 * value, coverage))
-    return comparisons
-
-
-def _value(summary: VideoSummary, metric: str) -> float | None:
-    return {"J": summary.j, "F": summary.f, "J&F": summary.jf}.get(metric)
-
-
-def video_warning(comparisons: Sequence[VideoComparison]) -> str | None:
-    """The one line naming each compared run that scored part of its split (or whose
-    coverage is unknown); None when there is none."""
+def video_warning(comparisons: Sequence[Compared]) -> str | None:
+    """The coverage warning of the compared video runs (None: nothing to say)."""
     return partial_text(dict.fromkeys((c.method, c.split, c.coverage) for c in comparisons))
 
 
@@ -346,7 +291,7 @@ def _video_section(dataset: str, methods: Sequence[VideoMethod]) -> list[str]:
         cells[r.metric] = f"{r.value:.1f}"
         split = r.split or "not stated"
         published.append([r.label, split, r.tag or OVERALL, "–", *cells.values(), "whole split"])
-    comparisons = compare_videos(methods)
+    comparisons = compare_with_published(methods, video=True)
     warning = video_warning(comparisons)
     if warning:
         lines += [f"**Warning:** {warning}.", ""]

@@ -1,13 +1,10 @@
-"""What the image and the video report write alike: the files, and the Markdown pieces
-(tables, comparisons with published figures, run costs, failed samples, per-sample
-differences, runs). ``escape``
-makes text a model or a user wrote a table cell: :func:`cell` for videos, as is for images."""
+"""What the image and the video report write alike: the files and the Markdown pieces.
+``escape`` makes text a model or a user wrote a table cell: :func:`cell` for videos."""
 
 from __future__ import annotations
 
 import json
 import logging
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +27,7 @@ RUN_HEADER = ("method", "samples", "failed", "mean rounds", "tokens / sample", "
 
 
 @dataclass(frozen=True)
-class Compared(ABC):
+class Compared:
     """A run's figure beside a published one: the run's ``split``, ``ours`` in percent, and
     how much of the published figure's split (or tag subset) the run scored."""
 
@@ -39,15 +36,24 @@ class Compared(ABC):
     published: PublishedResult
     ours: float
     coverage: Coverage
+    video: bool = False
 
     @property
     def difference(self) -> float:
         """Ours minus published, in percentage points."""
         return self.ours - self.published.value
 
-    def figures(self) -> dict[str, Any]:
-        """The figures' part of :meth:`to_dict`."""
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as ``metrics.json`` lists it; a video one names the published
+        method, the run's split and the published one (null when unstated)."""
+        p = self.published
+        where: dict[str, Any] = {"model": p.model, "dataset": p.dataset, "split": self.split}
+        if self.video:
+            tail = {"published_split": p.split or None, "tag": p.tag}
+            where = {"published_method": p.method, **where, **tail}
         return {
+            "method": self.method,
+            **where,
             "metric": self.published.metric,
             "ours": round(self.ours, 2),
             "published": self.published.value,
@@ -56,17 +62,11 @@ class Compared(ABC):
             "coverage": self.coverage.to_dict(),
         }
 
-    @abstractmethod
-    def to_dict(self) -> dict[str, Any]:
-        """The comparison as ``metrics.json`` lists it."""
-
 
 @dataclass(frozen=True)
 class ReportFiles:
-    """What a report wrote, and the terminal summary: a line per method (per method and split
-    for videos) and per published figure beside a run's; ``partial_warning``: one line when a
-    compared run covers part of its split (or its coverage is unknown). Only an image report
-    draws the ``histogram`` and the ``gallery``."""
+    """What a report wrote, its terminal ``summary`` lines and its coverage warning; only an
+    image report draws the ``histogram`` and the ``gallery``."""
 
     metrics_json: Path
     report_md: Path
@@ -80,16 +80,12 @@ class ReportFiles:
 
 def comparison_line(c: Compared, relation: str) -> str:
     """``label against|beside published: split [tag] metric ours vs theirs (diff), samples
-    scored 6/200 (3%)``, for the terminal summary."""
+    scored 6/200 (3%)``."""
     p = c.published
     return (
         f"{c.method} {relation} {p.label}: {c.split}{f' {p.tag}' if p.tag else ''} {p.metric} "
         f"{c.ours:.1f} vs {p.value:.1f} ({c.difference:+.1f}), samples scored {c.coverage.text}"
     )
-
-
-def as_is(text: str) -> str:
-    return text
 
 
 def cell(text: str) -> str:
@@ -134,9 +130,7 @@ def write_metrics(
     differences: Sequence[Differences],
     kind: str | None = None,
 ) -> Path:
-    """``metrics.json`` in ``out_dir``: the report's datasets' ``published`` figures, the run
-    figures beside them, the coverage ``warning``, each method's entry, then the per-sample
-    ``differences``; ``kind``: what the runs scored, when not images."""
+    """``metrics.json`` in ``out_dir``; ``kind``: what the runs scored, when not images."""
     doc = {
         "version": __version__,
         **({"kind": kind} if kind is not None else {}),
@@ -167,10 +161,9 @@ def write_markdown(
     intro: str,
     methods: Sequence[MergedRuns[Any]],
     sections: Iterable[str],
-    escape: Escape = as_is,
+    escape: Escape = str,
 ) -> Path:
-    """``report.md`` in ``out_dir``: the ``title``, the run directories read and ``intro``,
-    the ``sections``, then each method's settings and run directories."""
+    """``report.md`` in ``out_dir``: ``title``, ``intro``, the ``sections``, then the runs."""
     dirs = sum(len(m.run_dirs) for m in methods)
     read = f"sam3-agent {__version__}; {dirs} run director{'y' if dirs == 1 else 'ies'}. {intro}"
     lines = [f"# {title}", "", read, "", *sections, "## Runs", ""]
@@ -187,7 +180,7 @@ def write_markdown(
 def comparison_table(
     comparisons: Sequence[Compared],
     published_name: Callable[[PublishedResult], str],
-    escape: Escape = as_is,
+    escape: Escape = str,
 ) -> str:
     """Each run figure beside its published one, with how much of the split the run scored."""
     header = ["method", "published", "split", "metric", "ours", "published", "difference"]
@@ -200,8 +193,7 @@ def comparison_table(
 
 
 def run_cells(label: str, usage: dict[str, Any], *, agent: bool = True) -> list[str]:
-    """A method's :data:`RUN_HEADER` row from its usage; rounds and tokens shown as "–"
-    unless ``agent`` (a run without an agent has none)."""
+    """A method's :data:`RUN_HEADER` row; rounds and tokens "–" unless ``agent``."""
     stored = str(usage["samples"])
     if usage["planned"] not in (None, usage["samples"]):
         stored += f" of {usage['planned']}"
@@ -216,7 +208,7 @@ def run_cells(label: str, usage: dict[str, Any], *, agent: bool = True) -> list[
     ]
 
 
-def failed_lines(failed: Sequence[tuple[str, str, str]], escape: Escape = as_is) -> list[str]:
+def failed_lines(failed: Sequence[tuple[str, str, str]], escape: Escape = str) -> list[str]:
     """The failed-samples section from ``(method label, sample id, message)``: the first 50."""
     if not failed:
         return []
@@ -229,16 +221,13 @@ def failed_lines(failed: Sequence[tuple[str, str, str]], escape: Escape = as_is)
 
 def _figures(s: SampleDifference) -> tuple[str, str]:
     """The baseline's and the other method's figure, each marked when the sample failed."""
-    return _figure(s.baseline, s.baseline_failed), _figure(s.other, s.other_failed)
+    pairs = ((s.baseline, s.baseline_failed), (s.other, s.other_failed))
+    before, after = (f"{v:.3f}" + (" (failed)" if failed else "") for v, failed in pairs)
+    return before, after
 
 
-def _figure(value: float, failed: bool) -> str:
-    return f"{value:.3f}" + (" (failed)" if failed else "")
-
-
-def difference_lines(found: Sequence[Differences], escape: Escape = as_is) -> list[str]:
-    """The per-sample section: per pair of methods, the :data:`SHOWN` largest differences
-    and how many more."""
+def difference_lines(found: Sequence[Differences], escape: Escape = str) -> list[str]:
+    """The per-sample section: per pair of methods, the :data:`SHOWN` largest differences."""
     if not found:
         return []
     lines = ["## Per-sample differences", ""]

@@ -1,38 +1,5 @@
-"""Referring and reasoning video datasets in their published layouts, as :class:`VideoSample`
-values in the order of the dataset's files; ids ``<split>/<video id>/<expression id>``.
-
-Layouts (file names as distributed)::
-
-    ref-youtube-vos (ReferFormer docs/data.md; valid is scored by CodaLab 29139 only; its
-      test videos are left out when meta_expressions/test/ is present, as ReferFormer does)
-      ROOT/meta_expressions/<split>/meta_expressions.json
-        {"videos": {vid: {"expressions": {exp_id: {"exp": text, "obj_id": "1"}},
-                          "frames": ["00000", ...]}}}
-      ROOT/<split>/JPEGImages/<vid>/<frame>.jpg
-      ROOT/train/Annotations/<vid>/<frame>.png        palette PNG: pixel value = object id
-    ref-davis17 (ReferFormer's convert_davis_to_ytvos.py): the same, 255 = void, with
-      ROOT/<split>/Annotations; expression k tagged by k % 4: annotator-1 / annotator-2 and
-      first-frame / full-video, the order the converter writes them in
-    mevis (MeViS README, eval_mevis.py; valid is scored by its server only)
-      ROOT/<split>/meta_expressions.json   as above, "obj_id": [..], "anno_id": [..]
-      ROOT/<split>/mask_dict.json          {anno_id: [COCO RLE or null per frame]}
-      ROOT/<split>/JPEGImages/<vid>/<frame>.jpg
-      ground truth: the union of the objects' masks; tags single-object / multi-object /
-      no-target (no anno_id)
-    revos (ReVOS-api README, VISA tools/eval_revos.py)
-      ROOT/meta_expressions_<split>_.json  as MeViS, plus "type_id": 0 referring, 1 reasoning
-      ROOT/mask_dict.json, ROOT/JPEGImages/<vid>/<frame>.jpg
-    reasonvos (VideoLISA BENCHMARK.md, eval_reason_vos.py; one split, valid)
-      ROOT/meta_expressions.json  {"videos": {vid: {"source": "MeViS", "is_sent": bool,
-                                   "frames": [..], "expressions": {id: {"exp_text", "obj_id"}}}}}
-      ROOT/JPEGImages/<vid>/<frame>.jpg
-      ROOT/Annotations/<source>_<vid>_<obj_id>/<frame>.png   non-zero = object; frames
-      without a PNG are not scored; tags: the source in lower case, sentence / phrase
-
-ReVOS's and ReasonVOS's ``ROOT`` may be the folder holding ``ReVOS/`` or ``ReasonVOS/``;
-frame names without an image suffix are ``<name>.jpg``. Listing decodes no mask; every bad
-file raises :class:`~sam3_agent.values.errors.DatasetError` naming it and the sample.
-"""
+"""Referring and reasoning video datasets in their published layouts (docs/evaluation.md),
+as :class:`VideoSample` values in file order; ids ``<split>/<video id>/<expression id>``."""
 
 from __future__ import annotations
 
@@ -66,8 +33,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class VideoSample:
     """One (video, expression) pair: ``frame_names`` the files of ``frames_dir`` in temporal
-    order; ``no_target``: the expression names no object; ``no_ground_truth``: why the split
-    cannot be scored here (None when it can)."""
+    order; ``no_ground_truth``: why the split cannot be scored here (None when it can)."""
 
     id: str
     dataset: str
@@ -84,13 +50,11 @@ class VideoSample:
 
     @property
     def image_path(self) -> Path:
-        """The frame folder: the engines group samples by it, so a video's expressions run on
-        one worker and fall in one shard."""
+        """The frame folder: the engines group a video's expressions on one worker and shard."""
         return self.frames_dir
 
     def ground_truth(self) -> Iterator[GroundTruth | None]:
-        """The ground truth per :attr:`frame_names` entry (None: not annotated), decoded as
-        it is iterated."""
+        """The ground truth per :attr:`frame_names` entry (None: not annotated), decoded lazily."""
         if self.gt_source is None:
             reason = self.no_ground_truth or "no ground truth attached"
             raise DatasetError(f"sample {self.id}: {reason}")
@@ -118,8 +82,7 @@ class _Expression(NamedTuple):
 
 @dataclass(frozen=True)
 class _Split:
-    """What every sample of one split shares: its dataset, its name, the meta-expressions
-    file and the folder of the videos' frame folders."""
+    """What every sample of one split shares: dataset, name, meta file, frame folders' folder."""
 
     info: VideoDatasetInfo
     name: str
@@ -234,8 +197,7 @@ def _revos_tag(exp: Mapping[str, Any], anno_ids: Sequence[str]) -> tuple[str, ..
 def _rle_samples(
     split: _Split, tag: Callable[[Mapping[str, Any], Sequence[str]], tuple[str, ...]]
 ) -> list[VideoSample]:
-    """The samples of a split whose masks are COCO RLEs in ``mask_dict.json`` beside its
-    ``JPEGImages``, keyed by the expressions' ``anno_id`` lists."""
+    """The samples of a split whose masks are COCO RLEs in ``mask_dict.json``, by ``anno_id``."""
     mask_dict, no_gt = split.images.parent / "mask_dict.json", split.no_gt
     listed = [
         (e, () if no_gt else anno_ids_of(e.doc, split.meta, e.sample_id))

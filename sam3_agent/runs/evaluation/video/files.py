@@ -1,6 +1,5 @@
 """The video datasets' files, read and checked: the meta-expressions JSON, and ground truth
-decoded a frame at a time from palette PNGs (YouTube-VOS, DAVIS), binary PNGs (ReasonVOS) or
-COCO RLEs (MeViS, ReVOS); every bad file is a one-line ``DatasetError`` naming it."""
+decoded a frame at a time from PNGs or COCO RLEs; a bad file is a one-line ``DatasetError``."""
 
 from __future__ import annotations
 
@@ -113,8 +112,7 @@ def nested_root(root: Path, marker: str, folder: str) -> Path:
 
 
 def mask_tracks(path: Path, wanted: set[str]) -> dict[str, tuple[Any, ...]]:
-    """The per-frame RLE lists of the ``wanted`` anno ids; the rest of the (large) file is
-    dropped as soon as it is parsed."""
+    """The per-frame RLE lists of the ``wanted`` anno ids (the rest of the file is dropped)."""
     doc = read_json(require_file(path))
     if not isinstance(doc, dict):
         raise DatasetError(f"{path}: expected an object of anno_id -> per-frame masks")
@@ -130,9 +128,8 @@ def mask_tracks(path: Path, wanted: set[str]) -> dict[str, tuple[Any, ...]]:
 
 
 class VideoGroundTruthSource(Protocol):
-    """Decodes a sample's ground truth a frame at a time, at the frame's resolution (that of
-    ``first_frame``, the image of ``names[0]``), one per frame name (None: not annotated);
-    ``sample`` is the id its errors name."""
+    """A sample's ground truth per frame name (None: not annotated), decoded a frame at a time
+    at the resolution of ``first_frame``; ``sample`` is the id its errors name."""
 
     def frames(
         self, names: tuple[str, ...], first_frame: Path, sample: str
@@ -166,10 +163,8 @@ def _check_size(mask: np.ndarray, size: tuple[int, int], path: Path, sample: str
 
 @dataclass(frozen=True)
 class PngMasks:
-    """One object's mask PNGs, ``<directory>/<frame stem>.png`` (a frame without one is
-    unannotated): palette PNGs (YouTube-VOS / DAVIS) whose pixel value ``object_id`` is the
-    object, ``void`` pixels left out of scoring; or binary ones (ReasonVOS, ``object_id``
-    None): non-zero is the object."""
+    """One object's mask PNGs, ``<directory>/<frame stem>.png``: palette PNGs whose value
+    ``object_id`` is the object (``void`` left out), or (``object_id`` None) non-zero ones."""
 
     directory: Path
     object_id: int | None = None
@@ -199,12 +194,8 @@ class PngMasks:
 
 @dataclass(frozen=True)
 class RleMasks:
-    """The union of some objects' per-frame COCO RLEs (MeViS / ReVOS ``mask_dict.json``,
-    ``file``).
-
-    ``tracks`` holds, per object, one RLE (or None: absent) per frame. Every frame is
-    annotated; a frame where no object is present has an empty mask of the frames' size.
-    """
+    """The union of some objects' per-frame COCO RLEs (``tracks``: per object, an RLE or None
+    per frame) from ``file``; every frame is annotated, empty where no object is."""
 
     tracks: tuple[tuple[Any, ...], ...]
     file: Path
