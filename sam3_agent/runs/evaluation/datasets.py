@@ -15,7 +15,7 @@ import numpy as np
 
 from sam3_agent.media.video import FRAME_SUFFIXES
 from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS
-from sam3_agent.runs.evaluation.refer import load_grefcoco, load_refcoco
+from sam3_agent.runs.evaluation.refer import load_refer
 from sam3_agent.runs.evaluation.samples import (
     GroundTruth,
     Sample,
@@ -39,8 +39,7 @@ def load_samples(
     all_texts: bool = False,
 ) -> list[Sample]:
     """The samples of ``dataset``'s ``split`` under ``root``. ``images``: COCO train2014 for
-    the refer datasets (None: found under ``root``); ``all_texts``: every ReasonSeg text of an
-    image as its own sample, not only the first."""
+    the refer datasets (None: found under ``root``); ``all_texts``: every ReasonSeg text."""
     if dataset not in DATASETS:
         raise UserError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
     if all_texts and dataset != "reasonseg":
@@ -51,9 +50,7 @@ def load_samples(
         raise DatasetError(f"dataset root {root} is not a directory")
     if dataset == "reasonseg":
         return load_reasonseg(root, split, all_texts=all_texts)
-    if dataset == "grefcoco":
-        return load_grefcoco(root, split, images=images)
-    return load_refcoco(root, split, dataset=dataset, images=images)
+    return load_refer(root, dataset, split, images)
 
 
 def load_reasonseg(root: Path, split: str, *, all_texts: bool = False) -> list[Sample]:
