@@ -1,6 +1,5 @@
-"""One request, image or video, from its settings to its run directory (``run``, ``track``):
-all that can be refused is checked before any model loads or anything is written, and a resumed
-session that already ended is finished without a model."""
+"""One request, image or video, from its settings to its run directory (``run``, ``track``),
+all that can be refused checked before any model loads or anything is written."""
 
 from __future__ import annotations
 
@@ -14,12 +13,12 @@ from sam3_agent.agent.events import RoundCallback, RoundEvent
 from sam3_agent.agent.loop import Sam3Agent, check_query
 from sam3_agent.agent.prompts import load_prompt_set
 from sam3_agent.agent.result import AgentResult, VideoResult
-from sam3_agent.agent.rundir import ExportFormat, parse_exports, result_document
+from sam3_agent.agent.rundir import parse_exports, result_document
 from sam3_agent.agent.sam3_only import segment_only
 from sam3_agent.agent.video.agent import Sam3VideoAgent
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.media.fetch import DEFAULT_MAX_DOWNLOAD_MB, Download, downloads, shown, url_of
+from sam3_agent.media.fetch import DEFAULT_MAX_DOWNLOAD_MB, downloads, shown, url_of
 from sam3_agent.media.video import open_video
 from sam3_agent.runs.rundirs import Output
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
@@ -56,9 +55,8 @@ def segment_request(
     progress: Progress, *, sam3_only: bool = False, export: str | None = None,
     max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
 ) -> Finished[AgentResult]:  # fmt: skip
-    """Segment what ``query`` describes in ``image`` (a file or an http(s) URL, fetched into
-    a temporary directory removed at the end): the agent (or, ``sam3_only``, SAM 3 alone with
-    the query as its phrase), or the session in ``output.resume`` continued."""
+    """Segment what ``query`` describes in ``image`` (a file or an http(s) URL) with the agent
+    (or SAM 3 alone), or continue the session in ``output.resume``."""
     with downloads(max_download_mb) as fetched:
         _check(spec, config, output, chat=not sam3_only)
         formats = parse_exports(export)
@@ -66,64 +64,54 @@ def segment_request(
         if url_of(image) is not None:
             progress.status(f"fetching {shown(str(url_of(image)))}...")
         local, download = fetched.resolve(image, "image")
-        record = None if download is None else download.record()
-        stem = Path(local).stem if download is None else download.stem
-        return _segment(
-            spec, Path(local), query, config, output, progress, sam3_only=sam3_only,
-            formats=formats, shown_as=Path(local) if download is None else download.url,
-            downloaded=record, stem=stem,
-        )  # fmt: skip
-
-
-def _segment(
-    spec: BackendSpec, image: Path, query: str, config: AgentConfig, output: Output,
-    progress: Progress, *, sam3_only: bool, formats: frozenset[ExportFormat], shown_as: Path | str,
-    downloaded: dict[str, Any] | None, stem: str,
-) -> Finished[AgentResult]:  # fmt: skip
-    pixels = load_image(image, max_pixels=config.max_image_pixels)
-    resume, found = output.resume, None
-    if resume is not None:  # everything the run directory can refuse, before any model
-        found = _check_resume(resume, spec, query, pixels, config, planned=False)
-        if not found.backends_recorded:
-            progress.note(
-                f"{resume} was saved by an earlier version, which did not record its models "
-                "and generation settings: they are not compared"
-            )
-        if found.ended:  # nothing left to ask: the committed ending, its outputs written again
-            progress.note(
-                f"the session in {resume} ended after round {found.round}: no model to load"
-            )
-            result = finish_ended(
-                resume, pixels, query, config=config, image_path=shown_as, exports=formats
-            )
-            return Finished(result, resume, result_document(result, formats))
-    # Which default MLLM, and do the models fit: before any download, any directory.
-    plan = spec.plan(chat=not sam3_only)
-    if plan.note:
-        progress.note(plan.note)
-    if resume is not None and found is not None:
-        _check_resume(resume, plan.spec, query, pixels, config, planned=True)
-        progress.note(f"resuming {resume} after round {found.round}")
-    # Only now is anything written: a bad image leaves no output directory behind.
-    with output.claimed(safe_name(f"{stem}-{query}", max_len=64)) as out_dir:
-        progress.status("loading models...")
-        segmenter = plan.spec.build_segmenter()
-        if sam3_only:
-            progress.status(f"segmenting {query!r}...")
-            result = segment_only(
-                segmenter, pixels, query, config=config, output_dir=out_dir, exports=formats,
-                image_path=shown_as, downloaded=downloaded,
-            )  # fmt: skip
-        else:
-            chat_model = plan.spec.build_chat_model()
-            agent = Sam3Agent(segmenter, chat_model, config)
-            # The decoded pixels go on (one decode); the run writes result.json once.
-            result = agent.run(
-                pixels, query, output_dir=out_dir, on_round=_rounds(progress, chat_model),
-                resume=resume is not None, exports=formats, image_path=shown_as,
-                downloaded=downloaded,
-            )  # fmt: skip
-    return Finished(result, out_dir, result_document(result, formats))
+        path = Path(local)
+        shown_as: Path | str = path if download is None else download.url
+        downloaded = None if download is None else download.record()
+        stem = path.stem if download is None else download.stem
+        pixels = load_image(path, max_pixels=config.max_image_pixels)
+        resume, found = output.resume, None
+        if resume is not None:  # everything the run directory can refuse, before any model
+            found = _check_resume(resume, spec, query, pixels, config, planned=False)
+            if not found.backends_recorded:
+                progress.note(
+                    f"{resume} was saved by an earlier version, which did not record its models "
+                    "and generation settings: they are not compared"
+                )
+            if found.ended:  # nothing left to ask: the committed ending, its outputs written again
+                progress.note(
+                    f"the session in {resume} ended after round {found.round}: no model to load"
+                )
+                result = finish_ended(
+                    resume, pixels, query, config=config, image_path=shown_as, exports=formats
+                )
+                return Finished(result, resume, result_document(result, formats))
+        # Which default MLLM, and do the models fit: before any download, any directory.
+        plan = spec.plan(chat=not sam3_only)
+        if plan.note:
+            progress.note(plan.note)
+        if resume is not None and found is not None:
+            _check_resume(resume, plan.spec, query, pixels, config, planned=True)
+            progress.note(f"resuming {resume} after round {found.round}")
+        # Only now is anything written: a bad image leaves no output directory behind.
+        with output.claimed(safe_name(f"{stem}-{query}", max_len=64)) as out_dir:
+            progress.status("loading models...")
+            segmenter = plan.spec.build_segmenter()
+            if sam3_only:
+                progress.status(f"segmenting {query!r}...")
+                result = segment_only(
+                    segmenter, pixels, query, config=config, output_dir=out_dir, exports=formats,
+                    image_path=shown_as, downloaded=downloaded,
+                )  # fmt: skip
+            else:
+                chat_model = plan.spec.build_chat_model()
+                agent = Sam3Agent(segmenter, chat_model, config)
+                # The decoded pixels go on (one decode); the run writes result.json once.
+                result = agent.run(
+                    pixels, query, output_dir=out_dir, on_round=_rounds(progress, chat_model),
+                    resume=resume is not None, exports=formats, image_path=shown_as,
+                    downloaded=downloaded,
+                )  # fmt: skip
+        return Finished(result, out_dir, result_document(result, formats))
 
 
 def track_request(
@@ -131,47 +119,36 @@ def track_request(
     progress: Progress, *, selection: FrameSelection, options: VideoOptions,
     max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
 ) -> Finished[VideoResult]:  # fmt: skip
-    """Track what ``query`` describes through ``video`` (a file, a frame folder or an http(s)
-    URL, fetched as :func:`segment_request` fetches one; the frames ``selection`` picks), or
-    continue the session in ``output.resume``."""
+    """Track what ``query`` describes through the frames ``selection`` picks of ``video`` (a
+    file, a frame folder or an http(s) URL), or continue the session in ``output.resume``."""
     with downloads(max_download_mb) as fetched:
         _check(spec, config, output, chat=True)
         check_query(query)
         if url_of(video) is not None:
             progress.status(f"fetching {shown(str(url_of(video)))}...")
         local, download = fetched.resolve(video, "video")
-        return _track(
-            spec, Path(local), query, config, output, progress, selection=selection,
-            options=options, download=download,
-        )  # fmt: skip
-
-
-def _track(
-    spec: BackendSpec, video: Path, query: str, config: AgentConfig, output: Output,
-    progress: Progress, *, selection: FrameSelection, options: VideoOptions,
-    download: Download | None,
-) -> Finished[VideoResult]:  # fmt: skip
-    # Opening indexes the frames (no pixel kept): a bad video fails here, in one line.
-    source = open_video(video, selection, max_pixels=config.max_image_pixels)
-    named = video if download is None else shown(download.url)
-    if source.note:
-        progress.note(f"{named}: {source.note}")
-    progress.note(f"{named}: tracking {source.frame_count} of {source.source_frames} frames")
-    stem = video.stem if download is None else download.stem
-    plan = spec.plan(video=True)
-    if plan.note:
-        progress.note(plan.note)
-    with output.claimed(safe_name(f"{stem}-{query}", max_len=64)) as out_dir:
-        progress.status("loading models...")
-        segmenter = plan.spec.build_video_segmenter()
-        chat_model = plan.spec.build_chat_model()
-        agent = Sam3VideoAgent(segmenter, chat_model, config, options, selection)
-        result = agent.run(
-            source, query, output_dir=out_dir, on_round=_rounds(progress, chat_model),
-            resume=output.resume is not None,
-            downloaded=None if download is None else download.record(),
-        )  # fmt: skip
-    return Finished(result, out_dir, result.to_json())
+        path = Path(local)
+        # Opening indexes the frames (no pixel kept): a bad video fails here, in one line.
+        source = open_video(path, selection, max_pixels=config.max_image_pixels)
+        named = path if download is None else shown(download.url)
+        if source.note:
+            progress.note(f"{named}: {source.note}")
+        progress.note(f"{named}: tracking {source.frame_count} of {source.source_frames} frames")
+        stem = path.stem if download is None else download.stem
+        plan = spec.plan(video=True)
+        if plan.note:
+            progress.note(plan.note)
+        with output.claimed(safe_name(f"{stem}-{query}", max_len=64)) as out_dir:
+            progress.status("loading models...")
+            segmenter = plan.spec.build_video_segmenter()
+            chat_model = plan.spec.build_chat_model()
+            agent = Sam3VideoAgent(segmenter, chat_model, config, options, selection)
+            result = agent.run(
+                source, query, output_dir=out_dir, on_round=_rounds(progress, chat_model),
+                resume=output.resume is not None,
+                downloaded=None if download is None else download.record(),
+            )  # fmt: skip
+        return Finished(result, out_dir, result.to_json())
 
 
 def _check(spec: BackendSpec, config: AgentConfig, output: Output, *, chat: bool) -> None:

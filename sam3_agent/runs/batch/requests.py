@@ -1,6 +1,5 @@
 """The requests of a batch (a JSONL or CSV file of image and video rows, or a folder of images
-with one query): every problem of the file is a ``DatasetError`` naming file and line before
-any model loads; a missing or unreadable image or video fails its own request, not the batch."""
+with one query); a problem of the file is a ``DatasetError`` naming file and line."""
 
 from __future__ import annotations
 
@@ -35,8 +34,8 @@ _WHOLE_NUMBERS = ("stride", "max_frames")
 
 @dataclass(frozen=True)
 class BatchRequest:
-    """One (image or video, query) pair: ``id`` unique and stable across reruns (the store's
-    key); ``image_path`` absolute, a video's file or frame folder; ``frames`` set for a video."""
+    """One (image or video, query) pair: ``id`` unique and stable across reruns; ``image_path``
+    absolute (a video's file or frame folder); ``frames`` set for a video."""
 
     id: str
     image_path: Path
@@ -56,9 +55,8 @@ class BatchRequest:
 
 def default_id(image: Path | str, query: str, frames: FrameSelection | None = None) -> str:
     """``<file name>:<query>`` (``clip.mp4[stride=2]:<query>`` for a video tracking not every
-    frame), stable when the input is reordered; over :data:`MAX_ID_LENGTH` characters, its
-    start, ``…`` and 12 hex digits of the whole's SHA-256, unique and the same on every run.
-    A URL (text) stands whole for its file name."""
+    frame; a URL whole); over :data:`MAX_ID_LENGTH` characters, its start, ``…`` and 12 hex
+    digits of the whole's SHA-256."""
     name = image if isinstance(image, str) else image.name
     default = FrameSelection()
     if frames is not None and frames != default:
@@ -86,10 +84,9 @@ def _number(value: float | int) -> str:
 def load_requests(
     source: Path, *, query: str | None = None, frames: FrameSelection | None = None
 ) -> list[BatchRequest]:
-    """The requests of ``source`` in input order: a ``.jsonl`` file (objects with ``image`` or
-    ``video``, ``query``, optional ``id`` and a video's :data:`FRAME_KEYS`), a ``.csv`` file
-    with those columns (an empty cell is absent), or a folder of images each asked ``query``.
-    Paths are relative to the file's folder; a row's frame keys replace those of ``frames``."""
+    """The requests of ``source`` in input order: a ``.jsonl`` or ``.csv`` file (``image`` or
+    ``video``, ``query``, optional ``id`` and :data:`FRAME_KEYS`; paths relative to the file),
+    or a folder of images each asked ``query``; a row's frame keys replace ``frames``'."""
     if source.is_dir():
         if query is None or not query.strip():
             raise UserError(f"{source} is a folder of images: give the query with `query='TEXT'`")
@@ -214,8 +211,8 @@ def _request(path: Path, number: int, row: dict[str, Any], frames: FrameSelectio
 
 
 def fetch_urls(requests: list[BatchRequest], downloads: Downloads) -> list[BatchRequest]:
-    """``requests`` with each URL row's ``image_path`` its download, each URL fetched once
-    for every row naming it; a URL that cannot be fetched fails its rows (``unavailable``)."""
+    """``requests`` with each URL row's ``image_path`` its download (each URL fetched once); a
+    URL that cannot be fetched fails its rows (``unavailable``)."""
     fetched: list[BatchRequest] = []
     failed: dict[str, UserError] = {}
     for request in requests:
@@ -235,8 +232,7 @@ def fetch_urls(requests: list[BatchRequest], downloads: Downloads) -> list[Batch
 
 
 def _frames(where: str, row: dict[str, Any], default: FrameSelection) -> FrameSelection:
-    """The frames a video row asks for: ``default`` with the row's own keys in place of its
-    fields; every value checked here, named by its key."""
+    """The frames a video row asks for: ``default`` with the row's own keys, each checked."""
     chosen: dict[str, Any] = {}
     for key, field in FRAME_KEYS.items():
         value = row.get(key)

@@ -20,9 +20,8 @@ STATUSES = ("masks", "no_mask", "failed")
 
 @dataclass(frozen=True, kw_only=True)
 class RequestResult(JobRecord):
-    """One finished request: ``masks`` selected and ``mask_pixels`` in their union (COCO RLE in
-    ``prediction``); for a video (``media``), the tracks selected and their union's pixels
-    summed over the frames used, with ``frames`` and ``video_note`` in ``extra``."""
+    """One finished request: ``masks`` selected and ``mask_pixels`` in their union (for a video,
+    tracks, and pixels summed over the frames used)."""
 
     masks: int = 0
     mask_pixels: int = 0
@@ -30,9 +29,8 @@ class RequestResult(JobRecord):
 
     @classmethod
     def _upgrade(cls, doc: Mapping[str, Any]) -> dict[str, Any]:
-        """Also a record stored before batches had their own record type (an evaluation
-        sample's record with the masks in ``extra`` and their pixels as ``pred_area``), so
-        that those run directories still resume."""
+        """Also a record stored before batches had their own record type (the masks in
+        ``extra``, their pixels as ``pred_area``)."""
         data = dict(doc)
         if "mask_pixels" not in doc:
             extra = dict(doc.get("extra") or {})
@@ -43,8 +41,7 @@ class RequestResult(JobRecord):
 
 
 def summary_row(result: RequestResult) -> dict[str, Any]:
-    """One line of ``summary.jsonl``; a video request's names its ``video`` (not ``image``)
-    and adds ``frames``, the number it used."""
+    """One line of ``summary.jsonl`` (a video's names its ``video`` and adds ``frames``)."""
     row = {
         "id": result.id,
         result.media: result.image_path,
@@ -79,8 +76,8 @@ class BatchTotals:
 def write_summary(
     run_dir: Path, requests: Sequence[BatchRequest], results: Sequence[RequestResult]
 ) -> BatchTotals:
-    """Write ``run_dir/summary.jsonl`` (input order, atomically) and return the totals; a
-    request of this input with no stored result (the run stopped) is missing, left out."""
+    """Write ``run_dir/summary.jsonl`` in input order and return the totals (a request with no
+    stored result is missing)."""
     by_id = {r.id: r for r in results}
     rows = [by_id[q.id] for q in requests if q.id in by_id]
     text = "".join(json.dumps(summary_row(r), ensure_ascii=False) + "\n" for r in rows)

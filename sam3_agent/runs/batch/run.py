@@ -1,6 +1,5 @@
 """``run_batch``, what ``sam3-agent batch`` does: many (image or video, query) requests into
-``out`` (``results.sqlite``, a ``<safe id>/`` per request, ``summary.jsonl``) on any engine;
-called again with the same settings it resumes, with others it refuses."""
+``out`` on any engine, resumed when called again with the same settings."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ limit only refuses images: failures that ``retry_failed`` runs again under a new
 
 @dataclass(frozen=True)
 class BatchOutcome:
-    """What one call of :func:`run_batch` did (``run``) and what the batch now holds
-    (``totals``, over every request of the input, stored before or now)."""
+    """What one call of :func:`run_batch` did (``run``) and what the batch now holds."""
 
     run: RunOutcome
     totals: BatchTotals
@@ -57,8 +55,7 @@ def batch_settings(
     model_name: str,
     video_options: VideoOptions | None = None,
 ) -> dict[str, Any]:
-    """The settings a batch's run directory is made (and resumed only) with; ``video_options``
-    only when not the defaults, so run directories made before videos existed resume."""
+    """The settings a batch's run directory is made (and resumed only) with."""
     settings = {
         "command": "batch",
         **models_identity(backends, model_name),
@@ -83,12 +80,8 @@ def run_batch(
     loading_bars: bool | None = None,
     max_download_mb: int = DEFAULT_MAX_DOWNLOAD_MB,
 ) -> BatchOutcome:
-    """Run every request not yet stored in ``out``, then write ``out/summary.jsonl``.
-
-    ``requests`` may be a file or folder (:func:`~sam3_agent.runs.batch.requests.load_requests`,
-    with ``query`` for a folder). The Ray engine needs the MLLM named in ``backends`` (nothing
-    loads on the driver). ``loading_bars`` None: shown only with a ``progress`` listener.
-    Rows naming an http(s) URL are fetched first, once per URL, into ``out/downloads/``."""
+    """Run every request not yet stored in ``out``, then write ``out/summary.jsonl``;
+    ``requests`` may be a file or folder (with ``query`` for a folder), URLs are fetched first."""
     if isinstance(requests, Path):
         requests = load_requests(requests, query=query)
     if any(r.url is not None for r in requests):

@@ -1,6 +1,5 @@
-"""What each engine worker of a batch builds (a picklable factory of settings) and runs: each
-request through the agent of its medium into ``RUN_DIR/<safe id>/``, as ``run`` and ``track``
-write it; whatever a request raises is its own failure (:mod:`~sam3_agent.runs.jobs.failures`)."""
+"""What each engine worker of a batch builds and runs: each request through the agent of its
+medium into ``RUN_DIR/<safe id>/``; whatever a request raises is its own failure."""
 
 from __future__ import annotations
 
@@ -29,9 +28,8 @@ from sam3_agent.values.rle import encode_rle
 
 
 class LazyVideoAgent:
-    """A worker's video agents, the first built by ``build`` (once, in a thread, not cancelled
-    with a waiting request) when a video request asks; a failed build fails every video request
-    of the worker. Requests tracking other frames get agents of their own on the same models."""
+    """A worker's video agents, the first built by ``build`` when a video request asks (a failed
+    build fails them all); other frame selections get agents on the same models."""
 
     def __init__(self, build: Callable[[], Sam3VideoAgent]) -> None:
         self._build = build
@@ -53,8 +51,7 @@ class LazyVideoAgent:
 
 @dataclass
 class BatchHandler:
-    """Runs requests through one agent per medium (None where none of it may come); the engine
-    calls :meth:`run` concurrently."""
+    """Runs requests through one agent per medium (None where none of it may come)."""
 
     agent: Sam3Agent | None
     run_dir: Path
@@ -87,22 +84,15 @@ class BatchHandler:
         """The record's fields of an answered request, from the agent of its medium."""
         if job.unavailable is not None:
             raise DownloadError(job.unavailable)
+        # A file's request as before: its agent is given no URL keywords.
+        fetched: dict[str, Any] = {} if job.url is None else {"downloaded": job.downloaded}
         if job.frames is None:
             if self.agent is None:
                 raise EngineError("this worker was built for video requests only")
             image = await images.get(job.image_path, max_pixels=self.agent.config.max_image_pixels)
-            # A file's request as before: its agent is given no URL keywords.
-            result = await (
-                self.agent.arun(image, job.query, output_dir=out)
-                if job.url is None
-                else self.agent.arun(
-                    image,
-                    job.query,
-                    output_dir=out,
-                    image_path=job.url,
-                    downloaded=job.downloaded,
-                )
-            )
+            if job.url is not None:
+                fetched["image_path"] = job.url
+            result = await self.agent.arun(image, job.query, output_dir=out, **fetched)
             detections = result.detections if result.status == "masks" else None
             union = detections.union() if detections is not None and len(detections) else None
             return _answered(
@@ -116,13 +106,7 @@ class BatchHandler:
         # A missing or corrupt video fails this request alone, with the loader's one-line
         # reason, before the agent makes its output directory.
         video_agent = await self.videos.get(job.frames)
-        answer = await (
-            video_agent.arun(job.image_path, job.query, output_dir=out)
-            if job.url is None
-            else video_agent.arun(
-                job.image_path, job.query, output_dir=out, downloaded=job.downloaded
-            )
-        )
+        answer = await video_agent.arun(job.image_path, job.query, output_dir=out, **fetched)
         tracks = answer.tracks if answer.status == "masks" else None
         pixels = sum(int(tracks.union_mask(p).sum()) for p in tracks.positions()) if tracks else 0
         return _answered(
@@ -147,7 +131,7 @@ def _answered(
     **extra: Any,
 ) -> dict[str, Any]:
     """The fields of an answered request: a mask (or track) per score, ``pixels`` in their
-    union, ``prediction`` its COCO RLE (images only), and ``extra``'s own facts last."""
+    union, ``prediction`` its COCO RLE (images only)."""
     return {
         **agent_outcome(result),
         "masks": len(scores),
@@ -164,8 +148,8 @@ def _answered(
 
 @dataclass(frozen=True)
 class BatchWorkerFactory(LeavesChatModelOnDriver):
-    """One agent per worker and medium the batch holds (``images``, ``videos``); SAM 3's video
-    model loads when the worker's first video request arrives."""
+    """One agent per worker and medium the batch holds; SAM 3's video model loads with the
+    first video request."""
 
     backends: VideoModelSource
     agent_config: AgentConfig

@@ -1,6 +1,5 @@
-"""The evaluation datasets by name (titles; the video ones' splits, unscorable splits and
-"overall" rule) and the presets of the SAM 3 paper's evaluations: free of heavy imports, so
-``eval --help`` lists them and an unscorable split is refused before anything loads."""
+"""The evaluation datasets by name and the presets of the SAM 3 paper's evaluations, free of
+heavy imports so that ``eval --help`` lists them and bad settings are refused at once."""
 
 from __future__ import annotations
 
@@ -25,10 +24,9 @@ IMAGE_DATASETS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class VideoDatasetInfo:
-    """One video dataset before loading: ``splits`` the loader reads (the first is the
-    default); ``no_public_ground_truth``: split -> why it cannot be scored here and where it
-    can; ``overall_from``: tags whose means the official "overall" averages (ReVOS), None:
-    the mean over every sample."""
+    """One video dataset: ``splits`` (the first the default); ``no_public_ground_truth``: split
+    -> why it cannot be scored here; ``overall_from``: tags whose means the official overall
+    averages (None: the mean over every sample)."""
 
     name: str
     title: str
@@ -98,9 +96,7 @@ def check_options(
     dataset: str, *, images: Path | None, all_texts: bool, mode: str, frames: FrameSelection,
     options: VideoOptions, video_cache_mb: int,
 ) -> None:  # fmt: skip
-    """Refuse, by setting, what does not apply to ``dataset``: the image options and the
-    frame selection for a video dataset, the video settings (not at their defaults) for an
-    image one."""
+    """Refuse, by setting, what does not apply to ``dataset`` (image or video settings)."""
     given: list[tuple[object, object, str]] = [
         (frames, FrameSelection(), n) for n in FRAME_SETTINGS
     ]
@@ -193,8 +189,8 @@ def get_preset(name: str) -> Preset:
 def apply_preset(
     preset: Preset | None, *, dataset: str | None, split: str | None, mode: str | None
 ) -> tuple[str, str, str]:
-    """``(dataset, split, mode)`` from a preset and the settings given beside it: they may
-    repeat its values or change its ``mode``; another dataset or split contradicts it."""
+    """``(dataset, split, mode)`` from a preset and the settings beside it (which may repeat it
+    or change its ``mode``)."""
     if preset is None:
         if dataset is None:
             raise UserError("say what to evaluate: `dataset='NAME'` (or `preset='NAME'`)")

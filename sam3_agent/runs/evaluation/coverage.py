@@ -1,6 +1,5 @@
-"""How much of a split a run scored (``6/200 (3%)``), beside every published comparison:
-``eval`` records the split's :class:`Population` before ``--limit`` and ``--shard``; older
-run directories fall back to the run's plan, and say so, or to "total unknown"."""
+"""How much of a split a run scored (``6/200 (3%)``), out of the :class:`Population` ``eval``
+records before ``--limit`` and ``--shard`` (older run directories: the run's plan, or unknown)."""
 
 from __future__ import annotations
 
@@ -60,9 +59,8 @@ def _count(value: Any) -> TypeGuard[int]:
 
 @dataclass(frozen=True)
 class Coverage:
-    """``scored`` samples (failed ones count: they score as empty) out of ``total``: the whole
-    split's (``basis == "split"``), the latest invocation's plan (``basis == "plan"``), or None
-    when unknown."""
+    """``scored`` samples (failed ones too) out of ``total``: the whole split's (``basis``
+    ``"split"``), the latest invocation's plan (``"plan"``), or None when unknown."""
 
     scored: int
     total: int | None
@@ -99,8 +97,7 @@ class Coverage:
         planned: int | None,
         tag: str | None = None,
     ) -> Coverage:
-        """Out of the recorded ``population``, else of the run's ``planned`` samples (a tag's
-        total unknown then)."""
+        """Out of the recorded ``population``, else of the run's ``planned`` samples."""
         if population is not None:
             total = population.count(tag)
             return cls(scored, total, None if total is None else "split")
@@ -131,8 +128,8 @@ def _percent(part: int, whole: int) -> str:
 
 
 def partial_text(runs: Iterable[tuple[str, str, Coverage]]) -> str | None:
-    """The report's one warning line: each ``(label, split, coverage)`` that scored part of
-    its split (``label split 6/200 (3%)``), then each whose coverage is unknown; or None."""
+    """The report's warning line: each ``(label, split, coverage)`` that scored part of its
+    split, then each whose coverage is unknown; or None."""
     partial, unknown = [], []
     for label, split, coverage in runs:
         if coverage.partial:

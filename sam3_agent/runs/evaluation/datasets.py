@@ -1,15 +1,6 @@
-"""Image datasets in their published layouts, as :class:`Sample` values in dataset order
-(ground truth decoded only when asked). Each is scored in the frame its masks were drawn in:
-ReasonSeg's polygons (drawn as displayed; LISA reads with ``cv2.imread``) on the EXIF-oriented
-image, COCO's annotations (the refer datasets: :mod:`.refer`) on the stored pixels.
-
-ReasonSeg (LISA): ``ROOT/<split>/<name>.jpg`` + ``<name>.json`` with ``text`` (queries, the
-first evaluated), ``is_sentence`` (long query) and ``shapes`` (polygons labelled ``target``,
-``ignore`` or ``flag``). RefCOCO / + / g: ``ROOT/<dataset>/refs(unc).p`` (RefCOCOg:
-``refs(umd).p``) + ``instances.json``, COCO train2014 images. gRefCOCO: ``grefs(unc).json``;
-``ann_id`` a list, ``[-1]`` (or ``no_target: true``) a sample without a target. Every bad file
-raises :class:`~sam3_agent.values.errors.DatasetError` naming it and the sample.
-"""
+"""Image datasets in their published layouts (docs/evaluation.md), as :class:`Sample` values
+in dataset order, each scored in the frame its masks were drawn in (ReasonSeg's EXIF-oriented
+image, COCO's stored pixels for the refer datasets of :mod:`.refer`)."""
 
 from __future__ import annotations
 
@@ -24,7 +15,7 @@ import numpy as np
 
 from sam3_agent.media.video import FRAME_SUFFIXES
 from sam3_agent.runs.evaluation.catalog import IMAGE_DATASETS
-from sam3_agent.runs.evaluation.refer import load_grefcoco, load_refcoco
+from sam3_agent.runs.evaluation.refer import load_refer
 from sam3_agent.runs.evaluation.samples import (
     GroundTruth,
     Sample,
@@ -48,8 +39,7 @@ def load_samples(
     all_texts: bool = False,
 ) -> list[Sample]:
     """The samples of ``dataset``'s ``split`` under ``root``. ``images``: COCO train2014 for
-    the refer datasets (None: found under ``root``); ``all_texts``: every ReasonSeg text of an
-    image as its own sample, not only the first."""
+    the refer datasets (None: found under ``root``); ``all_texts``: every ReasonSeg text."""
     if dataset not in DATASETS:
         raise UserError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
     if all_texts and dataset != "reasonseg":
@@ -60,9 +50,7 @@ def load_samples(
         raise DatasetError(f"dataset root {root} is not a directory")
     if dataset == "reasonseg":
         return load_reasonseg(root, split, all_texts=all_texts)
-    if dataset == "grefcoco":
-        return load_grefcoco(root, split, images=images)
-    return load_refcoco(root, split, dataset=dataset, images=images)
+    return load_refer(root, dataset, split, images)
 
 
 def load_reasonseg(root: Path, split: str, *, all_texts: bool = False) -> list[Sample]:

@@ -1,9 +1,6 @@
 """Evaluating one sample, image or video, on an engine worker: predict, score, record.
-
-One sample never stops a run: whatever its loading or prediction raises is its failure,
-scored as an empty prediction (``--retry-failed`` evaluates it again). Only an interrupt, a
-broken ground truth (``DatasetError``) or a failing results store stops it, keeping commits.
-"""
+Whatever a sample's prediction raises is its failure, scored as empty; only an interrupt, a
+broken ground truth (``DatasetError``) or a failing results store stops the run."""
 
 from __future__ import annotations
 
@@ -50,9 +47,8 @@ EVERY_FRAME = FrameSelection()
 
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
-    """What a predictor answered for one sample beside its masks: ``outcome`` holds the
-    record's outcome fields (``status`` ``masks`` / ``no_mask`` / ``failed``; rounds, tokens,
-    calls and failure where known); ``extra`` JSON-safe details (usage, timings)."""
+    """What a predictor answered beside its masks: ``outcome`` the record's outcome fields
+    (``status`` and, where known, rounds, tokens, calls, failure); ``extra`` JSON-safe details."""
 
     outcome: Mapping[str, Any]
     artifacts: Path | None = None
@@ -85,7 +81,7 @@ class Predictor(Protocol):
 
 
 class VideoPredictor(Protocol):
-    """Tracks a video sample's query through its frames; artifacts go to ``output_dir``."""
+    """Tracks a video sample's query through its frames (artifacts to ``output_dir``)."""
 
     async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction: ...
 
@@ -118,8 +114,7 @@ class AgentPredictor:
 
 @dataclass(frozen=True)
 class Sam3OnlyPredictor:
-    """SAM 3 alone with the raw query as its phrase (the paper's baseline): the union of
-    what :func:`~sam3_agent.agent.sam3_only.segment_only` keeps."""
+    """SAM 3 alone with the raw query as its phrase (the paper's baseline)."""
 
     segmenter: Segmenter
     config: AgentConfig = field(default_factory=AgentConfig, kw_only=True)
@@ -136,8 +131,7 @@ class Sam3OnlyPredictor:
 
 @dataclass(frozen=True)
 class VideoAgentPredictor:
-    """The video agent on the sample's frame folder, every frame. Writes ``result.json``,
-    ``overlay.mp4``, the contact sheet and ``trace.jsonl`` per sample."""
+    """The video agent on every frame of the sample's frame folder; writes its run files."""
 
     agent: Sam3VideoAgent
 
@@ -163,8 +157,8 @@ class VideoAgentPredictor:
 
 
 def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoScore:
-    """Mean J and F over the sample's annotated frames, decoded one frame at a time: a
-    frame's prediction is the union of the tracks there (none: empty on every frame)."""
+    """Mean J and F over the sample's annotated frames, decoded one at a time; a frame's
+    prediction is the union of the tracks there."""
     tracks = prediction.tracks
     accumulator = VideoAccumulator()
     for index, gt in enumerate(sample.ground_truth()):
@@ -197,10 +191,9 @@ RR = TypeVar("RR", bound=EvalRecord)
 
 
 class SampleHandler(ABC, Generic[S, P, RR]):
-    """Evaluates samples of one medium on one worker (this process or a Ray actor).
-    Whatever :meth:`predict` raises becomes :meth:`failed`; :meth:`record` scores in a
-    worker thread, given every field of the record but the scores (the sample's own, its
-    outcome and cost), and may raise ``DatasetError`` (the run stops)."""
+    """Evaluates samples of one medium on one worker: what :meth:`predict` raises becomes
+    :meth:`failed`; :meth:`record` scores in a thread, given the record's other fields, and
+    may raise ``DatasetError`` (the run stops)."""
 
     run_dir: Path
     prediction_type: type[P]
@@ -243,7 +236,7 @@ class SampleHandler(ABC, Generic[S, P, RR]):
 @dataclass
 class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
     """Image samples against their masks; an image above ``max_pixels`` (None: the
-    package's default limit) is the sample's failure."""
+    package's limit) is the sample's failure."""
 
     predictor: Predictor
     run_dir: Path
@@ -305,9 +298,8 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleRe
 
 @dataclass(frozen=True)
 class EvalWorkerFactory(LeavesChatModelOnDriver):
-    """The handler per worker, built where the work runs (picklable for Ray): the agent,
-    SAM 3 alone (``sam3_only``), or the video agent (``video`` set; ``backends`` then is a
-    :class:`~sam3_agent.runs.jobs.models.VideoModelSource`)."""
+    """The handler per worker, built where the work runs: the agent, SAM 3 alone
+    (``sam3_only``) or the video agent (``video`` set; ``backends`` a ``VideoModelSource``)."""
 
     backends: ModelSource
     agent_config: AgentConfig
@@ -346,10 +338,8 @@ async def evaluate_samples(
     progress: ProgressListener[SampleResult] | None = None,
     retry_failed: bool = False,
 ) -> RunOutcome:
-    """Evaluate every sample not yet in ``store`` in this process with a predictor the caller
-    built (a test's, a benchmark's), committing each as it finishes. ``shared``: the
-    segmenter wrapper the predictor uses, so an image's embedding is released after its
-    last sample."""
+    """Evaluate every sample not yet in ``store`` here with a predictor the caller built;
+    ``shared``: the predictor's segmenter wrapper, released after each image's last sample."""
     return await run_jobs(
         samples,
         store,

@@ -1,6 +1,5 @@
-"""Run directories merged into *methods*, one row of the paper-style tables each: directories
-whose settings differ only in split, shard or preset (shards of one split, the val and test
-runs of one model) are one method; other models or modes are other methods."""
+"""Run directories merged into *methods*, a row of the paper-style tables each: directories
+whose settings differ only in split, shard or preset are one method."""
 
 from __future__ import annotations
 
@@ -38,9 +37,8 @@ SPLIT_ORDER = ("val", "test", "testA", "testB", "train")
 
 @dataclass
 class MergedRuns(ABC, Generic[R]):
-    """Run directories merged into one method, of either kind. ``populations``: per split,
-    the whole split's size as ``eval`` recorded it (None: not recorded);
-    ``planned_by_split``: what the latest invocations of its directories planned, summed."""
+    """Run directories merged into one method. ``populations``: per split, the whole split's
+    size as ``eval`` recorded it (None: not); ``planned_by_split``: what they planned, summed."""
 
     label: str
     config: dict[str, Any]
@@ -125,8 +123,6 @@ class Method(MergedRuns[SampleResult]):
         return m.splits.get(split) if tag is None else m.split_tags.get(split, {}).get(tag)
 
     def coverage(self, split: str, tag: str | None = None) -> Coverage:
-        """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's; out
-        of the run's plan where the split's size was not recorded (tags: unknown then)."""
         summary = self.summary(split, tag)
         return self._coverage(summary.count if summary is not None else 0, split, tag)
 
@@ -138,7 +134,7 @@ class Method(MergedRuns[SampleResult]):
 
 @dataclass
 class VideoMethod(MergedRuns[VideoSampleResult]):
-    """Video results, with J, F and J&F per split: overall (the dataset's official overall)
+    """Video results, with J, F and J&F per split: overall (as the dataset's official one)
     and per subset tag."""
 
     metrics: dict[str, VideoBreakdown] = field(init=False)
@@ -174,8 +170,7 @@ class VideoMethod(MergedRuns[VideoSampleResult]):
         return scored.overall if tag is None else scored.tags.get(tag)
 
     def coverage(self, split: str, tag: str | None = None) -> Coverage:
-        """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's. Every
-        stored sample counts (ReVOS's overall leaves out other types, scored all the same)."""
+        # Every stored sample counts (ReVOS's overall leaves out other types, scored all the same).
         scored = sum(r.split == split and (tag is None or tag in r.tags) for r in self.results)
         return self._coverage(scored, split, tag)
 
@@ -203,8 +198,7 @@ def method_label(config: dict[str, Any]) -> str:
 
 
 def runs_kind(run_dirs: Sequence[Path]) -> str:
-    """``image`` or ``video``: the one kind of every directory in ``run_dirs`` (directories
-    made before videos were evaluated are image runs)."""
+    """``image`` or ``video``: the one kind of every directory in ``run_dirs``."""
     if not run_dirs:
         raise UserError("give at least one run directory")
     kinds = set()
@@ -219,16 +213,10 @@ def runs_kind(run_dirs: Sequence[Path]) -> str:
 
 
 def load_methods(run_dirs: Sequence[Path], kind: str) -> list[Any]:
-    """Read run directories of one ``kind`` (:func:`runs_kind`) as :class:`Method` or
-    :class:`VideoMethod` values, merging those whose settings differ only in
-    :data:`MERGED_KEYS`. A sample id stored in two merged directories is counted once (the
-    first directory given wins) and a warning is logged."""
-    if kind == VIDEO:
-        return _merge(run_dirs, VideoSampleResult, VideoMethod)
-    return _merge(run_dirs, SampleResult, Method)
-
-
-def _merge(run_dirs: Sequence[Path], record: type[Any], method: type[Any]) -> list[Any]:
+    """Run directories of one ``kind`` as :class:`Method` or :class:`VideoMethod` values,
+    merging those whose settings differ only in :data:`MERGED_KEYS` (a sample id stored twice
+    is counted once: the first directory given wins)."""
+    record, method = (VideoSampleResult, VideoMethod) if kind == VIDEO else (SampleResult, Method)
     groups: dict[str, dict[str, Any]] = {}
     for run_dir in run_dirs:
         with reading(run_dir, record.from_json) as store:
@@ -283,8 +271,8 @@ def _total(planned: Iterable[int | None]) -> int | None:
 def _one_population(
     split: str, dirs: Sequence[tuple[int | None, Population | None]]
 ) -> Population | None:
-    """The split's size as its run directories (shards) recorded it: None when none did,
-    or when they disagree (two copies of the dataset?): a report then says it is unknown."""
+    """The split's size as its run directories (shards) recorded it: None when none did or
+    they disagree (two copies of the dataset?)."""
     known: list[Population] = []
     for _, p in dirs:
         if p is not None and p not in known:

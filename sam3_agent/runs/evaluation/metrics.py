@@ -116,6 +116,10 @@ class Summary:
             "sum_U": self.union,
         }
 
+    def figure(self, metric: str) -> float | None:
+        """``gIoU`` or ``cIoU`` by name (None: undefined or another metric)."""
+        return {"gIoU": self.giou, "cIoU": self.ciou}.get(metric)
+
 
 def summarize(
     samples: Iterable[ScoredSample], thresholds: Sequence[float] = PR_THRESHOLDS

@@ -15,10 +15,8 @@ AGENTRVOS_PAPER = "AgentRVOS (arXiv 2603.23489)"
 
 @dataclass(frozen=True)
 class PublishedResult:
-    """One published figure: ``model`` as the source names it and ``match`` the normalised
-    name prefixes of runs that use it (both empty when the source does not say); ``dataset``
-    and ``split`` as ``eval`` names them (split empty when not stated), ``tag`` a subset
-    (None: overall); ``value`` in percent."""
+    """One published figure, ``value`` in percent: ``match`` the normalised name prefixes of
+    runs of its ``model`` (empty when unstated, as the ``split`` may be); ``tag`` a subset."""
 
     model: str
     match: tuple[str, ...]

@@ -1,5 +1,4 @@
-"""The refer datasets: RefCOCO, RefCOCO+, RefCOCOg and gRefCOCO (see
-:mod:`~sam3_agent.runs.evaluation.datasets` for their layouts and image frames)."""
+"""The refer datasets: RefCOCO, RefCOCO+, RefCOCOg and gRefCOCO (layouts: docs/evaluation.md)."""
 
 from __future__ import annotations
 
@@ -161,9 +160,9 @@ def _check_splits(refs: Sequence[Mapping[str, Any]], split: str, file: Path) -> 
 Annotations = tuple[Mapping[str, Any], ...]
 
 
-def _ref_samples(root: Path, dataset: str, split: str, images: Path | None) -> list[Sample]:
-    """Every sentence of every ref in ``split``: gRefCOCO's refs file is JSON and a ref may
-    have several annotations or none, the others' a pickle and one annotation per ref."""
+def load_refer(root: Path, dataset: str, split: str, images: Path | None) -> list[Sample]:
+    """Every sentence of every ref in ``split``, ids ``<split>/<ref_id>/<sent_id>``; a gRefCOCO
+    ref may have several annotations or none (tagged ``no-target``, the others ``target``)."""
     grefcoco = dataset == "grefcoco"
     # What a ref points at: its annotations, and whether it has no target (None: no such refs).
     targets = _annotations_or_none if grefcoco else _one_annotation
@@ -208,14 +207,6 @@ def _read_pickle(refs_path: Path) -> object:
         raise DatasetError(f"{refs_path}: cannot read the refs pickle: {e}") from e
 
 
-def load_refcoco(
-    root: Path, split: str, *, dataset: str = "refcoco", images: Path | None = None
-) -> list[Sample]:
-    """RefCOCO / RefCOCO+ / RefCOCOg samples, ids ``<split>/<ref_id>/<sent_id>``: every
-    sentence of every ref in ``split``."""
-    return _ref_samples(root, dataset, split, images)
-
-
 def _one_annotation(
     coco: _Coco, ref: Mapping[str, Any], refs_path: Path, ref_name: str
 ) -> tuple[Annotations, None]:
@@ -226,13 +217,6 @@ def _one_annotation(
             f"{refs_path} ({ref_name}): ann_id {ref.get('ann_id')!r} not in {coco.path}"
         ) from e
     return (ann,), None
-
-
-def load_grefcoco(root: Path, split: str, *, images: Path | None = None) -> list[Sample]:
-    """gRefCOCO samples: every sentence of every ref in ``split``; a ref whose ``ann_id`` is
-    ``[-1]`` or whose ``no_target`` is true has an empty ground truth, tagged ``no-target``
-    (others ``target``)."""
-    return _ref_samples(root, "grefcoco", split, images)
 
 
 def _annotations_or_none(

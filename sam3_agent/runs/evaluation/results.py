@@ -1,5 +1,4 @@
-"""The records of evaluated samples, image and video, as the run's results store keeps them,
-and the running figures over them for a progress display (:func:`running_metrics`)."""
+"""The records of evaluated samples, image and video, and the running figures over them."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from sam3_agent.runs.jobs.records import JobRecord
 
 @dataclass(frozen=True, kw_only=True)
 class EvalRecord(JobRecord):
-    """What every sample's record holds beside the job's: ``split``, ``tags`` (stored as a
-    JSON list) and ``no_target``, for the metrics by split and tag."""
+    """What every sample's record holds beside the job's, for the metrics by split and tag."""
 
     split: str
     tags: tuple[str, ...]
@@ -34,9 +32,8 @@ class EvalRecord(JobRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class SampleResult(EvalRecord):
-    """One finished image sample and its pixel counts (as
-    :class:`~sam3_agent.runs.evaluation.metrics.SampleScore`); a sample that raised scores as
-    an empty prediction. ``ground_truth`` / ``ignore``: COCO RLE, for the gallery."""
+    """One finished image sample and its pixel counts; ``ground_truth`` / ``ignore``: COCO RLE,
+    for the gallery."""
 
     intersection: int
     union: int
@@ -61,10 +58,8 @@ class SampleResult(EvalRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class VideoSampleResult(EvalRecord):
-    """One finished video sample: mean ``j`` and ``f`` over its annotated frames, in
-    ``[0, 1]`` (a failure or no track: empty on every frame). ``image_path`` is the frame
-    folder; the selected tracks are in the sample's ``result.json``; ``frames_used``: frames
-    tracked (0 when the video could not be opened)."""
+    """One finished video sample: mean ``j`` and ``f`` over its annotated frames, in ``[0, 1]``;
+    ``frames_used``: frames tracked (0 when the video could not be opened)."""
 
     j: float
     f: float
@@ -104,8 +99,7 @@ class RunningMetrics:
 
 
 class RunningVideoMetrics:
-    """J, F, J&F and failures so far, overall as the report computes it (:func:`breakdown`):
-    the mean of the ``overall_from`` tags' means (ReVOS), else the mean over every sample."""
+    """J, F, J&F and failures so far, overall as the report computes it."""
 
     def __init__(self, overall_from: Sequence[str] | None = None) -> None:
         self.overall_from = overall_from
@@ -125,7 +119,6 @@ class RunningVideoMetrics:
 
 
 def running_metrics(dataset: str) -> RunningMetrics | RunningVideoMetrics:
-    """The running figures of ``dataset``: gIoU and cIoU, or J, F and J&F (the dataset's
-    official overall)."""
+    """The running figures of ``dataset``: gIoU and cIoU, or J, F and J&F."""
     info = VIDEO_DATASETS.get(dataset)
     return RunningMetrics() if info is None else RunningVideoMetrics(info.overall_from)

@@ -1,6 +1,5 @@
-"""``evaluate``: ``sam3-agent eval`` as a library call, on images or videos. The run directory
-holds ``results.sqlite``, ``samples/<safe id>/`` and the report; calling it again with the same
-settings resumes (stored samples are skipped), with others is refused."""
+"""``evaluate``: ``sam3-agent eval`` as a library call, on images or videos, resumed when called
+again with the same settings."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from typing import Any
 from sam3_agent.backends.base import ChatModel
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY
 from sam3_agent.runs.evaluation.handler import EvalWorkerFactory
-from sam3_agent.runs.evaluation.report import report_runs
-from sam3_agent.runs.evaluation.report_parts import ReportFiles
+from sam3_agent.runs.evaluation.report import ReportFiles, report_runs
 from sam3_agent.runs.evaluation.results import SampleResult, VideoSampleResult
 from sam3_agent.runs.evaluation.selection import EvalSet, Loaded, VideoEvalSet
 from sam3_agent.runs.jobs.base import EngineOptions
@@ -54,14 +52,8 @@ def evaluate(
     loading_bars: bool | None = None,
     video_options: VideoOptions | None = None,
 ) -> EvalOutcome:
-    """Evaluate every sample of ``dataset`` not yet stored in ``out``, then write the report.
-
-    ``backends`` builds SAM 3 (its video model for videos) and the MLLM on the workers; the
-    local engine builds the MLLM here when the settings do not name it (``sam3-only``, for
-    images only, builds none). ``progress`` is told the total and what was stored, then each
-    result; ``loaded``: ``dataset.load()`` already done; ``loading_bars`` (None: with a
-    ``progress`` listener) shows the models' loading bars.
-    """
+    """Evaluate every sample of ``dataset`` not yet stored in ``out``, then write the report;
+    ``loaded``: ``dataset.load()`` already done; ``loading_bars`` None: with ``progress``."""
     if mode not in MODES:
         raise UserError(f"`mode` must be one of {', '.join(MODES)}, got {mode!r}")
     config = config or AgentConfig()

@@ -34,10 +34,8 @@ class GroundTruthSource(Protocol):
 
 @dataclass(frozen=True)
 class Sample:
-    """One (image, query) pair: ``id`` stable and unique within the dataset (split
-    included); ``tags`` breakdown labels; ``no_target``: the right answer is no mask
-    (gRefCOCO); ``exif_orientation``: the masks are in the displayed frame (False: COCO's
-    stored frame)."""
+    """One (image, query) pair: ``id`` unique within the dataset; ``no_target``: the right
+    answer is no mask; ``exif_orientation``: the masks are in the displayed frame."""
 
     id: str
     image_path: Path
@@ -56,8 +54,7 @@ class Sample:
 
 
 def read_json(path: Path, sample: str | None = None) -> Any:
-    """The JSON document at ``path``; :class:`DatasetError` naming it (and ``sample``) if
-    unreadable."""
+    """The JSON document at ``path``; :class:`DatasetError` naming it if unreadable."""
     where = f"{path}" + (f" (sample {sample})" if sample else "")
     try:
         raw = path.read_bytes()
@@ -75,8 +72,8 @@ def read_json(path: Path, sample: str | None = None) -> Any:
 
 
 def image_size(path: Path, sample: str) -> tuple[int, int]:
-    """``(height, width)`` of an image as displayed (EXIF orientation applied), from its header
-    only; :class:`DatasetError` naming it and ``sample`` if unreadable."""
+    """``(height, width)`` of an image as displayed, from its header; :class:`DatasetError`
+    naming it if unreadable."""
     try:
         return image_size_as_displayed(path)
     except ImageLoadError as e:

@@ -1,6 +1,5 @@
-"""Which samples an evaluation takes, as the ``eval`` settings say: an :class:`EvalSet` of
-images or a :class:`VideoEvalSet` of videos (checked when made), limited, sharded by image
-(a video's frame folder), and loaded with the size of the whole split."""
+"""Which samples an evaluation takes: an :class:`EvalSet` of images or a :class:`VideoEvalSet`
+of videos, limited, sharded by image (a video's frame folder), with the whole split's size."""
 
 from __future__ import annotations
 
@@ -138,8 +137,7 @@ def _loaded(whole: list[S], limit: int | None, shard: tuple[int, int]) -> Loaded
 
 
 def shard_of(sample: Job, count: int) -> int:
-    """A stable hash of the sample's image file name (a video's frame folder): every query
-    of an image falls in one shard, so no two machines pay the same image's backbone."""
+    """A stable hash of the sample's image file name: an image's queries fall in one shard."""
     digest = hashlib.sha256(sample.image_path.name.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % count
 

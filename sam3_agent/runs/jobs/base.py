@@ -1,6 +1,5 @@
-"""The interface every engine implements: a :class:`WorkerFactory` builds, where the work
-runs, a :class:`JobHandler` turning each job into its :class:`JobResult`. Under Ray all three
-pickle as plain library objects, a factory cheaply (settings, not models)."""
+"""The interface every engine implements: a picklable :class:`WorkerFactory` builds, where the
+work runs, a :class:`JobHandler` turning each job into its :class:`JobResult`."""
 
 from __future__ import annotations
 
@@ -33,8 +32,8 @@ class Job(Protocol):
 
 
 class JobResult(Protocol):
-    """The stored record of one finished job; an infrastructure failure (an endpoint down, an
-    unreadable image) has ``infra_error`` and ``failed`` set, and ``retry_failed`` reruns it."""
+    """The stored record of one finished job; an infrastructure failure has ``infra_error`` and
+    ``failed`` set (``retry_failed`` reruns it)."""
 
     @property
     def id(self) -> str: ...
@@ -63,16 +62,16 @@ class ImageSource(Protocol):
     async def get(
         self, path: Path, *, exif_orientation: bool = True, max_pixels: int | None = None
     ) -> RGBImage:
-        """The RGB image at ``path`` (``max_pixels`` None: the package's limit); the first call
-        for a path decides how it is loaded, so jobs of one image ask alike."""
+        """The RGB image at ``path`` (``max_pixels`` None: the package's limit), loaded as the
+        first call for it asks."""
 
 
 class JobHandler(Protocol[J_contra, R_co]):
     """Turns jobs into results on one worker. Must allow concurrent :meth:`run` calls."""
 
     async def run(self, job: J_contra, images: ImageSource) -> R_co:
-        """``job``'s own failures become a failed result; a raised ``Sam3AgentError`` (a
-        broken dataset file) stops the whole run."""
+        """``job``'s own failures become a failed result; a raised ``Sam3AgentError`` stops
+        the run."""
 
     def release(self, digest: str) -> None:
         """The last job of the image with this content digest is done: free what it holds."""
@@ -121,7 +120,7 @@ class Engine(Protocol):
 
     async def run(self, work: Work[J, R], on_result: ResultCallback[R]) -> None:
         """Calls ``on_result`` once per finished job, on this thread; one image's jobs run on one
-        worker (read and embedded once). An error raised by ``on_result`` stops the run."""
+        worker. An error raised by ``on_result`` stops the run."""
 
 
 @dataclass(frozen=True)

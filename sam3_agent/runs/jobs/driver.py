@@ -1,6 +1,5 @@
 """The driver side of a run, the same on every engine: skip what is stored, commit each result
-the moment it arrives. A killed driver or a lost worker loses only unfinished jobs, and the job
-id as the store's key means a job computed twice (a rerun, Ray's retry) is counted once."""
+the moment it arrives (keyed by job id, so a job computed twice is counted once)."""
 
 from __future__ import annotations
 
@@ -35,8 +34,8 @@ class ProgressListener(Protocol[R_contra]):
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """``skipped`` were stored before, ``ran`` now (``failed`` of them); ``wall_s`` includes the
-    workers building their models."""
+    """``skipped`` were stored before, ``ran`` now (``failed`` of them); ``wall_s`` includes
+    building the models."""
 
     total: int
     skipped: int
@@ -46,7 +45,7 @@ class RunOutcome:
 
     @property
     def per_second(self) -> float | None:
-        """Jobs run per wall-clock second (concurrent jobs counted once); None when none ran."""
+        """Jobs run per wall-clock second; None when none ran."""
         if self.ran == 0 or self.wall_s <= 0:
             return None
         return self.ran / self.wall_s
@@ -123,8 +122,7 @@ def run_in_directory(
     meta: Mapping[str, Any] | None = None,
 ) -> tuple[RunOutcome, list[R]]:
     """:func:`run_jobs` in ``out``, created with ``settings`` or resumed with the same ones:
-    what this run did, and every record ``out`` now holds. ``meta``: facts about this
-    invocation (:meth:`ResultStore.set_meta`), such as the size of the split sampled."""
+    what this run did and every record ``out`` holds; ``meta``: facts about this invocation."""
     with ResultStore.create_or_resume(out, settings, decode) as store:
         store.set_planned(len(jobs))
         for key, value in (meta or {}).items():

@@ -1,5 +1,4 @@
-"""A segmenter wrapper that embeds each image once while a worker's jobs hold it (released by
-:meth:`~sam3_agent.runs.jobs.base.JobHandler.release` after the image's last job)."""
+"""A segmenter wrapper that embeds each image once while a worker's jobs hold it."""
 
 from __future__ import annotations
 

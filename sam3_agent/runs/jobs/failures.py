@@ -1,6 +1,5 @@
 """The one failure policy of a run: whatever a job's own work raises becomes its failed record
-with a one-line message (``retry_failed`` reruns it); only an interrupt stops the run from
-inside a job, and the handler decides what else must (a broken dataset file)."""
+with a one-line message; only an interrupt stops the run from inside a job."""
 
 from __future__ import annotations
 
@@ -34,10 +33,9 @@ def stops_the_run(error: BaseException) -> bool:
 
 
 def job_failure(kind: str, job_id: str, error: BaseException) -> str:
-    """The one-line failure to record (and log) for a job whose work raised ``error``, from its
-    ``except BaseException``: ``"TypeName: message"``, bounded, encodable as UTF-8 whatever the
-    error holds (newlines, lone surrogates, a ``__str__`` that raises), a user error's type
-    named too; ``kind`` names the job in the log (``sample``, ``request``)."""
+    """The one-line failure to record (and log) for a job whose work raised ``error`` (an
+    interrupt is raised again): bounded, encodable as UTF-8 whatever the error holds, a user
+    error's type named; ``kind`` names the job in the log (``sample``, ``request``)."""
     if stops_the_run(error):
         raise error
     message = one_line(error, FAILURE_MESSAGE_CHARS)

@@ -1,6 +1,5 @@
-"""The local engine: every job on one event loop in this process, ``concurrency`` at a time.
-Jobs arrive ordered by image; each image is read once, shared by its jobs and released (with its
-SAM 3 features) after its last one. Each Ray worker runs :func:`run_concurrently` too."""
+"""The local engine: every job on one event loop in this process, ``concurrency`` at a time,
+each image read once and released after its last job (each Ray worker runs it too)."""
 
 from __future__ import annotations
 
@@ -73,8 +72,8 @@ async def run_concurrently(
     concurrency: int,
     slots: asyncio.Semaphore | None = None,
 ) -> None:
-    """Run ``jobs`` through ``handler``, ``concurrency`` at a time, in the given order; every
-    running job holds ``slots`` too, when given (a worker's bound over several groups)."""
+    """Run ``jobs`` through ``handler``, ``concurrency`` at a time, in order; every running job
+    holds ``slots`` too, when given."""
     holder = ImageHolder(Counter(job.image_path for job in jobs), handler)
     queue = iter(jobs)
 

@@ -42,9 +42,8 @@ class VideoModelSource(ModelSource, Protocol):
 
 
 class LeavesChatModelOnDriver:
-    """A base for frozen dataclass worker factories: ``chat_model``, one the driver built (local
-    engine only), is never pickled to Ray workers, which build their own from ``backends``;
-    ``loading_bars`` shows the bars of model downloads and loading."""
+    """A base for frozen dataclass worker factories: ``chat_model``, one the driver built, is
+    never pickled to Ray workers, which build their own from ``backends``."""
 
     backends: ModelSource
     chat_model: ChatModel | None
@@ -74,9 +73,8 @@ class LeavesChatModelOnDriver:
 
 
 def name_chat_model(models: ModelSource, engine: str) -> tuple[str, ChatModel | None]:
-    """The chat model's name, and the model when it had to be built (here, on the driver, for
-    the local engine's worker to reuse) to learn it: named, the run directory is checked
-    before any model loads."""
+    """The chat model's name, and the model when it had to be built (on the driver, for the
+    local engine to reuse) to learn it."""
     name = models.require_model_name(engine)
     if name is not None:
         return name, None
@@ -85,8 +83,8 @@ def name_chat_model(models: ModelSource, engine: str) -> tuple[str, ChatModel | 
 
 
 def agent_identity(config: AgentConfig, *, leave_out: Collection[str]) -> dict[str, Any]:
-    """The agent settings that make two runs comparable: all but ``leave_out`` (settings that
-    change no answer), with the prompt set named by its content, not by where it lies."""
+    """The agent settings that make two runs comparable: all but ``leave_out``, the prompt set
+    named by its content."""
     from sam3_agent.agent.prompts import load_prompt_set
 
     settings = {k: v for k, v in config.to_dict().items() if k not in leave_out}
@@ -98,8 +96,7 @@ def agent_identity(config: AgentConfig, *, leave_out: Collection[str]) -> dict[s
 def models_identity(
     models: ModelSource, model_name: str | None, *, chat: bool = True
 ) -> dict[str, Any]:
-    """The part of a run's settings naming its models: ``model``, ``sam3`` and (when given,
-    with an MLLM) ``generation``."""
+    """The part of a run's settings naming its models (``generation`` only when given)."""
     doc: dict[str, Any] = {"model": model_name, "sam3": models.sam3_url or models.sam3}
     generation = models.generation_identity() if chat else {}
     if generation:
@@ -110,9 +107,8 @@ def models_identity(
 
 @contextmanager
 def loading_bars_hidden() -> Iterator[None]:
-    """No progress bars of transformers' "Loading weights" and huggingface_hub's downloads in
-    the block; the process-wide switches are put back after it. Imports no transformers: one
-    imported in the block reads the switch from huggingface_hub."""
+    """No progress bars of transformers' and huggingface_hub's in the block; the process-wide
+    switches are put back after it (without importing transformers)."""
     try:
         from huggingface_hub.utils import (
             are_progress_bars_disabled,

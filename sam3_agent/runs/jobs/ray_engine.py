@@ -40,9 +40,8 @@ work is I/O-bound (model servers), so more logical slots than cores is right."""
 
 @dataclass(frozen=True)
 class RayConnection:
-    """How this process meets Ray: ``description`` says which Ray (to the user), ``private`` a
-    Ray started for this run only, ``notice`` a cluster on this machine left unused;
-    ``pick_up_token`` uses this machine's token as ``address="auto"`` does."""
+    """How this process meets Ray: ``description`` says which Ray, ``private`` one started for
+    this run, ``notice`` a local cluster left unused; ``pick_up_token`` the machine's token."""
 
     init_args: dict[str, Any]
     description: str
@@ -69,9 +68,8 @@ def plan_connection(
     cpu_count: int | None,
     recorded_cluster: str | None,
 ) -> RayConnection:
-    """The ``ray.init`` arguments for ``address``, and what to say. None (unless ``RAY_ADDRESS``
-    names a cluster) starts a private Ray as ``address="local"``: a cluster ``ray start``
-    recorded here (``recorded_cluster``) must not turn it into a join, refused with CPUs given."""
+    """The ``ray.init`` arguments for ``address``, and what to say; None (unless ``RAY_ADDRESS``
+    names a cluster) starts a private Ray, whatever cluster ``ray start`` recorded here."""
     from_env = environ.get("RAY_ADDRESS", "").strip()
     said = ""
     if address is None and from_env and from_env != "local":
@@ -114,9 +112,8 @@ TOKEN_HELP = (
 def check_capacity(
     resources: Mapping[str, float], options: EngineOptions, *, private: bool
 ) -> str | None:
-    """What to say when the cluster cannot run the options' ``workers`` actors at once (Ray
-    Data would silently run fewer; each takes 1 CPU and ``gpus_per_worker`` GPUs); None when
-    it can."""
+    """What to say when the cluster cannot run ``workers`` actors at once (Ray Data would
+    silently run fewer); None when it can."""
     workers, gpus_per_worker = options.workers, options.gpus_per_worker
     cpus = float(resources.get("CPU", 0.0))
     fits = [(int(cpus + 1e-9), f"{cpus:g} CPUs (1 per worker)")]
@@ -160,8 +157,8 @@ def log_notice(line: str, *, warning: bool = False) -> None:
 def connect(
     address: str | None, *, workers: int = 1, notify: Notify = log_notice
 ) -> RayConnection | None:
-    """Join the Ray at ``address`` or start a private one (:func:`plan_connection`), saying
-    which to ``notify``; None when this process had joined one already (a second run)."""
+    """Join the Ray at ``address`` or start a private one, saying which to ``notify``; None
+    when this process had joined one already."""
     ray = import_ray()
     if ray.is_initialized():
         return None
@@ -208,8 +205,8 @@ def _recorded_cluster() -> str | None:
 
 
 def _pick_up_token() -> bool | None:
-    """Use this machine's Ray token for an explicit address, as ``address="auto"`` does: whether
-    token authentication is on now; None when this machine has no token."""
+    """Use this machine's Ray token, as ``address="auto"`` does: whether token authentication
+    is on now; None when this machine has no token."""
     try:
         from ray._private.authentication import authentication_token_setup as auth
     except ImportError:  # a Ray without token authentication
@@ -222,8 +219,7 @@ def _pick_up_token() -> bool | None:
 
 @contextmanager
 def _auth_warnings_quiet() -> Iterator[None]:
-    """Ray warns on stderr whenever it turns token authentication on ("for this Ray
-    cluster", also when joining one); the run's own log line says which Ray it uses."""
+    """No warning from Ray when it turns token authentication on: the run says which Ray."""
     quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
@@ -234,8 +230,8 @@ def _auth_warnings_quiet() -> Iterator[None]:
 
 
 class RayWorker:
-    """One actor: holds the models; Ray Data calls it with rows of one image's pickled jobs,
-    several calls at once on its event loop, with ``concurrency`` sessions in flight in all."""
+    """One actor holding the models; Ray Data calls it with rows of one image's pickled jobs,
+    ``concurrency`` sessions in flight in all."""
 
     def __init__(self, factory: WorkerFactory[Any, Any], run_dir: str, concurrency: int) -> None:
         self.concurrency = concurrency

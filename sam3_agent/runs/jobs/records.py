@@ -1,8 +1,4 @@
-"""What the record of every kind of job holds: the job, the agent's outcome and its cost.
-
-:class:`JobRecord` is the base of each kind's record (a batch request's, an evaluation
-sample's); :func:`agent_outcome` reads its outcome fields off the agent's answer.
-"""
+"""What the record of every kind of job holds: the job, the agent's outcome and its cost."""
 
 from __future__ import annotations
 
@@ -21,16 +17,9 @@ OUTCOME_FIELDS = ("status", "rounds", "prompt_tokens", "completion_tokens", "cal
 
 @dataclass(frozen=True, kw_only=True)
 class JobRecord:
-    """One finished job (a :class:`~sam3_agent.runs.jobs.base.JobResult`).
-
-    Attributes:
-        status: the agent's ``masks`` / ``no_mask`` / ``failed``. A job that raised (a
-            backend failure, an unreadable image, any other error) is ``failed`` with
-            ``infra_error`` set and the exception on one line in ``failure``;
-            ``--retry-failed`` runs it again.
-        prediction: the union of the predicted masks as COCO RLE (None when empty).
-        artifacts: the job's directory relative to the run directory, if one was written.
-    """
+    """One finished job: ``status`` ``masks`` / ``no_mask`` / ``failed`` (a job that raised:
+    ``infra_error`` set, the exception in ``failure``); ``prediction`` the masks' union as
+    COCO RLE (None: empty); ``artifacts`` its directory relative to the run directory."""
 
     id: str
     image_path: str
@@ -56,21 +45,18 @@ class JobRecord:
 
     @classmethod
     def from_json(cls: type[T], doc: Mapping[str, Any]) -> T:
-        """Read a stored record back; keys this version does not know are left out, and
-        :meth:`_upgrade` reads what older versions stored otherwise."""
+        """Read a stored record back, unknown keys left out (older ones: :meth:`_upgrade`)."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in cls._upgrade(doc).items() if k in known})
 
     @classmethod
     def _upgrade(cls, doc: Mapping[str, Any]) -> dict[str, Any]:
-        """The stored ``doc`` as this version's fields (JSON lists back to tuples, fields
-        older versions kept elsewhere)."""
+        """The stored ``doc`` as this version's fields."""
         return dict(doc)
 
 
 def agent_outcome(result: AgentResult | VideoResult) -> dict[str, Any]:
-    """The :data:`OUTCOME_FIELDS` of the agent's answer, on an image or a video (tokens and
-    calls over the whole session)."""
+    """The :data:`OUTCOME_FIELDS` of the agent's answer (tokens and calls of the session)."""
     total = result.usage.total
     return {
         "status": result.status,

@@ -1,6 +1,5 @@
-"""A run directory's results store: one SQLite file (WAL), a row per finished job keyed by its
-id and synced before the next is reported, so a killed run keeps what it finished. The run's
-settings are stored too: reopening with others is refused (mixed results would mean neither)."""
+"""A run directory's results store: one SQLite file, a row per finished job keyed by its id and
+synced at once, and the run's settings (reopening with others is refused)."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ CREATE TABLE IF NOT EXISTS samples (
 
 
 def job_dir_name(job_id: str) -> str:
-    """The directory name of a job's files: ids that differ only in unsafe characters
-    (``a/b`` and ``a:b``) never share a directory."""
+    """The directory name of a job's files (ids differing in unsafe characters never share one)."""
     return safe_name(job_id, max_len=80)
 
 
@@ -184,8 +182,7 @@ class ResultStore(Generic[R]):
 
 
 def reading(run_dir: Path, decode: Decode[R]) -> ResultStore[R]:
-    """The store of a finished or running run, for reports:
-    ``with reading(run_dir, Record.from_json) as store:``."""
+    """The store of a finished or running run, for reports."""
     path = run_dir / STORE_NAME
     if not path.is_file():
         raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")

@@ -1,2 +1,2 @@
-"""Video evaluation: the datasets' layouts (:mod:`.datasets`, :mod:`.files`) and J, F and
-J&F as the DAVIS benchmark defines them (:mod:`.metrics`)."""
+"""Video evaluation: the datasets' layouts and files (:mod:`.datasets`) and J, F and J&F as
+the DAVIS benchmark defines them (:mod:`.metrics`)."""

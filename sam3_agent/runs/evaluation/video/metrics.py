@@ -1,23 +1,13 @@
 """J (region similarity), F (contour accuracy) and J&F as the DAVIS benchmark defines them
-(Perazzi et al., CVPR 2016, Section 3), written from those definitions; pure, fractions in
-``[0, 1]``.
-
-Per frame, for ``(H, W)`` bool masks P and G with void pixels removed from both: J = |P ∩ G|
-/ |P ∪ G| (1 when both are empty). F = 2·Pc·Rc / (Pc + Rc) over the one-pixel contours of
-:func:`boundary_map` (Berkeley's ``seg2bmap``), a contour pixel matched when the other
-contour lies within ``ceil(bound_th · diagonal)`` pixels (``bound_th`` 0.008; >= 1 is a
-radius in pixels); both contours empty: 1, one empty: 0. As in DAVIS, the image border is
-no contour (a full-frame mask has none), a quirk kept so figures match the published ones.
-A video scores the mean J and F over its annotated frames, a group the mean over videos;
-J&F = (J + F) / 2.
-"""
+(Perazzi et al., CVPR 2016, Section 3); pure, fractions in ``[0, 1]``, void pixels left out.
+F matches contour pixels within ``ceil(0.008 · diagonal)`` pixels; as in DAVIS the image
+border is no contour (a quirk kept so figures match the published ones)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import zip_longest
 from typing import Any
 
 import cv2
@@ -38,14 +28,9 @@ def region_similarity(pred: BoolArray, gt: BoolArray, void: BoolArray | None = N
 
 
 def boundary_map(mask: BoolArray) -> BoolArray:
-    """The one-pixel contour of an ``(H, W)`` bool mask, as DAVIS's ``seg2bmap`` draws it.
-
-    A pixel is on the contour when it differs from its right, lower or lower-right neighbour;
-    in the last row only the right neighbour counts, in the last column only the lower one,
-    and the bottom-right pixel never is. The contour so lies half a pixel towards the origin
-    from the mask's edge: an ``s x s`` square with top-left pixel ``(y, x)`` gets the outline
-    of the ``(s+1) x (s+1)`` square with top-left pixel ``(y-1, x-1)``, clipped to the image.
-    """
+    """The one-pixel contour of an ``(H, W)`` bool mask, as DAVIS's ``seg2bmap`` draws it: a
+    pixel differing from its right, lower or lower-right neighbour, so the contour lies half a
+    pixel towards the origin from the mask's edge."""
     seg = np.asarray(mask, dtype=bool)
     if seg.ndim != 2 or seg.size == 0:
         raise ValueError(f"a mask must be a non-empty (H, W) array, got shape {seg.shape}")
@@ -77,10 +62,9 @@ def _disk(radius: int) -> np.ndarray:
     return (offsets[:, None] ** 2 + offsets[None, :] ** 2 <= radius * radius).astype(np.uint8)
 
 
-def boundary_f(
-    pred: BoolArray, gt: BoolArray, void: BoolArray | None = None, *, bound_th: float = BOUND_TH
-) -> float:
-    """F of one frame: the DAVIS contour F-measure of two ``(H, W)`` bool masks."""
+def boundary_f(pred: BoolArray, gt: BoolArray, void: BoolArray | None = None) -> float:
+    """F of one frame: the DAVIS contour F-measure of two ``(H, W)`` bool masks (1 when both
+    contours are empty, 0 when one is)."""
     pred, gt = outside_ignore(pred, gt, void)
     pred_contour = boundary_map(pred)
     gt_contour = boundary_map(gt)
@@ -88,7 +72,7 @@ def boundary_f(
     n_gt = int(np.count_nonzero(gt_contour))
     if n_pred == 0 or n_gt == 0:
         return 1.0 if n_pred == n_gt else 0.0
-    radius = boundary_radius(gt.shape[0], gt.shape[1], bound_th)
+    radius = boundary_radius(gt.shape[0], gt.shape[1])
     kernel = _disk(radius)
     # Only the box around both contours, grown by the radius, can hold a match: dilating
     # that crop gives the same counts as the whole frame at a fraction of the cost.
@@ -118,16 +102,11 @@ class FrameScore:
     f: float
 
 
-def score_frame(
-    pred: BoolArray | None, gt: GroundTruth, *, bound_th: float = BOUND_TH
-) -> FrameScore:
-    """J and F of one frame; ``pred`` None is an empty prediction. ``gt.ignore`` holds the
-    void pixels, if any."""
+def score_frame(pred: BoolArray | None, gt: GroundTruth) -> FrameScore:
+    """J and F of one frame (``pred`` None: empty; ``gt.ignore``: the void pixels)."""
     mask = np.zeros_like(gt.mask, dtype=bool) if pred is None else pred
-    return FrameScore(
-        j=region_similarity(mask, gt.mask, gt.ignore),
-        f=boundary_f(mask, gt.mask, gt.ignore, bound_th=bound_th),
-    )
+    j = region_similarity(mask, gt.mask, gt.ignore)
+    return FrameScore(j=j, f=boundary_f(mask, gt.mask, gt.ignore))
 
 
 @dataclass(frozen=True)
@@ -148,18 +127,16 @@ class VideoAccumulator:
     """J and F of one video accumulated frame by frame, so no frame is kept. A frame without
     ground truth (``gt`` None) is not scored, as the benchmarks score annotated frames only."""
 
-    def __init__(self, *, bound_th: float = BOUND_TH) -> None:
-        self.bound_th = bound_th
+    def __init__(self) -> None:
         self.frames = 0
         self._j: list[float] = []
         self._f: list[float] = []
 
     def update(self, pred: BoolArray | None, gt: GroundTruth | None) -> FrameScore | None:
-        """Score one frame (``pred`` None: nothing predicted there); None when the frame has
-        no ground truth."""
+        """Score one frame (``pred`` None: nothing predicted); None when it has no ground truth."""
         if gt is None:
             return None
-        score = score_frame(pred, gt, bound_th=self.bound_th)
+        score = score_frame(pred, gt)
         self.frames += 1
         self._j.append(score.j)
         self._f.append(score.f)
@@ -176,28 +153,9 @@ class VideoAccumulator:
         )
 
 
-def score_video(
-    predictions: Iterable[BoolArray | None],
-    ground_truth: Iterable[GroundTruth | None],
-    *,
-    bound_th: float = BOUND_TH,
-) -> VideoScore:
-    """J and F of one video from two per-frame streams of equal length (a prediction of None
-    is an empty mask; a ground truth of None an unannotated frame), consumed one frame at a
-    time."""
-    acc = VideoAccumulator(bound_th=bound_th)
-    missing = object()
-    for index, (pred, gt) in enumerate(zip_longest(predictions, ground_truth, fillvalue=missing)):
-        if pred is missing or gt is missing:
-            raise ValueError(f"predictions and ground truth differ in length (at frame {index})")
-        acc.update(pred, gt)  # type: ignore[arg-type]
-    return acc.result()
-
-
 @dataclass(frozen=True)
 class ScoredVideo:
-    """One finished video sample; a failed one is scored as an empty prediction on every
-    frame and marked ``failed``."""
+    """One finished video sample; a failed one scores as empty on every frame."""
 
     id: str
     tags: tuple[str, ...]
@@ -219,14 +177,17 @@ class VideoSummary:
     def jf(self) -> float | None:
         return None if self.j is None or self.f is None else (self.j + self.f) / 2
 
+    def figure(self, metric: str) -> float | None:
+        """``J``, ``F`` or ``J&F`` by name (None: an empty group or another metric)."""
+        return {"J": self.j, "F": self.f, "J&F": self.jf}.get(metric)
+
     def to_dict(self) -> dict[str, Any]:
-        figures = {"J": self.j, "F": self.f, "J&F": self.jf}
+        figures = {m: self.figure(m) for m in ("J", "F", "J&F")}
         return {"count": self.count, **figures, "failed": self.failed}
 
 
 def summarize(videos: Iterable[ScoredVideo]) -> VideoSummary:
-    """Mean J and mean F over ``videos`` (every video weighs the same, whatever its length);
-    the order does not matter."""
+    """Mean J and mean F over ``videos``, every video weighing the same."""
     items = list(videos)
     n = len(items)
     return VideoSummary(
@@ -260,9 +221,8 @@ class VideoBreakdown:
 def breakdown(
     videos: Iterable[ScoredVideo], *, overall_from: Sequence[str] | None = None
 ) -> VideoBreakdown:
-    """Summaries overall and per tag (keys sorted). With ``overall_from`` the overall figures
-    are the mean of those tags' means (ReVOS's official "overall"; a tag with no video is left
-    out), otherwise the mean over every video."""
+    """Summaries overall and per tag (keys sorted); with ``overall_from`` overall is the mean
+    of those tags' means (ReVOS's official "overall"), else the mean over every video."""
     items = sorted(videos, key=lambda v: v.id)
     by_tag: dict[str, list[ScoredVideo]] = {}
     for v in items:

@@ -12,7 +12,7 @@ import pytest
 
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.video.datasets import VideoSample, load_video_samples
-from sam3_agent.runs.evaluation.video.metrics import score_video
+from sam3_agent.runs.evaluation.video.metrics import VideoAccumulator
 from sam3_agent.values.errors import DatasetError, UserError
 from tests.support.video_datasets import (
     FRAMES,
@@ -138,8 +138,10 @@ def test_ground_truth_is_decoded_one_frame_at_a_time(tmp_path: Path) -> None:
 
 def test_a_perfect_prediction_scores_one(tmp_path: Path) -> None:
     sample = _by_id(load_video_samples("mevis", make_mevis(tmp_path), "valid_u"))["valid_u/m1/1"]
-    predictions = (None if gt is None else gt.mask for gt in sample.ground_truth())
-    score = score_video(predictions, sample.ground_truth())
+    acc = VideoAccumulator()
+    for gt in sample.ground_truth():
+        acc.update(None if gt is None else gt.mask, gt)
+    score = acc.result()
     assert (score.j, score.f, score.frames) == (1.0, 1.0, FRAMES)
 
 
