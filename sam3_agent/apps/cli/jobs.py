@@ -19,7 +19,7 @@ from sam3_agent.backends.spec import check_writable_dir
 if TYPE_CHECKING:
     from sam3_agent.backends.spec import BackendSpec
     from sam3_agent.runs.batch.results import BatchTotals
-    from sam3_agent.runs.evaluation.report import ReportFiles
+    from sam3_agent.runs.evaluation.report_parts import ReportFiles
     from sam3_agent.runs.jobs.base import EngineOptions
     from sam3_agent.values.config import AgentConfig
 

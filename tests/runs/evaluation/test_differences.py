@@ -9,14 +9,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sam3_agent.runs.evaluation.differences import EPSILON, SHOWN, compare_samples
 from sam3_agent.runs.evaluation.methods import Method
-from sam3_agent.runs.evaluation.report import (
-    EPSILON,
-    SHOWN,
-    ReportFiles,
-    compare_samples,
-    report_runs,
-)
+from sam3_agent.runs.evaluation.report import ReportFiles, report_runs
 from sam3_agent.runs.evaluation.results import SampleResult, VideoSampleResult
 from sam3_agent.runs.jobs.store import ResultStore
 from tests.support.eval_fixtures import ABLATION_MODEL, write_ablation_runs

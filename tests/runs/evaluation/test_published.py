@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.published import PUBLISHED, VIDEO_PUBLISHED, for_dataset, matches
-from sam3_agent.runs.evaluation.report import published_entry
+from sam3_agent.runs.evaluation.report_parts import published_entry
 
 
 def test_agentrvos_figures_as_published() -> None:

@@ -360,7 +360,7 @@ def test_runs_without_published_figures_get_no_coverage_column(tmp_path: Path) -
 
 
 def test_histogram_legend_says_how_much_of_the_split_it_draws(tmp_path: Path) -> None:
-    from sam3_agent.runs.evaluation.report import legend_label
+    from sam3_agent.runs.evaluation.figures import legend_label
 
     samples = load_samples("reasonseg", write_reasonseg(tmp_path / "rs"), "val")
     run = _run(samples[:1], tmp_path / "run", _agent(), population=4)
