@@ -199,7 +199,7 @@ ToolDocs = Sequence[Mapping[str, str]]  # what system.j2 lists per tool (tools.t
 @cache
 def default_prompt_set(kind: PromptKind = "image", tool_set: ToolSet = "paper") -> PromptSet:
     """The canonical set of a medium and a tool set, loaded and checked once per process."""
-    return _load(canonical_dir(), BUILTIN_NAME, True, kind, tool_set)
+    return _load(canonical_dir(), BUILTIN_NAME, kind, tool_set, canonical=True)
 
 
 def load_prompt_set(
@@ -219,7 +219,7 @@ def load_prompt_set(
             raise UserError(f"prompt set {path} is not a directory")
         path = path.resolve()
         default_prompt_set(kind, tool_set)  # the reference, checked first
-        prompt_set = _load(path, path.name, False, kind, tool_set)
+        prompt_set = _load(path, path.name, kind, tool_set, canonical=False)
     if tool_docs is not None:
         for protocol in ("tags", "native"):
             variables = {"tools": list(tool_docs), "protocol": protocol}
@@ -236,7 +236,7 @@ def _templates(kind: PromptKind, tool_set: ToolSet) -> dict[str, frozenset[str]]
 
 
 def _load(
-    folder: Traversable, name: str, canonical: bool, kind: PromptKind, tool_set: ToolSet
+    folder: Traversable, name: str, kind: PromptKind, tool_set: ToolSet, *, canonical: bool
 ) -> PromptSet:
     where = str(folder)
     sources = _read_templates(folder, where)
