@@ -64,9 +64,11 @@ def finish_ended(
     config: AgentConfig,
     image_path: str | Path | None = None,
     exports: Iterable[ExportFormat] = (),
+    downloaded: dict[str, Any] | None = None,
 ) -> AgentResult:
     """The result of the ended session saved in ``directory``, its outputs written again as
-    a resume with the models would (check first with ``checkpoint.check_resumable``)."""
+    a resume with the models would (check first with ``checkpoint.check_resumable``);
+    ``downloaded``: the fetched input's record, as :meth:`Sam3Agent.run` takes it."""
     started = time.perf_counter()
     now = Fingerprint.of(query=query, image=image, config=config, model=None)
     checkpoint = Checkpoint.resume(directory, now)
@@ -95,6 +97,7 @@ def finish_ended(
         )
         path = str(image_path) if image_path is not None else None
         result = image_result(fields, ending.final, image.shape[:2], path)
+        result.downloaded = downloaded
         rundir.write_run(directory, result, image, exports)
     finally:
         checkpoint.close()

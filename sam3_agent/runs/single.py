@@ -82,8 +82,9 @@ def segment_request(
                     f"the session in {resume} ended after round {found.round}: no model to load"
                 )
                 result = finish_ended(
-                    resume, pixels, query, config=config, image_path=shown_as, exports=formats
-                )
+                    resume, pixels, query, config=config, image_path=shown_as, exports=formats,
+                    downloaded=downloaded,
+                )  # fmt: skip
                 return Finished(result, resume, result_document(result, formats))
         # Which default MLLM, and do the models fit: before any download, any directory.
         plan = spec.plan(chat=not sam3_only)

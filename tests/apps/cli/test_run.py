@@ -358,7 +358,10 @@ def test_an_image_url_is_fetched_once_and_recorded(
         out = tmp_path / "out"
         result = runner.invoke(app, ["run", url, "a cat", "--out", str(out), "--json"])
         assert server.hits("/pics/photo.png") == 1
+        # Resuming the ended session reads it back without models and keeps its source.
+        again = runner.invoke(app, ["run", url, "a cat", "--resume", str(out), "--json"])
     assert result.exit_code == 0, result.output
+    assert again.exit_code == 0, again.output
     image = json.loads((out / "result.json").read_text())["image"]
     assert image["url"] == url and image["path"] == url
     assert image["sha256"] == hashlib.sha256(data).hexdigest()
