@@ -67,16 +67,22 @@ WEIGHT_FILES = (
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 
 
-def is_cached(repo_id: str) -> bool:
-    """Whether the hub cache holds ``repo_id``'s config and weights (not a config alone)."""
+def cached_file(repo_id: str, filename: str = "config.json") -> Path | None:
+    """``filename`` of the hub model ``repo_id`` in the local hub cache, or None; no download."""
     from huggingface_hub import try_to_load_from_cache
 
     try:
-        if not isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
-            return False
-        return any(isinstance(try_to_load_from_cache(repo_id, f), str) for f in WEIGHT_FILES)
+        found = try_to_load_from_cache(repo_id, filename)
     except ValueError:  # not a valid repo id
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def is_cached(repo_id: str) -> bool:
+    """Whether the hub cache holds ``repo_id``'s config and weights (not a config alone)."""
+    if cached_file(repo_id) is None:
         return False
+    return any(cached_file(repo_id, f) is not None for f in WEIGHT_FILES)
 
 
 def hub_access(source: str, *, what: str, setting: str, probe: Probe | None = None) -> bool:
@@ -216,9 +222,7 @@ def locate(model: ModelRef, hub: Hub) -> Located:
     except ValueError:
         return Located(model, missing="neither a local directory nor a hub id (ORG/NAME)")
     if is_cached(source):
-        from huggingface_hub import try_to_load_from_cache
-
-        return Located(model, Path(str(try_to_load_from_cache(source, "config.json"))))
+        return Located(model, cached_file(source))
     if local.parent.is_dir() and local.parent != Path("."):
         # ORG/NAME beside a folder ORG here: a mistyped directory more likely than a hub id.
         return Located(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from sam3_agent.backends.hub import cached_file
 from sam3_agent.values.errors import UserError
 
 if TYPE_CHECKING:
@@ -113,13 +114,7 @@ def config_path(source: str) -> Path | None:
     if local.is_dir():
         candidate = local / "config.json"
         return candidate if candidate.is_file() else None
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        found = try_to_load_from_cache(source, "config.json")
-    except ValueError:  # not a valid repo id
-        return None
-    return Path(found) if isinstance(found, str) else None
+    return cached_file(source)
 
 
 def count_parameters(config_file: Path, kind: Kind) -> int:
