@@ -7,7 +7,7 @@ from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
 from sam3_agent.apps.cli.flags.agent import AGENT, plan_server
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
-from sam3_agent.apps.cli.flags.demo import DEMO, DemoFlags, check_demo_flags
+from sam3_agent.apps.cli.flags.servers import DEMO, DemoFlags, check_demo_flags
 from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig

@@ -11,7 +11,7 @@ from sam3_agent.apps.cli.flags.agent import AGENT, plan_server
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.inputs import DOWNLOADS
-from sam3_agent.apps.cli.flags.mcp import MCP, McpFlags
+from sam3_agent.apps.cli.flags.servers import MCP, McpFlags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 from sam3_agent.values.errors import UserError

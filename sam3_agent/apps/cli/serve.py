@@ -14,7 +14,7 @@ import typer
 from sam3_agent.apps.cli.console import one_line_errors
 from sam3_agent.apps.cli.flags.backends import SAM3
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
-from sam3_agent.apps.cli.flags.service import SERVICE, VIDEO_SERVICE
+from sam3_agent.apps.cli.flags.servers import SERVICE, VIDEO_SERVICE
 from sam3_agent.apps.service.limits import MIB, ServiceLimits
 from sam3_agent.apps.service.server import check_bind_security, check_port_free
 from sam3_agent.backends.identity import TOKEN_ENV
