@@ -45,9 +45,9 @@ class FlagHelpCommand(TyperCommand):
 COMMANDS: dict[str, LazyCommand] = {
     name: LazyCommand(f"sam3_agent.apps.cli.{module}", function, summary)
     for name, module, function, summary in [
-        ("run", "run", "run_command",
+        ("run", "request", "run_command",
          "Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl."),
-        ("track", "track", "track_command",
+        ("track", "request", "track_command",
          "Track what QUERY describes through VIDEO; write result.json, overlay.mp4, trace.jsonl."),
         ("eval", "evaluate", "eval_command",
          "Evaluate on a dataset; rerun the same command to resume after a stop."),
@@ -55,13 +55,13 @@ COMMANDS: dict[str, LazyCommand] = {
          "Run the agent on many requests; rerun the same command to resume after a stop."),
         ("report", "report", "report_command",
          "Write metrics.json, report.md, the IoU histogram and a gallery for run directories."),
-        ("serve-sam3", "serve", "serve_sam3",
+        ("serve-sam3", "servers", "serve_sam3",
          "Serve SAM 3 over HTTP (agents use it with --sam3-url)."),
         ("inspect", "inspect", "inspect_command",
          "Show a session round by round from its run directory, in the terminal or as HTML."),
-        ("demo", "demo", "demo_command",
+        ("demo", "servers", "demo_command",
          "Serve a web page: upload an image or a video, say what to segment, watch each round."),
-        ("mcp", "mcp", "mcp_command",
+        ("mcp", "servers", "mcp_command",
          "Serve the agent to MCP clients (tools segment, track, segment_phrase), over stdio."),
     ]
 }  # fmt: skip
