@@ -15,8 +15,8 @@ from sam3_agent.apps.cli.console import err_console, one_line_errors, say
 from sam3_agent.apps.cli.flags.agent import AGENT
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
+from sam3_agent.apps.cli.flags.inputs import VIDEO, VideoFlags
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
-from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
 from sam3_agent.apps.cli.progress import EvalTally, make_progress
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.catalog import (

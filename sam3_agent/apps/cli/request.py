@@ -22,8 +22,7 @@ from sam3_agent.apps.cli.console import (
 from sam3_agent.apps.cli.flags.agent import AGENT
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
-from sam3_agent.apps.cli.flags.inputs import DOWNLOADS
-from sam3_agent.apps.cli.flags.video import VIDEO, VideoFlags
+from sam3_agent.apps.cli.flags.inputs import DOWNLOADS, VIDEO, VideoFlags
 from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
-from sam3_agent.apps.cli.flags.video import VIDEO_CACHE_MB
+from sam3_agent.apps.cli.flags.inputs import VIDEO_CACHE_MB
 from sam3_agent.apps.demo.limits import VideoLimits
 from sam3_agent.apps.service.limits import DEFAULT_LIMITS, MIB
 from sam3_agent.apps.service.server import check_bind_security, check_port_free
