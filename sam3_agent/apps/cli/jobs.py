@@ -14,6 +14,7 @@ import typer
 
 from sam3_agent.apps.cli.console import (
     EXIT_INTERRUPTED,
+    as_flags,
     err_console,
     one_line_errors,
     out_console,
@@ -26,7 +27,6 @@ from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.inputs import DOWNLOADS, VIDEO, VideoFlags
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
 from sam3_agent.apps.cli.progress import BatchTally, PlainProgress, ProgressBar, make_progress
-from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.backends.spec import BackendSpec, check_writable_dir
 from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.values.config import AgentConfig

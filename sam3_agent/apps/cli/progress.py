@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from rich.console import Console
 
-from sam3_agent.apps.cli.console import plain
-from sam3_agent.apps.cli.setting_flags import as_flags
+from sam3_agent.apps.cli.console import as_flags, plain
 
 if TYPE_CHECKING:
     from sam3_agent.runs.batch.results import RequestResult

@@ -14,6 +14,7 @@ from rich.status import Status
 
 from sam3_agent.apps.cli.console import (
     EXIT_FAILED_SESSION,
+    as_flags,
     err_console,
     one_line_errors,
     plain,
@@ -23,7 +24,6 @@ from sam3_agent.apps.cli.flags.agent import AGENT
 from sam3_agent.apps.cli.flags.backends import BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
 from sam3_agent.apps.cli.flags.inputs import DOWNLOADS, VIDEO, VideoFlags
-from sam3_agent.apps.cli.setting_flags import as_flags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import AgentConfig
 

@@ -6,9 +6,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from sam3_agent.apps.cli.console import say
+from sam3_agent.apps.cli.console import SETTING_OF, as_flags, say
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
-from sam3_agent.apps.cli.setting_flags import SETTING_OF, as_flags
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.config import (
     CONTEXT_POLICIES,

@@ -7,8 +7,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from sam3_agent.apps.cli.console import SETTING_OF
 from sam3_agent.apps.cli.flags.compose import FlagGroup, flag
-from sam3_agent.apps.cli.setting_flags import SETTING_OF
 from sam3_agent.backends.segmenters import DEFAULT_VIDEO_CACHE_MB
 from sam3_agent.media.fetch import DEFAULT_MAX_DOWNLOAD_MB
 from sam3_agent.values.config import FrameSelection, VideoOptions
