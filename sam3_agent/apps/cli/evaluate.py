@@ -12,8 +12,7 @@ import typer
 
 from sam3_agent.apps.cli import jobs
 from sam3_agent.apps.cli.console import err_console, one_line_errors, say
-from sam3_agent.apps.cli.flags.agent import AGENT
-from sam3_agent.apps.cli.flags.backends import BACKENDS
+from sam3_agent.apps.cli.flags.agent import AGENT, BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
 from sam3_agent.apps.cli.flags.inputs import VIDEO, VideoFlags
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt

@@ -21,8 +21,7 @@ from sam3_agent.apps.cli.console import (
     plain,
     say,
 )
-from sam3_agent.apps.cli.flags.agent import AGENT, check_agent
-from sam3_agent.apps.cli.flags.backends import BACKENDS
+from sam3_agent.apps.cli.flags.agent import AGENT, BACKENDS, check_agent
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.inputs import DOWNLOADS, VIDEO, VideoFlags
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt

@@ -20,8 +20,7 @@ from sam3_agent.apps.cli.console import (
     plain,
     say,
 )
-from sam3_agent.apps.cli.flags.agent import AGENT
-from sam3_agent.apps.cli.flags.backends import BACKENDS
+from sam3_agent.apps.cli.flags.agent import AGENT, BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
 from sam3_agent.apps.cli.flags.inputs import DOWNLOADS, VIDEO, VideoFlags
 from sam3_agent.backends.spec import BackendSpec

@@ -15,8 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from sam3_agent.apps.cli.console import err_console, one_line_errors, plain, say
-from sam3_agent.apps.cli.flags.agent import AGENT, plan_server
-from sam3_agent.apps.cli.flags.backends import BACKENDS, SAM3
+from sam3_agent.apps.cli.flags.agent import AGENT, BACKENDS, SAM3, plan_server
 from sam3_agent.apps.cli.flags.compose import VERBOSE, with_flags
 from sam3_agent.apps.cli.flags.inputs import DOWNLOADS
 from sam3_agent.apps.cli.flags.servers import (
