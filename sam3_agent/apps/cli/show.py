@@ -44,7 +44,7 @@ def inspect_command(
     and why, the reply, the tool outcome, timings, and the mask checks, folded.
     """
     with one_line_errors():
-        from sam3_agent.apps.inspector import load_run
+        from sam3_agent.apps.inspector.model import load_run
 
         run = load_run(run_dir)
         if rounds:
