@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sam3_agent.apps.cli.flags import demo as demo_cli
+from sam3_agent.apps.cli.flags import servers as demo_cli
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends import memory
 from sam3_agent.backends.spec import BackendSpec

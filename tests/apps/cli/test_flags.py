@@ -20,8 +20,7 @@ from typer.core import TyperOption
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli import console as console_module
-from sam3_agent.apps.cli.flags.agent import AGENT
-from sam3_agent.apps.cli.flags.backends import BACKENDS, SAM3
+from sam3_agent.apps.cli.flags.agent import AGENT, BACKENDS, SAM3
 from sam3_agent.apps.cli.flags.compose import FlagGroup
 from sam3_agent.apps.cli.flags.jobs import ENGINE
 from sam3_agent.apps.cli.main import COMMANDS, app

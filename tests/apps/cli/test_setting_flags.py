@@ -9,12 +9,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sam3_agent.apps.cli.flags.agent import AGENT
-from sam3_agent.apps.cli.flags.backends import BACKENDS, SAM3
+from sam3_agent.apps.cli.console import RENAMED, SAME_NAME, as_flags, flag_of
+from sam3_agent.apps.cli.flags.agent import AGENT, BACKENDS, SAM3
+from sam3_agent.apps.cli.flags.inputs import VIDEO
 from sam3_agent.apps.cli.flags.jobs import ENGINE
-from sam3_agent.apps.cli.flags.video import VIDEO
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.cli.setting_flags import RENAMED, SAME_NAME, as_flags, flag_of
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
 from sam3_agent.values.errors import UserError
 

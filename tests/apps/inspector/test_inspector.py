@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 from sam3_agent.agent.context.tokens import MESSAGE_OVERHEAD, TokenCounter
 from sam3_agent.agent.loop import Sam3Agent
 from sam3_agent.apps.cli.main import app
-from sam3_agent.apps.inspector import load_run
 from sam3_agent.apps.inspector.html_page import render as render_html
+from sam3_agent.apps.inspector.model import load_run
 from sam3_agent.apps.inspector.terminal import render as render_terminal
 from sam3_agent.values.text import visible
 from tests.support.fakes import FakeSegmenter, ScriptedChatModel

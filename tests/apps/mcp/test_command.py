@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from sam3_agent.apps.cli.flags.mcp import parse_bind
+from sam3_agent.apps.cli.flags.servers import parse_bind
 from sam3_agent.apps.cli.main import app
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.values.errors import UserError

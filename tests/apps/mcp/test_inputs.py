@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
-from sam3_agent.apps.mcp.inputs import BASE64_NAME, decode_base64, pixels_of, resolve
+from sam3_agent.apps.mcp.runner import BASE64_NAME, decode_base64, pixels_of, resolve
 from sam3_agent.media.fetch import Downloads
 from sam3_agent.values.errors import UserError
 
