@@ -46,32 +46,22 @@ EVERY_FRAME = FrameSelection()
 
 
 @dataclass(frozen=True, kw_only=True)
-class Outcome:
-    """What a predictor answered beside its masks: ``outcome`` the record's outcome fields
-    (``status`` and, where known, rounds, tokens, calls, failure); ``extra`` JSON-safe details."""
+class Prediction:
+    """What a predictor answered: ``outcome`` the record's outcome fields (``status`` and, where
+    known, rounds, tokens, calls, failure); ``extra`` JSON-safe details. An image's ``mask`` is
+    the ``(H, W)`` bool union of the predicted masks (None: none); a video's ``tracks`` come
+    with ``positions``, frame file stem -> its position among the frames they are keyed by."""
 
     outcome: Mapping[str, Any]
     artifacts: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    mask: BoolArray | None = None
+    tracks: Tracks | None = None
+    positions: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
         return str(self.outcome["status"])
-
-
-@dataclass(frozen=True, kw_only=True)
-class Prediction(Outcome):
-    """``mask``: the ``(H, W)`` bool union of the predicted masks, None when there are none."""
-
-    mask: BoolArray | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class VideoPrediction(Outcome):
-    """``positions``: frame file stem -> its position among the frames ``tracks`` are keyed by."""
-
-    tracks: Tracks | None = None
-    positions: Mapping[str, int] = field(default_factory=dict)
 
 
 class Predictor(Protocol):
@@ -83,7 +73,7 @@ class Predictor(Protocol):
 class VideoPredictor(Protocol):
     """Tracks a video sample's query through its frames (artifacts to ``output_dir``)."""
 
-    async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction: ...
+    async def predict(self, sample: VideoSample, output_dir: Path) -> Prediction: ...
 
 
 def agent_details(result: AgentResult | VideoResult) -> dict[str, Any]:
@@ -135,7 +125,7 @@ class VideoAgentPredictor:
 
     agent: Sam3VideoAgent
 
-    async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction:
+    async def predict(self, sample: VideoSample, output_dir: Path) -> Prediction:
         video = await asyncio.to_thread(
             open_video,
             sample.frames_dir,
@@ -147,7 +137,7 @@ class VideoAgentPredictor:
         positions: dict[str, int] = {}  # frame file stem -> position among those tracked
         for position, index in enumerate(video.indices):
             positions.setdefault(Path(video.frame_names[index]).stem, position)
-        return VideoPrediction(
+        return Prediction(
             outcome={**agent_outcome(result), "frames_used": video.frame_count},
             tracks=result.tracks if selected else None,
             positions=positions,
@@ -156,7 +146,7 @@ class VideoAgentPredictor:
         )
 
 
-def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoScore:
+def score_prediction(sample: VideoSample, prediction: Prediction) -> VideoScore:
     """Mean J and F over the sample's annotated frames, decoded one at a time; a frame's
     prediction is the union of the tracks there."""
     tracks = prediction.tracks
@@ -185,27 +175,22 @@ def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoS
     return accumulator.result()
 
 
-P = TypeVar("P", bound=Outcome)
 S = TypeVar("S", Sample, VideoSample)
 RR = TypeVar("RR", bound=EvalRecord)
 
 
-class SampleHandler(ABC, Generic[S, P, RR]):
+class SampleHandler(ABC, Generic[S, RR]):
     """Evaluates samples of one medium on one worker: what :meth:`predict` raises becomes
     :meth:`failed`; :meth:`record` scores in a thread, given the record's other fields, and
     may raise ``DatasetError`` (the run stops)."""
 
     run_dir: Path
-    prediction_type: type[P]
 
     @abstractmethod
-    async def predict(self, sample: S, images: ImageSource, output_dir: Path) -> P: ...
-
-    def failed(self, failure: str) -> P:
-        return self.prediction_type(outcome={"status": "failed", "failure": failure})
+    async def predict(self, sample: S, images: ImageSource, output_dir: Path) -> Prediction: ...
 
     @abstractmethod
-    def record(self, sample: S, prediction: P, fields: dict[str, Any]) -> RR: ...
+    def record(self, sample: S, prediction: Prediction, fields: dict[str, Any]) -> RR: ...
 
     async def run(self, job: S, images: ImageSource) -> RR:
         rel_dir = Path(SAMPLES_DIR) / job_dir_name(job.id)
@@ -213,7 +198,11 @@ class SampleHandler(ABC, Generic[S, P, RR]):
         try:
             prediction, infra_error = await self.predict(job, images, self.run_dir / rel_dir), False
         except BaseException as e:
-            prediction, infra_error = self.failed(job_failure("sample", job.id, e)), True
+            failure = job_failure("sample", job.id, e)
+            prediction, infra_error = (
+                Prediction(outcome={"status": "failed", "failure": failure}),
+                True,
+            )
         fields = {
             "id": job.id,
             "image_path": str(job.image_path),
@@ -234,7 +223,7 @@ class SampleHandler(ABC, Generic[S, P, RR]):
 
 
 @dataclass
-class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
+class EvalHandler(SampleHandler[Sample, SampleResult]):
     """Image samples against their masks; an image above ``max_pixels`` (None: the
     package's limit) is the sample's failure."""
 
@@ -242,7 +231,6 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
     run_dir: Path
     shared: SharedEmbeddings | None = None
     max_pixels: int | None = field(default=None, kw_only=True)
-    prediction_type = Prediction
 
     async def predict(self, sample: Sample, images: ImageSource, output_dir: Path) -> Prediction:
         image = await images.get(
@@ -277,20 +265,19 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
 
 
 @dataclass
-class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleResult]):
+class VideoEvalHandler(SampleHandler[VideoSample, VideoSampleResult]):
     """Video samples frame by frame; it holds no image features to release."""
 
     predictor: VideoPredictor
     run_dir: Path
-    prediction_type = VideoPrediction
 
     async def predict(
         self, sample: VideoSample, images: ImageSource, output_dir: Path
-    ) -> VideoPrediction:
+    ) -> Prediction:
         return await self.predictor.predict(sample, output_dir)
 
     def record(
-        self, sample: VideoSample, prediction: VideoPrediction, fields: dict[str, Any]
+        self, sample: VideoSample, prediction: Prediction, fields: dict[str, Any]
     ) -> VideoSampleResult:
         score = score_prediction(sample, prediction)
         return VideoSampleResult(**fields, j=score.j, f=score.f, frames_scored=score.frames)
