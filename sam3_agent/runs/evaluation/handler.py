@@ -70,12 +70,6 @@ class Predictor(Protocol):
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction: ...
 
 
-class VideoPredictor(Protocol):
-    """Tracks a video sample's query through its frames (artifacts to ``output_dir``)."""
-
-    async def predict(self, sample: VideoSample, output_dir: Path) -> Prediction: ...
-
-
 def agent_details(result: AgentResult | VideoResult) -> dict[str, Any]:
     """What a sample keeps of the agent's answer: usage breakdown, timings, phrases tried."""
     return {
@@ -117,33 +111,6 @@ class Sam3OnlyPredictor:
         kept = result.detections
         status, mask = ("masks", kept.union()) if len(kept) else ("no_mask", None)
         return Prediction(outcome={"status": status}, mask=mask, extra={"masks": len(kept)})
-
-
-@dataclass(frozen=True)
-class VideoAgentPredictor:
-    """The video agent on every frame of the sample's frame folder; writes its run files."""
-
-    agent: Sam3VideoAgent
-
-    async def predict(self, sample: VideoSample, output_dir: Path) -> Prediction:
-        video = await asyncio.to_thread(
-            open_video,
-            sample.frames_dir,
-            EVERY_FRAME,
-            max_pixels=self.agent.config.max_image_pixels,
-        )
-        result = await self.agent.arun(video, sample.query, output_dir=output_dir)
-        selected = result.status == "masks" and len(result.tracks) > 0
-        positions: dict[str, int] = {}  # frame file stem -> position among those tracked
-        for position, index in enumerate(video.indices):
-            positions.setdefault(Path(video.frame_names[index]).stem, position)
-        return Prediction(
-            outcome={**agent_outcome(result), "frames_used": video.frame_count},
-            tracks=result.tracks if selected else None,
-            positions=positions,
-            artifacts=output_dir,
-            extra={**agent_details(result), "tracks": len(result.tracks) if selected else 0},
-        )
 
 
 def score_prediction(sample: VideoSample, prediction: Prediction) -> VideoScore:
@@ -266,15 +233,33 @@ class EvalHandler(SampleHandler[Sample, SampleResult]):
 
 @dataclass
 class VideoEvalHandler(SampleHandler[VideoSample, VideoSampleResult]):
-    """Video samples frame by frame; it holds no image features to release."""
+    """Video samples through the video agent, on every frame of the sample's frame folder
+    (it writes its run files), scored frame by frame; no image features to release."""
 
-    predictor: VideoPredictor
+    agent: Sam3VideoAgent
     run_dir: Path
 
     async def predict(
         self, sample: VideoSample, images: ImageSource, output_dir: Path
     ) -> Prediction:
-        return await self.predictor.predict(sample, output_dir)
+        video = await asyncio.to_thread(
+            open_video,
+            sample.frames_dir,
+            EVERY_FRAME,
+            max_pixels=self.agent.config.max_image_pixels,
+        )
+        result = await self.agent.arun(video, sample.query, output_dir=output_dir)
+        selected = result.status == "masks" and len(result.tracks) > 0
+        positions: dict[str, int] = {}  # frame file stem -> position among those tracked
+        for position, index in enumerate(video.indices):
+            positions.setdefault(Path(video.frame_names[index]).stem, position)
+        return Prediction(
+            outcome={**agent_outcome(result), "frames_used": video.frame_count},
+            tracks=result.tracks if selected else None,
+            positions=positions,
+            artifacts=output_dir,
+            extra={**agent_details(result), "tracks": len(result.tracks) if selected else 0},
+        )
 
     def record(
         self, sample: VideoSample, prediction: Prediction, fields: dict[str, Any]
@@ -303,7 +288,7 @@ class EvalWorkerFactory(LeavesChatModelOnDriver):
                 tracker = Sam3VideoAgent(
                     segmenter, self.worker_chat_model(), self.agent_config, self.video
                 )
-                return VideoEvalHandler(VideoAgentPredictor(tracker), run_dir)
+                return VideoEvalHandler(tracker, run_dir)
             shared = self.shared_segmenter()
             if self.sam3_only:
                 predictor = Sam3OnlyPredictor(shared, config=self.agent_config)
