@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
 from sam3_agent.runs.jobs.local import LocalEngine
-from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource, VideoModelSource
+from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource
 from sam3_agent.runs.jobs.records import agent_outcome
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
@@ -271,7 +271,7 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoSampleResult]):
 @dataclass(frozen=True)
 class EvalWorkerFactory(LeavesChatModelOnDriver):
     """The handler per worker, built where the work runs: the agent, SAM 3 alone
-    (``sam3_only``) or the video agent (``video`` set; ``backends`` a ``VideoModelSource``)."""
+    (``sam3_only``) or the video agent (``video`` set)."""
 
     backends: ModelSource
     agent_config: AgentConfig
@@ -284,7 +284,7 @@ class EvalWorkerFactory(LeavesChatModelOnDriver):
         predictor: Predictor
         with self.loading():
             if self.video is not None:
-                segmenter = cast("VideoModelSource", self.backends).build_video_segmenter()
+                segmenter = self.backends.build_video_segmenter()
                 tracker = Sam3VideoAgent(
                     segmenter, self.worker_chat_model(), self.agent_config, self.video
                 )
