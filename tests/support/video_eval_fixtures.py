@@ -118,7 +118,7 @@ def make_chat_model(replies: int = 200, delay_s: float = 0.0) -> ScriptedChatMod
 
 @dataclass(frozen=True)
 class FakeVideoBackends:
-    """A picklable :class:`~sam3_agent.runs.jobs.models.VideoModelSource` building the fakes
+    """A picklable :class:`~sam3_agent.runs.jobs.models.ModelSource` building the fakes
     above wherever the work runs (a Ray worker imports this module)."""
 
     sam3: str = "fake-sam3-video"

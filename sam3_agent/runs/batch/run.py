@@ -16,7 +16,6 @@ from sam3_agent.runs.jobs.base import EngineOptions
 from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, build_engine, run_in_directory
 from sam3_agent.runs.jobs.models import (
     ModelSource,
-    VideoModelSource,
     agent_identity,
     models_identity,
     name_chat_model,
@@ -69,7 +68,7 @@ def batch_settings(
 def run_batch(
     requests: Sequence[BatchRequest] | Path,
     out: Path,
-    backends: VideoModelSource,
+    backends: ModelSource,
     *,
     query: str | None = None,
     config: AgentConfig | None = None,

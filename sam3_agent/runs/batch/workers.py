@@ -19,7 +19,7 @@ from sam3_agent.runs.batch.results import RequestResult
 from sam3_agent.runs.jobs.base import ImageSource
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
-from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, VideoModelSource
+from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource
 from sam3_agent.runs.jobs.records import agent_outcome
 from sam3_agent.runs.jobs.store import job_dir_name
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
@@ -151,7 +151,7 @@ class BatchWorkerFactory(LeavesChatModelOnDriver):
     """One agent per worker and medium the batch holds; SAM 3's video model loads with the
     first video request."""
 
-    backends: VideoModelSource
+    backends: ModelSource
     agent_config: AgentConfig
     chat_model: ChatModel | None = field(default=None, compare=False, repr=False)
     loading_bars: bool = True

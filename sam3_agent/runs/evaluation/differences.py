@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sam3_agent.runs.evaluation.methods import (
-    MergedRuns,
-)
+from sam3_agent.runs.evaluation.methods import MergedRuns
 
 EPSILON = 1e-3
 """A change of the figure up to this (on the ``[0, 1]`` scale) is no difference."""

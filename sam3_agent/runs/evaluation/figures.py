@@ -14,9 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from sam3_agent.runs.evaluation.methods import (
-    Method,
-)
+from sam3_agent.runs.evaluation.methods import Method
 from sam3_agent.runs.evaluation.results import SampleResult
 from sam3_agent.runs.jobs.store import job_dir_name
 from sam3_agent.values.errors import ImageLoadError

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from sam3_agent.runs.jobs.driver import ProgressListener, RunOutcome, run_jobs
 from sam3_agent.runs.jobs.embeddings import SharedEmbeddings
 from sam3_agent.runs.jobs.failures import job_failure
 from sam3_agent.runs.jobs.local import LocalEngine
-from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource, VideoModelSource
+from sam3_agent.runs.jobs.models import LeavesChatModelOnDriver, ModelSource
 from sam3_agent.runs.jobs.records import agent_outcome
 from sam3_agent.runs.jobs.store import ResultStore, job_dir_name
 from sam3_agent.values.config import AgentConfig, FrameSelection, VideoOptions
@@ -46,44 +46,28 @@ EVERY_FRAME = FrameSelection()
 
 
 @dataclass(frozen=True, kw_only=True)
-class Outcome:
-    """What a predictor answered beside its masks: ``outcome`` the record's outcome fields
-    (``status`` and, where known, rounds, tokens, calls, failure); ``extra`` JSON-safe details."""
+class Prediction:
+    """What a predictor answered: ``outcome`` the record's outcome fields (``status`` and, where
+    known, rounds, tokens, calls, failure); ``extra`` JSON-safe details. An image's ``mask`` is
+    the ``(H, W)`` bool union of the predicted masks (None: none); a video's ``tracks`` come
+    with ``positions``, frame file stem -> its position among the frames they are keyed by."""
 
     outcome: Mapping[str, Any]
     artifacts: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    mask: BoolArray | None = None
+    tracks: Tracks | None = None
+    positions: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
         return str(self.outcome["status"])
 
 
-@dataclass(frozen=True, kw_only=True)
-class Prediction(Outcome):
-    """``mask``: the ``(H, W)`` bool union of the predicted masks, None when there are none."""
-
-    mask: BoolArray | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class VideoPrediction(Outcome):
-    """``positions``: frame file stem -> its position among the frames ``tracks`` are keyed by."""
-
-    tracks: Tracks | None = None
-    positions: Mapping[str, int] = field(default_factory=dict)
-
-
 class Predictor(Protocol):
     """Segments ``query`` on an ``(H, W, 3)`` uint8 image (artifacts may go to ``output_dir``)."""
 
     async def predict(self, image: RGBImage, query: str, output_dir: Path) -> Prediction: ...
-
-
-class VideoPredictor(Protocol):
-    """Tracks a video sample's query through its frames (artifacts to ``output_dir``)."""
-
-    async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction: ...
 
 
 def agent_details(result: AgentResult | VideoResult) -> dict[str, Any]:
@@ -129,34 +113,7 @@ class Sam3OnlyPredictor:
         return Prediction(outcome={"status": status}, mask=mask, extra={"masks": len(kept)})
 
 
-@dataclass(frozen=True)
-class VideoAgentPredictor:
-    """The video agent on every frame of the sample's frame folder; writes its run files."""
-
-    agent: Sam3VideoAgent
-
-    async def predict(self, sample: VideoSample, output_dir: Path) -> VideoPrediction:
-        video = await asyncio.to_thread(
-            open_video,
-            sample.frames_dir,
-            EVERY_FRAME,
-            max_pixels=self.agent.config.max_image_pixels,
-        )
-        result = await self.agent.arun(video, sample.query, output_dir=output_dir)
-        selected = result.status == "masks" and len(result.tracks) > 0
-        positions: dict[str, int] = {}  # frame file stem -> position among those tracked
-        for position, index in enumerate(video.indices):
-            positions.setdefault(Path(video.frame_names[index]).stem, position)
-        return VideoPrediction(
-            outcome={**agent_outcome(result), "frames_used": video.frame_count},
-            tracks=result.tracks if selected else None,
-            positions=positions,
-            artifacts=output_dir,
-            extra={**agent_details(result), "tracks": len(result.tracks) if selected else 0},
-        )
-
-
-def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoScore:
+def score_prediction(sample: VideoSample, prediction: Prediction) -> VideoScore:
     """Mean J and F over the sample's annotated frames, decoded one at a time; a frame's
     prediction is the union of the tracks there."""
     tracks = prediction.tracks
@@ -185,27 +142,22 @@ def score_prediction(sample: VideoSample, prediction: VideoPrediction) -> VideoS
     return accumulator.result()
 
 
-P = TypeVar("P", bound=Outcome)
 S = TypeVar("S", Sample, VideoSample)
 RR = TypeVar("RR", bound=EvalRecord)
 
 
-class SampleHandler(ABC, Generic[S, P, RR]):
+class SampleHandler(ABC, Generic[S, RR]):
     """Evaluates samples of one medium on one worker: what :meth:`predict` raises becomes
     :meth:`failed`; :meth:`record` scores in a thread, given the record's other fields, and
     may raise ``DatasetError`` (the run stops)."""
 
     run_dir: Path
-    prediction_type: type[P]
 
     @abstractmethod
-    async def predict(self, sample: S, images: ImageSource, output_dir: Path) -> P: ...
-
-    def failed(self, failure: str) -> P:
-        return self.prediction_type(outcome={"status": "failed", "failure": failure})
+    async def predict(self, sample: S, images: ImageSource, output_dir: Path) -> Prediction: ...
 
     @abstractmethod
-    def record(self, sample: S, prediction: P, fields: dict[str, Any]) -> RR: ...
+    def record(self, sample: S, prediction: Prediction, fields: dict[str, Any]) -> RR: ...
 
     async def run(self, job: S, images: ImageSource) -> RR:
         rel_dir = Path(SAMPLES_DIR) / job_dir_name(job.id)
@@ -213,7 +165,11 @@ class SampleHandler(ABC, Generic[S, P, RR]):
         try:
             prediction, infra_error = await self.predict(job, images, self.run_dir / rel_dir), False
         except BaseException as e:
-            prediction, infra_error = self.failed(job_failure("sample", job.id, e)), True
+            failure = job_failure("sample", job.id, e)
+            prediction, infra_error = (
+                Prediction(outcome={"status": "failed", "failure": failure}),
+                True,
+            )
         fields = {
             "id": job.id,
             "image_path": str(job.image_path),
@@ -234,7 +190,7 @@ class SampleHandler(ABC, Generic[S, P, RR]):
 
 
 @dataclass
-class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
+class EvalHandler(SampleHandler[Sample, SampleResult]):
     """Image samples against their masks; an image above ``max_pixels`` (None: the
     package's limit) is the sample's failure."""
 
@@ -242,7 +198,6 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
     run_dir: Path
     shared: SharedEmbeddings | None = None
     max_pixels: int | None = field(default=None, kw_only=True)
-    prediction_type = Prediction
 
     async def predict(self, sample: Sample, images: ImageSource, output_dir: Path) -> Prediction:
         image = await images.get(
@@ -277,20 +232,37 @@ class EvalHandler(SampleHandler[Sample, Prediction, SampleResult]):
 
 
 @dataclass
-class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleResult]):
-    """Video samples frame by frame; it holds no image features to release."""
+class VideoEvalHandler(SampleHandler[VideoSample, VideoSampleResult]):
+    """Video samples through the video agent, on every frame of the sample's frame folder
+    (it writes its run files), scored frame by frame; no image features to release."""
 
-    predictor: VideoPredictor
+    agent: Sam3VideoAgent
     run_dir: Path
-    prediction_type = VideoPrediction
 
     async def predict(
         self, sample: VideoSample, images: ImageSource, output_dir: Path
-    ) -> VideoPrediction:
-        return await self.predictor.predict(sample, output_dir)
+    ) -> Prediction:
+        video = await asyncio.to_thread(
+            open_video,
+            sample.frames_dir,
+            EVERY_FRAME,
+            max_pixels=self.agent.config.max_image_pixels,
+        )
+        result = await self.agent.arun(video, sample.query, output_dir=output_dir)
+        selected = result.status == "masks" and len(result.tracks) > 0
+        positions: dict[str, int] = {}  # frame file stem -> position among those tracked
+        for position, index in enumerate(video.indices):
+            positions.setdefault(Path(video.frame_names[index]).stem, position)
+        return Prediction(
+            outcome={**agent_outcome(result), "frames_used": video.frame_count},
+            tracks=result.tracks if selected else None,
+            positions=positions,
+            artifacts=output_dir,
+            extra={**agent_details(result), "tracks": len(result.tracks) if selected else 0},
+        )
 
     def record(
-        self, sample: VideoSample, prediction: VideoPrediction, fields: dict[str, Any]
+        self, sample: VideoSample, prediction: Prediction, fields: dict[str, Any]
     ) -> VideoSampleResult:
         score = score_prediction(sample, prediction)
         return VideoSampleResult(**fields, j=score.j, f=score.f, frames_scored=score.frames)
@@ -299,7 +271,7 @@ class VideoEvalHandler(SampleHandler[VideoSample, VideoPrediction, VideoSampleRe
 @dataclass(frozen=True)
 class EvalWorkerFactory(LeavesChatModelOnDriver):
     """The handler per worker, built where the work runs: the agent, SAM 3 alone
-    (``sam3_only``) or the video agent (``video`` set; ``backends`` a ``VideoModelSource``)."""
+    (``sam3_only``) or the video agent (``video`` set)."""
 
     backends: ModelSource
     agent_config: AgentConfig
@@ -312,11 +284,11 @@ class EvalWorkerFactory(LeavesChatModelOnDriver):
         predictor: Predictor
         with self.loading():
             if self.video is not None:
-                segmenter = cast("VideoModelSource", self.backends).build_video_segmenter()
+                segmenter = self.backends.build_video_segmenter()
                 tracker = Sam3VideoAgent(
                     segmenter, self.worker_chat_model(), self.agent_config, self.video
                 )
-                return VideoEvalHandler(VideoAgentPredictor(tracker), run_dir)
+                return VideoEvalHandler(tracker, run_dir)
             shared = self.shared_segmenter()
             if self.sam3_only:
                 predictor = Sam3OnlyPredictor(shared, config=self.agent_config)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from sam3_agent.runs.evaluation.catalog import VIDEO_DATASETS
 from sam3_agent.runs.evaluation.coverage import POPULATION_KEY, Coverage, Population
 from sam3_agent.runs.evaluation.metrics import Breakdown, Summary, breakdown
-from sam3_agent.runs.evaluation.results import SampleResult, VideoSampleResult
+from sam3_agent.runs.evaluation.results import EvalRecord, SampleResult, VideoSampleResult
 from sam3_agent.runs.evaluation.video.metrics import VideoBreakdown, VideoSummary
 from sam3_agent.runs.evaluation.video.metrics import breakdown as video_breakdown
 from sam3_agent.runs.jobs.records import JobRecord
@@ -23,7 +23,7 @@ from sam3_agent.values.errors import UserError
 
 logger = logging.getLogger(__name__)
 
-R = TypeVar("R", bound=JobRecord)
+R = TypeVar("R", bound=EvalRecord)
 
 KIND_KEY = "kind"
 """The run setting that names what an evaluation scored; absent: images."""
@@ -60,10 +60,6 @@ class MergedRuns(ABC, Generic[R]):
         """The splits scored, in the dataset's order."""
 
     @abstractmethod
-    def coverage(self, split: str, tag: str | None = None) -> Coverage:
-        """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's."""
-
-    @abstractmethod
     def metrics_json(self) -> dict[str, Any]:
         """The method's figures as ``metrics.json`` lists them."""
 
@@ -76,7 +72,10 @@ class MergedRuns(ABC, Generic[R]):
         scored = self.scored_splits()
         return scored + [s for s in self.populations if s not in scored]
 
-    def _coverage(self, scored: int, split: str, tag: str | None) -> Coverage:
+    def coverage(self, split: str, tag: str | None = None) -> Coverage:
+        """Samples of ``split`` (its ``tag`` subset) scored, out of the whole split's; every
+        stored sample counts (ReVOS's overall leaves out other types, scored all the same)."""
+        scored = sum(r.split == split and (tag is None or tag in r.tags) for r in self.results)
         return Coverage.of(
             scored, self.populations.get(split), self.planned_by_split.get(split), tag
         )
@@ -122,10 +121,6 @@ class Method(MergedRuns[SampleResult]):
         m = self.metrics
         return m.splits.get(split) if tag is None else m.split_tags.get(split, {}).get(tag)
 
-    def coverage(self, split: str, tag: str | None = None) -> Coverage:
-        summary = self.summary(split, tag)
-        return self._coverage(summary.count if summary is not None else 0, split, tag)
-
     def overall_coverage(self) -> Coverage:
         """:meth:`coverage` of every split the method holds, together."""
         splits = dict.fromkeys([*self.populations, *self.metrics.splits])
@@ -168,11 +163,6 @@ class VideoMethod(MergedRuns[VideoSampleResult]):
         if scored is None:
             return None
         return scored.overall if tag is None else scored.tags.get(tag)
-
-    def coverage(self, split: str, tag: str | None = None) -> Coverage:
-        # Every stored sample counts (ReVOS's overall leaves out other types, scored all the same).
-        scored = sum(r.split == split and (tag is None or tag in r.tags) for r in self.results)
-        return self._coverage(scored, split, tag)
 
     def usage(self) -> dict[str, Any]:
         n = len(self.results)

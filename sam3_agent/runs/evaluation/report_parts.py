@@ -12,9 +12,7 @@ from typing import Any
 
 from sam3_agent.runs.evaluation.coverage import Coverage
 from sam3_agent.runs.evaluation.differences import SHOWN, Differences, SampleDifference
-from sam3_agent.runs.evaluation.methods import (
-    MergedRuns,
-)
+from sam3_agent.runs.evaluation.methods import MergedRuns
 from sam3_agent.runs.evaluation.published import PublishedResult
 from sam3_agent.values.errors import UserError
 from sam3_agent.values.files import atomic_write_bytes, utf8

@@ -65,7 +65,8 @@ class EvalSet:
 
 @dataclass(frozen=True)
 class VideoEvalSet:
-    """Video samples, as :class:`EvalSet` (sharded by video); ``split`` None: the default."""
+    """Video samples, as :class:`EvalSet` (sharded by video); ``split`` None: the default,
+    named once the set is made."""
 
     dataset: str
     root: Path
@@ -88,20 +89,15 @@ class VideoEvalSet:
             raise UserError(f"`limit` must be >= 1, got {self.limit}")
         object.__setattr__(self, "split", split)
 
-    @property
-    def split_name(self) -> str:
-        """The split evaluated (the default one when none was named)."""
-        return str(self.split)
-
     def load(self) -> Loaded[VideoSample]:
-        whole = load_video_samples(self.dataset, self.root, self.split_name)
+        whole = load_video_samples(self.dataset, self.root, self.split)
         return _loaded(whole, self.limit, self.shard)
 
     def identity(self, mode: str) -> dict[str, Any]:
         return {
             KIND_KEY: VIDEO,
             "dataset": self.dataset,
-            "split": self.split_name,
+            "split": self.split,
             "mode": mode,
             "shard": _shard_name(self.shard),
             **({"preset": self.preset} if self.preset else {}),

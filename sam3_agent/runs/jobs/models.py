@@ -34,11 +34,8 @@ class ModelSource(Protocol):
 
     def build_chat_model(self) -> ChatModel: ...
 
-
-class VideoModelSource(ModelSource, Protocol):
-    """A :class:`ModelSource` that also builds SAM 3's video model (or its service client)."""
-
-    def build_video_segmenter(self) -> VideoSegmenter: ...
+    def build_video_segmenter(self) -> VideoSegmenter:
+        """SAM 3's video model (or its service client), for the runs that track videos."""
 
 
 class LeavesChatModelOnDriver:

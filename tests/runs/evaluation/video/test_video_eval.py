@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sam3_agent.runs.evaluation.handler import VideoPrediction, score_prediction
+from sam3_agent.runs.evaluation.handler import Prediction, score_prediction
 from sam3_agent.runs.evaluation.report import report_runs
 from sam3_agent.runs.evaluation.results import VideoSampleResult
 from sam3_agent.runs.evaluation.run import EvalSet, evaluate
@@ -318,7 +318,7 @@ def test_scoring_streams_one_frame_at_a_time_and_skips_unannotated_frames(
     events: list[str] = []
     sample = _sample(tmp_path, EventsGroundTruth(events, annotated={0, 2, 3}))
     positions = {f"{k:05d}": k for k in range(FRAMES)}
-    prediction = VideoPrediction(
+    prediction = Prediction(
         outcome={"status": "masks"}, tracks=_tracks(events), positions=positions
     )
     score = score_prediction(sample, prediction)
@@ -330,7 +330,7 @@ def test_scoring_streams_one_frame_at_a_time_and_skips_unannotated_frames(
 
 def test_no_prediction_scores_an_empty_mask_on_every_annotated_frame(tmp_path: Path) -> None:
     sample = _sample(tmp_path, EventsGroundTruth([], annotated={0, 1, 2, 3}))
-    score = score_prediction(sample, VideoPrediction(outcome={"status": "no_mask"}))
+    score = score_prediction(sample, Prediction(outcome={"status": "no_mask"}))
     assert (score.j, score.f, score.frames) == (0.0, 0.0, FRAMES)
 
 
@@ -339,16 +339,14 @@ def test_a_listed_frame_the_folder_lacks_or_another_size_is_a_dataset_error(
 ) -> None:
     sample = _sample(tmp_path, EventsGroundTruth([], annotated={0, 1, 2, 3}))
     positions = {f"{k:05d}": k for k in range(FRAMES - 1)}
-    prediction = VideoPrediction(
-        outcome={"status": "masks"}, tracks=_tracks([]), positions=positions
-    )
+    prediction = Prediction(outcome={"status": "masks"}, tracks=_tracks([]), positions=positions)
     with pytest.raises(DatasetError, match=r"00003\.jpg is listed but not in"):
         score_prediction(sample, prediction)
 
     class Small:
         size = (H // 2, W)
 
-    small = VideoPrediction(outcome={"status": "masks"}, tracks=Small(), positions=positions)  # type: ignore[arg-type]
+    small = Prediction(outcome={"status": "masks"}, tracks=Small(), positions=positions)  # type: ignore[arg-type]
     with pytest.raises(DatasetError, match=f"is {H // 2}x{W} pixels but its ground truth is"):
         score_prediction(sample, small)
 
@@ -356,4 +354,4 @@ def test_a_listed_frame_the_folder_lacks_or_another_size_is_a_dataset_error(
 def test_a_sample_without_any_annotated_frame_is_a_dataset_error(tmp_path: Path) -> None:
     sample = _sample(tmp_path, EventsGroundTruth([], annotated=set()))
     with pytest.raises(DatasetError, match="no frame has ground truth"):
-        score_prediction(sample, VideoPrediction(outcome={"status": "no_mask"}))
+        score_prediction(sample, Prediction(outcome={"status": "no_mask"}))
