@@ -16,6 +16,7 @@ from sam3_agent.apps.cli.flags.agent import AGENT, BACKENDS
 from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
 from sam3_agent.apps.cli.flags.inputs import VIDEO, VideoFlags
 from sam3_agent.apps.cli.flags.jobs import ENGINE, OutDirOpt, ProgressOpt, RetryFailedOpt
+from sam3_agent.apps.cli.progress import EvalTally, make_progress
 from sam3_agent.backends.spec import BackendSpec
 from sam3_agent.runs.evaluation.catalog import (
     IMAGE_DATASETS,
@@ -92,8 +93,8 @@ def eval_command(
         )  # fmt: skip
         loaded = selection.load()
         backends = jobs.plan_for(backends, engine, chat=not sam3_only, video=video)
-        tally = jobs.EvalTally(running_metrics(dataset_name))
-        bar = jobs.make_progress(err_console, "eval", tally) if progress else None
+        tally = EvalTally(running_metrics(dataset_name))
+        bar = make_progress(err_console, "eval", tally) if progress else None
         with jobs.kept_when_interrupted(out, "samples", bar):
             done = evaluate(
                 selection, out, backends, mode=mode_name, config=config, engine=engine,

@@ -1,30 +1,16 @@
-"""``sam3-agent run IMAGE QUERY`` and ``track VIDEO QUERY``: one request each, with a live
-status line per round. Every flag and path is checked (and a video opened and indexed) before
-any model loads (or numpy, torch, HTTP clients import)."""
+"""What ``run`` and ``track`` share: their output flags, a request's progress shown live, its
+outcome said."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.status import Status
 
-from sam3_agent.apps.cli.console import (
-    EXIT_FAILED_SESSION,
-    as_flags,
-    err_console,
-    one_line_errors,
-    plain,
-    say,
-)
-from sam3_agent.apps.cli.flags.agent import AGENT, BACKENDS
-from sam3_agent.apps.cli.flags.compose import VERBOSE, Mode, with_flags
-from sam3_agent.apps.cli.flags.inputs import DOWNLOADS, VIDEO, VideoFlags
-from sam3_agent.backends.spec import BackendSpec
-from sam3_agent.values.config import AgentConfig
+from sam3_agent.apps.cli.console import EXIT_FAILED_SESSION, as_flags, err_console, plain, say
 
 if TYPE_CHECKING:
     from sam3_agent.agent.events import RoundEvent
@@ -48,12 +34,6 @@ OverwriteOpt = Annotated[bool, typer.Option("--overwrite", metavar="",
 JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print result.json to stdout.")]
 ResumeOpt = Annotated[Path | None, _resume("IMAGE, QUERY and agent flags")]
 TrackResumeOpt = Annotated[Path | None, _resume("VIDEO, QUERY, agent and video flags")]
-ModeOpt = Annotated[Mode, typer.Option("--mode",
-    help="agent: the MLLM drives SAM 3; sam3-only: SAM 3 alone with the query as its phrase "
-    "(every mask above the threshold, no MLLM).")]  # fmt: skip
-ExportOpt = Annotated[str | None, typer.Option("--export", metavar="FORMATS",
-    help="Also write per-mask files: png (masks/NN.png, binary), polygons (in result.json); "
-    "comma-separated.")]  # fmt: skip
 
 
 class LiveProgress:
@@ -101,80 +81,3 @@ def say_finished(done: Finished[Any], found: str, *, json_output: bool) -> None:
     )
     if result.status == "failed":
         raise typer.Exit(EXIT_FAILED_SESSION)
-
-
-@with_flags(BACKENDS, AGENT, DOWNLOADS, VERBOSE)
-def run_command(
-    # Text, not a Path: a Path would fold the // of an http(s):// URL.
-    image: Annotated[
-        str,
-        typer.Argument(
-            metavar="IMAGE", help="The image (JPEG, PNG, ...): a file or an http(s):// URL."
-        ),
-    ],
-    query: Annotated[
-        str, typer.Argument(metavar="QUERY", help='What to segment, e.g. "the leftmost child".')
-    ],
-    out: RunOutOpt = None,
-    overwrite: OverwriteOpt = False,
-    mode: ModeOpt = Mode.agent,
-    export: ExportOpt = None,
-    json_output: JsonOpt = False,
-    resume: ResumeOpt = None,
-    *,
-    backends: BackendSpec,
-    config: AgentConfig,
-    max_download_mb: int,
-) -> None:
-    """Segment what QUERY describes in IMAGE; write result.json, overlay.png, trace.jsonl.
-
-    Exit codes: 0 masks found or no mask reported, 1 backend error, 2 bad input,
-    3 the session failed (budget spent; see result.json), 130 interrupted (--resume DIR
-    continues the session).
-    """
-    with one_line_errors(), LiveProgress() as progress:
-        # A bad flag is refused before the library loads.
-        backends.validate(chat=mode is not Mode.sam3_only)
-        from sam3_agent.runs.rundirs import Output
-        from sam3_agent.runs.single import segment_request
-
-        done = segment_request(
-            backends, image, query, config, Output(out, resume, overwrite), progress,
-            sam3_only=mode is Mode.sam3_only, export=export, max_download_mb=max_download_mb,
-        )  # fmt: skip
-    say_finished(done, f"{len(done.result.detections)} mask(s)", json_output=json_output)
-
-
-@with_flags(BACKENDS, AGENT, VIDEO, DOWNLOADS, VERBOSE)
-def track_command(
-    video: Annotated[str, typer.Argument(metavar="VIDEO",
-        help="The video (MP4, MOV, WebM, ...): a file, an http(s):// URL or a folder of frame "
-        "images.")],
-    query: Annotated[str, typer.Argument(metavar="QUERY",
-        help='What to segment and track, e.g. "the dog that enters last".')],
-    out: TrackOutOpt = None,
-    overwrite: OverwriteOpt = False,
-    json_output: JsonOpt = False,
-    resume: TrackResumeOpt = None,
-    *, backends: BackendSpec, config: AgentConfig, video_flags: VideoFlags, max_download_mb: int,
-) -> None:  # fmt: skip
-    """Track what QUERY describes through VIDEO; write result.json, overlay.mp4, trace.jsonl.
-
-    Also contact_sheet.png (sampled frames) and the checkpoint that --resume continues.
-
-    Exit codes: 0 tracks found or no mask reported, 1 backend error, 2 bad input,
-    3 the session failed (budget spent; see result.json), 130 interrupted (--resume DIR
-    continues the session).
-    """
-    with one_line_errors(), LiveProgress() as progress:
-        backends.validate()  # a bad flag is refused before the library loads
-        from sam3_agent.runs.rundirs import Output
-        from sam3_agent.runs.single import track_request
-
-        done = track_request(
-            replace(backends, video_cache_mb=video_flags.cache_mb), video, query, config,
-            Output(out, resume, overwrite), progress,
-            selection=video_flags.selection, options=video_flags.options,
-            max_download_mb=max_download_mb,
-        )  # fmt: skip
-    say_finished(done, f"{len(done.result.tracks)} track(s)", json_output=json_output)

@@ -335,7 +335,7 @@ def test_plain_progress_prints_at_most_one_line_per_interval() -> None:
 
     from rich.console import Console
 
-    from sam3_agent.apps.cli.jobs import EvalTally, PlainProgress
+    from sam3_agent.apps.cli.progress import EvalTally, PlainProgress
 
     now = [0.0]
     buffer = io.StringIO()

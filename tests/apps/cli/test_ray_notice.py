@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sam3_agent.apps.cli.jobs import BatchTally, PlainProgress, ProgressBar
 from sam3_agent.apps.cli.main import app
+from sam3_agent.apps.cli.progress import BatchTally, PlainProgress, ProgressBar
 from sam3_agent.runs.jobs import ray_engine
 from sam3_agent.runs.jobs.ray_engine import RayEngine
 from tests.support.batch_fixtures import write_jsonl

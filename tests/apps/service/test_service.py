@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from sam3_agent.apps.cli.servers import serve_sam3
+from sam3_agent.apps.cli.serve import serve_sam3
 from sam3_agent.apps.service import server as service_server
 from sam3_agent.apps.service.app import create_app
 from sam3_agent.apps.service.limits import DEFAULT_LIMITS, ServiceLimits

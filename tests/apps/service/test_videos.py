@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from typer.testing import CliRunner
 
 from sam3_agent.apps.cli.main import app as cli_app
-from sam3_agent.apps.cli.servers import serve_sam3
+from sam3_agent.apps.cli.serve import serve_sam3
 from sam3_agent.apps.service import server as service_server
 from sam3_agent.apps.service.app import create_app
 from sam3_agent.apps.service.limits import ServiceLimits
