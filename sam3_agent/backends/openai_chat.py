@@ -288,14 +288,13 @@ class OpenAIChatModel:
 
 
 def _error_text(error: openai.APIStatusError) -> str:
-    body = error.body
+    body: Any = error.body  # the client hands on what {"error": ...} holds, where it can
     if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if isinstance(inner, str):
-            return inner
-    return error.message
+        body = body.get("error", body)
+    if isinstance(body, dict):
+        # OpenAI's {"message"}, or FastAPI's {"detail"} (transformers serve)
+        body = body.get("message") or body.get("detail")
+    return body if isinstance(body, str) and body else error.message
 
 
 def _explain_status(status: int, text: str) -> str:

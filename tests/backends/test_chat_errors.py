@@ -63,6 +63,28 @@ async def test_a_multi_line_server_error_becomes_one_line(server: ScriptedServer
     await model.aclose()
 
 
+REASON = "The prompt has 4366 tokens, but the model takes at most 4096"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": {"message": REASON, "type": "invalid_request_error"}},  # OpenAI's
+        {"detail": REASON},  # FastAPI's (transformers serve)
+        {"error": REASON},
+    ],
+)
+async def test_the_servers_reason_for_a_refusal_is_in_the_error(
+    server: ScriptedServer, body: dict[str, Any]
+) -> None:
+    server.responder = lambda request: Reply(status=400, error_body=body)
+    model = OpenAIChatModel("m", base_url=server.base_url, api_key="k", max_retries=0)
+    with pytest.raises(ChatModelError) as caught:
+        await model.complete(conversation())
+    assert f"HTTP 400: {REASON} - the endpoint refused the request" in str(caught.value)
+    await model.aclose()
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tiny_qwen_dir: Path) -> Iterator[TransformersChatModel]:
     with pytest.MonkeyPatch.context() as mp:

@@ -34,6 +34,7 @@ class Reply:
         delay_s: wait before answering (on top of the server's ``latency_s``).
         status: an HTTP error status (429, 500, 401, ...) instead of a completion.
         retry_after: the ``Retry-After`` header sent with an error status.
+        error_body: the JSON body of an error status (default: OpenAI's ``{"error": ...}``).
         drop: close the connection without answering.
         usage: ``(prompt_tokens, completion_tokens)``; ``None`` leaves usage out.
     """
@@ -46,6 +47,7 @@ class Reply:
     delay_s: float = 0.0
     status: int = 200
     retry_after: str | None = None
+    error_body: dict[str, Any] | None = None
     drop: bool = False
     usage: tuple[int, int] | None = (11, 7)
 
@@ -236,7 +238,8 @@ def _handler_class(state: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 if reply.status != 200:
                     self._send(
                         reply.status,
-                        {"error": {"message": f"scripted HTTP {reply.status}", "type": "test"}},
+                        reply.error_body
+                        or {"error": {"message": f"scripted HTTP {reply.status}", "type": "test"}},
                         {"Retry-After": reply.retry_after} if reply.retry_after else {},
                     )
                 else:
