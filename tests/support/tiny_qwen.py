@@ -92,7 +92,7 @@ def build_model(processor: Qwen2_5_VLProcessor) -> Qwen2_5_VLForConditionalGener
             "num_hidden_layers": 2,
             "num_attention_heads": 4,
             "num_key_value_heads": 2,
-            "max_position_embeddings": 4096,
+            "max_position_embeddings": 32768,  # transformers serve (5.25+) refuses longer prompts
             "rope_parameters": {
                 "rope_type": "default",
                 "rope_theta": 10000.0,
