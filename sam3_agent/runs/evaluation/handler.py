@@ -166,10 +166,8 @@ class SampleHandler(ABC, Generic[S, RR]):
             prediction, infra_error = await self.predict(job, images, self.run_dir / rel_dir), False
         except BaseException as e:
             failure = job_failure("sample", job.id, e)
-            prediction, infra_error = (
-                Prediction(outcome={"status": "failed", "failure": failure}),
-                True,
-            )
+            prediction = Prediction(outcome={"status": "failed", "failure": failure})
+            infra_error = True
         fields = {
             "id": job.id,
             "image_path": str(job.image_path),
